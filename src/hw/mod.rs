@@ -307,6 +307,11 @@ pub mod testing {
         super::sampler::start_with_capacity(settings, capacity);
     }
 
+    /// Rows produced so far by the running sampler (kept + dropped); None when not running.
+    pub fn sampler_rows_so_far() -> Option<u64> {
+        super::sampler::rows_so_far()
+    }
+
     /// (key, unit, meaning, [mlx5, thor2, ainic, rxe] sources) for documentation.
     pub fn vocabulary_table() -> Vec<(&'static str, &'static str, &'static str, [String; 4])> {
         super::vocab::VOCAB

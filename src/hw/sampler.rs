@@ -156,6 +156,14 @@ pub fn start_with_capacity(settings: &HwSettings, capacity: usize) {
     *st = Some(Running { shared, handle });
 }
 
+/// Rows produced so far (kept + dropped) by the running sampler.
+pub fn rows_so_far() -> Option<u64> {
+    let st = STATE.lock();
+    let r = st.as_ref()?;
+    let ring = r.shared.ring.lock();
+    Some(ring.buf.len() as u64 + ring.dropped)
+}
+
 /// Stops and joins the sampler and hands over its rows; None when it never started.
 pub fn stop() -> Option<HwSamples> {
     let running = STATE.lock().take()?;
