@@ -10,6 +10,7 @@
 //!   wrapped once, the delta is final + 2^32 - baseline;
 //! - otherwise it went backwards (driver reload, counter reset): the key is -1 and the
 //!   reason is printed under RCCL_TELEMETRY_DEBUG. It never falls back to another source.
+//!
 //! The raw delta is multiplied by the term's scale and summed over the alternative's terms,
 //! saturating; the value is capped at i64::MAX, so no negative value but -1 is emitted.
 
