@@ -58,10 +58,9 @@ pub enum HwValue {
 /// The "hw_counters" object of one device, keys in vocabulary order.
 pub type HwReport = Vec<(&'static str, HwValue)>;
 
-/// One stderr line with the library's prefix.
+/// One stderr line with the library's prefix (through the crate's single stderr writer).
 pub(crate) fn diag(msg: &str) {
-    let one_line: String = msg.chars().map(|c| if c == '\n' || c == '\r' { ' ' } else { c }).collect();
-    eprintln!("rccl-telemetry: {one_line}");
+    crate::diag::warn(&msg.replace('\r', " "));
 }
 
 /// Every canonical key, in the order `final_report` emits them.
