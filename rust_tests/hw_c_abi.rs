@@ -104,3 +104,22 @@ fn unknown_allow_list_name_is_one_line_and_unread_keys_stay() {
         assert_eq!(hc["out_of_buffer"], -1);
     }
 }
+
+#[test]
+fn debug_lines_explain_detection_and_reads() {
+    let t = fixture();
+    let out = tempfile::tempdir().unwrap();
+    let tally = out.path().join("tally.json");
+    let env = [
+        ("RCCL_TELEMETRY_ENABLE", "1"),
+        ("RCCL_TELEMETRY_DEBUG", "1"),
+        ("RCCL_TELEMETRY_OUTPUT_DIR", out.path().to_str().unwrap()),
+        ("RCCL_TELEMETRY_SYSFS_ROOT", t.root().to_str().unwrap()),
+    ];
+    let o = run(ibcast_sim(), &[tally.to_str().unwrap(), "--devices", "2"], &env);
+    assert!(o.status.success(), "ibcast_sim failed: {}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("hw device 0 'mlx5_0': hw_type mlx5 (device/driver -> mlx5_core), port 1, eth_device 'nohostnet0'"), "{err}");
+    assert!(err.lines().any(|l| l.contains("'mlx5_1' baseline:") && l.contains("ethtool on nohostnet1")), "{err}");
+    assert!(err.lines().filter(|l| !l.starts_with("ibcast_sim")).all(|l| l.starts_with("rccl-telemetry: ")), "{err}");
+}
