@@ -647,3 +647,13 @@ fn concurrent_first_use_takes_one_baseline() {
     let got = rep.iter().find(|(k, _)| *k == "delta_tx_packets").unwrap().1.clone();
     assert_eq!(got, HwValue::Scalar(inc(S::Hw, "sent_pkts")));
 }
+
+#[test]
+fn readme_table_is_the_code_table() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/hw/README.md")).unwrap();
+    let table = hw::testing::vocabulary_markdown();
+    assert!(
+        readme.contains(table.trim()),
+        "src/hw/README.md's vocabulary table is stale; regenerate it from hw::testing::vocabulary_markdown():\n{table}"
+    );
+}

@@ -311,6 +311,17 @@ pub mod testing {
         super::sampler::rows_so_far()
     }
 
+    /// The vocabulary as the markdown table of src/hw/README.md.
+    pub fn vocabulary_markdown() -> String {
+        let mut s = String::from(
+            "| Key | Meaning (unit) | mlx5 | thor2 (bnxt_re / bnxt_en) | ainic (ionic) | rxe (Soft-RoCE) |\n|---|---|---|---|---|---|\n",
+        );
+        for (k, unit, meaning, cols) in vocabulary_table() {
+            s.push_str(&format!("| `{k}` | {meaning} ({unit}) | {} | {} | {} | {} |\n", cols[0], cols[1], cols[2], cols[3]));
+        }
+        s
+    }
+
     /// (key, unit, meaning, [mlx5, thor2, ainic, rxe] sources) for documentation.
     pub fn vocabulary_table() -> Vec<(&'static str, &'static str, &'static str, [String; 4])> {
         super::vocab::VOCAB
