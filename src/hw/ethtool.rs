@@ -98,12 +98,15 @@ fn ioctl(sock: &Sock, ifname: &str, buf: &mut [u64], cmd: &'static str) -> Resul
     }
 }
 
-fn sset_count(sock: &Sock, ifname: &str) -> Result<usize, EthtoolError> {
+/// One SIOCETHTOOL call on a command block (the real ioctl, or a simulated kernel in tests).
+type Call<'a> = dyn FnMut(&mut [u64], &'static str) -> Result<(), EthtoolError> + 'a;
+
+fn sset_count(call: &mut Call<'_>) -> Result<usize, EthtoolError> {
     // struct ethtool_sset_info { u32 cmd; u32 reserved; u64 sset_mask; u32 data[]; }
     let mut buf = [0u64; 4];
     set_u32_at(&mut buf, 0, ETHTOOL_GSSET_INFO);
     buf[1] = 1u64 << ETH_SS_STATS;
-    ioctl(sock, ifname, &mut buf, "ETHTOOL_GSSET_INFO")?;
+    call(&mut buf, "ETHTOOL_GSSET_INFO")?;
     if buf[1] & (1u64 << ETH_SS_STATS) == 0 {
         return Err(EthtoolError::NoStats);
     }
@@ -161,8 +164,8 @@ pub fn pair(names: Vec<String>, values: &[u64]) -> HashMap<String, u64> {
     m
 }
 
-fn read_once(sock: &Sock, ifname: &str) -> Result<Option<HashMap<String, u64>>, EthtoolError> {
-    let n = sset_count(sock, ifname)?;
+fn read_once(call: &mut Call<'_>) -> Result<Option<HashMap<String, u64>>, EthtoolError> {
+    let n = sset_count(call)?;
     if n == 0 {
         return Err(EthtoolError::NoStats);
     }
@@ -173,14 +176,14 @@ fn read_once(sock: &Sock, ifname: &str) -> Result<Option<HashMap<String, u64>>, 
     set_u32_at(&mut sbuf, 0, ETHTOOL_GSTRINGS);
     set_u32_at(&mut sbuf, 4, ETH_SS_STATS);
     set_u32_at(&mut sbuf, 8, n as u32);
-    ioctl(sock, ifname, &mut sbuf, "ETHTOOL_GSTRINGS")?;
+    call(&mut sbuf, "ETHTOOL_GSTRINGS")?;
     let ns = u32_at(&sbuf, 8) as usize;
 
     // struct ethtool_stats { u32 cmd; u32 n_stats; u64 data[]; }
     let mut vbuf = vec![0u64; 1 + cap];
     set_u32_at(&mut vbuf, 0, ETHTOOL_GSTATS);
     set_u32_at(&mut vbuf, 4, n as u32);
-    ioctl(sock, ifname, &mut vbuf, "ETHTOOL_GSTATS")?;
+    call(&mut vbuf, "ETHTOOL_GSTATS")?;
     let nv = u32_at(&vbuf, 4) as usize;
 
     if ns != nv || ns > cap {
@@ -199,8 +202,13 @@ pub fn read_stats(ifname: &str) -> Result<HashMap<String, u64>, EthtoolError> {
         return Err(EthtoolError::BadName(ifname.to_owned()));
     }
     let sock = open_socket()?;
+    read_with(&mut |buf, cmd| ioctl(&sock, ifname, buf, cmd))
+}
+
+/// GSSET_INFO, GSTRINGS, GSTATS through `call`, retried while the set keeps changing.
+fn read_with(call: &mut Call<'_>) -> Result<HashMap<String, u64>, EthtoolError> {
     for _ in 0..ATTEMPTS {
-        if let Some(m) = read_once(&sock, ifname)? {
+        if let Some(m) = read_once(call)? {
             return Ok(m);
         }
     }
@@ -295,6 +303,63 @@ mod tests {
         assert_eq!(m.get("a"), Some(&1));
         set_fake("fk0", None);
         assert!(read_stats("fk0").is_err());
+    }
+
+    /// A kernel whose driver's string set changes size as the calls go by: each call answers
+    /// with the count `counts` gives for that call, writing as many entries as the kernel would
+    /// (it ignores the length user space passed in).
+    fn simulated(counts: Vec<usize>) -> impl FnMut(&mut [u64], &'static str) -> Result<(), EthtoolError> {
+        let mut i = 0;
+        move |buf: &mut [u64], cmd: &'static str| {
+            let n = counts[i.min(counts.len() - 1)];
+            i += 1;
+            match cmd {
+                "ETHTOOL_GSSET_INFO" => set_u32_at(buf, 16, n as u32),
+                "ETHTOOL_GSTRINGS" => {
+                    set_u32_at(buf, 8, n as u32);
+                    // SAFETY: u64 storage viewed as bytes.
+                    let bytes = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) };
+                    assert!(12 + n * ETH_GSTRING_LEN <= bytes.len(), "the kernel would overrun the strings buffer");
+                    for k in 0..n {
+                        let name = format!("stat_{k}");
+                        bytes[12 + k * ETH_GSTRING_LEN..][..name.len()].copy_from_slice(name.as_bytes());
+                    }
+                }
+                "ETHTOOL_GSTATS" => {
+                    set_u32_at(buf, 4, n as u32);
+                    assert!(1 + n <= buf.len(), "the kernel would overrun the stats buffer");
+                    for k in 0..n {
+                        buf[1 + k] = 1000 + k as u64;
+                    }
+                }
+                _ => unreachable!(),
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_set_that_grew_after_the_count_is_read_consistently() {
+        // 10 at GSSET_INFO, 14 at both GSTRINGS and GSTATS: slack absorbs it, names and values agree.
+        let m = read_with(&mut simulated(vec![10, 14, 14])).unwrap();
+        assert_eq!(m.len(), 14);
+        assert_eq!(m.get("stat_13"), Some(&1013));
+    }
+
+    #[test]
+    fn a_set_that_changed_between_strings_and_stats_is_retried() {
+        // First attempt: strings 12, stats 10 (PFC switched off in between): discarded.
+        let m = read_with(&mut simulated(vec![12, 12, 10, 10, 10, 10])).unwrap();
+        assert_eq!(m.len(), 10);
+        assert_eq!(m.get("stat_9"), Some(&1009));
+        assert_eq!(m.get("stat_11"), None);
+    }
+
+    #[test]
+    fn a_set_that_never_settles_is_an_error() {
+        let flapping: Vec<usize> = (0..30).map(|i| if i % 3 == 2 { 5 } else { 6 }).collect();
+        assert_eq!(read_with(&mut simulated(flapping)), Err(EthtoolError::Unstable));
+        assert_eq!(read_with(&mut simulated(vec![0])), Err(EthtoolError::NoStats));
     }
 
     proptest! {
