@@ -9,7 +9,7 @@ use rccl_telemetry::hw::{self, HwDevice, HwSettings, HwValue};
 #[test]
 fn live_rxe_deltas_follow_traffic() {
     let (Ok(dev), Ok(cmd)) = (std::env::var("RCCL_TELEMETRY_LIVE_RXE"), std::env::var("RCCL_TELEMETRY_LIVE_TRAFFIC")) else {
-        skip_notice(&format!("SKIPPED live_rxe_deltas_follow_traffic: set RCCL_TELEMETRY_LIVE_RXE and RCCL_TELEMETRY_LIVE_TRAFFIC"));
+        skip_notice("SKIPPED live_rxe_deltas_follow_traffic: set RCCL_TELEMETRY_LIVE_RXE and RCCL_TELEMETRY_LIVE_TRAFFIC");
         return;
     };
     let s = HwSettings { debug: true, ..HwSettings::default() };
