@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
@@ -39,6 +40,18 @@
 #endif
 
 #include <rccl_telemetry.h>
+
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define BENCH_HAVE_CALLGRIND 1
+#endif
+#endif
+#ifndef BENCH_HAVE_CALLGRIND
+#define BENCH_HAVE_CALLGRIND 0
+#define CALLGRIND_ZERO_STATS ((void)0)
+#define CALLGRIND_DUMP_STATS_AT(name) ((void)(name))
+#endif
 
 #include "fake_provider.h"
 #include "reference_telemetry.h"
@@ -76,37 +89,103 @@ typedef struct Ctx {
   FakeQp qp[BENCH_QPS];
 } __attribute__((aligned(64))) Ctx;
 
-/* No hooks: the transport alone. */
+/* Hook sets: N_ none, L_ the library through its installed header, R_ the reference (inline). */
+#define N_POSTTS(c, j) ((int64_t)0)
+#define N_SEND(c, j, imm) ((void)0)
+#define N_SIZE(c, b) ((void)0)
+#define N_COMPLETE(c, j, ts) ((void)(j))
+#define N_CTS(c, s) ((void)0)
+#define N_BYTES(c, b) ((void)0)
+#define N_REQDONE(c) ((void)0)
+
+#define L_POSTTS(c, j) rcclTelemetryPostTs((c)->lqp[j])
+#define L_SEND(c, j, imm) rcclTelemetryQpSendPosted((c)->lqp[j], (imm))
+#define L_SIZE(c, b) rcclTelemetryWqeSize((c)->dev, (b))
+#define L_COMPLETE(c, j, ts) rcclTelemetryQpWqeComplete((c)->lqp[j], (ts))
+#define L_CTS(c, s) rcclTelemetryQpCtsSent((c)->lcts, (s))
+#define L_BYTES(c, b) rcclTelemetryBytes((c)->dev, 1, (b))
+#define L_REQDONE(c) rcclTelemetryChRequestCompleted((c)->lch)
+
+#define R_POSTTS(c, j) refPostTs((c)->rqp[j])
+#define R_SEND(c, j, imm) refQpSendPosted((c)->rqp[j], (imm))
+#define R_SIZE(c, b) refWqeSize((c)->dev, (b))
+#define R_COMPLETE(c, j, ts) refQpWqeComplete((c)->rqp[j], (ts))
+#define R_CTS(c, s) refQpCtsSent((c)->rcts, (s))
+#define R_BYTES(c, b) refBytes((c)->dev, 1, (b))
+#define R_REQDONE(c) refChRequestCompleted((c)->rch)
+
+/*
+ * Each loop picks a hook set (N, L or R) per hook family: FAM_LAT = PostTs + QpWqeComplete
+ * (the latency family; the completion hook needs the token), FAM_SEND = QpSendPosted,
+ * FAM_SIZE = WqeSize, FAM_REQ = Bytes + QpCtsSent + ChRequestCompleted (once per request).
+ * The whole mix: */
 #define LOOP_NAME loop_none
-#define H_POSTTS(c, j) ((int64_t)0)
-#define H_SEND(c, j, imm) ((void)0)
-#define H_SIZE(c, b) ((void)0)
-#define H_COMPLETE(c, j, ts) ((void)(j))
-#define H_CTS(c, s) ((void)0)
-#define H_BYTES(c, b) ((void)0)
-#define H_REQDONE(c) ((void)0)
+#define FAM_LAT N
+#define FAM_SEND N
+#define FAM_SIZE N
+#define FAM_REQ N
 #include "bench_loop.h"
-
-/* The library, through its installed header. */
 #define LOOP_NAME loop_lib
-#define H_POSTTS(c, j) rcclTelemetryPostTs((c)->lqp[j])
-#define H_SEND(c, j, imm) rcclTelemetryQpSendPosted((c)->lqp[j], (imm))
-#define H_SIZE(c, b) rcclTelemetryWqeSize((c)->dev, (b))
-#define H_COMPLETE(c, j, ts) rcclTelemetryQpWqeComplete((c)->lqp[j], (ts))
-#define H_CTS(c, s) rcclTelemetryQpCtsSent((c)->lcts, (s))
-#define H_BYTES(c, b) rcclTelemetryBytes((c)->dev, 1, (b))
-#define H_REQDONE(c) rcclTelemetryChRequestCompleted((c)->lch)
+#define FAM_LAT L
+#define FAM_SEND L
+#define FAM_SIZE L
+#define FAM_REQ L
+#include "bench_loop.h"
+#define LOOP_NAME loop_ref
+#define FAM_LAT R
+#define FAM_SEND R
+#define FAM_SIZE R
+#define FAM_REQ R
 #include "bench_loop.h"
 
-/* The reference of today's in-tree design, inline. */
-#define LOOP_NAME loop_ref
-#define H_POSTTS(c, j) refPostTs((c)->rqp[j])
-#define H_SEND(c, j, imm) refQpSendPosted((c)->rqp[j], (imm))
-#define H_SIZE(c, b) refWqeSize((c)->dev, (b))
-#define H_COMPLETE(c, j, ts) refQpWqeComplete((c)->rqp[j], (ts))
-#define H_CTS(c, s) refQpCtsSent((c)->rcts, (s))
-#define H_BYTES(c, b) refBytes((c)->dev, 1, (b))
-#define H_REQDONE(c) refChRequestCompleted((c)->rch)
+/* One family at a time, for the per-hook breakdown. */
+#define LOOP_NAME loop_lib_lat
+#define FAM_LAT L
+#define FAM_SEND N
+#define FAM_SIZE N
+#define FAM_REQ N
+#include "bench_loop.h"
+#define LOOP_NAME loop_lib_send
+#define FAM_LAT N
+#define FAM_SEND L
+#define FAM_SIZE N
+#define FAM_REQ N
+#include "bench_loop.h"
+#define LOOP_NAME loop_lib_size
+#define FAM_LAT N
+#define FAM_SEND N
+#define FAM_SIZE L
+#define FAM_REQ N
+#include "bench_loop.h"
+#define LOOP_NAME loop_lib_req
+#define FAM_LAT N
+#define FAM_SEND N
+#define FAM_SIZE N
+#define FAM_REQ L
+#include "bench_loop.h"
+#define LOOP_NAME loop_ref_lat
+#define FAM_LAT R
+#define FAM_SEND N
+#define FAM_SIZE N
+#define FAM_REQ N
+#include "bench_loop.h"
+#define LOOP_NAME loop_ref_send
+#define FAM_LAT N
+#define FAM_SEND R
+#define FAM_SIZE N
+#define FAM_REQ N
+#include "bench_loop.h"
+#define LOOP_NAME loop_ref_size
+#define FAM_LAT N
+#define FAM_SEND N
+#define FAM_SIZE R
+#define FAM_REQ N
+#include "bench_loop.h"
+#define LOOP_NAME loop_ref_req
+#define FAM_LAT N
+#define FAM_SEND N
+#define FAM_SIZE N
+#define FAM_REQ R
 #include "bench_loop.h"
 
 typedef void (*LoopFn)(Ctx*, int);
@@ -292,6 +371,61 @@ static int child_hot(const char* cfg, int reps, int nreq) {
   uint64_t sink = 0;
   for (int v = 0; v < V_COUNT; v++) sink += ctx[v]->sink;
   printf("M sink %llu\n", (unsigned long long)(sink & 0xffff));
+  fflush(stdout);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ child: per-hook breakdown */
+
+#define FAMILIES 4
+static const char* const kFamily[FAMILIES] = {"lat", "send", "size", "req"};
+static const char* const kFamilyLabel[FAMILIES] = {"PostTs + QpWqeComplete", "QpSendPosted", "WqeSize",
+                                                   "Bytes + QpCtsSent + ChReqCompleted"};
+static const LoopFn kLibFamily[FAMILIES] = {loop_lib_lat, loop_lib_send, loop_lib_size, loop_lib_req};
+static const LoopFn kRefFamily[FAMILIES] = {loop_ref_lat, loop_ref_send, loop_ref_size, loop_ref_req};
+
+/*
+ * Which hook costs what: the no-hook loop against loops that carry one hook family each,
+ * library and reference, interleaved like child_hot. Families are not exactly additive
+ * (they share the loop's slack), but they show where the time goes.
+ */
+static int child_breakdown(const char* cfg, int reps, int nreq) {
+  int here = sched_getcpu();
+  if (here >= 0) pin_self(here);
+  if (rcclTelemetryInit() != 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  int enabled = env_enabled();
+  refTelemetryInit(enabled, env_int("RCCL_TELEMETRY_LATENCY_SAMPLE", 1), 5, 30000);
+  lib_register(0);
+  refTelemetryRegisterDevice(0);
+  enum { NV = 1 + 2 * FAMILIES };
+  LoopFn fn[NV];
+  Ctx* ctx[NV];
+  fn[0] = loop_none;
+  for (int f = 0; f < FAMILIES; f++) {
+    fn[1 + f] = kLibFamily[f];
+    fn[1 + FAMILIES + f] = kRefFamily[f];
+  }
+  for (int k = 0; k < NV; k++) {
+    ctx[k] = ctx_new(0, k);
+    ctx_attach_lib(ctx[k]);
+    ctx_attach_ref(ctx[k]);
+  }
+  for (int w = 0; w < 10; w++)
+    for (int k = 0; k < NV; k++) fn[k](ctx[k], nreq);
+  double t[NV];
+  double wqes = (double)nreq * BENCH_QPS;
+  for (int rep = 0; rep < reps; rep++) {
+    for (int i = 0; i < NV; i++) {
+      int k = (rep + i) % NV;
+      int64_t t0 = now_ns();
+      fn[k](ctx[k], nreq);
+      t[k] = (double)(now_ns() - t0) / wqes;
+    }
+    for (int f = 0; f < FAMILIES; f++) {
+      printf("S brk.lib.%s.%s %.4f\n", kFamily[f], cfg, t[1 + f] - t[0]);
+      printf("S brk.ref.%s.%s %.4f\n", kFamily[f], cfg, t[1 + FAMILIES + f] - t[0]);
+    }
+  }
   fflush(stdout);
   return 0;
 }
@@ -545,20 +679,40 @@ static int child_exit(int devs, int chs, int qps) {
   return 0;
 }
 
-/* The three loops once each, for callgrind / perf (`--child profile NREQ`, config from the env). */
+/*
+ * Every loop once (`--child profile NREQ`, configuration from the environment), for callgrind
+ * and perf. Under callgrind each loop's instruction count is dumped separately (client
+ * requests; no-ops when not under valgrind), so the driver can report instructions per WQE:
+ * exact, and unlike time not moved by other load on the machine.
+ */
 static int child_profile(int nreq) {
   if (rcclTelemetryInit() != 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
   refTelemetryInit(env_enabled(), env_int("RCCL_TELEMETRY_LATENCY_SAMPLE", 1), 5, 30000);
   lib_register(0);
   refTelemetryRegisterDevice(0);
-  Ctx* ctx[V_COUNT];
-  for (int v = 0; v < V_COUNT; v++) ctx[v] = ctx_new(0, v);
-  ctx_attach_lib(ctx[V_LIB]);
-  ctx_attach_ref(ctx[V_REF]);
-  uint64_t sink = 0;
+  enum { NP = V_COUNT + 2 * FAMILIES };
+  LoopFn fn[NP];
+  char name[NP][32];
   for (int v = 0; v < V_COUNT; v++) {
-    kLoop[v](ctx[v], nreq);
-    sink += ctx[v]->sink;
+    fn[v] = kLoop[v];
+    snprintf(name[v], sizeof name[v], "%s", kVariant[v]);
+  }
+  for (int f = 0; f < FAMILIES; f++) {
+    fn[V_COUNT + f] = kLibFamily[f];
+    snprintf(name[V_COUNT + f], sizeof name[0], "lib.%s", kFamily[f]);
+    fn[V_COUNT + FAMILIES + f] = kRefFamily[f];
+    snprintf(name[V_COUNT + FAMILIES + f], sizeof name[0], "ref.%s", kFamily[f]);
+  }
+  uint64_t sink = 0;
+  for (int k = 0; k < NP; k++) {
+    Ctx* c = ctx_new(0, k);
+    ctx_attach_lib(c);
+    ctx_attach_ref(c);
+    fn[k](c, BENCH_LAG + 2); /* first-use paths (shard allocation, page faults) out of the count */
+    CALLGRIND_ZERO_STATS;
+    fn[k](c, nreq);
+    CALLGRIND_DUMP_STATS_AT(name[k]);
+    sink += c->sink;
   }
   printf("M sink %llu\n", (unsigned long long)(sink & 0xffff));
   return 0;
@@ -652,6 +806,7 @@ static double sum(const char* key) {
 static const char* g_self;
 static char g_outdir[256];
 static int64_t g_child_t; /* the "T" line of the last child */
+static const char* g_wrapper[8]; /* argv prefix for the next children (valgrind), or empty */
 
 /*
  * Run `self --child args...` with RCCL_TELEMETRY_* replaced by `env` ("K=V" entries),
@@ -675,12 +830,21 @@ static int64_t run_child(const char* const* env, const char* const* args) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
     setenv("RCCL_TELEMETRY_OUTPUT_DIR", g_outdir, 1);
     for (int i = 0; env[i]; i++) putenv((char*)env[i]);
-    const char* argv[16] = {g_self, "--child"};
-    int k = 2;
-    for (int i = 0; args[i] && k < 15; i++) argv[k++] = args[i];
+    const char* argv[24];
+    int k = 0;
+    for (int i = 0; g_wrapper[i] && k < 12; i++) argv[k++] = g_wrapper[i];
+    argv[k++] = g_self;
+    argv[k++] = "--child";
+    for (int i = 0; args[i] && k < 23; i++) argv[k++] = args[i];
     argv[k] = NULL;
-    execv(g_self, (char* const*)argv);
-    fprintf(stderr, "bench: exec %s: %s\n", g_self, strerror(errno));
+    if (g_wrapper[0]) {
+      int devnull = open("/dev/null", O_WRONLY);
+      if (devnull >= 0) dup2(devnull, 2); /* valgrind's own chatter */
+      execvp(argv[0], (char* const*)argv);
+    } else {
+      execv(g_self, (char* const*)argv);
+    }
+    fprintf(stderr, "bench: exec %s: %s\n", argv[0], strerror(errno));
     _exit(127);
   }
   close(fds[1]);
@@ -910,6 +1074,14 @@ typedef struct Target {
   int met;
 } Target;
 
+/* callgrind instructions per WQE of loop `name` in configuration cfg, minus the no-hook loop if `over` */
+static double instr_over(const char* name, const char* cfg, int over) {
+  char k[96], kn[96];
+  snprintf(k, sizeof k, "instr.%s.%s", name, cfg);
+  snprintf(kn, sizeof kn, "instr.none.%s", cfg);
+  return last(k) - (over ? last(kn) : 0);
+}
+
 /* median over children of each child's median */
 static double child_median(const char* key) {
   char k[96];
@@ -963,6 +1135,8 @@ static int child_main(int argc, char** argv) {
   if (argc < 3) return 2;
   const char* mode = argv[2];
   if (strcmp(mode, "hot") == 0 && argc >= 6) return child_hot(argv[3], atoi(argv[4]), atoi(argv[5]));
+  if (strcmp(mode, "breakdown") == 0 && argc >= 6)
+    return child_breakdown(argv[3], atoi(argv[4]), atoi(argv[5]));
   if (strcmp(mode, "scale") == 0 && argc >= 5) return child_scale(atoi(argv[3]), atoi(argv[4]));
   if (strcmp(mode, "flush") == 0 && argc >= 8)
     return child_flush(argv[3], atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), atoi(argv[7]));
@@ -972,14 +1146,81 @@ static int child_main(int argc, char** argv) {
   return 2;
 }
 
-/* Remove the telemetry files the children left in the scratch directory, then the directory. */
+/* Is `prog` an executable on PATH? */
+static int on_path(const char* prog) {
+  const char* path = getenv("PATH");
+  char buf[4096];
+  while (path && *path) {
+    size_t n = strcspn(path, ":");
+    snprintf(buf, sizeof buf, "%.*s/%s", (int)n, path, prog);
+    if (access(buf, X_OK) == 0) return 1;
+    path += n + (path[n] == ':');
+  }
+  return 0;
+}
+
+/*
+ * Instructions per WQE of every loop under callgrind, for one configuration. Each loop's
+ * count comes from its own client-request dump (`desc: Trigger: Client Request: NAME` and
+ * `totals: N` in the dump file). Returns 0 when valgrind or its header is missing.
+ */
+static int measure_instructions(const char* cfg, const char* const* env, int nreq) {
+  if (!BENCH_HAVE_CALLGRIND || !on_path("valgrind")) return 0;
+  char outfile[512], nreq_s[16];
+  snprintf(outfile, sizeof outfile, "--callgrind-out-file=%s/cg.%s.%%p", g_outdir, cfg);
+  snprintf(nreq_s, sizeof nreq_s, "%d", nreq);
+  g_wrapper[0] = "valgrind";
+  g_wrapper[1] = "--tool=callgrind";
+  g_wrapper[2] = outfile;
+  g_wrapper[3] = "--compress-strings=no"; /* every dump names its objects in full */
+  g_wrapper[4] = NULL;
+  const char* args[] = {"profile", nreq_s, NULL};
+  run_child(env, args);
+  g_wrapper[0] = NULL;
+  int found = 0;
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "cg.%s.", cfg);
+  DIR* d = opendir(g_outdir);
+  if (!d) return 0;
+  struct dirent* e;
+  while ((e = readdir(d))) {
+    if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+    char path[1024], line[512], name[64] = "";
+    double totals = NAN;
+    int lib_object = 0; /* did any instruction of librccl_telemetry run in this loop? */
+    snprintf(path, sizeof path, "%s/%s", g_outdir, e->d_name);
+    FILE* f = fopen(path, "r");
+    if (f) {
+      while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "desc: Trigger: Client Request: %63s", name) == 1) continue;
+        if (strncmp(line, "totals:", 7) == 0) totals = atof(line + 7);
+        if ((strncmp(line, "ob=", 3) == 0 || strncmp(line, "cob=", 4) == 0) && strstr(line, "librccl_telemetry"))
+          lib_object = 1;
+      }
+      fclose(f);
+    }
+    unlink(path);
+    if (name[0] && isfinite(totals)) {
+      char key[128];
+      snprintf(key, sizeof key, "instr.%s.%s", name, cfg);
+      add_sample(key, totals / ((double)nreq * BENCH_QPS));
+      snprintf(key, sizeof key, "libcalled.%s.%s", name, cfg);
+      add_sample(key, lib_object);
+      found++;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+/* Remove the files the children left in the scratch directory, then the directory. */
 static void clean_outdir(void) {
   DIR* d = opendir(g_outdir);
   if (d) {
     struct dirent* e;
     char path[512];
     while ((e = readdir(d)))
-      if (strncmp(e->d_name, "rccl_telemetry_", 15) == 0) {
+      if (strncmp(e->d_name, "rccl_telemetry_", 15) == 0 || strncmp(e->d_name, "cg.", 3) == 0) {
         snprintf(path, sizeof path, "%s/%s", g_outdir, e->d_name);
         unlink(path);
       }
@@ -1034,7 +1275,9 @@ int main(int argc, char** argv) {
   const char* cfgs[3] = {"off", "n1", "n16"};
   const char* cfg_env[3][3] = {{NULL}, {"RCCL_TELEMETRY_ENABLE=1", "RCCL_TELEMETRY_LATENCY_SAMPLE=1", NULL},
                                {"RCCL_TELEMETRY_ENABLE=1", "RCCL_TELEMETRY_LATENCY_SAMPLE=16", NULL}};
-  char reps_s[16], nreq_s[16], sreps_s[16], win_s[16];
+  const int brk_reps = quick ? 20 : 250;
+  char reps_s[16], nreq_s[16], sreps_s[16], win_s[16], breps_s[16];
+  snprintf(breps_s, sizeof breps_s, "%d", brk_reps);
   snprintf(reps_s, sizeof reps_s, "%d", hot_reps);
   snprintf(nreq_s, sizeof nreq_s, "%d", hot_nreq);
   snprintf(sreps_s, sizeof sreps_s, "%d", scale_reps);
@@ -1046,6 +1289,11 @@ int main(int argc, char** argv) {
       int c = (r + k) % 3;
       const char* args[] = {"hot", cfgs[c], reps_s, nreq_s, NULL};
       run_child(cfg_env[c], args);
+    }
+    for (int k = 0; k < 3; k++) {
+      int c = (r + k) % 3;
+      const char* bargs[] = {"breakdown", cfgs[c], breps_s, nreq_s, NULL};
+      run_child(cfg_env[c], bargs);
     }
     const char* args[] = {"scale", sreps_s, win_s, NULL};
     run_child(cfg_env[1], args);
@@ -1078,6 +1326,11 @@ int main(int argc, char** argv) {
     reaped = run_child(env_off, a);
     add_sample("exit.big.disabled_ms", (double)(reaped - g_child_t) / 1e6);
   }
+  const int instr_nreq = 5000;
+  int have_instr = 0;
+  fprintf(stderr, "bench: instruction counts under callgrind ...\n");
+  for (int c = 0; c < 3; c++) have_instr += measure_instructions(cfgs[c], cfg_env[c], instr_nreq) > 0;
+  if (!have_instr) fprintf(stderr, "bench: valgrind not found; no instruction counts\n");
   double bench_s = (double)(now_ns() - bench_t0) / 1e9;
   read_loadavg(mach.load_end);
 
@@ -1168,6 +1421,44 @@ int main(int argc, char** argv) {
     Stats s = stats(k);
     printf("  %-26s %8.3fx    per child: median %.3f [%.3f .. %.3f] n=%d\n", cfg_label[c], ratios[c], s.median,
            s.min, s.max, s.n);
+  }
+  printf("\nPer-hook breakdown: ns per WQE above the no-hook loop with one hook family alone\n"
+         "(median over children of child medians; per-request hooks are spread over its 4 WQEs):\n");
+  printf("  %-36s %9s %9s %9s %9s %9s %9s\n", "family", "lib off", "ref off", "lib N=1", "ref N=1", "lib N=16",
+         "ref N=16");
+  for (int f = 0; f < FAMILIES; f++) {
+    printf("  %-36s", kFamilyLabel[f]);
+    for (int c = 0; c < 3; c++)
+      for (int w = 0; w < 2; w++) {
+        char k[64];
+        snprintf(k, sizeof k, "brk.%s.%s.%s", w ? "ref" : "lib", kFamily[f], cfgs[c]);
+        printf(" %9.2f", child_median(k));
+      }
+    printf("\n");
+  }
+  if (have_instr) {
+    printf("\nInstructions per WQE under callgrind (exact; unaffected by machine load):\n");
+    printf("  %-36s %9s %9s %9s\n", "", "disabled", "N=1", "N=16");
+    const char* rows[][2] = {{"none", "no-hook loop (absolute)"}, {"lib", "library, above no-hook loop"},
+                             {"ref", "reference, above no-hook loop"}};
+    for (int r = 0; r < 3; r++) {
+      printf("  %-36s", rows[r][1]);
+      for (int c = 0; c < 3; c++) printf(" %9.1f", instr_over(rows[r][0], cfgs[c], r > 0));
+      printf("\n");
+    }
+    printf("  %-36s", "ratio library / reference");
+    for (int c = 0; c < 3; c++) printf(" %8.3fx", instr_over("lib", cfgs[c], 1) / instr_over("ref", cfgs[c], 1));
+    printf("\n");
+    for (int f = 0; f < FAMILIES; f++) {
+      char ln[64], rn[64];
+      snprintf(ln, sizeof ln, "lib.%s", kFamily[f]);
+      snprintf(rn, sizeof rn, "ref.%s", kFamily[f]);
+      printf("  %-36s", kFamilyLabel[f]);
+      for (int c = 0; c < 3; c++) printf("  %5.1f/%-5.1f", instr_over(ln, cfgs[c], 1), instr_over(rn, cfgs[c], 1));
+      printf("   (library/reference)\n");
+    }
+    printf("  library code executed in the disabled loop: %s\n",
+           last("libcalled.lib.off") > 0 ? "YES (a call into the library)" : "no (no call into the library)");
   }
   printf("\nThroughput, million WQEs/s (enabled N=1): wall clock | per-thread CPU time (see README)\n");
   for (int v = 0; v < V_COUNT; v++)
@@ -1280,6 +1571,50 @@ int main(int argc, char** argv) {
       snprintf(name, sizeof name, "ratio.%s", cfgs[c]);
       j_stats(&j, "per_child_ratio", stats(name));
       j_close(&j, '}');
+    }
+    j_close(&j, '}');
+
+    j_open(&j, "breakdown_ns_per_wqe", '{');
+    for (int c = 0; c < 3; c++) {
+      j_open(&j, cfgs[c], '{');
+      for (int f = 0; f < FAMILIES; f++) {
+        j_open(&j, kFamily[f], '{');
+        j_str(&j, "hooks", kFamilyLabel[f]);
+        char k[64];
+        snprintf(k, sizeof k, "brk.lib.%s.%s", kFamily[f], cfgs[c]);
+        j_hot(&j, "library", k);
+        snprintf(k, sizeof k, "brk.ref.%s.%s", kFamily[f], cfgs[c]);
+        j_hot(&j, "reference", k);
+        j_close(&j, '}');
+      }
+      j_close(&j, '}');
+    }
+    j_close(&j, '}');
+
+    j_open(&j, "instructions_per_wqe", '{');
+    j_bool(&j, "measured", have_instr > 0);
+    if (have_instr) {
+      j_num(&j, "requests_per_loop", instr_nreq);
+      for (int c = 0; c < 3; c++) {
+        j_open(&j, cfgs[c], '{');
+        j_num(&j, "no_hooks", instr_over("none", cfgs[c], 0));
+        j_num(&j, "library_above_no_hooks", instr_over("lib", cfgs[c], 1));
+        j_num(&j, "reference_above_no_hooks", instr_over("ref", cfgs[c], 1));
+        j_num(&j, "ratio", instr_over("lib", cfgs[c], 1) / instr_over("ref", cfgs[c], 1));
+        char k[64];
+        snprintf(k, sizeof k, "libcalled.lib.%s", cfgs[c]);
+        j_bool(&j, "library_code_ran_in_library_loop", last(k) > 0);
+        for (int f = 0; f < FAMILIES; f++) {
+          char ln[64], rn[64];
+          snprintf(ln, sizeof ln, "lib.%s", kFamily[f]);
+          snprintf(rn, sizeof rn, "ref.%s", kFamily[f]);
+          j_open(&j, kFamily[f], '{');
+          j_num(&j, "library", instr_over(ln, cfgs[c], 1));
+          j_num(&j, "reference", instr_over(rn, cfgs[c], 1));
+          j_close(&j, '}');
+        }
+        j_close(&j, '}');
+      }
     }
     j_close(&j, '}');
 

@@ -1,8 +1,9 @@
 /*
  * bench_loop.h -- the stand-in transport loop, instantiated once per hook family.
  *
- * Included by bench.c with these macros defined (c is the Ctx*, j a QP index 0..3):
- *   LOOP_NAME                 name of the generated function
+ * Included by bench.c with LOOP_NAME (the function to generate) and FAM_LAT, FAM_SEND,
+ * FAM_SIZE, FAM_REQ each set to a hook-set prefix (N = no hook, L = library, R = reference)
+ * that picks, per hook family, these hooks (c is the Ctx*, j a QP index 0..3):
  *   H_POSTTS(c, j)            token to store with the posted WQE (int64_t)
  *   H_SEND(c, j, imm)         one send WQE posted (opcode = write / write-with-imm)
  *   H_SIZE(c, bytes)          payload size of that WQE (device form)
@@ -20,6 +21,16 @@
  * slot. Everything lives in the Ctx and the provider's rings, so nothing can be
  * deleted by the compiler.
  */
+#define BL_CAT_(a, b) a##b
+#define BL_CAT(a, b) BL_CAT_(a, b)
+#define H_POSTTS BL_CAT(FAM_LAT, _POSTTS)
+#define H_COMPLETE BL_CAT(FAM_LAT, _COMPLETE)
+#define H_SEND BL_CAT(FAM_SEND, _SEND)
+#define H_SIZE BL_CAT(FAM_SIZE, _SIZE)
+#define H_CTS BL_CAT(FAM_REQ, _CTS)
+#define H_BYTES BL_CAT(FAM_REQ, _BYTES)
+#define H_REQDONE BL_CAT(FAM_REQ, _REQDONE)
+
 __attribute__((noinline)) static void LOOP_NAME(Ctx* c, int nreq) {
   for (int r = 0; r < nreq; r++) {
     uint64_t seq = c->seq++;
@@ -60,6 +71,10 @@ __attribute__((noinline)) static void LOOP_NAME(Ctx* c, int nreq) {
   }
 }
 #undef LOOP_NAME
+#undef FAM_LAT
+#undef FAM_SEND
+#undef FAM_SIZE
+#undef FAM_REQ
 #undef H_POSTTS
 #undef H_SEND
 #undef H_SIZE
