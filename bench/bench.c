@@ -1089,9 +1089,11 @@ static double child_median(const char* key) {
   return stats(k).median;
 }
 
+/* ratio of the child medians; undefined (NaN, "null" in JSON) when the reference costs
+   less than 0.5 ns/WQE, i.e. when both are within noise of zero (the disabled case) */
 static double ratio_of_medians(const char* num, const char* den) {
   double a = child_median(num), b = child_median(den);
-  return (isfinite(a) && isfinite(b) && b > 0) ? a / b : NAN;
+  return (isfinite(a) && isfinite(b) && b >= 0.5) ? a / b : NAN;
 }
 
 /* per-child ratio lib/ref of median overheads (same process, same minute): its spread */
@@ -1103,7 +1105,7 @@ static void per_child_ratio(const char* cfg) {
   Series* l = series(kl);
   Series* r = series(kr);
   for (int i = 0; i < l->n && i < r->n; i++)
-    if (r->v[i] > 0) add_sample(kq, l->v[i] / r->v[i]);
+    if (r->v[i] >= 0.5) add_sample(kq, l->v[i] / r->v[i]);
 }
 
 static void print_stats_row(const char* label, Stats s, const char* unit) {
@@ -1419,8 +1421,11 @@ int main(int argc, char** argv) {
     char k[64];
     snprintf(k, sizeof k, "ratio.%s", cfgs[c]);
     Stats s = stats(k);
-    printf("  %-26s %8.3fx    per child: median %.3f [%.3f .. %.3f] n=%d\n", cfg_label[c], ratios[c], s.median,
-           s.min, s.max, s.n);
+    if (!isfinite(ratios[c]))
+      printf("  %-26s      n/a    (reference overhead within noise of zero)\n", cfg_label[c]);
+    else
+      printf("  %-26s %8.3fx    per child: median %.3f [%.3f .. %.3f] n=%d\n", cfg_label[c], ratios[c],
+             s.median, s.min, s.max, s.n);
   }
   printf("\nPer-hook breakdown: ns per WQE above the no-hook loop with one hook family alone\n"
          "(median over children of child medians; per-request hooks are spread over its 4 WQEs):\n");

@@ -20,7 +20,8 @@ BENCH_CFLAGS  ?= -std=c11 -O3 -g -Wall -Wextra -Werror
 BENCH_SRCS    := $(BENCH_DIR)/bench.c $(BENCH_DIR)/reference_telemetry.c $(BENCH_DIR)/fake_provider.c
 BENCH_HDRS    := $(BENCH_DIR)/bench_loop.h $(BENCH_DIR)/reference_telemetry.h $(BENCH_DIR)/fake_provider.h
 BENCH_BIN     := $(BENCH_BUILD)/bench
-BENCH_REV      = $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --quiet HEAD -- src include build.rs Cargo.toml 2>/dev/null || echo -dirty)
+# the last commit that changed the library itself (+ -dirty for uncommitted library changes)
+BENCH_REV      = $(shell git log -1 --format=%h -- src include build.rs Cargo.toml 2>/dev/null)$(shell git diff --quiet HEAD -- src include build.rs Cargo.toml 2>/dev/null || echo -dirty)
 
 .PHONY: bench bench-quick bench-build bench-install bench-callgrind bench-clean
 
