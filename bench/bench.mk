@@ -3,8 +3,10 @@
 #   make bench            build + install the library into bench/build/prefix, build the bench
 #                         against the installed header and rccl-telemetry.pc (as RCCL would link
 #                         it), run it (~2-3 min on 2 cores), print the table, write bench/results.json
-#   make bench-quick      the same with a few reps only (smoke test, ~2 s; figures are noisy);
-#                         writes bench/build/results-quick.json
+#   make bench-quick      the same with a few reps only (smoke test, ~10 s; figures are noisy);
+#                         writes bench/build/results-quick.json. Fit for CI: the exit status says
+#                         whether the hooks counted every WQE and every child ran, never
+#                         anything about time.
 #   make bench-callgrind  instructions per WQE of every library function on the hot path
 #                         (valgrind --tool=callgrind), to find which hook is expensive
 #
