@@ -48,3 +48,8 @@ bench-callgrind: bench-build
 
 bench-clean:
 	rm -rf $(BENCH_BUILD)
+
+# Included before the top-level Makefile's first rule, this file must not become its default goal.
+ifeq ($(.DEFAULT_GOAL),bench-install)
+.DEFAULT_GOAL :=
+endif
