@@ -15,6 +15,7 @@ fn now_ns() -> u64 {
 #[test]
 fn sampler_rows_are_deltas_bounded_and_stop_joins() {
     assert!(hw::sampler_stop().is_none(), "never started");
+    assert!(hw::sampler_snapshot().is_none(), "never started");
     let t = Tree::new();
     for (ib, nd) in [("rxe0", "eth0"), ("rxe1", "eth1")] {
         t.rxe_ibdev(ib, nd);
@@ -50,9 +51,18 @@ fn sampler_rows_are_deltas_bounded_and_stop_joins() {
         assert!(Instant::now() < deadline, "the sampler produced no rows in 60 s");
         std::thread::sleep(Duration::from_millis(5));
     }
+    // A snapshot (for snapshot files) copies the rows and leaves the sampler running.
+    let snap = hw::sampler_snapshot().expect("running");
+    assert_eq!(snap.samples.len(), capacity);
+    let seen = hw::testing::sampler_rows_so_far().expect("still running after a snapshot");
+    while hw::testing::sampler_rows_so_far().unwrap() == seen {
+        assert!(Instant::now() < deadline, "the sampler stopped after a snapshot");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let out = hw::sampler_stop().expect("sampler ran");
     let after = now_ns();
     assert!(hw::sampler_stop().is_none(), "stopped once");
+    assert!(hw::sampler_snapshot().is_none(), "no snapshot after the stop");
 
     assert_eq!(out.samples.len(), capacity, "a full buffer keeps exactly its capacity");
     assert!(out.dropped >= 1, "overflow is counted: {}", out.dropped);

@@ -282,6 +282,12 @@ pub fn sampler_start(settings: &HwSettings) {
     sampler::start_with_capacity(settings, sampler::DEFAULT_CAPACITY);
 }
 
+/// The samples so far, leaving the sampler running (for snapshot files); None when it
+/// never ran.
+pub fn sampler_snapshot() -> Option<HwSamples> {
+    sampler::snapshot()
+}
+
 /// Stops and joins the sampler; None when it never ran.
 pub fn sampler_stop() -> Option<HwSamples> {
     sampler::stop()

@@ -164,6 +164,14 @@ pub fn rows_so_far() -> Option<u64> {
     Some(ring.buf.len() as u64 + ring.dropped)
 }
 
+/// A copy of the rows so far (and the count dropped so far), leaving the sampler running.
+pub fn snapshot() -> Option<HwSamples> {
+    let st = STATE.lock();
+    let r = st.as_ref()?;
+    let ring = r.shared.ring.lock();
+    Some(HwSamples { samples: ring.buf.iter().cloned().collect(), dropped: ring.dropped })
+}
+
 /// Stops and joins the sampler and hands over its rows; None when it never started.
 pub fn stop() -> Option<HwSamples> {
     let running = STATE.lock().take()?;
