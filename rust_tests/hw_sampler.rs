@@ -37,6 +37,8 @@ fn sampler_rows_are_deltas_bounded_and_stop_joins() {
     t.hw("rxe0", "duplicate_request", 130);
     t.hw("rxe0", "completer_retry_err", 109);
     t.hw("rxe0", "rcvd_seq_err", 101);
+    // ...under traffic: the packet counts rise with it.
+    t.hw("rxe0", "sent_pkts", 150);
     // A counter that goes backwards is -1 in the rows, never negative.
     t.hw("rxe0", "out_of_seq_request", 5);
     // rxe1 is never used: it must never show up.
@@ -73,7 +75,7 @@ fn sampler_rows_are_deltas_bounded_and_stop_joins() {
         assert!(row.timestamp_ns >= before && row.timestamp_ns <= after, "unix ns wall clock");
         last = row.timestamp_ns;
         let keys: Vec<&str> = row.counters.iter().map(|(k, _)| *k).collect();
-        assert_eq!(keys, ["completer_retry_err", "packet_seq_err", "out_of_sequence", "duplicate_request", "rnr_nak_retry_err"]);
+        assert_eq!(keys, ["delta_tx_packets", "delta_rx_packets", "completer_retry_err", "packet_seq_err", "out_of_sequence", "duplicate_request", "rnr_nak_retry_err"]);
         let get = |k: &str| row.counters.iter().find(|(n, _)| *n == k).unwrap().1;
         // The rows are the newest ones, all taken after the changes above.
         assert_eq!(get("duplicate_request"), 30);
@@ -81,5 +83,6 @@ fn sampler_rows_are_deltas_bounded_and_stop_joins() {
         assert_eq!(get("packet_seq_err"), 1);
         assert_eq!(get("out_of_sequence"), -1);
         assert_eq!(get("rnr_nak_retry_err"), 0);
+        assert_eq!((get("delta_tx_packets"), get("delta_rx_packets")), (50, 0));
     }
 }

@@ -148,7 +148,7 @@ pub static VOCAB: &[Key] = &[
         kind: Kind::Scalar,
         unit: "packets",
         meaning: "RDMA (RoCE) packets transmitted by this function",
-        sampled: false,
+        sampled: true,
         map: [
             &[&[eth("tx_vport_rdma_unicast_packets")], &[pma("port_xmit_packets", 1)]],
             &[&[hw("tx_pkts")], &[hw("tx_roce_only_pkts")], &[pma("port_xmit_packets", 1)]],
@@ -161,7 +161,7 @@ pub static VOCAB: &[Key] = &[
         kind: Kind::Scalar,
         unit: "packets",
         meaning: "RDMA (RoCE) packets received by this function",
-        sampled: false,
+        sampled: true,
         map: [
             &[&[eth("rx_vport_rdma_unicast_packets")], &[pma("port_rcv_packets", 1)]],
             &[
