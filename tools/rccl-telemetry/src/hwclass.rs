@@ -1,0 +1,91 @@
+//! Classifies hardware-counter names by pattern, not by a fixed list, so a change in the
+//! library's vocabulary does not break the tool.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    /// delta_tx_bytes, delta_rx_packets ...: traffic volume, not a problem indicator.
+    Traffic,
+    Cnp,
+    Ecn,
+    Pfc,
+    Retransmit,
+    OutOfSequence,
+    Drop,
+    Error,
+    Other,
+}
+
+impl Category {
+    pub fn label(self) -> &'static str {
+        match self {
+            Category::Traffic => "traffic",
+            Category::Cnp => "CNP",
+            Category::Ecn => "ECN",
+            Category::Pfc => "PFC pause",
+            Category::Retransmit => "retransmit",
+            Category::OutOfSequence => "out-of-sequence",
+            Category::Drop => "drop",
+            Category::Error => "error",
+            Category::Other => "other",
+        }
+    }
+
+    /// Categories whose counters indicate congestion or loss: more is worse.
+    pub fn is_problem(self) -> bool {
+        !matches!(self, Category::Traffic | Category::Other)
+    }
+}
+
+/// The category of a counter name (case-insensitive, first matching rule wins).
+pub fn classify(name: &str) -> Category {
+    let n = name.to_ascii_lowercase();
+    let has = |p: &str| n.contains(p);
+    if has("cnp") {
+        Category::Cnp
+    } else if has("ecn") || has("congestion_mark") || has("ce_mark") {
+        Category::Ecn
+    } else if has("pfc") || has("pause") {
+        Category::Pfc
+    } else if has("retrans") || has("retry") || has("timeout") || has("rnr_nak") {
+        Category::Retransmit
+    } else if has("seq") {
+        Category::OutOfSequence
+    } else if has("discard") || has("drop") || has("out_of_buffer") || has("out_of_buf") || has("no_buf") {
+        Category::Drop
+    } else if has("err") || has("fail") || has("invalid") || has("bad") {
+        Category::Error
+    } else if has("bytes") || has("packets") || has("pkts") || has("octets") || has("frames") {
+        Category::Traffic
+    } else {
+        Category::Other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_the_usual_vocabulary() {
+        assert_eq!(classify("cnp_sent"), Category::Cnp);
+        assert_eq!(classify("np_cnp_sent"), Category::Cnp);
+        assert_eq!(classify("rp_cnp_handled"), Category::Cnp);
+        assert_eq!(classify("ecn_marked_pkts"), Category::Ecn);
+        assert_eq!(classify("np_ecn_marked_roce_packets"), Category::Ecn);
+        assert_eq!(classify("pfc_rx_pause_prio"), Category::Pfc);
+        assert_eq!(classify("rx_pause_ctrl_phy"), Category::Pfc);
+        assert_eq!(classify("local_ack_timeout_err"), Category::Retransmit);
+        assert_eq!(classify("retry_exceeded"), Category::Retransmit);
+        assert_eq!(classify("packet_seq_err"), Category::OutOfSequence);
+        assert_eq!(classify("out_of_sequence"), Category::OutOfSequence);
+        assert_eq!(classify("out_of_buffer"), Category::Drop);
+        assert_eq!(classify("rx_discards_phy"), Category::Drop);
+        assert_eq!(classify("rx_icrc_encapsulated"), Category::Other);
+        assert_eq!(classify("req_remote_access_errors"), Category::Error);
+        assert_eq!(classify("delta_tx_bytes"), Category::Traffic);
+        assert_eq!(classify("delta_rx_packets"), Category::Traffic);
+    }
+}
