@@ -185,8 +185,8 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
                     let mut f = with_stats(d.finding("latency_tail", "p99_completion_ns", x), &r, z);
                     f.evidence = format!(
                         "p99 completion latency {}{} vs run median {} (robust z {:+.1}); {:.1}% of {} sampled completions in the open top bucket (>= {}), max {}",
-                        if p.is_some_and(|p| p.upper_ns.is_none()) { ">=" } else { "~" },
-                        fmt_ns(x),
+                        if p.is_some_and(|p| p.open_bucket) { ">=" } else { "~" },
+                        fmt_ns(p.filter(|p| p.open_bucket).map_or(x, |p| p.lower_ns)),
                         fmt_ns(r.median),
                         z,
                         if total > 0 { 100.0 * top as f64 / total as f64 } else { 0.0 },

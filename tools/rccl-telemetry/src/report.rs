@@ -159,7 +159,7 @@ fn series_svg(counter: &str, lines: &[(String, Vec<(f64, f64)>, bool)]) -> DrawR
         chart
             .configure_mesh()
             .x_desc("s since run start")
-            .y_label_formatter(&|y| fmt_count(y.max(0.0).round() as u64))
+            .y_label_formatter(&|y| if ymax < 10.0 { format!("{y:.1}") } else { fmt_count(y.max(0.0).round() as u64) })
             .draw()
             .map_err(e2s)?;
         // Grey first so the flagged lines stay on top.
@@ -313,11 +313,14 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         );
     }
     // Per-device: most of interest first (flagged, then by p99).
+    let tail_flagged: BTreeSet<(String, Option<u32>)> =
+        o.findings.iter().filter(|f| f.kind == "latency_tail").map(|f| (f.rank.clone(), f.device_id)).collect();
+    let is_tail = |rank: &str, dev: u32| tail_flagged.contains(&(rank.to_string(), Some(dev)));
     let mut devs: Vec<(&crate::summary::DeviceRow, bool)> = s
         .devices
         .iter()
         .filter(|r| r.used && r.latency.samples > 0)
-        .map(|r| (r, is_flagged(&format!("{}:{}", r.host, r.pid), r.device_id)))
+        .map(|r| (r, is_tail(&format!("{}:{}", r.host, r.pid), r.device_id)))
         .collect();
     devs.sort_by(|a, b| {
         let p = |r: &crate::summary::DeviceRow| r.latency.get(0.99).map_or(0.0, |p| p.estimate_ns);
@@ -327,7 +330,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         figure(
             &mut h,
             "latency-device",
-            &format!("{}:{} device {} ({}), p99 {}{}", r.host, r.pid, r.device_id, r.roce_device, fmt_percentile(r.latency.get(0.99)), if *flagged { ", flagged" } else { "" }),
+            &format!("{}:{} device {} ({}), p99 {}{}", r.host, r.pid, r.device_id, r.roce_device, fmt_percentile(r.latency.get(0.99)), if *flagged { ", flagged: latency tail" } else { "" }),
             histogram_svg(
                 &format!("{}:{} dev {}", r.host, r.pid, r.device_id),
                 &r.histogram,
@@ -346,7 +349,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             .filter(|r| r.used && r.latency.samples > 0 && r.histogram_interval_ns == *w)
             .take(max_devices)
             .map(|r| {
-                (format!("{}:{} d{}", r.host, r.pid, r.device_id), r.histogram.clone(), is_flagged(&format!("{}:{}", r.host, r.pid), r.device_id))
+                (format!("{}:{} d{}", r.host, r.pid, r.device_id), r.histogram.clone(), is_tail(&format!("{}:{}", r.host, r.pid), r.device_id))
             })
             .collect();
         rows.sort_by(|a, b| a.0.cmp(&b.0));
@@ -355,7 +358,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             &mut h,
             "latency-heatmap",
             &format!(
-                "{shown} devices in rank order{}; log colour scale; flagged devices in red.",
+                "{shown} devices in rank order{}; log colour scale; devices with a flagged latency tail in red.",
                 if shown < devs.len() { format!(" (first {shown} of {})", devs.len()) } else { String::new() }
             ),
             heatmap_svg(&rows, *w),
@@ -380,7 +383,9 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             }
             for ((dev, k), mut pts) in per {
                 pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                series.entry(k.to_string()).or_default().push((format!("{rank} d{dev}"), pts, is_flagged(&rank, dev)));
+                // Red only where this very counter was flagged on this device.
+                let fl = o.findings.iter().any(|f| f.rank == rank && f.device_id == Some(dev) && f.metric == k);
+                series.entry(k.to_string()).or_default().push((format!("{rank} d{dev}"), pts, fl));
             }
         }
     }
@@ -395,7 +400,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             figure(
                 &mut h,
                 "hw-samples",
-                &format!("{counter}: delta since the device baseline, {} of {total} devices; flagged in red.", lines.len()),
+                &format!("{counter}: delta since the device baseline, {} of {total} devices; red where this counter was flagged.", lines.len()),
                 series_svg(&counter, &lines),
             );
         }

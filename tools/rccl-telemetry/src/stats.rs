@@ -66,6 +66,9 @@ pub struct Percentile {
     pub upper_ns: Option<f64>,
     /// Index of the bucket that holds the quantile.
     pub bucket: usize,
+    /// True when that is the last, open-ended bucket: the estimate is then only known to lie
+    /// between lower_ns and the observed max, so tables show it as ">= lower_ns".
+    pub open_bucket: bool,
 }
 
 /// Estimates quantile `q` of a histogram whose bucket `b` covers [b*w, (b+1)*w) ns and whose last
@@ -111,7 +114,7 @@ pub fn histogram_percentile(hist: &[u64], width_ns: u64, q: f64, min_ns: Option<
                 Some(h) => lo + frac * (h - lo),
                 None => lo,
             };
-            return Some(Percentile { q, estimate_ns: estimate, lower_ns: lo, upper_ns: hi, bucket: b });
+            return Some(Percentile { q, estimate_ns: estimate, lower_ns: lo, upper_ns: hi, bucket: b, open_bucket: b == last });
         }
     }
     None
@@ -206,6 +209,8 @@ mod tests {
         // A known max closes the last bucket, a known min tightens the first.
         let p99 = histogram_percentile(&h, 10, 0.99, Some(3), Some(45)).unwrap();
         assert_eq!(p99.upper_ns, Some(45.0));
+        assert!(p99.open_bucket);
+        assert!(!p50.open_bucket);
         assert!(p99.estimate_ns > 20.0 && p99.estimate_ns <= 45.0);
         let p1 = histogram_percentile(&h, 10, 0.01, Some(3), Some(45)).unwrap();
         assert_eq!(p1.lower_ns, 3.0);

@@ -15,7 +15,8 @@ pub const QUANTILES: [f64; 4] = [0.5, 0.9, 0.99, 0.999];
 pub const PERCENTILE_METHOD: &str = "Percentiles are estimated from wqe_completion_histogram: the bucket holding the \
 quantile is exact, the value is interpolated linearly inside it, so each estimate is within one bucket width \
 (histogram_interval_ns) of the truth; the observed min/max tighten the bounds. The last bucket is open-ended: a \
-percentile that falls in it is a lower bound (shown as >=). With latency_sample_interval N > 1 the histograms \
+percentile that falls in it is only known to lie between that bucket's lower edge and the observed max, and is shown \
+as a lower bound (>=). With latency_sample_interval N > 1 the histograms \
 count one completion in N and the max understates the tail.";
 
 /// `rank` identifies a process: host and pid.
@@ -50,7 +51,7 @@ impl Latency {
 pub fn fmt_percentile(p: Option<&Percentile>) -> String {
     match p {
         None => "-".into(),
-        Some(p) if p.upper_ns.is_none() => format!(">={}", fmt_ns(p.lower_ns)),
+        Some(p) if p.open_bucket => format!(">={}", fmt_ns(p.lower_ns)),
         Some(p) => fmt_ns(p.estimate_ns),
     }
 }
