@@ -183,9 +183,11 @@ mod tests {
     fn robust_scale_falls_back_when_mad_is_zero() {
         let mut v = vec![0.0; 99];
         v.push(50.0);
-        let r = Robust::of(&v, 1.0).unwrap();
+        let r = Robust::of(&v, 0.0).unwrap();
         assert_eq!(r.mad, 0.0);
         assert!((r.scale - 1.2533 * 0.5).abs() < 1e-9);
+        // The floor wins when the fallback is smaller still.
+        assert_eq!(Robust::of(&v, 1.0).unwrap().scale, 1.0);
         assert!(r.z(50.0) > 3.5);
         let uniform = Robust::of(&[7.0; 10], 1.0).unwrap();
         assert_eq!(uniform.scale, 1.0);
