@@ -1,8 +1,8 @@
 //! Generated runs of hundreds of ranks with planted anomalies: every command must find each
 //! anomaly at the rank it was planted on, and nothing anywhere else.
 
-mod common;
-use common::*;
+
+use crate::common::*;
 use rccl_telemetry_tool::generate::{GenOptions, PLANTS};
 use serde_json::Value;
 use std::collections::BTreeSet;

@@ -1,7 +1,7 @@
 //! `check` reports each broken rule in one line, with the file and the JSON Pointer.
 
-mod common;
-use common::*;
+
+use crate::common::*;
 use rccl_telemetry_tool::generate::GenOptions;
 use serde_json::{json, Value};
 use std::path::PathBuf;

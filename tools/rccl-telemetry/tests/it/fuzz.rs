@@ -1,7 +1,7 @@
 //! Fuzzing the parser and every analysis behind it: no input may panic.
 
-mod common;
-use common::*;
+
+use crate::common::*;
 use proptest::prelude::*;
 use rccl_telemetry_tool::generate::GenOptions;
 use rccl_telemetry_tool::load::{self, Loaded, Run};

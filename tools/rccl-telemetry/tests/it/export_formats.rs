@@ -1,8 +1,8 @@
 //! Prometheus text (validated by promtool) and the tidy CSV / NDJSON (loaded by DuckDB).
 //! Tests that need an external tool print a SKIP line when it is absent; CI installs them.
 
-mod common;
-use common::*;
+
+use crate::common::*;
 use rccl_telemetry_tool::generate::{GenOptions, PLANTS};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};

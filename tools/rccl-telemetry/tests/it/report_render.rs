@@ -1,8 +1,8 @@
 //! The HTML report is self-contained, has every chart, and renders in headless Chromium to a
 //! page that is not blank and shows the charts' colours.
 
-mod common;
-use common::*;
+
+use crate::common::*;
 use rccl_telemetry_tool::generate::GenOptions;
 use std::process::Command;
 

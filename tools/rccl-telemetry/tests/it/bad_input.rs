@@ -1,8 +1,8 @@
 //! Truncated, empty, non-JSON, wrong-version and unreadable files: one line each with the
 //! path, counted, skipped; the good files are still analysed.
 
-mod common;
-use common::*;
+
+use crate::common::*;
 use rccl_telemetry_tool::generate::GenOptions;
 
 /// A run of 6 good files plus one of each kind of bad file. Returns the run and the bad paths.
