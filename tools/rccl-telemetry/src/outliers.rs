@@ -237,12 +237,12 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
                     }
                     _ => String::new(),
                 };
-                let per_gib = d
-                    .dev
-                    .hw("delta_tx_bytes")
-                    .filter(|b| *b > 0)
-                    .map(|b| format!("; {:.1} per GiB sent", *x / (b as f64 / (1u64 << 30) as f64)))
-                    .unwrap_or_default();
+                let moved = d.dev.hw("delta_tx_bytes").unwrap_or(0).saturating_add(d.dev.hw("delta_rx_bytes").unwrap_or(0));
+                let per_gib = if moved > 0 {
+                    format!("; {:.1} per GiB moved", *x / (moved as f64 / (1u64 << 30) as f64))
+                } else {
+                    String::new()
+                };
                 f.evidence = format!(
                     "{} counter {name} = {}{prio} {} (MAD {:.0}, robust z {:+.1}) over {} devices{per_gib}",
                     cat.label(),

@@ -9,7 +9,7 @@ use rccl_telemetry::capi::*;
 use serde_json::Value;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 const CHILD_RANK: &str = "RCCL_TELEMETRY_TOOL_TEST_RANK";
 const RANKS: usize = 8;
@@ -90,6 +90,8 @@ fn spawn_ranks(dir: &Path) -> Vec<u32> {
                 .env("RCCL_TELEMETRY_ENABLE", "1")
                 .env("RCCL_TELEMETRY_OUTPUT_DIR", dir)
                 .env("RCCL_TELEMETRY_LATENCY_SAMPLE", "4")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
                 .spawn()
                 .expect("spawn a rank")
         })
@@ -99,7 +101,12 @@ fn spawn_ranks(dir: &Path) -> Vec<u32> {
         .map(|c| {
             let pid = c.id();
             let out = c.wait_with_output().expect("rank");
-            assert!(out.status.success(), "rank {pid} failed");
+            assert!(
+                out.status.success(),
+                "rank {pid} failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
             pid
         })
         .collect()
@@ -172,23 +179,26 @@ fn ibcast_sim_files_pass_check_and_show_the_untracked_qps() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let tallies = tempfile::tempdir().expect("tempdir");
+    // (options, RCCL_TELEMETRY_LATENCY_SAMPLE); without channel ids the simulator takes one channel.
     let variants: [(&[&str], &str); 4] = [
-        (&[], "1"),
-        (&["--unknown-channels"], "1"),
-        (&["--bad-calls"], "16"),
-        (&["--threads"], "4"),
+        (&["--channels", "4"], "1"),
+        (&["--channels", "1", "--unknown-channels"], "1"),
+        (&["--channels", "4", "--bad-calls"], "16"),
+        (&["--channels", "4", "--threads"], "4"),
     ];
     let mut children = Vec::new();
     for (i, (extra, n)) in variants.iter().enumerate() {
         let tally = tallies.path().join(format!("tally_{i}.json"));
         let mut args: Vec<String> = vec![tally.display().to_string()];
-        args.extend(["--devices", "2", "--channels", "4", "--data-qps", "2", "--requests", "200"].map(String::from));
+        args.extend(["--devices", "2", "--data-qps", "2", "--requests", "200"].map(String::from));
         args.extend(extra.iter().map(|s| s.to_string()));
         let child = Command::new(&sim)
             .args(&args)
             .env("RCCL_TELEMETRY_ENABLE", "1")
             .env("RCCL_TELEMETRY_OUTPUT_DIR", dir.path())
             .env("RCCL_TELEMETRY_LATENCY_SAMPLE", n)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn ibcast_sim");
         children.push(child);
@@ -198,7 +208,7 @@ fn ibcast_sim_files_pass_check_and_show_the_untracked_qps() {
         .map(|c| {
             let pid = c.id();
             let out = c.wait_with_output().expect("ibcast_sim");
-            assert!(out.status.success(), "ibcast_sim {pid} failed its own checks");
+            assert!(out.status.success(), "ibcast_sim {pid} failed its own checks: {}", String::from_utf8_lossy(&out.stderr));
             pid
         })
         .collect();
