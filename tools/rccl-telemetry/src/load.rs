@@ -175,7 +175,7 @@ pub fn progress(len: usize, what: &str) -> ProgressBar {
     let pb = ProgressBar::with_draw_target(Some(len as u64), ProgressDrawTarget::hidden());
     if std::io::stderr().is_terminal() && len > 1 {
         pb.set_draw_target(ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template("{prefix} [{bar:40}] {pos}/{len} files ({per_sec}, eta {eta})") {
+        if let Ok(style) = ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} files, {eta} left") {
             pb.set_style(style.progress_chars("=> "));
         }
         pb.set_prefix(what.to_string());
