@@ -172,22 +172,19 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
         let mut channel_ids = BTreeSet::new();
         for (ci, c) in d.channels.iter().enumerate() {
             let cp = format!("{dp}/channels/{ci}");
-            match c.id {
-                Some(id) => {
-                    if !channel_ids.insert(id) {
-                        err(format!("{cp}/id"), format!("channel id {id} appears twice on this device"));
-                    }
-                    if d.num_channels.is_none() {
-                        err(format!("{cp}/id"), format!("channel id {id} on a device whose num_channels is null (ids unknown)"));
-                    }
+            if let Some(id) = c.id {
+                if !channel_ids.insert(id) {
+                    err(format!("{cp}/id"), format!("channel id {id} appears twice on this device"));
                 }
-                None => {}
+                if d.num_channels.is_none() {
+                    err(format!("{cp}/id"), format!("channel id {id} on a device whose num_channels is null (ids unknown)"));
+                }
             }
             counters_ok(&cp, &c.counters, width, sampled_expected, &mut hist_len, &mut err);
             // Channel totals are the sums over its queue pairs.
             let qps = &c.queue_pairs;
             let sum = |g: fn(&Counters) -> u64| qps.iter().fold(0u64, |s, q| s.saturating_add(g(&q.counters)));
-            let fields: [(&str, u64, fn(&Counters) -> u64); 10] = [
+            let fields: [SummedField; 10] = [
                 ("num_wqe_sent", c.counters.num_wqe_sent, |x| x.num_wqe_sent),
                 ("num_recv_wqe", c.counters.num_recv_wqe, |x| x.num_recv_wqe),
                 ("num_wqe_rcvd", c.counters.num_wqe_rcvd, |x| x.num_wqe_rcvd),
@@ -280,6 +277,9 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
     out
 }
 
+/// A channel counter: its name, the channel's value, and how to read it from a queue pair.
+type SummedField = (&'static str, u64, fn(&Counters) -> u64);
+
 /// Escapes a key for use in a JSON Pointer (RFC 6901).
 fn escape_ptr(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
@@ -304,7 +304,7 @@ fn counters_ok(
         );
     }
     match (sampled_expected, c.num_wqe_sampled) {
-        (true, None) => err(format!("{p}"), "num_wqe_sampled is missing although latency_sample_interval > 1".into()),
+        (true, None) => err(p.to_string(), "num_wqe_sampled is missing although latency_sample_interval > 1".into()),
         (false, Some(_)) => err(format!("{p}/num_wqe_sampled"), "num_wqe_sampled is present although latency_sample_interval is absent or 1".into()),
         _ => {}
     }

@@ -141,8 +141,11 @@ fn heatmap_svg(rows: &[(String, Vec<u64>, bool)], width_ns: u64) -> DrawResult<S
     Ok(buf)
 }
 
+/// One device's line in a time-series chart: its label, (seconds, value) points, flagged.
+type SeriesLine = (String, Vec<(f64, f64)>, bool);
+
 /// One line per device for one sampled counter; flagged ranks in red, the rest grey.
-fn series_svg(counter: &str, lines: &[(String, Vec<(f64, f64)>, bool)]) -> DrawResult<String> {
+fn series_svg(counter: &str, lines: &[SeriesLine]) -> DrawResult<String> {
     let xmax = lines.iter().flat_map(|l| l.1.iter().map(|p| p.0)).fold(0.0f64, f64::max).max(1e-3);
     let ymax = lines.iter().flat_map(|l| l.1.iter().map(|p| p.1)).fold(0.0f64, f64::max).max(1.0) * 1.05;
     let mut buf = String::new();
@@ -217,10 +220,10 @@ fn skew_svg(points: &[(String, f64, f64, bool)], median_tx: f64, median_rx: f64)
 fn figure(out: &mut String, kind: &str, caption: &str, svg: DrawResult<String>) {
     match svg {
         Ok(svg) => {
-            let _ = write!(out, "<figure class=\"chart\" data-chart=\"{}\">{svg}<figcaption>{}</figcaption></figure>\n", esc(kind), esc(caption));
+            let _ = writeln!(out, "<figure class=\"chart\" data-chart=\"{}\">{svg}<figcaption>{}</figcaption></figure>", esc(kind), esc(caption));
         }
         Err(e) => {
-            let _ = write!(out, "<p class=\"err\">chart {} could not be drawn: {}</p>\n", esc(kind), esc(&e));
+            let _ = writeln!(out, "<p class=\"err\">chart {} could not be drawn: {}</p>", esc(kind), esc(&e));
         }
     }
 }
@@ -368,7 +371,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
     // Charts: hw_samples.
     h.push_str("<h2 id=\"samples\">Hardware counter time series (hw_samples)</h2>\n");
     let run_start = run.files.iter().filter_map(|l| l.file.hw_samples.as_ref()?.iter().map(|s| s.timestamp_ns).min()).min();
-    let mut series: BTreeMap<String, Vec<(String, Vec<(f64, f64)>, bool)>> = BTreeMap::new();
+    let mut series: BTreeMap<String, Vec<SeriesLine>> = BTreeMap::new();
     if let Some(t0) = run_start {
         for l in &run.files {
             let Some(samples) = &l.file.hw_samples else { continue };

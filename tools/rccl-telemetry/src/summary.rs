@@ -175,6 +175,9 @@ fn device_row(path: &str, f: &TelemetryFile, d: &Device) -> DeviceRow {
     }
 }
 
+/// Devices sharing one bucket width: how many, their summed histogram, min and max latency.
+type WidthGroup = (usize, Vec<u64>, Option<i64>, Option<i64>);
+
 /// Builds the summary. `all_devices` keeps the registered devices a rank never drove.
 pub fn summarize(run: &Run, all_devices: bool) -> Summary {
     let mut rows = Vec::new();
@@ -183,11 +186,12 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
     let mut transports = BTreeSet::new();
     let mut hw_types: BTreeMap<String, usize> = BTreeMap::new();
     let mut sample_intervals = BTreeSet::new();
-    let (mut start, mut end): (Option<(i128, &str)>, Option<(i128, &str)>) = (None, None);
+    let mut start: Option<(i128, &str)> = None;
+    let mut end: Option<(i128, &str)> = None;
     let mut registered = 0;
     let mut hw_samples = 0;
     let mut hw_dropped = 0u64;
-    let mut by_width: BTreeMap<u64, (usize, Vec<u64>, Option<i64>, Option<i64>)> = BTreeMap::new();
+    let mut by_width: BTreeMap<u64, WidthGroup> = BTreeMap::new();
     // name -> (category, per-device values (rank label, device), unavailable count)
     let mut hw: BTreeMap<String, (Vec<(i64, String)>, usize)> = BTreeMap::new();
 
