@@ -180,7 +180,7 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
                     let d = &devs[*i];
                     let p = l.get(0.99);
                     let hist = d.dev.histogram();
-                    let total: u64 = hist.iter().sum();
+                    let total: u64 = crate::stats::hist_total(&hist);
                     let top = hist.last().copied().unwrap_or(0);
                     let mut f = with_stats(d.finding("latency_tail", "p99_completion_ns", x), &r, z);
                     f.evidence = format!(
@@ -191,7 +191,7 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
                         z,
                         if total > 0 { 100.0 * top as f64 / total as f64 } else { 0.0 },
                         fmt_count(total),
-                        fmt_ns(((hist.len().max(1) - 1) as u64 * d.file.histogram_interval_ns) as f64),
+                        fmt_ns((hist.len().max(1) - 1) as f64 * d.file.histogram_interval_ns as f64),
                         l.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
                     );
                     out.push(f);

@@ -44,7 +44,7 @@ fn histogram_svg(title: &str, hist: &[u64], width_ns: u64, w: u32, h: u32, color
     {
         let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
         root.fill(&WHITE).map_err(e2s)?;
-        let total: u64 = hist.iter().sum::<u64>().max(1);
+        let total: u64 = crate::stats::hist_total(hist).max(1);
         let shares: Vec<f64> = hist.iter().map(|c| *c as f64 / total as f64 * 100.0).collect();
         let ymax = shares.iter().cloned().fold(0.0f64, f64::max).max(1.0) * 1.1;
         let n = hist.len().max(1);
@@ -56,7 +56,7 @@ fn histogram_svg(title: &str, hist: &[u64], width_ns: u64, w: u32, h: u32, color
             .build_cartesian_2d(0f64..n as f64, 0f64..ymax)
             .map_err(e2s)?;
         let labels: Vec<String> = (0..n)
-            .map(|b| if b + 1 == n { format!(">={}", fmt_ns((b as u64 * width_ns) as f64)) } else { format!("<{}", fmt_ns(((b as u64 + 1) * width_ns) as f64)) })
+            .map(|b| if b + 1 == n { format!(">={}", fmt_ns(b as f64 * width_ns as f64)) } else { format!("<{}", fmt_ns((b as f64 + 1.0) * width_ns as f64)) })
             .collect();
         chart
             .configure_mesh()
@@ -107,9 +107,9 @@ fn heatmap_svg(rows: &[(String, Vec<u64>, bool)], width_ns: u64) -> DrawResult<S
                 if (x - x.floor()).abs() > 1e-9 || i >= n_b {
                     String::new()
                 } else if i + 1 == n_b {
-                    format!(">={}", fmt_ns((i as u64 * width_ns) as f64))
+                    format!(">={}", fmt_ns(i as f64 * width_ns as f64))
                 } else {
-                    format!("<{}", fmt_ns(((i as u64 + 1) * width_ns) as f64))
+                    format!("<{}", fmt_ns((i as f64 + 1.0) * width_ns as f64))
                 }
             })
             .y_labels(n_rows.min(48))
@@ -121,7 +121,7 @@ fn heatmap_svg(rows: &[(String, Vec<u64>, bool)], width_ns: u64) -> DrawResult<S
             .map_err(e2s)?;
         let mut cells = Vec::new();
         for (ri, (_, hist, flagged)) in rows.iter().enumerate() {
-            let total: u64 = hist.iter().sum::<u64>().max(1);
+            let total: u64 = crate::stats::hist_total(hist).max(1);
             let y = (n_rows - 1 - ri) as f64;
             for (b, c) in hist.iter().enumerate() {
                 let share = *c as f64 / total as f64;

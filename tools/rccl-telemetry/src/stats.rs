@@ -2,6 +2,11 @@
 
 use serde::Serialize;
 
+/// The number of samples in a histogram (saturating: counts come from untrusted files).
+pub fn hist_total(hist: &[u64]) -> u64 {
+    hist.iter().fold(0u64, |s, c| s.saturating_add(*c))
+}
+
 /// Median of the values (None when empty). NaNs are not expected and sort last.
 pub fn median(values: &[f64]) -> Option<f64> {
     if values.is_empty() {

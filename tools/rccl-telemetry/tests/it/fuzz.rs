@@ -85,8 +85,13 @@ fn paths(v: &Value, prefix: String, out: &mut Vec<String>) {
     }
 }
 
+/// Cases per property: 256 in the normal suite, more with FUZZ_CASES=N for a longer hunt.
+fn fuzz_cases() -> u32 {
+    std::env::var("FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: fuzz_cases(), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
