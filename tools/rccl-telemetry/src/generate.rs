@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Anomalies the generator can plant, each on its own rank.
-pub const PLANTS: [&str; 11] = [
+pub const PLANTS: [&str; 12] = [
     "cnp",          // 5x the CNP counters
     "tail",         // a heavy completion-latency tail
     "skew",         // 1.6x the tx bytes (and the send WQEs behind them)
@@ -20,6 +20,7 @@ pub const PLANTS: [&str; 11] = [
     "pfc",          // 8x the PFC pause frames
     "drops",        // rx discards where every other rank has none
     "retransmit",   // local ACK timeouts where every other rank has none
+    "out_of_sequence", // 20x the out-of-sequence packets
     "samples_dropped", // the sampler's buffer overflowed (needs --samples)
 ];
 
@@ -360,7 +361,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
             scalar("ecn_marked_pkts", 2100.0 * cnp, 0.08);
             scalar("local_ack_timeout_err", if plant == Some("retransmit") { 40.0 } else { 0.0 }, 0.1);
             scalar("out_of_buffer", 0.0, 0.0);
-            scalar("out_of_sequence", 3.0, 0.3);
+            scalar("out_of_sequence", if plant == Some("out_of_sequence") { 60.0 } else { 3.0 }, 0.3);
             scalar("packet_seq_err", 2.0, 0.3);
             scalar("req_remote_access_errors", 0.0, 0.0);
             scalar("rnr_nak_retry_err", 0.0, 0.0);
@@ -383,6 +384,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                 Some("pfc") => Some("pfc_rx_pause_prio".into()),
                 Some("drops") => Some("rx_discards_phy".into()),
                 Some("retransmit") => Some("local_ack_timeout_err".into()),
+                Some("out_of_sequence") => Some("out_of_sequence".into()),
                 _ => None,
             });
 

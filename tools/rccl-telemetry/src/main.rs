@@ -94,7 +94,8 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Anomalies to plant, comma separated, or "all": cnp, tail, skew, cq_errors,
-        /// unavailable, untracked, slot_miss, pfc, drops, retransmit, samples_dropped.
+        /// unavailable, untracked, slot_miss, pfc, drops, retransmit, out_of_sequence,
+        /// samples_dropped.
         #[arg(long, value_delimiter = ',')]
         plant: Vec<String>,
         #[arg(long, default_value = "mlx5")]

@@ -24,6 +24,7 @@ fn expected(kind: &str) -> (&'static str, Option<&'static str>) {
         "pfc" => ("hw_counter", Some("pfc_rx_pause_prio")),
         "drops" => ("hw_counter", Some("rx_discards_phy")),
         "retransmit" => ("hw_counter", Some("local_ack_timeout_err")),
+        "out_of_sequence" => ("hw_counter", Some("out_of_sequence")),
         "samples_dropped" => ("samples_dropped", None),
         other => panic!("no expectation for {other}"),
     }
