@@ -43,3 +43,8 @@ tool-bench: tool-build
 	  start=$$(date +%s.%N); $(RT_TOOL) $$cmd $(RT_BENCH)/run >/dev/null 2>&1; rc=$$?; end=$$(date +%s.%N); \
 	  awk -v c="$$cmd" -v r=$$rc -v s=$$start -v e=$$end 'BEGIN { printf "%-56s exit %d  %6.2f s\n", c, r, e - s }'; \
 	done
+
+# Included before the top-level Makefile's first rule, this file must not become its default goal.
+ifeq ($(.DEFAULT_GOAL),tool-build)
+.DEFAULT_GOAL :=
+endif
