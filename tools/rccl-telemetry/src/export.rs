@@ -19,6 +19,41 @@ pub fn prom_name(s: &str) -> String {
     out
 }
 
+/// Rewrites a counter name into Prometheus base units, by its unit token (not a fixed list of
+/// names): microseconds, milliseconds and nanoseconds become seconds, bits become bytes.
+/// Returns the new name, the factor to multiply values by, and the unit when one was converted.
+pub fn base_unit(name: &str) -> (String, f64, Option<&'static str>) {
+    let mut scale = 1.0;
+    let mut unit = None;
+    let tokens: Vec<&str> = name
+        .split('_')
+        .map(|t| match t {
+            "us" | "usec" | "usecs" | "microseconds" => {
+                scale = 1e-6;
+                unit = Some("seconds");
+                "seconds"
+            }
+            "ms" | "msec" | "msecs" | "milliseconds" => {
+                scale = 1e-3;
+                unit = Some("seconds");
+                "seconds"
+            }
+            "ns" | "nsec" | "nsecs" | "nanoseconds" => {
+                scale = 1e-9;
+                unit = Some("seconds");
+                "seconds"
+            }
+            "bits" => {
+                scale = 0.125;
+                unit = Some("bytes");
+                "bytes"
+            }
+            other => other,
+        })
+        .collect();
+    (tokens.join("_"), scale, unit)
+}
+
 fn escape_label(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
@@ -37,7 +72,7 @@ fn prom_f64(v: f64) -> String {
 type Key = (String, String, String);
 
 struct Family {
-    help: &'static str,
+    help: String,
     kind: &'static str,
     /// (labels, value) in insertion order, merged by labels.
     samples: BTreeMap<Vec<(String, String)>, f64>,
@@ -56,10 +91,10 @@ enum Merge {
 }
 
 impl Families {
-    fn add(&mut self, name: &str, help: &'static str, kind: &'static str, labels: Vec<(String, String)>, v: f64, merge: Merge) {
+    fn add(&mut self, name: &str, help: &str, kind: &'static str, labels: Vec<(String, String)>, v: f64, merge: Merge) {
         if !self.map.contains_key(name) {
             self.order.push(name.to_string());
-            self.map.insert(name.to_string(), Family { help, kind, samples: BTreeMap::new() });
+            self.map.insert(name.to_string(), Family { help: help.to_string(), kind, samples: BTreeMap::new() });
         }
         let fam = self.map.get_mut(name).expect("inserted above");
         let e = fam.samples.entry(labels).or_insert(match merge {
@@ -130,14 +165,18 @@ pub fn prometheus(run: &Run) -> String {
             f.add(&format!("{p}active_channels"), "Channels that carried traffic.", g, kl.clone(), d.active_channels as f64, Merge::Sum);
 
             for (name, v) in &d.hw_counters {
-                let base = prom_name(name.strip_prefix("delta_").unwrap_or(name));
+                let (base, scale, unit) = base_unit(&prom_name(name.strip_prefix("delta_").unwrap_or(name)));
                 let metric = format!("{p}hw_{base}_total");
+                let help = format!(
+                    "NIC hardware counter {name}, delta over the run{}; absent where the NIC does not expose it.",
+                    unit.map_or(String::new(), |u| format!(", converted to {u}"))
+                );
                 match v {
-                    HwValue::Scalar(x) if *x >= 0 => f.add(&metric, "NIC hardware counter, delta over the run (absent when the NIC does not expose it).", "counter", kl.clone(), *x as f64, Merge::Max),
+                    HwValue::Scalar(x) if *x >= 0 => f.add(&metric, &help, "counter", kl.clone(), *x as f64 * scale, Merge::Max),
                     HwValue::PerPrio(a) => {
                         for (prio, x) in a.iter().enumerate() {
                             if *x >= 0 {
-                                f.add(&metric, "NIC hardware counter, delta over the run (absent when the NIC does not expose it).", "counter", with(kl.clone(), "priority", &prio.to_string()), *x as f64, Merge::Max);
+                                f.add(&metric, &help, "counter", with(kl.clone(), "priority", &prio.to_string()), *x as f64 * scale, Merge::Max);
                             }
                         }
                     }
@@ -202,6 +241,20 @@ fn fmt_labels(labels: &[(String, String)]) -> String {
     }
     let parts: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape_label(v))).collect();
     format!("{{{}}}", parts.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_become_base_units() {
+        assert_eq!(base_unit("pfc_rx_pause_duration_us"), ("pfc_rx_pause_duration_seconds".into(), 1e-6, Some("seconds")));
+        assert_eq!(base_unit("fec_corrected_bits"), ("fec_corrected_bytes".into(), 0.125, Some("bytes")));
+        assert_eq!(base_unit("cnp_sent"), ("cnp_sent".into(), 1.0, None));
+        // A token only matches whole: "status" is not "us".
+        assert_eq!(base_unit("link_status_msgs").0, "link_status_msgs");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Anomalies the generator can plant, each on its own rank.
-pub const PLANTS: [&str; 12] = [
+pub const PLANTS: [&str; 13] = [
     "cnp",          // 5x the CNP counters
     "tail",         // a heavy completion-latency tail
     "skew",         // 1.6x the tx bytes (and the send WQEs behind them)
@@ -22,6 +22,7 @@ pub const PLANTS: [&str; 12] = [
     "retransmit",   // local ACK timeouts where every other rank has none
     "out_of_sequence", // 20x the out-of-sequence packets
     "samples_dropped", // the sampler's buffer overflowed (needs --samples)
+    "snapshot",     // the rank was killed: its file is a SIGTERM snapshot half-way through
 ];
 
 #[derive(Debug, Clone)]
@@ -141,27 +142,26 @@ fn counters_from_qps(qps: &[QueuePair], sampled: bool) -> Counters {
     c
 }
 
-/// The hardware-counter vocabulary the generator writes (scalar names, then per-priority arrays).
-const HW_SCALARS: [&str; 12] = [
-    "cnp_handled",
-    "cnp_sent",
-    "ecn_marked_pkts",
-    "local_ack_timeout_err",
-    "out_of_buffer",
-    "out_of_sequence",
-    "packet_seq_err",
-    "req_remote_access_errors",
-    "rnr_nak_retry_err",
-    "rx_discards_phy",
-    "rx_icrc_encapsulated",
-    "retry_exceeded",
+/// The hardware-counter vocabulary the generator writes: the library's canonical keys
+/// (src/hw/README.md), 44 scalars then four per-priority arrays.
+const HW_SCALARS: [&str; 44] = [
+    "delta_tx_bytes", "delta_rx_bytes", "delta_tx_packets", "delta_rx_packets",
+    "port_tx_bytes", "port_rx_bytes", "port_tx_packets", "port_rx_packets",
+    "cnp_sent", "cnp_handled", "cnp_ignored", "ecn_marked_pkts",
+    "local_ack_timeout_err", "retransmitted_pkts", "completer_retry_err", "retry_exceeded_err",
+    "rnr_retry_exceeded_err", "packet_seq_err", "out_of_sequence", "implied_nak_seq_err",
+    "duplicate_request", "rnr_nak_retry_err", "rnr_nak_sent", "req_cqe_error",
+    "resp_cqe_error", "req_remote_access_errors", "resp_remote_access_errors", "out_of_buffer",
+    "rdma_sends", "rdma_recvs", "rx_write_requests", "rx_read_requests",
+    "ack_deferred", "tx_roce_errors", "rx_roce_discards", "port_rx_discards",
+    "rx_buffer_passed_thres", "pfc_rx_frames_total", "pfc_tx_frames_total", "pause_storm_events",
+    "link_down_events", "rx_fcs_errors", "phy_symbol_errors", "fec_corrected_bits",
 ];
-const HW_ARRAYS: [&str; 2] = ["pfc_rx_pause_prio", "pfc_tx_pause_prio"];
-const TRAFFIC: [&str; 4] = ["delta_tx_bytes", "delta_rx_bytes", "delta_tx_packets", "delta_rx_packets"];
+const HW_ARRAYS: [&str; 4] = ["pfc_rx_frames", "pfc_tx_frames", "pfc_rx_pause_duration_us", "pfc_tx_pause_duration_us"];
 
 fn unavailable_counters() -> BTreeMap<String, HwValue> {
     let mut m = BTreeMap::new();
-    for k in TRAFFIC.iter().chain(HW_SCALARS.iter()) {
+    for k in HW_SCALARS {
         m.insert(k.to_string(), HwValue::Scalar(-1));
     }
     for k in HW_ARRAYS {
@@ -226,7 +226,9 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
         let plant = plant_at.get(&rank).copied();
         let used_dev = (local % o.devices_per_rank) as u32;
         let start = run_start_ns + rng.i128(0..50_000_000);
-        let end = start + 120_000_000_000 + rng.i128(0..50_000_000);
+        let snapshot = plant == Some("snapshot");
+        let end = start + if snapshot { 60_000_000_000 } else { 120_000_000_000 } + rng.i128(0..50_000_000);
+        let part = if snapshot { 0.5 } else { 1.0 };
 
         let mut devices = Vec::new();
         let mut samples = Vec::new();
@@ -259,8 +261,8 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
             }
             let skew = if plant == Some("skew") { 1.6 } else { 1.0 };
             let base_bytes = 8.0 * (1u64 << 30) as f64;
-            let tx_bytes = jitter(&mut rng, base_bytes * skew, 0.01);
-            let rx_bytes = jitter(&mut rng, base_bytes, 0.01);
+            let tx_bytes = jitter(&mut rng, base_bytes * skew * part, 0.01);
+            let rx_bytes = jitter(&mut rng, base_bytes * part, 0.01);
             let wqe_size: u64 = 512 * 1024;
             let sends = tx_bytes / wqe_size;
             let recvs = rx_bytes / wqe_size / 8; // one receive per request (the write-with-imm)
@@ -347,32 +349,44 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
 
             let packets = |b: u64| b / 4096 + b / 65536;
             let mut hw = BTreeMap::new();
-            hw.insert("delta_tx_bytes".to_string(), HwValue::Scalar(tx_bytes as i64 + (tx_bytes / 50) as i64));
-            hw.insert("delta_rx_bytes".to_string(), HwValue::Scalar(rx_bytes as i64 + (rx_bytes / 50) as i64));
-            hw.insert("delta_tx_packets".to_string(), HwValue::Scalar(packets(tx_bytes) as i64));
-            hw.insert("delta_rx_packets".to_string(), HwValue::Scalar(packets(rx_bytes) as i64));
-            let cnp = if plant == Some("cnp") { 5.0 } else { 1.0 };
-            let mut scalar = |name: &str, base: f64, rel: f64| {
-                let v = jitter(&mut rng, base, rel) as i64;
-                hw.insert(name.to_string(), HwValue::Scalar(v));
+            for k in HW_SCALARS {
+                hw.insert(k.to_string(), HwValue::Scalar(0));
+            }
+            let mut set = |name: &str, v: u64| {
+                hw.insert(name.to_string(), HwValue::Scalar(v as i64));
             };
-            scalar("cnp_sent", 2000.0 * cnp, 0.08);
-            scalar("cnp_handled", 1900.0 * cnp, 0.08);
-            scalar("ecn_marked_pkts", 2100.0 * cnp, 0.08);
-            scalar("local_ack_timeout_err", if plant == Some("retransmit") { 40.0 } else { 0.0 }, 0.1);
-            scalar("out_of_buffer", 0.0, 0.0);
-            scalar("out_of_sequence", if plant == Some("out_of_sequence") { 60.0 } else { 3.0 }, 0.3);
-            scalar("packet_seq_err", 2.0, 0.3);
-            scalar("req_remote_access_errors", 0.0, 0.0);
-            scalar("rnr_nak_retry_err", 0.0, 0.0);
-            scalar("rx_discards_phy", if plant == Some("drops") { 5000.0 } else { 0.0 }, 0.1);
-            scalar("rx_icrc_encapsulated", 0.0, 0.0);
-            scalar("retry_exceeded", 0.0, 0.0);
+            let (dtx, drx) = (tx_bytes + tx_bytes / 50, rx_bytes + rx_bytes / 50);
+            set("delta_tx_bytes", dtx);
+            set("delta_rx_bytes", drx);
+            set("delta_tx_packets", packets(tx_bytes));
+            set("delta_rx_packets", packets(rx_bytes));
+            set("port_tx_bytes", dtx + dtx / 100);
+            set("port_rx_bytes", drx + drx / 100);
+            set("port_tx_packets", packets(tx_bytes) + packets(tx_bytes) / 100);
+            set("port_rx_packets", packets(rx_bytes) + packets(rx_bytes) / 100);
+            set("rdma_sends", sends);
+            set("rdma_recvs", recvs);
+            set("rx_write_requests", packets(rx_bytes));
+            let cnp = if plant == Some("cnp") { 5.0 } else { 1.0 };
+            set("cnp_sent", jitter(&mut rng, 2000.0 * cnp, 0.08));
+            set("cnp_handled", jitter(&mut rng, 1900.0 * cnp, 0.08));
+            set("ecn_marked_pkts", jitter(&mut rng, 2100.0 * cnp, 0.08));
+            set("local_ack_timeout_err", if plant == Some("retransmit") { jitter(&mut rng, 40.0, 0.1) } else { 0 });
+            set("retransmitted_pkts", jitter(&mut rng, if plant == Some("retransmit") { 4000.0 } else { 0.0 }, 0.1));
+            set("out_of_sequence", jitter(&mut rng, if plant == Some("out_of_sequence") { 60.0 } else { 3.0 }, 0.3));
+            set("packet_seq_err", jitter(&mut rng, 2.0, 0.3));
+            set("port_rx_discards", if plant == Some("drops") { jitter(&mut rng, 5000.0, 0.1) } else { 0 });
+            set("ack_deferred", jitter(&mut rng, 500.0, 0.1));
+            set("fec_corrected_bits", jitter(&mut rng, 10_000.0, 0.2));
             let pfc = if plant == Some("pfc") { 8.0 } else { 1.0 };
-            for name in HW_ARRAYS {
+            for (rx_tx, base) in [("rx", 150.0), ("tx", 150.0)] {
+                let frames = jitter(&mut rng, base * pfc, 0.1) as i64;
                 let mut a = vec![0i64; 8];
-                a[3] = jitter(&mut rng, 150.0 * pfc, 0.1) as i64;
-                hw.insert(name.to_string(), HwValue::PerPrio(a));
+                a[3] = frames;
+                hw.insert(format!("pfc_{rx_tx}_frames"), HwValue::PerPrio(a.clone()));
+                hw.insert(format!("pfc_{rx_tx}_frames_total"), HwValue::Scalar(frames));
+                a[3] = frames * 12;
+                hw.insert(format!("pfc_{rx_tx}_pause_duration_us"), HwValue::PerPrio(a));
             }
             let mut counter = None;
             if plant == Some("unavailable") {
@@ -381,15 +395,15 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
             }
             counter = counter.or(match plant {
                 Some("cnp") => Some("cnp_sent".into()),
-                Some("pfc") => Some("pfc_rx_pause_prio".into()),
-                Some("drops") => Some("rx_discards_phy".into()),
+                Some("pfc") => Some("pfc_rx_frames".into()),
+                Some("drops") => Some("port_rx_discards".into()),
                 Some("retransmit") => Some("local_ack_timeout_err".into()),
                 Some("out_of_sequence") => Some("out_of_sequence".into()),
                 _ => None,
             });
 
             if o.samples > 0 {
-                let keys = ["cnp_handled", "cnp_sent", "ecn_marked_pkts", "out_of_sequence", "rx_discards_phy"];
+                let keys = ["cnp_sent", "cnp_handled", "ecn_marked_pkts", "out_of_sequence", "port_rx_discards", "pfc_rx_frames_total"];
                 let step = (end - start) / (o.samples as i128 + 1);
                 for s in 0..o.samples {
                     let t = start + step * (s as i128 + 1);
@@ -450,6 +464,8 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
             process_id: pid,
             start_time: format_timestamp_ns(start),
             end_time: format_timestamp_ns(end),
+            is_final: Some(!snapshot),
+            trigger: Some(if snapshot { "SIGTERM" } else { "exit" }.into()),
             transport: Some("IB-CAST".into()),
             histogram_interval_ns: width,
             latency_sample_interval: (o.latency_sample > 1).then_some(o.latency_sample),

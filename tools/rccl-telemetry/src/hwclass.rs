@@ -49,13 +49,13 @@ pub fn classify(name: &str) -> Category {
         Category::Ecn
     } else if has("pfc") || has("pause") {
         Category::Pfc
-    } else if has("retrans") || has("retry") || has("timeout") || has("rnr_nak") {
+    } else if has("retrans") || has("retry") || has("timeout") || has("rnr_nak") || has("dup") {
         Category::Retransmit
     } else if has("seq") {
         Category::OutOfSequence
     } else if has("discard") || has("drop") || has("out_of_buffer") || has("out_of_buf") || has("no_buf") {
         Category::Drop
-    } else if has("err") || has("fail") || has("invalid") || has("bad") {
+    } else if has("err") || has("fail") || has("invalid") || has("bad") || has("link_down") {
         Category::Error
     } else if has("bytes") || has("packets") || has("pkts") || has("octets") || has("frames") {
         Category::Traffic
@@ -87,5 +87,19 @@ mod tests {
         assert_eq!(classify("req_remote_access_errors"), Category::Error);
         assert_eq!(classify("delta_tx_bytes"), Category::Traffic);
         assert_eq!(classify("delta_rx_packets"), Category::Traffic);
+        // The library's canonical vocabulary (src/hw/README.md).
+        assert_eq!(classify("port_rx_bytes"), Category::Traffic);
+        assert_eq!(classify("retransmitted_pkts"), Category::Retransmit);
+        assert_eq!(classify("duplicate_request"), Category::Retransmit);
+        assert_eq!(classify("implied_nak_seq_err"), Category::OutOfSequence);
+        assert_eq!(classify("rx_roce_discards"), Category::Drop);
+        assert_eq!(classify("port_rx_discards"), Category::Drop);
+        assert_eq!(classify("pfc_rx_frames_total"), Category::Pfc);
+        assert_eq!(classify("pfc_tx_pause_duration_us"), Category::Pfc);
+        assert_eq!(classify("pause_storm_events"), Category::Pfc);
+        assert_eq!(classify("link_down_events"), Category::Error);
+        assert_eq!(classify("rx_fcs_errors"), Category::Error);
+        assert_eq!(classify("tx_roce_errors"), Category::Error);
+        assert_eq!(classify("rdma_sends"), Category::Other);
     }
 }

@@ -95,7 +95,7 @@ enum Cmd {
         seed: u64,
         /// Anomalies to plant, comma separated, or "all": cnp, tail, skew, cq_errors,
         /// unavailable, untracked, slot_miss, pfc, drops, retransmit, out_of_sequence,
-        /// samples_dropped.
+        /// samples_dropped, snapshot.
         #[arg(long, value_delimiter = ',')]
         plant: Vec<String>,
         #[arg(long, default_value = "mlx5")]

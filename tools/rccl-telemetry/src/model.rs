@@ -16,6 +16,13 @@ pub struct TelemetryFile {
     pub process_id: i64,
     pub start_time: String,
     pub end_time: String,
+    /// true: written at exit or by rcclTelemetryFlush; false: a snapshot of a live process.
+    /// Absent in files written before snapshots existed (read as final).
+    #[serde(rename = "final", default, skip_serializing_if = "Option::is_none")]
+    pub is_final: Option<bool>,
+    /// What wrote the file: exit, rcclTelemetryFlush, interval, or a signal name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
     #[serde(default)]
     pub transport: Option<String>,
     pub histogram_interval_ns: u64,

@@ -36,7 +36,8 @@ impl Default for Options {
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
     /// What kind of anomaly: tx_byte_skew, rx_byte_skew, latency_tail, hw_counter,
-    /// cq_errors, untracked_qps, slot_miss, counter_unavailable, counter_available, samples_dropped.
+    /// cq_errors, untracked_qps, slot_miss, counter_unavailable, counter_available, snapshot,
+    /// samples_dropped.
     pub kind: &'static str,
     /// For hw counters, the counter's category (cnp, ecn, pfc, ...).
     pub category: Option<Category>,
@@ -95,6 +96,28 @@ impl Dev<'_> {
             score: 0.0,
             evidence: String::new(),
         }
+    }
+}
+
+/// A finding about a whole rank file rather than one of its devices.
+fn rank_finding(l: &crate::load::Loaded, kind: &'static str, metric: &str, value: f64) -> Finding {
+    Finding {
+        kind,
+        category: None,
+        rank: rank_label(&l.file),
+        host: l.file.host_name.clone(),
+        pid: l.file.process_id,
+        file: l.path.display().to_string(),
+        device_id: None,
+        roce_device: None,
+        metric: metric.to_string(),
+        value,
+        population: 0,
+        median: None,
+        mad: None,
+        z: None,
+        score: 0.0,
+        evidence: String::new(),
     }
 }
 
@@ -353,28 +376,32 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
         }
     }
 
+    // A snapshot among final files: its counters cover only part of the run, so it looks low.
+    let finals = run.files.iter().filter(|l| l.file.is_final.unwrap_or(true)).count();
+    if finals > 0 {
+        for l in run.files.iter().filter(|l| !l.file.is_final.unwrap_or(true)) {
+            let mut f = rank_finding(l, "snapshot", "final", 0.0);
+            f.score = opt.threshold + 1.5;
+            f.population = run.files.len();
+            f.evidence = format!(
+                "this file is a snapshot of a live process (final=false, trigger {}, taken {}) while {} of {} files are final: its counters cover only part of the run",
+                l.file.trigger.as_deref().unwrap_or("unknown"),
+                l.file.end_time,
+                finals,
+                run.files.len()
+            );
+            out.push(f);
+        }
+    }
+
     // The sampler's bounded buffer overflowed: the time series has gaps.
     for l in &run.files {
         if let Some(n) = l.file.hw_samples_dropped.filter(|n| *n > 0) {
             let kept = l.file.hw_samples.as_ref().map_or(0, Vec::len);
-            out.push(Finding {
-                kind: "samples_dropped",
-                category: None,
-                rank: rank_label(&l.file),
-                host: l.file.host_name.clone(),
-                pid: l.file.process_id,
-                file: l.path.display().to_string(),
-                device_id: None,
-                roce_device: None,
-                metric: "hw_samples_dropped".into(),
-                value: n as f64,
-                population: 0,
-                median: None,
-                mad: None,
-                z: None,
-                score: opt.threshold,
-                evidence: format!("{} hw_samples dropped ({} kept): the time series has gaps", fmt_count(n), fmt_count(kept as u64)),
-            });
+            let mut f = rank_finding(l, "samples_dropped", "hw_samples_dropped", n as f64);
+            f.score = opt.threshold;
+            f.evidence = format!("{} hw_samples dropped ({} kept): the time series has gaps", fmt_count(n), fmt_count(kept as u64));
+            out.push(f);
         }
     }
 

@@ -115,6 +115,10 @@ pub struct RunLatency {
 pub struct Summary {
     pub files: usize,
     pub files_skipped: usize,
+    /// Files written at exit or by rcclTelemetryFlush (final: true, or no "final" key).
+    pub files_final: usize,
+    /// What wrote the files ("exit", "rcclTelemetryFlush", "interval", "SIGTERM" ...), counted.
+    pub triggers: BTreeMap<String, usize>,
     pub hosts: usize,
     pub ranks: usize,
     pub processes: Vec<String>,
@@ -191,6 +195,8 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
     let mut registered = 0;
     let mut hw_samples = 0;
     let mut hw_dropped = 0u64;
+    let mut files_final = 0;
+    let mut triggers: BTreeMap<String, usize> = BTreeMap::new();
     let mut by_width: BTreeMap<u64, WidthGroup> = BTreeMap::new();
     // name -> (category, per-device values (rank label, device), unavailable count)
     let mut hw: BTreeMap<String, (Vec<(i64, String)>, usize)> = BTreeMap::new();
@@ -211,6 +217,10 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
                 end = Some((t, &f.end_time));
             }
         }
+        if f.is_final.unwrap_or(true) {
+            files_final += 1;
+        }
+        *triggers.entry(f.trigger.clone().unwrap_or_else(|| "unknown".into())).or_default() += 1;
         hw_samples += f.hw_samples.as_ref().map_or(0, Vec::len);
         hw_dropped = hw_dropped.saturating_add(f.hw_samples_dropped.unwrap_or(0));
         let path = l.path.display().to_string();
@@ -286,6 +296,8 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
     Summary {
         files: run.files.len(),
         files_skipped: run.bad.iter().filter(|b| b.kind != crate::load::BadKind::Missing).count(),
+        files_final,
+        triggers,
         hosts: hosts.len(),
         ranks: run.files.len(),
         processes: processes.into_iter().collect(),
@@ -350,6 +362,16 @@ pub fn render_text(s: &Summary) -> String {
     if let (Some(a), Some(b)) = (&s.start_time, &s.end_time) {
         out.push_str(&format!("Time: {a} .. {b} ({:.3} s)\n", s.duration_s.unwrap_or(0.0)));
     }
+    let triggers: Vec<String> = s.triggers.iter().map(|(k, v)| format!("{k} x{v}")).collect();
+    out.push_str(&format!("Written by: {}", triggers.join(", ")));
+    if s.files_final < s.files {
+        out.push_str(&format!(
+            "; {} of {} files are snapshots of live processes (final=false): their counters cover part of the run",
+            s.files - s.files_final,
+            s.files
+        ));
+    }
+    out.push('\n');
     out.push_str(&format!(
         "Totals: tx {} rx {}, {} WQEs sent, {} completed, {} CQ errors, {} untracked QPs, {} slot misses\n",
         fmt_bytes(s.tx_bytes as f64),

@@ -24,7 +24,7 @@ expect = {
     # -1 means "not available": the export leaves it empty, so it must not count.
     "hw_cnp_sent": sum(d["hw_counters"]["cnp_sent"] for r in ranks for d in r["devices"] if d["hw_counters"].get("cnp_sent", -1) >= 0),
     "hw_cnp_sent_na": sum(1 for r in ranks for d in r["devices"] if d["hw_counters"].get("cnp_sent", -1) < 0),
-    "pfc_prio3": sum(d["hw_counters"]["pfc_rx_pause_prio"][3] for r in ranks for d in r["devices"] if d["hw_counters"]["pfc_rx_pause_prio"][3] >= 0),
+    "pfc_prio3": sum(d["hw_counters"]["pfc_rx_frames"][3] for r in ranks for d in r["devices"] if d["hw_counters"]["pfc_rx_frames"][3] >= 0),
     "samples": sum(len(s["counters"]) for r in ranks for s in r.get("hw_samples", [])),
 }
 
@@ -37,7 +37,7 @@ select
   sum(value) filter (where scope = 'channel' and metric = 'wqe_completion_histogram') as channel_histogram,
   sum(value) filter (where scope = 'hw' and metric = 'cnp_sent') as hw_cnp_sent,
   count(*) filter (where scope = 'hw' and metric = 'cnp_sent' and value is null) as hw_cnp_sent_na,
-  sum(value) filter (where scope = 'hw' and metric = 'pfc_rx_pause_prio' and "index" = 3) as pfc_prio3,
+  sum(value) filter (where scope = 'hw' and metric = 'pfc_rx_frames' and "index" = 3) as pfc_prio3,
   count(*) filter (where scope = 'hw_sample') as samples
 from {src}
 """

@@ -188,8 +188,8 @@ fn hardware_values_are_minus_one_or_non_negative() {
     );
     expect_violation(
         base(1),
-        |v| *v.pointer_mut("/devices/0/hw_counters/pfc_rx_pause_prio").unwrap() = json!([0, 0, 0]),
-        "/devices/0/hw_counters/pfc_rx_pause_prio",
+        |v| *v.pointer_mut("/devices/0/hw_counters/pfc_rx_frames").unwrap() = json!([0, 0, 0]),
+        "/devices/0/hw_counters/pfc_rx_frames",
         "schema",
         "",
     );

@@ -21,11 +21,12 @@ fn expected(kind: &str) -> (&'static str, Option<&'static str>) {
         "unavailable" => ("counter_unavailable", Some("out_of_sequence")),
         "untracked" => ("untracked_qps", None),
         "slot_miss" => ("slot_miss", None),
-        "pfc" => ("hw_counter", Some("pfc_rx_pause_prio")),
-        "drops" => ("hw_counter", Some("rx_discards_phy")),
+        "pfc" => ("hw_counter", Some("pfc_rx_frames")),
+        "drops" => ("hw_counter", Some("port_rx_discards")),
         "retransmit" => ("hw_counter", Some("local_ack_timeout_err")),
         "out_of_sequence" => ("hw_counter", Some("out_of_sequence")),
         "samples_dropped" => ("samples_dropped", None),
+        "snapshot" => ("snapshot", None),
         other => panic!("no expectation for {other}"),
     }
 }
@@ -45,7 +46,7 @@ fn outliers_finds_every_planted_anomaly_and_nothing_else() {
             f["rank"] == rank.as_str()
                 && f["kind"] == kind
                 && metric.is_none_or(|m| f["metric"] == m)
-                && (kind == "samples_dropped" || f["device_id"] == p.device_id)
+                && (kind == "samples_dropped" || kind == "snapshot" || f["device_id"] == p.device_id)
                 && !f["evidence"].as_str().unwrap_or("").is_empty()
         });
         assert!(hit, "planted {} on {rank} dev {} not found as {kind}; findings: {findings:#?}", p.kind, p.device_id);
@@ -160,7 +161,7 @@ fn summary_json_totals_match_the_files() {
     }
     // The moved hw counters include the planted drops, classified as such.
     let moved = s["hw_counters_moved"].as_array().expect("moved");
-    let drops = moved.iter().find(|h| h["name"] == "rx_discards_phy").expect("rx_discards_phy moved");
+    let drops = moved.iter().find(|h| h["name"] == "port_rx_discards").expect("port_rx_discards moved");
     assert_eq!(drops["category"], "drop");
     assert_eq!(drops["devices_moved"], 1);
     assert!(!moved.iter().any(|h| h["name"] == "out_of_buffer"), "a counter that never moved is not listed");
