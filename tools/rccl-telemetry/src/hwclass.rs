@@ -43,19 +43,22 @@ impl Category {
 pub fn classify(name: &str) -> Category {
     let n = name.to_ascii_lowercase();
     let has = |p: &str| n.contains(p);
+    // Short stems match only at the start of a '_'-separated word: "ack_deferred" holds "err"
+    // but is no error; a duplicate is "dup"/"dups"/"duplicate*", never "duplex".
+    let word = |p: &str| n.split('_').any(|t| t.starts_with(p));
     if has("cnp") {
         Category::Cnp
     } else if has("ecn") || has("congestion_mark") || has("ce_mark") {
         Category::Ecn
     } else if has("pfc") || has("pause") {
         Category::Pfc
-    } else if has("retrans") || has("retry") || has("timeout") || has("rnr_nak") || has("dup") {
+    } else if has("retrans") || has("retry") || has("timeout") || has("rnr_nak") || word("duplicate") || n.split('_').any(|t| t == "dup" || t == "dups") {
         Category::Retransmit
     } else if has("seq") {
         Category::OutOfSequence
     } else if has("discard") || has("drop") || has("out_of_buffer") || has("out_of_buf") || has("no_buf") {
         Category::Drop
-    } else if has("err") || has("fail") || has("invalid") || has("bad") || has("link_down") {
+    } else if word("err") || word("fail") || word("invalid") || word("bad") || has("link_down") {
         Category::Error
     } else if has("bytes") || has("packets") || has("pkts") || has("octets") || has("frames") {
         Category::Traffic
@@ -101,5 +104,9 @@ mod tests {
         assert_eq!(classify("rx_fcs_errors"), Category::Error);
         assert_eq!(classify("tx_roce_errors"), Category::Error);
         assert_eq!(classify("rdma_sends"), Category::Other);
+        assert_eq!(classify("ack_deferred"), Category::Other);
+        assert_eq!(classify("half_duplex_frames"), Category::Traffic);
+        assert_eq!(classify("res_cmp_err"), Category::Error);
+        assert_eq!(classify("req_cqe_error"), Category::Error);
     }
 }
