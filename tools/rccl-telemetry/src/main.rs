@@ -1,1 +1,276 @@
-fn main() {}
+//! The `rccl-telemetry` command line.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use rccl_telemetry_tool::{check, export, generate, load, outliers, report, summary};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Analyse the per-rank rccl_telemetry_*.json files of a run.
+///
+/// INPUTS are files, directories (their rccl_telemetry_*.json files) or glob patterns
+/// (quote them). Unusable files are reported in one line each on stderr and skipped.
+#[derive(Parser)]
+#[command(name = "rccl-telemetry", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// One table for the run: ranks, devices, bytes and their share, WQEs, CQ errors,
+    /// untracked QPs, latency percentiles, and the hardware counters that moved.
+    Summary {
+        /// Print JSON for scripts instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Also list the registered devices a rank never drove.
+        #[arg(long)]
+        all_devices: bool,
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
+    /// Validate every file against the committed JSON Schema and the format's invariants.
+    /// Prints one line per violation (file: JSON pointer: kind: message); exit 1 if any.
+    Check {
+        /// Print the violations as one JSON object instead of lines.
+        #[arg(long)]
+        json: bool,
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
+    /// Rank what stands out across the ranks and devices (median and MAD); exit 1 if anything does.
+    Outliers {
+        #[arg(long)]
+        json: bool,
+        /// Robust z-score a value must reach.
+        #[arg(long, default_value_t = 3.5)]
+        threshold: f64,
+        /// Byte skew: least relative distance from the median.
+        #[arg(long, default_value_t = 0.10)]
+        min_skew: f64,
+        /// Counters and latency: least ratio to the median.
+        #[arg(long, default_value_t = 2.0)]
+        min_ratio: f64,
+        /// Show at most this many findings in the table (0 = all; --json always has all).
+        #[arg(long, default_value_t = 50)]
+        top: usize,
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
+    /// Export as Prometheus text, or as long tidy CSV / NDJSON.
+    Export {
+        #[arg(long, value_enum)]
+        format: Format,
+        /// How deep the CSV / NDJSON rows go.
+        #[arg(long, value_enum, default_value_t = export::Level::Qp)]
+        level: export::Level,
+        /// Write here instead of stdout.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
+    /// Write one self-contained HTML page: summary, outliers and charts.
+    Report {
+        /// The HTML file to write.
+        #[arg(short, long, default_value = "rccl_telemetry_report.html")]
+        output: PathBuf,
+        /// Most devices drawn in the per-device charts.
+        #[arg(long, default_value_t = 512)]
+        max_devices: usize,
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
+    /// Write a synthetic run (for tests, demos and benchmarks), optionally with planted anomalies.
+    Generate {
+        #[arg(long, default_value_t = 16)]
+        ranks: usize,
+        #[arg(long, default_value_t = 8)]
+        ranks_per_host: usize,
+        #[arg(long, default_value_t = 8)]
+        devices_per_rank: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Anomalies to plant, comma separated, or "all": cnp, tail, skew, cq_errors,
+        /// unavailable, untracked, slot_miss, pfc, drops, retransmit, out_of_sequence,
+        /// samples_dropped, snapshot.
+        #[arg(long, value_delimiter = ',')]
+        plant: Vec<String>,
+        #[arg(long, default_value = "mlx5")]
+        hw_type: String,
+        /// RCCL_TELEMETRY_LATENCY_SAMPLE in effect (a power of two; 1 = every WQE).
+        #[arg(long, default_value_t = 1)]
+        latency_sample: u64,
+        #[arg(long, default_value_t = 5)]
+        buckets: usize,
+        #[arg(long, default_value_t = 30_000)]
+        interval_ns: u64,
+        /// hw_samples per rank (0: the sampler did not run).
+        #[arg(long, default_value_t = 0)]
+        samples: usize,
+        dir: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Prometheus,
+    Csv,
+    Ndjson,
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("rccl-telemetry: {msg}");
+    ExitCode::from(2)
+}
+
+/// Loads the inputs; None (after saying why) when nothing could be read.
+fn load(inputs: &[PathBuf]) -> Option<load::Run> {
+    let run = load::load_run(inputs);
+    load::report_bad(&run.bad, run.found);
+    if run.files.is_empty() {
+        eprintln!("rccl-telemetry: no readable rccl_telemetry_*.json file in the inputs");
+        return None;
+    }
+    Some(run)
+}
+
+fn print(s: &str) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (| head) is not an error worth a message.
+    let _ = out.write_all(s.as_bytes()).and_then(|_| out.flush());
+    ExitCode::SUCCESS
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<String, ExitCode> {
+    serde_json::to_string_pretty(v).map(|mut s| {
+        s.push('\n');
+        s
+    }).map_err(|e| fail(format!("cannot serialise: {e}")))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Summary { json, all_devices, inputs } => {
+            let Some(run) = load(&inputs) else { return ExitCode::from(2) };
+            let s = summary::summarize(&run, all_devices);
+            if json {
+                match to_json(&s) {
+                    Ok(t) => print(&t),
+                    Err(c) => c,
+                }
+            } else {
+                print(&summary::render_text(&s))
+            }
+        }
+        Cmd::Check { json, inputs } => {
+            let report = match check::check_inputs(&inputs) {
+                Ok(r) => r,
+                Err(e) => return fail(e),
+            };
+            if json {
+                if let Err(c) = to_json(&report).map(|t| print(&t)) {
+                    return c;
+                }
+            } else {
+                let mut text = String::new();
+                for v in &report.violations {
+                    text.push_str(&v.line());
+                    text.push('\n');
+                }
+                print(&text);
+            }
+            eprintln!(
+                "rccl-telemetry: checked {} files: {} valid, {} with violations, {} unreadable; {} violations",
+                report.files,
+                report.files_valid,
+                report.files - report.files_valid - report.files_unreadable,
+                report.files_unreadable,
+                report.violations.len()
+            );
+            if report.files == 0 {
+                eprintln!("rccl-telemetry: no rccl_telemetry_*.json file in the inputs");
+                ExitCode::from(2)
+            } else if report.violations.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Cmd::Outliers { json, threshold, min_skew, min_ratio, top, inputs } => {
+            let Some(run) = load(&inputs) else { return ExitCode::from(2) };
+            let opt = outliers::Options { threshold, min_skew, min_ratio, ..Default::default() };
+            let r = outliers::find(&run, &opt);
+            if json {
+                if let Err(c) = to_json(&r).map(|t| print(&t)) {
+                    return c;
+                }
+            } else {
+                print(&outliers::render_text(&r, top));
+            }
+            if r.findings.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Cmd::Export { format, level, output, inputs } => {
+            let Some(run) = load(&inputs) else { return ExitCode::from(2) };
+            let mut sink: Box<dyn Write> = match &output {
+                Some(p) => match std::fs::File::create(p) {
+                    Ok(f) => Box::new(std::io::BufWriter::new(f)),
+                    Err(e) => return fail(format!("cannot create {}: {e}", p.display())),
+                },
+                None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+            };
+            let r = match format {
+                Format::Prometheus => sink.write_all(export::prometheus(&run).as_bytes()).map_err(|e| e.to_string()),
+                Format::Csv => export::write_tidy(&run, level, false, &mut sink),
+                Format::Ndjson => export::write_tidy(&run, level, true, &mut sink),
+            };
+            match r.and_then(|_| sink.flush().map_err(|e| e.to_string())) {
+                Ok(()) => ExitCode::SUCCESS,
+                // Writing to a closed pipe: stop quietly.
+                Err(e) if output.is_none() && e.contains("Broken pipe") => ExitCode::SUCCESS,
+                Err(e) => fail(format!("export failed: {e}")),
+            }
+        }
+        Cmd::Report { output, max_devices, inputs } => {
+            let Some(run) = load(&inputs) else { return ExitCode::from(2) };
+            let s = summary::summarize(&run, false);
+            let o = outliers::find(&run, &outliers::Options::default());
+            let html = report::render(&run, &s, &o, max_devices.max(1));
+            match std::fs::write(&output, html) {
+                Ok(()) => {
+                    eprintln!("rccl-telemetry: wrote {} ({} files, {} findings)", output.display(), s.files, o.findings.len());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(format!("cannot write {}: {e}", output.display())),
+            }
+        }
+        Cmd::Generate { ranks, ranks_per_host, devices_per_rank, seed, plant, hw_type, latency_sample, buckets, interval_ns, samples, dir } => {
+            let plants: Vec<String> = if plant.iter().any(|p| p == "all") {
+                generate::PLANTS.iter().filter(|p| samples > 0 || **p != "samples_dropped").map(|p| p.to_string()).collect()
+            } else {
+                plant.into_iter().filter(|p| !p.is_empty()).collect()
+            };
+            if !latency_sample.is_power_of_two() {
+                return fail(format!("--latency-sample {latency_sample} is not a power of two"));
+            }
+            let o = generate::GenOptions { ranks, ranks_per_host, seed, plants, hw_type, latency_sample, buckets, interval_ns, samples, devices_per_rank };
+            match generate::generate(&dir, &o) {
+                Ok(planted) => {
+                    for p in &planted {
+                        eprintln!("planted {:<16} {}:{} dev {}{}", p.kind, p.host, p.pid, p.device_id, p.counter.as_ref().map_or(String::new(), |c| format!(" ({c})")));
+                    }
+                    eprintln!("rccl-telemetry: wrote {ranks} rank files and planted.json to {}", dir.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+    }
+}

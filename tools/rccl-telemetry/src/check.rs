@@ -1,0 +1,356 @@
+//! `check`: validates each file against the committed JSON Schema and the invariants the
+//! seed states, one line per violation with the file and the JSON path (a JSON Pointer).
+
+use crate::load::{expand_inputs, progress, read_raw};
+use crate::model::{parse_timestamp_ns, Counters, TelemetryFile};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+/// The committed schema, compiled into the binary so `check` always uses it.
+pub const SCHEMA: &str = include_str!("../../../schema/rccl_telemetry.schema.json");
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Violation {
+    pub file: String,
+    /// JSON Pointer to the offending value ("" is the whole document).
+    pub path: String,
+    /// "schema", "invariant" or "unreadable".
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl Violation {
+    pub fn line(&self) -> String {
+        let p = if self.path.is_empty() { "/" } else { &self.path };
+        format!("{}: {}: {}: {}", self.file, p, self.kind, self.message)
+    }
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct CheckReport {
+    pub files: usize,
+    pub files_valid: usize,
+    pub files_unreadable: usize,
+    pub violations: Vec<Violation>,
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    let one_line = s.replace('\n', " ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let cut: String = one_line.chars().take(max).collect();
+        format!("{cut}...")
+    }
+}
+
+/// Checks every file named by the inputs.
+pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
+    let schema: serde_json::Value =
+        serde_json::from_str(SCHEMA).map_err(|e| format!("the embedded schema is not JSON: {e}"))?;
+    let validator = jsonschema::validator_for(&schema).map_err(|e| format!("the embedded schema does not compile: {e}"))?;
+    let (paths, missing) = expand_inputs(inputs);
+    let pb = progress(paths.len(), "checking");
+    let per_file: Vec<(Vec<Violation>, bool)> = paths
+        .par_iter()
+        .map(|p| {
+            let file = p.display().to_string();
+            let out = match read_raw(p) {
+                Err(b) => (
+                    vec![Violation { file, path: String::new(), kind: "unreadable", message: b.reason }],
+                    true,
+                ),
+                Ok(raw) => {
+                    let mut v: Vec<Violation> = validator
+                        .iter_errors(&raw.value)
+                        .map(|e| Violation {
+                            file: file.clone(),
+                            path: e.instance_path().to_string(),
+                            kind: "schema",
+                            message: shorten(&e.to_string(), 200),
+                        })
+                        .collect();
+                    match serde_json::from_value::<TelemetryFile>(raw.value) {
+                        Ok(tf) => {
+                            v.extend(invariants(&tf).into_iter().map(|(path, message)| Violation {
+                                file: file.clone(),
+                                path,
+                                kind: "invariant",
+                                message,
+                            }))
+                        }
+                        Err(e) if v.is_empty() => v.push(Violation {
+                            file: file.clone(),
+                            path: String::new(),
+                            kind: "schema",
+                            message: format!("cannot be read as a telemetry file: {e}"),
+                        }),
+                        Err(_) => {}
+                    }
+                    (v, false)
+                }
+            };
+            pb.inc(1);
+            out
+        })
+        .collect();
+    pb.finish_and_clear();
+    let mut report = CheckReport { files: paths.len(), ..Default::default() };
+    for m in missing {
+        report.violations.push(Violation {
+            file: m.path.display().to_string(),
+            path: String::new(),
+            kind: "unreadable",
+            message: m.reason,
+        });
+    }
+    for (v, unreadable) in per_file {
+        if unreadable {
+            report.files_unreadable += 1;
+        } else if v.is_empty() {
+            report.files_valid += 1;
+        }
+        report.violations.extend(v);
+    }
+    Ok(report)
+}
+
+/// Collects (JSON pointer, message) for every broken invariant of one parsed file.
+pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut err = |p: String, m: String| out.push((p, m));
+
+    if let (Some(s), Some(e)) = (parse_timestamp_ns(&f.start_time), parse_timestamp_ns(&f.end_time)) {
+        if e < s {
+            err("/end_time".into(), format!("end_time {} is before start_time {}", f.end_time, f.start_time));
+        }
+    }
+    let sampled_expected = f.latency_sample_interval.is_some_and(|n| n > 1);
+    if let Some(n) = f.latency_sample_interval {
+        if !n.is_power_of_two() || n < 2 {
+            err("/latency_sample_interval".into(), format!("{n} is not a power of two >= 2"));
+        }
+    }
+    if f.hw_samples.is_some() != f.hw_samples_dropped.is_some() {
+        err(
+            if f.hw_samples.is_some() { "/hw_samples_dropped" } else { "/hw_samples" }.into(),
+            "hw_samples and hw_samples_dropped must appear together".into(),
+        );
+    }
+    let width = f.histogram_interval_ns;
+    let mut hist_len: Option<usize> = None;
+    let mut device_ids = BTreeSet::new();
+
+    for (di, d) in f.devices.iter().enumerate() {
+        let dp = format!("/devices/{di}");
+        if !device_ids.insert(d.device_id) {
+            err(format!("{dp}/device_id"), format!("device_id {} appears twice", d.device_id));
+        }
+        let untracked_in_channels: u64 = d.channels.iter().fold(0u64, |s, c| s.saturating_add(c.num_qp_untracked));
+        if d.num_qp_untracked < untracked_in_channels {
+            err(
+                format!("{dp}/num_qp_untracked"),
+                format!("device num_qp_untracked {} < {} summed over its channels", d.num_qp_untracked, untracked_in_channels),
+            );
+        }
+        for (name, v) in &d.hw_counters {
+            let vals: Vec<i64> = match v {
+                crate::model::HwValue::Scalar(x) => vec![*x],
+                crate::model::HwValue::PerPrio(a) => {
+                    if a.len() != 8 {
+                        err(format!("{dp}/hw_counters/{}", escape_ptr(name)), format!("per-priority array has {} entries, not 8", a.len()));
+                    }
+                    a.clone()
+                }
+            };
+            if vals.iter().any(|x| *x < -1) {
+                err(format!("{dp}/hw_counters/{}", escape_ptr(name)), format!("value below -1: {v:?}"));
+            }
+        }
+        let mut channel_ids = BTreeSet::new();
+        for (ci, c) in d.channels.iter().enumerate() {
+            let cp = format!("{dp}/channels/{ci}");
+            if let Some(id) = c.id {
+                if !channel_ids.insert(id) {
+                    err(format!("{cp}/id"), format!("channel id {id} appears twice on this device"));
+                }
+                if d.num_channels.is_none() {
+                    err(format!("{cp}/id"), format!("channel id {id} on a device whose num_channels is null (ids unknown)"));
+                }
+            }
+            counters_ok(&cp, &c.counters, width, sampled_expected, &mut hist_len, &mut err);
+            // Channel totals are the sums over its queue pairs.
+            let qps = &c.queue_pairs;
+            let sum = |g: fn(&Counters) -> u64| qps.iter().fold(0u64, |s, q| s.saturating_add(g(&q.counters)));
+            let fields: [SummedField; 10] = [
+                ("num_wqe_sent", c.counters.num_wqe_sent, |x| x.num_wqe_sent),
+                ("num_recv_wqe", c.counters.num_recv_wqe, |x| x.num_recv_wqe),
+                ("num_wqe_rcvd", c.counters.num_wqe_rcvd, |x| x.num_wqe_rcvd),
+                ("num_wqe_completed", c.counters.num_wqe_completed, |x| x.num_wqe_completed),
+                ("num_cts_sent", c.counters.num_cts_sent, |x| x.num_cts_sent),
+                ("num_cts_sent_signalled", c.counters.num_cts_sent_signalled, |x| x.num_cts_sent_signalled),
+                ("num_cts_sent_unsignalled", c.counters.num_cts_sent_unsignalled, |x| x.num_cts_sent_unsignalled),
+                ("num_slot_miss", c.counters.num_slot_miss, |x| x.num_slot_miss),
+                ("num_write_wqe", c.counters.num_write_wqe, |x| x.num_write_wqe),
+                ("num_write_imm_wqe", c.counters.num_write_imm_wqe, |x| x.num_write_imm_wqe),
+            ];
+            for (name, total, g) in fields {
+                let s = sum(g);
+                if total != s {
+                    err(format!("{cp}/{name}"), format!("channel total {total} != {s} summed over its {} queue pairs", qps.len()));
+                }
+            }
+            if let Some(total) = c.counters.num_wqe_sampled {
+                let s = qps.iter().fold(0u64, |s, q| s.saturating_add(q.counters.num_wqe_sampled.unwrap_or(0)));
+                if total != s {
+                    err(format!("{cp}/num_wqe_sampled"), format!("channel total {total} != {s} summed over its {} queue pairs", qps.len()));
+                }
+            }
+            let mut hsum: Vec<u64> = vec![0; c.counters.wqe_completion_histogram.len()];
+            for q in qps {
+                for (b, v) in q.counters.wqe_completion_histogram.iter().enumerate() {
+                    if let Some(h) = hsum.get_mut(b) {
+                        *h = h.saturating_add(*v);
+                    }
+                }
+            }
+            for (b, (total, s)) in c.counters.wqe_completion_histogram.iter().zip(&hsum).enumerate() {
+                if total != s {
+                    err(format!("{cp}/wqe_completion_histogram/{b}"), format!("channel bucket {total} != {s} summed over its queue pairs"));
+                }
+            }
+            let qmin = qps.iter().map(|q| q.counters.wqe_completion_ns_min).filter(|v| *v >= 0).min().unwrap_or(-1);
+            let qmax = qps.iter().map(|q| q.counters.wqe_completion_ns_max).filter(|v| *v >= 0).max().unwrap_or(-1);
+            if c.counters.wqe_completion_ns_min != qmin {
+                err(format!("{cp}/wqe_completion_ns_min"), format!("channel min {} != {} (min over its queue pairs)", c.counters.wqe_completion_ns_min, qmin));
+            }
+            if c.counters.wqe_completion_ns_max != qmax {
+                err(format!("{cp}/wqe_completion_ns_max"), format!("channel max {} != {} (max over its queue pairs)", c.counters.wqe_completion_ns_max, qmax));
+            }
+            let data = qps.iter().filter(|q| q.role.as_deref() == Some("data")).count() as u64;
+            let cts = qps.iter().filter(|q| q.role.as_deref() == Some("cts")).count() as u64;
+            if c.num_data_qp != data {
+                err(format!("{cp}/num_data_qp"), format!("num_data_qp {} != {data} queue pairs with role \"data\"", c.num_data_qp));
+            }
+            if c.num_cts_qp != cts {
+                err(format!("{cp}/num_cts_qp"), format!("num_cts_qp {} != {cts} queue pairs with role \"cts\"", c.num_cts_qp));
+            }
+            for (qi, q) in qps.iter().enumerate() {
+                let qp = format!("{cp}/queue_pairs/{qi}");
+                counters_ok(&qp, &q.counters, width, sampled_expected, &mut hist_len, &mut err);
+                if q.counters.num_wqe_completed > q.counters.num_wqe_rcvd {
+                    err(
+                        format!("{qp}/num_wqe_completed"),
+                        format!("num_wqe_completed {} > num_wqe_rcvd {}", q.counters.num_wqe_completed, q.counters.num_wqe_rcvd),
+                    );
+                }
+                if let Some(r) = &q.role {
+                    if r != "data" && r != "cts" {
+                        err(format!("{qp}/role"), format!("role {r:?} is not \"data\", \"cts\" or null"));
+                    }
+                }
+            }
+        }
+    }
+
+    if let Some(samples) = &f.hw_samples {
+        let mut last: BTreeMap<u32, u64> = BTreeMap::new();
+        for (si, s) in samples.iter().enumerate() {
+            let sp = format!("/hw_samples/{si}");
+            if !device_ids.contains(&s.device_id) {
+                err(format!("{sp}/device_id"), format!("device_id {} is not in devices", s.device_id));
+            }
+            if let Some(prev) = last.insert(s.device_id, s.timestamp_ns) {
+                if s.timestamp_ns < prev {
+                    err(format!("{sp}/timestamp_ns"), format!("timestamp_ns {} goes backwards (previous sample of device {}: {prev})", s.timestamp_ns, s.device_id));
+                }
+            }
+            for (name, v) in &s.counters {
+                if *v < -1 {
+                    err(format!("{sp}/counters/{}", escape_ptr(name)), format!("value {v} below -1"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A channel counter: its name, the channel's value, and how to read it from a queue pair.
+type SummedField = (&'static str, u64, fn(&Counters) -> u64);
+
+/// Escapes a key for use in a JSON Pointer (RFC 6901).
+fn escape_ptr(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// The invariants a channel and a queue pair share.
+fn counters_ok(
+    p: &str,
+    c: &Counters,
+    width: u64,
+    sampled_expected: bool,
+    hist_len: &mut Option<usize>,
+    err: &mut impl FnMut(String, String),
+) {
+    if c.num_cts_sent_signalled.saturating_add(c.num_cts_sent_unsignalled) != c.num_cts_sent {
+        err(
+            format!("{p}/num_cts_sent"),
+            format!(
+                "num_cts_sent_signalled {} + num_cts_sent_unsignalled {} != num_cts_sent {}",
+                c.num_cts_sent_signalled, c.num_cts_sent_unsignalled, c.num_cts_sent
+            ),
+        );
+    }
+    match (sampled_expected, c.num_wqe_sampled) {
+        (true, None) => err(p.to_string(), "num_wqe_sampled is missing although latency_sample_interval > 1".into()),
+        (false, Some(_)) => err(format!("{p}/num_wqe_sampled"), "num_wqe_sampled is present although latency_sample_interval is absent or 1".into()),
+        _ => {}
+    }
+    if let Some(s) = c.num_wqe_sampled {
+        if s > c.num_wqe_completed {
+            err(format!("{p}/num_wqe_sampled"), format!("num_wqe_sampled {s} > num_wqe_completed {}", c.num_wqe_completed));
+        }
+    }
+    let h = &c.wqe_completion_histogram;
+    match hist_len {
+        None => *hist_len = Some(h.len()),
+        Some(n) if *n != h.len() => err(
+            format!("{p}/wqe_completion_histogram"),
+            format!("has {} buckets, other histograms in this file have {n}", h.len()),
+        ),
+        _ => {}
+    }
+    let hsum = h.iter().fold(0u64, |s, v| s.saturating_add(*v));
+    let (what, expected) = match c.num_wqe_sampled {
+        Some(s) => ("num_wqe_sampled", s),
+        None => ("num_wqe_completed", c.num_wqe_completed),
+    };
+    if hsum != expected {
+        err(format!("{p}/wqe_completion_histogram"), format!("histogram sums to {hsum}, {what} is {expected}"));
+    }
+    let (mn, mx) = (c.wqe_completion_ns_min, c.wqe_completion_ns_max);
+    if (mn < 0) != (mx < 0) {
+        err(format!("{p}/wqe_completion_ns_min"), format!("min {mn} and max {mx}: one is -1 and the other is not"));
+    } else if mn >= 0 && mn > mx {
+        err(format!("{p}/wqe_completion_ns_min"), format!("min {mn} > max {mx}"));
+    }
+    if hsum == 0 && (mn >= 0 || mx >= 0) {
+        err(format!("{p}/wqe_completion_ns_min"), format!("min {mn} / max {mx} set although nothing was sampled (should be -1)"));
+    }
+    if hsum > 0 && (mn < 0 || mx < 0) {
+        err(format!("{p}/wqe_completion_ns_min"), format!("min/max are -1 although the histogram holds {hsum} samples"));
+    }
+    if hsum > 0 && mn >= 0 && mx >= 0 && width > 0 && !h.is_empty() {
+        let bucket_of = |v: i64| ((v as u64) / width).min(h.len() as u64 - 1) as usize;
+        let first = h.iter().position(|v| *v > 0).unwrap_or(0);
+        let last = h.iter().rposition(|v| *v > 0).unwrap_or(0);
+        if bucket_of(mn) != first {
+            err(format!("{p}/wqe_completion_ns_min"), format!("min {mn} ns falls in bucket {}, but the first non-empty bucket is {first}", bucket_of(mn)));
+        }
+        if bucket_of(mx) != last {
+            err(format!("{p}/wqe_completion_ns_max"), format!("max {mx} ns falls in bucket {}, but the last non-empty bucket is {last}", bucket_of(mx)));
+        }
+    }
+}

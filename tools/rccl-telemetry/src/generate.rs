@@ -1,0 +1,484 @@
+//! `generate`: writes a realistic run of many ranks, optionally with planted anomalies, for
+//! tests, demos and benchmarks. Every file satisfies the schema and the invariants `check`
+//! verifies (channel totals are derived from their QPs, as the library does), and a manifest
+//! `planted.json` next to them says which rank carries which anomaly.
+
+use crate::model::{format_timestamp_ns, Channel, Counters, Device, HwSample, HwValue, QueuePair, TelemetryFile};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Anomalies the generator can plant, each on its own rank.
+pub const PLANTS: [&str; 13] = [
+    "cnp",          // 5x the CNP counters
+    "tail",         // a heavy completion-latency tail
+    "skew",         // 1.6x the tx bytes (and the send WQEs behind them)
+    "cq_errors",    // completions with an error status
+    "unavailable",  // one hw counter reads -1 on this rank only
+    "untracked",    // QPs that got no stats slot
+    "slot_miss",    // 10x the CTS FIFO slot misses
+    "pfc",          // 8x the PFC pause frames
+    "drops",        // rx discards where every other rank has none
+    "retransmit",   // local ACK timeouts where every other rank has none
+    "out_of_sequence", // 20x the out-of-sequence packets
+    "samples_dropped", // the sampler's buffer overflowed (needs --samples)
+    "snapshot",     // the rank was killed: its file is a SIGTERM snapshot half-way through
+];
+
+#[derive(Debug, Clone)]
+pub struct GenOptions {
+    pub ranks: usize,
+    pub ranks_per_host: usize,
+    pub seed: u64,
+    pub plants: Vec<String>,
+    /// "mlx5" or "thor2" (one channel with a null id) or "ainic" (4 numbered channels).
+    pub hw_type: String,
+    /// Latency sampling N (1 = every WQE, no sampled keys).
+    pub latency_sample: u64,
+    pub buckets: usize,
+    pub interval_ns: u64,
+    /// hw_samples per rank (0 = the sampler did not run).
+    pub samples: usize,
+    /// Devices registered per rank (each rank drives one of them).
+    pub devices_per_rank: usize,
+}
+
+impl Default for GenOptions {
+    fn default() -> Self {
+        GenOptions {
+            ranks: 16,
+            ranks_per_host: 8,
+            seed: 1,
+            plants: Vec::new(),
+            hw_type: "mlx5".into(),
+            latency_sample: 1,
+            buckets: 5,
+            interval_ns: 30_000,
+            samples: 0,
+            devices_per_rank: 8,
+        }
+    }
+}
+
+/// Where an anomaly was planted.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct Planted {
+    pub kind: String,
+    pub host: String,
+    pub pid: i64,
+    pub device_id: u32,
+    pub file: String,
+    /// The counter involved, when there is one.
+    pub counter: Option<String>,
+}
+
+/// Normal-ish noise: the sum of four uniforms, centred, scaled to unit variance.
+fn noise(rng: &mut fastrand::Rng) -> f64 {
+    let s: f64 = (0..4).map(|_| rng.f64()).sum::<f64>() - 2.0;
+    s * (3.0f64).sqrt()
+}
+
+fn jitter(rng: &mut fastrand::Rng, x: f64, rel: f64) -> u64 {
+    (x * (1.0 + rel * noise(rng))).max(0.0).round() as u64
+}
+
+/// Splits `total` into `n` parts that add up exactly, each within a few percent of total/n.
+fn split(rng: &mut fastrand::Rng, total: u64, n: usize) -> Vec<u64> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let w: Vec<f64> = (0..n).map(|_| 1.0 + 0.03 * noise(rng)).collect();
+    let ws: f64 = w.iter().sum();
+    let mut parts: Vec<u64> = w.iter().map(|x| (total as f64 * x / ws).floor() as u64).collect();
+    let used: u64 = parts.iter().sum();
+    parts[0] += total - used.min(total);
+    parts
+}
+
+/// A latency histogram of `k` samples with bucket probabilities `p`, plus a min and a max
+/// that fall in the first and last non-empty buckets.
+fn histogram(rng: &mut fastrand::Rng, k: u64, p: &[f64], width: u64, tail_max_ns: u64) -> (Vec<u64>, i64, i64) {
+    let n = p.len();
+    let mut h: Vec<u64> = p.iter().map(|q| (k as f64 * q).floor() as u64).collect();
+    let used: u64 = h.iter().sum();
+    h[0] += k - used.min(k);
+    if k == 0 {
+        return (h, -1, -1);
+    }
+    let first = h.iter().position(|v| *v > 0).unwrap_or(0) as u64;
+    let last = h.iter().rposition(|v| *v > 0).unwrap_or(0) as u64;
+    let lo = first * width;
+    let min = lo + rng.u64(0..=width / 3).max(1) + if first == 0 { width / 10 } else { 0 };
+    let max = if last as usize == n - 1 {
+        last * width + rng.u64(width / 2..=tail_max_ns.max(width))
+    } else {
+        last * width + rng.u64(width / 2..width)
+    };
+    let max = max.max(min);
+    (h, min as i64, max as i64)
+}
+
+fn counters_from_qps(qps: &[QueuePair], sampled: bool) -> Counters {
+    let mut c = Counters::default();
+    let mut hist: Vec<u64> = Vec::new();
+    for q in qps {
+        let x = &q.counters;
+        c.num_wqe_sent += x.num_wqe_sent;
+        c.num_recv_wqe += x.num_recv_wqe;
+        c.num_wqe_rcvd += x.num_wqe_rcvd;
+        c.num_wqe_completed += x.num_wqe_completed;
+        c.num_cts_sent += x.num_cts_sent;
+        c.num_cts_sent_signalled += x.num_cts_sent_signalled;
+        c.num_cts_sent_unsignalled += x.num_cts_sent_unsignalled;
+        c.num_slot_miss += x.num_slot_miss;
+        c.num_write_wqe += x.num_write_wqe;
+        c.num_write_imm_wqe += x.num_write_imm_wqe;
+        crate::model::add_hist(&mut hist, &x.wqe_completion_histogram);
+    }
+    c.num_wqe_sampled = sampled.then(|| qps.iter().map(|q| q.counters.num_wqe_sampled.unwrap_or(0)).sum());
+    c.wqe_completion_ns_min = qps.iter().map(|q| q.counters.wqe_completion_ns_min).filter(|v| *v >= 0).min().unwrap_or(-1);
+    c.wqe_completion_ns_max = qps.iter().map(|q| q.counters.wqe_completion_ns_max).filter(|v| *v >= 0).max().unwrap_or(-1);
+    c.wqe_completion_histogram = hist;
+    c
+}
+
+/// The hardware-counter vocabulary the generator writes: the library's canonical keys
+/// (src/hw/README.md), 44 scalars then four per-priority arrays.
+const HW_SCALARS: [&str; 44] = [
+    "delta_tx_bytes", "delta_rx_bytes", "delta_tx_packets", "delta_rx_packets",
+    "port_tx_bytes", "port_rx_bytes", "port_tx_packets", "port_rx_packets",
+    "cnp_sent", "cnp_handled", "cnp_ignored", "ecn_marked_pkts",
+    "local_ack_timeout_err", "retransmitted_pkts", "completer_retry_err", "retry_exceeded_err",
+    "rnr_retry_exceeded_err", "packet_seq_err", "out_of_sequence", "implied_nak_seq_err",
+    "duplicate_request", "rnr_nak_retry_err", "rnr_nak_sent", "req_cqe_error",
+    "resp_cqe_error", "req_remote_access_errors", "resp_remote_access_errors", "out_of_buffer",
+    "rdma_sends", "rdma_recvs", "rx_write_requests", "rx_read_requests",
+    "ack_deferred", "tx_roce_errors", "rx_roce_discards", "port_rx_discards",
+    "rx_buffer_passed_thres", "pfc_rx_frames_total", "pfc_tx_frames_total", "pause_storm_events",
+    "link_down_events", "rx_fcs_errors", "phy_symbol_errors", "fec_corrected_bits",
+];
+const HW_ARRAYS: [&str; 4] = ["pfc_rx_frames", "pfc_tx_frames", "pfc_rx_pause_duration_us", "pfc_tx_pause_duration_us"];
+
+fn unavailable_counters() -> BTreeMap<String, HwValue> {
+    let mut m = BTreeMap::new();
+    for k in HW_SCALARS {
+        m.insert(k.to_string(), HwValue::Scalar(-1));
+    }
+    for k in HW_ARRAYS {
+        m.insert(k.to_string(), HwValue::PerPrio(vec![-1; 8]));
+    }
+    m
+}
+
+/// Writes the run into `dir` and returns where the anomalies were planted.
+pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
+    for p in &o.plants {
+        if !PLANTS.contains(&p.as_str()) {
+            return Err(format!("unknown anomaly {p:?} (known: {})", PLANTS.join(", ")));
+        }
+    }
+    if o.ranks == 0 || o.ranks_per_host == 0 || o.devices_per_rank == 0 {
+        return Err("--ranks, --ranks-per-host and --devices-per-rank must be at least 1".into());
+    }
+    if o.buckets == 0 || o.buckets > 16 || o.interval_ns == 0 {
+        return Err("--buckets must be 1..16 and --interval-ns at least 1".into());
+    }
+    if !["mlx5", "thor2", "ainic", "rxe"].contains(&o.hw_type.as_str()) {
+        return Err(format!("unknown --hw-type {:?} (mlx5, thor2, ainic, rxe)", o.hw_type));
+    }
+    if o.plants.len() > o.ranks {
+        return Err(format!("{} anomalies need at least as many ranks, not {}", o.plants.len(), o.ranks));
+    }
+    if o.plants.iter().any(|p| p == "samples_dropped") && o.samples == 0 {
+        return Err("the samples_dropped anomaly needs --samples > 0".into());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut rng = fastrand::Rng::with_seed(o.seed);
+
+    // Each anomaly on its own rank, chosen by the seed.
+    let mut order: Vec<usize> = (0..o.ranks).collect();
+    rng.shuffle(&mut order);
+    let plant_at: BTreeMap<usize, &str> = o.plants.iter().enumerate().map(|(i, p)| (order[i], p.as_str())).collect();
+
+    let named_channels = o.hw_type == "ainic" || o.hw_type == "rxe";
+    let (n_channels, data_per_ch, cts_per_ch) = if named_channels { (4, 2, 1) } else { (1, 8, 4) };
+    let width = o.interval_ns;
+    // Bucket probabilities of an ordinary completion-latency distribution, and a heavy tail.
+    let mut normal_p: Vec<f64> = (0..o.buckets).map(|b| 0.8 * 0.22f64.powi(b as i32)).collect();
+    let s: f64 = normal_p.iter().sum();
+    normal_p.iter_mut().for_each(|p| *p /= s);
+    let tail_p: Vec<f64> = if o.buckets == 1 {
+        vec![1.0]
+    } else {
+        let mut t: Vec<f64> = (0..o.buckets).map(|b| if b == 0 { 0.5 } else { 0.5 / (o.buckets - 1) as f64 }).collect();
+        let s: f64 = t.iter().sum();
+        t.iter_mut().for_each(|p| *p /= s);
+        t
+    };
+    let run_start_ns: i128 = 1_796_209_200_000_000_000; // 2026-12-02T11:00:00Z
+    let mut planted = Vec::new();
+
+    for rank in 0..o.ranks {
+        let host_idx = rank / o.ranks_per_host;
+        let local = rank % o.ranks_per_host;
+        let host = format!("gpu_node_{host_idx:03}");
+        let pid = 20_000 + (rank as i64 * 7919) % 40_000;
+        let plant = plant_at.get(&rank).copied();
+        let used_dev = (local % o.devices_per_rank) as u32;
+        let start = run_start_ns + rng.i128(0..50_000_000);
+        let snapshot = plant == Some("snapshot");
+        let end = start + if snapshot { 60_000_000_000 } else { 120_000_000_000 } + rng.i128(0..50_000_000);
+        let part = if snapshot { 0.5 } else { 1.0 };
+
+        let mut devices = Vec::new();
+        let mut samples = Vec::new();
+        for dev_id in 0..o.devices_per_rank as u32 {
+            let roce = match o.hw_type.as_str() {
+                "thor2" => format!("bnxt_re{dev_id}"),
+                "ainic" => format!("ionic_{dev_id}"),
+                "rxe" => format!("rxe{dev_id}"),
+                _ => format!("mlx5_{dev_id}"),
+            };
+            let eth = format!("enp{}s0f0", 12 + dev_id * 16);
+            if dev_id != used_dev {
+                devices.push(Device {
+                    device_id: dev_id,
+                    roce_device: roce,
+                    eth_device: eth,
+                    hw_type: o.hw_type.clone(),
+                    tx_bytes: 0,
+                    rx_bytes: 0,
+                    num_cq_errors: 0,
+                    cq_poll_count: 0,
+                    num_channels: if named_channels { Some(0) } else { None },
+                    active_channels: 0,
+                    num_qp_untracked: 0,
+                    wqe_size_stats: Vec::new(),
+                    channels: Vec::new(),
+                    hw_counters: unavailable_counters(),
+                });
+                continue;
+            }
+            let skew = if plant == Some("skew") { 1.6 } else { 1.0 };
+            let base_bytes = 8.0 * (1u64 << 30) as f64;
+            let tx_bytes = jitter(&mut rng, base_bytes * skew * part, 0.01);
+            let rx_bytes = jitter(&mut rng, base_bytes * part, 0.01);
+            let wqe_size: u64 = 512 * 1024;
+            let sends = tx_bytes / wqe_size;
+            let recvs = rx_bytes / wqe_size / 8; // one receive per request (the write-with-imm)
+            let n_data = n_channels * data_per_ch;
+            let n_cts = n_channels * cts_per_ch;
+            let sends_per_qp = split(&mut rng, sends, n_data);
+            let recvs_per_qp = split(&mut rng, recvs, n_data);
+            let cts_per_qp = split(&mut rng, recvs, n_cts);
+            let slot_scale = if plant == Some("slot_miss") { 10.0 } else { 1.0 };
+            let (p, tail_max) = if plant == Some("tail") { (&tail_p, 5_000_000) } else { (&normal_p, 4 * width) };
+            let sample_n = o.latency_sample.max(1);
+
+            let mut channels = Vec::new();
+            let mut qp_id = 0u64;
+            for ch in 0..n_channels {
+                let mut qps = Vec::new();
+                for i in 0..data_per_ch {
+                    let k = ch * data_per_ch + i;
+                    let sent = sends_per_qp[k];
+                    let imm = sent / 8;
+                    let completed = sent;
+                    let rcvd = completed + recvs_per_qp[k] - jitter(&mut rng, recvs_per_qp[k] as f64 * 0.01, 0.2).min(recvs_per_qp[k]);
+                    let sampled = completed / sample_n;
+                    let (h, mn, mx) = histogram(&mut rng, sampled, p, width, tail_max);
+                    qps.push(QueuePair {
+                        id: qp_id,
+                        role: Some("data".into()),
+                        counters: Counters {
+                            num_wqe_sent: sent,
+                            num_recv_wqe: recvs_per_qp[k],
+                            num_wqe_rcvd: rcvd,
+                            num_wqe_completed: completed,
+                            num_wqe_sampled: (sample_n > 1).then_some(sampled),
+                            num_cts_sent: 0,
+                            num_cts_sent_signalled: 0,
+                            num_cts_sent_unsignalled: 0,
+                            num_slot_miss: jitter(&mut rng, 40.0 * slot_scale, 0.15),
+                            num_write_wqe: sent - imm,
+                            num_write_imm_wqe: imm,
+                            wqe_completion_ns_min: mn,
+                            wqe_completion_ns_max: mx,
+                            wqe_completion_histogram: h,
+                        },
+                    });
+                    qp_id += 1;
+                }
+                for i in 0..cts_per_ch {
+                    let cts = cts_per_qp[ch * cts_per_ch + i];
+                    let signalled = cts / 16;
+                    qps.push(QueuePair {
+                        id: qp_id,
+                        role: Some("cts".into()),
+                        counters: Counters {
+                            num_wqe_sent: 0,
+                            num_recv_wqe: 0,
+                            num_wqe_rcvd: signalled,
+                            num_wqe_completed: 0,
+                            num_wqe_sampled: (sample_n > 1).then_some(0),
+                            num_cts_sent: cts,
+                            num_cts_sent_signalled: signalled,
+                            num_cts_sent_unsignalled: cts - signalled,
+                            num_slot_miss: 0,
+                            num_write_wqe: 0,
+                            num_write_imm_wqe: 0,
+                            wqe_completion_ns_min: -1,
+                            wqe_completion_ns_max: -1,
+                            wqe_completion_histogram: vec![0; o.buckets],
+                        },
+                    });
+                    qp_id += 1;
+                }
+                let counters = counters_from_qps(&qps, sample_n > 1);
+                let untracked = if plant == Some("untracked") && ch == 0 { 1 } else { 0 };
+                channels.push(Channel {
+                    id: named_channels.then_some(ch as u64),
+                    num_req_completed: counters.num_recv_wqe,
+                    num_data_qp: data_per_ch as u64,
+                    num_cts_qp: cts_per_ch as u64,
+                    num_qp_untracked: untracked,
+                    counters,
+                    queue_pairs: qps,
+                });
+            }
+
+            let packets = |b: u64| b / 4096 + b / 65536;
+            let mut hw = BTreeMap::new();
+            for k in HW_SCALARS {
+                hw.insert(k.to_string(), HwValue::Scalar(0));
+            }
+            let mut set = |name: &str, v: u64| {
+                hw.insert(name.to_string(), HwValue::Scalar(v as i64));
+            };
+            let (dtx, drx) = (tx_bytes + tx_bytes / 50, rx_bytes + rx_bytes / 50);
+            set("delta_tx_bytes", dtx);
+            set("delta_rx_bytes", drx);
+            set("delta_tx_packets", packets(tx_bytes));
+            set("delta_rx_packets", packets(rx_bytes));
+            set("port_tx_bytes", dtx + dtx / 100);
+            set("port_rx_bytes", drx + drx / 100);
+            set("port_tx_packets", packets(tx_bytes) + packets(tx_bytes) / 100);
+            set("port_rx_packets", packets(rx_bytes) + packets(rx_bytes) / 100);
+            set("rdma_sends", sends);
+            set("rdma_recvs", recvs);
+            set("rx_write_requests", packets(rx_bytes));
+            let cnp = if plant == Some("cnp") { 5.0 } else { 1.0 };
+            set("cnp_sent", jitter(&mut rng, 2000.0 * cnp, 0.08));
+            set("cnp_handled", jitter(&mut rng, 1900.0 * cnp, 0.08));
+            set("ecn_marked_pkts", jitter(&mut rng, 2100.0 * cnp, 0.08));
+            set("local_ack_timeout_err", if plant == Some("retransmit") { jitter(&mut rng, 40.0, 0.1) } else { 0 });
+            set("retransmitted_pkts", jitter(&mut rng, if plant == Some("retransmit") { 4000.0 } else { 0.0 }, 0.1));
+            set("out_of_sequence", jitter(&mut rng, if plant == Some("out_of_sequence") { 60.0 } else { 3.0 }, 0.3));
+            set("packet_seq_err", jitter(&mut rng, 2.0, 0.3));
+            set("port_rx_discards", if plant == Some("drops") { jitter(&mut rng, 5000.0, 0.1) } else { 0 });
+            set("ack_deferred", jitter(&mut rng, 500.0, 0.1));
+            set("fec_corrected_bits", jitter(&mut rng, 10_000.0, 0.2));
+            let pfc = if plant == Some("pfc") { 8.0 } else { 1.0 };
+            for (rx_tx, base) in [("rx", 150.0), ("tx", 150.0)] {
+                let frames = jitter(&mut rng, base * pfc, 0.1) as i64;
+                let mut a = vec![0i64; 8];
+                a[3] = frames;
+                hw.insert(format!("pfc_{rx_tx}_frames"), HwValue::PerPrio(a.clone()));
+                hw.insert(format!("pfc_{rx_tx}_frames_total"), HwValue::Scalar(frames));
+                a[3] = frames * 12;
+                hw.insert(format!("pfc_{rx_tx}_pause_duration_us"), HwValue::PerPrio(a));
+            }
+            let mut counter = None;
+            if plant == Some("unavailable") {
+                hw.insert("out_of_sequence".into(), HwValue::Scalar(-1));
+                counter = Some("out_of_sequence".to_string());
+            }
+            counter = counter.or(match plant {
+                Some("cnp") => Some("cnp_sent".into()),
+                Some("pfc") => Some("pfc_rx_frames".into()),
+                Some("drops") => Some("port_rx_discards".into()),
+                Some("retransmit") => Some("local_ack_timeout_err".into()),
+                Some("out_of_sequence") => Some("out_of_sequence".into()),
+                _ => None,
+            });
+
+            if o.samples > 0 {
+                let keys = ["cnp_sent", "cnp_handled", "ecn_marked_pkts", "out_of_sequence", "port_rx_discards", "pfc_rx_frames_total"];
+                let step = (end - start) / (o.samples as i128 + 1);
+                for s in 0..o.samples {
+                    let t = start + step * (s as i128 + 1);
+                    let frac = (s + 1) as f64 / o.samples as f64;
+                    let mut c = BTreeMap::new();
+                    for k in keys {
+                        let fin = hw.get(k).and_then(HwValue::total).unwrap_or(-1);
+                        // A burst in the middle of the run for the planted CNP rank.
+                        let shape = if plant == Some("cnp") && k.starts_with("cnp") {
+                            ((frac - 0.4) / 0.3).clamp(0.0, 1.0)
+                        } else {
+                            frac
+                        };
+                        c.insert(k.to_string(), if fin < 0 { -1 } else { (fin as f64 * shape).round() as i64 });
+                    }
+                    samples.push(HwSample { device_id: dev_id, timestamp_ns: t as u64, counters: c });
+                }
+            }
+
+            let cq_errors = if plant == Some("cq_errors") { 17 } else { 0 };
+            let untracked_dev = if plant == Some("untracked") { 2 } else { 0 };
+            let wqe_sent_total: u64 = channels.iter().map(|c| c.counters.num_wqe_sent).sum();
+            devices.push(Device {
+                device_id: dev_id,
+                roce_device: roce.clone(),
+                eth_device: eth,
+                hw_type: o.hw_type.clone(),
+                tx_bytes,
+                rx_bytes,
+                num_cq_errors: cq_errors,
+                cq_poll_count: jitter(&mut rng, wqe_sent_total as f64 * 3.0, 0.05),
+                num_channels: named_channels.then_some(n_channels as u64),
+                active_channels: n_channels as u64,
+                num_qp_untracked: untracked_dev,
+                wqe_size_stats: vec![
+                    crate::model::WqeSizeStat { max_wqe_size: 65536, num_wqe: (wqe_sent_total / 20).max(1) },
+                    crate::model::WqeSizeStat { max_wqe_size: wqe_size, num_wqe: (wqe_sent_total - wqe_sent_total / 20).max(1) },
+                ],
+                channels,
+                hw_counters: hw,
+            });
+            if let Some(kind) = plant {
+                planted.push(Planted {
+                    kind: kind.to_string(),
+                    host: host.clone(),
+                    pid,
+                    device_id: dev_id,
+                    file: format!("rccl_telemetry_{host}_1000_{pid}.json"),
+                    counter,
+                });
+            }
+        }
+        let dropped = if o.samples > 0 { Some(if plant == Some("samples_dropped") { 12 } else { 0 }) } else { None };
+        let f = TelemetryFile {
+            version: 1,
+            host_name: host.clone(),
+            process_name: "all_reduce_perf".into(),
+            process_id: pid,
+            start_time: format_timestamp_ns(start),
+            end_time: format_timestamp_ns(end),
+            is_final: Some(!snapshot),
+            trigger: Some(if snapshot { "SIGTERM" } else { "exit" }.into()),
+            transport: Some("IB-CAST".into()),
+            histogram_interval_ns: width,
+            latency_sample_interval: (o.latency_sample > 1).then_some(o.latency_sample),
+            devices,
+            hw_samples: (o.samples > 0).then_some(samples),
+            hw_samples_dropped: dropped,
+        };
+        let path = dir.join(format!("rccl_telemetry_{host}_1000_{pid}.json"));
+        let text = serde_json::to_string_pretty(&f).map_err(|e| format!("cannot serialise: {e}"))?;
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    let manifest = dir.join("planted.json");
+    let text = serde_json::to_string_pretty(&planted).map_err(|e| format!("cannot serialise: {e}"))?;
+    std::fs::write(&manifest, text).map_err(|e| format!("cannot write {}: {e}", manifest.display()))?;
+    Ok(planted)
+}

@@ -1,0 +1,16 @@
+//! rccl-telemetry, the analysis tool: reads a directory (or files, or globs) of
+//! rccl_telemetry_*.json files written by librccl_telemetry and turns them into answers.
+//!
+//! The binary's subcommands are thin wrappers around these modules; the library target exists
+//! so the tests (and the fuzzing) can call the parser and the analyses directly.
+
+pub mod check;
+pub mod export;
+pub mod generate;
+pub mod hwclass;
+pub mod load;
+pub mod model;
+pub mod outliers;
+pub mod report;
+pub mod stats;
+pub mod summary;

@@ -1,0 +1,494 @@
+//! `report`: one self-contained HTML page (inline CSS and SVG, no script, no network) with the
+//! summary, the outliers and three kinds of chart: completion-latency histograms per device,
+//! the hw_samples time series, and the byte skew across ranks.
+
+use crate::load::Run;
+use crate::model::parse_timestamp_ns;
+use crate::outliers::OutlierReport;
+use crate::stats::{fmt_bytes, fmt_count, fmt_ns};
+use crate::summary::{fmt_percentile, rank_label, Summary};
+use plotters::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// Escapes text for HTML element content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            _ => o.push(c),
+        }
+    }
+    o
+}
+
+const FLAG: RGBColor = RGBColor(214, 39, 40);
+const BLUE: RGBColor = RGBColor(31, 119, 180);
+const ORANGE: RGBColor = RGBColor(255, 127, 14);
+const GREY: RGBColor = RGBColor(150, 150, 150);
+
+type DrawResult<T> = Result<T, String>;
+
+fn e2s<E: std::fmt::Debug>(e: E) -> String {
+    format!("{e:?}")
+}
+
+/// A bar chart of one histogram (share of completions per bucket).
+fn histogram_svg(title: &str, hist: &[u64], width_ns: u64, w: u32, h: u32, color: RGBColor) -> DrawResult<String> {
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(e2s)?;
+        let total: u64 = crate::stats::hist_total(hist).max(1);
+        let shares: Vec<f64> = hist.iter().map(|c| *c as f64 / total as f64 * 100.0).collect();
+        let ymax = shares.iter().cloned().fold(0.0f64, f64::max).max(1.0) * 1.1;
+        let n = hist.len().max(1);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 14))
+            .margin(8)
+            .x_label_area_size(34)
+            .y_label_area_size(44)
+            .build_cartesian_2d(0f64..n as f64, 0f64..ymax)
+            .map_err(e2s)?;
+        let labels: Vec<String> = (0..n)
+            .map(|b| if b + 1 == n { format!(">={}", fmt_ns(b as f64 * width_ns as f64)) } else { format!("<{}", fmt_ns((b as f64 + 1.0) * width_ns as f64)) })
+            .collect();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n + 1)
+            .x_label_formatter(&|x| {
+                let i = x.floor() as usize;
+                if (x - x.floor()).abs() < 1e-9 && i < labels.len() { labels[i].clone() } else { String::new() }
+            })
+            .y_desc("% of completions")
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .draw()
+            .map_err(e2s)?;
+        chart
+            .draw_series(shares.iter().enumerate().map(|(b, s)| {
+                Rectangle::new([(b as f64 + 0.08, 0.0), (b as f64 + 0.92, *s)], color.filled())
+            }))
+            .map_err(e2s)?;
+        root.present().map_err(e2s)?;
+    }
+    Ok(buf)
+}
+
+/// Devices x buckets: each row is one device's histogram, colour = share of its completions.
+fn heatmap_svg(rows: &[(String, Vec<u64>, bool)], width_ns: u64) -> DrawResult<String> {
+    let n_rows = rows.len().max(1);
+    let n_b = rows.iter().map(|r| r.1.len()).max().unwrap_or(1).max(1);
+    let row_h = (600.0 / n_rows as f64).clamp(1.0, 14.0);
+    let h = (row_h * n_rows as f64) as u32 + 90;
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (900, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(e2s)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Completion latency per device (row = device, colour = share of its completions)", ("sans-serif", 14))
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(if n_rows <= 48 { 150 } else { 40 })
+            .build_cartesian_2d(0f64..n_b as f64, 0f64..n_rows as f64)
+            .map_err(e2s)?;
+        let names: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_labels(n_b + 1)
+            .x_label_formatter(&|x| {
+                let i = x.floor() as usize;
+                if (x - x.floor()).abs() > 1e-9 || i >= n_b {
+                    String::new()
+                } else if i + 1 == n_b {
+                    format!(">={}", fmt_ns(i as f64 * width_ns as f64))
+                } else {
+                    format!("<{}", fmt_ns((i as f64 + 1.0) * width_ns as f64))
+                }
+            })
+            .y_labels(n_rows.min(48))
+            .y_label_formatter(&|y| {
+                let i = y.floor() as usize;
+                if n_rows <= 48 && i < names.len() { names[n_rows - 1 - i].clone() } else if n_rows > 48 { format!("{}", n_rows - i.min(n_rows)) } else { String::new() }
+            })
+            .draw()
+            .map_err(e2s)?;
+        let mut cells = Vec::new();
+        for (ri, (_, hist, flagged)) in rows.iter().enumerate() {
+            let total: u64 = crate::stats::hist_total(hist).max(1);
+            let y = (n_rows - 1 - ri) as f64;
+            for (b, c) in hist.iter().enumerate() {
+                let share = *c as f64 / total as f64;
+                // Log scale so a 1% tail is visible next to an 80% mode.
+                let t = if share <= 0.0 { 0.0 } else { ((share.log10() + 4.0) / 4.0).clamp(0.05, 1.0) };
+                let col = if *flagged {
+                    RGBColor(255, (255.0 * (1.0 - t)) as u8, (255.0 * (1.0 - t)) as u8)
+                } else {
+                    RGBColor((255.0 * (1.0 - t)) as u8, (255.0 * (1.0 - 0.6 * t)) as u8, 255)
+                };
+                cells.push(Rectangle::new([(b as f64, y), (b as f64 + 1.0, y + 1.0)], col.filled()));
+            }
+        }
+        chart.draw_series(cells).map_err(e2s)?;
+        root.present().map_err(e2s)?;
+    }
+    Ok(buf)
+}
+
+/// One device's line in a time-series chart: its label, (seconds, value) points, flagged.
+type SeriesLine = (String, Vec<(f64, f64)>, bool);
+
+/// One line per device for one sampled counter; flagged ranks in red, the rest grey.
+fn series_svg(counter: &str, lines: &[SeriesLine]) -> DrawResult<String> {
+    let xmax = lines.iter().flat_map(|l| l.1.iter().map(|p| p.0)).fold(0.0f64, f64::max).max(1e-3);
+    let ymax = lines.iter().flat_map(|l| l.1.iter().map(|p| p.1)).fold(0.0f64, f64::max).max(1.0) * 1.05;
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (440, 260)).into_drawing_area();
+        root.fill(&WHITE).map_err(e2s)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(counter, ("sans-serif", 14))
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0f64..xmax, 0f64..ymax)
+            .map_err(e2s)?;
+        chart
+            .configure_mesh()
+            .x_desc("s since run start")
+            .y_label_formatter(&|y| if ymax < 10.0 { format!("{y:.1}") } else { fmt_count(y.max(0.0).round() as u64) })
+            .draw()
+            .map_err(e2s)?;
+        // Grey first so the flagged lines stay on top.
+        for flagged in [false, true] {
+            for (_, pts, f) in lines.iter().filter(|l| l.2 == flagged) {
+                let style = if *f { FLAG.stroke_width(2) } else { GREY.mix(0.5).stroke_width(1) };
+                let _ = f;
+                chart.draw_series(LineSeries::new(pts.iter().copied(), style)).map_err(e2s)?;
+            }
+        }
+        root.present().map_err(e2s)?;
+    }
+    Ok(buf)
+}
+
+/// tx and rx bytes per device in rank order, with the median; flagged devices in red.
+fn skew_svg(points: &[(String, f64, f64, bool)], median_tx: f64, median_rx: f64) -> DrawResult<String> {
+    let n = points.len().max(1);
+    let ymax = points.iter().map(|p| p.1.max(p.2)).fold(0.0f64, f64::max).max(1.0) * 1.08;
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (900, 320)).into_drawing_area();
+        root.fill(&WHITE).map_err(e2s)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Bytes per rank and device (blue tx, orange rx, dashed: median; red: flagged)", ("sans-serif", 14))
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(70)
+            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..ymax)
+            .map_err(e2s)?;
+        chart
+            .configure_mesh()
+            .x_desc("rank (host, pid order)")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| fmt_bytes(*y))
+            .draw()
+            .map_err(e2s)?;
+        let r = if n > 200 { 2 } else { 3 };
+        chart
+            .draw_series(points.iter().enumerate().map(|(i, p)| Circle::new((i as f64, p.1), r, if p.3 { FLAG.filled() } else { BLUE.filled() })))
+            .map_err(e2s)?;
+        chart
+            .draw_series(points.iter().enumerate().map(|(i, p)| TriangleMarker::new((i as f64, p.2), r, if p.3 { FLAG.filled() } else { ORANGE.filled() })))
+            .map_err(e2s)?;
+        for (m, c) in [(median_tx, BLUE), (median_rx, ORANGE)] {
+            chart
+                .draw_series(DashedLineSeries::new(vec![(-0.5, m), (n as f64 - 0.5, m)], 6, 4, c.stroke_width(1)))
+                .map_err(e2s)?;
+        }
+        root.present().map_err(e2s)?;
+    }
+    Ok(buf)
+}
+
+fn figure(out: &mut String, kind: &str, caption: &str, svg: DrawResult<String>) {
+    match svg {
+        Ok(svg) => {
+            let _ = writeln!(out, "<figure class=\"chart\" data-chart=\"{}\">{svg}<figcaption>{}</figcaption></figure>", esc(kind), esc(caption));
+        }
+        Err(e) => {
+            let _ = writeln!(out, "<p class=\"err\">chart {} could not be drawn: {}</p>", esc(kind), esc(&e));
+        }
+    }
+}
+
+/// Renders the whole page.
+pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> String {
+    let flagged: BTreeSet<(String, Option<u32>)> = o.findings.iter().map(|f| (f.rank.clone(), f.device_id)).collect();
+    let is_flagged = |rank: &str, dev: u32| flagged.contains(&(rank.to_string(), Some(dev)));
+    let mut h = String::new();
+    h.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rccl-telemetry report</title>\n<style>\n");
+    h.push_str(
+        "body{font-family:sans-serif;margin:1.5em;color:#222;max-width:1400px}h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}\n\
+         table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{border:1px solid #ddd;padding:2px 6px}th{background:#f0f0f0}\n\
+         td.n{text-align:right;font-variant-numeric:tabular-nums}tr.flag td{background:#fde0e0}.kv td:first-child{font-weight:bold}\n\
+         figure.chart{display:inline-block;margin:6px;border:1px solid #eee;vertical-align:top}figcaption{font-size:11px;color:#555;padding:2px 6px;max-width:880px}\n\
+         .note{font-size:12px;color:#555;max-width:1000px}.err{color:#b00}details{margin:.5em 0}\n",
+    );
+    h.push_str("</style></head><body>\n<h1>rccl-telemetry report</h1>\n");
+
+    // Summary.
+    h.push_str("<h2 id=\"summary\">Summary</h2>\n<table class=\"kv\">\n");
+    let mut kv = |k: &str, v: String| {
+        let _ = writeln!(h, "<tr><td>{}</td><td>{}</td></tr>", esc(k), esc(&v));
+    };
+    kv("Rank files", format!("{} read, {} skipped", s.files, s.files_skipped));
+    kv("Hosts", s.hosts.to_string());
+    kv("Process", s.processes.join(", "));
+    kv("Transport", s.transports.join(", "));
+    kv("Devices", format!("{} used of {} registered; {}", s.devices_used, s.devices_registered, s.hw_types.iter().map(|(k, v)| format!("{k} x{v}")).collect::<Vec<_>>().join(", ")));
+    if let (Some(a), Some(b)) = (&s.start_time, &s.end_time) {
+        kv("Time", format!("{a} .. {b} ({:.3} s)", s.duration_s.unwrap_or(0.0)));
+    }
+    kv("Bytes", format!("tx {} / rx {}", fmt_bytes(s.tx_bytes as f64), fmt_bytes(s.rx_bytes as f64)));
+    kv("WQEs", format!("{} sent, {} completed", fmt_count(s.num_wqe_sent), fmt_count(s.num_wqe_completed)));
+    kv("CQ errors / untracked QPs / slot misses", format!("{} / {} / {}", fmt_count(s.num_cq_errors), fmt_count(s.num_qp_untracked), fmt_count(s.num_slot_miss)));
+    kv("latency_sample_interval", s.latency_sample_intervals.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "));
+    for l in &s.latency {
+        kv(
+            &format!("Latency (bucket {})", fmt_ns(l.histogram_interval_ns as f64)),
+            format!(
+                "p50 {}, p90 {}, p99 {}, p99.9 {}, max {} over {} sampled completions",
+                fmt_percentile(l.latency.get(0.5)),
+                fmt_percentile(l.latency.get(0.9)),
+                fmt_percentile(l.latency.get(0.99)),
+                fmt_percentile(l.latency.get(0.999)),
+                l.latency.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
+                fmt_count(l.latency.samples)
+            ),
+        );
+    }
+    h.push_str("</table>\n");
+    let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(s.percentile_method));
+
+    // Outliers.
+    let _ = writeln!(
+        h,
+        "<h2 id=\"outliers\">Outliers</h2>\n<p>{} findings on {} of {} ranks (robust z &gt;= {}, median and MAD over {} used devices).</p>",
+        o.findings.len(),
+        o.ranks_flagged,
+        o.ranks,
+        o.threshold,
+        o.devices
+    );
+    if !o.findings.is_empty() {
+        h.push_str("<table id=\"findings\"><tr><th>#</th><th>score</th><th>finding</th><th>rank</th><th>device</th><th>evidence</th></tr>\n");
+        for (i, f) in o.findings.iter().enumerate() {
+            let _ = writeln!(
+                h,
+                "<tr class=\"flag\"><td class=\"n\">{}</td><td class=\"n\">{:.1}</td><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                i + 1,
+                f.score,
+                esc(&f.kind.replace('_', " ")),
+                esc(&f.metric),
+                esc(&f.rank),
+                f.device_id.map_or("-".into(), |d| format!("{d} ({})", esc(f.roce_device.as_deref().unwrap_or("")))),
+                esc(&f.evidence)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+
+    // Charts: latency.
+    h.push_str("<h2 id=\"latency\">Completion latency</h2>\n");
+    for l in &s.latency {
+        figure(
+            &mut h,
+            "latency-run",
+            &format!("All used devices, bucket width {}; the last bucket is open-ended.", fmt_ns(l.histogram_interval_ns as f64)),
+            histogram_svg(&format!("Whole run ({} devices)", l.devices), &l.histogram, l.histogram_interval_ns, 440, 260, BLUE),
+        );
+    }
+    // Per-device: most of interest first (flagged, then by p99).
+    let tail_flagged: BTreeSet<(String, Option<u32>)> =
+        o.findings.iter().filter(|f| f.kind == "latency_tail").map(|f| (f.rank.clone(), f.device_id)).collect();
+    let is_tail = |rank: &str, dev: u32| tail_flagged.contains(&(rank.to_string(), Some(dev)));
+    let mut devs: Vec<(&crate::summary::DeviceRow, bool)> = s
+        .devices
+        .iter()
+        .filter(|r| r.used && r.latency.samples > 0)
+        .map(|r| (r, is_tail(&format!("{}:{}", r.host, r.pid), r.device_id)))
+        .collect();
+    devs.sort_by(|a, b| {
+        let p = |r: &crate::summary::DeviceRow| r.latency.get(0.99).map_or(0.0, |p| p.estimate_ns);
+        b.1.cmp(&a.1).then(p(b.0).total_cmp(&p(a.0)))
+    });
+    for (r, flagged) in devs.iter().take(6) {
+        figure(
+            &mut h,
+            "latency-device",
+            &format!("{}:{} device {} ({}), p99 {}{}", r.host, r.pid, r.device_id, r.roce_device, fmt_percentile(r.latency.get(0.99)), if *flagged { ", flagged: latency tail" } else { "" }),
+            histogram_svg(
+                &format!("{}:{} dev {}", r.host, r.pid, r.device_id),
+                &r.histogram,
+                r.histogram_interval_ns,
+                440,
+                260,
+                if *flagged { FLAG } else { BLUE },
+            ),
+        );
+    }
+    let widths: BTreeSet<u64> = devs.iter().map(|d| d.0.histogram_interval_ns).collect();
+    if let Some(w) = widths.iter().next() {
+        let mut rows: Vec<(String, Vec<u64>, bool)> = s
+            .devices
+            .iter()
+            .filter(|r| r.used && r.latency.samples > 0 && r.histogram_interval_ns == *w)
+            .take(max_devices)
+            .map(|r| {
+                (format!("{}:{} d{}", r.host, r.pid, r.device_id), r.histogram.clone(), is_tail(&format!("{}:{}", r.host, r.pid), r.device_id))
+            })
+            .collect();
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        let shown = rows.len();
+        figure(
+            &mut h,
+            "latency-heatmap",
+            &format!(
+                "{shown} devices in rank order{}; log colour scale; devices with a flagged latency tail in red.",
+                if shown < devs.len() { format!(" (first {shown} of {})", devs.len()) } else { String::new() }
+            ),
+            heatmap_svg(&rows, *w),
+        );
+    }
+
+    // Charts: hw_samples.
+    h.push_str("<h2 id=\"samples\">Hardware counter time series (hw_samples)</h2>\n");
+    let run_start = run.files.iter().filter_map(|l| l.file.hw_samples.as_ref()?.iter().map(|s| s.timestamp_ns).min()).min();
+    let mut series: BTreeMap<String, Vec<SeriesLine>> = BTreeMap::new();
+    if let Some(t0) = run_start {
+        for l in &run.files {
+            let Some(samples) = &l.file.hw_samples else { continue };
+            let rank = rank_label(&l.file);
+            let mut per: BTreeMap<(u32, &str), Vec<(f64, f64)>> = BTreeMap::new();
+            for smp in samples {
+                for (k, v) in &smp.counters {
+                    if *v >= 0 {
+                        per.entry((smp.device_id, k.as_str())).or_default().push(((smp.timestamp_ns.saturating_sub(t0)) as f64 / 1e9, *v as f64));
+                    }
+                }
+            }
+            for ((dev, k), mut pts) in per {
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                // Red only where this very counter was flagged on this device.
+                let fl = o.findings.iter().any(|f| f.rank == rank && f.device_id == Some(dev) && f.metric == k);
+                series.entry(k.to_string()).or_default().push((format!("{rank} d{dev}"), pts, fl));
+            }
+        }
+    }
+    if series.is_empty() {
+        h.push_str("<p>No hw_samples in these files (the sampler runs only with RCCL_TELEMETRY_SAMPLE_MS &gt; 0).</p>\n");
+    } else {
+        for (counter, mut lines) in series.into_iter().take(8) {
+            let total = lines.len();
+            // Keep every flagged line and as many others as fit.
+            lines.sort_by_key(|l| !l.2);
+            lines.truncate(max_devices);
+            figure(
+                &mut h,
+                "hw-samples",
+                &format!("{counter}: delta since the device baseline, {} of {total} devices; red where this counter was flagged.", lines.len()),
+                series_svg(&counter, &lines),
+            );
+        }
+    }
+
+    // Charts: byte skew.
+    h.push_str("<h2 id=\"skew\">Byte skew across ranks</h2>\n");
+    let pts: Vec<(String, f64, f64, bool)> = s
+        .devices
+        .iter()
+        .filter(|r| r.used)
+        .map(|r| {
+            let rank = format!("{}:{}", r.host, r.pid);
+            let flagged = o.findings.iter().any(|f| f.rank == rank && f.device_id == Some(r.device_id) && f.kind.ends_with("byte_skew"));
+            (rank, r.tx_bytes as f64, r.rx_bytes as f64, flagged)
+        })
+        .collect();
+    if pts.is_empty() {
+        h.push_str("<p>No device moved any bytes.</p>\n");
+    } else {
+        let tx: Vec<f64> = pts.iter().map(|p| p.1).collect();
+        let rx: Vec<f64> = pts.iter().map(|p| p.2).collect();
+        let mt = crate::stats::median(&tx).unwrap_or(0.0);
+        let mr = crate::stats::median(&rx).unwrap_or(0.0);
+        figure(
+            &mut h,
+            "byte-skew",
+            &format!("{} devices; median tx {}, rx {}.", pts.len(), fmt_bytes(mt), fmt_bytes(mr)),
+            skew_svg(&pts, mt, mr),
+        );
+    }
+
+    // The per-device table, folded.
+    h.push_str("<h2 id=\"devices\">Devices</h2>\n<details><summary>Per-device table</summary>\n<table><tr><th>host</th><th>pid</th><th>dev</th><th>roce</th><th>hw</th><th>tx</th><th>rx</th><th>WQEs sent</th><th>CQ err</th><th>untracked</th><th>p50</th><th>p99</th><th>max</th></tr>\n");
+    for r in &s.devices {
+        let fl = is_flagged(&format!("{}:{}", r.host, r.pid), r.device_id);
+        let _ = writeln!(
+            h,
+            "<tr{}><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            if fl { " class=\"flag\"" } else { "" },
+            esc(&r.host),
+            r.pid,
+            r.device_id,
+            esc(&r.roce_device),
+            esc(&r.hw_type),
+            fmt_bytes(r.tx_bytes as f64),
+            fmt_bytes(r.rx_bytes as f64),
+            fmt_count(r.num_wqe_sent),
+            fmt_count(r.num_cq_errors),
+            fmt_count(r.num_qp_untracked),
+            esc(&fmt_percentile(r.latency.get(0.5))),
+            esc(&fmt_percentile(r.latency.get(0.99))),
+            r.latency.max_ns.map_or("-".into(), |m| fmt_ns(m as f64))
+        );
+    }
+    h.push_str("</table></details>\n");
+    if !s.hw_counters_moved.is_empty() {
+        h.push_str("<h2 id=\"hw\">Hardware counters that moved</h2>\n<table><tr><th>counter</th><th>kind</th><th>moved on</th><th>n/a on</th><th>total</th><th>median</th><th>max</th><th>max at</th></tr>\n");
+        for c in &s.hw_counters_moved {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}/{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.0}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                esc(&c.name),
+                esc(c.category.label()),
+                c.devices_moved,
+                c.devices_reporting,
+                c.devices_unavailable,
+                fmt_count(c.total.max(0) as u64),
+                c.median,
+                fmt_count(c.max.max(0) as u64),
+                esc(&c.max_at)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    if let Some(bad) = (!run.bad.is_empty()).then_some(&run.bad) {
+        h.push_str("<h2 id=\"skipped\">Skipped files</h2>\n<ul>\n");
+        for b in bad {
+            let _ = writeln!(h, "<li>{}</li>", esc(&b.line()));
+        }
+        h.push_str("</ul>\n");
+    }
+    let generated = run.files.iter().filter_map(|l| parse_timestamp_ns(&l.file.end_time)).max();
+    let _ = writeln!(h, "<p class=\"note\">Generated by rccl-telemetry {} from {} files{}.</p>", env!("CARGO_PKG_VERSION"), s.files, generated.map_or(String::new(), |t| format!(", run ended {}", crate::model::format_timestamp_ns(t))));
+    h.push_str("</body></html>\n");
+    h
+}
+

@@ -1,0 +1,455 @@
+//! `summary`: one table for the run.
+
+use crate::hwclass::{classify, Category};
+use crate::load::Run;
+use crate::model::{add_hist, parse_timestamp_ns, Device, TelemetryFile};
+use crate::stats::{fmt_bytes, fmt_count, fmt_ns, histogram_percentile, median, Percentile};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The quantiles the summary estimates.
+pub const QUANTILES: [f64; 4] = [0.5, 0.9, 0.99, 0.999];
+
+/// How the percentiles are estimated, said once in the table's footer and in the JSON.
+pub const PERCENTILE_METHOD: &str = "Percentiles are estimated from wqe_completion_histogram: the bucket holding the \
+quantile is exact, the value is interpolated linearly inside it, so each estimate is within one bucket width \
+(histogram_interval_ns) of the truth; the observed min/max tighten the bounds. The last bucket is open-ended: a \
+percentile that falls in it is only known to lie between that bucket's lower edge and the observed max, and is shown \
+as a lower bound (>=). With latency_sample_interval N > 1 the histograms \
+count one completion in N and the max understates the tail.";
+
+/// `rank` identifies a process: host and pid.
+pub fn rank_label(f: &TelemetryFile) -> String {
+    format!("{}:{}", f.host_name, f.process_id)
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    pub samples: u64,
+    pub min_ns: Option<i64>,
+    pub max_ns: Option<i64>,
+    pub percentiles: Vec<Percentile>,
+}
+
+impl Latency {
+    pub fn of(hist: &[u64], width: u64, min_ns: Option<i64>, max_ns: Option<i64>) -> Latency {
+        let samples = hist.iter().fold(0u64, |s, c| s.saturating_add(*c));
+        let percentiles = QUANTILES
+            .iter()
+            .filter_map(|q| histogram_percentile(hist, width, *q, min_ns, max_ns))
+            .collect();
+        Latency { samples, min_ns, max_ns, percentiles }
+    }
+
+    pub fn get(&self, q: f64) -> Option<&Percentile> {
+        self.percentiles.iter().find(|p| (p.q - q).abs() < 1e-12)
+    }
+}
+
+/// Formats a percentile for a table cell.
+pub fn fmt_percentile(p: Option<&Percentile>) -> String {
+    match p {
+        None => "-".into(),
+        Some(p) if p.open_bucket => format!(">={}", fmt_ns(p.lower_ns)),
+        Some(p) => fmt_ns(p.estimate_ns),
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceRow {
+    pub file: String,
+    pub host: String,
+    pub pid: i64,
+    pub process: String,
+    pub device_id: u32,
+    pub roce_device: String,
+    pub eth_device: String,
+    pub hw_type: String,
+    pub used: bool,
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    /// This device's share of the run's tx/rx bytes, 0..1.
+    pub tx_share: f64,
+    pub rx_share: f64,
+    pub num_wqe_sent: u64,
+    pub num_wqe_completed: u64,
+    pub num_cq_errors: u64,
+    pub num_qp_untracked: u64,
+    pub num_slot_miss: u64,
+    pub active_channels: u64,
+    pub histogram_interval_ns: u64,
+    /// The device's completion-latency histogram (the sum over its channels).
+    pub histogram: Vec<u64>,
+    pub latency: Latency,
+    /// Hardware counters (other than the traffic deltas) that moved on this device.
+    pub hw_counters_moved: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HwCounterSummary {
+    pub name: String,
+    pub category: Category,
+    /// Devices (of those used) where the counter is available (not -1).
+    pub devices_reporting: usize,
+    /// Devices where it is -1.
+    pub devices_unavailable: usize,
+    /// Devices where it moved (> 0).
+    pub devices_moved: usize,
+    pub total: i64,
+    pub median: f64,
+    pub max: i64,
+    /// The rank and device holding the max.
+    pub max_at: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunLatency {
+    pub histogram_interval_ns: u64,
+    pub devices: usize,
+    pub histogram: Vec<u64>,
+    pub latency: Latency,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub files: usize,
+    pub files_skipped: usize,
+    /// Files written at exit or by rcclTelemetryFlush (final: true, or no "final" key).
+    pub files_final: usize,
+    /// What wrote the files ("exit", "rcclTelemetryFlush", "interval", "SIGTERM" ...), counted.
+    pub triggers: BTreeMap<String, usize>,
+    pub hosts: usize,
+    pub ranks: usize,
+    pub processes: Vec<String>,
+    pub transports: Vec<String>,
+    pub devices_used: usize,
+    pub devices_registered: usize,
+    pub hw_types: BTreeMap<String, usize>,
+    pub start_time: Option<String>,
+    pub end_time: Option<String>,
+    pub duration_s: Option<f64>,
+    pub latency_sample_intervals: Vec<u64>,
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub num_wqe_sent: u64,
+    pub num_wqe_completed: u64,
+    pub num_cq_errors: u64,
+    pub num_qp_untracked: u64,
+    pub num_slot_miss: u64,
+    pub hw_samples: usize,
+    pub hw_samples_dropped: u64,
+    pub percentile_method: &'static str,
+    pub latency: Vec<RunLatency>,
+    pub devices: Vec<DeviceRow>,
+    pub hw_counters_moved: Vec<HwCounterSummary>,
+}
+
+fn device_row(path: &str, f: &TelemetryFile, d: &Device) -> DeviceRow {
+    let hist = d.histogram();
+    let (mn, mx) = d.latency_min_max();
+    DeviceRow {
+        file: path.to_string(),
+        host: f.host_name.clone(),
+        pid: f.process_id,
+        process: f.process_name.clone(),
+        device_id: d.device_id,
+        roce_device: d.roce_device.clone(),
+        eth_device: d.eth_device.clone(),
+        hw_type: d.hw_type.clone(),
+        used: d.is_used(),
+        tx_bytes: d.tx_bytes,
+        rx_bytes: d.rx_bytes,
+        tx_share: 0.0,
+        rx_share: 0.0,
+        num_wqe_sent: d.sum_channels(|c| c.counters.num_wqe_sent),
+        num_wqe_completed: d.sum_channels(|c| c.counters.num_wqe_completed),
+        num_cq_errors: d.num_cq_errors,
+        num_qp_untracked: d.num_qp_untracked,
+        num_slot_miss: d.sum_channels(|c| c.counters.num_slot_miss),
+        active_channels: d.active_channels,
+        histogram_interval_ns: f.histogram_interval_ns,
+        latency: Latency::of(&hist, f.histogram_interval_ns, mn, mx),
+        histogram: hist,
+        hw_counters_moved: d
+            .hw_counters
+            .iter()
+            .filter(|(k, v)| classify(k) != Category::Traffic && v.total().is_some_and(|t| t > 0))
+            .count(),
+    }
+}
+
+/// Devices sharing one bucket width: how many, their summed histogram, min and max latency.
+type WidthGroup = (usize, Vec<u64>, Option<i64>, Option<i64>);
+
+/// Builds the summary. `all_devices` keeps the registered devices a rank never drove.
+pub fn summarize(run: &Run, all_devices: bool) -> Summary {
+    let mut rows = Vec::new();
+    let mut hosts = BTreeSet::new();
+    let mut processes = BTreeSet::new();
+    let mut transports = BTreeSet::new();
+    let mut hw_types: BTreeMap<String, usize> = BTreeMap::new();
+    let mut sample_intervals = BTreeSet::new();
+    let mut start: Option<(i128, &str)> = None;
+    let mut end: Option<(i128, &str)> = None;
+    let mut registered = 0;
+    let mut hw_samples = 0;
+    let mut hw_dropped = 0u64;
+    let mut files_final = 0;
+    let mut triggers: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_width: BTreeMap<u64, WidthGroup> = BTreeMap::new();
+    // name -> (category, per-device values (rank label, device), unavailable count)
+    let mut hw: BTreeMap<String, (Vec<(i64, String)>, usize)> = BTreeMap::new();
+
+    for l in &run.files {
+        let f = &l.file;
+        hosts.insert(f.host_name.clone());
+        processes.insert(f.process_name.clone());
+        transports.insert(f.transport.clone().unwrap_or_else(|| "null".into()));
+        sample_intervals.insert(f.latency_sample_interval.unwrap_or(1));
+        if let Some(t) = parse_timestamp_ns(&f.start_time) {
+            if start.is_none_or(|(s, _)| t < s) {
+                start = Some((t, &f.start_time));
+            }
+        }
+        if let Some(t) = parse_timestamp_ns(&f.end_time) {
+            if end.is_none_or(|(e, _)| t > e) {
+                end = Some((t, &f.end_time));
+            }
+        }
+        if f.is_final.unwrap_or(true) {
+            files_final += 1;
+        }
+        *triggers.entry(f.trigger.clone().unwrap_or_else(|| "unknown".into())).or_default() += 1;
+        hw_samples += f.hw_samples.as_ref().map_or(0, Vec::len);
+        hw_dropped = hw_dropped.saturating_add(f.hw_samples_dropped.unwrap_or(0));
+        let path = l.path.display().to_string();
+        for d in &f.devices {
+            registered += 1;
+            let used = d.is_used();
+            if used {
+                *hw_types.entry(d.hw_type.clone()).or_default() += 1;
+                let e = by_width.entry(f.histogram_interval_ns).or_insert((0, Vec::new(), None, None));
+                e.0 += 1;
+                add_hist(&mut e.1, &d.histogram());
+                let (mn, mx) = d.latency_min_max();
+                e.2 = match (e.2, mn) { (Some(a), Some(b)) => Some(a.min(b)), (a, b) => a.or(b) };
+                e.3 = match (e.3, mx) { (Some(a), Some(b)) => Some(a.max(b)), (a, b) => a.or(b) };
+                for (name, v) in &d.hw_counters {
+                    let e = hw.entry(name.clone()).or_default();
+                    match v.total() {
+                        Some(t) => e.0.push((t, format!("{} dev {}", rank_label(f), d.device_id))),
+                        None => e.1 += 1,
+                    }
+                }
+            }
+            if used || all_devices {
+                rows.push(device_row(&path, f, d));
+            }
+        }
+    }
+
+    let tx: u64 = rows.iter().filter(|r| r.used).fold(0u64, |s, r| s.saturating_add(r.tx_bytes));
+    let rx: u64 = rows.iter().filter(|r| r.used).fold(0u64, |s, r| s.saturating_add(r.rx_bytes));
+    for r in &mut rows {
+        r.tx_share = if tx > 0 { r.tx_bytes as f64 / tx as f64 } else { 0.0 };
+        r.rx_share = if rx > 0 { r.rx_bytes as f64 / rx as f64 } else { 0.0 };
+    }
+    let used_rows = || rows.iter().filter(|r| r.used);
+    let sum = |f: fn(&DeviceRow) -> u64| used_rows().fold(0u64, |s, r| s.saturating_add(f(r)));
+
+    let mut hw_moved: Vec<HwCounterSummary> = hw
+        .into_iter()
+        .filter(|(_, (vals, _))| vals.iter().any(|(v, _)| *v > 0))
+        .map(|(name, (vals, unavailable))| {
+            let fl: Vec<f64> = vals.iter().map(|(v, _)| *v as f64).collect();
+            let (max, max_at) = vals.iter().max_by_key(|(v, _)| *v).cloned().unwrap_or((0, String::new()));
+            HwCounterSummary {
+                category: classify(&name),
+                devices_reporting: vals.len(),
+                devices_unavailable: unavailable,
+                devices_moved: vals.iter().filter(|(v, _)| *v > 0).count(),
+                total: vals.iter().fold(0i64, |s, (v, _)| s.saturating_add(*v)),
+                median: median(&fl).unwrap_or(0.0),
+                max,
+                max_at,
+                name,
+            }
+        })
+        .collect();
+    hw_moved.sort_by(|a, b| (a.category, &a.name).cmp(&(b.category, &b.name)));
+
+    let latency = by_width
+        .into_iter()
+        .map(|(w, (n, h, mn, mx))| RunLatency {
+            histogram_interval_ns: w,
+            devices: n,
+            latency: Latency::of(&h, w, mn, mx),
+            histogram: h,
+        })
+        .collect();
+
+    let duration_s = match (start, end) {
+        (Some((s, _)), Some((e, _))) => Some((e - s) as f64 / 1e9),
+        _ => None,
+    };
+    Summary {
+        files: run.files.len(),
+        files_skipped: run.bad.iter().filter(|b| b.kind != crate::load::BadKind::Missing).count(),
+        files_final,
+        triggers,
+        hosts: hosts.len(),
+        ranks: run.files.len(),
+        processes: processes.into_iter().collect(),
+        transports: transports.into_iter().collect(),
+        devices_used: used_rows().count(),
+        devices_registered: registered,
+        hw_types,
+        start_time: start.map(|(_, s)| s.to_string()),
+        end_time: end.map(|(_, s)| s.to_string()),
+        duration_s,
+        latency_sample_intervals: sample_intervals.into_iter().collect(),
+        tx_bytes: tx,
+        rx_bytes: rx,
+        num_wqe_sent: sum(|r| r.num_wqe_sent),
+        num_wqe_completed: sum(|r| r.num_wqe_completed),
+        num_cq_errors: sum(|r| r.num_cq_errors),
+        num_qp_untracked: sum(|r| r.num_qp_untracked),
+        num_slot_miss: sum(|r| r.num_slot_miss),
+        hw_samples,
+        hw_samples_dropped: hw_dropped,
+        percentile_method: PERCENTILE_METHOD,
+        latency,
+        devices: rows,
+        hw_counters_moved: hw_moved,
+    }
+}
+
+fn new_table() -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED);
+    t.set_content_arrangement(ContentArrangement::Dynamic);
+    t
+}
+
+fn right(s: impl ToString) -> Cell {
+    Cell::new(s.to_string()).set_alignment(CellAlignment::Right)
+}
+
+fn pct(share: f64) -> String {
+    format!("{:.1}%", share * 100.0)
+}
+
+/// Renders the summary for people.
+pub fn render_text(s: &Summary) -> String {
+    let mut out = String::new();
+    let types: Vec<String> = s.hw_types.iter().map(|(k, v)| format!("{k} x{v}")).collect();
+    out.push_str(&format!(
+        "Run: {} rank files ({} skipped) on {} hosts; process {}; transport {}\n",
+        s.files,
+        s.files_skipped,
+        s.hosts,
+        s.processes.join(", "),
+        s.transports.join(", ")
+    ));
+    out.push_str(&format!(
+        "Devices: {} used of {} registered ({}); latency_sample_interval {}\n",
+        s.devices_used,
+        s.devices_registered,
+        if types.is_empty() { "none".into() } else { types.join(", ") },
+        s.latency_sample_intervals.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
+    ));
+    if let (Some(a), Some(b)) = (&s.start_time, &s.end_time) {
+        out.push_str(&format!("Time: {a} .. {b} ({:.3} s)\n", s.duration_s.unwrap_or(0.0)));
+    }
+    let triggers: Vec<String> = s.triggers.iter().map(|(k, v)| format!("{k} x{v}")).collect();
+    out.push_str(&format!("Written by: {}", triggers.join(", ")));
+    if s.files_final < s.files {
+        out.push_str(&format!(
+            "; {} of {} files are snapshots of live processes (final=false): their counters cover part of the run",
+            s.files - s.files_final,
+            s.files
+        ));
+    }
+    out.push('\n');
+    out.push_str(&format!(
+        "Totals: tx {} rx {}, {} WQEs sent, {} completed, {} CQ errors, {} untracked QPs, {} slot misses\n",
+        fmt_bytes(s.tx_bytes as f64),
+        fmt_bytes(s.rx_bytes as f64),
+        fmt_count(s.num_wqe_sent),
+        fmt_count(s.num_wqe_completed),
+        fmt_count(s.num_cq_errors),
+        fmt_count(s.num_qp_untracked),
+        fmt_count(s.num_slot_miss)
+    ));
+    if s.hw_samples > 0 || s.hw_samples_dropped > 0 {
+        out.push_str(&format!("hw_samples: {} kept, {} dropped\n", s.hw_samples, s.hw_samples_dropped));
+    }
+    for l in &s.latency {
+        out.push_str(&format!(
+            "Latency (bucket {}, {} devices, {} sampled completions): p50 {}  p90 {}  p99 {}  p99.9 {}  max {}\n",
+            fmt_ns(l.histogram_interval_ns as f64),
+            l.devices,
+            fmt_count(l.latency.samples),
+            fmt_percentile(l.latency.get(0.5)),
+            fmt_percentile(l.latency.get(0.9)),
+            fmt_percentile(l.latency.get(0.99)),
+            fmt_percentile(l.latency.get(0.999)),
+            l.latency.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
+        ));
+    }
+    out.push('\n');
+
+    let mut t = new_table();
+    t.set_header(vec![
+        "host", "pid", "process", "dev", "roce", "hw", "tx", "tx%", "rx", "rx%", "WQEs sent", "CQ err", "untracked",
+        "p50", "p99", "max", "hw moved",
+    ]);
+    for r in &s.devices {
+        t.add_row(vec![
+            Cell::new(&r.host),
+            right(r.pid),
+            Cell::new(&r.process),
+            right(r.device_id),
+            Cell::new(&r.roce_device),
+            Cell::new(&r.hw_type),
+            right(fmt_bytes(r.tx_bytes as f64)),
+            right(pct(r.tx_share)),
+            right(fmt_bytes(r.rx_bytes as f64)),
+            right(pct(r.rx_share)),
+            right(fmt_count(r.num_wqe_sent)),
+            right(fmt_count(r.num_cq_errors)),
+            right(fmt_count(r.num_qp_untracked)),
+            right(fmt_percentile(r.latency.get(0.5))),
+            right(fmt_percentile(r.latency.get(0.99))),
+            right(r.latency.max_ns.map_or("-".into(), |m| fmt_ns(m as f64))),
+            right(r.hw_counters_moved),
+        ]);
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
+
+    if !s.hw_counters_moved.is_empty() {
+        out.push_str("\nHardware counters that moved (deltas over the run, used devices only):\n");
+        let mut t = new_table();
+        t.set_header(vec!["counter", "kind", "moved on", "n/a on", "total", "median", "max", "max at"]);
+        for h in &s.hw_counters_moved {
+            t.add_row(vec![
+                Cell::new(&h.name),
+                Cell::new(h.category.label()),
+                right(format!("{}/{}", h.devices_moved, h.devices_reporting)),
+                right(h.devices_unavailable),
+                right(fmt_count(h.total.max(0) as u64)),
+                right(fmt_count(h.median.max(0.0).round() as u64)),
+                right(fmt_count(h.max.max(0) as u64)),
+                Cell::new(&h.max_at),
+            ]);
+        }
+        out.push_str(&t.to_string());
+        out.push('\n');
+    }
+    out.push('\n');
+    out.push_str(PERCENTILE_METHOD);
+    out.push('\n');
+    out
+}

@@ -1,0 +1,11 @@
+//! The tool's integration tests, in one binary so the release profile links once.
+
+mod common;
+
+mod bad_input;
+mod check_violations;
+mod export_formats;
+mod fuzz;
+mod generated_runs;
+mod library_files;
+mod report_render;

@@ -1,0 +1,122 @@
+//! The HTML report is self-contained, has every chart, and renders in headless Chromium to a
+//! page that is not blank and shows the charts' colours.
+
+
+use crate::common::*;
+use rccl_telemetry_tool::generate::GenOptions;
+use std::process::Command;
+
+fn make_report() -> (GenRun, String, std::path::PathBuf) {
+    let g = gen(GenOptions {
+        ranks: 48,
+        seed: 21,
+        samples: 8,
+        plants: vec!["tail".into(), "cnp".into(), "skew".into(), "cq_errors".into()],
+        ..Default::default()
+    });
+    let html_path = g.path().join("report.html");
+    let out = run(&["report", "-o", html_path.to_str().unwrap(), g.arg()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&html_path).expect("report written");
+    (g, html, html_path)
+}
+
+#[test]
+fn report_is_self_contained_and_has_every_section_and_chart() {
+    let (g, html, _) = make_report();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    for forbidden in ["<script", "<link", "<img", "<iframe", "@import", "src="] {
+        assert!(!html.contains(forbidden), "report contains {forbidden}");
+    }
+    // The only URLs allowed are XML namespace names, which are never fetched.
+    let stripped = html.replace("http://www.w3.org/2000/svg", "").replace("http://www.w3.org/1999/xlink", "");
+    assert!(!stripped.contains("http://") && !stripped.contains("https://"), "a URL in the report");
+    for id in ["summary", "outliers", "latency", "samples", "skew", "devices"] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "section {id}");
+    }
+    for kind in ["latency-run", "latency-device", "latency-heatmap", "hw-samples", "byte-skew"] {
+        let n = html.matches(&format!("data-chart=\"{kind}\"")).count();
+        assert!(n >= 1, "chart {kind} missing");
+    }
+    // Each figure holds an SVG with real content (bars, cells, lines or markers).
+    for fig in html.split("<figure class=\"chart\"").skip(1) {
+        let fig = fig.split("</figure>").next().unwrap();
+        assert!(fig.contains("<svg"), "figure without svg");
+        let marks = fig.matches("<rect").count() + fig.matches("<polyline").count() + fig.matches("<circle").count() + fig.matches("<polygon").count();
+        assert!(marks >= 5, "a chart with only {marks} marks");
+    }
+    assert!(!html.contains("could not be drawn"), "a chart failed to draw");
+    // The planted ranks are in the outliers table.
+    for p in &g.planted {
+        assert!(html.contains(&format!("{}:{}", p.host, p.pid)), "{} missing from the report", p.kind);
+    }
+}
+
+/// Counts pixels within `tol` of `c` in an RGBA or RGB PNG.
+fn count_colour(data: &[u8], channels: usize, c: (u8, u8, u8), tol: i32) -> usize {
+    data.chunks(channels)
+        .filter(|p| (p[0] as i32 - c.0 as i32).abs() <= tol && (p[1] as i32 - c.1 as i32).abs() <= tol && (p[2] as i32 - c.2 as i32).abs() <= tol)
+        .count()
+}
+
+#[test]
+fn chromium_renders_the_report_with_its_charts() {
+    let browser = ["chromium", "chromium-browser", "google-chrome"].into_iter().find(|b| have(b));
+    let Some(browser) = browser else {
+        return skip("chromium_renders_the_report_with_its_charts", "chromium not installed (Debian package chromium)");
+    };
+    let (g, _, html_path) = make_report();
+    let png_path = g.path().join("shot.png");
+    let profile = tempfile::tempdir().expect("profile dir");
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            // Any network request would fail: the page must not need one.
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            &format!("--user-data-dir={}", profile.path().display()),
+            "--window-size=1400,2600",
+            &format!("--screenshot={}", png_path.display()),
+            &format!("file://{}", html_path.display()),
+        ])
+        .output()
+        .expect("run chromium");
+    assert!(png_path.exists(), "no screenshot: {}", String::from_utf8_lossy(&out.stderr));
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png_path).expect("open png")));
+    let mut reader = decoder.read_info().expect("png header");
+    let mut buf = vec![0; reader.output_buffer_size().expect("size")];
+    let info = reader.next_frame(&mut buf).expect("png frame");
+    let data = &buf[..info.buffer_size()];
+    let channels = match info.color_type {
+        png::ColorType::Rgba => 4,
+        png::ColorType::Rgb => 3,
+        other => panic!("unexpected colour type {other:?}"),
+    };
+    let pixels = data.len() / channels;
+    let white = count_colour(data, channels, (255, 255, 255), 3);
+    let non_white = pixels - white;
+    assert!(non_white * 100 / pixels >= 5, "page looks blank: {non_white} of {pixels} pixels are not white");
+    // The histogram bars (blue), the flagged tail device (red) and the heatmap are drawn.
+    let blue = count_colour(data, channels, (31, 119, 180), 10);
+    let red = count_colour(data, channels, (214, 39, 40), 10);
+    assert!(blue > 2_000, "only {blue} blue chart pixels");
+    assert!(red > 500, "only {red} red (flagged) chart pixels");
+    // And the DOM chromium built holds the charts.
+    let dom = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            &format!("--user-data-dir={}", profile.path().display()),
+            "--dump-dom",
+            &format!("file://{}", html_path.display()),
+        ])
+        .output()
+        .expect("run chromium --dump-dom");
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(dom.matches("<svg").count() >= 10, "rendered DOM has {} svgs", dom.matches("<svg").count());
+    assert!(dom.contains("data-chart=\"byte-skew\""));
+}
