@@ -328,7 +328,7 @@ static void post_recv(Qp *q, uint64_t wr_id, struct ibv_sge *sge) {
 }
 
 /* wr_id: kind in bits 60..63, request sequence in 8..39, slot in 0..7 */
-enum { K_DATA = 1, K_CTS = 2, K_FIN = 3, K_BULK = 4 };
+enum { K_DATA = 1, K_CTS = 2, K_FIN = 3, K_BULK = 4, K_PROBE = 5 };
 static uint64_t mkid(int kind, int seq, int slot) {
     return ((uint64_t)kind << 60) | ((uint64_t)(uint32_t)seq << 8) | (uint64_t)slot;
 }
@@ -484,9 +484,15 @@ static void check_payload(Comm *c, Req *r) {
 
 /* ---------------------------------------------------------- completions */
 
+static int probe_done;
+
 static void on_error(Comm *c, Qp *q, struct ibv_wc *wc) {
     T.cq_errors++;
     rcclTelemetryCqError(DEV);
+    if (id_kind(wc->wr_id) == K_PROBE && wc->status == IBV_WC_REM_ACCESS_ERR) {
+        probe_done = 1;   /* the one error this program provokes on purpose */
+        return;
+    }
     die("ch %d %s comm: completion error on qp %u: %s (wr_id %#llx)", c->ch->id, c->is_send ? "send" : "recv",
         q->qp->qp_num, ibv_wc_status_str(wc->status), (unsigned long long)wc->wr_id);
 }
@@ -504,8 +510,9 @@ static void progress(Comm *c) {
         q->t->wqe_rcvd++;
         int kind = id_kind(wc->wr_id), seq = id_seq(wc->wr_id), slot = id_slot(wc->wr_id);
         if (wc->status != IBV_WC_SUCCESS) {
-            t_wqe_complete(ch, q, 0);
+            t_wqe_complete(ch, q, 0);   /* drained, but not a completed posting */
             on_error(c, q, wc);
+            continue;
         }
         int64_t tok = 0;
         if (c->is_send && kind == K_DATA) {            /* signalled write-with-imm of a request */
@@ -786,16 +793,17 @@ static void write_tally(const char *path, const char *mode, int rank, int nreq, 
 static void usage(void) {
     fprintf(stderr,
             "usage: ibcast_e2e --tally FILE [--dev rxe0] [--gid 1] [--channels 0,3,17] [--reqs 24]\n"
-            "                  [--index-channel ID] [--max-size BYTES] [--peer IP --port P [--listen]] [--rank R]\n");
+            "                  [--index-channel ID] [--max-size BYTES] [--error-probe] [--peer IP --port P [--listen]] [--rank R]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     const char *tally = NULL, *devname = "rxe0", *peer = NULL, *chlist = "0,3,17";
-    int nreq = 24, port = 18515, listen_side = 0, rank = 0, index_ch = -1;
+    int nreq = 24, port = 18515, listen_side = 0, rank = 0, index_ch = -1, error_probe = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--listen")) { listen_side = 1; continue; }
+        if (!strcmp(a, "--error-probe")) { error_probe = 1; continue; }
         if (!v) usage();
         if (!strcmp(a, "--tally")) tally = v;
         else if (!strcmp(a, "--dev")) devname = v;
@@ -916,6 +924,32 @@ int main(int argc, char **argv) {
         if (done) break;
         if (sum != last_sum) { last_sum = sum; last_change = now_ms(); }
         else if (now_ms() - last_change > 30000) die("no progress for 30 s");
+    }
+    if (error_probe) {
+        /* Provoke one real error completion after all traffic: an RDMA_WRITE with a
+         * wrong rkey (a plain write: one with immediate would wait for a receive WQE
+         * and be RNR-retried forever before the rkey is even looked at). The responder NAKs it, the requester gets IBV_WC_REM_ACCESS_ERR
+         * and both QPs of that pair go to the error state; nothing else is outstanding
+         * on them, so no flush completions follow. */
+        Chan *ch = &chans[0];
+        Comm *c = &ch->send;
+        Qp *qp = &c->data[0];
+        struct ibv_sge sge = {.addr = (uintptr_t)c->buf, .length = 64, .lkey = c->buf_mr->lkey};
+        struct ibv_send_wr wr = {.wr_id = mkid(K_PROBE, 0, 0), .sg_list = &sge, .num_sge = 1,
+                                 .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED};
+        wr.wr.rdma.remote_addr = ch->recv.rfifo_addr;   /* any address: the key is what is wrong */
+        wr.wr.rdma.rkey = 0x00badbadu;
+        (void)t_post_ts(qp);
+        t_send_posted(ch, qp, 0);
+        rcclTelemetryWqeSize(DEV, 64);
+        post_send(c, qp, &wr);
+        uint64_t t1 = now_ms();
+        while (!probe_done) {
+            progress(c);
+            if (now_ms() - t1 > 30000) die("the error probe got no completion in 30 s");
+        }
+        T.recv_pkts_min += 1;   /* the peer runs the same probe against our responder */
+        printf("ibcast_e2e: error probe: IBV_WC_REM_ACCESS_ERR as intended\n");
     }
     barrier(fd);   /* the peer has drained too: safe to tear the QPs down */
     for (int i = 0; i < nchan; i++) {

@@ -2,7 +2,7 @@
 #   telemetry/   the library's output directory
 #   tally.json   the program's own tally      rc   its exit status
 #   stdout.txt stderr.txt                     {rxe,ethtool,netdev}_{before,after}.txt
-WORKLOAD="--channels 0,3,17 --index-channel 17 --reqs 24"
+WORKLOAD="--channels 0,3,17 --index-channel 17 --reqs 24 --error-probe"
 # Smaller across the virtual wire: two TCG guests share the host's cores.
 PAIR_WORKLOAD="--channels 0,3,17 --index-channel 17 --reqs 16 --max-size 65536"
 
