@@ -1,0 +1,78 @@
+/*
+ * Compiles the generated header exactly as RCCL includes it, as C11 and as C++14/17 with
+ * -Wall -Wextra -Werror -pedantic, and checks at run time that every entry point links and
+ * is a safe no-op while telemetry is off (this program never enables it).
+ */
+#include "rccl_telemetry.h"
+#include "rccl_telemetry.h" /* included twice on purpose: the guards must hold */
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+static_assert(RCCL_TELEMETRY_MAX_DEVS == 32, "MAX_DEVS");
+static_assert(RCCL_TELEMETRY_MAX_CHANNELS == 512, "MAX_CHANNELS");
+static_assert(RCCL_TELEMETRY_HISTOGRAM_SIZE == 16, "HISTOGRAM_SIZE");
+static_assert(RCCL_TELEMETRY_TS_UNSAMPLED == 1, "TS_UNSAMPLED");
+#else
+_Static_assert(RCCL_TELEMETRY_MAX_DEVS == 32, "MAX_DEVS");
+_Static_assert(RCCL_TELEMETRY_MAX_CHANNELS == 512, "MAX_CHANNELS");
+_Static_assert(RCCL_TELEMETRY_HISTOGRAM_SIZE == 16, "HISTOGRAM_SIZE");
+_Static_assert(RCCL_TELEMETRY_TS_UNSAMPLED == 1, "TS_UNSAMPLED");
+#endif
+
+/* The snapshot's field order is part of the ABI. */
+#define OFF(f) offsetof(RcclTelemetrySwSnapshot, f)
+typedef char order_check[(OFF(device_id) == 0 && OFF(tx_bytes) == 8 && OFF(rx_bytes) == 16 &&
+                          OFF(num_cq_errors) == 24 && OFF(wqe_sent) == 32 && OFF(recv_wqe) == 40 &&
+                          OFF(wqe_rcvd) == 48 && OFF(wqe_completed) == 56 && OFF(wqe_sampled) == 64 &&
+                          OFF(wqe_completion_ns_min) == 72 && OFF(wqe_completion_ns_max) == 80 &&
+                          OFF(wqe_completion_histogram) == 88 && sizeof(RcclTelemetrySwSnapshot) == 88 + 16 * 8)
+                             ? 1 : -1];
+
+int main(void) {
+  int fails = 0;
+  int n = 5;
+  RcclTelemetrySwSnapshot snap[2];
+  order_check oc;
+  (void)oc;
+  fails += rcclTelemetryInit() != 0;
+  fails += rcclTelemetryOn() != 0;
+  fails += rcclTelemetryRegisterDevice(0, "mlx5_0", "IB-CAST") != -1;
+  fails += rcclTelemetrySetupChannel(0, 0, 4, &n) != -1 || n != 0;
+  rcclTelemetrySetQpRole(0, 0, 0, 1);
+  rcclTelemetryMarkChannelsUnknown(0);
+  RcclQpStats *qp = rcclTelemetryResolveQp(0, 0, 0);
+  RcclChannelStats *ch = rcclTelemetryResolveChannel(0, 0);
+  fails += qp != NULL || ch != NULL;
+  int64_t ts = rcclTelemetryPostTs(qp);
+  fails += ts != 0;
+  rcclTelemetryQpSendPosted(qp, 1);
+  rcclTelemetryQpRecvPosted(qp);
+  rcclTelemetryQpCtsSent(qp, 0);
+  rcclTelemetryQpSlotMiss(qp);
+  rcclTelemetryQpWqeComplete(qp, ts);
+  rcclTelemetryChRequestCompleted(ch);
+  rcclTelemetryBytes(0, 1, 4096);
+  rcclTelemetryCqError(0);
+  rcclTelemetryAddCqPolls(0, 3);
+  rcclTelemetryWqeSize(0, 4096);
+  rcclTelemetryWqeComplete(0, 0, 0, ts);
+  rcclTelemetryWqePosted(0, 0, 0, 1);
+  rcclTelemetryRequestCompleted(0, 0);
+  rcclTelemetrySlotMiss(0, 0, 0);
+  rcclTelemetryCtsSent(0, 0, 0, 1);
+  rcclTelemetryWriteWqe(0, 0, 0, 0);
+  fails += rcclTelemetryPostTsIdx(0, 0, 0) != 0;
+  fails += rcclTelemetrySwCapture(snap, 2) != -1;
+  fails += rcclTelemetryFlush() != 0;
+  /* The functions themselves, not only the inline guards, take NULL. */
+  fails += (rcclTelemetryPostTs)(NULL) != 0;
+  (rcclTelemetryQpSendPosted)(NULL, 0);
+  (rcclTelemetryQpWqeComplete)(NULL, 5);
+  (rcclTelemetryChRequestCompleted)(NULL);
+  (rcclTelemetryBytes)(-1, 0, 1);
+  fails += rcclTelemetryActiveDevices != 0;
+  printf("header_check: %s\n", fails ? "FAILED" : "ok");
+  return fails != 0;
+}

@@ -1,0 +1,384 @@
+/*
+ * ibcast_sim: drives librccl_telemetry the way RCCL's IB-CAST transport does, without
+ * verbs, and keeps its own exact tally of every hook it called.
+ *
+ *   init -> register devices (after sorting their names) -> per channel: connect (send comm:
+ *   data QPs) and accept (recv comm: data QPs + one CTS QP) with SetupChannel, SetQpRole,
+ *   ResolveQp, ResolveChannel -> isend (WqeSize, PostTs, QpSendPosted, Bytes; striped over the
+ *   data QPs, the last WQE WRITE_WITH_IMM) -> irecv (QpRecvPosted, CTS RDMA_WRITE on the CTS QP,
+ *   some signalled) -> completion processing (QpWqeComplete with the stored tokens, CQ errors,
+ *   slot misses) -> request completion -> close (AddCqPolls).
+ *
+ * Usage: ibcast_sim TALLY.json [options]
+ *   --devices N --channels N --data-qps N --requests N  workload size (defaults 2 4 2 64)
+ *   --threads          one thread per (device, channel), while the main thread calls
+ *                      SwCapture repeatedly and Flush once, mid-run
+ *   --unknown-channels the transport supplies no channel id (MarkChannelsUnknown)
+ *   --bad-calls        also make every kind of invalid call (must all be no-ops)
+ *   --no-flush         do not call rcclTelemetryFlush (the exit handler writes the file)
+ * The tally is written as JSON in the library's layout, so a checker compares key by key.
+ * Exit status: 0 when every self-check held.
+ */
+#define _GNU_SOURCE
+#include "rccl_telemetry.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEV 4
+#define MAX_CH 64
+#define MAX_DATA 8
+#define QPS_PER_CH (2 * MAX_DATA + 1)
+
+typedef struct {
+  uint64_t sent, recv, rcvd, completed, sampled, cts_sig, cts_unsig, slot_miss, write, write_imm;
+  int role; /* 0 none, 1 data, 2 cts */
+} QpTally;
+
+typedef struct {
+  int id;
+  int first_send, first_recv; /* slot indices of the two comms */
+  int nqp;
+  RcclQpStats *qp[QPS_PER_CH];
+  RcclChannelStats *ch;
+  QpTally t[QPS_PER_CH];
+  uint64_t req_completed;
+  uint64_t tx_bytes, rx_bytes, cq_errors, polls, sizes[66];
+} Channel;
+
+typedef struct {
+  int id;
+  char name[32];
+  Channel ch[MAX_CH];
+} Device;
+
+static int g_ndev = 2, g_nch = 4, g_ndata = 2, g_nreq = 64;
+static int g_threads, g_unknown, g_bad, g_noflush;
+static Device g_dev[MAX_DEV];
+static int g_fail;
+
+#define CHECK(cond)                                                       \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      fprintf(stderr, "ibcast_sim: check failed at line %d: %s\n", __LINE__, #cond); \
+      g_fail = 1;                                                         \
+    }                                                                     \
+  } while (0)
+
+static int size_bucket(uint64_t b) {
+  if (b == 0) return 0;
+  if (b == 1) return 1;
+  return 1 + (64 - __builtin_clzll(b - 1));
+}
+
+/* A tiny deterministic generator, so every run does the same traffic. */
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL; x ^= x >> 33;
+  return x;
+}
+
+static int cmp_name(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+
+/* One posted-but-not-completed WQE, as the transport keeps it in its request table. */
+typedef struct { int qp; int64_t ts; } Pending;
+
+static void run_channel(Device *d, Channel *c) {
+  Pending pend[MAX_DATA * 2];
+  uint64_t polls = 0;
+  for (int r = 0; r < g_nreq; r++) {
+    uint64_t h = mix(((uint64_t)d->id << 40) ^ ((uint64_t)c->id << 20) ^ (uint64_t)r);
+    uint64_t size = (h % 4 == 0) ? 0 : (h >> 8) % (1u << 20) + 1; /* some zero-byte sends */
+
+    /* irecv on the recv comm: one receive WQE for the WRITE_WITH_IMM, then the CTS. */
+    int rq = c->first_recv + (r % g_ndata);
+    rcclTelemetryQpRecvPosted(c->qp[rq]);
+    c->t[rq].recv++;
+    int cts = c->first_recv + g_ndata;
+    int sig = (r % 4 == 0);
+    rcclTelemetryQpCtsSent(c->qp[cts], sig);
+    if (sig) c->t[cts].cts_sig++; else c->t[cts].cts_unsig++;
+
+    /* The sender looks for the CTS slot; sometimes it is not there yet. */
+    if (h % 7 == 0) {
+      rcclTelemetryQpSlotMiss(c->qp[c->first_send]);
+      c->t[c->first_send].slot_miss++;
+    }
+
+    /* isend: stripe the request over the data QPs, one WQE each. */
+    int np = 0;
+    uint64_t chunk = size / (uint64_t)g_ndata, left = size;
+    for (int q = 0; q < g_ndata; q++) {
+      int qi = c->first_send + q;
+      uint64_t b = (q == g_ndata - 1) ? left : chunk;
+      left -= b;
+      int imm = (q == g_ndata - 1);
+      rcclTelemetryWqeSize(d->id, b);
+      c->sizes[size_bucket(b)]++;
+      int64_t ts = rcclTelemetryPostTs(c->qp[qi]);
+      CHECK(ts == RCCL_TELEMETRY_TS_UNSAMPLED || ts > 1);
+      rcclTelemetryQpSendPosted(c->qp[qi], imm);
+      c->t[qi].sent++;
+      if (imm) c->t[qi].write_imm++; else c->t[qi].write++;
+      pend[np].qp = qi;
+      pend[np].ts = ts;
+      np++;
+    }
+    rcclTelemetryBytes(d->id, 1, size);
+    c->tx_bytes += size;
+
+    /* Completion processing: poll until every WQE of the request is back. */
+    for (int i = 0; i < np; i++) {
+      polls++;
+      int qi = pend[i].qp;
+      int err = (h % 29 == 0 && i == 0);
+      if (err) {
+        rcclTelemetryCqError(d->id);
+        c->cq_errors++;
+      }
+      rcclTelemetryQpWqeComplete(c->qp[qi], pend[i].ts);
+      c->t[qi].rcvd++;
+      if (pend[i].ts != 0) c->t[qi].completed++;
+      if (pend[i].ts > 1) c->t[qi].sampled++;
+    }
+    /* The receive side drains the WRITE_WITH_IMM completion (matched to no posting token). */
+    polls += 2;
+    rcclTelemetryQpWqeComplete(c->qp[rq], 0);
+    c->t[rq].rcvd++;
+    rcclTelemetryBytes(d->id, 0, size);
+    c->rx_bytes += size;
+    if (sig) {
+      rcclTelemetryQpWqeComplete(c->qp[cts], 0);
+      c->t[cts].rcvd++;
+    }
+    rcclTelemetryChRequestCompleted(c->ch); /* the send request */
+    rcclTelemetryChRequestCompleted(c->ch); /* the recv request */
+    c->req_completed += 2;
+  }
+  /* close: hand over the poll count of both comms. */
+  rcclTelemetryAddCqPolls(d->id, polls);
+  c->polls += polls;
+}
+
+static void *thread_main(void *arg) {
+  Channel *c = (Channel *)arg;
+  Device *d = &g_dev[0];
+  for (int i = 0; i < g_ndev; i++)
+    if (c >= g_dev[i].ch && c < g_dev[i].ch + MAX_CH) d = &g_dev[i];
+  run_channel(d, c);
+  return NULL;
+}
+
+static void connect_all(void) {
+  for (int di = 0; di < g_ndev; di++) {
+    Device *d = &g_dev[di];
+    if (g_unknown) rcclTelemetryMarkChannelsUnknown(d->id);
+    for (int ci = 0; ci < g_nch; ci++) {
+      Channel *c = &d->ch[ci];
+      /* without channel ids every QP shares the one device-wide bucket, channel 0 */
+      int chIdx = g_unknown ? 0 : ci;
+      c->id = chIdx;
+      int n = -1;
+      int first = rcclTelemetrySetupChannel(d->id, chIdx, g_ndata, &n); /* connect: send comm */
+      CHECK(n == g_ndata && first >= 0);
+      c->first_send = first;
+      first = rcclTelemetrySetupChannel(d->id, chIdx, g_ndata + 1, &n); /* accept: recv comm */
+      CHECK(n == g_ndata + 1 && first == c->first_send + g_ndata);
+      c->first_recv = first;
+      c->nqp = 2 * g_ndata + 1;
+      for (int q = 0; q < c->nqp; q++) {
+        int slot = c->first_send + q;
+        int is_data = q < 2 * g_ndata;
+        rcclTelemetrySetQpRole(d->id, chIdx, slot, is_data);
+        c->t[q].role = is_data ? 1 : 2;
+      }
+      /* handles are indexed by position within this channel's range */
+      for (int q = 0; q < c->nqp; q++) {
+        c->qp[q] = rcclTelemetryResolveQp(d->id, chIdx, c->first_send + q);
+        CHECK(c->qp[q] != NULL);
+      }
+      c->first_send = 0;
+      c->first_recv = g_ndata;
+      c->ch = rcclTelemetryResolveChannel(d->id, chIdx);
+      CHECK(c->ch != NULL);
+    }
+  }
+}
+
+static void bad_calls(void) {
+  int n = 7;
+  CHECK(rcclTelemetrySetupChannel(-1, 0, 4, &n) == -1 && n == 0);
+  CHECK(rcclTelemetrySetupChannel(31, 0, 4, &n) == -1 && n == 0); /* unregistered */
+  CHECK(rcclTelemetrySetupChannel(0, 0, 0, &n) == -1 && n == 0);
+  CHECK(rcclTelemetrySetupChannel(0, 0, -5, NULL) == -1);
+  CHECK(rcclTelemetryResolveQp(0, 0, 1 << 30) == NULL);
+  CHECK(rcclTelemetryResolveQp(0, -1, 0) == NULL);
+  CHECK(rcclTelemetryResolveQp(99, 0, 0) == NULL);
+  CHECK(rcclTelemetryResolveChannel(0, 4096) == NULL);
+  CHECK(rcclTelemetryRegisterDevice(32, "x", "IB-CAST") == -1);
+  CHECK(rcclTelemetryRegisterDevice(-3, "x", "IB-CAST") == -1);
+  CHECK(rcclTelemetryRegisterDevice(5, NULL, NULL) == -1);
+  CHECK(rcclTelemetryPostTs(NULL) == 0);
+  rcclTelemetryQpSendPosted(NULL, 1);
+  rcclTelemetryQpRecvPosted(NULL);
+  rcclTelemetryQpCtsSent(NULL, 1);
+  rcclTelemetryQpSlotMiss(NULL);
+  rcclTelemetryQpWqeComplete(NULL, 12345);
+  rcclTelemetryChRequestCompleted(NULL);
+  rcclTelemetryBytes(-1, 1, 100);
+  rcclTelemetryBytes(40, 1, 100);
+  rcclTelemetryBytes(30, 1, 100); /* in range, unregistered */
+  rcclTelemetryCqError(1 << 20);
+  rcclTelemetryAddCqPolls(-7, 3);
+  rcclTelemetryWqeSize(77, 3);
+  rcclTelemetryWqeComplete(0, 0, 1 << 29, 5);
+  rcclTelemetryWqePosted(0, 600, 0, 1);
+  rcclTelemetryRequestCompleted(0, -2);
+  rcclTelemetrySlotMiss(-1, 0, 0);
+  rcclTelemetryCtsSent(0, 0, -1, 0);
+  rcclTelemetryWriteWqe(12, 0, 0, 1);
+  rcclTelemetrySetQpRole(0, 0, 1 << 30, 1);
+  rcclTelemetryMarkChannelsUnknown(-1);
+  CHECK(rcclTelemetrySwCapture(NULL, 4) == -1);
+  RcclTelemetrySwSnapshot s[1];
+  CHECK(rcclTelemetrySwCapture(s, -1) == -1);
+  CHECK(rcclTelemetrySwCapture(s, 0) == 0);
+  /* An out-of-range channel: these QPs are untracked on device 0. */
+  CHECK(rcclTelemetrySetupChannel(0, RCCL_TELEMETRY_MAX_CHANNELS, 3, &n) == -1 && n == 0);
+}
+
+static void write_tally(const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) { perror(path); exit(2); }
+  fprintf(f, "{\"devices\": [");
+  for (int di = 0; di < g_ndev; di++) {
+    Device *d = &g_dev[di];
+    uint64_t tx = 0, rx = 0, err = 0, polls = 0, sizes[66] = {0};
+    for (int ci = 0; ci < g_nch; ci++) {
+      Channel *c = &d->ch[ci];
+      tx += c->tx_bytes; rx += c->rx_bytes; err += c->cq_errors; polls += c->polls;
+      for (int b = 0; b < 66; b++) sizes[b] += c->sizes[b];
+    }
+    fprintf(f, "%s{\"device_id\": %d, \"roce_device\": \"%s\", \"tx_bytes\": %llu, \"rx_bytes\": %llu, "
+               "\"num_cq_errors\": %llu, \"cq_poll_count\": %llu, \"num_qp_untracked\": %d, \"size_buckets\": [",
+            di ? ", " : "", d->id, d->name, (unsigned long long)tx, (unsigned long long)rx,
+            (unsigned long long)err, (unsigned long long)polls, (g_bad && d->id == 0) ? 3 : 0);
+    for (int b = 0; b < 66; b++) fprintf(f, "%s%llu", b ? ", " : "", (unsigned long long)sizes[b]);
+    fprintf(f, "], \"channels\": [");
+    for (int ci = 0; ci < g_nch; ci++) {
+      Channel *c = &d->ch[ci];
+      fprintf(f, "%s{\"id\": %d, \"num_req_completed\": %llu, \"queue_pairs\": [", ci ? ", " : "", c->id,
+              (unsigned long long)c->req_completed);
+      for (int q = 0; q < c->nqp; q++) {
+        QpTally *t = &c->t[q];
+        fprintf(f, "%s{\"role\": \"%s\", \"num_wqe_sent\": %llu, \"num_recv_wqe\": %llu, \"num_wqe_rcvd\": %llu, "
+                   "\"num_wqe_completed\": %llu, \"sampled\": %llu, \"num_cts_sent_signalled\": %llu, "
+                   "\"num_cts_sent_unsignalled\": %llu, \"num_slot_miss\": %llu, \"num_write_wqe\": %llu, "
+                   "\"num_write_imm_wqe\": %llu}",
+                q ? ", " : "", t->role == 1 ? "data" : "cts", (unsigned long long)t->sent,
+                (unsigned long long)t->recv, (unsigned long long)t->rcvd, (unsigned long long)t->completed,
+                (unsigned long long)t->sampled, (unsigned long long)t->cts_sig, (unsigned long long)t->cts_unsig,
+                (unsigned long long)t->slot_miss, (unsigned long long)t->write, (unsigned long long)t->write_imm);
+      }
+      fprintf(f, "]}");
+    }
+    fprintf(f, "]}");
+  }
+  fprintf(f, "]}\n");
+  fclose(f);
+}
+
+/* After every hook returned: SwCapture must equal the tally exactly. */
+static void check_capture(void) {
+  RcclTelemetrySwSnapshot s[RCCL_TELEMETRY_MAX_DEVS];
+  int n = rcclTelemetrySwCapture(s, RCCL_TELEMETRY_MAX_DEVS);
+  CHECK(n == g_ndev);
+  for (int di = 0; di < n && di < g_ndev; di++) {
+    Device *d = &g_dev[di];
+    uint64_t tx = 0, rx = 0, err = 0, sent = 0, recv = 0, rcvd = 0, comp = 0, samp = 0;
+    for (int ci = 0; ci < g_nch; ci++) {
+      Channel *c = &d->ch[ci];
+      tx += c->tx_bytes; rx += c->rx_bytes; err += c->cq_errors;
+      for (int q = 0; q < c->nqp; q++) {
+        sent += c->t[q].sent; recv += c->t[q].recv; rcvd += c->t[q].rcvd;
+        comp += c->t[q].completed; samp += c->t[q].sampled;
+      }
+    }
+    uint64_t hsum = 0;
+    for (int b = 0; b < RCCL_TELEMETRY_HISTOGRAM_SIZE; b++) hsum += s[di].wqe_completion_histogram[b];
+    CHECK(s[di].device_id == d->id);
+    CHECK(s[di].tx_bytes == tx && s[di].rx_bytes == rx && s[di].num_cq_errors == err);
+    CHECK(s[di].wqe_sent == sent && s[di].recv_wqe == recv && s[di].wqe_rcvd == rcvd);
+    CHECK(s[di].wqe_completed == comp && s[di].wqe_sampled == samp && hsum == samp);
+    CHECK(samp == 0 ? (s[di].wqe_completion_ns_min == -1 && s[di].wqe_completion_ns_max == -1)
+                    : (s[di].wqe_completion_ns_min >= 0 && s[di].wqe_completion_ns_min <= s[di].wqe_completion_ns_max));
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s TALLY.json [--devices N] [--channels N] [--data-qps N] [--requests N] "
+                    "[--threads] [--unknown-channels] [--bad-calls] [--no-flush]\n", argv[0]);
+    return 2;
+  }
+  for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--devices") && i + 1 < argc) g_ndev = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--channels") && i + 1 < argc) g_nch = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--data-qps") && i + 1 < argc) g_ndata = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--requests") && i + 1 < argc) g_nreq = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--threads")) g_threads = 1;
+    else if (!strcmp(argv[i], "--unknown-channels")) g_unknown = 1;
+    else if (!strcmp(argv[i], "--bad-calls")) g_bad = 1;
+    else if (!strcmp(argv[i], "--no-flush")) g_noflush = 1;
+    else { fprintf(stderr, "ibcast_sim: unknown option %s\n", argv[i]); return 2; }
+  }
+  if (g_ndev < 1 || g_ndev > MAX_DEV || g_nch < 1 || g_nch > MAX_CH || g_ndata < 1 || g_ndata > MAX_DATA ||
+      g_nreq < 0 || (g_unknown && g_nch != 1)) {
+    fprintf(stderr, "ibcast_sim: workload out of range\n");
+    return 2;
+  }
+
+  if (rcclTelemetryInit() != 0) fprintf(stderr, "ibcast_sim: telemetry did not start; running without it\n");
+  CHECK(rcclTelemetryInit() == rcclTelemetryInit()); /* idempotent */
+
+  /* IB-CAST sorts the devices it found by name before registering them. */
+  char names[MAX_DEV][32];
+  for (int i = 0; i < g_ndev; i++) snprintf(names[i], sizeof names[i], "mlx5_%d", g_ndev - 1 - i);
+  qsort(names, (size_t)g_ndev, sizeof names[0], cmp_name);
+  for (int i = 0; i < g_ndev; i++) {
+    g_dev[i].id = i;
+    memcpy(g_dev[i].name, names[i], sizeof names[i]);
+    int id = rcclTelemetryRegisterDevice(i, names[i], "IB-CAST");
+    CHECK(id == (rcclTelemetryOn() ? i : -1));
+  }
+  int on = rcclTelemetryOn();
+  if (on) connect_all();
+  if (on && g_bad) bad_calls();
+
+  if (g_threads) {
+    pthread_t th[MAX_DEV * MAX_CH];
+    int nt = 0;
+    for (int di = 0; di < g_ndev; di++)
+      for (int ci = 0; ci < g_nch; ci++) pthread_create(&th[nt++], NULL, thread_main, &g_dev[di].ch[ci]);
+    RcclTelemetrySwSnapshot s[RCCL_TELEMETRY_MAX_DEVS];
+    for (int k = 0; k < 200; k++) {
+      int n = rcclTelemetrySwCapture(s, RCCL_TELEMETRY_MAX_DEVS);
+      CHECK(n == (on ? g_ndev : -1));
+    }
+    if (!g_noflush) CHECK(rcclTelemetryFlush() == 0); /* mid-run: a valid file of what was counted so far */
+    for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
+  } else {
+    for (int di = 0; di < g_ndev; di++)
+      for (int ci = 0; ci < g_nch; ci++) run_channel(&g_dev[di], &g_dev[di].ch[ci]);
+  }
+  if (on) check_capture();
+  write_tally(argv[1]);
+  if (!g_noflush && !g_threads) {
+    int rc = rcclTelemetryFlush();
+    if (rc != 0) fprintf(stderr, "ibcast_sim: rcclTelemetryFlush returned %d\n", rc);
+    CHECK(rcclTelemetryFlush() == 0 || rc != 0); /* later calls are no-ops */
+  }
+  return g_fail;
+}

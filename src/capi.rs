@@ -1,0 +1,399 @@
+//! Every `extern "C"` item of the library, and nothing else: argument checks, the panic
+//! boundary, conversion of C ints. `include/rccl_telemetry.h` is generated from this file.
+#![allow(non_snake_case)]
+
+use std::ffi::{c_char, c_int, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::counters::{RcclChannelStats, RcclQpStats, ROLE_CTS, ROLE_DATA};
+use crate::registry;
+
+/// Device slots: device_id is 0..RCCL_TELEMETRY_MAX_DEVS-1.
+pub const RCCL_TELEMETRY_MAX_DEVS: i32 = 32;
+/// Channel slots per device: chIdx is 0..RCCL_TELEMETRY_MAX_CHANNELS-1.
+pub const RCCL_TELEMETRY_MAX_CHANNELS: i32 = 512;
+/// Size of the latency histogram in RcclTelemetrySwSnapshot (the file emits the configured count).
+pub const RCCL_TELEMETRY_HISTOGRAM_SIZE: usize = 16;
+/// PostTs token meaning "1-in-N sampling skipped this posting".
+pub const RCCL_TELEMETRY_TS_UNSAMPLED: i64 = 1;
+
+/// Runs `body`, turning a panic into a logged no-op that returns `default`.
+macro_rules! boundary {
+    ($name:literal, $default:expr, $body:expr) => {
+        match catch_unwind(AssertUnwindSafe(|| $body)) {
+            Ok(v) => v,
+            Err(_) => {
+                crate::contained_panic($name);
+                $default
+            }
+        }
+    };
+}
+
+/// Software totals of one device, summed over its QPs (live snapshot; nothing is reset).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RcclTelemetrySwSnapshot {
+    pub device_id: c_int,
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub num_cq_errors: u64,
+    pub wqe_sent: u64,
+    pub recv_wqe: u64,
+    pub wqe_rcvd: u64,
+    pub wqe_completed: u64,
+    pub wqe_sampled: u64,
+    /// -1 when nothing was sampled.
+    pub wqe_completion_ns_min: i64,
+    /// -1 when nothing was sampled.
+    pub wqe_completion_ns_max: i64,
+    pub wqe_completion_histogram: [u64; RCCL_TELEMETRY_HISTOGRAM_SIZE],
+}
+
+// ----------------------------------------------------------------------------------- lifecycle
+
+/// Reads the environment and starts telemetry when RCCL_TELEMETRY_ENABLE=1. Idempotent and
+/// thread-safe. Returns 0 on success or when disabled, -1 when telemetry was asked for but could
+/// not start (the reason is already on stderr; the run continues with telemetry off).
+#[no_mangle]
+pub extern "C" fn rcclTelemetryInit() -> c_int {
+    boundary!("rcclTelemetryInit", -1, crate::init())
+}
+
+/// 1 when telemetry is enabled and initialised, else 0.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryOn() -> c_int {
+    c_int::from(crate::is_on())
+}
+
+/// Writes the JSON file once (later calls are no-ops); also run at process exit.
+/// Returns 0 on success or when disabled, -1 on failure (reason and path on stderr).
+#[no_mangle]
+pub extern "C" fn rcclTelemetryFlush() -> c_int {
+    boundary!("rcclTelemetryFlush", -1, crate::flush())
+}
+
+/// Registers a RoCE device in slot `device_id` (0..31) for transport `transport`
+/// (e.g. "IB-CAST"). Returns device_id, or -1 when disabled or refused. Registering the same
+/// name in the same slot again returns device_id.
+///
+/// # Safety
+/// `roce_device` and `transport` are NULL or NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryRegisterDevice(device_id: c_int, roce_device: *const c_char, transport: *const c_char) -> c_int {
+    boundary!("rcclTelemetryRegisterDevice", -1, {
+        let Some(rt) = crate::runtime() else { return -1 };
+        // SAFETY: the caller passes NULL or a NUL-terminated string.
+        let name = unsafe { c_str(roce_device) };
+        let transport = unsafe { c_str(transport) };
+        if name.is_empty() {
+            crate::diag::warn(&format!("rcclTelemetryRegisterDevice({device_id}): no device name; not registered"));
+            return -1;
+        }
+        match registry::register(device_id, &name, &transport, &rt.cfg.hw) {
+            Ok(id) => {
+                crate::diag::debug(|| {
+                    let d = registry::device(id).expect("just registered");
+                    format!("registered device {id}: {name} ({}, netdev \"{}\", transport {transport})", d.hw.hw_type(), d.hw.eth_device())
+                });
+                id
+            }
+            Err(e) => {
+                crate::diag::warn(&e);
+                -1
+            }
+        }
+    })
+}
+
+/// # Safety
+/// `p` is NULL or a NUL-terminated string.
+unsafe fn c_str(p: *const c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: per the caller's contract.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+// ------------------------------------------------------------------------ connection setup
+
+/// Reserves `numQps` QP slots on (devIdx, chIdx). Returns the first slot index and sets
+/// `*numSlots` (if not NULL) to how many were granted; 0 and -1 when none. A shortfall is
+/// counted in num_qp_untracked (on the channel, or on the device when chIdx is out of range).
+/// The device's hardware-counter baseline is taken on its first call.
+///
+/// # Safety
+/// `numSlots` is NULL or points to a writable int.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetrySetupChannel(devIdx: c_int, chIdx: c_int, numQps: c_int, numSlots: *mut c_int) -> c_int {
+    let (first, granted) = boundary!("rcclTelemetrySetupChannel", (-1, 0), {
+        if crate::runtime().is_some_and(|rt| rt.cfg.fault == crate::config::Fault::SetupPanic) {
+            panic!("forced by {}=setup_panic", crate::config::ENV_TEST_FAULT);
+        }
+        match crate::runtime().and_then(|_| registry::setup_channel(devIdx, chIdx, numQps)) {
+            Some((first, granted)) => (first as c_int, granted as c_int),
+            None => (-1, 0),
+        }
+    });
+    if !numSlots.is_null() {
+        // SAFETY: per the caller's contract.
+        unsafe { *numSlots = granted };
+    }
+    first
+}
+
+/// Tells whether QP slot qpIdx of (devIdx, chIdx) carries data (isDataQp != 0) or CTS.
+#[no_mangle]
+pub extern "C" fn rcclTelemetrySetQpRole(devIdx: c_int, chIdx: c_int, qpIdx: c_int, isDataQp: c_int) {
+    boundary!("rcclTelemetrySetQpRole", (), {
+        if let Some(q) = registry::qp(devIdx, chIdx, qpIdx) {
+            q.role.store(if isDataQp != 0 { ROLE_DATA } else { ROLE_CTS }, std::sync::atomic::Ordering::Relaxed);
+        }
+    })
+}
+
+/// The transport has no real channel id on this device: the file shows
+/// "num_channels": null and every channel "id": null.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryMarkChannelsUnknown(devIdx: c_int) {
+    boundary!("rcclTelemetryMarkChannelsUnknown", (), {
+        if let Some(d) = registry::device(devIdx) {
+            d.channels_unknown.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    })
+}
+
+/// The stats handle of QP slot qpIdx on (devIdx, chIdx), to store on the QP at setup.
+/// NULL when disabled or when the indices name no slot; valid for the life of the process.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryResolveQp(devIdx: c_int, chIdx: c_int, qpIdx: c_int) -> *mut RcclQpStats {
+    boundary!("rcclTelemetryResolveQp", std::ptr::null_mut(), {
+        registry::qp(devIdx, chIdx, qpIdx).map_or(std::ptr::null_mut(), |q| q as *const RcclQpStats as *mut RcclQpStats)
+    })
+}
+
+/// The stats handle of channel chIdx on devIdx. NULL when disabled or when no slot was set
+/// up there; valid for the life of the process.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryResolveChannel(devIdx: c_int, chIdx: c_int) -> *mut RcclChannelStats {
+    boundary!("rcclTelemetryResolveChannel", std::ptr::null_mut(), {
+        registry::channel(devIdx, chIdx).map_or(std::ptr::null_mut(), |c| &c.stats as *const RcclChannelStats as *mut RcclChannelStats)
+    })
+}
+
+// ------------------------------------------------------------------ data path: handle forms
+
+/// The token to store with a posted work request: RCCL_TELEMETRY_TS_UNSAMPLED (1) when
+/// 1-in-N sampling skips this posting, otherwise a clock reading (> 1) to hand back to
+/// rcclTelemetryQpWqeComplete. 0 for a NULL handle.
+///
+/// # Safety
+/// `qp` is NULL or a handle from rcclTelemetryResolveQp.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryPostTs(qp: *mut RcclQpStats) -> i64 {
+    // SAFETY: handles are NULL or stable slot addresses.
+    boundary!("rcclTelemetryPostTs", 0, unsafe { qp.as_ref() }.map_or(0, RcclQpStats::post_ts))
+}
+
+/// One send WQE posted: num_wqe_sent and num_write_imm_wqe (withImm != 0) or num_write_wqe.
+///
+/// # Safety
+/// `qp` is NULL or a handle from rcclTelemetryResolveQp.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryQpSendPosted(qp: *mut RcclQpStats, withImm: c_int) {
+    // SAFETY: handles are NULL or stable slot addresses.
+    boundary!("rcclTelemetryQpSendPosted", (), if let Some(q) = unsafe { qp.as_ref() } { q.send_posted(withImm != 0) })
+}
+
+/// One receive WQE posted (ibv_post_recv): num_recv_wqe.
+///
+/// # Safety
+/// `qp` is NULL or a handle from rcclTelemetryResolveQp.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryQpRecvPosted(qp: *mut RcclQpStats) {
+    // SAFETY: handles are NULL or stable slot addresses.
+    boundary!("rcclTelemetryQpRecvPosted", (), if let Some(q) = unsafe { qp.as_ref() } { q.recv_posted() })
+}
+
+/// One CTS message posted, signalled or not.
+///
+/// # Safety
+/// `qp` is NULL or a handle from rcclTelemetryResolveQp.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryQpCtsSent(qp: *mut RcclQpStats, signalled: c_int) {
+    // SAFETY: handles are NULL or stable slot addresses.
+    boundary!("rcclTelemetryQpCtsSent", (), if let Some(q) = unsafe { qp.as_ref() } { q.cts_sent(signalled != 0) })
+}
+
+/// A sender found the CTS FIFO slot not yet published: num_slot_miss.
+///
+/// # Safety
+/// `qp` is NULL or a handle from rcclTelemetryResolveQp.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryQpSlotMiss(qp: *mut RcclQpStats) {
+    // SAFETY: handles are NULL or stable slot addresses.
+    boundary!("rcclTelemetryQpSlotMiss", (), if let Some(q) = unsafe { qp.as_ref() } { q.slot_missed() })
+}
+
+/// One completion drained from the CQ for this QP. postTs: 0 = matched no tracked posting,
+/// 1 = matched but not sampled, > 1 = the token from rcclTelemetryPostTs (latency measured).
+///
+/// # Safety
+/// `qp` is NULL or a handle from rcclTelemetryResolveQp.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryQpWqeComplete(qp: *mut RcclQpStats, postTs: i64) {
+    // SAFETY: handles are NULL or stable slot addresses.
+    boundary!("rcclTelemetryQpWqeComplete", (), if let Some(q) = unsafe { qp.as_ref() } { q.wqe_complete(postTs) })
+}
+
+/// One network request completed on this channel: num_req_completed.
+///
+/// # Safety
+/// `ch` is NULL or a handle from rcclTelemetryResolveChannel.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryChRequestCompleted(ch: *mut RcclChannelStats) {
+    // SAFETY: handles are NULL or stable channel addresses.
+    boundary!("rcclTelemetryChRequestCompleted", (), if let Some(c) = unsafe { ch.as_ref() } { c.request_completed() })
+}
+
+// ------------------------------------------------------------------ data path: device forms
+
+/// Software byte count on a device (isSend != 0: tx_bytes, else rx_bytes).
+#[no_mangle]
+pub extern "C" fn rcclTelemetryBytes(devIdx: c_int, isSend: c_int, bytes: u64) {
+    boundary!("rcclTelemetryBytes", (), device_op(devIdx, |s, x| registry::add(if isSend != 0 { &s.tx_bytes } else { &s.rx_bytes }, bytes, x)))
+}
+
+/// One completion drained with an error status: num_cq_errors.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryCqError(devIdx: c_int) {
+    boundary!("rcclTelemetryCqError", (), device_op(devIdx, |s, x| registry::add(&s.cq_errors, 1, x)))
+}
+
+/// Adds `polls` ibv_poll_cq calls to cq_poll_count.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryAddCqPolls(devIdx: c_int, polls: u64) {
+    boundary!("rcclTelemetryAddCqPolls", (), device_op(devIdx, |s, x| registry::add(&s.cq_polls, polls, x)))
+}
+
+/// One send WQE of `bytes` payload, for wqe_size_stats.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryWqeSize(devIdx: c_int, bytes: u64) {
+    boundary!("rcclTelemetryWqeSize", (), device_op(devIdx, |s, x| registry::add(&s.sizes[crate::counters::size_bucket(bytes)], 1, x)))
+}
+
+#[inline(always)]
+fn device_op(dev: c_int, f: impl FnOnce(&registry::DevShard, bool)) {
+    let active = registry::rcclTelemetryActiveDevices.load(std::sync::atomic::Ordering::Relaxed);
+    if (dev as u32) < 32 && active & (1u32 << (dev as u32)) != 0 {
+        registry::with_shard(dev as usize, f);
+    }
+}
+
+// ------------------------------------------------------------------- data path: index forms
+
+/// Index form of rcclTelemetryQpWqeComplete.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryWqeComplete(devIdx: c_int, chIdx: c_int, qpIdx: c_int, postTs: i64) {
+    boundary!("rcclTelemetryWqeComplete", (), if let Some(q) = registry::qp(devIdx, chIdx, qpIdx) { q.wqe_complete_shared(postTs) })
+}
+
+/// Index form of the posting hooks: isSend != 0 counts num_wqe_sent, else num_recv_wqe.
+/// (The opcode split is rcclTelemetryWriteWqe.)
+#[no_mangle]
+pub extern "C" fn rcclTelemetryWqePosted(devIdx: c_int, chIdx: c_int, qpIdx: c_int, isSend: c_int) {
+    boundary!("rcclTelemetryWqePosted", (), if let Some(q) = registry::qp(devIdx, chIdx, qpIdx) {
+        (if isSend != 0 { &q.wqe_sent } else { &q.recv_wqe }).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    })
+}
+
+/// Index form of rcclTelemetryChRequestCompleted.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryRequestCompleted(devIdx: c_int, chIdx: c_int) {
+    boundary!("rcclTelemetryRequestCompleted", (), if let Some(c) = registry::channel(devIdx, chIdx) {
+        c.stats.req_completed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    })
+}
+
+/// Index form of rcclTelemetryQpSlotMiss.
+#[no_mangle]
+pub extern "C" fn rcclTelemetrySlotMiss(devIdx: c_int, chIdx: c_int, qpIdx: c_int) {
+    boundary!("rcclTelemetrySlotMiss", (), if let Some(q) = registry::qp(devIdx, chIdx, qpIdx) {
+        q.slot_miss.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    })
+}
+
+/// Index form of rcclTelemetryQpCtsSent.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryCtsSent(devIdx: c_int, chIdx: c_int, qpIdx: c_int, signalled: c_int) {
+    boundary!("rcclTelemetryCtsSent", (), if let Some(q) = registry::qp(devIdx, chIdx, qpIdx) {
+        (if signalled != 0 { &q.cts_signalled } else { &q.cts_unsignalled }).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    })
+}
+
+/// Index form of the opcode split: withImm != 0 counts num_write_imm_wqe, else num_write_wqe.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryWriteWqe(devIdx: c_int, chIdx: c_int, qpIdx: c_int, withImm: c_int) {
+    boundary!("rcclTelemetryWriteWqe", (), if let Some(q) = registry::qp(devIdx, chIdx, qpIdx) {
+        (if withImm != 0 { &q.write_imm_wqe } else { &q.write_wqe }).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    })
+}
+
+/// Extension: index form of rcclTelemetryPostTs, for callers without handles. Claims the
+/// posting position atomically, so any thread may call it. 0 when the indices name no slot.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryPostTsIdx(devIdx: c_int, chIdx: c_int, qpIdx: c_int) -> i64 {
+    boundary!("rcclTelemetryPostTsIdx", 0, registry::qp(devIdx, chIdx, qpIdx).map_or(0, RcclQpStats::post_ts_shared))
+}
+
+// ---------------------------------------------------------------------------- live snapshot
+
+/// Writes up to maxDevs entries, one per registered device in id order, with its software
+/// totals so far. Returns the number written; -1 when disabled, `out` is NULL or maxDevs < 0.
+/// Never resets anything; safe while hooks run.
+///
+/// # Safety
+/// `out` points to at least maxDevs writable entries.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetrySwCapture(out: *mut RcclTelemetrySwSnapshot, maxDevs: c_int) -> c_int {
+    boundary!("rcclTelemetrySwCapture", -1, {
+        if !crate::is_on() || out.is_null() || maxDevs < 0 {
+            return -1;
+        }
+        let mut n = 0;
+        for d in registry::devices().take(maxDevs as usize) {
+            let snap = sw_snapshot(d);
+            // SAFETY: per the caller's contract, out has maxDevs entries and n < maxDevs.
+            unsafe { out.add(n).write(snap) };
+            n += 1;
+        }
+        n as c_int
+    })
+}
+
+fn sw_snapshot(d: &registry::Device) -> RcclTelemetrySwSnapshot {
+    let mut total = crate::counters::QpSnapshot::default();
+    for c in d.channels() {
+        for i in 0..c.slots.len() {
+            if let Some(q) = c.slots.get(i) {
+                total.accumulate(&q.snapshot());
+            }
+        }
+    }
+    let t = registry::dev_totals(d.id as usize);
+    RcclTelemetrySwSnapshot {
+        device_id: d.id as c_int,
+        tx_bytes: t.tx_bytes,
+        rx_bytes: t.rx_bytes,
+        num_cq_errors: t.cq_errors,
+        wqe_sent: total.wqe_sent,
+        recv_wqe: total.recv_wqe,
+        wqe_rcvd: total.wqe_rcvd,
+        wqe_completed: total.wqe_completed,
+        wqe_sampled: total.sampled(),
+        wqe_completion_ns_min: total.lat_min,
+        wqe_completion_ns_max: total.lat_max,
+        wqe_completion_histogram: total.hist,
+    }
+}

@@ -1,0 +1,316 @@
+//! The environment, parsed once into an immutable `Config`.
+//!
+//! Every malformed value (garbage, negative, overflow, empty, not UTF-8, out of range)
+//! yields the documented default, or the nearest value in range, plus exactly one
+//! diagnostic naming the variable and the value. Nothing here can fail.
+
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
+
+use crate::hw::HwSettings;
+
+pub const ENV_ENABLE: &str = "RCCL_TELEMETRY_ENABLE";
+pub const ENV_OUTPUT_DIR: &str = "RCCL_TELEMETRY_OUTPUT_DIR";
+pub const ENV_BUCKETS: &str = "RCCL_TELEMETRY_HISTOGRAM_BUCKETS";
+pub const ENV_INTERVAL: &str = "RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS";
+pub const ENV_SAMPLE: &str = "RCCL_TELEMETRY_LATENCY_SAMPLE";
+pub const ENV_HW_COUNTERS: &str = "RCCL_TELEMETRY_HW_COUNTERS";
+pub const ENV_SAMPLE_MS: &str = "RCCL_TELEMETRY_SAMPLE_MS";
+pub const ENV_DEBUG: &str = "RCCL_TELEMETRY_DEBUG";
+pub const ENV_SYSFS_ROOT: &str = "RCCL_TELEMETRY_SYSFS_ROOT";
+pub const ENV_TEST_FAULT: &str = "RCCL_TELEMETRY_TEST_FAULT";
+
+pub const DEFAULT_OUTPUT_DIR: &str = "/tmp";
+pub const DEFAULT_BUCKETS: u32 = 5;
+pub const MAX_BUCKETS: u32 = 16;
+pub const DEFAULT_INTERVAL_NS: u64 = 30_000;
+/// Largest accepted RCCL_TELEMETRY_LATENCY_SAMPLE: one WQE in 65536.
+pub const MAX_LATENCY_SAMPLE: u64 = 1 << 16;
+/// Largest accepted RCCL_TELEMETRY_SAMPLE_MS: one hour.
+pub const MAX_SAMPLE_MS: u64 = 3_600_000;
+pub const DEFAULT_SYSFS_ROOT: &str = "/sys";
+
+/// Internal failures that a test can force, to prove they are contained
+/// (RCCL_TELEMETRY_TEST_FAULT; never set in production).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    None,
+    /// Init reports that it cannot start.
+    InitError,
+    /// Init panics half-way.
+    InitPanic,
+    /// SetupChannel panics.
+    SetupPanic,
+    /// Flush panics while building the file.
+    FlushPanic,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub output_dir: PathBuf,
+    pub histogram_buckets: u32,
+    pub histogram_interval_ns: u64,
+    /// N in effect: a power of two in 1..=MAX_LATENCY_SAMPLE.
+    pub latency_sample: u64,
+    pub hw: HwSettings,
+    pub debug: bool,
+    pub fault: Fault,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            output_dir: PathBuf::from(DEFAULT_OUTPUT_DIR),
+            histogram_buckets: DEFAULT_BUCKETS,
+            histogram_interval_ns: DEFAULT_INTERVAL_NS,
+            latency_sample: 1,
+            hw: HwSettings::default(),
+            debug: false,
+            fault: Fault::None,
+        }
+    }
+}
+
+/// Whether RCCL_TELEMETRY_ENABLE asks for telemetry. Only "1" enables; any other
+/// value (besides unset, "" and "0") earns one line saying telemetry stays off.
+pub fn enabled_from(value: Option<&OsStr>) -> (bool, Option<String>) {
+    match value {
+        None => (false, None),
+        Some(v) if v == "1" => (true, None),
+        Some(v) if v.is_empty() || v == "0" => (false, None),
+        Some(v) => (false, Some(format!("{ENV_ENABLE}={} is not \"1\"; telemetry stays off", show(v)))),
+    }
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> (Config, Vec<String>) {
+        Config::from_lookup(|name| std::env::var_os(name))
+    }
+
+    /// Parses with any variable lookup (tests pass a map). Returns the config and the
+    /// diagnostics to print, one per malformed variable.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<OsString>) -> (Config, Vec<String>) {
+        let mut diags = Vec::new();
+        let mut c = Config::default();
+
+        if let Some(v) = get(ENV_OUTPUT_DIR) {
+            if v.is_empty() {
+                diags.push(format!("{ENV_OUTPUT_DIR} is empty; using {DEFAULT_OUTPUT_DIR}"));
+            } else {
+                c.output_dir = PathBuf::from(v);
+            }
+        }
+
+        c.histogram_buckets = parse_u64(&get, ENV_BUCKETS, DEFAULT_BUCKETS as u64, 1, MAX_BUCKETS as u64, &mut diags) as u32;
+        c.histogram_interval_ns = parse_u64(&get, ENV_INTERVAL, DEFAULT_INTERVAL_NS, 1, u64::MAX, &mut diags);
+
+        let asked = parse_u64(&get, ENV_SAMPLE, 1, 1, MAX_LATENCY_SAMPLE, &mut diags);
+        c.latency_sample = asked.next_power_of_two();
+        if c.latency_sample != asked {
+            diags.push(format!(
+                "{ENV_SAMPLE}={asked} is not a power of two; measuring 1 WQE in {} instead",
+                c.latency_sample
+            ));
+        }
+
+        c.hw.sample_ms = parse_u64(&get, ENV_SAMPLE_MS, 0, 0, MAX_SAMPLE_MS, &mut diags);
+
+        if let Some(v) = get(ENV_HW_COUNTERS) {
+            match v.to_str() {
+                Some(s) => {
+                    let names: Vec<String> =
+                        s.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned).collect();
+                    c.hw.allow = if names.is_empty() { None } else { Some(names) };
+                }
+                None => diags.push(format!("{ENV_HW_COUNTERS}={} is not UTF-8; collecting every counter", show(&v))),
+            }
+        }
+
+        if let Some(v) = get(ENV_SYSFS_ROOT) {
+            if v.is_empty() {
+                diags.push(format!("{ENV_SYSFS_ROOT} is empty; using {DEFAULT_SYSFS_ROOT}"));
+            } else {
+                c.hw.sysfs_root = PathBuf::from(v);
+            }
+        }
+
+        c.debug = matches!(get(ENV_DEBUG), Some(v) if v != "0");
+        c.hw.debug = c.debug;
+
+        if let Some(v) = get(ENV_TEST_FAULT) {
+            c.fault = match v.to_str() {
+                Some("init_error") => Fault::InitError,
+                Some("init_panic") => Fault::InitPanic,
+                Some("setup_panic") => Fault::SetupPanic,
+                Some("flush_panic") => Fault::FlushPanic,
+                Some("") => Fault::None,
+                _ => {
+                    diags.push(format!("{ENV_TEST_FAULT}={} is not a known fault; ignored", show(&v)));
+                    Fault::None
+                }
+            };
+        }
+        (c, diags)
+    }
+}
+
+/// Parses an unsigned decimal in [lo, hi]. Garbage, empty or non-UTF-8 values give the
+/// default; values out of range are clamped to the nearest bound. One line each.
+fn parse_u64(
+    get: &impl Fn(&str) -> Option<OsString>,
+    name: &str,
+    default: u64,
+    lo: u64,
+    hi: u64,
+    diags: &mut Vec<String>,
+) -> u64 {
+    let Some(raw) = get(name) else { return default };
+    let Some(s) = raw.to_str() else {
+        diags.push(format!("{name}={} is not UTF-8; using the default {default}", show(&raw)));
+        return default;
+    };
+    let t = s.trim();
+    let shown = show(&raw);
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return match t.parse::<u64>() {
+            Ok(v) if v < lo => {
+                diags.push(format!("{name}={shown} is below the minimum {lo}; using {lo}"));
+                lo
+            }
+            Ok(v) if v > hi => {
+                diags.push(format!("{name}={shown} is above the maximum {hi}; using {hi}"));
+                hi
+            }
+            Ok(v) => v,
+            Err(_) => {
+                diags.push(format!("{name}={shown} overflows; using the maximum {hi}"));
+                hi
+            }
+        };
+    }
+    if t.starts_with('-') && t.len() > 1 && t[1..].bytes().all(|b| b.is_ascii_digit()) {
+        diags.push(format!("{name}={shown} is negative; using the default {default}"));
+    } else {
+        diags.push(format!("{name}={shown} is not a whole number; using the default {default}"));
+    }
+    default
+}
+
+/// A value as it can be shown in one diagnostic line.
+fn show(v: &OsStr) -> String {
+    let s = v.to_string_lossy();
+    let s: String = s.chars().map(|c| if c.is_control() { '?' } else { c }).take(200).collect();
+    format!("\"{s}\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::os::unix::ffi::OsStringExt;
+
+    fn parse(vars: &[(&str, &str)]) -> (Config, Vec<String>) {
+        let m: HashMap<String, OsString> = vars.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
+        Config::from_lookup(|n| m.get(n).cloned())
+    }
+
+    #[test]
+    fn defaults_without_environment() {
+        let (c, d) = parse(&[]);
+        assert!(d.is_empty());
+        assert_eq!(c.output_dir, PathBuf::from("/tmp"));
+        assert_eq!((c.histogram_buckets, c.histogram_interval_ns, c.latency_sample), (5, 30_000, 1));
+        assert_eq!((c.hw.sample_ms, c.hw.allow.clone(), c.debug), (0, None, false));
+        assert_eq!(c.hw.sysfs_root, PathBuf::from("/sys"));
+    }
+
+    #[test]
+    fn only_one_enables() {
+        assert_eq!(enabled_from(Some(OsStr::new("1"))), (true, None));
+        assert_eq!(enabled_from(None), (false, None));
+        assert_eq!(enabled_from(Some(OsStr::new("0"))), (false, None));
+        for v in ["true", "yes", "2", " 1", "01"] {
+            let (on, d) = enabled_from(Some(OsStr::new(v)));
+            assert!(!on, "{v}");
+            assert!(d.unwrap().contains(ENV_ENABLE));
+        }
+    }
+
+    #[test]
+    fn buckets_range_and_garbage() {
+        for (v, want) in [("1", 1), ("16", 16), ("0", 1), ("17", 16), ("abc", 5), ("-3", 5), ("", 5),
+                          ("99999999999999999999999", 16), (" 7 ", 7)] {
+            let (c, d) = parse(&[(ENV_BUCKETS, v)]);
+            assert_eq!(c.histogram_buckets, want, "value {v:?}");
+            let expect_diag = !matches!(v, "1" | "16" | " 7 ");
+            assert_eq!(d.len(), usize::from(expect_diag), "value {v:?}: {d:?}");
+            if expect_diag {
+                assert!(d[0].contains(ENV_BUCKETS), "{d:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn interval_must_be_positive() {
+        let (c, d) = parse(&[(ENV_INTERVAL, "0")]);
+        assert_eq!(c.histogram_interval_ns, 1);
+        assert_eq!(d.len(), 1);
+        let (c, d) = parse(&[(ENV_INTERVAL, "1000")]);
+        assert_eq!((c.histogram_interval_ns, d.len()), (1000, 0));
+    }
+
+    #[test]
+    fn sampling_rounds_up_to_a_power_of_two_and_says_so() {
+        for (v, want, lines) in [("1", 1, 0), ("16", 16, 0), ("3", 4, 1), ("17", 32, 1), ("0", 1, 1),
+                                 ("-4", 1, 1), ("65536", 65536, 0), ("65537", 65536, 1), ("x", 1, 1)] {
+            let (c, d) = parse(&[(ENV_SAMPLE, v)]);
+            assert_eq!(c.latency_sample, want, "{v}");
+            assert_eq!(d.len(), lines, "{v}: {d:?}");
+        }
+        let (_, d) = parse(&[(ENV_SAMPLE, "12")]);
+        assert!(d[0].contains("12") && d[0].contains("16"), "{d:?}");
+    }
+
+    #[test]
+    fn hw_counters_is_a_comma_list() {
+        let (c, d) = parse(&[(ENV_HW_COUNTERS, " cnp_sent, ,ecn_marked_pkts ,")]);
+        assert!(d.is_empty());
+        assert_eq!(c.hw.allow, Some(vec!["cnp_sent".to_string(), "ecn_marked_pkts".to_string()]));
+        let (c, _) = parse(&[(ENV_HW_COUNTERS, "")]);
+        assert_eq!(c.hw.allow, None);
+    }
+
+    #[test]
+    fn non_utf8_values_get_defaults() {
+        let bad = OsString::from_vec(vec![0x66, 0xff, 0x31]);
+        let (c, d) = Config::from_lookup(|n| (n == ENV_BUCKETS || n == ENV_HW_COUNTERS).then(|| bad.clone()));
+        assert_eq!(c.histogram_buckets, 5);
+        assert_eq!(c.hw.allow, None);
+        assert_eq!(d.len(), 2);
+    }
+
+    #[test]
+    fn sample_ms_and_debug() {
+        let (c, d) = parse(&[(ENV_SAMPLE_MS, "5"), (ENV_DEBUG, "")]);
+        assert_eq!((c.hw.sample_ms, c.debug, c.hw.debug, d.len()), (5, true, true, 0));
+        let (c, d) = parse(&[(ENV_SAMPLE_MS, "-1"), (ENV_DEBUG, "0")]);
+        assert_eq!((c.hw.sample_ms, c.debug, d.len()), (0, false, 1));
+    }
+
+    #[test]
+    fn empty_output_dir_gets_default() {
+        let (c, d) = parse(&[(ENV_OUTPUT_DIR, "")]);
+        assert_eq!(c.output_dir, PathBuf::from("/tmp"));
+        assert_eq!(d.len(), 1);
+    }
+
+    #[test]
+    fn diagnostics_are_single_lines() {
+        let (_, d) = parse(&[(ENV_BUCKETS, "a\nb"), (ENV_SAMPLE, "x\ry")]);
+        assert_eq!(d.len(), 2);
+        for line in d {
+            assert!(!line.contains('\n') && !line.contains('\r'), "{line}");
+        }
+    }
+}

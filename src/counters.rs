@@ -1,0 +1,329 @@
+//! Slot layouts and the hot-path updates.
+//!
+//! A QP or channel handle is driven by one thread at a time (RCCL's proxy-thread model, the
+//! contract in the header), so the handle forms update their counters with a relaxed load and a
+//! relaxed store: no locked read-modify-write, no fence. Readers (Flush, SwCapture) use relaxed
+//! loads and see every count once the writer's thread has been joined, or a value at most a few
+//! increments old while it runs. The index forms may be called from any thread, so they use
+//! atomic read-modify-writes on the same counters.
+//!
+//! Cache lines: a QP slot is four 64-byte lines: posting, completion, two of histogram. Nothing
+//! on them is shared with another QP, so QPs on one channel never contend (the seed's 11%).
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+
+use crate::latency;
+
+/// Number of histogram buckets a slot holds (the configured count is 1..=16).
+pub const HIST: usize = 16;
+
+/// Adds to a counter that only the calling thread writes.
+#[inline(always)]
+pub fn bump(c: &AtomicU64, by: u64) {
+    c.store(c.load(Relaxed).wrapping_add(by), Relaxed);
+}
+
+/// QP role, as told by rcclTelemetrySetQpRole.
+pub const ROLE_UNKNOWN: u8 = 0;
+pub const ROLE_DATA: u8 = 1;
+pub const ROLE_CTS: u8 = 2;
+
+/// Per-QP statistics slot. Opaque to C (`RcclQpStats*`); its address never changes.
+#[repr(C, align(64))]
+pub struct RcclQpStats {
+    // Line 0: the posting side.
+    pub wqe_sent: AtomicU64,
+    pub write_wqe: AtomicU64,
+    pub write_imm_wqe: AtomicU64,
+    pub recv_wqe: AtomicU64,
+    pub cts_signalled: AtomicU64,
+    pub cts_unsignalled: AtomicU64,
+    pub slot_miss: AtomicU64,
+    /// Posting position, for 1-in-N selection (touched only when N > 1).
+    pub post_seq: AtomicU64,
+    // Line 1: the completion side.
+    pub wqe_rcvd: AtomicU64,
+    pub wqe_completed: AtomicU64,
+    /// Bitwise NOT of the smallest sampled latency, so zeroed memory means "none yet".
+    pub lat_min_inv: AtomicU64,
+    pub lat_max: AtomicU64,
+    pub role: AtomicU8,
+    _pad1: [u8; 31],
+    // Lines 2-3.
+    pub hist: [AtomicU64; HIST],
+}
+
+const _: () = assert!(std::mem::size_of::<RcclQpStats>() == 256);
+const _: () = assert!(std::mem::align_of::<RcclQpStats>() == 64);
+
+impl RcclQpStats {
+    #[inline(always)]
+    pub fn post_ts(&self) -> i64 {
+        let mask = latency::PARAMS.sample_mask.load(Relaxed);
+        if mask != 0 {
+            let seq = self.post_seq.load(Relaxed);
+            self.post_seq.store(seq.wrapping_add(1), Relaxed);
+            if seq & mask != 0 {
+                return latency::TS_UNSAMPLED;
+            }
+        }
+        latency::now_token()
+    }
+
+    /// Token for the index form: the posting position is claimed atomically.
+    #[inline]
+    pub fn post_ts_shared(&self) -> i64 {
+        let mask = latency::PARAMS.sample_mask.load(Relaxed);
+        if mask != 0 && self.post_seq.fetch_add(1, Relaxed) & mask != 0 {
+            return latency::TS_UNSAMPLED;
+        }
+        latency::now_token()
+    }
+
+    #[inline(always)]
+    pub fn send_posted(&self, with_imm: bool) {
+        bump(&self.wqe_sent, 1);
+        bump(if with_imm { &self.write_imm_wqe } else { &self.write_wqe }, 1);
+    }
+
+    #[inline(always)]
+    pub fn recv_posted(&self) {
+        bump(&self.recv_wqe, 1);
+    }
+
+    #[inline(always)]
+    pub fn cts_sent(&self, signalled: bool) {
+        bump(if signalled { &self.cts_signalled } else { &self.cts_unsignalled }, 1);
+    }
+
+    #[inline(always)]
+    pub fn slot_missed(&self) {
+        bump(&self.slot_miss, 1);
+    }
+
+    #[inline(always)]
+    pub fn wqe_complete(&self, post_ts: i64) {
+        bump(&self.wqe_rcvd, 1);
+        if post_ts != 0 {
+            bump(&self.wqe_completed, 1);
+            if post_ts > latency::TS_UNSAMPLED {
+                let ns = latency::elapsed_ns(post_ts);
+                bump(&self.hist[latency::bucket_of(ns) & (HIST - 1)], 1);
+                if !ns > self.lat_min_inv.load(Relaxed) {
+                    self.lat_min_inv.store(!ns, Relaxed);
+                }
+                if ns > self.lat_max.load(Relaxed) {
+                    self.lat_max.store(ns, Relaxed);
+                }
+            }
+        }
+    }
+
+    /// The completion hook for callers on any thread (index form).
+    pub fn wqe_complete_shared(&self, post_ts: i64) {
+        self.wqe_rcvd.fetch_add(1, Relaxed);
+        if post_ts != 0 {
+            self.wqe_completed.fetch_add(1, Relaxed);
+            if post_ts > latency::TS_UNSAMPLED {
+                let ns = latency::elapsed_ns(post_ts);
+                self.hist[latency::bucket_of(ns) & (HIST - 1)].fetch_add(1, Relaxed);
+                self.lat_min_inv.fetch_max(!ns, Relaxed);
+                self.lat_max.fetch_max(ns, Relaxed);
+            }
+        }
+    }
+
+    pub fn snapshot(&self) -> QpSnapshot {
+        let mut hist = [0u64; HIST];
+        for (h, c) in hist.iter_mut().zip(&self.hist) {
+            *h = c.load(Relaxed);
+        }
+        let sampled: u64 = hist.iter().sum();
+        QpSnapshot {
+            wqe_sent: self.wqe_sent.load(Relaxed),
+            recv_wqe: self.recv_wqe.load(Relaxed),
+            wqe_rcvd: self.wqe_rcvd.load(Relaxed),
+            wqe_completed: self.wqe_completed.load(Relaxed),
+            cts_signalled: self.cts_signalled.load(Relaxed),
+            cts_unsignalled: self.cts_unsignalled.load(Relaxed),
+            slot_miss: self.slot_miss.load(Relaxed),
+            write_wqe: self.write_wqe.load(Relaxed),
+            write_imm_wqe: self.write_imm_wqe.load(Relaxed),
+            lat_min: if sampled == 0 { -1 } else { clamp_i64(!self.lat_min_inv.load(Relaxed)) },
+            lat_max: if sampled == 0 { -1 } else { clamp_i64(self.lat_max.load(Relaxed)) },
+            hist,
+            role: self.role.load(Relaxed),
+        }
+    }
+}
+
+fn clamp_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A point-in-time copy of one QP's counters (or a sum of several).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpSnapshot {
+    pub wqe_sent: u64,
+    pub recv_wqe: u64,
+    pub wqe_rcvd: u64,
+    pub wqe_completed: u64,
+    pub cts_signalled: u64,
+    pub cts_unsignalled: u64,
+    pub slot_miss: u64,
+    pub write_wqe: u64,
+    pub write_imm_wqe: u64,
+    /// -1 when nothing was sampled.
+    pub lat_min: i64,
+    pub lat_max: i64,
+    pub hist: [u64; HIST],
+    pub role: u8,
+}
+
+impl Default for QpSnapshot {
+    fn default() -> Self {
+        QpSnapshot {
+            wqe_sent: 0,
+            recv_wqe: 0,
+            wqe_rcvd: 0,
+            wqe_completed: 0,
+            cts_signalled: 0,
+            cts_unsignalled: 0,
+            slot_miss: 0,
+            write_wqe: 0,
+            write_imm_wqe: 0,
+            lat_min: -1,
+            lat_max: -1,
+            hist: [0; HIST],
+            role: ROLE_UNKNOWN,
+        }
+    }
+}
+
+impl QpSnapshot {
+    pub fn cts_sent(&self) -> u64 {
+        self.cts_signalled + self.cts_unsignalled
+    }
+
+    /// Completions whose latency was measured: exactly the histogram's sum.
+    pub fn sampled(&self) -> u64 {
+        self.hist.iter().sum()
+    }
+
+    /// Whether this QP carried any traffic.
+    pub fn active(&self) -> bool {
+        self.wqe_sent | self.recv_wqe | self.wqe_rcvd | self.cts_sent() | self.slot_miss
+            | self.write_wqe | self.write_imm_wqe != 0
+    }
+
+    /// Adds another QP's counters (channel and device totals are derived this way).
+    pub fn accumulate(&mut self, o: &QpSnapshot) {
+        self.wqe_sent += o.wqe_sent;
+        self.recv_wqe += o.recv_wqe;
+        self.wqe_rcvd += o.wqe_rcvd;
+        self.wqe_completed += o.wqe_completed;
+        self.cts_signalled += o.cts_signalled;
+        self.cts_unsignalled += o.cts_unsignalled;
+        self.slot_miss += o.slot_miss;
+        self.write_wqe += o.write_wqe;
+        self.write_imm_wqe += o.write_imm_wqe;
+        for (a, b) in self.hist.iter_mut().zip(&o.hist) {
+            *a += b;
+        }
+        if o.lat_min >= 0 && (self.lat_min < 0 || o.lat_min < self.lat_min) {
+            self.lat_min = o.lat_min;
+        }
+        if o.lat_max > self.lat_max {
+            self.lat_max = o.lat_max;
+        }
+    }
+}
+
+/// Per-channel statistics. Opaque to C (`RcclChannelStats*`). Only num_req_completed is
+/// stored here: every other channel total is summed from the QP slots at flush.
+#[repr(C, align(64))]
+pub struct RcclChannelStats {
+    pub req_completed: AtomicU64,
+}
+
+impl RcclChannelStats {
+    #[inline(always)]
+    pub fn request_completed(&self) {
+        bump(&self.req_completed, 1);
+    }
+}
+
+/// Number of WQE-size buckets: size 0, then (2^(k-1), 2^k] for k = 0..=64.
+pub const SIZE_BUCKETS: usize = 66;
+
+/// The bucket of a send WQE payload size.
+#[inline(always)]
+pub fn size_bucket(bytes: u64) -> usize {
+    if bytes == 0 {
+        0
+    } else {
+        1 + (64 - (bytes - 1).leading_zeros()) as usize
+    }
+}
+
+/// The largest size that falls in a bucket (what the JSON calls max_wqe_size).
+pub fn size_bucket_max(b: usize) -> u64 {
+    match b {
+        0 => 0,
+        65 => u64::MAX,
+        k => 1u64 << (k - 1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn size_buckets_are_powers_of_two() {
+        assert_eq!(size_bucket(0), 0);
+        assert_eq!(size_bucket(1), 1);
+        assert_eq!(size_bucket(2), 2);
+        assert_eq!(size_bucket(3), 3);
+        assert_eq!(size_bucket(4), 3);
+        assert_eq!(size_bucket(5), 4);
+        assert_eq!(size_bucket(65536), 17);
+        assert_eq!(size_bucket(65537), 18);
+        assert_eq!(size_bucket(u64::MAX), 65);
+        assert_eq!(size_bucket_max(17), 65536);
+    }
+
+    proptest! {
+        #[test]
+        fn size_lands_in_the_bucket_that_bounds_it(bytes in any::<u64>()) {
+            let b = size_bucket(bytes);
+            prop_assert!(b < SIZE_BUCKETS);
+            prop_assert!(bytes <= size_bucket_max(b));
+            if b > 0 {
+                prop_assert!(bytes > if b == 1 { 0 } else { size_bucket_max(b - 1) });
+            }
+        }
+    }
+
+    #[test]
+    fn zeroed_slot_reads_as_empty() {
+        let s: RcclQpStats = unsafe { std::mem::zeroed() };
+        let snap = s.snapshot();
+        assert_eq!(snap, QpSnapshot::default());
+        assert!(!snap.active());
+    }
+
+    #[test]
+    fn completion_tokens_mean_what_the_header_says() {
+        crate::latency::configure(1, 5, 30_000);
+        let s: RcclQpStats = unsafe { std::mem::zeroed() };
+        s.wqe_complete(0);
+        s.wqe_complete(latency::TS_UNSAMPLED);
+        let t = s.post_ts();
+        s.wqe_complete(t);
+        let snap = s.snapshot();
+        assert_eq!((snap.wqe_rcvd, snap.wqe_completed, snap.sampled()), (3, 2, 1));
+        assert!(snap.lat_min >= 0 && snap.lat_min == snap.lat_max);
+    }
+}

@@ -1,0 +1,411 @@
+//! Devices, channels and QP slots: the append-only arena behind every handle, handle
+//! resolution, and `num_qp_untracked` accounting. Also the per-thread shards behind the
+//! device forms (bytes, CQ errors, CQ polls, WQE sizes).
+//!
+//! Nothing here is ever freed or moved: devices, channels and slot segments are allocated
+//! once and leaked, so every handle stays valid for the life of the process.
+
+use std::alloc::{alloc_zeroed, Layout};
+use std::cell::Cell;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::Once;
+
+use parking_lot::Mutex;
+
+use crate::counters::{bump, RcclChannelStats, RcclQpStats, SIZE_BUCKETS};
+use crate::hw::{HwDevice, HwSettings};
+
+pub const MAX_DEVS: usize = 32;
+pub const MAX_CHANNELS: usize = 512;
+/// Slots in the first segment of a channel's arena; segment s holds FIRST_SEG << s.
+const FIRST_SEG: u64 = 16;
+const SEGMENTS: usize = 24;
+/// Ceiling on QP slots per channel (a guard against a garbage numQps, not a design limit:
+/// 16,777,216 slots take 4 GiB).
+pub const MAX_QPS_PER_CHANNEL: u64 = 1 << 24;
+
+/// Bit d set when device d is registered and telemetry is on. Exported (read-only for callers)
+/// so the header's inline guards skip the call for an unregistered device or when disabled.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static rcclTelemetryActiveDevices: AtomicU32 = AtomicU32::new(0);
+
+/// A channel's QP slots: geometric segments allocated on demand, never moved.
+pub struct SlotArena {
+    segs: [AtomicPtr<RcclQpStats>; SEGMENTS],
+    len: AtomicU64,
+    grow: Mutex<()>,
+}
+
+fn locate(i: u64) -> (usize, u64) {
+    let x = i / FIRST_SEG + 1;
+    let seg = 63 - x.leading_zeros() as u64;
+    (seg as usize, i - FIRST_SEG * ((1 << seg) - 1))
+}
+
+fn seg_len(seg: usize) -> u64 {
+    FIRST_SEG << seg
+}
+
+impl SlotArena {
+    fn new() -> SlotArena {
+        SlotArena { segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())), len: AtomicU64::new(0), grow: Mutex::new(()) }
+    }
+
+    /// Reserves up to `n` consecutive slots; returns (first, granted).
+    fn reserve(&self, n: u64) -> (u64, u64) {
+        let _g = self.grow.lock();
+        let first = self.len.load(Relaxed);
+        let want = n.min(MAX_QPS_PER_CHANNEL.saturating_sub(first));
+        let mut granted = 0;
+        while granted < want {
+            let (seg, off) = locate(first + granted);
+            if self.segs[seg].load(Relaxed).is_null() {
+                let layout = Layout::array::<RcclQpStats>(seg_len(seg) as usize).expect("segment layout");
+                // SAFETY: non-zero size; all-zero bytes are a valid, empty RcclQpStats.
+                let p = unsafe { alloc_zeroed(layout) } as *mut RcclQpStats;
+                if p.is_null() {
+                    break; // out of memory: the rest are untracked
+                }
+                self.segs[seg].store(p, Release);
+            }
+            granted += (seg_len(seg) - off).min(want - granted);
+        }
+        self.len.store(first + granted, Release);
+        (first, granted)
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len.load(Acquire)
+    }
+
+    pub fn get(&self, i: u64) -> Option<&'static RcclQpStats> {
+        if i >= self.len() {
+            return None;
+        }
+        let (seg, off) = locate(i);
+        let p = self.segs[seg].load(Acquire);
+        // SAFETY: segments below len are allocated, never freed, and hold seg_len(seg) slots.
+        (!p.is_null()).then(|| unsafe { &*p.add(off as usize) })
+    }
+}
+
+pub struct Channel {
+    pub stats: RcclChannelStats,
+    pub id: u32,
+    pub slots: SlotArena,
+    pub untracked: AtomicU64,
+}
+
+pub struct Device {
+    pub id: u32,
+    pub roce_device: String,
+    pub transport: String,
+    channels: Box<[AtomicPtr<Channel>]>,
+    new_channel: Mutex<()>,
+    pub channels_unknown: AtomicBool,
+    /// QPs set up on an out-of-range channel index.
+    pub untracked_no_channel: AtomicU64,
+    first_use: Once,
+    pub hw: HwDevice,
+}
+
+impl Device {
+    pub fn channel(&self, ch: i32) -> Option<&'static Channel> {
+        let p = self.channels.get(usize::try_from(ch).ok()?)?.load(Acquire);
+        // SAFETY: channels are leaked boxes, never freed.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    fn channel_or_create(&self, ch: usize) -> &'static Channel {
+        if let Some(c) = self.channel(ch as i32) {
+            return c;
+        }
+        let _g = self.new_channel.lock();
+        if let Some(c) = self.channel(ch as i32) {
+            return c;
+        }
+        let c: &'static Channel = Box::leak(Box::new(Channel {
+            stats: RcclChannelStats { req_completed: AtomicU64::new(0) },
+            id: ch as u32,
+            slots: SlotArena::new(),
+            untracked: AtomicU64::new(0),
+        }));
+        self.channels[ch].store(c as *const Channel as *mut Channel, Release);
+        c
+    }
+
+    /// The channels seen so far, in index order.
+    pub fn channels(&self) -> impl Iterator<Item = &'static Channel> + '_ {
+        (0..MAX_CHANNELS as i32).filter_map(|i| self.channel(i))
+    }
+}
+
+static DEVICES: [AtomicPtr<Device>; MAX_DEVS] = [const { AtomicPtr::new(ptr::null_mut()) }; MAX_DEVS];
+static REGISTER: Mutex<()> = Mutex::new(());
+
+#[inline(always)]
+pub fn device(dev: i32) -> Option<&'static Device> {
+    let p = DEVICES.get(usize::try_from(dev).ok()?)?.load(Acquire);
+    // SAFETY: devices are leaked boxes, never freed.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Every registered device, in id order.
+pub fn devices() -> impl Iterator<Item = &'static Device> {
+    (0..MAX_DEVS as i32).filter_map(device)
+}
+
+/// Registers device `id`. Registering the same name again returns the id; a different
+/// name on a taken id is refused.
+pub fn register(id: i32, roce_device: &str, transport: &str, hw: &HwSettings) -> Result<i32, String> {
+    let Ok(idx) = usize::try_from(id) else { return Err(format!("device id {id} is negative")) };
+    if idx >= MAX_DEVS {
+        return Err(format!("device id {id} is out of range 0..{}", MAX_DEVS - 1));
+    }
+    let _g = REGISTER.lock();
+    if let Some(d) = device(id) {
+        return if d.roce_device == roce_device {
+            Ok(id)
+        } else {
+            Err(format!("device id {id} is already {}; {roce_device} not registered", d.roce_device))
+        };
+    }
+    let d = Box::leak(Box::new(Device {
+        id: idx as u32,
+        roce_device: roce_device.to_owned(),
+        transport: transport.to_owned(),
+        channels: (0..MAX_CHANNELS).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+        new_channel: Mutex::new(()),
+        channels_unknown: AtomicBool::new(false),
+        untracked_no_channel: AtomicU64::new(0),
+        first_use: Once::new(),
+        hw: HwDevice::probe(idx as u32, roce_device, hw),
+    }));
+    DEVICES[idx].store(d, Release);
+    rcclTelemetryActiveDevices.fetch_or(1 << idx, Release);
+    Ok(id)
+}
+
+/// SetupChannel: reserves `num_qps` slots on (dev, ch). Returns (first, granted), or None
+/// when nothing was granted. The device's hardware baseline is taken on its first call.
+pub fn setup_channel(dev: i32, ch: i32, num_qps: i32) -> Option<(u64, u64)> {
+    let d = device(dev)?;
+    if num_qps <= 0 {
+        return None;
+    }
+    d.first_use.call_once(|| d.hw.take_baseline());
+    let n = num_qps as u64;
+    let Some(chi) = usize::try_from(ch).ok().filter(|&c| c < MAX_CHANNELS) else {
+        d.untracked_no_channel.fetch_add(n, Relaxed);
+        return None;
+    };
+    let c = d.channel_or_create(chi);
+    let (first, granted) = c.slots.reserve(n);
+    if granted < n {
+        c.untracked.fetch_add(n - granted, Relaxed);
+    }
+    (granted > 0).then_some((first, granted))
+}
+
+#[inline]
+pub fn qp(dev: i32, ch: i32, qp: i32) -> Option<&'static RcclQpStats> {
+    device(dev)?.channel(ch)?.slots.get(u64::try_from(qp).ok()?)
+}
+
+pub fn channel(dev: i32, ch: i32) -> Option<&'static Channel> {
+    device(dev)?.channel(ch)
+}
+
+// ---------------------------------------------------------------------------------------
+// Device forms: per-thread shards, so threads sharing a NIC never share a cache line.
+
+/// One thread's counters for one device.
+#[repr(C, align(64))]
+pub struct DevShard {
+    pub tx_bytes: AtomicU64,
+    pub rx_bytes: AtomicU64,
+    pub cq_errors: AtomicU64,
+    pub cq_polls: AtomicU64,
+    pub sizes: [AtomicU64; SIZE_BUCKETS],
+}
+
+/// One thread's shards, one per device, allocated on the thread's first use of a device.
+/// When the thread exits its block goes to a free list and the next new thread takes it
+/// over, so counts are kept and memory stays bounded by the number of live threads.
+struct ThreadBlock {
+    shards: [AtomicPtr<DevShard>; MAX_DEVS],
+}
+
+static BLOCKS: Mutex<Vec<&'static ThreadBlock>> = Mutex::new(Vec::new());
+static FREE: Mutex<Vec<&'static ThreadBlock>> = Mutex::new(Vec::new());
+static SHARED: Mutex<Option<&'static ThreadBlock>> = Mutex::new(None);
+
+thread_local! {
+    static MINE: Cell<*const ThreadBlock> = const { Cell::new(ptr::null()) };
+    static OWNER: BlockOwner = const { BlockOwner(Cell::new(ptr::null())) };
+}
+
+struct BlockOwner(Cell<*const ThreadBlock>);
+
+impl Drop for BlockOwner {
+    fn drop(&mut self) {
+        let b = self.0.replace(ptr::null());
+        if !b.is_null() {
+            MINE.with(|m| m.set(ptr::null()));
+            // SAFETY: blocks are leaked, never freed.
+            FREE.lock().push(unsafe { &*b });
+        }
+    }
+}
+
+fn new_block() -> &'static ThreadBlock {
+    let b: &'static ThreadBlock =
+        Box::leak(Box::new(ThreadBlock { shards: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())) }));
+    BLOCKS.lock().push(b);
+    b
+}
+
+fn shard_in(b: &ThreadBlock, dev: usize) -> &'static DevShard {
+    let mut s = b.shards[dev].load(Acquire);
+    if s.is_null() {
+        // SAFETY: all-zero bytes are a valid DevShard.
+        s = Box::into_raw(Box::new(unsafe { std::mem::zeroed::<DevShard>() }));
+        if let Err(existing) = b.shards[dev].compare_exchange(ptr::null_mut(), s, AcqRel, Acquire) {
+            // Only the shared block can race here; keep the first.
+            // SAFETY: `s` was never published.
+            drop(unsafe { Box::from_raw(s) });
+            s = existing;
+        }
+    }
+    // SAFETY: shards are never freed once published.
+    unsafe { &*s }
+}
+
+/// Runs `f` on this thread's shard of device `dev`. `exclusive` tells `f` whether the
+/// shard is this thread's alone (plain load+store) or shared (atomic add).
+#[inline(always)]
+pub fn with_shard(dev: usize, f: impl FnOnce(&DevShard, bool)) {
+    let b = MINE.with(Cell::get);
+    if !b.is_null() {
+        // SAFETY: blocks are leaked, never freed.
+        let s = unsafe { &*b }.shards[dev].load(Relaxed);
+        if !s.is_null() {
+            // SAFETY: shards are never freed once published.
+            return f(unsafe { &*s }, true);
+        }
+    }
+    with_shard_slow(dev, f)
+}
+
+#[cold]
+#[inline(never)]
+fn with_shard_slow(dev: usize, f: impl FnOnce(&DevShard, bool)) {
+    let mut b = MINE.with(Cell::get);
+    if b.is_null() {
+        let claimed = OWNER.try_with(|o| {
+            let blk = FREE.lock().pop().unwrap_or_else(new_block);
+            o.0.set(blk);
+            blk as *const ThreadBlock
+        });
+        match claimed {
+            Ok(p) => {
+                MINE.with(|m| m.set(p));
+                b = p;
+            }
+            Err(_) => {
+                // This thread is exiting: count into the one shared block, atomically.
+                let shared = *SHARED.lock().get_or_insert_with(new_block);
+                return f(shard_in(shared, dev), false);
+            }
+        }
+    }
+    // SAFETY: blocks are leaked, never freed.
+    f(shard_in(unsafe { &*b }, dev), true)
+}
+
+#[inline(always)]
+pub fn add(c: &AtomicU64, v: u64, exclusive: bool) {
+    if exclusive {
+        bump(c, v);
+    } else {
+        c.fetch_add(v, Relaxed);
+    }
+}
+
+/// Totals of the device forms for one device, over every thread that ever called them.
+#[derive(Debug, Clone, Copy)]
+pub struct DevTotals {
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub cq_errors: u64,
+    pub cq_polls: u64,
+    pub sizes: [u64; SIZE_BUCKETS],
+}
+
+pub fn dev_totals(dev: usize) -> DevTotals {
+    let mut t = DevTotals { tx_bytes: 0, rx_bytes: 0, cq_errors: 0, cq_polls: 0, sizes: [0; SIZE_BUCKETS] };
+    let blocks: Vec<&'static ThreadBlock> = BLOCKS.lock().clone();
+    for b in blocks {
+        let p = b.shards[dev].load(Acquire);
+        if p.is_null() {
+            continue;
+        }
+        // SAFETY: shards are never freed once published.
+        let s = unsafe { &*p };
+        t.tx_bytes = t.tx_bytes.wrapping_add(s.tx_bytes.load(Relaxed));
+        t.rx_bytes = t.rx_bytes.wrapping_add(s.rx_bytes.load(Relaxed));
+        t.cq_errors = t.cq_errors.wrapping_add(s.cq_errors.load(Relaxed));
+        t.cq_polls = t.cq_polls.wrapping_add(s.cq_polls.load(Relaxed));
+        for (a, c) in t.sizes.iter_mut().zip(&s.sizes) {
+            *a = a.wrapping_add(c.load(Relaxed));
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_covers_every_index_once() {
+        let mut expect = (0usize, 0u64);
+        for i in 0..100_000u64 {
+            assert_eq!(locate(i), expect, "i={i}");
+            expect.1 += 1;
+            if expect.1 == seg_len(expect.0) {
+                expect = (expect.0 + 1, 0);
+            }
+        }
+        let total: u64 = (0..SEGMENTS).map(seg_len).sum();
+        assert!(total >= MAX_QPS_PER_CHANNEL);
+    }
+
+    #[test]
+    fn arena_slots_never_move_and_grow_without_cap() {
+        let a = SlotArena::new();
+        let (f, g) = a.reserve(3);
+        assert_eq!((f, g), (0, 3));
+        let p0 = a.get(0).unwrap() as *const _;
+        let (f, g) = a.reserve(10_000);
+        assert_eq!((f, g), (3, 10_000));
+        assert_eq!(a.get(0).unwrap() as *const _, p0);
+        assert!(a.get(10_002).is_some());
+        assert!(a.get(10_003).is_none());
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..10_003 {
+            assert!(seen.insert(a.get(i).unwrap() as *const RcclQpStats as usize));
+        }
+    }
+
+    #[test]
+    fn arena_stops_at_the_ceiling() {
+        let a = SlotArena::new();
+        let (_, g) = a.reserve(MAX_QPS_PER_CHANNEL - 5);
+        assert_eq!(g, MAX_QPS_PER_CHANNEL - 5);
+        assert_eq!(a.reserve(10), (MAX_QPS_PER_CHANNEL - 5, 5));
+        assert_eq!(a.reserve(1), (MAX_QPS_PER_CHANNEL, 0));
+    }
+}

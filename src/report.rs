@@ -1,0 +1,517 @@
+//! The JSON file: its model (keys in the seed's order), the snapshot of every slot, the
+//! layout, and the atomic writer.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+
+use crate::counters::{size_bucket_max, QpSnapshot, ROLE_CTS, ROLE_DATA};
+use crate::hw::{HwReport, HwSamples, HwValue};
+use crate::registry::{self, Device};
+
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Process facts captured at Init.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub host_name: String,
+    pub process_name: String,
+    pub start_wall_ns: u64,
+    pub histogram_buckets: u32,
+    pub histogram_interval_ns: u64,
+    pub latency_sample: u64,
+}
+
+#[derive(Serialize)]
+pub struct FileReport {
+    pub version: u32,
+    pub host_name: String,
+    pub process_name: String,
+    pub process_id: u32,
+    pub start_time: String,
+    pub end_time: String,
+    pub transport: Option<String>,
+    pub histogram_interval_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_sample_interval: Option<u64>,
+    pub devices: Vec<DeviceReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hw_samples: Option<Vec<SampleReport>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hw_samples_dropped: Option<u64>,
+}
+
+#[derive(Serialize)]
+pub struct DeviceReport {
+    pub device_id: u32,
+    pub roce_device: String,
+    pub eth_device: String,
+    pub hw_type: &'static str,
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub num_cq_errors: u64,
+    pub cq_poll_count: u64,
+    pub num_channels: Option<u64>,
+    pub active_channels: u64,
+    pub num_qp_untracked: u64,
+    pub wqe_size_stats: Vec<SizeStat>,
+    pub channels: Vec<ChannelReport>,
+    pub hw_counters: HwCounters,
+}
+
+#[derive(Serialize)]
+pub struct SizeStat {
+    pub max_wqe_size: u64,
+    pub num_wqe: u64,
+}
+
+#[derive(Serialize)]
+pub struct ChannelReport {
+    pub id: Option<u32>,
+    pub num_wqe_sent: u64,
+    pub num_recv_wqe: u64,
+    pub num_wqe_rcvd: u64,
+    pub num_wqe_completed: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_wqe_sampled: Option<u64>,
+    pub num_cts_sent: u64,
+    pub num_cts_sent_signalled: u64,
+    pub num_cts_sent_unsignalled: u64,
+    pub num_slot_miss: u64,
+    pub num_write_wqe: u64,
+    pub num_write_imm_wqe: u64,
+    pub num_req_completed: u64,
+    pub num_data_qp: u64,
+    pub num_cts_qp: u64,
+    pub num_qp_untracked: u64,
+    pub wqe_completion_ns_min: i64,
+    pub wqe_completion_ns_max: i64,
+    pub wqe_completion_histogram: Vec<u64>,
+    pub queue_pairs: Vec<QpReport>,
+}
+
+#[derive(Serialize)]
+pub struct QpReport {
+    pub id: u64,
+    pub role: Option<&'static str>,
+    pub num_wqe_sent: u64,
+    pub num_recv_wqe: u64,
+    pub num_wqe_rcvd: u64,
+    pub num_wqe_completed: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_wqe_sampled: Option<u64>,
+    pub num_cts_sent: u64,
+    pub num_cts_sent_signalled: u64,
+    pub num_cts_sent_unsignalled: u64,
+    pub num_slot_miss: u64,
+    pub num_write_wqe: u64,
+    pub num_write_imm_wqe: u64,
+    pub wqe_completion_ns_min: i64,
+    pub wqe_completion_ns_max: i64,
+    pub wqe_completion_histogram: Vec<u64>,
+}
+
+/// "hw_counters": the hw module's ordered keys.
+pub struct HwCounters(pub HwReport);
+
+impl Serialize for HwCounters {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            match v {
+                HwValue::Scalar(x) => m.serialize_entry(k, x)?,
+                HwValue::PerPrio(a) => m.serialize_entry(k, a)?,
+            }
+        }
+        m.end()
+    }
+}
+
+#[derive(Serialize)]
+pub struct SampleReport {
+    pub device_id: u32,
+    pub timestamp_ns: u64,
+    pub counters: SampleCounters,
+}
+
+pub struct SampleCounters(pub Vec<(&'static str, i64)>);
+
+impl Serialize for SampleCounters {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+fn role_name(r: u8) -> Option<&'static str> {
+    match r {
+        ROLE_DATA => Some("data"),
+        ROLE_CTS => Some("cts"),
+        _ => None,
+    }
+}
+
+fn qp_report(id: u64, s: &QpSnapshot, buckets: usize, sampled: bool) -> QpReport {
+    QpReport {
+        id,
+        role: role_name(s.role),
+        num_wqe_sent: s.wqe_sent,
+        num_recv_wqe: s.recv_wqe,
+        num_wqe_rcvd: s.wqe_rcvd,
+        num_wqe_completed: s.wqe_completed,
+        num_wqe_sampled: sampled.then(|| s.sampled()),
+        num_cts_sent: s.cts_sent(),
+        num_cts_sent_signalled: s.cts_signalled,
+        num_cts_sent_unsignalled: s.cts_unsignalled,
+        num_slot_miss: s.slot_miss,
+        num_write_wqe: s.write_wqe,
+        num_write_imm_wqe: s.write_imm_wqe,
+        wqe_completion_ns_min: s.lat_min,
+        wqe_completion_ns_max: s.lat_max,
+        wqe_completion_histogram: s.hist[..buckets].to_vec(),
+    }
+}
+
+/// Builds one device's report from its slots (channel totals are derived here).
+pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
+    let buckets = id.histogram_buckets.clamp(1, 16) as usize;
+    let sampled = id.latency_sample > 1;
+    let unknown = d.channels_unknown.load(Relaxed);
+    let mut channels = Vec::new();
+    let mut active = 0;
+    let mut untracked = d.untracked_no_channel.load(Relaxed);
+    for c in d.channels() {
+        let mut total = QpSnapshot::default();
+        let (mut data, mut cts) = (0, 0);
+        let n = c.slots.len();
+        let mut qps = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let Some(slot) = c.slots.get(i) else { continue };
+            let s = slot.snapshot();
+            total.accumulate(&s);
+            data += u64::from(s.role == ROLE_DATA);
+            cts += u64::from(s.role == ROLE_CTS);
+            qps.push(qp_report(i, &s, buckets, sampled));
+        }
+        let req = c.stats.req_completed.load(Relaxed);
+        active += u64::from(total.active() || req > 0);
+        let ch_untracked = c.untracked.load(Relaxed);
+        untracked += ch_untracked;
+        let t = qp_report(0, &total, buckets, sampled);
+        channels.push(ChannelReport {
+            id: (!unknown).then_some(c.id),
+            num_wqe_sent: t.num_wqe_sent,
+            num_recv_wqe: t.num_recv_wqe,
+            num_wqe_rcvd: t.num_wqe_rcvd,
+            num_wqe_completed: t.num_wqe_completed,
+            num_wqe_sampled: t.num_wqe_sampled,
+            num_cts_sent: t.num_cts_sent,
+            num_cts_sent_signalled: t.num_cts_sent_signalled,
+            num_cts_sent_unsignalled: t.num_cts_sent_unsignalled,
+            num_slot_miss: t.num_slot_miss,
+            num_write_wqe: t.num_write_wqe,
+            num_write_imm_wqe: t.num_write_imm_wqe,
+            num_req_completed: req,
+            num_data_qp: data,
+            num_cts_qp: cts,
+            num_qp_untracked: ch_untracked,
+            wqe_completion_ns_min: t.wqe_completion_ns_min,
+            wqe_completion_ns_max: t.wqe_completion_ns_max,
+            wqe_completion_histogram: t.wqe_completion_histogram,
+            queue_pairs: qps,
+        });
+    }
+    let totals = registry::dev_totals(d.id as usize);
+    DeviceReport {
+        device_id: d.id,
+        roce_device: d.roce_device.clone(),
+        eth_device: d.hw.eth_device().to_owned(),
+        hw_type: d.hw.hw_type(),
+        tx_bytes: totals.tx_bytes,
+        rx_bytes: totals.rx_bytes,
+        num_cq_errors: totals.cq_errors,
+        cq_poll_count: totals.cq_polls,
+        num_channels: (!unknown).then_some(channels.len() as u64),
+        active_channels: active,
+        num_qp_untracked: untracked,
+        wqe_size_stats: totals
+            .sizes
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(b, &n)| SizeStat { max_wqe_size: size_bucket_max(b), num_wqe: n })
+            .collect(),
+        channels,
+        hw_counters: HwCounters(hw),
+    }
+}
+
+/// Builds the whole file from the registry.
+pub fn build(id: &Identity, end_wall_ns: u64, samples: Option<HwSamples>) -> FileReport {
+    let devices: Vec<DeviceReport> = registry::devices().map(|d| device_report(d, id, d.hw.final_report())).collect();
+    let transport = registry::devices().map(|d| d.transport.clone()).find(|t| !t.is_empty());
+    let (hw_samples, hw_samples_dropped) = match samples {
+        Some(s) => (
+            Some(
+                s.samples
+                    .into_iter()
+                    .map(|x| SampleReport { device_id: x.device_id, timestamp_ns: x.timestamp_ns, counters: SampleCounters(x.counters) })
+                    .collect(),
+            ),
+            Some(s.dropped),
+        ),
+        None => (None, None),
+    };
+    FileReport {
+        version: FORMAT_VERSION,
+        host_name: id.host_name.clone(),
+        process_name: id.process_name.clone(),
+        process_id: std::process::id(),
+        start_time: rfc3339(id.start_wall_ns),
+        end_time: rfc3339(end_wall_ns),
+        transport,
+        histogram_interval_ns: id.histogram_interval_ns,
+        latency_sample_interval: (id.latency_sample > 1).then_some(id.latency_sample),
+        devices,
+        hw_samples,
+        hw_samples_dropped,
+    }
+}
+
+/// UTC time as RFC 3339 with nanoseconds: 2026-12-02T11:15:31.123456789Z.
+pub fn rfc3339(unix_ns: u64) -> String {
+    let secs = unix_ns / 1_000_000_000;
+    let nanos = unix_ns % 1_000_000_000;
+    let days = (secs / 86_400) as i64;
+    let sod = secs % 86_400;
+    // Civil date from days since 1970-01-01 (proleptic Gregorian), by 400-year eras.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
+}
+
+/// The file name of this rank: rccl_telemetry_<hostname>_<uid>_<pid>.json.
+pub fn file_name(host: &str) -> String {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let host: String = host.chars().map(|c| if c == '/' || c.is_control() { '_' } else { c }).collect();
+    format!("rccl_telemetry_{host}_{uid}_{}.json", std::process::id())
+}
+
+/// Pretty JSON that keeps arrays on one line: objects get one key per line, so a file of
+/// thousands of QPs stays readable and greppable, while histograms read as [3, 0, 1, 0, 0].
+struct Layout {
+    indent: usize,
+    has_value: bool,
+}
+
+impl serde_json::ser::Formatter for Layout {
+    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b"[")
+    }
+    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b"]")
+    }
+    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+    fn end_array_value<W: ?Sized + Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        Ok(())
+    }
+    fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.indent += 1;
+        self.has_value = false;
+        w.write_all(b"{")
+    }
+    fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.indent -= 1;
+        if self.has_value {
+            w.write_all(b"\n")?;
+            indent(w, self.indent)?;
+        }
+        w.write_all(b"}")
+    }
+    fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        w.write_all(if first { b"\n" } else { b",\n" })?;
+        indent(w, self.indent)
+    }
+    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
+    }
+    fn end_object_value<W: ?Sized + Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+}
+
+fn indent<W: ?Sized + Write>(w: &mut W, n: usize) -> io::Result<()> {
+    const SPACES: &[u8] = b"                                                                ";
+    let mut left = n * 2;
+    while left > 0 {
+        let k = left.min(SPACES.len());
+        w.write_all(&SPACES[..k])?;
+        left -= k;
+    }
+    Ok(())
+}
+
+/// Serialises a report in the file's layout.
+pub fn to_writer<W: Write, T: Serialize>(w: W, v: &T) -> io::Result<()> {
+    let mut ser = serde_json::Serializer::with_formatter(w, Layout { indent: 0, has_value: false });
+    v.serialize(&mut ser).map_err(io::Error::other)
+}
+
+/// Writes `report` to `dir/name` atomically: a temporary file in the same directory,
+/// created exclusively and without following links, then renamed over the final path
+/// (rename replaces a planted symlink rather than following it). Returns the final path,
+/// or one line with the path and the reason.
+pub fn write_atomic<T: Serialize>(dir: &Path, name: &str, report: &T) -> Result<PathBuf, String> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.{}.tmp", unique_suffix()));
+    let fail = |what: &str, e: &dyn std::fmt::Display| format!("cannot write telemetry file {}: {what}: {e}", path.display());
+    let file = File::options()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)
+        .map_err(|e| fail("cannot create a file in the directory", &e))?;
+    let result = (|| -> io::Result<()> {
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        to_writer(&mut w, report)?;
+        w.write_all(b"\n")?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        f.sync_data()?;
+        Ok(())
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail("write failed", &e));
+    }
+    if let Err(e) = std::fs::rename(&tmp, &path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail("rename failed", &e));
+    }
+    Ok(path)
+}
+
+fn unique_suffix() -> String {
+    use std::sync::atomic::AtomicU64;
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("{}.{}", std::process::id(), N.fetch_add(1, Relaxed))
+}
+
+/// The host name (gethostname), "unknown" if it cannot be read.
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is writable for its length.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    if rc != 0 || end == 0 {
+        return "unknown".into();
+    }
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// The process name (/proc/self/comm), "unknown" if it cannot be read.
+pub fn process_name() -> String {
+    std::fs::read_to_string("/proc/self/comm")
+        .map(|s| s.trim_end_matches('\n').to_owned())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Checks early (at Init) that the output directory is usable, so a bad path is reported
+/// when the run starts rather than only at exit.
+pub fn probe_dir(dir: &Path) -> Result<(), String> {
+    let c = CString::new(dir.as_os_str().as_bytes()).map_err(|_| format!("output directory {} contains a NUL byte", dir.display()))?;
+    // SAFETY: c is a valid NUL-terminated path.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        return Err(format!(
+            "output directory {} is not writable: {}; the telemetry file will not be written unless that changes",
+            dir.display(),
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_known_instants() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000000000Z");
+        assert_eq!(rfc3339(951_782_400_000_000_001), "2000-02-29T00:00:00.000000001Z");
+        assert_eq!(rfc3339(1_796_210_131_123_456_789), "2026-12-02T11:15:31.123456789Z");
+        assert_eq!(rfc3339(4_107_542_399_999_999_999), "2100-02-28T23:59:59.999999999Z");
+    }
+
+    #[test]
+    fn layout_is_valid_json_with_one_line_arrays() {
+        #[derive(Serialize)]
+        struct T {
+            a: Vec<u64>,
+            b: Vec<serde_json::Value>,
+            c: Option<u32>,
+            e: serde_json::Value,
+        }
+        let v = T { a: vec![1, 2, 3], b: vec![serde_json::json!({"x": 1}), serde_json::json!({})], c: None, e: serde_json::json!({}) };
+        let mut out = Vec::new();
+        to_writer(&mut out, &v).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.contains("\"a\": [1, 2, 3]"), "{s}");
+        let back: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, serde_json::json!({"a": [1,2,3], "b": [{"x": 1}, {}], "c": null, "e": {}}));
+    }
+
+    #[test]
+    fn atomic_write_replaces_a_planted_symlink_instead_of_following_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join("out.json")).unwrap();
+        let p = write_atomic(dir.path(), "out.json", &serde_json::json!({"k": 1})).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert!(!std::fs::symlink_metadata(&p).unwrap().file_type().is_symlink());
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "no temporary file left: {names:?}");
+    }
+
+    #[test]
+    fn atomic_write_reports_path_and_reason() {
+        let e = write_atomic(Path::new("/nonexistent/dir"), "x.json", &1).unwrap_err();
+        assert!(e.contains("/nonexistent/dir/x.json") && e.contains("No such file"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn file_name_has_host_uid_pid() {
+        let n = file_name("node/1");
+        assert!(n.starts_with("rccl_telemetry_node_1_") && n.ends_with(&format!("_{}.json", std::process::id())), "{n}");
+    }
+}
