@@ -272,7 +272,7 @@ static void connect_qp(struct ibv_qp *qp, uint32_t rqpn, uint32_t rpsn, uint32_t
                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
         die("modify_qp RTR: %s", strerror(errno));
     a.qp_state = IBV_QPS_RTS;
-    a.timeout = 18;          /* ~1 s: TCG guests on a busy host are slow, and every spurious
+    a.timeout = 19;          /* ~2 s: TCG guests on a busy host are slow, and every spurious
                               * retransmission stresses rxe's duplicate handling */
     a.retry_cnt = 7;
     a.rnr_retry = 7;
