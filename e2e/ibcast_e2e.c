@@ -222,6 +222,7 @@ static void t_req_completed(Chan *c) {
 /* ------------------------------------------------------------- workload */
 
 static uint32_t max_size = MAX_REQ;
+static int inflight = INFLIGHT;   /* requests in flight per comm, 1..INFLIGHT */
 static uint32_t req_size(int ch, int seq) {
     uint32_t s = kSizes[(unsigned)(seq + 3 * ch) % NSIZES];
     return s < max_size ? s : max_size;
@@ -351,7 +352,7 @@ static void send_try_post(Comm *c) {
     if (c->posted >= c->nreq) return;
     int seq = c->posted;
     Req *r = &c->req[seq % INFLIGHT];
-    if (r->active) return;                                   /* no free request slot yet */
+    if (r->active || seq - c->completed >= inflight) return; /* no free request slot yet */
     volatile struct CtsEntry *e = &c->fifo[seq % FIFO_DEPTH];
     if (e->ready != (uint64_t)seq + 1) {                     /* CTS not published yet */
         c->cts.t->slot_miss++;
@@ -442,7 +443,7 @@ static void recv_try_post(Comm *c) {
     if (c->posted >= c->nreq) return;
     int seq = c->posted;
     Req *r = &c->req[seq % INFLIGHT];
-    if (r->active) return;
+    if (r->active || seq - c->completed >= inflight) return;
     uint32_t size = req_size(ch->id, seq);
     uint8_t *dst = c->buf + (size_t)(seq % INFLIGHT) * MAX_REQ;
     memset(dst, 0xEE, size + 64 < MAX_REQ ? size + 64 : MAX_REQ);   /* stale data cannot pass the check */
@@ -793,7 +794,7 @@ static void write_tally(const char *path, const char *mode, int rank, int nreq, 
 static void usage(void) {
     fprintf(stderr,
             "usage: ibcast_e2e --tally FILE [--dev rxe0] [--gid 1] [--channels 0,3,17] [--reqs 24]\n"
-            "                  [--index-channel ID] [--max-size BYTES] [--error-probe] [--peer IP --port P [--listen]] [--rank R]\n");
+            "                  [--index-channel ID] [--max-size BYTES] [--inflight 1..4] [--error-probe] [--peer IP --port P [--listen]] [--rank R]\n");
     exit(2);
 }
 
@@ -815,10 +816,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--port")) port = atoi(v);
         else if (!strcmp(a, "--rank")) rank = atoi(v);
         else if (!strcmp(a, "--max-size")) max_size = (uint32_t)atoi(v);
+        else if (!strcmp(a, "--inflight")) inflight = atoi(v);
         else usage();
         i++;
     }
-    if (!tally || nreq < 1 || max_size > MAX_REQ) usage();
+    if (!tally || nreq < 1 || max_size > MAX_REQ || inflight < 1 || inflight > INFLIGHT) usage();
     setvbuf(stdout, NULL, _IOLBF, 0);
     uint64_t t0 = now_ms();
 

@@ -58,11 +58,11 @@ single)
 pair)
   # Two guests whose NICs are joined by a datagram socket pair (unix sockets, no host IP).
   S=$(mktemp -d "${TMPDIR:-/tmp}/e2e-pair.XXXXXX")
-  boot server "E2E_MODE=pair E2E_ROLE=server E2E_IP=192.0.2.1 E2E_PEER=192.0.2.2" \
+  boot server "E2E_MODE=pair E2E_ROLE=server E2E_IP=192.0.2.1 E2E_PEER=192.0.2.2 E2E_PEER_MAC=52:54:00:e2:e0:12" \
     -netdev "dgram,id=n0,local.type=unix,local.path=$S/a,remote.type=unix,remote.path=$S/b" \
     -device virtio-net-pci,netdev=n0,mac=52:54:00:e2:e0:11 &
   P1=$!
-  boot client "E2E_MODE=pair E2E_ROLE=client E2E_IP=192.0.2.2 E2E_PEER=192.0.2.1" \
+  boot client "E2E_MODE=pair E2E_ROLE=client E2E_IP=192.0.2.2 E2E_PEER=192.0.2.1 E2E_PEER_MAC=52:54:00:e2:e0:11" \
     -netdev "dgram,id=n0,local.type=unix,local.path=$S/b,remote.type=unix,remote.path=$S/a" \
     -device virtio-net-pci,netdev=n0,mac=52:54:00:e2:e0:12 &
   P2=$!

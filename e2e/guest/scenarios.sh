@@ -4,7 +4,7 @@
 #   stdout.txt stderr.txt                     {rxe,ethtool,netdev}_{before,after}.txt
 WORKLOAD="--channels 0,3,17 --index-channel 17 --reqs 24 --error-probe"
 # Smaller across the virtual wire: two TCG guests share the host's cores.
-PAIR_WORKLOAD="--channels 0,3,17 --index-channel 17 --reqs 16 --max-size 65536"
+PAIR_WORKLOAD="--channels 0,3,17 --index-channel 17 --reqs 16 --max-size 32768 --inflight 2 --error-probe"
 
 snap() { # DIR LABEL: the raw counters the library reads, as the guest sees them
   for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do
@@ -12,6 +12,8 @@ snap() { # DIR LABEL: the raw counters the library reads, as the guest sees them
   done > $1/rxe_$2.txt
   ethtool -S eth0 > $1/ethtool_$2.txt 2>&1
   for f in /sys/class/net/eth0/statistics/*; do echo "$(basename $f) $(cat $f)"; done > $1/netdev_$2.txt
+  # for diagnosing retransmissions: where the guest's own stack dropped packets
+  cat /proc/net/snmp /proc/net/softnet_stat > $1/netstack_$2.txt 2>&1
 }
 
 # run NAME OUTDIR [VAR=VALUE ...] -- [program args]
