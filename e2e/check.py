@@ -315,6 +315,7 @@ def diff_paths(a, b, path=""):
 
 
 def single(res):
+    global C
     out = os.path.join(res, "single", "out")
     netdev = read(os.path.join(out, "rxe_netdev")).strip()
     C.ok("guest: rxe0 bound to a netdev", netdev != "", "no /sys/class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0")
@@ -326,6 +327,24 @@ def single(res):
         C.ok("main: no hw_samples without RCCL_TELEMETRY_SAMPLE_MS", "hw_samples" not in doc, "hw_samples present")
         if dev:
             check_hw("main", dev, tally, os.path.join(out, "main"), netdev)
+
+    # The checker itself: the same comparison on a copy of main's file with one QP
+    # counter off by one, and one channel's request count off by one, must fail.
+    if got:
+        real, C = C, Checks()
+        import contextlib
+        import copy
+        import io
+        bad = copy.deepcopy(got[0])
+        ch0 = bad["devices"][0]["channels"][0]
+        ch0["queue_pairs"][0]["num_write_imm_wqe"] += 1
+        ch0["num_req_completed"] += 1
+        with contextlib.redirect_stdout(io.StringIO()):
+            compare_sw("selftest", bad, tally, 1)
+        caught = C.failed
+        C = real
+        C.ok("checker: catches a one-count drift in a QP and in a channel counter", caught >= 2,
+             f"{caught} checks failed on the doctored file")
 
     # 2. LATENCY_SAMPLE=16 on the same workload: only the latency fields differ
     t16, got16 = scenario("lat16", os.path.join(out, "lat16"), netdev, sampled_n=16)
