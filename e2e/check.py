@@ -416,6 +416,8 @@ def pair(res):
             tally = load(os.path.join(d, f"tally_rank{r}.json"))
             C.ok(f"{name}: payloads from the other host intact", tally["traffic"]["payload_errors"] == 0
                  and tally["traffic"]["payload_bytes_checked"] > 0, str(tally["traffic"]))
+            C.ok(f"{name}: telemetry on in the program", tally.get("telemetry_on") == 1,
+                 f"rcclTelemetryOn() = {tally.get('telemetry_on')}")
             doc = telemetry_file(name, os.path.join(d, "telemetry"), tally)
             if doc is None:
                 continue
