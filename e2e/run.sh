@@ -35,7 +35,7 @@ if [ -n "$missing" ]; then fail "host tools present: missing$missing (see e2e/RE
 pass "host tools present"
 
 stage "library (cargo build --release)"
-if cargo build --release --lib -q 2>"$B/cargo.err"; then
+if cargo build --release -p rccl-telemetry -q 2>"$B/cargo.err"; then
   LIB=target/release/librccl_telemetry.so
   soname=$(objdump -p "$LIB" | awk '/SONAME/ {print $2}')
   if [ "$soname" = librccl_telemetry.so.0 ]; then pass "library builds with SONAME $soname"
