@@ -34,9 +34,17 @@ $(B)/ibcast_sim: c_tests/ibcast_sim.c include/rccl_telemetry.h | lib
 	@mkdir -p $(B)
 	$(CC) -std=c11 $(CWARN) -O2 -Iinclude $< -o $@ $(LINK)
 
-$(B)/ibcast_sim_tsan: c_tests/ibcast_sim.c include/rccl_telemetry.h | lib
-	@mkdir -p $(B)
-	$(CC) -std=c11 $(CWARN) -O1 -g -fsanitize=thread -Iinclude $< -o $@ $(LINK)
+# ThreadSanitizer sees the library's own atomics and locks only if the library is
+# instrumented too: it is built with nightly's -Zsanitizer=thread (std stays uninstrumented).
+TSAN_REL := target/tsan/x86_64-unknown-linux-gnu/release
+$(B)/ibcast_sim_tsan: c_tests/ibcast_sim.c c_tests/tsan_shim.c include/rccl_telemetry.h | lib
+	RUSTFLAGS="-Zsanitizer=thread -Cunsafe-allow-abi-mismatch=sanitizer" \
+	  $(CARGO) +nightly build --release --target x86_64-unknown-linux-gnu --target-dir target/tsan -p rccl-telemetry
+	@mkdir -p $(B)/tsanlib
+	ln -sf $(abspath $(TSAN_REL))/librccl_telemetry.so $(B)/tsanlib/librccl_telemetry.so
+	ln -sf $(abspath $(TSAN_REL))/librccl_telemetry.so $(B)/tsanlib/librccl_telemetry.so.$(ABI)
+	$(CC) -std=c11 $(CWARN) -O1 -g -fsanitize=thread -Iinclude c_tests/ibcast_sim.c c_tests/tsan_shim.c -o $@ \
+	  -L$(B)/tsanlib -lrccl_telemetry -Wl,-rpath,$(abspath $(B)/tsanlib) -lpthread
 
 $(B)/header_c11: c_tests/header_check.c include/rccl_telemetry.h | lib
 	@mkdir -p $(B)
@@ -59,7 +67,8 @@ c-tests: $(B)/ibcast_sim $(B)/header_c11 $(B)/header_cxx17 $(B)/header_cxx14
 	$(B)/header_cxx17
 	$(B)/header_cxx14
 
-# The concurrent C stress test under ThreadSanitizer (the C side and every hook call).
+# The concurrent C stress test under ThreadSanitizer: hooks on 8 threads while the main
+# thread captures and flushes.
 tsan: $(B)/ibcast_sim_tsan
 	@rm -rf $(B)/tsan && mkdir -p $(B)/tsan
 	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(B)/tsan TSAN_OPTIONS=halt_on_error=1 \

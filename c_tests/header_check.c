@@ -6,8 +6,19 @@
 #include "rccl_telemetry.h"
 #include "rccl_telemetry.h" /* included twice on purpose: the guards must hold */
 
+#include <dirent.h>
+#include <malloc.h>
 #include <stddef.h>
 #include <stdio.h>
+
+static int thread_count(void) {
+  int n = 0;
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n;
+}
 
 #ifdef __cplusplus
 static_assert(RCCL_TELEMETRY_MAX_DEVS == 32, "MAX_DEVS");
@@ -36,6 +47,8 @@ int main(void) {
   RcclTelemetrySwSnapshot snap[2];
   order_check oc;
   (void)oc;
+  int threads0 = thread_count();
+  size_t heap0 = mallinfo2().uordblks;
   fails += rcclTelemetryInit() != 0;
   fails += rcclTelemetryOn() != 0;
   fails += rcclTelemetryRegisterDevice(0, "mlx5_0", "IB-CAST") != -1;
@@ -73,6 +86,10 @@ int main(void) {
   (rcclTelemetryChRequestCompleted)(NULL);
   (rcclTelemetryBytes)(-1, 0, 1);
   fails += rcclTelemetryActiveDevices != 0;
+  /* Disabled: no thread, and nothing kept on the heap beyond a few bytes. */
+  size_t heap1 = mallinfo2().uordblks;
+  if (thread_count() != threads0) { fails++; fprintf(stderr, "header_check: a thread was started\n"); }
+  if (heap1 > heap0 + 256) { fails++; fprintf(stderr, "header_check: %zu bytes kept on the heap\n", heap1 - heap0); }
   printf("header_check: %s\n", fails ? "FAILED" : "ok");
   return fails != 0;
 }

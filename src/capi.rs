@@ -262,32 +262,31 @@ pub unsafe extern "C" fn rcclTelemetryChRequestCompleted(ch: *mut RcclChannelSta
 /// Software byte count on a device (isSend != 0: tx_bytes, else rx_bytes).
 #[no_mangle]
 pub extern "C" fn rcclTelemetryBytes(devIdx: c_int, isSend: c_int, bytes: u64) {
-    boundary!("rcclTelemetryBytes", (), device_op(devIdx, |s, x| registry::add(if isSend != 0 { &s.tx_bytes } else { &s.rx_bytes }, bytes, x)))
+    boundary!("rcclTelemetryBytes", (), device_op(devIdx, |s| registry::add(if isSend != 0 { &s.tx_bytes } else { &s.rx_bytes }, bytes)))
 }
 
 /// One completion drained with an error status: num_cq_errors.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryCqError(devIdx: c_int) {
-    boundary!("rcclTelemetryCqError", (), device_op(devIdx, |s, x| registry::add(&s.cq_errors, 1, x)))
+    boundary!("rcclTelemetryCqError", (), device_op(devIdx, |s| registry::add(&s.cq_errors, 1)))
 }
 
 /// Adds `polls` ibv_poll_cq calls to cq_poll_count.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryAddCqPolls(devIdx: c_int, polls: u64) {
-    boundary!("rcclTelemetryAddCqPolls", (), device_op(devIdx, |s, x| registry::add(&s.cq_polls, polls, x)))
+    boundary!("rcclTelemetryAddCqPolls", (), device_op(devIdx, |s| registry::add(&s.cq_polls, polls)))
 }
 
 /// One send WQE of `bytes` payload, for wqe_size_stats.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryWqeSize(devIdx: c_int, bytes: u64) {
-    boundary!("rcclTelemetryWqeSize", (), device_op(devIdx, |s, x| registry::add(&s.sizes[crate::counters::size_bucket(bytes)], 1, x)))
+    boundary!("rcclTelemetryWqeSize", (), device_op(devIdx, |s| registry::add(&s.sizes[crate::counters::size_bucket(bytes)], 1)))
 }
 
 #[inline(always)]
-fn device_op(dev: c_int, f: impl FnOnce(&registry::DevShard, bool)) {
-    let active = registry::rcclTelemetryActiveDevices.load(std::sync::atomic::Ordering::Relaxed);
-    if (dev as u32) < 32 && active & (1u32 << (dev as u32)) != 0 {
-        registry::with_shard(dev as usize, f);
+fn device_op(dev: c_int, f: impl FnOnce(&registry::DevShard)) {
+    if let Some(d) = registry::device(dev) {
+        f(&d.stripes[registry::stripe()]);
     }
 }
 
@@ -381,7 +380,7 @@ fn sw_snapshot(d: &registry::Device) -> RcclTelemetrySwSnapshot {
             }
         }
     }
-    let t = registry::dev_totals(d.id as usize);
+    let t = registry::dev_totals(d);
     RcclTelemetrySwSnapshot {
         device_id: d.id as c_int,
         tx_bytes: t.tx_bytes,

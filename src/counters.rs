@@ -301,7 +301,8 @@ mod tests {
             prop_assert!(b < SIZE_BUCKETS);
             prop_assert!(bytes <= size_bucket_max(b));
             if b > 0 {
-                prop_assert!(bytes > if b == 1 { 0 } else { size_bucket_max(b - 1) });
+                let below = if b == 1 { 0 } else { size_bucket_max(b - 1) };
+                prop_assert!(bytes > below);
             }
         }
     }

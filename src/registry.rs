@@ -6,14 +6,13 @@
 //! once and leaked, so every handle stays valid for the life of the process.
 
 use std::alloc::{alloc_zeroed, Layout};
-use std::cell::Cell;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Once;
 
 use parking_lot::Mutex;
 
-use crate::counters::{bump, RcclChannelStats, RcclQpStats, SIZE_BUCKETS};
+use crate::counters::{RcclChannelStats, RcclQpStats, SIZE_BUCKETS};
 use crate::hw::{HwDevice, HwSettings};
 
 pub const MAX_DEVS: usize = 32;
@@ -109,6 +108,8 @@ pub struct Device {
     pub untracked_no_channel: AtomicU64,
     first_use: Once,
     pub hw: HwDevice,
+    /// The device forms' counters (bytes, CQ errors and polls, WQE sizes).
+    pub stripes: Box<[DevShard; STRIPES]>,
 }
 
 impl Device {
@@ -182,6 +183,8 @@ pub fn register(id: i32, roce_device: &str, transport: &str, hw: &HwSettings) ->
         untracked_no_channel: AtomicU64::new(0),
         first_use: Once::new(),
         hw: HwDevice::probe(idx as u32, roce_device, hw),
+        // SAFETY: all-zero bytes are a valid DevShard.
+        stripes: Box::new(unsafe { std::mem::zeroed::<[DevShard; STRIPES]>() }),
     }));
     DEVICES[idx].store(d, Release);
     rcclTelemetryActiveDevices.fetch_or(1 << idx, Release);
@@ -219,9 +222,15 @@ pub fn channel(dev: i32, ch: i32) -> Option<&'static Channel> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Device forms: per-thread shards, so threads sharing a NIC never share a cache line.
+// Device forms: striped per-device counters, so threads sharing a NIC rarely share a line.
+//
+// A thread picks its stripe from its thread pointer (the x86-64 and AArch64 ABIs keep it in
+// a register: no thread-local lookup, no call). Stripes are updated with atomic adds, so a
+// collision between two threads costs contention, never a lost count.
 
-/// One thread's counters for one device.
+pub const STRIPES: usize = 16;
+
+/// One stripe of one device's device-form counters.
 #[repr(C, align(64))]
 pub struct DevShard {
     pub tx_bytes: AtomicU64,
@@ -231,110 +240,41 @@ pub struct DevShard {
     pub sizes: [AtomicU64; SIZE_BUCKETS],
 }
 
-/// One thread's shards, one per device, allocated on the thread's first use of a device.
-/// When the thread exits its block goes to a free list and the next new thread takes it
-/// over, so counts are kept and memory stays bounded by the number of live threads.
-struct ThreadBlock {
-    shards: [AtomicPtr<DevShard>; MAX_DEVS],
-}
-
-static BLOCKS: Mutex<Vec<&'static ThreadBlock>> = Mutex::new(Vec::new());
-static FREE: Mutex<Vec<&'static ThreadBlock>> = Mutex::new(Vec::new());
-static SHARED: Mutex<Option<&'static ThreadBlock>> = Mutex::new(None);
-
-thread_local! {
-    static MINE: Cell<*const ThreadBlock> = const { Cell::new(ptr::null()) };
-    static OWNER: BlockOwner = const { BlockOwner(Cell::new(ptr::null())) };
-}
-
-struct BlockOwner(Cell<*const ThreadBlock>);
-
-impl Drop for BlockOwner {
-    fn drop(&mut self) {
-        let b = self.0.replace(ptr::null());
-        if !b.is_null() {
-            MINE.with(|m| m.set(ptr::null()));
-            // SAFETY: blocks are leaked, never freed.
-            FREE.lock().push(unsafe { &*b });
-        }
-    }
-}
-
-fn new_block() -> &'static ThreadBlock {
-    let b: &'static ThreadBlock =
-        Box::leak(Box::new(ThreadBlock { shards: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())) }));
-    BLOCKS.lock().push(b);
-    b
-}
-
-fn shard_in(b: &ThreadBlock, dev: usize) -> &'static DevShard {
-    let mut s = b.shards[dev].load(Acquire);
-    if s.is_null() {
-        // SAFETY: all-zero bytes are a valid DevShard.
-        s = Box::into_raw(Box::new(unsafe { std::mem::zeroed::<DevShard>() }));
-        if let Err(existing) = b.shards[dev].compare_exchange(ptr::null_mut(), s, AcqRel, Acquire) {
-            // Only the shared block can race here; keep the first.
-            // SAFETY: `s` was never published.
-            drop(unsafe { Box::from_raw(s) });
-            s = existing;
-        }
-    }
-    // SAFETY: shards are never freed once published.
-    unsafe { &*s }
-}
-
-/// Runs `f` on this thread's shard of device `dev`. `exclusive` tells `f` whether the
-/// shard is this thread's alone (plain load+store) or shared (atomic add).
+/// The calling thread's thread pointer: unique among live threads.
 #[inline(always)]
-pub fn with_shard(dev: usize, f: impl FnOnce(&DevShard, bool)) {
-    let b = MINE.with(Cell::get);
-    if !b.is_null() {
-        // SAFETY: blocks are leaked, never freed.
-        let s = unsafe { &*b }.shards[dev].load(Relaxed);
-        if !s.is_null() {
-            // SAFETY: shards are never freed once published.
-            return f(unsafe { &*s }, true);
-        }
+fn thread_pointer() -> usize {
+    let tp: usize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the x86-64 TLS ABI stores the thread pointer itself at %fs:0.
+    unsafe {
+        std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags, pure));
     }
-    with_shard_slow(dev, f)
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: reading the thread-pointer register has no side effect.
+    unsafe {
+        std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nostack, nomem, preserves_flags, pure));
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        // SAFETY: pthread_self cannot fail.
+        tp = unsafe { libc::pthread_self() } as usize;
+    }
+    tp
 }
 
-#[cold]
-#[inline(never)]
-fn with_shard_slow(dev: usize, f: impl FnOnce(&DevShard, bool)) {
-    let mut b = MINE.with(Cell::get);
-    if b.is_null() {
-        let claimed = OWNER.try_with(|o| {
-            let blk = FREE.lock().pop().unwrap_or_else(new_block);
-            o.0.set(blk);
-            blk as *const ThreadBlock
-        });
-        match claimed {
-            Ok(p) => {
-                MINE.with(|m| m.set(p));
-                b = p;
-            }
-            Err(_) => {
-                // This thread is exiting: count into the one shared block, atomically.
-                let shared = *SHARED.lock().get_or_insert_with(new_block);
-                return f(shard_in(shared, dev), false);
-            }
-        }
-    }
-    // SAFETY: blocks are leaked, never freed.
-    f(shard_in(unsafe { &*b }, dev), true)
+/// The stripe of the calling thread.
+#[inline(always)]
+pub fn stripe() -> usize {
+    // Thread control blocks sit pages apart: mix the page number, keep the top bits.
+    ((thread_pointer() >> 12).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - STRIPES.trailing_zeros())) as usize
 }
 
 #[inline(always)]
-pub fn add(c: &AtomicU64, v: u64, exclusive: bool) {
-    if exclusive {
-        bump(c, v);
-    } else {
-        c.fetch_add(v, Relaxed);
-    }
+pub fn add(c: &AtomicU64, v: u64) {
+    c.fetch_add(v, Relaxed);
 }
 
-/// Totals of the device forms for one device, over every thread that ever called them.
+/// Totals of the device forms for one device.
 #[derive(Debug, Clone, Copy)]
 pub struct DevTotals {
     pub tx_bytes: u64,
@@ -344,16 +284,9 @@ pub struct DevTotals {
     pub sizes: [u64; SIZE_BUCKETS],
 }
 
-pub fn dev_totals(dev: usize) -> DevTotals {
+pub fn dev_totals(d: &Device) -> DevTotals {
     let mut t = DevTotals { tx_bytes: 0, rx_bytes: 0, cq_errors: 0, cq_polls: 0, sizes: [0; SIZE_BUCKETS] };
-    let blocks: Vec<&'static ThreadBlock> = BLOCKS.lock().clone();
-    for b in blocks {
-        let p = b.shards[dev].load(Acquire);
-        if p.is_null() {
-            continue;
-        }
-        // SAFETY: shards are never freed once published.
-        let s = unsafe { &*p };
+    for s in d.stripes.iter() {
         t.tx_bytes = t.tx_bytes.wrapping_add(s.tx_bytes.load(Relaxed));
         t.rx_bytes = t.rx_bytes.wrapping_add(s.rx_bytes.load(Relaxed));
         t.cq_errors = t.cq_errors.wrapping_add(s.cq_errors.load(Relaxed));
@@ -398,6 +331,21 @@ mod tests {
         for i in 0..10_003 {
             assert!(seen.insert(a.get(i).unwrap() as *const RcclQpStats as usize));
         }
+    }
+
+    #[test]
+    fn live_threads_spread_over_the_stripes() {
+        let mut seen = std::collections::HashSet::new();
+        let handles: Vec<_> = (0..8).map(|_| std::thread::spawn(stripe)).collect();
+        let here = stripe();
+        for h in handles {
+            let s = h.join().unwrap();
+            assert!(s < STRIPES);
+            seen.insert(s);
+        }
+        assert!(here < STRIPES);
+        assert_eq!(stripe(), here, "a thread keeps its stripe");
+        assert!(seen.len() >= 3, "8 threads landed on {} stripes", seen.len());
     }
 
     #[test]

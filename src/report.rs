@@ -231,7 +231,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             queue_pairs: qps,
         });
     }
-    let totals = registry::dev_totals(d.id as usize);
+    let totals = registry::dev_totals(d);
     DeviceReport {
         device_id: d.id,
         roce_device: d.roce_device.clone(),

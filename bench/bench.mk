@@ -1,0 +1,55 @@
+# bench/bench.mk -- the benchmark's make targets; the top-level Makefile includes this file.
+#
+#   make bench            build + install the library into bench/build/prefix, build the bench
+#                         against the installed header and rccl-telemetry.pc (as RCCL would link
+#                         it), run it (~2-3 min on 2 cores), print the table, write bench/results.json
+#   make bench-quick      the same with a few reps only (smoke test, ~10 s; figures are noisy);
+#                         writes bench/build/results-quick.json. Fit for CI: the exit status says
+#                         whether the hooks counted every WQE and every child ran, never
+#                         anything about time.
+#   make bench-callgrind  instructions per WQE of every library function on the hot path
+#                         (valgrind --tool=callgrind), to find which hook is expensive
+#
+# Everything built goes to bench/build/ (gitignored); only bench/results.json is committed.
+
+BENCH_DIR     := bench
+BENCH_BUILD   := $(BENCH_DIR)/build
+BENCH_PREFIX  := $(abspath $(BENCH_BUILD)/prefix)
+BENCH_PKGPATH := $(BENCH_PREFIX)/lib/pkgconfig:$(BENCH_PREFIX)/lib64/pkgconfig:$(BENCH_PREFIX)/share/pkgconfig
+BENCH_PC      = PKG_CONFIG_PATH=$(BENCH_PKGPATH) pkg-config
+BENCH_CC      ?= cc
+BENCH_CFLAGS  ?= -std=c11 -O3 -g -Wall -Wextra -Werror
+BENCH_SRCS    := $(BENCH_DIR)/bench.c $(BENCH_DIR)/reference_telemetry.c $(BENCH_DIR)/fake_provider.c
+BENCH_HDRS    := $(BENCH_DIR)/bench_loop.h $(BENCH_DIR)/reference_telemetry.h $(BENCH_DIR)/fake_provider.h
+BENCH_BIN     := $(BENCH_BUILD)/bench
+# the last commit that changed the library itself (+ -dirty for uncommitted library changes)
+BENCH_REV      = $(shell git log -1 --format=%h -- src include build.rs Cargo.toml 2>/dev/null)$(shell git diff --quiet HEAD -- src include build.rs Cargo.toml 2>/dev/null || echo -dirty)
+
+.PHONY: bench bench-quick bench-build bench-install bench-callgrind bench-clean
+
+# Installs the library (release build) exactly where the bench will find it.
+bench-install:
+	$(MAKE) install PREFIX=$(BENCH_PREFIX)
+
+bench-build: bench-install
+	@mkdir -p $(BENCH_BUILD)
+	$(BENCH_CC) $(BENCH_CFLAGS) $$($(BENCH_PC) --cflags rccl-telemetry) $(BENCH_SRCS) -o $(BENCH_BIN) \
+	  $$($(BENCH_PC) --libs rccl-telemetry) \
+	  -Wl,-rpath,$$($(BENCH_PC) --variable=libdir rccl-telemetry) -lpthread -lm
+
+bench: bench-build
+	BENCH_LIB_REV=$(BENCH_REV) $(BENCH_BIN) --json $(BENCH_DIR)/results.json
+
+bench-quick: bench-build
+	BENCH_LIB_REV=$(BENCH_REV) $(BENCH_BIN) --quick --json $(BENCH_BUILD)/results-quick.json
+
+bench-callgrind: bench-build
+	$(BENCH_DIR)/profile_hooks.sh $(BENCH_BIN)
+
+bench-clean:
+	rm -rf $(BENCH_BUILD)
+
+# Included before the top-level Makefile's first rule, this file must not become its default goal.
+ifeq ($(.DEFAULT_GOAL),bench-install)
+.DEFAULT_GOAL :=
+endif

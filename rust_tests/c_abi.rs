@@ -1,0 +1,313 @@
+//! The library driven through its C ABI by c_tests/ibcast_sim.c, an IB-CAST-shaped
+//! simulation that keeps its own tally: every value in the file is checked against it.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+const SIZE_MAX: [u64; 66] = {
+    let mut m = [0u64; 66];
+    let mut k = 1;
+    while k < 65 {
+        m[k] = 1u64 << (k - 1);
+        k += 1;
+    }
+    m[65] = u64::MAX;
+    m
+};
+
+/// Every software counter of `file` equals the simulation's `tally`.
+fn check_against_tally(file: &Value, tally: &Value, sample_n: u64, unknown_channels: bool) {
+    let fd = file["devices"].as_array().unwrap();
+    let td = tally["devices"].as_array().unwrap();
+    assert_eq!(fd.len(), td.len());
+    assert_eq!(file["transport"], "IB-CAST");
+    assert_eq!(file.get("latency_sample_interval").is_some(), sample_n > 1);
+    if sample_n > 1 {
+        assert_eq!(u(&file["latency_sample_interval"]), sample_n);
+    }
+    for (f, t) in fd.iter().zip(td) {
+        for k in ["device_id", "roce_device", "tx_bytes", "rx_bytes", "num_cq_errors", "cq_poll_count", "num_qp_untracked"] {
+            assert_eq!(f[k], t[k], "device key {k}");
+        }
+        // Hardware counters belong to the hw module; here each key is a number >= -1.
+        for (k, v) in f["hw_counters"].as_object().unwrap() {
+            let ok = v.as_i64().is_some_and(|x| x >= -1) || v.as_array().is_some_and(|a| a.iter().all(|x| x.as_i64().unwrap() >= -1));
+            assert!(ok, "hw_counters.{k} = {v}");
+        }
+        let want_sizes: Vec<(u64, u64)> = t["size_buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| u(n) > 0)
+            .map(|(b, n)| (SIZE_MAX[b], u(n)))
+            .collect();
+        let got_sizes: Vec<(u64, u64)> =
+            f["wqe_size_stats"].as_array().unwrap().iter().map(|s| (u(&s["max_wqe_size"]), u(&s["num_wqe"]))).collect();
+        assert_eq!(got_sizes, want_sizes);
+
+        let fch = f["channels"].as_array().unwrap();
+        let tch = t["channels"].as_array().unwrap();
+        assert_eq!(fch.len(), tch.len());
+        if unknown_channels {
+            assert!(f["num_channels"].is_null());
+        } else {
+            assert_eq!(u(&f["num_channels"]), tch.len() as u64);
+        }
+        let active = tch.iter().filter(|c| u(&c["num_req_completed"]) > 0).count() as u64;
+        assert_eq!(u(&f["active_channels"]), active);
+        for (fc, tc) in fch.iter().zip(tch) {
+            if unknown_channels {
+                assert!(fc["id"].is_null());
+            } else {
+                assert_eq!(fc["id"], tc["id"]);
+            }
+            assert_eq!(fc["num_req_completed"], tc["num_req_completed"]);
+            let fq = fc["queue_pairs"].as_array().unwrap();
+            let tq = tc["queue_pairs"].as_array().unwrap();
+            assert_eq!(fq.len(), tq.len());
+            let mut sums = std::collections::BTreeMap::<&str, u64>::new();
+            let (mut data, mut cts, mut hist_sum) = (0, 0, 0);
+            for (i, (q, tqp)) in fq.iter().zip(tq).enumerate() {
+                assert_eq!(u(&q["id"]), i as u64);
+                assert_eq!(q["role"], tqp["role"]);
+                for k in ["num_wqe_sent", "num_recv_wqe", "num_wqe_rcvd", "num_wqe_completed", "num_cts_sent_signalled",
+                          "num_cts_sent_unsignalled", "num_slot_miss", "num_write_wqe", "num_write_imm_wqe"] {
+                    assert_eq!(q[k], tqp[k], "qp {i} key {k}");
+                    *sums.entry(k).or_default() += u(&q[k]);
+                }
+                assert_eq!(u(&q["num_cts_sent"]), u(&q["num_cts_sent_signalled"]) + u(&q["num_cts_sent_unsignalled"]));
+                let h: u64 = q["wqe_completion_histogram"].as_array().unwrap().iter().map(u).sum();
+                assert_eq!(h, u(&tqp["sampled"]), "qp {i}: histogram sum is the sample");
+                assert_eq!(q.get("num_wqe_sampled").is_some(), sample_n > 1);
+                if sample_n > 1 {
+                    assert_eq!(u(&q["num_wqe_sampled"]), h);
+                }
+                let (mn, mx) = (q["wqe_completion_ns_min"].as_i64().unwrap(), q["wqe_completion_ns_max"].as_i64().unwrap());
+                if h == 0 {
+                    assert_eq!((mn, mx), (-1, -1));
+                } else {
+                    assert!(0 <= mn && mn <= mx, "qp {i}: min {mn} max {mx}");
+                }
+                hist_sum += h;
+                data += u64::from(q["role"] == "data");
+                cts += u64::from(q["role"] == "cts");
+            }
+            for (k, s) in &sums {
+                assert_eq!(u(&fc[*k]), *s, "channel total {k} is the sum over its QPs");
+            }
+            assert_eq!(u(&fc["num_cts_sent"]), sums["num_cts_sent_signalled"] + sums["num_cts_sent_unsignalled"]);
+            let ch_hist: u64 = fc["wqe_completion_histogram"].as_array().unwrap().iter().map(u).sum();
+            assert_eq!(ch_hist, hist_sum);
+            assert_eq!((u(&fc["num_data_qp"]), u(&fc["num_cts_qp"])), (data, cts));
+            assert_eq!(u(&fc["num_qp_untracked"]), 0);
+        }
+    }
+}
+
+fn run_sim(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (std::process::Output, Value) {
+    let tally = dir.join("tally.json");
+    let out_dir = dir.to_str().unwrap();
+    let mut full_env = vec![("RCCL_TELEMETRY_ENABLE", "1"), ("RCCL_TELEMETRY_OUTPUT_DIR", out_dir)];
+    full_env.extend_from_slice(env);
+    let mut all_args = vec![tally.to_str().unwrap()];
+    all_args.extend_from_slice(args);
+    let o = run(ibcast_sim(), &all_args, &full_env);
+    assert!(o.status.success(), "ibcast_sim failed: {}", stderr(&o));
+    let t: Value = serde_json::from_str(&std::fs::read_to_string(&tally).unwrap()).unwrap();
+    (o, t)
+}
+
+fn only_file(dir: &Path) -> Value {
+    let files = telemetry_files(dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
+    let v = load_valid(&files[0]);
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    assert_eq!(name, format!("rccl_telemetry_{}_{uid}_{}.json", v["host_name"].as_str().unwrap(), v["process_id"]));
+    v
+}
+
+#[test]
+fn every_counter_matches_the_simulation() {
+    let d = tempfile::tempdir().unwrap();
+    let (o, t) = run_sim(d.path(), &["--bad-calls"], &[]);
+    let f = only_file(d.path());
+    check_against_tally(&f, &t, 1, false);
+    // Bad calls are silent no-ops, except the refused registrations, which say why.
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 3, "{err}");
+    assert!(err.lines().all(|l| l.starts_with("rccl-telemetry: ")), "{err}");
+    // At N = 1 the file bears no trace of sampling.
+    let text = std::fs::read_to_string(&telemetry_files(d.path())[0]).unwrap();
+    assert!(!text.contains("sampled") && !text.contains("latency_sample_interval"));
+}
+
+#[test]
+fn sampling_moves_only_the_latency_fields() {
+    let strip = |mut v: Value| {
+        v.as_object_mut().unwrap().retain(|k, _| k == "devices");
+        for d in v["devices"].as_array_mut().unwrap() {
+            for c in d["channels"].as_array_mut().unwrap() {
+                let o = c.as_object_mut().unwrap();
+                for k in ["wqe_completion_ns_min", "wqe_completion_ns_max", "wqe_completion_histogram", "num_wqe_sampled"] {
+                    o.remove(k);
+                }
+                for q in o["queue_pairs"].as_array_mut().unwrap() {
+                    let o = q.as_object_mut().unwrap();
+                    for k in ["wqe_completion_ns_min", "wqe_completion_ns_max", "wqe_completion_histogram", "num_wqe_sampled"] {
+                        o.remove(k);
+                    }
+                }
+            }
+        }
+        v
+    };
+    let mut files = Vec::new();
+    for n in ["1", "16", "5"] {
+        let d = tempfile::tempdir().unwrap();
+        let (o, t) = run_sim(d.path(), &["--requests", "200"], &[("RCCL_TELEMETRY_LATENCY_SAMPLE", n)]);
+        let f = only_file(d.path());
+        let effective = if n == "5" { 8 } else { n.parse().unwrap() };
+        check_against_tally(&f, &t, effective, false);
+        if n == "5" {
+            let err = stderr(&o);
+            assert!(err.contains("RCCL_TELEMETRY_LATENCY_SAMPLE=5") && err.contains(" 8 "), "{err}");
+        }
+        if effective > 1 {
+            // 1 in N by posting position: each QP sampled ceil(posted / N) of its WQEs.
+            for dev in f["devices"].as_array().unwrap() {
+                for c in dev["channels"].as_array().unwrap() {
+                    for q in c["queue_pairs"].as_array().unwrap() {
+                        let posted = u(&q["num_wqe_sent"]);
+                        assert_eq!(u(&q["num_wqe_sampled"]), posted.div_ceil(effective));
+                    }
+                }
+            }
+        }
+        files.push(strip(f));
+    }
+    assert_eq!(files[0], files[1], "N=1 and N=16 differ outside the latency fields");
+    assert_eq!(files[0], files[2]);
+}
+
+#[test]
+fn threads_with_concurrent_capture_and_flush_are_exact() {
+    // Mid-run Flush: a valid file; the final SwCapture equals the tally (checked in C).
+    let d = tempfile::tempdir().unwrap();
+    run_sim(d.path(), &["--threads", "--channels", "8", "--requests", "3000"], &[]);
+    only_file(d.path());
+    // No explicit Flush: the exit handler writes every count after the threads joined.
+    let d = tempfile::tempdir().unwrap();
+    let (_, t) = run_sim(d.path(), &["--threads", "--channels", "8", "--requests", "3000", "--no-flush"], &[]);
+    check_against_tally(&only_file(d.path()), &t, 1, false);
+}
+
+#[test]
+fn unknown_channel_ids_are_null() {
+    let d = tempfile::tempdir().unwrap();
+    let (_, t) = run_sim(d.path(), &["--unknown-channels", "--channels", "1"], &[]);
+    let f = only_file(d.path());
+    check_against_tally(&f, &t, 1, true);
+}
+
+#[test]
+fn unwritable_directory_is_one_line_and_a_normal_exit() {
+    let d = tempfile::tempdir().unwrap();
+    let missing = d.path().join("no/such/dir");
+    let (o, _) = run_sim(d.path(), &[], &[("RCCL_TELEMETRY_OUTPUT_DIR", missing.to_str().unwrap())]);
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("rccl-telemetry: cannot write")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains(missing.to_str().unwrap()) && lines[0].contains("No such file"), "{err}");
+    assert!(err.contains("rcclTelemetryFlush returned -1"), "{err}");
+    assert!(telemetry_files(d.path()).is_empty());
+}
+
+#[test]
+fn disabled_unless_exactly_one() {
+    for (v, lines) in [(None, 0), (Some("0"), 0), (Some("true"), 1), (Some("yes"), 1)] {
+        let d = tempfile::tempdir().unwrap();
+        let tally = d.path().join("tally.json");
+        let mut env = vec![("RCCL_TELEMETRY_OUTPUT_DIR", d.path().to_str().unwrap())];
+        if let Some(v) = v {
+            env.push(("RCCL_TELEMETRY_ENABLE", v));
+        }
+        let o = run(ibcast_sim(), &[tally.to_str().unwrap()], &env);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert_eq!(err.lines().filter(|l| l.starts_with("rccl-telemetry: ")).count(), lines, "{v:?}: {err}");
+        assert!(telemetry_files(d.path()).is_empty(), "{v:?}");
+    }
+}
+
+#[test]
+fn malformed_environment_gets_defaults_and_one_line_each() {
+    let d = tempfile::tempdir().unwrap();
+    let (o, t) = run_sim(
+        d.path(),
+        &[],
+        &[
+            ("RCCL_TELEMETRY_HISTOGRAM_BUCKETS", "lots"),
+            ("RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS", "-5"),
+            ("RCCL_TELEMETRY_LATENCY_SAMPLE", "0"),
+            ("RCCL_TELEMETRY_SAMPLE_MS", "99999999999999999999999"),
+        ],
+    );
+    let err = stderr(&o);
+    for var in ["HISTOGRAM_BUCKETS", "HISTOGRAM_INTERVAL_NS", "LATENCY_SAMPLE", "SAMPLE_MS"] {
+        let n = err.lines().filter(|l| l.contains(&format!("RCCL_TELEMETRY_{var}="))).count();
+        assert_eq!(n, 1, "{var}: {err}");
+    }
+    let f = only_file(d.path());
+    check_against_tally(&f, &t, 1, false);
+    assert_eq!(u(&f["histogram_interval_ns"]), 30_000);
+    let q = &f["devices"][0]["channels"][0]["queue_pairs"][0];
+    assert_eq!(q["wqe_completion_histogram"].as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn histogram_shape_follows_the_configuration() {
+    let d = tempfile::tempdir().unwrap();
+    let (_, t) = run_sim(d.path(), &[], &[("RCCL_TELEMETRY_HISTOGRAM_BUCKETS", "16"), ("RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS", "1")]);
+    let f = only_file(d.path());
+    check_against_tally(&f, &t, 1, false);
+    assert_eq!(u(&f["histogram_interval_ns"]), 1);
+    let h = f["devices"][0]["channels"][0]["wqe_completion_histogram"].as_array().unwrap();
+    assert_eq!(h.len(), 16);
+    // With 1 ns buckets every real completion latency lands in the last bucket or near it.
+    assert!(u(&h[15]) > 0, "{h:?}");
+}
+
+#[test]
+fn internal_failures_are_contained_and_logged() {
+    for (fault, expect_file, needle) in [
+        ("init_error", false, "telemetry could not start (forced by RCCL_TELEMETRY_TEST_FAULT=init_error)"),
+        ("init_panic", false, "telemetry could not start (internal error: forced by RCCL_TELEMETRY_TEST_FAULT=init_panic"),
+        ("setup_panic", true, "internal error in rcclTelemetrySetupChannel contained"),
+        ("flush_panic", false, "internal error in rcclTelemetryFlush contained"),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let tally = d.path().join("tally.json");
+        let o = run(
+            ibcast_sim(),
+            &[tally.to_str().unwrap()],
+            &[("RCCL_TELEMETRY_ENABLE", "1"), ("RCCL_TELEMETRY_OUTPUT_DIR", d.path().to_str().unwrap()), ("RCCL_TELEMETRY_TEST_FAULT", fault)],
+        );
+        let err = stderr(&o);
+        assert!(err.contains(needle), "{fault}: {err}");
+        assert!(err.lines().filter(|l| !l.starts_with("ibcast_sim")).all(|l| l.starts_with("rccl-telemetry: ")), "{fault}: {err}");
+        // The process always finishes normally: no abort, no signal.
+        assert!(o.status.code().is_some(), "{fault}: {:?}", o.status);
+        assert_eq!(telemetry_files(d.path()).len(), usize::from(expect_file), "{fault}");
+        if expect_file {
+            // SetupChannel failed for every QP: no slots, so no counts, but a valid file.
+            let f = only_file(d.path());
+            assert_eq!(f["devices"].as_array().unwrap().len(), 2);
+        }
+    }
+}
