@@ -15,6 +15,8 @@ LINK    := -L$(REL) -lrccl_telemetry -Wl,-rpath,$(abspath $(REL)) -lpthread
 TOOL    := $(REL)/rccl-telemetry
 DEMO    := out/demo
 
+include bench/bench.mk
+
 .PHONY: all lib header tool c-tests tsan header-check install install-check demo test clean
 
 all: lib
@@ -116,7 +118,7 @@ demo: lib tool $(B)/ibcast_sim
 	@echo
 	$(TOOL) summary $(DEMO)
 
-test: lib c-tests header-check tsan install-check
+test: lib c-tests header-check tsan install-check bench-quick
 	$(CARGO) test --release --workspace
 
 clean:

@@ -9,6 +9,9 @@ const ABI_MAJOR: &str = "0";
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,librccl_telemetry.so.{ABI_MAJOR}");
+    // Handles are valid for the life of the process (the C ABI's promise), and background
+    // threads and signal handlers run library code: dlclose must never unmap it.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
     println!("cargo:rerun-if-changed=src/capi.rs");
     println!("cargo:rerun-if-changed=src/counters.rs");
     println!("cargo:rerun-if-changed=cbindgen.toml");

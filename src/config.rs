@@ -19,6 +19,9 @@ pub const ENV_SAMPLE_MS: &str = "RCCL_TELEMETRY_SAMPLE_MS";
 pub const ENV_DEBUG: &str = "RCCL_TELEMETRY_DEBUG";
 pub const ENV_SYSFS_ROOT: &str = "RCCL_TELEMETRY_SYSFS_ROOT";
 pub const ENV_TEST_FAULT: &str = "RCCL_TELEMETRY_TEST_FAULT";
+pub const ENV_SIGNALS: &str = "RCCL_TELEMETRY_SIGNALS";
+pub const ENV_FLUSH_INTERVAL: &str = "RCCL_TELEMETRY_FLUSH_INTERVAL_S";
+pub const ENV_SNAPSHOT_SIGNAL: &str = "RCCL_TELEMETRY_SNAPSHOT_SIGNAL";
 
 pub const DEFAULT_OUTPUT_DIR: &str = "/tmp";
 pub const DEFAULT_BUCKETS: u32 = 5;
@@ -29,6 +32,10 @@ pub const MAX_LATENCY_SAMPLE: u64 = 1 << 16;
 /// Largest accepted RCCL_TELEMETRY_SAMPLE_MS: one hour.
 pub const MAX_SAMPLE_MS: u64 = 3_600_000;
 pub const DEFAULT_SYSFS_ROOT: &str = "/sys";
+/// Largest accepted RCCL_TELEMETRY_FLUSH_INTERVAL_S: one day.
+pub const MAX_FLUSH_INTERVAL_S: u64 = 86_400;
+/// The termination signals whose arrival writes the file (RCCL_TELEMETRY_SIGNALS).
+pub const TERMINATION_SIGNALS: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
 /// Internal failures that a test can force, to prove they are contained
 /// (RCCL_TELEMETRY_TEST_FAULT; never set in production).
@@ -55,6 +62,12 @@ pub struct Config {
     pub hw: HwSettings,
     pub debug: bool,
     pub fault: Fault,
+    /// RCCL_TELEMETRY_SIGNALS: write the file when a termination signal arrives.
+    pub signals: bool,
+    /// RCCL_TELEMETRY_FLUSH_INTERVAL_S: rewrite a snapshot every N seconds (0 = never).
+    pub flush_interval_s: u64,
+    /// RCCL_TELEMETRY_SNAPSHOT_SIGNAL: the signal that asks for a snapshot (None = off).
+    pub snapshot_signal: Option<i32>,
 }
 
 impl Default for Config {
@@ -67,6 +80,9 @@ impl Default for Config {
             hw: HwSettings::default(),
             debug: false,
             fault: Fault::None,
+            signals: true,
+            flush_interval_s: 0,
+            snapshot_signal: None,
         }
     }
 }
@@ -135,6 +151,27 @@ impl Config {
             }
         }
 
+        c.flush_interval_s = parse_u64(&get, ENV_FLUSH_INTERVAL, 0, 0, MAX_FLUSH_INTERVAL_S, &mut diags);
+
+        if let Some(v) = get(ENV_SIGNALS) {
+            match v.to_str() {
+                Some("1") => c.signals = true,
+                Some("0") => c.signals = false,
+                _ => diags.push(format!("{ENV_SIGNALS}={} is not 0 or 1; using the default 1", show(&v))),
+            }
+        }
+
+        if let Some(v) = get(ENV_SNAPSHOT_SIGNAL) {
+            match v.to_str().map(parse_signal) {
+                Some(Some(sig)) if TERMINATION_SIGNALS.contains(&sig) || sig == libc::SIGKILL || sig == libc::SIGSTOP => {
+                    diags.push(format!("{ENV_SNAPSHOT_SIGNAL}={} cannot be used for snapshots; snapshots on demand are off", show(&v)))
+                }
+                Some(Some(sig)) => c.snapshot_signal = Some(sig),
+                Some(None) if v.is_empty() => {}
+                _ => diags.push(format!("{ENV_SNAPSHOT_SIGNAL}={} is not a signal name or number; snapshots on demand are off", show(&v))),
+            }
+        }
+
         c.debug = matches!(get(ENV_DEBUG), Some(v) if v != "0");
         c.hw.debug = c.debug;
 
@@ -152,6 +189,57 @@ impl Config {
             };
         }
         (c, diags)
+    }
+}
+
+/// A signal given by number ("10"), name ("SIGUSR1") or short name ("usr1"); also SIGRTMIN+n.
+pub fn parse_signal(s: &str) -> Option<i32> {
+    let t = s.trim();
+    if let Ok(n) = t.parse::<i32>() {
+        return (1..=libc::SIGRTMAX()).contains(&n).then_some(n);
+    }
+    let up = t.to_ascii_uppercase();
+    let name = up.strip_prefix("SIG").unwrap_or(&up);
+    if let Some(rest) = name.strip_prefix("RTMIN+") {
+        let n: i32 = rest.parse().ok()?;
+        let sig = libc::SIGRTMIN() + n;
+        return (sig <= libc::SIGRTMAX()).then_some(sig);
+    }
+    Some(match name {
+        "HUP" => libc::SIGHUP,
+        "INT" => libc::SIGINT,
+        "QUIT" => libc::SIGQUIT,
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        "TERM" => libc::SIGTERM,
+        "KILL" => libc::SIGKILL,
+        "STOP" => libc::SIGSTOP,
+        "ALRM" => libc::SIGALRM,
+        "CONT" => libc::SIGCONT,
+        "WINCH" => libc::SIGWINCH,
+        "URG" => libc::SIGURG,
+        "PWR" => libc::SIGPWR,
+        "RTMIN" => libc::SIGRTMIN(),
+        _ => return None,
+    })
+}
+
+/// A signal's name for files and messages.
+pub fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGHUP => "SIGHUP".into(),
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGQUIT => "SIGQUIT".into(),
+        libc::SIGUSR1 => "SIGUSR1".into(),
+        libc::SIGUSR2 => "SIGUSR2".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGALRM => "SIGALRM".into(),
+        libc::SIGWINCH => "SIGWINCH".into(),
+        libc::SIGURG => "SIGURG".into(),
+        libc::SIGPWR => "SIGPWR".into(),
+        libc::SIGCONT => "SIGCONT".into(),
+        s if s >= libc::SIGRTMIN() && s <= libc::SIGRTMAX() => format!("SIGRTMIN+{}", s - libc::SIGRTMIN()),
+        s => format!("signal {s}"),
     }
 }
 
@@ -296,6 +384,24 @@ mod tests {
         assert_eq!((c.hw.sample_ms, c.debug, c.hw.debug, d.len()), (5, true, true, 0));
         let (c, d) = parse(&[(ENV_SAMPLE_MS, "-1"), (ENV_DEBUG, "0")]);
         assert_eq!((c.hw.sample_ms, c.debug, d.len()), (0, false, 1));
+    }
+
+    #[test]
+    fn signal_settings() {
+        let (c, d) = parse(&[]);
+        assert!(d.is_empty() && c.signals && c.flush_interval_s == 0 && c.snapshot_signal.is_none());
+        let (c, d) = parse(&[(ENV_SIGNALS, "0"), (ENV_FLUSH_INTERVAL, "30"), (ENV_SNAPSHOT_SIGNAL, "SIGUSR1")]);
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!((c.signals, c.flush_interval_s, c.snapshot_signal), (false, 30, Some(libc::SIGUSR1)));
+        for (v, want) in [("usr2", Some(libc::SIGUSR2)), ("10", Some(10)), ("SIGRTMIN+2", Some(libc::SIGRTMIN() + 2)),
+                          ("TERM", None), ("9", None), ("bogus", None), ("0", None), ("999", None)] {
+            let (c, d) = parse(&[(ENV_SNAPSHOT_SIGNAL, v)]);
+            assert_eq!(c.snapshot_signal, want, "{v}");
+            assert_eq!(d.len(), usize::from(want.is_none()), "{v}: {d:?}");
+        }
+        let (c, d) = parse(&[(ENV_SIGNALS, "yes"), (ENV_FLUSH_INTERVAL, "-1")]);
+        assert!(c.signals && c.flush_interval_s == 0);
+        assert_eq!(d.len(), 2);
     }
 
     #[test]

@@ -14,6 +14,8 @@ pub mod hw;
 pub mod latency;
 pub mod registry;
 pub mod report;
+pub mod signals;
+pub mod writer;
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::*};
@@ -32,7 +34,34 @@ const FAILED: u8 = 3;
 
 static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 static INIT_LOCK: Mutex<()> = Mutex::new(());
-static FLUSHED: AtomicBool = AtomicBool::new(false);
+/// Set once the final file has been claimed: later finals and snapshots are no-ops.
+static FINAL_CLAIMED: AtomicBool = AtomicBool::new(false);
+/// Serialises writes, so a snapshot can never be renamed over the final file.
+static WRITE_LOCK: Mutex<()> = Mutex::new(());
+
+/// What caused a write; recorded in the file as "trigger".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// The exit handler (atexit, or dlclose of the library).
+    Exit,
+    /// rcclTelemetryFlush.
+    Flush,
+    /// RCCL_TELEMETRY_FLUSH_INTERVAL_S.
+    Interval,
+    /// A termination signal, or RCCL_TELEMETRY_SNAPSHOT_SIGNAL.
+    Signal(i32),
+}
+
+impl Trigger {
+    pub fn name(self) -> String {
+        match self {
+            Trigger::Exit => "exit".into(),
+            Trigger::Flush => "rcclTelemetryFlush".into(),
+            Trigger::Interval => "interval".into(),
+            Trigger::Signal(s) => config::signal_name(s),
+        }
+    }
+}
 
 /// What Init established; set once, only when telemetry is on.
 pub struct Runtime {
@@ -136,6 +165,7 @@ fn start() -> Result<(), String> {
         diag::warn(&e);
     }
     let id = Identity {
+        pid: std::process::id(),
         host_name: report::host_name(),
         process_name: report::process_name(),
         start_wall_ns: latency::realtime_ns(),
@@ -155,6 +185,8 @@ fn start() -> Result<(), String> {
         )
     });
     hw::sampler_start(&cfg.hw);
+    let want_writer = cfg.signals || cfg.flush_interval_s > 0 || cfg.snapshot_signal.is_some();
+    let (signals, snapshot_signal, interval) = (cfg.signals, cfg.snapshot_signal, cfg.flush_interval_s);
     if RUNTIME.set(Runtime { cfg, id }).is_err() {
         return Err("initialised twice".into());
     }
@@ -162,30 +194,72 @@ fn start() -> Result<(), String> {
     if unsafe { libc::atexit(at_exit) } != 0 {
         diag::warn("could not register the exit handler; call rcclTelemetryFlush to write the file");
     }
+    if want_writer {
+        match writer::start(interval) {
+            Ok(()) => {
+                for d in signals::install(signals, snapshot_signal) {
+                    diag::warn(&d);
+                }
+            }
+            Err(e) => diag::warn(&format!("{e}; no file on signals or at intervals, only at exit")),
+        }
+    }
     Ok(())
 }
 
-extern "C" fn at_exit() {
-    let _ = std::panic::catch_unwind(flush);
+/// The snapshot signal in effect (0 when none).
+pub fn snapshot_signal() -> i32 {
+    signals::snapshot_signal()
 }
 
-/// rcclTelemetryFlush: writes the file once. 0 on success or when disabled, -1 on failure.
+/// Runs at process exit, and at dlclose of the library: the final file, then every thread
+/// of ours joined and every signal handler of ours put back, so nothing points into an
+/// unloaded library.
+extern "C" fn at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        let Some(rt) = runtime() else { return };
+        if std::process::id() != rt.id.pid {
+            return; // a forked child: the parent's threads, pipes and file are not ours
+        }
+        write_file(Trigger::Exit, true);
+        writer::stop();
+        signals::restore();
+    });
+}
+
+/// rcclTelemetryFlush: writes the final file once. 0 on success or when disabled, -1 on failure.
 pub fn flush() -> i32 {
+    write_file(Trigger::Flush, true)
+}
+
+/// Writes the file: the final one (once), or a snapshot (any number, never after the final).
+/// A forked child writes nothing: its counters began as the parent's. 0 on success or when
+/// there was nothing to do, -1 on failure (one line on stderr).
+pub fn write_file(trigger: Trigger, is_final: bool) -> i32 {
     let Some(rt) = runtime() else { return 0 };
-    if FLUSHED.swap(true, AcqRel) {
+    if std::process::id() != rt.id.pid {
+        diag::debug(|| format!("process {} is a fork of {}: it writes no telemetry file", std::process::id(), rt.id.pid));
         return 0;
     }
+    if is_final {
+        if FINAL_CLAIMED.swap(true, AcqRel) {
+            return 0;
+        }
+    } else if FINAL_CLAIMED.load(Acquire) {
+        return 0;
+    }
+    let _g = WRITE_LOCK.lock();
     let written = std::panic::catch_unwind(|| {
-        if rt.cfg.fault == Fault::FlushPanic {
+        if rt.cfg.fault == Fault::FlushPanic && is_final {
             panic!("forced by {}=flush_panic", config::ENV_TEST_FAULT);
         }
-        let samples = hw::sampler_stop();
-        let file = report::build(&rt.id, latency::realtime_ns(), samples);
+        let samples = if is_final { hw::sampler_stop() } else { hw::sampler_snapshot() };
+        let file = report::build(&rt.id, latency::realtime_ns(), samples, is_final, &trigger.name());
         report::write_atomic(&rt.cfg.output_dir, &report::file_name(&rt.id.host_name), &file)
     });
     match written {
         Ok(Ok(path)) => {
-            diag::debug(|| format!("wrote {}", path.display()));
+            diag::debug(|| format!("wrote {} ({}, {})", path.display(), if is_final { "final" } else { "snapshot" }, trigger.name()));
             0
         }
         Ok(Err(line)) => {

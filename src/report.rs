@@ -21,6 +21,8 @@ pub const FORMAT_VERSION: u32 = 1;
 /// Process facts captured at Init.
 #[derive(Debug, Clone)]
 pub struct Identity {
+    /// The process that initialised telemetry (a forked child has another pid).
+    pub pid: u32,
     pub host_name: String,
     pub process_name: String,
     pub start_wall_ns: u64,
@@ -37,6 +39,11 @@ pub struct FileReport {
     pub process_id: u32,
     pub start_time: String,
     pub end_time: String,
+    /// true in the file written at exit or by rcclTelemetryFlush; false in a snapshot.
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    /// What wrote this file: exit, rcclTelemetryFlush, interval, or a signal name.
+    pub trigger: String,
     pub transport: Option<String>,
     pub histogram_interval_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -257,7 +264,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
 }
 
 /// Builds the whole file from the registry.
-pub fn build(id: &Identity, end_wall_ns: u64, samples: Option<HwSamples>) -> FileReport {
+pub fn build(id: &Identity, end_wall_ns: u64, samples: Option<HwSamples>, is_final: bool, trigger: &str) -> FileReport {
     let devices: Vec<DeviceReport> = registry::devices().map(|d| device_report(d, id, d.hw.final_report())).collect();
     let transport = registry::devices().map(|d| d.transport.clone()).find(|t| !t.is_empty());
     let (hw_samples, hw_samples_dropped) = match samples {
@@ -279,6 +286,8 @@ pub fn build(id: &Identity, end_wall_ns: u64, samples: Option<HwSamples>) -> Fil
         process_id: std::process::id(),
         start_time: rfc3339(id.start_wall_ns),
         end_time: rfc3339(end_wall_ns),
+        is_final,
+        trigger: trigger.to_owned(),
         transport,
         histogram_interval_ns: id.histogram_interval_ns,
         latency_sample_interval: (id.latency_sample > 1).then_some(id.latency_sample),

@@ -96,6 +96,12 @@ pub struct HwSamples {
 /// Starts the background sampler when `settings.sample_ms > 0` (called once at Init).
 pub fn sampler_start(_settings: &HwSettings) {}
 
+/// The samples so far, leaving the sampler running (for snapshot files); None when it
+/// never ran.
+pub fn sampler_snapshot() -> Option<HwSamples> {
+    None
+}
+
 /// Stops and joins the sampler; None when it never ran.
 pub fn sampler_stop() -> Option<HwSamples> {
     None

@@ -1,0 +1,221 @@
+//! Telemetry that survives the runs that need it most: termination signals, an earlier or a
+//! later application handler, SIGKILL with interval snapshots, snapshots on demand, fork,
+//! dlclose, and exit while threads still call hooks (c_tests/survive.c, c_tests/dlclose.c).
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn survive() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| c_program("survive", &[]))
+}
+
+fn spawn(mode: &str, dir: &Path, env: &[(&str, &str)]) -> (Child, BufReader<std::process::ChildStdout>) {
+    let mut c = Command::new(survive());
+    c.arg(mode).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("RCCL_TELEMETRY_") {
+            c.env_remove(k);
+        }
+    }
+    c.env("RCCL_TELEMETRY_ENABLE", "1").env("RCCL_TELEMETRY_OUTPUT_DIR", dir);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut child = c.spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n", "{mode}");
+    (child, out)
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: sending a signal to our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+fn wait(mut child: Child, out: &mut BufReader<std::process::ChildStdout>) -> (ExitStatus, String) {
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(out, &mut rest).unwrap();
+    (status, rest)
+}
+
+fn term_signal(s: &ExitStatus) -> Option<i32> {
+    std::os::unix::process::ExitStatusExt::signal(s)
+}
+
+/// The one file in `dir`, valid against the schema, with traffic counted.
+fn the_file(dir: &Path) -> Value {
+    let files = telemetry_files(dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let v = load_valid(&files[0]);
+    assert!(u(&v["devices"][0]["channels"][0]["num_wqe_sent"]) > 0);
+    v
+}
+
+#[test]
+fn each_termination_signal_leaves_the_final_file() {
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT"), (libc::SIGHUP, "SIGHUP"), (libc::SIGQUIT, "SIGQUIT")] {
+        let d = tempfile::tempdir().unwrap();
+        let (child, mut out) = spawn("busy", d.path(), &[]);
+        signal(&child, sig);
+        let (status, _) = wait(child, &mut out);
+        // The default action still happens: the process dies of the signal.
+        assert_eq!(term_signal(&status), Some(sig), "{name}: {status:?}");
+        let v = the_file(d.path());
+        assert_eq!((v["final"].as_bool(), v["trigger"].as_str()), (Some(true), Some(name)));
+    }
+}
+
+#[test]
+fn signals_off_means_no_handler() {
+    let d = tempfile::tempdir().unwrap();
+    let (child, mut out) = spawn("busy", d.path(), &[("RCCL_TELEMETRY_SIGNALS", "0")]);
+    signal(&child, libc::SIGTERM);
+    let (status, _) = wait(child, &mut out);
+    assert_eq!(term_signal(&status), Some(libc::SIGTERM));
+    assert!(telemetry_files(d.path()).is_empty());
+}
+
+#[test]
+fn an_earlier_handler_is_chained_to() {
+    // It calls exit(): our snapshot is written first, then the exit handler writes the final.
+    let d = tempfile::tempdir().unwrap();
+    let (child, mut out) = spawn("own-handler-exit", d.path(), &[]);
+    signal(&child, libc::SIGTERM);
+    let (status, rest) = wait(child, &mut out);
+    assert_eq!(status.code(), Some(7), "{status:?}");
+    assert!(rest.contains("own handler called"));
+    let v = the_file(d.path());
+    assert_eq!((v["final"].as_bool(), v["trigger"].as_str()), (Some(true), Some("exit")));
+
+    // It calls _exit(): no exit handler runs, so the snapshot taken before it is what is left.
+    let d = tempfile::tempdir().unwrap();
+    let (child, mut out) = spawn("own-handler-_exit", d.path(), &[]);
+    signal(&child, libc::SIGTERM);
+    let (status, rest) = wait(child, &mut out);
+    assert_eq!(status.code(), Some(9), "{status:?}");
+    assert!(rest.contains("own handler called"));
+    let v = the_file(d.path());
+    assert_eq!((v["final"].as_bool(), v["trigger"].as_str()), (Some(false), Some("SIGTERM")));
+}
+
+#[test]
+fn a_later_handler_keeps_working() {
+    let d = tempfile::tempdir().unwrap();
+    let (child, mut out) = spawn("late-handler", d.path(), &[]);
+    signal(&child, libc::SIGTERM);
+    let (status, rest) = wait(child, &mut out);
+    assert!(rest.contains("late handler called") && rest.contains("stopped"), "{rest}");
+    assert_eq!(status.code(), Some(5));
+    let v = the_file(d.path());
+    assert_eq!((v["final"].as_bool(), v["trigger"].as_str()), (Some(true), Some("exit")));
+}
+
+#[test]
+fn sigkill_leaves_the_last_interval_snapshot() {
+    let d = tempfile::tempdir().unwrap();
+    let (child, mut out) = spawn("busy", d.path(), &[("RCCL_TELEMETRY_FLUSH_INTERVAL_S", "1")]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while seen.len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        if let Some(f) = telemetry_files(d.path()).first() {
+            let v = load_valid(f);
+            let end = v["end_time"].as_str().unwrap().to_owned();
+            if seen.last() != Some(&end) {
+                assert_eq!((v["final"].as_bool(), v["trigger"].as_str()), (Some(false), Some("interval")));
+                seen.push(end);
+            }
+        }
+    }
+    assert_eq!(seen.len(), 2, "two interval snapshots within 20 s");
+    signal(&child, libc::SIGKILL);
+    let (status, _) = wait(child, &mut out);
+    assert_eq!(term_signal(&status), Some(libc::SIGKILL));
+    let v = the_file(d.path());
+    assert_eq!(v["final"].as_bool(), Some(false));
+    // No temporary file is left beside it either.
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn snapshot_signal_writes_without_stopping_the_process() {
+    let d = tempfile::tempdir().unwrap();
+    let (child, mut out) = spawn("busy", d.path(), &[("RCCL_TELEMETRY_SNAPSHOT_SIGNAL", "SIGUSR1")]);
+    signal(&child, libc::SIGUSR1);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while telemetry_files(d.path()).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let v = the_file(d.path());
+    assert_eq!((v["final"].as_bool(), v["trigger"].as_str()), (Some(false), Some("SIGUSR1")));
+    // Still running: a second snapshot, then SIGTERM writes the final file.
+    let first = u(&v["devices"][0]["channels"][0]["num_wqe_sent"]);
+    std::thread::sleep(Duration::from_millis(100));
+    signal(&child, libc::SIGTERM);
+    let (status, _) = wait(child, &mut out);
+    assert_eq!(term_signal(&status), Some(libc::SIGTERM));
+    let v = the_file(d.path());
+    assert_eq!((v["final"].as_bool(), v["trigger"].as_str()), (Some(true), Some("SIGTERM")));
+    assert!(u(&v["devices"][0]["channels"][0]["num_wqe_sent"]) > first);
+}
+
+#[test]
+fn a_forked_child_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let o = run(survive(), &["fork"], &[("RCCL_TELEMETRY_ENABLE", "1"), ("RCCL_TELEMETRY_OUTPUT_DIR", d.path().to_str().unwrap())]);
+    assert!(o.status.success(), "{:?} {}", o.status, stderr(&o));
+    let v = the_file(d.path());
+    // The parent's file holds the parent's counts only: 1000 posts, not the child's 1000 more.
+    assert_eq!(u(&v["devices"][0]["channels"][0]["num_wqe_sent"]), 1000);
+    let files = telemetry_files(d.path());
+    assert!(files[0].to_string_lossy().ends_with(&format!("_{}.json", v["process_id"])));
+}
+
+#[test]
+fn exit_while_threads_call_hooks() {
+    for _ in 0..5 {
+        let d = tempfile::tempdir().unwrap();
+        let (child, mut out) = spawn("exit-racing", d.path(), &[("RCCL_TELEMETRY_SAMPLE_MS", "1")]);
+        let (status, _) = wait(child, &mut out);
+        assert_eq!(status.code(), Some(0), "{status:?}");
+        let v = the_file(d.path());
+        assert_eq!(v["final"].as_bool(), Some(true));
+    }
+}
+
+#[test]
+fn dlclose_leaves_the_library_loaded_and_working() {
+    let prog = c_program("dlclose", &["-ldl"]);
+    let d = tempfile::tempdir().unwrap();
+    let lib = lib_dir().join("librccl_telemetry.so");
+    let o = run(
+        &prog,
+        &[lib.to_str().unwrap()],
+        &[
+            ("RCCL_TELEMETRY_ENABLE", "1"),
+            ("RCCL_TELEMETRY_OUTPUT_DIR", d.path().to_str().unwrap()),
+            ("RCCL_TELEMETRY_SAMPLE_MS", "5"),
+            ("RCCL_TELEMETRY_FLUSH_INTERVAL_S", "60"),
+            ("RCCL_TELEMETRY_SNAPSHOT_SIGNAL", "USR2"),
+        ],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("SIGTERM handled: 1") && text.contains("libm loaded: 1"), "{text} {}", stderr(&o));
+    assert_eq!(term_signal(&o.status), Some(libc::SIGTERM), "{text} {}", stderr(&o));
+    let v = the_file(d.path());
+    assert_eq!((v["final"].as_bool(), v["trigger"].as_str()), (Some(true), Some("SIGTERM")));
+    assert_eq!(u(&v["devices"][0]["channels"][0]["num_wqe_sent"]), 123 + 77);
+    let dynamic = Command::new("readelf").arg("-d").arg(&lib).output().unwrap();
+    assert!(String::from_utf8_lossy(&dynamic.stdout).contains("NODELETE"), "the library is not linked -z nodelete");
+}
