@@ -27,7 +27,8 @@
  *
  * Telemetry hooks are called where IB-CAST calls them (C_API.md): Init and
  * RegisterDevice at transport init, SetupChannel/SetQpRole/Resolve* at connect,
- * PostTs + QpSendPosted + WqeSize per data WQE, Bytes per request, QpRecvPosted
+ * QpSendPosted + WqeSize per data WQE and PostTs for the signalled one (the only
+ * one with a completion to hand the token back to), Bytes per request, QpRecvPosted
  * per receive WQE, PostTs (signalled only) + QpCtsSent per CTS, QpSlotMiss per
  * unpublished FIFO slot, QpWqeComplete per drained completion (the PostTs token
  * of a signalled send, 0 for a receive), CqError per error completion,
