@@ -23,7 +23,9 @@
  *  - closing: not part of IB-CAST; the send comm sends one IBV_WR_SEND "fin"
  *    (request count and byte total) on its CTS QP, which the receiver checks.
  *    It exists so the rxe rdma_sends counter, which counts SEND opcodes only,
- *    has traffic to count.
+ *    has traffic to count;
+ *  - with --error-probe, one RDMA_WRITE with a wrong rkey after the traffic
+ *    provokes a real IBV_WC_REM_ACCESS_ERR completion (the CqError path).
  *
  * Telemetry hooks are called where IB-CAST calls them (C_API.md): Init and
  * RegisterDevice at transport init, SetupChannel/SetQpRole/Resolve* at connect,
