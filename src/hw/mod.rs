@@ -7,10 +7,27 @@
 //!   `HwDevice::take_baseline` on the device's first SetupChannel,
 //!   `HwDevice::final_report` at flush.
 //! - `sampler_start` at Init and `sampler_stop` at flush (RCCL_TELEMETRY_SAMPLE_MS).
+//! - `vocabulary()` and `validate_allow_list()` for the configuration and the docs.
 //!
 //! Nothing here is ever called from the data path.
+//!
+//! Submodules: `driver` (hw_type), `netdev` (eth_device), `ethtool` (SIOCETHTOOL),
+//! `sysfs` (bounded attribute readers), `vocab` (the canonical keys and per-driver
+//! sources, as data), `baseline` (snapshots, wrap and reset), `sampler` (the thread).
 
+mod baseline;
+mod driver;
+mod ethtool;
+mod netdev;
+mod sampler;
+mod sysfs;
+mod vocab;
+
+use baseline::{Eval, Plan, ReadCtx, Snapshot};
+use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::OnceLock;
+use vocab::{Kind, VOCAB};
 
 /// Hardware-counter settings, parsed once from the environment by `config`.
 #[derive(Debug, Clone)]
@@ -41,40 +58,207 @@ pub enum HwValue {
 /// The "hw_counters" object of one device, keys in vocabulary order.
 pub type HwReport = Vec<(&'static str, HwValue)>;
 
+/// One stderr line with the library's prefix (through the crate's single stderr writer).
+pub(crate) fn diag(msg: &str) {
+    crate::diag::warn(&msg.replace('\r', " "));
+}
+
+/// Every canonical key, in the order `final_report` emits them.
+pub fn vocabulary() -> &'static [&'static str] {
+    vocab::names()
+}
+
+/// Checks an RCCL_TELEMETRY_HW_COUNTERS list against the vocabulary and returns the names
+/// that are not canonical keys. Each unknown name gets one stderr line, once per process
+/// however often it is checked (`probe` checks too, so the caller need not).
+pub fn validate_allow_list(list: &[String]) -> Vec<String> {
+    static REPORTED: parking_lot::Mutex<Option<HashSet<String>>> = parking_lot::Mutex::new(None);
+    let mut unknown = Vec::new();
+    for raw in list {
+        let name = raw.trim();
+        if name.is_empty() || vocab::index_of(name).is_some() {
+            continue;
+        }
+        unknown.push(name.to_owned());
+        let mut g = REPORTED.lock();
+        if g.get_or_insert_with(HashSet::new).insert(name.to_owned()) {
+            diag(&format!(
+                "RCCL_TELEMETRY_HW_COUNTERS: unknown counter '{name}' ignored (known: {})",
+                vocabulary().join(",")
+            ));
+        }
+    }
+    unknown
+}
+
+/// Which vocabulary keys the allow-list lets through. An absent list, or one with no
+/// non-empty name, means every key.
+fn allowed_mask(allow: &Option<Vec<String>>) -> Vec<bool> {
+    match allow {
+        Some(list) if list.iter().any(|s| !s.trim().is_empty()) => {
+            validate_allow_list(list);
+            let set: HashSet<&str> = list.iter().map(|s| s.trim()).collect();
+            VOCAB.iter().map(|k| set.contains(k.name)).collect()
+        }
+        _ => vec![true; VOCAB.len()],
+    }
+}
+
+fn minus_one(kind: Kind) -> HwValue {
+    match kind {
+        Kind::Scalar => HwValue::Scalar(-1),
+        Kind::PerPrio => HwValue::PerPrio([-1; 8]),
+    }
+}
+
 /// The hardware side of one registered device.
 #[derive(Debug)]
 pub struct HwDevice {
     device_id: u32,
     roce_device: String,
+    hw: driver::HwType,
+    eth: String,
+    port: u32,
+    root: PathBuf,
+    debug: bool,
+    allowed: Vec<bool>,
+    plan: Plan,
+    sample_plan: Plan,
+    baseline: OnceLock<Snapshot>,
 }
 
 impl HwDevice {
     /// Called once at RegisterDevice: detects the driver and the netdev. Cheap; reads no counter.
-    pub fn probe(device_id: u32, roce_device: &str, _settings: &HwSettings) -> HwDevice {
-        HwDevice { device_id, roce_device: roce_device.to_owned() }
+    pub fn probe(device_id: u32, roce_device: &str, settings: &HwSettings) -> HwDevice {
+        let root = settings.sysfs_root.clone();
+        let (hw, how, port, eth, eth_how) = if sysfs::is_safe_component(roce_device) {
+            let (hw, how) = driver::detect(&root, roce_device);
+            let port = driver::pick_port(&root, roce_device);
+            let (eth, eth_how) = netdev::find(&root, roce_device, port, hw);
+            (hw, how, port, eth, eth_how)
+        } else {
+            (driver::HwType::Unsupported, "not a valid device name".to_owned(), 1, String::new(), "none")
+        };
+        let allowed = allowed_mask(&settings.allow);
+        let (plan, sample_plan) = match hw.table_index() {
+            Some(t) => (Plan::new(t, &allowed, false), Plan::new(t, &allowed, true)),
+            None => (Plan::default(), Plan::default()),
+        };
+        if settings.debug {
+            diag(&format!(
+                "hw device {device_id} '{roce_device}': hw_type {} ({how}), port {port}, eth_device '{eth}' (from {eth_how})",
+                hw.as_str()
+            ));
+        }
+        HwDevice {
+            device_id,
+            roce_device: roce_device.to_owned(),
+            hw,
+            eth,
+            port,
+            root,
+            debug: settings.debug,
+            allowed,
+            plan,
+            sample_plan,
+            baseline: OnceLock::new(),
+        }
     }
 
     /// "mlx5", "thor2", "ainic", "rxe" or "unsupported".
     pub fn hw_type(&self) -> &'static str {
-        "unsupported"
+        self.hw.as_str()
     }
 
     /// The Ethernet netdev behind the RoCE device, "" when there is none.
     pub fn eth_device(&self) -> &str {
-        ""
+        &self.eth
+    }
+
+    fn ctx(&self) -> ReadCtx<'_> {
+        ReadCtx { root: &self.root, ibdev: &self.roce_device, port: self.port, netdev: &self.eth }
+    }
+
+    fn read(&self, plan: &Plan, what: &str) -> Snapshot {
+        if plan.is_empty() {
+            return Snapshot::default();
+        }
+        let (snap, notes) = baseline::read(&self.ctx(), plan);
+        if self.debug {
+            for n in notes {
+                diag(&format!("hw device {} '{}' {what}: {n}", self.device_id, self.roce_device));
+            }
+            diag(&format!("hw device {} '{}' {what}: {} raw counters read", self.device_id, self.roce_device, snap.count()));
+        }
+        snap
     }
 
     /// Takes the baseline on the device's first use. Idempotent; later calls do nothing.
+    /// Concurrent first calls read the device once; the others wait for that read.
     pub fn take_baseline(&'static self) {
-        let _ = (self.device_id, &self.roce_device);
+        let mut first = false;
+        self.baseline.get_or_init(|| {
+            first = true;
+            self.read(&self.plan, "baseline")
+        });
+        if first && !self.sample_plan.is_empty() {
+            sampler::register(self);
+        }
     }
 
     /// Reads the final values and returns the deltas (every key present, -1 where unavailable).
     pub fn final_report(&self) -> HwReport {
-        ["delta_tx_bytes", "delta_rx_bytes", "delta_tx_packets", "delta_rx_packets"]
-            .into_iter()
-            .map(|k| (k, HwValue::Scalar(-1)))
-            .collect()
+        let (Some(base), Some(table)) = (self.baseline.get(), self.hw.table_index()) else {
+            return VOCAB.iter().map(|k| (k.name, minus_one(k.kind))).collect();
+        };
+        let fin = self.read(&self.plan, "final");
+        let mut out = Vec::with_capacity(VOCAB.len());
+        for (i, key) in VOCAB.iter().enumerate() {
+            if !self.allowed[i] {
+                out.push((key.name, minus_one(key.kind)));
+                continue;
+            }
+            let value = match key.kind {
+                Kind::Scalar => HwValue::Scalar(self.judge(key.name, baseline::evaluate(key, table, None, base, &fin, false))),
+                Kind::PerPrio => {
+                    let mut a = [-1i64; 8];
+                    for (p, slot) in a.iter_mut().enumerate() {
+                        *slot = self.judge(key.name, baseline::evaluate(key, table, Some(p), base, &fin, false));
+                    }
+                    HwValue::PerPrio(a)
+                }
+            };
+            out.push((key.name, value));
+        }
+        out
+    }
+
+    fn judge(&self, key: &str, e: Eval) -> i64 {
+        if let Eval::Reset(why) = &e {
+            if self.debug {
+                diag(&format!("hw device {} '{}': {key}: {why}", self.device_id, self.roce_device));
+            }
+        }
+        e.value()
+    }
+
+    /// One sampler row: deltas since the baseline of the sampled keys this driver exposes
+    /// through IB sysfs. None before the baseline or when nothing is sampleable.
+    fn sample_counters(&self) -> Option<Vec<(&'static str, i64)>> {
+        let base = self.baseline.get()?;
+        let table = self.hw.table_index()?;
+        let cur = baseline::read(&self.ctx(), &self.sample_plan).0;
+        let row: Vec<(&'static str, i64)> = VOCAB
+            .iter()
+            .enumerate()
+            .filter(|(i, k)| self.allowed[*i] && baseline::sampleable(k, table))
+            .map(|(_, k)| (k.name, baseline::evaluate(k, table, None, base, &cur, true).value()))
+            .collect();
+        if row.is_empty() {
+            None
+        } else {
+            Some(row)
+        }
     }
 }
 
@@ -94,15 +278,131 @@ pub struct HwSamples {
 }
 
 /// Starts the background sampler when `settings.sample_ms > 0` (called once at Init).
-pub fn sampler_start(_settings: &HwSettings) {}
+pub fn sampler_start(settings: &HwSettings) {
+    sampler::start_with_capacity(settings, sampler::DEFAULT_CAPACITY);
+}
 
 /// The samples so far, leaving the sampler running (for snapshot files); None when it
 /// never ran.
 pub fn sampler_snapshot() -> Option<HwSamples> {
-    None
+    sampler::snapshot()
 }
 
 /// Stops and joins the sampler; None when it never ran.
 pub fn sampler_stop() -> Option<HwSamples> {
-    None
+    sampler::stop()
+}
+
+/// Hooks for tests and fixtures; not part of the stable interface.
+#[doc(hidden)]
+pub mod testing {
+    /// Makes ethtool reads of `ifname` answer with `stats` (kernel order, kernel spelling)
+    /// instead of the ioctl; `None` removes it. For fixture trees whose netdevs do not exist.
+    pub fn set_fake_ethtool(ifname: &str, stats: Option<Vec<(String, u64)>>) {
+        super::ethtool::set_fake(ifname, stats);
+    }
+
+    /// Reads `ifname`'s ethtool statistics through the real ioctl path.
+    pub fn ethtool_stats(ifname: &str) -> Result<std::collections::HashMap<String, u64>, String> {
+        super::ethtool::read_stats(ifname).map_err(|e| e.to_string())
+    }
+
+    /// `sampler_start` with a chosen buffer capacity (to exercise the full-buffer policy).
+    pub fn sampler_start_with_capacity(settings: &super::HwSettings, capacity: usize) {
+        super::sampler::start_with_capacity(settings, capacity);
+    }
+
+    /// Rows produced so far by the running sampler (kept + dropped); None when not running.
+    pub fn sampler_rows_so_far() -> Option<u64> {
+        super::sampler::rows_so_far()
+    }
+
+    /// The vocabulary as the markdown table of src/hw/README.md.
+    pub fn vocabulary_markdown() -> String {
+        let mut s = String::from(
+            "| Key | Meaning (unit) | mlx5 | thor2 (bnxt_re / bnxt_en) | ainic (ionic) | rxe (Soft-RoCE) |\n|---|---|---|---|---|---|\n",
+        );
+        for (k, unit, meaning, cols) in vocabulary_table() {
+            s.push_str(&format!("| `{k}` | {meaning} ({unit}) | {} | {} | {} | {} |\n", cols[0], cols[1], cols[2], cols[3]));
+        }
+        s
+    }
+
+    /// (key, unit, meaning, [mlx5, thor2, ainic, rxe] sources) for documentation.
+    pub fn vocabulary_table() -> Vec<(&'static str, &'static str, &'static str, [String; 4])> {
+        super::vocab::VOCAB
+            .iter()
+            .map(|k| {
+                let col = |d: usize| -> String {
+                    let alts: Vec<String> = k.map[d]
+                        .iter()
+                        .map(|alt| {
+                            alt.iter()
+                                .map(|t| {
+                                    let w = if t.wrap32 { " (32b)" } else { "" };
+                                    let s = if t.scale != 1 { format!(" ×{}", t.scale) } else { String::new() };
+                                    format!("{} `{}`{s}{w}", t.src.label(), t.name)
+                                })
+                                .collect::<Vec<_>>()
+                                .join(" + ")
+                        })
+                        .collect();
+                    if alts.is_empty() {
+                        "—".to_owned()
+                    } else {
+                        alts.join(", else ")
+                    }
+                };
+                (k.name, k.unit, k.meaning, [col(0), col(1), col(2), col(3)])
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsupported_device_reads_nothing_and_reports_minus_one() {
+        let d = tempfile::tempdir().unwrap();
+        let s = HwSettings { sysfs_root: d.path().to_path_buf(), ..Default::default() };
+        let dev: &'static HwDevice = Box::leak(Box::new(HwDevice::probe(0, "nonexistent0", &s)));
+        assert_eq!(dev.hw_type(), "unsupported");
+        assert_eq!(dev.eth_device(), "");
+        dev.take_baseline();
+        let r = dev.final_report();
+        assert_eq!(r.len(), VOCAB.len());
+        for (k, v) in &r {
+            match v {
+                HwValue::Scalar(x) => assert_eq!(*x, -1, "{k}"),
+                HwValue::PerPrio(a) => assert!(a.iter().all(|x| *x == -1), "{k}"),
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_device_names_are_unsupported() {
+        let s = HwSettings::default();
+        for n in ["../../etc", "", "a/b", ".."] {
+            let d = HwDevice::probe(1, n, &s);
+            assert_eq!(d.hw_type(), "unsupported", "{n:?}");
+        }
+    }
+
+    #[test]
+    fn allow_mask_and_unknown_names() {
+        assert!(allowed_mask(&None).iter().all(|b| *b));
+        assert!(allowed_mask(&Some(vec![" ".into(), "".into()])).iter().all(|b| *b));
+        let m = allowed_mask(&Some(vec!["cnp_sent".into(), " out_of_buffer ".into(), "bogus_counter".into()]));
+        assert_eq!(m.iter().filter(|b| **b).count(), 2);
+        assert_eq!(validate_allow_list(&["bogus_counter".into(), "cnp_sent".into()]), vec!["bogus_counter".to_owned()]);
+    }
+
+    #[test]
+    fn vocabulary_is_exposed_in_order() {
+        assert_eq!(vocabulary().len(), VOCAB.len());
+        assert_eq!(vocabulary()[0], "delta_tx_bytes");
+        assert_eq!(testing::vocabulary_table().len(), VOCAB.len());
+    }
 }

@@ -1,0 +1,229 @@
+//! RCCL_TELEMETRY_SAMPLE_MS: a background thread that samples a small set of congestion
+//! counters (IB sysfs only, never ethtool) of the devices in use.
+//!
+//! - Devices become visible to the sampler when their baseline is taken (first use); a
+//!   device never used is never sampled.
+//! - Each row holds, per sampled key, the delta since that device's baseline (-1 when the
+//!   counter could not be read or went backwards).
+//! - Timestamps: the wall clock read once when the sampler starts plus the monotonic time
+//!   elapsed since then, in Unix ns, so rows line up across hosts and never go backwards.
+//! - Memory is bounded: the buffer keeps the newest [`DEFAULT_CAPACITY`] rows; when it is
+//!   full the oldest row is discarded for each new one, and the discarded rows are counted
+//!   in `dropped` (emitted as `hw_samples_dropped`).
+//! - Stop wakes the thread at once (condition variable, not a sleep), so a flush waits at
+//!   most for one sampling pass in progress, never a full interval.
+
+use super::{diag, HwDevice, HwSample, HwSamples, HwSettings};
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Rows kept at most (about 3 MB with every sampled key present).
+pub const DEFAULT_CAPACITY: usize = 8192;
+
+/// Fixed-capacity buffer that keeps the newest rows.
+#[derive(Debug)]
+pub struct Ring {
+    buf: VecDeque<HwSample>,
+    cap: usize,
+    dropped: u64,
+}
+
+impl Ring {
+    pub fn new(cap: usize) -> Ring {
+        let cap = cap.max(1);
+        Ring { buf: VecDeque::with_capacity(cap.min(1024)), cap, dropped: 0 }
+    }
+
+    pub fn push(&mut self, s: HwSample) {
+        if self.buf.len() == self.cap {
+            self.buf.pop_front();
+            self.dropped += 1;
+        }
+        self.buf.push_back(s);
+    }
+
+    pub fn take(&mut self) -> HwSamples {
+        HwSamples { samples: self.buf.drain(..).collect(), dropped: std::mem::take(&mut self.dropped) }
+    }
+}
+
+/// Wall clock at start plus a monotonic offset.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    wall0_ns: u64,
+    mono0: Instant,
+}
+
+impl Clock {
+    pub fn start() -> Clock {
+        let wall0_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        Clock { wall0_ns, mono0: Instant::now() }
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.wall0_ns.saturating_add(self.mono0.elapsed().as_nanos() as u64)
+    }
+}
+
+struct Shared {
+    stop: Mutex<bool>,
+    cv: Condvar,
+    ring: Mutex<Ring>,
+}
+
+struct Running {
+    shared: Arc<Shared>,
+    handle: Option<JoinHandle<()>>,
+}
+
+static USED: Mutex<Vec<&'static HwDevice>> = parking_lot::Mutex::new(Vec::new());
+static STATE: Mutex<Option<Running>> = parking_lot::Mutex::new(None);
+
+/// Makes a device (whose baseline was just taken) visible to the sampler.
+pub(super) fn register(dev: &'static HwDevice) {
+    USED.lock().push(dev);
+}
+
+fn sample_all(ring: &Mutex<Ring>, clock: &Clock) {
+    let devices: Vec<&'static HwDevice> = USED.lock().clone();
+    for d in devices {
+        if let Some(counters) = d.sample_counters() {
+            let s = HwSample { device_id: d.device_id, timestamp_ns: clock.now_ns(), counters };
+            ring.lock().push(s);
+        }
+    }
+}
+
+fn run(shared: Arc<Shared>, interval: Duration, clock: Clock) {
+    let mut next = Instant::now() + interval;
+    loop {
+        {
+            let mut stop = shared.stop.lock();
+            loop {
+                if *stop {
+                    return;
+                }
+                let now = Instant::now();
+                if now >= next {
+                    break;
+                }
+                shared.cv.wait_for(&mut stop, next - now);
+            }
+        }
+        sample_all(&shared.ring, &clock);
+        next += interval;
+        let now = Instant::now();
+        if next <= now {
+            // A pass overran the interval: skip the missed ticks instead of bursting.
+            next = now + interval;
+        }
+    }
+}
+
+/// Starts the sampler with a given buffer capacity (the public entry uses
+/// [`DEFAULT_CAPACITY`]). Does nothing when `sample_ms` is 0 or a sampler is running.
+pub fn start_with_capacity(settings: &HwSettings, capacity: usize) {
+    if settings.sample_ms == 0 {
+        return;
+    }
+    let mut st = STATE.lock();
+    if st.is_some() {
+        if settings.debug {
+            diag("hw sampler already running; second start ignored");
+        }
+        return;
+    }
+    let shared = Arc::new(Shared { stop: Mutex::new(false), cv: Condvar::new(), ring: Mutex::new(Ring::new(capacity)) });
+    let interval = Duration::from_millis(settings.sample_ms);
+    let clock = Clock::start();
+    let s2 = Arc::clone(&shared);
+    let handle = std::thread::Builder::new()
+        .name("rccl-tel-hwsample".to_owned())
+        .spawn(move || run(s2, interval, clock));
+    let handle = match handle {
+        Ok(h) => Some(h),
+        Err(e) => {
+            diag(&format!("cannot start the hw sampler thread ({e}); hw_samples will be empty"));
+            None
+        }
+    };
+    if settings.debug && handle.is_some() {
+        diag(&format!("hw sampler started, every {} ms, at most {capacity} rows", settings.sample_ms));
+    }
+    *st = Some(Running { shared, handle });
+}
+
+/// Rows produced so far (kept + dropped) by the running sampler.
+pub fn rows_so_far() -> Option<u64> {
+    let st = STATE.lock();
+    let r = st.as_ref()?;
+    let ring = r.shared.ring.lock();
+    Some(ring.buf.len() as u64 + ring.dropped)
+}
+
+/// A copy of the rows so far (and the count dropped so far), leaving the sampler running.
+pub fn snapshot() -> Option<HwSamples> {
+    let st = STATE.lock();
+    let r = st.as_ref()?;
+    let ring = r.shared.ring.lock();
+    Some(HwSamples { samples: ring.buf.iter().cloned().collect(), dropped: ring.dropped })
+}
+
+/// Stops and joins the sampler and hands over its rows; None when it never started.
+pub fn stop() -> Option<HwSamples> {
+    let running = STATE.lock().take()?;
+    *running.shared.stop.lock() = true;
+    running.shared.cv.notify_all();
+    if let Some(h) = running.handle {
+        if h.join().is_err() {
+            diag("hw sampler thread panicked; keeping the rows it collected");
+        }
+    }
+    let out = running.shared.ring.lock().take();
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(i: u64) -> HwSample {
+        HwSample { device_id: 0, timestamp_ns: i, counters: vec![("cnp_sent", i as i64)] }
+    }
+
+    #[test]
+    fn ring_keeps_newest_and_counts_dropped() {
+        let mut r = Ring::new(3);
+        for i in 0..5 {
+            r.push(row(i));
+        }
+        let out = r.take();
+        assert_eq!(out.dropped, 2);
+        assert_eq!(out.samples.iter().map(|s| s.timestamp_ns).collect::<Vec<_>>(), vec![2, 3, 4]);
+        let again = r.take();
+        assert!(again.samples.is_empty() && again.dropped == 0);
+    }
+
+    #[test]
+    fn zero_capacity_is_one() {
+        let mut r = Ring::new(0);
+        r.push(row(1));
+        r.push(row(2));
+        let out = r.take();
+        assert_eq!(out.samples.len(), 1);
+        assert_eq!(out.dropped, 1);
+    }
+
+    #[test]
+    fn clock_is_unix_ns_and_monotonic() {
+        let c = Clock::start();
+        let a = c.now_ns();
+        let b = c.now_ns();
+        assert!(b >= a);
+        // After 2020-01-01 in ns: a wall-clock anchored value, not a boot-relative one.
+        assert!(a > 1_577_836_800_000_000_000);
+    }
+}
