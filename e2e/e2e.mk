@@ -1,0 +1,16 @@
+# End-to-end test on real ibverbs: Soft-RoCE (rdma_rxe) in qemu TCG guests.
+# Included from the top-level Makefile. Needs the apt packages listed in e2e/README.md.
+.PHONY: e2e e2e-clean
+
+# Builds the library, the verbs program and the guest image, boots one guest and a
+# wired pair, checks the JSON files; the last line is "N passed, M failed".
+e2e:
+	bash e2e/run.sh
+
+e2e-clean:
+	rm -rf e2e/build
+
+# Included before the top-level Makefile's first rule, this file must not become its default goal.
+ifeq ($(.DEFAULT_GOAL),e2e)
+.DEFAULT_GOAL :=
+endif

@@ -1,0 +1,81 @@
+#!/bin/bash
+# make e2e: build the library, the IB-CAST-shaped verbs program and a Soft-RoCE
+# guest image, boot one guest (four scenarios) and then two wired-together guests,
+# and check everything they bring out. Ends with "N passed, M failed".
+# Every stage that cannot run is a failure, never a skip.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=${E2E_BUILD:-e2e/build}
+mkdir -p "$B"
+T0=$(date +%s%N)
+PASSED=0; FAILED=0
+elapsed() { local d=$(( ($(date +%s%N) - T0) / 100000000 )); echo "$((d/10)).$((d%10))s"; }
+stage() { echo "== [$(elapsed)] $*"; }
+pass() { PASSED=$((PASSED+1)); echo "PASS $*"; }
+fail() { FAILED=$((FAILED+1)); echo "FAIL $*"; }
+finish() {
+  stage "done"
+  echo "$PASSED passed, $FAILED failed"
+  [ "$FAILED" = 0 ]
+  exit
+}
+count() { # add check.py's PASS/FAIL lines from a log to the totals
+  PASSED=$((PASSED + $(grep -c '^PASS ' "$1"))); FAILED=$((FAILED + $(grep -c '^FAIL ' "$1")))
+}
+
+stage "host tools"
+missing=""
+for t in qemu-system-x86_64 gcc cargo python3 cpio modinfo dpkg-deb apt-get rdma ethtool objdump timeout; do
+  command -v $t >/dev/null || missing="$missing $t"
+done
+[ -x /bin/busybox ] || missing="$missing busybox-static"
+[ -e /usr/include/infiniband/verbs.h ] || missing="$missing libibverbs-dev"
+python3 -c 'import jsonschema' 2>/dev/null || missing="$missing python3-jsonschema"
+if [ -n "$missing" ]; then fail "host tools present: missing$missing (see e2e/README.md for the apt list)"; finish; fi
+pass "host tools present"
+
+stage "library (cargo build --release)"
+if cargo build --release -p rccl-telemetry -q 2>"$B/cargo.err"; then
+  LIB=target/release/librccl_telemetry.so
+  soname=$(objdump -p "$LIB" | awk '/SONAME/ {print $2}')
+  if [ "$soname" = librccl_telemetry.so.0 ]; then pass "library builds with SONAME $soname"
+  else fail "library SONAME is '$soname', want librccl_telemetry.so.0"; finish; fi
+else
+  fail "library builds: $(tail -5 "$B/cargo.err")"; finish
+fi
+if objdump -p "$LIB" | grep -q 'NEEDED.*libibverbs'; then fail "library does not need libibverbs at run time"
+else pass "library does not need libibverbs at run time"; fi
+
+stage "program (gcc, include/rccl_telemetry.h, -lrccl_telemetry -libverbs)"
+if gcc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o "$B/ibcast_e2e" e2e/ibcast_e2e.c \
+     -Ltarget/release -lrccl_telemetry -libverbs 2>"$B/gcc.err"; then
+  pass "ibcast_e2e compiles against the generated header and links the library"
+else
+  fail "ibcast_e2e compiles: $(head -20 "$B/gcc.err")"; finish
+fi
+
+stage "guest image (kernel from apt, busybox initramfs)"
+if bash e2e/build_image.sh "$B/image" "$B/ibcast_e2e" "$LIB" > "$B/image.log" 2>&1; then
+  pass "guest image built ($(grep -o 'linux-image[^,]*' "$B/image.log" | head -1))"
+else
+  fail "guest image builds: $(tail -5 "$B/image.log")"; finish
+fi
+
+stage "single guest: main, LATENCY_SAMPLE=16, SAMPLE_MS=5, unwritable dir"
+if bash e2e/run_guest.sh single "$B/image" "$B/result-single"; then
+  pass "single guest booted, ran and powered off"
+  python3 e2e/check.py single "$B/result-single" | tee "$B/check-single.log"
+  count "$B/check-single.log"
+else
+  fail "single guest booted, ran and powered off (console: $B/result-single/single/console.log)"
+fi
+
+stage "two guests wired together: 2 ranks per host"
+if bash e2e/run_guest.sh pair "$B/image" "$B/result-pair"; then
+  pass "both pair guests booted, ran and powered off"
+  python3 e2e/check.py pair "$B/result-pair" | tee "$B/check-pair.log"
+  count "$B/check-pair.log"
+else
+  fail "both pair guests booted, ran and powered off (consoles: $B/result-pair/*/console.log)"
+fi
+finish
