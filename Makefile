@@ -16,6 +16,8 @@ TOOL    := $(REL)/rccl-telemetry
 DEMO    := out/demo
 
 include bench/bench.mk
+include tools/tool.mk
+include e2e/e2e.mk
 
 .PHONY: all lib header tool c-tests tsan header-check install install-check demo test clean
 
@@ -77,6 +79,8 @@ tsan: $(B)/ibcast_sim_tsan
 	  $(B)/ibcast_sim_tsan $(B)/tsan/tally.json --threads --devices 2 --channels 4 --requests 2000
 	@echo "tsan: 1 passed, 0 failed"
 
+# `make test` is everything but the end-to-end run on Soft-RoCE (`make e2e`, which boots
+# qemu guests); CI runs both.
 # CI fails when the committed header is not what the code generates.
 header-check: lib
 	git diff --exit-code -- include/rccl_telemetry.h
@@ -116,7 +120,10 @@ demo: lib tool $(B)/ibcast_sim
 	@echo "telemetry files written by the two ranks:"
 	@ls -1 $(DEMO)/rccl_telemetry_*.json
 	@echo
+	$(TOOL) check $(DEMO)
 	$(TOOL) summary $(DEMO)
+	$(TOOL) report -o $(DEMO)/report.html $(DEMO)
+	@echo "report: $(DEMO)/report.html"
 
 test: lib c-tests header-check tsan install-check bench-quick
 	$(CARGO) test --release --workspace
