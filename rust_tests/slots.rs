@@ -45,7 +45,7 @@ fn slots_handles_and_untracked_accounting() {
         assert_eq!(rcclTelemetryResolveQp(3, 511, *i), *h, "slot {i} moved");
     }
     assert!(rcclTelemetryResolveQp(3, 511, 10_000).is_null());
-    assert!(rcclTelemetryResolveChannel(3, 511) != ptr::null_mut());
+    assert!(!rcclTelemetryResolveChannel(3, 511).is_null());
     assert!(rcclTelemetryResolveChannel(3, 510).is_null());
 
     // Out-of-range channels: the QPs are untracked on the device.

@@ -374,7 +374,7 @@ pub unsafe extern "C" fn rcclTelemetrySwCapture(out: *mut RcclTelemetrySwSnapsho
 fn sw_snapshot(d: &registry::Device) -> RcclTelemetrySwSnapshot {
     let mut total = crate::counters::QpSnapshot::default();
     for c in d.channels() {
-        for i in 0..c.slots.len() {
+        for i in 0..c.slots.reserved() {
             if let Some(q) = c.slots.get(i) {
                 total.accumulate(&q.snapshot());
             }

@@ -75,12 +75,13 @@ impl SlotArena {
         (first, granted)
     }
 
-    pub fn len(&self) -> u64 {
+    /// Slots reserved so far (all of them resolvable).
+    pub fn reserved(&self) -> u64 {
         self.len.load(Acquire)
     }
 
     pub fn get(&self, i: u64) -> Option<&'static RcclQpStats> {
-        if i >= self.len() {
+        if i >= self.reserved() {
             return None;
         }
         let (seg, off) = locate(i);
@@ -266,7 +267,7 @@ fn thread_pointer() -> usize {
 #[inline(always)]
 pub fn stripe() -> usize {
     // Thread control blocks sit pages apart: mix the page number, keep the top bits.
-    ((thread_pointer() >> 12).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - STRIPES.trailing_zeros())) as usize
+    (thread_pointer() >> 12).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - STRIPES.trailing_zeros())
 }
 
 #[inline(always)]

@@ -200,7 +200,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
     for c in d.channels() {
         let mut total = QpSnapshot::default();
         let (mut data, mut cts) = (0, 0);
-        let n = c.slots.len();
+        let n = c.slots.reserved();
         let mut qps = Vec::with_capacity(n as usize);
         for i in 0..n {
             let Some(slot) = c.slots.get(i) else { continue };
