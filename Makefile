@@ -50,6 +50,10 @@ $(B)/ibcast_sim_tsan: c_tests/ibcast_sim.c c_tests/tsan_shim.c include/rccl_tele
 	$(CC) -std=c11 $(CWARN) -O1 -g -fsanitize=thread -Iinclude c_tests/ibcast_sim.c c_tests/tsan_shim.c -o $@ \
 	  -L$(B)/tsanlib -lrccl_telemetry -Wl,-rpath,$(abspath $(B)/tsanlib) -lpthread
 
+$(B)/ibcast_sim_cxx17: c_tests/ibcast_sim.c include/rccl_telemetry.h | lib
+	@mkdir -p $(B)
+	$(CXX) -std=c++17 $(CWARN) -x c++ -O2 -Iinclude $< -o $@ $(LINK)
+
 $(B)/header_c11: c_tests/header_check.c include/rccl_telemetry.h | lib
 	@mkdir -p $(B)
 	$(CC) -std=c11 -pedantic $(CWARN) -Iinclude $< -o $@ $(LINK)
@@ -66,17 +70,21 @@ $(B)/verbs_abi: c_tests/verbs_abi.c | lib
 	@mkdir -p $(B)
 	$(CC) -std=c11 $(CWARN) $< -o $@
 
-c-tests: $(B)/ibcast_sim $(B)/header_c11 $(B)/header_cxx17 $(B)/header_cxx14
+c-tests: $(B)/ibcast_sim $(B)/ibcast_sim_cxx17 $(B)/header_c11 $(B)/header_cxx17 $(B)/header_cxx14
 	$(B)/header_c11
 	$(B)/header_cxx17
 	$(B)/header_cxx14
+	@rm -rf $(B)/cxx && mkdir -p $(B)/cxx
+	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(B)/cxx $(B)/ibcast_sim_cxx17 $(B)/cxx/tally.json --bad-calls 2>/dev/null
+	@echo "ibcast_sim as C++17: ok"
 
 # The concurrent C stress test under ThreadSanitizer: hooks on 8 threads while the main
-# thread captures and flushes.
+# thread captures and flushes, and raises the snapshot signal (signal-driven writes).
 tsan: $(B)/ibcast_sim_tsan
 	@rm -rf $(B)/tsan && mkdir -p $(B)/tsan
 	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(B)/tsan TSAN_OPTIONS=halt_on_error=1 \
-	  $(B)/ibcast_sim_tsan $(B)/tsan/tally.json --threads --devices 2 --channels 4 --requests 2000
+	  RCCL_TELEMETRY_SNAPSHOT_SIGNAL=SIGUSR1 \
+	  $(B)/ibcast_sim_tsan $(B)/tsan/tally.json --threads --signal-snapshots --devices 2 --channels 4 --requests 2000
 	@echo "tsan: 1 passed, 0 failed"
 
 # `make test` is everything but the end-to-end run on Soft-RoCE (`make e2e`, which boots

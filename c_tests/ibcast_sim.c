@@ -16,13 +16,18 @@
  *   --unknown-channels the transport supplies no channel id (MarkChannelsUnknown)
  *   --bad-calls        also make every kind of invalid call (must all be no-ops)
  *   --no-flush         do not call rcclTelemetryFlush (the exit handler writes the file)
+ *   --signal-snapshots with --threads: the main thread also raises SIGUSR1 while the hooks run
+ *                      (run with RCCL_TELEMETRY_SNAPSHOT_SIGNAL=SIGUSR1: signal-driven writes)
  * The tally is written as JSON in the library's layout, so a checker compares key by key.
  * Exit status: 0 when every self-check held.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "rccl_telemetry.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +61,7 @@ typedef struct {
 } Device;
 
 static int g_ndev = 2, g_nch = 4, g_ndata = 2, g_nreq = 64;
-static int g_threads, g_unknown, g_bad, g_noflush;
+static int g_threads, g_unknown, g_bad, g_noflush, g_sigsnap;
 static Device g_dev[MAX_DEV];
 static int g_fail;
 
@@ -332,6 +337,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--unknown-channels")) g_unknown = 1;
     else if (!strcmp(argv[i], "--bad-calls")) g_bad = 1;
     else if (!strcmp(argv[i], "--no-flush")) g_noflush = 1;
+    else if (!strcmp(argv[i], "--signal-snapshots")) g_sigsnap = 1;
     else { fprintf(stderr, "ibcast_sim: unknown option %s\n", argv[i]); return 2; }
   }
   if (g_ndev < 1 || g_ndev > MAX_DEV || g_nch < 1 || g_nch > MAX_CH || g_ndata < 1 || g_ndata > MAX_DATA ||
@@ -366,6 +372,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 200; k++) {
       int n = rcclTelemetrySwCapture(s, RCCL_TELEMETRY_MAX_DEVS);
       CHECK(n == (on ? g_ndev : -1));
+      if (g_sigsnap && k % 40 == 0) raise(SIGUSR1);
     }
     if (!g_noflush) CHECK(rcclTelemetryFlush() == 0); /* mid-run: a valid file of what was counted so far */
     for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
