@@ -24,7 +24,17 @@ pub fn lib_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let so = profile_dir().join("librccl_telemetry.so");
-        assert!(so.exists(), "{} was not built", so.display());
+        assert!(so.exists(), "{} was not built: run `cargo build --release` first (`make test` does)", so.display());
+        // cargo test builds the rlib, not the cdylib: refuse to test a shared object older
+        // than the sources rather than silently test old code.
+        let built = std::fs::metadata(&so).and_then(|m| m.modified()).unwrap();
+        let newest_src = std::fs::read_dir(root().join("src"))
+            .unwrap()
+            .chain(std::fs::read_dir(root().join("src/hw")).unwrap())
+            .filter_map(|e| e.ok()?.metadata().ok()?.modified().ok())
+            .max()
+            .unwrap();
+        assert!(built >= newest_src, "{} is older than src/: run `cargo build --release` first (`make test` does)", so.display());
         let dir = profile_dir().join("c_abi_lib");
         std::fs::create_dir_all(&dir).unwrap();
         for name in ["librccl_telemetry.so", "librccl_telemetry.so.0"] {
