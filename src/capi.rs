@@ -262,31 +262,31 @@ pub unsafe extern "C" fn rcclTelemetryChRequestCompleted(ch: *mut RcclChannelSta
 /// Software byte count on a device (isSend != 0: tx_bytes, else rx_bytes).
 #[no_mangle]
 pub extern "C" fn rcclTelemetryBytes(devIdx: c_int, isSend: c_int, bytes: u64) {
-    boundary!("rcclTelemetryBytes", (), device_op(devIdx, |s| registry::add(if isSend != 0 { &s.tx_bytes } else { &s.rx_bytes }, bytes)))
+    boundary!("rcclTelemetryBytes", (), device_op(devIdx, |s, o| registry::add(if isSend != 0 { &s.tx_bytes } else { &s.rx_bytes }, bytes, o)))
 }
 
 /// One completion drained with an error status: num_cq_errors.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryCqError(devIdx: c_int) {
-    boundary!("rcclTelemetryCqError", (), device_op(devIdx, |s| registry::add(&s.cq_errors, 1)))
+    boundary!("rcclTelemetryCqError", (), device_op(devIdx, |s, o| registry::add(&s.cq_errors, 1, o)))
 }
 
 /// Adds `polls` ibv_poll_cq calls to cq_poll_count.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryAddCqPolls(devIdx: c_int, polls: u64) {
-    boundary!("rcclTelemetryAddCqPolls", (), device_op(devIdx, |s| registry::add(&s.cq_polls, polls)))
+    boundary!("rcclTelemetryAddCqPolls", (), device_op(devIdx, |s, o| registry::add(&s.cq_polls, polls, o)))
 }
 
 /// One send WQE of `bytes` payload, for wqe_size_stats.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryWqeSize(devIdx: c_int, bytes: u64) {
-    boundary!("rcclTelemetryWqeSize", (), device_op(devIdx, |s| registry::add(&s.sizes[crate::counters::size_bucket(bytes)], 1)))
+    boundary!("rcclTelemetryWqeSize", (), device_op(devIdx, |s, o| registry::add(&s.sizes[crate::counters::size_bucket(bytes)], 1, o)))
 }
 
 #[inline(always)]
-fn device_op(dev: c_int, f: impl FnOnce(&registry::DevShard)) {
+fn device_op(dev: c_int, f: impl FnOnce(&registry::DevCounters, bool)) {
     if let Some(d) = registry::device(dev) {
-        f(&d.stripes[registry::stripe()]);
+        d.stripes[registry::stripe()].with(f);
     }
 }
 
