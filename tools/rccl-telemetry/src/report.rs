@@ -55,8 +55,9 @@ fn histogram_svg(title: &str, hist: &[u64], width_ns: u64, w: u32, h: u32, color
             .y_label_area_size(44)
             .build_cartesian_2d(0f64..n as f64, 0f64..ymax)
             .map_err(e2s)?;
-        let labels: Vec<String> = (0..n)
-            .map(|b| if b + 1 == n { format!(">={}", fmt_ns(b as f64 * width_ns as f64)) } else { format!("<{}", fmt_ns((b as f64 + 1.0) * width_ns as f64)) })
+        // Ticks sit on bucket edges: bar b spans [b*w, (b+1)*w); the last bar is open-ended.
+        let labels: Vec<String> = (0..=n)
+            .map(|e| if e == n { "\u{221e}".to_string() } else if e == 0 { "0".to_string() } else { fmt_ns(e as f64 * width_ns as f64) })
             .collect();
         chart
             .configure_mesh()
