@@ -374,10 +374,8 @@ pub unsafe extern "C" fn rcclTelemetrySwCapture(out: *mut RcclTelemetrySwSnapsho
 fn sw_snapshot(d: &registry::Device) -> RcclTelemetrySwSnapshot {
     let mut total = crate::counters::QpSnapshot::default();
     for c in d.channels() {
-        for i in 0..c.slots.reserved() {
-            if let Some(q) = c.slots.get(i) {
-                total.accumulate(&q.snapshot());
-            }
+        for (_, q) in c.slots.iter() {
+            total.accumulate(&q.snapshot());
         }
     }
     let t = registry::dev_totals(d);

@@ -111,17 +111,22 @@ pub fn contained_panic(entry: &str) {
 }
 
 /// rcclTelemetryInit: 0 on success or when disabled, -1 when asked for but not started.
-pub fn init() -> i32 {
+/// Init's answer once it has run: 0 (on or disabled), -1 (failed), None (not yet).
+fn settled() -> Option<i32> {
     match STATE.load(Acquire) {
-        ON | DISABLED => return 0,
-        FAILED => return -1,
-        _ => {}
+        ON | DISABLED => Some(0),
+        FAILED => Some(-1),
+        _ => None,
+    }
+}
+
+pub fn init() -> i32 {
+    if let Some(rc) = settled() {
+        return rc;
     }
     let _g = INIT_LOCK.lock();
-    match STATE.load(Acquire) {
-        ON | DISABLED => return 0,
-        FAILED => return -1,
-        _ => {}
+    if let Some(rc) = settled() {
+        return rc;
     }
     let (enabled, note) = config::enabled_from(std::env::var_os(config::ENV_ENABLE).as_deref());
     if let Some(n) = note {

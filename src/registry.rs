@@ -80,6 +80,11 @@ impl SlotArena {
         self.len.load(Acquire)
     }
 
+    /// Every reserved slot with its index, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &'static RcclQpStats)> + '_ {
+        (0..self.reserved()).filter_map(|i| Some((i, self.get(i)?)))
+    }
+
     pub fn get(&self, i: u64) -> Option<&'static RcclQpStats> {
         if i >= self.reserved() {
             return None;

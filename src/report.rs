@@ -200,10 +200,8 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
     for c in d.channels() {
         let mut total = QpSnapshot::default();
         let (mut data, mut cts) = (0, 0);
-        let n = c.slots.reserved();
-        let mut qps = Vec::with_capacity(n as usize);
-        for i in 0..n {
-            let Some(slot) = c.slots.get(i) else { continue };
+        let mut qps = Vec::with_capacity(c.slots.reserved() as usize);
+        for (i, slot) in c.slots.iter() {
             let s = slot.snapshot();
             total.accumulate(&s);
             data += u64::from(s.role == ROLE_DATA);
