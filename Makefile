@@ -54,15 +54,15 @@ $(B)/ibcast_sim_cxx17: c_tests/ibcast_sim.c include/rccl_telemetry.h | lib
 	@mkdir -p $(B)
 	$(CXX) -std=c++17 $(CWARN) -x c++ -O2 -Iinclude $< -o $@ $(LINK)
 
-$(B)/header_c11: c_tests/header_check.c include/rccl_telemetry.h | lib
+$(B)/header_c11: c_tests/header_check.c c_tests/proc_threads.h include/rccl_telemetry.h | lib
 	@mkdir -p $(B)
 	$(CC) -std=c11 -pedantic $(CWARN) -Iinclude $< -o $@ $(LINK)
 
-$(B)/header_cxx17: c_tests/header_check.c include/rccl_telemetry.h | lib
+$(B)/header_cxx17: c_tests/header_check.c c_tests/proc_threads.h include/rccl_telemetry.h | lib
 	@mkdir -p $(B)
 	$(CXX) -std=c++17 -pedantic $(CWARN) -x c++ -Iinclude $< -o $@ $(LINK)
 
-$(B)/header_cxx14: c_tests/header_check.c include/rccl_telemetry.h | lib
+$(B)/header_cxx14: c_tests/header_check.c c_tests/proc_threads.h include/rccl_telemetry.h | lib
 	@mkdir -p $(B)
 	$(CXX) -std=c++14 -pedantic $(CWARN) -x c++ -Iinclude $< -o $@ $(LINK)
 

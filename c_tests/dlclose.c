@@ -9,22 +9,15 @@
  * Usage: dlclose /path/to/librccl_telemetry.so
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "proc_threads.h"
 #include <string.h>
 #include <unistd.h>
 
-static int thread_count(void) {
-  int n = 0;
-  DIR *d = opendir("/proc/self/task");
-  if (!d) return -1;
-  while (readdir(d)) n++;
-  closedir(d);
-  return n;
-}
 
 typedef int (*init_fn)(void);
 typedef int (*register_fn)(int, const char *, const char *);
@@ -62,7 +55,7 @@ int main(int argc, char **argv) {
   int threads2 = thread_count();
   struct sigaction cur;
   sigaction(SIGTERM, NULL, &cur);
-  printf("task entries before %d, loaded %d, after dlclose %d; SIGTERM handled: %d; libm loaded: %d\n",
+  printf("threads before %d, loaded %d, after dlclose %d; SIGTERM handled: %d; libm loaded: %d\n",
          threads0, threads1, threads2, cur.sa_handler != SIG_DFL, m != NULL && dlsym(m, "cos") != NULL);
   fflush(stdout);
   raise(SIGTERM); /* the library's handler writes the file, then the default action ends us */

@@ -6,19 +6,12 @@
 #include "rccl_telemetry.h"
 #include "rccl_telemetry.h" /* included twice on purpose: the guards must hold */
 
-#include <dirent.h>
 #include <malloc.h>
 #include <stddef.h>
 #include <stdio.h>
 
-static int thread_count(void) {
-  int n = 0;
-  DIR *d = opendir("/proc/self/task");
-  if (!d) return -1;
-  while (readdir(d)) n++;
-  closedir(d);
-  return n;
-}
+#include "proc_threads.h"
+
 
 #ifdef __cplusplus
 static_assert(RCCL_TELEMETRY_MAX_DEVS == 32, "MAX_DEVS");

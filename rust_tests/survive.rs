@@ -18,18 +18,10 @@ fn survive() -> &'static Path {
 }
 
 fn spawn(mode: &str, dir: &Path, env: &[(&str, &str)]) -> (Child, BufReader<std::process::ChildStdout>) {
-    let mut c = Command::new(survive());
-    c.arg(mode).stdout(Stdio::piped()).stderr(Stdio::piped());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("RCCL_TELEMETRY_") {
-            c.env_remove(k);
-        }
-    }
-    c.env("RCCL_TELEMETRY_ENABLE", "1").env("RCCL_TELEMETRY_OUTPUT_DIR", dir);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let mut child = c.spawn().unwrap();
+    let dir = dir.to_str().unwrap();
+    let mut full_env = vec![("RCCL_TELEMETRY_ENABLE", "1"), ("RCCL_TELEMETRY_OUTPUT_DIR", dir)];
+    full_env.extend_from_slice(env);
+    let mut child = command(survive(), &[mode], &full_env).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();

@@ -74,8 +74,8 @@ pub fn ibcast_sim() -> &'static Path {
     P.get_or_init(|| c_program("ibcast_sim", &[]))
 }
 
-/// Runs a program with a clean RCCL_TELEMETRY_* environment plus `env`.
-pub fn run(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+/// A command for `prog` with a clean RCCL_TELEMETRY_* environment plus `env`.
+pub fn command(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut c = Command::new(prog);
     c.args(args);
     for (k, _) in std::env::vars() {
@@ -86,7 +86,12 @@ pub fn run(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     for (k, v) in env {
         c.env(k, v);
     }
-    c.output().unwrap()
+    c
+}
+
+/// Runs a program with a clean RCCL_TELEMETRY_* environment plus `env`.
+pub fn run(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    command(prog, args, env).output().unwrap()
 }
 
 pub fn stderr(o: &Output) -> String {
