@@ -66,12 +66,18 @@ $(B)/header_cxx14: c_tests/header_check.c c_tests/proc_threads.h include/rccl_te
 	@mkdir -p $(B)
 	$(CXX) -std=c++14 -pedantic $(CWARN) -x c++ -Iinclude $< -o $@ $(LINK)
 
+# The header with its inline hooks off: every hook is a call.
+$(B)/header_c11_calls: c_tests/header_check.c c_tests/proc_threads.h include/rccl_telemetry.h | lib
+	@mkdir -p $(B)
+	$(CC) -std=c11 -pedantic $(CWARN) -DRCCL_TELEMETRY_NO_INLINE -Iinclude $< -o $@ $(LINK)
+
 $(B)/verbs_abi: c_tests/verbs_abi.c | lib
 	@mkdir -p $(B)
 	$(CC) -std=c11 $(CWARN) $< -o $@
 
-c-tests: $(B)/ibcast_sim $(B)/ibcast_sim_cxx17 $(B)/header_c11 $(B)/header_cxx17 $(B)/header_cxx14
+c-tests: $(B)/ibcast_sim $(B)/ibcast_sim_cxx17 $(B)/header_c11 $(B)/header_cxx17 $(B)/header_cxx14 $(B)/header_c11_calls
 	$(B)/header_c11
+	$(B)/header_c11_calls
 	$(B)/header_cxx17
 	$(B)/header_cxx14
 	@rm -rf $(B)/cxx && mkdir -p $(B)/cxx

@@ -43,6 +43,12 @@
 typedef struct RcclChannelStats RcclChannelStats;
 
 // Per-QP statistics slot. Opaque to C (`RcclQpStats*`); its address never changes.
+//
+// Counters the reader can derive are not kept: a send posted through the handle bumps one
+// of `sent_write`/`sent_imm` (num_wqe_sent is their sum, plus the index form's own posts),
+// and a completion bumps `wqe_rcvd` only, plus `untracked` in the rare case it matched no
+// posting (num_wqe_completed = wqe_rcvd - untracked). One store per hook, not two.
+// The header's inline hooks mirror this layout (see `inline_abi`).
 typedef struct RcclQpStats RcclQpStats;
 
 // Software totals of one device, summed over its QPs (live snapshot; nothing is reset).
@@ -119,7 +125,7 @@ struct RcclChannelStats *rcclTelemetryResolveChannel(int devIdx, int chIdx);
 // `qp` is NULL or a handle from rcclTelemetryResolveQp.
 int64_t rcclTelemetryPostTs(struct RcclQpStats *qp);
 
-// One send WQE posted: num_wqe_sent and num_write_imm_wqe (withImm != 0) or num_write_wqe.
+// One send WQE posted: num_wqe_sent, and num_write_imm_wqe (withImm != 0) or num_write_wqe.
 //
 // # Safety
 // `qp` is NULL or a handle from rcclTelemetryResolveQp.
@@ -191,6 +197,10 @@ void rcclTelemetryWriteWqe(int devIdx, int chIdx, int qpIdx, int withImm);
 // posting position atomically, so any thread may call it. 0 when the indices name no slot.
 int64_t rcclTelemetryPostTsIdx(int devIdx, int chIdx, int qpIdx);
 
+// Extension, used by the header's inline PostTs and completion hooks when tokens are not
+// TSC readings: a clock reading usable as a PostTs token (always > 1), in the library's units.
+int64_t rcclTelemetryNowToken(void);
+
 // Writes up to maxDevs entries, one per registered device in id order, with its software
 // totals so far. Returns the number written; -1 when disabled, `out` is NULL or maxDevs < 0.
 // Never resets anything; safe while hooks run.
@@ -205,58 +215,181 @@ int rcclTelemetrySwCapture(struct RcclTelemetrySwSnapshot *out, int maxDevs);
 
 #endif  /* RCCL_TELEMETRY_H */
 
-#ifndef RCCL_TELEMETRY_INLINE_GUARDS_H
-#define RCCL_TELEMETRY_INLINE_GUARDS_H
+#ifndef RCCL_TELEMETRY_INLINE_H
+#define RCCL_TELEMETRY_INLINE_H
 /* ------------------------------------------------------------------------------------ */
-/* Inline guards: a NULL handle, an unregistered device or disabled telemetry costs no     */
-/* call into the library. Define RCCL_TELEMETRY_NO_INLINE_GUARDS to call the functions     */
-/* directly (they guard themselves too).                                                  */
+/* Inline hooks. The data-path hooks above are also defined here as inline code that     */
+/* counts in the caller, so a counted WQE costs a few loads and stores instead of calls: */
+/* a NULL handle or an unregistered device costs one test; the handle forms bump the     */
+/* slot's counters with a relaxed load and store (one thread per handle, the contract);  */
+/* PostTs reads the TSC inline; the device forms count into the calling thread's stripe  */
+/* when it owns it and call the library otherwise (first use, or a shared stripe).       */
+/* The names with a trailing underscore are the library's internals: their layout is     */
+/* tied to the library through the symbol rcclTelemetryHotV1, which a layout change      */
+/* renames, so a mismatched header and library fail to link instead of miscounting.      */
+/* Define RCCL_TELEMETRY_NO_INLINE (or the older RCCL_TELEMETRY_NO_INLINE_GUARDS) to      */
+/* call the exported functions instead: same counts, one call per hook. Taking a hook's   */
+/* address, or writing (rcclTelemetryQpSendPosted)(qp, 0), always names the function.    */
 
-/* Bit d is set when device slot d is registered and telemetry is on. Read-only for callers. */
+#if defined(RCCL_TELEMETRY_NO_INLINE_GUARDS) && !defined(RCCL_TELEMETRY_NO_INLINE)
+#define RCCL_TELEMETRY_NO_INLINE 1
+#endif
+
+#if !defined(RCCL_TELEMETRY_NO_INLINE) && defined(__GNUC__) && defined(__SIZEOF_INT128__) && \
+    (defined(__x86_64__) || defined(__aarch64__))
+/* Defined when the hooks below are in use. */
+#define RCCL_TELEMETRY_INLINE_HOOKS 1
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-extern const volatile uint32_t rcclTelemetryActiveDevices;
+/* Mirror of the library's QP slot (256 bytes, 4 cache lines): the posting line, the    */
+/* completion line (untracked: completions that matched no posting), the histogram.     */
+typedef struct rcclTelemetryQp_ {
+  uint64_t sent_write, sent_imm, recv_wqe, cts_signalled, cts_unsignalled, slot_miss, post_seq, pad0_;
+  uint64_t wqe_rcvd, untracked, lat_min_inv, lat_max, library_only_[4];
+  uint64_t hist[16];
+} rcclTelemetryQp_;
+/* Mirror of the channel slot. */
+typedef struct rcclTelemetryCh_ { uint64_t req_completed; } rcclTelemetryCh_;
+/* One set of device-form counters; sizes[b] counts WQEs of 0 (b = 0) or (2^(b-2), 2^(b-1)] bytes. */
+typedef struct rcclTelemetryDevSet_ {
+  uint64_t tx_bytes, rx_bytes, cq_errors, cq_polls, sizes[66];
+} rcclTelemetryDevSet_;
+/* One of a device's 16 stripes: the owner's thread pointer, its set, then the shared set. */
+typedef struct rcclTelemetryStripe_ {
+  uintptr_t owner;
+  rcclTelemetryDevSet_ own;
+  uint64_t pad0_;
+  rcclTelemetryDevSet_ shared_;
+  uint64_t pad1_[2];
+} rcclTelemetryStripe_;
+/* Written by the library at Init and at device registration; read-only for callers. */
+typedef struct rcclTelemetryHot_ {
+  uint64_t sample_mask, ns_mult, div_mul, div_shift, last_bucket, use_tsc, reserved_[2];
+  rcclTelemetryStripe_ *stripes[32];
+} rcclTelemetryHot_;
+extern rcclTelemetryHot_ rcclTelemetryHotV1;
 #ifdef __cplusplus
 }
 #endif
 
-#ifndef RCCL_TELEMETRY_NO_INLINE_GUARDS
-#define RCCL_TELEMETRY_DEV_ACTIVE_(d) \
-  ((unsigned)(d) < 32u && ((rcclTelemetryActiveDevices >> (unsigned)(d)) & 1u))
+#define RCCL_TELEMETRY_LD_(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define RCCL_TELEMETRY_ADD_(x, v) __atomic_store_n(&(x), RCCL_TELEMETRY_LD_(x) + (v), __ATOMIC_RELAXED)
+
+static inline int64_t rcclTelemetryNow_(void) {
+#if defined(__x86_64__)
+  if (RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.use_tsc)) {
+    uint64_t t = (uint64_t)__builtin_ia32_rdtsc() & (uint64_t)INT64_MAX;
+    return t < 2 ? 2 : (int64_t)t;
+  }
+#endif
+  return rcclTelemetryNowToken();
+}
+
+static inline uintptr_t rcclTelemetryThreadPointer_(void) {
+  uintptr_t tp;
+#if defined(__x86_64__)
+  __asm__("movq %%fs:0, %0" : "=r"(tp));
+#else
+  __asm__("mrs %0, tpidr_el0" : "=r"(tp));
+#endif
+  return tp;
+}
+
+/* The calling thread's stripe of device devIdx, or NULL when the device is not counting. */
+static inline rcclTelemetryStripe_ *rcclTelemetryStripe_of_(int devIdx, uintptr_t tp) {
+  if ((unsigned)devIdx >= 32u) return 0;
+  rcclTelemetryStripe_ *s = __atomic_load_n(&rcclTelemetryHotV1.stripes[devIdx], __ATOMIC_ACQUIRE);
+  return s ? s + ((((uint64_t)tp >> 12) * 0x9E3779B97F4A7C15ull) >> 60) : s;
+}
 
 static inline int64_t rcclTelemetryPostTs_inline_(RcclQpStats *qp) {
-  return qp ? (rcclTelemetryPostTs)(qp) : 0;
+  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)qp;
+  if (!q) return 0;
+  uint64_t mask = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.sample_mask);
+  if (mask) {
+    uint64_t seq = RCCL_TELEMETRY_LD_(q->post_seq);
+    __atomic_store_n(&q->post_seq, seq + 1, __ATOMIC_RELAXED);
+    if (seq & mask) return RCCL_TELEMETRY_TS_UNSAMPLED;
+  }
+  return rcclTelemetryNow_();
 }
 static inline void rcclTelemetryQpSendPosted_inline_(RcclQpStats *qp, int withImm) {
-  if (qp) (rcclTelemetryQpSendPosted)(qp, withImm);
+  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)qp;
+  if (!q) return;
+  if (withImm) RCCL_TELEMETRY_ADD_(q->sent_imm, 1);
+  else RCCL_TELEMETRY_ADD_(q->sent_write, 1);
 }
 static inline void rcclTelemetryQpRecvPosted_inline_(RcclQpStats *qp) {
-  if (qp) (rcclTelemetryQpRecvPosted)(qp);
+  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)qp;
+  if (q) RCCL_TELEMETRY_ADD_(q->recv_wqe, 1);
 }
 static inline void rcclTelemetryQpCtsSent_inline_(RcclQpStats *qp, int signalled) {
-  if (qp) (rcclTelemetryQpCtsSent)(qp, signalled);
+  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)qp;
+  if (!q) return;
+  if (signalled) RCCL_TELEMETRY_ADD_(q->cts_signalled, 1);
+  else RCCL_TELEMETRY_ADD_(q->cts_unsignalled, 1);
 }
 static inline void rcclTelemetryQpSlotMiss_inline_(RcclQpStats *qp) {
-  if (qp) (rcclTelemetryQpSlotMiss)(qp);
+  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)qp;
+  if (q) RCCL_TELEMETRY_ADD_(q->slot_miss, 1);
+}
+/* The latency of a sampled completion: ns since the token, its bucket, min and max. */
+static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs) {
+  __extension__ typedef unsigned __int128 u128_;
+  uint64_t now = (uint64_t)rcclTelemetryNow_(), ts = (uint64_t)postTs;
+  uint64_t dt = now > ts ? now - ts : 0;
+  u128_ p = (u128_)dt * RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.ns_mult);
+  uint64_t ns = (p >> 96) ? UINT64_MAX : (uint64_t)(p >> 32);
+  uint64_t shift = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.div_shift), b = ns;
+  if (shift) {
+    uint64_t t = (uint64_t)(((u128_)RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.div_mul) * ns) >> 64);
+    b = (t + ((ns - t) >> 1)) >> (shift - 1);
+  }
+  uint64_t last = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.last_bucket);
+  RCCL_TELEMETRY_ADD_(q->hist[(b < last ? b : last) & 15], 1);
+  if (~ns > RCCL_TELEMETRY_LD_(q->lat_min_inv)) __atomic_store_n(&q->lat_min_inv, ~ns, __ATOMIC_RELAXED);
+  if (ns > RCCL_TELEMETRY_LD_(q->lat_max)) __atomic_store_n(&q->lat_max, ns, __ATOMIC_RELAXED);
 }
 static inline void rcclTelemetryQpWqeComplete_inline_(RcclQpStats *qp, int64_t postTs) {
-  if (qp) (rcclTelemetryQpWqeComplete)(qp, postTs);
+  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)qp;
+  if (!q) return;
+  RCCL_TELEMETRY_ADD_(q->wqe_rcvd, 1);
+  if (postTs > RCCL_TELEMETRY_TS_UNSAMPLED) rcclTelemetrySampled_(q, postTs);
+  else if (postTs == 0) RCCL_TELEMETRY_ADD_(q->untracked, 1);
 }
 static inline void rcclTelemetryChRequestCompleted_inline_(RcclChannelStats *ch) {
-  if (ch) (rcclTelemetryChRequestCompleted)(ch);
+  rcclTelemetryCh_ *c = (rcclTelemetryCh_ *)(void *)ch;
+  if (c) RCCL_TELEMETRY_ADD_(c->req_completed, 1);
 }
+
+/* Device forms: count into the thread's own stripe, or let the library sort it out. */
+#define RCCL_TELEMETRY_DEV_OP_(devIdx, field, v, call)                                   \
+  do {                                                                                    \
+    uintptr_t tp_ = rcclTelemetryThreadPointer_();                                        \
+    rcclTelemetryStripe_ *s_ = rcclTelemetryStripe_of_((devIdx), tp_);                    \
+    if (!s_) break;                                                                       \
+    if (__atomic_load_n(&s_->owner, __ATOMIC_RELAXED) == tp_) RCCL_TELEMETRY_ADD_(s_->own.field, (v)); \
+    else call;                                                                            \
+  } while (0)
+
 static inline void rcclTelemetryBytes_inline_(int devIdx, int isSend, uint64_t bytes) {
-  if (RCCL_TELEMETRY_DEV_ACTIVE_(devIdx)) (rcclTelemetryBytes)(devIdx, isSend, bytes);
+  if (isSend) RCCL_TELEMETRY_DEV_OP_(devIdx, tx_bytes, bytes, (rcclTelemetryBytes)(devIdx, isSend, bytes));
+  else RCCL_TELEMETRY_DEV_OP_(devIdx, rx_bytes, bytes, (rcclTelemetryBytes)(devIdx, isSend, bytes));
 }
 static inline void rcclTelemetryCqError_inline_(int devIdx) {
-  if (RCCL_TELEMETRY_DEV_ACTIVE_(devIdx)) (rcclTelemetryCqError)(devIdx);
+  RCCL_TELEMETRY_DEV_OP_(devIdx, cq_errors, 1, (rcclTelemetryCqError)(devIdx));
 }
 static inline void rcclTelemetryAddCqPolls_inline_(int devIdx, uint64_t polls) {
-  if (RCCL_TELEMETRY_DEV_ACTIVE_(devIdx)) (rcclTelemetryAddCqPolls)(devIdx, polls);
+  RCCL_TELEMETRY_DEV_OP_(devIdx, cq_polls, polls, (rcclTelemetryAddCqPolls)(devIdx, polls));
+}
+/* The WQE-size bucket: 0 for 0 bytes, else 1 + ceil(log2(bytes)). */
+static inline unsigned rcclTelemetrySizeBucket_(uint64_t bytes) {
+  return bytes <= 1 ? (unsigned)bytes : 65u - (unsigned)__builtin_clzll(bytes - 1);
 }
 static inline void rcclTelemetryWqeSize_inline_(int devIdx, uint64_t bytes) {
-  if (RCCL_TELEMETRY_DEV_ACTIVE_(devIdx)) (rcclTelemetryWqeSize)(devIdx, bytes);
+  RCCL_TELEMETRY_DEV_OP_(devIdx, sizes[rcclTelemetrySizeBucket_(bytes)], 1, (rcclTelemetryWqeSize)(devIdx, bytes));
 }
 
 #define rcclTelemetryPostTs(qp) rcclTelemetryPostTs_inline_(qp)
@@ -270,5 +403,5 @@ static inline void rcclTelemetryWqeSize_inline_(int devIdx, uint64_t bytes) {
 #define rcclTelemetryCqError(devIdx) rcclTelemetryCqError_inline_(devIdx)
 #define rcclTelemetryAddCqPolls(devIdx, polls) rcclTelemetryAddCqPolls_inline_((devIdx), (polls))
 #define rcclTelemetryWqeSize(devIdx, bytes) rcclTelemetryWqeSize_inline_((devIdx), (bytes))
-#endif /* RCCL_TELEMETRY_NO_INLINE_GUARDS */
-#endif /* RCCL_TELEMETRY_INLINE_GUARDS_H */
+#endif /* inline hooks */
+#endif /* RCCL_TELEMETRY_INLINE_H */

@@ -109,14 +109,24 @@ fn check_against_tally(file: &Value, tally: &Value, sample_n: u64, unknown_chann
 }
 
 fn run_sim(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (std::process::Output, Value) {
+    run_sim_with(ibcast_sim(), dir, args, env)
+}
+
+/// ibcast_sim built with RCCL_TELEMETRY_NO_INLINE: every hook is a call into the library.
+fn ibcast_sim_calls() -> &'static Path {
+    static P: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    P.get_or_init(|| c_program("ibcast_sim", &["-DRCCL_TELEMETRY_NO_INLINE"]))
+}
+
+fn run_sim_with(prog: &Path, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (std::process::Output, Value) {
     let tally = dir.join("tally.json");
     let out_dir = dir.to_str().unwrap();
     let mut full_env = vec![("RCCL_TELEMETRY_ENABLE", "1"), ("RCCL_TELEMETRY_OUTPUT_DIR", out_dir)];
     full_env.extend_from_slice(env);
     let mut all_args = vec![tally.to_str().unwrap()];
     all_args.extend_from_slice(args);
-    let o = run(ibcast_sim(), &all_args, &full_env);
-    assert!(o.status.success(), "ibcast_sim failed: {}", stderr(&o));
+    let o = run(prog, &all_args, &full_env);
+    assert!(o.status.success(), "{} failed: {}", prog.display(), stderr(&o));
     let t: Value = serde_json::from_str(&std::fs::read_to_string(&tally).unwrap()).unwrap();
     (o, t)
 }
@@ -134,17 +144,114 @@ fn only_file(dir: &Path) -> Value {
 
 #[test]
 fn every_counter_matches_the_simulation() {
+    // Through the header's inline hooks, and through the exported functions.
+    for prog in [ibcast_sim(), ibcast_sim_calls()] {
+        let d = tempfile::tempdir().unwrap();
+        let (o, t) = run_sim_with(prog, d.path(), &["--bad-calls"], &[]);
+        let f = only_file(d.path());
+        check_against_tally(&f, &t, 1, false);
+        // Bad calls are silent no-ops, except the refused registrations, which say why.
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 3, "{err}");
+        assert!(err.lines().all(|l| l.starts_with("rccl-telemetry: ")), "{err}");
+        // At N = 1 the file bears no trace of sampling.
+        let text = std::fs::read_to_string(&telemetry_files(d.path())[0]).unwrap();
+        assert!(!text.contains("sampled") && !text.contains("latency_sample_interval"));
+    }
+}
+
+#[test]
+fn inline_layouts_match_the_library() {
+    let prog = c_program("inline_equiv", &[]);
+    let o = run(&prog, &["layout"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let header: Vec<(String, usize)> = text
+        .lines()
+        .map(|l| {
+            let (k, v) = l.split_once(' ').unwrap();
+            (k.to_owned(), v.parse().unwrap())
+        })
+        .collect();
+    let library: Vec<(String, usize)> = rccl_telemetry::inline_abi::layout().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    assert_eq!(header, library, "the header's mirrors and the library's layouts differ");
+}
+
+/// Device 0 (inline hooks), device 1 (exported handle functions) and device 2 (index forms)
+/// after the same calls: every counter is the same on all three; latency min and max differ
+/// only by the time between the calls.
+/// With `exact_hist` false the histograms are compared by their sums: a token stored at
+/// posting is read a few ns apart on the two paths, which can straddle a narrow bucket's edge.
+/// Returns (histogram buckets, buckets with counts).
+fn check_inline_matches_calls(env: &[(&str, &str)], seed: &str, exact_hist: bool) -> (usize, usize) {
+    let prog = c_program("inline_equiv", &[]);
     let d = tempfile::tempdir().unwrap();
-    let (o, t) = run_sim(d.path(), &["--bad-calls"], &[]);
+    let mut full = vec![("RCCL_TELEMETRY_ENABLE", "1"), ("RCCL_TELEMETRY_OUTPUT_DIR", d.path().to_str().unwrap())];
+    full.extend_from_slice(env);
+    let o = run(&prog, &["run", seed], &full);
+    assert!(o.status.success(), "inline_equiv: {}", stderr(&o));
     let f = only_file(d.path());
-    check_against_tally(&f, &t, 1, false);
-    // Bad calls are silent no-ops, except the refused registrations, which say why.
-    let err = stderr(&o);
-    assert_eq!(err.lines().count(), 3, "{err}");
-    assert!(err.lines().all(|l| l.starts_with("rccl-telemetry: ")), "{err}");
-    // At N = 1 the file bears no trace of sampling.
-    let text = std::fs::read_to_string(&telemetry_files(d.path())[0]).unwrap();
-    assert!(!text.contains("sampled") && !text.contains("latency_sample_interval"));
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        let o = v.as_object_mut().unwrap();
+        for k in ["device_id", "roce_device", "eth_device", "hw_type", "hw_counters"] {
+            o.remove(k);
+        }
+        let lat = |o: &mut serde_json::Map<String, Value>| {
+            if !exact_hist {
+                let sum: u64 = o["wqe_completion_histogram"].as_array().unwrap().iter().map(u).sum();
+                o.insert("wqe_completion_histogram".into(), sum.into());
+            }
+            let min = o.remove("wqe_completion_ns_min").unwrap();
+            let max = o.remove("wqe_completion_ns_max").unwrap();
+            (min.as_i64().unwrap(), max.as_i64().unwrap())
+        };
+        let mut lats = vec![];
+        for c in o["channels"].as_array_mut().unwrap() {
+            let co = c.as_object_mut().unwrap();
+            lats.push(lat(co));
+            for q in co["queue_pairs"].as_array_mut().unwrap() {
+                lats.push(lat(q.as_object_mut().unwrap()));
+            }
+        }
+        (v, lats)
+    };
+    let devs = f["devices"].as_array().unwrap();
+    assert_eq!(devs.len(), 3);
+    let (a, la) = strip(&devs[0]);
+    let (b, lb) = strip(&devs[1]);
+    let (c, lc) = strip(&devs[2]);
+    assert_eq!(a, b, "inline hooks (device 0) and functions (device 1) counted differently");
+    assert_eq!(b, c, "handle forms (device 1) and index forms (device 2) counted differently");
+    let hist = devs[0]["channels"][0]["wqe_completion_histogram"].as_array().unwrap();
+    assert!(u(&a["tx_bytes"]) > 0 && hist.iter().map(u).sum::<u64>() > 0, "{a}");
+    for ((amin, amax), (bmin, bmax)) in la.iter().zip(&lb).chain(lb.iter().zip(&lc)) {
+        assert_eq!((*amin < 0, *amax < 0), (*bmin < 0, *bmax < 0));
+        // The two calls of a pair read the clock moments apart (a generous bound, so a
+        // descheduled thread cannot fail it; a wrong tick conversion is off by far more).
+        assert!(amin.abs_diff(*bmin) < 1_000_000_000, "min {amin} vs {bmin}");
+        assert!(amax.abs_diff(*bmax) < 1_000_000_000, "max {amax} vs {bmax}");
+    }
+    (hist.len(), hist.iter().filter(|n| u(n) > 0).count())
+}
+
+#[test]
+fn inline_hooks_count_like_the_functions() {
+    // Tokens in ns, an odd interval of about 1 s and 16 buckets: constructed tokens land half
+    // an interval inside every bucket, on both paths.
+    let mono = [("RCCL_TELEMETRY_CLOCK", "monotonic"), ("RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS", "1000000007"), ("RCCL_TELEMETRY_HISTOGRAM_BUCKETS", "16")];
+    // Constructed tokens reach back 17.5 intervals: only on a clock that has run that long.
+    let (buckets, filled) = check_inline_matches_calls(&mono, "1", true);
+    let uptime_s: f64 = std::fs::read_to_string("/proc/uptime").unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    if uptime_s > 30.0 {
+        assert_eq!((buckets, filled), (16, 16), "constructed tokens fill every bucket");
+    }
+    // A power-of-two interval (the divider's other shape), 1-in-4 sampling, the default clock.
+    check_inline_matches_calls(&[("RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS", "1073741824"), ("RCCL_TELEMETRY_LATENCY_SAMPLE", "4")], "2", true);
+    // Defaults (30 us buckets, narrow enough for stored tokens to straddle an edge).
+    check_inline_matches_calls(&[], "3", false);
+    // An interval of 1 ns (no division at all): every latency lands in the last bucket.
+    check_inline_matches_calls(&[("RCCL_TELEMETRY_CLOCK", "monotonic"), ("RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS", "1")], "4", true);
 }
 
 #[test]
@@ -202,9 +309,11 @@ fn threads_with_concurrent_capture_and_flush_are_exact() {
     run_sim(d.path(), &["--threads", "--channels", "8", "--requests", "3000"], &[]);
     only_file(d.path());
     // No explicit Flush: the exit handler writes every count after the threads joined.
-    let d = tempfile::tempdir().unwrap();
-    let (_, t) = run_sim(d.path(), &["--threads", "--channels", "8", "--requests", "3000", "--no-flush"], &[]);
-    check_against_tally(&only_file(d.path()), &t, 1, false);
+    for prog in [ibcast_sim(), ibcast_sim_calls()] {
+        let d = tempfile::tempdir().unwrap();
+        let (_, t) = run_sim_with(prog, d.path(), &["--threads", "--channels", "8", "--requests", "3000", "--no-flush"], &[]);
+        check_against_tally(&only_file(d.path()), &t, 1, false);
+    }
 }
 
 #[test]

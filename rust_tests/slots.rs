@@ -22,7 +22,8 @@ fn slots_handles_and_untracked_accounting() {
         let other = CString::new("rxe1").unwrap();
         assert_eq!(rcclTelemetryRegisterDevice(3, other.as_ptr(), transport.as_ptr()), -1);
     }
-    assert_eq!(rcclTelemetryActiveDevicesBits(), 1 << 3);
+    // Only device 3 publishes its stripes to the header's inline device forms.
+    assert_eq!(published_devices(), vec![3]);
 
     // 10,000 QPs on one channel, reserved in uneven steps; no slot moves as the arena grows.
     let mut n = 0;
@@ -98,7 +99,7 @@ fn slots_handles_and_untracked_accounting() {
     assert_eq!(c["num_wqe_sent"], 10_000);
 }
 
-#[allow(non_snake_case)]
-fn rcclTelemetryActiveDevicesBits() -> u32 {
-    rccl_telemetry::registry::rcclTelemetryActiveDevices.load(std::sync::atomic::Ordering::Relaxed)
+fn published_devices() -> Vec<usize> {
+    let hot = &rccl_telemetry::inline_abi::rcclTelemetryHotV1;
+    (0..32).filter(|&d| !hot.stripes[d].load(std::sync::atomic::Ordering::Relaxed).is_null()).collect()
 }

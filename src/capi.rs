@@ -196,7 +196,7 @@ pub unsafe extern "C" fn rcclTelemetryPostTs(qp: *mut RcclQpStats) -> i64 {
     boundary!("rcclTelemetryPostTs", 0, unsafe { qp.as_ref() }.map_or(0, RcclQpStats::post_ts))
 }
 
-/// One send WQE posted: num_wqe_sent and num_write_imm_wqe (withImm != 0) or num_write_wqe.
+/// One send WQE posted: num_wqe_sent, and num_write_imm_wqe (withImm != 0) or num_write_wqe.
 ///
 /// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
@@ -303,7 +303,7 @@ pub extern "C" fn rcclTelemetryWqeComplete(devIdx: c_int, chIdx: c_int, qpIdx: c
 #[no_mangle]
 pub extern "C" fn rcclTelemetryWqePosted(devIdx: c_int, chIdx: c_int, qpIdx: c_int, isSend: c_int) {
     boundary!("rcclTelemetryWqePosted", (), if let Some(q) = registry::qp(devIdx, chIdx, qpIdx) {
-        (if isSend != 0 { &q.wqe_sent } else { &q.recv_wqe }).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (if isSend != 0 { &q.idx_sent } else { &q.recv_wqe }).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     })
 }
 
@@ -335,7 +335,7 @@ pub extern "C" fn rcclTelemetryCtsSent(devIdx: c_int, chIdx: c_int, qpIdx: c_int
 #[no_mangle]
 pub extern "C" fn rcclTelemetryWriteWqe(devIdx: c_int, chIdx: c_int, qpIdx: c_int, withImm: c_int) {
     boundary!("rcclTelemetryWriteWqe", (), if let Some(q) = registry::qp(devIdx, chIdx, qpIdx) {
-        (if withImm != 0 { &q.write_imm_wqe } else { &q.write_wqe }).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (if withImm != 0 { &q.idx_imm } else { &q.idx_write }).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     })
 }
 
@@ -344,6 +344,13 @@ pub extern "C" fn rcclTelemetryWriteWqe(devIdx: c_int, chIdx: c_int, qpIdx: c_in
 #[no_mangle]
 pub extern "C" fn rcclTelemetryPostTsIdx(devIdx: c_int, chIdx: c_int, qpIdx: c_int) -> i64 {
     boundary!("rcclTelemetryPostTsIdx", 0, registry::qp(devIdx, chIdx, qpIdx).map_or(0, RcclQpStats::post_ts_shared))
+}
+
+/// Extension, used by the header's inline PostTs and completion hooks when tokens are not
+/// TSC readings: a clock reading usable as a PostTs token (always > 1), in the library's units.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryNowToken() -> i64 {
+    crate::latency::now_token()
 }
 
 // ---------------------------------------------------------------------------- live snapshot

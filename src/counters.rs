@@ -29,26 +29,39 @@ pub const ROLE_DATA: u8 = 1;
 pub const ROLE_CTS: u8 = 2;
 
 /// Per-QP statistics slot. Opaque to C (`RcclQpStats*`); its address never changes.
+///
+/// Counters the reader can derive are not kept: a send posted through the handle bumps one
+/// of `sent_write`/`sent_imm` (num_wqe_sent is their sum, plus the index form's own posts),
+/// and a completion bumps `wqe_rcvd` only, plus `untracked` in the rare case it matched no
+/// posting (num_wqe_completed = wqe_rcvd - untracked). One store per hook, not two.
+/// The header's inline hooks mirror this layout (see `inline_abi`).
 #[repr(C, align(64))]
 pub struct RcclQpStats {
     // Line 0: the posting side.
-    pub wqe_sent: AtomicU64,
-    pub write_wqe: AtomicU64,
-    pub write_imm_wqe: AtomicU64,
+    /// Sends posted through the handle, by opcode.
+    pub sent_write: AtomicU64,
+    pub sent_imm: AtomicU64,
     pub recv_wqe: AtomicU64,
     pub cts_signalled: AtomicU64,
     pub cts_unsignalled: AtomicU64,
     pub slot_miss: AtomicU64,
     /// Posting position, for 1-in-N selection (touched only when N > 1).
     pub post_seq: AtomicU64,
-    // Line 1: the completion side.
+    _pad0: u64,
+    // Line 1: the completion side, and the index forms' separate posting counts.
     pub wqe_rcvd: AtomicU64,
-    pub wqe_completed: AtomicU64,
+    /// Completions that matched no tracked posting (postTs 0).
+    pub untracked: AtomicU64,
     /// Bitwise NOT of the smallest sampled latency, so zeroed memory means "none yet".
     pub lat_min_inv: AtomicU64,
     pub lat_max: AtomicU64,
+    /// rcclTelemetryWqePosted(isSend != 0): num_wqe_sent without an opcode.
+    pub idx_sent: AtomicU64,
+    /// rcclTelemetryWriteWqe: an opcode without num_wqe_sent.
+    pub idx_write: AtomicU64,
+    pub idx_imm: AtomicU64,
     pub role: AtomicU8,
-    _pad1: [u8; 31],
+    _pad1: [u8; 7],
     // Lines 2-3.
     pub hist: [AtomicU64; HIST],
 }
@@ -59,7 +72,7 @@ const _: () = assert!(std::mem::align_of::<RcclQpStats>() == 64);
 impl RcclQpStats {
     #[inline(always)]
     pub fn post_ts(&self) -> i64 {
-        let mask = latency::PARAMS.sample_mask.load(Relaxed);
+        let mask = crate::inline_abi::rcclTelemetryHotV1.sample_mask.load(Relaxed);
         if mask != 0 {
             let seq = self.post_seq.load(Relaxed);
             self.post_seq.store(seq.wrapping_add(1), Relaxed);
@@ -73,7 +86,7 @@ impl RcclQpStats {
     /// Token for the index form: the posting position is claimed atomically.
     #[inline]
     pub fn post_ts_shared(&self) -> i64 {
-        let mask = latency::PARAMS.sample_mask.load(Relaxed);
+        let mask = crate::inline_abi::rcclTelemetryHotV1.sample_mask.load(Relaxed);
         if mask != 0 && self.post_seq.fetch_add(1, Relaxed) & mask != 0 {
             return latency::TS_UNSAMPLED;
         }
@@ -82,8 +95,7 @@ impl RcclQpStats {
 
     #[inline(always)]
     pub fn send_posted(&self, with_imm: bool) {
-        bump(&self.wqe_sent, 1);
-        bump(if with_imm { &self.write_imm_wqe } else { &self.write_wqe }, 1);
+        bump(if with_imm { &self.sent_imm } else { &self.sent_write }, 1);
     }
 
     #[inline(always)]
@@ -104,17 +116,16 @@ impl RcclQpStats {
     #[inline(always)]
     pub fn wqe_complete(&self, post_ts: i64) {
         bump(&self.wqe_rcvd, 1);
-        if post_ts != 0 {
-            bump(&self.wqe_completed, 1);
-            if post_ts > latency::TS_UNSAMPLED {
-                let ns = latency::elapsed_ns(post_ts);
-                bump(&self.hist[latency::bucket_of(ns) & (HIST - 1)], 1);
-                if !ns > self.lat_min_inv.load(Relaxed) {
-                    self.lat_min_inv.store(!ns, Relaxed);
-                }
-                if ns > self.lat_max.load(Relaxed) {
-                    self.lat_max.store(ns, Relaxed);
-                }
+        if post_ts == 0 {
+            bump(&self.untracked, 1);
+        } else if post_ts > latency::TS_UNSAMPLED {
+            let ns = latency::elapsed_ns(post_ts);
+            bump(&self.hist[latency::bucket_of(ns) & (HIST - 1)], 1);
+            if !ns > self.lat_min_inv.load(Relaxed) {
+                self.lat_min_inv.store(!ns, Relaxed);
+            }
+            if ns > self.lat_max.load(Relaxed) {
+                self.lat_max.store(ns, Relaxed);
             }
         }
     }
@@ -122,14 +133,13 @@ impl RcclQpStats {
     /// The completion hook for callers on any thread (index form).
     pub fn wqe_complete_shared(&self, post_ts: i64) {
         self.wqe_rcvd.fetch_add(1, Relaxed);
-        if post_ts != 0 {
-            self.wqe_completed.fetch_add(1, Relaxed);
-            if post_ts > latency::TS_UNSAMPLED {
-                let ns = latency::elapsed_ns(post_ts);
-                self.hist[latency::bucket_of(ns) & (HIST - 1)].fetch_add(1, Relaxed);
-                self.lat_min_inv.fetch_max(!ns, Relaxed);
-                self.lat_max.fetch_max(ns, Relaxed);
-            }
+        if post_ts == 0 {
+            self.untracked.fetch_add(1, Relaxed);
+        } else if post_ts > latency::TS_UNSAMPLED {
+            let ns = latency::elapsed_ns(post_ts);
+            self.hist[latency::bucket_of(ns) & (HIST - 1)].fetch_add(1, Relaxed);
+            self.lat_min_inv.fetch_max(!ns, Relaxed);
+            self.lat_max.fetch_max(ns, Relaxed);
         }
     }
 
@@ -139,16 +149,20 @@ impl RcclQpStats {
             *h = c.load(Relaxed);
         }
         let sampled: u64 = hist.iter().sum();
+        let (write, imm) = (self.sent_write.load(Relaxed), self.sent_imm.load(Relaxed));
+        // untracked before wqe_rcvd: while hooks run, the difference can then lag, not wrap.
+        let untracked = self.untracked.load(Relaxed);
+        let wqe_rcvd = self.wqe_rcvd.load(Relaxed);
         QpSnapshot {
-            wqe_sent: self.wqe_sent.load(Relaxed),
+            wqe_sent: (write + imm).wrapping_add(self.idx_sent.load(Relaxed)),
             recv_wqe: self.recv_wqe.load(Relaxed),
-            wqe_rcvd: self.wqe_rcvd.load(Relaxed),
-            wqe_completed: self.wqe_completed.load(Relaxed),
+            wqe_rcvd,
+            wqe_completed: wqe_rcvd.saturating_sub(untracked),
             cts_signalled: self.cts_signalled.load(Relaxed),
             cts_unsignalled: self.cts_unsignalled.load(Relaxed),
             slot_miss: self.slot_miss.load(Relaxed),
-            write_wqe: self.write_wqe.load(Relaxed),
-            write_imm_wqe: self.write_imm_wqe.load(Relaxed),
+            write_wqe: write.wrapping_add(self.idx_write.load(Relaxed)),
+            write_imm_wqe: imm.wrapping_add(self.idx_imm.load(Relaxed)),
             lat_min: if sampled == 0 { -1 } else { clamp_i64(!self.lat_min_inv.load(Relaxed)) },
             lat_max: if sampled == 0 { -1 } else { clamp_i64(self.lat_max.load(Relaxed)) },
             hist,

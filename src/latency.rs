@@ -7,41 +7,20 @@
 //! CLOCK_MONOTONIC in ns. Either way the library converts a difference of two readings to ns
 //! with one multiply and shift, so callers only store tokens and hand them back.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Token for "matched a tracked posting, but 1-in-N sampling skipped it".
 pub const TS_UNSAMPLED: i64 = 1;
 
-/// Parameters the hot path reads. Written once at Init, before any handle exists.
-pub struct Params {
-    /// N - 1 where N is the sampling interval (a power of two). 0 at the default N = 1.
-    pub sample_mask: AtomicU64,
-    /// Whether tokens are TSC ticks (else CLOCK_MONOTONIC ns).
-    pub use_tsc: AtomicBool,
-    /// ns = (ticks * mult) >> 32.
-    pub ns_mult: AtomicU64,
-    /// Bucket divider for the histogram interval.
-    pub div_mul: AtomicU64,
-    pub div_shift: AtomicU64,
-    /// Number of histogram buckets - 1 (the last bucket takes everything above).
-    pub last_bucket: AtomicU64,
-}
-
-pub static PARAMS: Params = Params {
-    sample_mask: AtomicU64::new(0),
-    use_tsc: AtomicBool::new(false),
-    ns_mult: AtomicU64::new(1 << 32),
-    div_mul: AtomicU64::new(0),
-    div_shift: AtomicU64::new(0),
-    last_bucket: AtomicU64::new(4),
-};
+/// The parameters live in [`crate::inline_abi::HotParams`]: the header's inline hooks read them too.
+use crate::inline_abi::rcclTelemetryHotV1 as PARAMS;
 
 /// Publishes the latency parameters (called once from Init).
 pub fn configure(sample: u64, buckets: u32, interval_ns: u64) {
     let (use_tsc, mult) = calibrate();
     let d = Divider::new(interval_ns);
     PARAMS.sample_mask.store(sample.max(1) - 1, Relaxed);
-    PARAMS.use_tsc.store(use_tsc, Relaxed);
+    PARAMS.use_tsc.store(u64::from(use_tsc), Relaxed);
     PARAMS.ns_mult.store(mult, Relaxed);
     PARAMS.div_mul.store(d.mul, Relaxed);
     PARAMS.div_shift.store(d.encoded_shift(), Relaxed);
@@ -80,7 +59,7 @@ fn rdtsc() -> u64 {
 /// A clock reading usable as a token: always > TS_UNSAMPLED.
 #[inline(always)]
 pub fn now_token() -> i64 {
-    let t = if PARAMS.use_tsc.load(Relaxed) { rdtsc() } else { monotonic_ns() };
+    let t = if PARAMS.use_tsc.load(Relaxed) != 0 { rdtsc() } else { monotonic_ns() };
     // Tokens travel as int64_t; both clocks stay below 2^63 for centuries of uptime.
     ((t & (i64::MAX as u64)) as i64).max(2)
 }

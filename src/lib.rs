@@ -11,6 +11,7 @@ pub mod config;
 pub mod counters;
 pub mod diag;
 pub mod hw;
+pub mod inline_abi;
 pub mod latency;
 pub mod registry;
 pub mod report;

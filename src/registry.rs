@@ -7,7 +7,7 @@
 
 use std::alloc::{alloc_zeroed, Layout};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Once;
 
 use parking_lot::Mutex;
@@ -23,12 +23,6 @@ const SEGMENTS: usize = 24;
 /// Ceiling on QP slots per channel (a guard against a garbage numQps, not a design limit:
 /// 16,777,216 slots take 4 GiB).
 pub const MAX_QPS_PER_CHANNEL: u64 = 1 << 24;
-
-/// Bit d set when device d is registered and telemetry is on. Exported (read-only for callers)
-/// so the header's inline guards skip the call for an unregistered device or when disabled.
-#[no_mangle]
-#[allow(non_upper_case_globals)]
-pub static rcclTelemetryActiveDevices: AtomicU32 = AtomicU32::new(0);
 
 /// A channel's QP slots: geometric segments allocated on demand, never moved.
 pub struct SlotArena {
@@ -193,7 +187,8 @@ pub fn register(id: i32, roce_device: &str, transport: &str, hw: &HwSettings) ->
         stripes: Box::new(unsafe { std::mem::zeroed::<[DevShard; STRIPES]>() }),
     }));
     DEVICES[idx].store(d, Release);
-    rcclTelemetryActiveDevices.fetch_or(1 << idx, Release);
+    // The header's inline device forms count for this device from now on.
+    crate::inline_abi::rcclTelemetryHotV1.stripes[idx].store(d.stripes.as_ptr() as *mut DevShard, Release);
     Ok(id)
 }
 
@@ -258,8 +253,8 @@ pub struct SharedCounters(pub DevCounters);
 #[repr(C, align(64))]
 pub struct DevShard {
     /// Thread pointer of the owner (0 = unowned).
-    owner: AtomicUsize,
-    own: DevCounters,
+    pub(crate) owner: AtomicUsize,
+    pub(crate) own: DevCounters,
     shared: SharedCounters,
 }
 
@@ -303,7 +298,7 @@ fn thread_pointer() -> usize {
 #[inline(always)]
 pub fn stripe() -> usize {
     // Thread control blocks sit pages apart: mix the page number, keep the top bits.
-    (thread_pointer() >> 12).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - STRIPES.trailing_zeros())
+    ((thread_pointer() as u64 >> 12).wrapping_mul(crate::inline_abi::STRIPE_MIX) >> (64 - STRIPES.trailing_zeros())) as usize
 }
 
 /// Adds to a device-form counter: a plain load and store in the owner's set, an atomic add

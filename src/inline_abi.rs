@@ -1,0 +1,113 @@
+//! What the header's inline fast paths may touch, and the promise that it stays put.
+//!
+//! The data-path hooks are inline in `include/rccl_telemetry.h`: a hook bumps its counters in
+//! the caller's code instead of calling into the library, so a counted WQE costs loads and
+//! stores, not five calls. (The exported functions stay, with the same effect, for callers
+//! that take their address or build with `RCCL_TELEMETRY_NO_INLINE`.) For that the header
+//! mirrors a few layouts:
+//!
+//! - the QP slot (`RcclQpStats`) and the channel slot (`RcclChannelStats`): the counters of
+//!   the handle forms;
+//! - one device-form stripe (`DevShard`): the owner word and the owner's counter set;
+//! - [`HotParams`], exported as `rcclTelemetryHotV1`: sampling, clock and histogram
+//!   parameters written once at Init, and each device's stripe table, published at
+//!   registration (NULL while the device is unregistered or telemetry is off).
+//!
+//! Callers still hold only opaque pointers; the mirrors are the library's own code, shipped in
+//! the header. The symbol name carries the layout version: a change to any layout below must
+//! rename it (V2, ...), so a caller compiled against an older header fails to load instead of
+//! counting into the wrong fields. The offsets are pinned here at compile time and compared
+//! with the header's C structs by `rust_tests/c_abi.rs`.
+
+use std::mem::{offset_of, size_of};
+use std::sync::atomic::{AtomicPtr, AtomicU64};
+
+use crate::counters::{RcclChannelStats, RcclQpStats, HIST, SIZE_BUCKETS};
+use crate::registry::{DevCounters, DevShard, MAX_DEVS, STRIPES};
+
+/// Parameters and tables the inline hooks read. Every field is written with a relaxed (or,
+/// for the stripe pointers, release) store and read with atomic loads on both sides.
+#[repr(C, align(64))]
+pub struct HotParams {
+    /// N - 1 where N is the sampling interval (a power of two). 0 at the default N = 1.
+    pub sample_mask: AtomicU64,
+    /// ns = (ticks * ns_mult) >> 32.
+    pub ns_mult: AtomicU64,
+    /// The histogram interval's divider (see `latency::Divider`).
+    pub div_mul: AtomicU64,
+    pub div_shift: AtomicU64,
+    /// Number of histogram buckets - 1 (the last bucket takes everything above).
+    pub last_bucket: AtomicU64,
+    /// 1 when tokens are TSC ticks, 0 when they are CLOCK_MONOTONIC ns.
+    pub use_tsc: AtomicU64,
+    _reserved: [u64; 2],
+    /// Device d's STRIPES stripes, or NULL.
+    pub stripes: [AtomicPtr<DevShard>; MAX_DEVS],
+}
+
+/// The one instance, read by the header's inline hooks. Read-only for callers.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static rcclTelemetryHotV1: HotParams = HotParams {
+    sample_mask: AtomicU64::new(0),
+    ns_mult: AtomicU64::new(1 << 32),
+    div_mul: AtomicU64::new(0),
+    div_shift: AtomicU64::new(0),
+    last_bucket: AtomicU64::new(4),
+    use_tsc: AtomicU64::new(0),
+    _reserved: [0; 2],
+    stripes: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_DEVS],
+};
+
+/// The stripe hash, shared with the header: thread control blocks sit pages apart, so mix
+/// the page number and keep the top bits.
+pub const STRIPE_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+
+// The layouts the header mirrors, each field with its offset and the name the C test prints.
+// Changing a number here means changing the header's structs and renaming rcclTelemetryHotV1.
+macro_rules! mirrored {
+    ($($name:literal: $t:ty, $f:ident @ $off:expr;)*) => {
+        $(const _: () = assert!(offset_of!($t, $f) == $off);)*
+
+        /// Offsets and sizes as the Rust side lays them out, for the test that compares them
+        /// with the header's mirrors: (name, value), names as `c_tests/inline_equiv.c` prints them.
+        pub fn layout() -> Vec<(&'static str, usize)> {
+            let mut v = vec![$(($name, offset_of!($t, $f))),*];
+            v.extend([("qp.size", size_of::<RcclQpStats>()), ("stripe.size", size_of::<DevShard>()), ("hot.size", size_of::<HotParams>())]);
+            v
+        }
+    };
+}
+
+mirrored! {
+    "qp.sent_write": RcclQpStats, sent_write @ 0;
+    "qp.sent_imm": RcclQpStats, sent_imm @ 8;
+    "qp.recv_wqe": RcclQpStats, recv_wqe @ 16;
+    "qp.cts_signalled": RcclQpStats, cts_signalled @ 24;
+    "qp.cts_unsignalled": RcclQpStats, cts_unsignalled @ 32;
+    "qp.slot_miss": RcclQpStats, slot_miss @ 40;
+    "qp.post_seq": RcclQpStats, post_seq @ 48;
+    "qp.wqe_rcvd": RcclQpStats, wqe_rcvd @ 64;
+    "qp.untracked": RcclQpStats, untracked @ 72;
+    "qp.lat_min_inv": RcclQpStats, lat_min_inv @ 80;
+    "qp.lat_max": RcclQpStats, lat_max @ 88;
+    "qp.hist": RcclQpStats, hist @ 128;
+    "ch.req_completed": RcclChannelStats, req_completed @ 0;
+    "set.tx_bytes": DevCounters, tx_bytes @ 0;
+    "set.rx_bytes": DevCounters, rx_bytes @ 8;
+    "set.cq_errors": DevCounters, cq_errors @ 16;
+    "set.cq_polls": DevCounters, cq_polls @ 24;
+    "set.sizes": DevCounters, sizes @ 32;
+    "stripe.owner": DevShard, owner @ 0;
+    "stripe.own": DevShard, own @ 8;
+    "hot.sample_mask": HotParams, sample_mask @ 0;
+    "hot.ns_mult": HotParams, ns_mult @ 8;
+    "hot.div_mul": HotParams, div_mul @ 16;
+    "hot.div_shift": HotParams, div_shift @ 24;
+    "hot.last_bucket": HotParams, last_bucket @ 32;
+    "hot.use_tsc": HotParams, use_tsc @ 40;
+    "hot.stripes": HotParams, stripes @ 64;
+}
+const _: () = assert!(size_of::<RcclQpStats>() == 256 && HIST == 16);
+const _: () = assert!(size_of::<DevShard>() == 1152 && STRIPES == 16 && SIZE_BUCKETS == 66);
+const _: () = assert!(size_of::<HotParams>() == 320 && MAX_DEVS == 32);
