@@ -391,6 +391,9 @@ mod tests {
         // Every thread on the same stripe: one owns it (plain adds), the rest share (atomic).
         let shard: &'static DevShard = Box::leak(Box::new(unsafe { std::mem::zeroed::<DevShard>() }));
         let owners = std::sync::atomic::AtomicUsize::new(0);
+        // No thread exits before all have counted: a thread that reused an exited owner's
+        // thread pointer would (rightly) inherit its ownership.
+        let all_done = std::sync::Barrier::new(12);
         std::thread::scope(|sc| {
             for _ in 0..12 {
                 sc.spawn(|| {
@@ -403,6 +406,7 @@ mod tests {
                             add(&c.sizes[5], 1, own);
                         });
                     }
+                    all_done.wait();
                 });
             }
         });
