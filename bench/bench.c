@@ -1271,7 +1271,7 @@ int main(int argc, char** argv) {
   int64_t bench_t0 = now_ns();
 
   /* sizes of the run */
-  const int rounds = quick ? 1 : 11;
+  const int rounds = quick ? 1 : 21;
   const int hot_reps = quick ? 50 : 800;
   const int hot_nreq = 512; /* 2048 WQEs per timed batch: short, so the paired batches are close in time */
   const int scale_reps = quick ? 1 : 6;
