@@ -50,8 +50,8 @@ static int layout(void) {
 #define Q(field) P("qp." #field, offsetof(rcclTelemetryQp_, field))
 #define S(field) P("set." #field, offsetof(rcclTelemetryDevSet_, field))
 #define H(field) P("hot." #field, offsetof(rcclTelemetryHot_, field))
-  Q(sent_write); Q(sent_imm); Q(recv_wqe); Q(cts_signalled); Q(cts_unsignalled); Q(slot_miss);
-  Q(post_seq); Q(wqe_rcvd); Q(untracked); Q(lat_min_inv); Q(lat_max); Q(hist);
+  Q(sent_write); Q(sent_imm); Q(recv_wqe); Q(cts_signalled); Q(cts_unsignalled); Q(post_seq);
+  Q(wqe_rcvd); Q(sample_mask); Q(untracked); Q(lat_min_inv); Q(lat_max); Q(slot_miss); Q(hist);
   P("ch.req_completed", offsetof(rcclTelemetryCh_, req_completed));
   S(tx_bytes); S(rx_bytes); S(cq_errors); S(cq_polls); S(sizes);
   P("stripe.owner", offsetof(rcclTelemetryStripe_, owner));

@@ -243,11 +243,12 @@ int rcclTelemetrySwCapture(struct RcclTelemetrySwSnapshot *out, int maxDevs);
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* Mirror of the library's QP slot (256 bytes, 4 cache lines): the posting line, the    */
-/* completion line (untracked: completions that matched no posting), the histogram.     */
+/* Mirror of the library's QP slot (256 bytes, 4 cache lines): what every WQE touches    */
+/* (sample_mask is N - 1 for 1-in-N sampling), what rare and sampled events touch        */
+/* (untracked: completions that matched no posting), the histogram.                     */
 typedef struct rcclTelemetryQp_ {
-  uint64_t sent_write, sent_imm, recv_wqe, cts_signalled, cts_unsignalled, slot_miss, post_seq, pad0_;
-  uint64_t wqe_rcvd, untracked, lat_min_inv, lat_max, library_only_[4];
+  uint64_t sent_write, sent_imm, recv_wqe, cts_signalled, cts_unsignalled, post_seq, wqe_rcvd, sample_mask;
+  uint64_t untracked, lat_min_inv, lat_max, slot_miss, library_only_[4];
   uint64_t hist[16];
 } rcclTelemetryQp_;
 /* Mirror of the channel slot. */
@@ -307,7 +308,7 @@ static inline rcclTelemetryStripe_ *rcclTelemetryStripe_of_(int devIdx, uintptr_
 static inline int64_t rcclTelemetryPostTs_inline_(RcclQpStats *qp) {
   rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)qp;
   if (!q) return 0;
-  uint64_t mask = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.sample_mask);
+  uint64_t mask = RCCL_TELEMETRY_LD_(q->sample_mask);
   if (mask) {
     uint64_t seq = RCCL_TELEMETRY_LD_(q->post_seq);
     __atomic_store_n(&q->post_seq, seq + 1, __ATOMIC_RELAXED);

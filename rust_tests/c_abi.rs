@@ -160,10 +160,16 @@ fn every_counter_matches_the_simulation() {
     }
 }
 
+/// c_tests/inline_equiv.c, compiled once per test binary (the tests run in parallel).
+fn inline_equiv() -> &'static Path {
+    static P: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    P.get_or_init(|| c_program("inline_equiv", &[]))
+}
+
 #[test]
 fn inline_layouts_match_the_library() {
-    let prog = c_program("inline_equiv", &[]);
-    let o = run(&prog, &["layout"], &[]);
+    let prog = inline_equiv();
+    let o = run(prog, &["layout"], &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8(o.stdout).unwrap();
     let header: Vec<(String, usize)> = text
@@ -184,11 +190,11 @@ fn inline_layouts_match_the_library() {
 /// posting is read a few ns apart on the two paths, which can straddle a narrow bucket's edge.
 /// Returns (histogram buckets, buckets with counts).
 fn check_inline_matches_calls(env: &[(&str, &str)], seed: &str, exact_hist: bool) -> (usize, usize) {
-    let prog = c_program("inline_equiv", &[]);
+    let prog = inline_equiv();
     let d = tempfile::tempdir().unwrap();
     let mut full = vec![("RCCL_TELEMETRY_ENABLE", "1"), ("RCCL_TELEMETRY_OUTPUT_DIR", d.path().to_str().unwrap())];
     full.extend_from_slice(env);
-    let o = run(&prog, &["run", seed], &full);
+    let o = run(prog, &["run", seed], &full);
     assert!(o.status.success(), "inline_equiv: {}", stderr(&o));
     let f = only_file(d.path());
     let strip = |v: &Value| {

@@ -7,7 +7,8 @@
 //! increments old while it runs. The index forms may be called from any thread, so they use
 //! atomic read-modify-writes on the same counters.
 //!
-//! Cache lines: a QP slot is four 64-byte lines: posting, completion, two of histogram. Nothing
+//! Cache lines: a QP slot is four 64-byte lines: what every WQE touches, what rare and sampled
+//! events touch, two of histogram. Nothing
 //! on them is shared with another QP, so QPs on one channel never contend (the seed's 11%).
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
@@ -37,24 +38,27 @@ pub const ROLE_CTS: u8 = 2;
 /// The header's inline hooks mirror this layout (see `inline_abi`).
 #[repr(C, align(64))]
 pub struct RcclQpStats {
-    // Line 0: the posting side.
+    // Line 0: everything an unsampled WQE touches, posting and completion (one thread drives
+    // both, so they share a line without contention).
     /// Sends posted through the handle, by opcode.
     pub sent_write: AtomicU64,
     pub sent_imm: AtomicU64,
     pub recv_wqe: AtomicU64,
     pub cts_signalled: AtomicU64,
     pub cts_unsignalled: AtomicU64,
-    pub slot_miss: AtomicU64,
     /// Posting position, for 1-in-N selection (touched only when N > 1).
     pub post_seq: AtomicU64,
-    _pad0: u64,
-    // Line 1: the completion side, and the index forms' separate posting counts.
     pub wqe_rcvd: AtomicU64,
+    /// N - 1 for 1-in-N selection: the global setting, copied here when the slot is reserved
+    /// so that PostTs reads nothing but this line.
+    pub sample_mask: AtomicU64,
+    // Line 1: the rare and the sampled.
     /// Completions that matched no tracked posting (postTs 0).
     pub untracked: AtomicU64,
     /// Bitwise NOT of the smallest sampled latency, so zeroed memory means "none yet".
     pub lat_min_inv: AtomicU64,
     pub lat_max: AtomicU64,
+    pub slot_miss: AtomicU64,
     /// rcclTelemetryWqePosted(isSend != 0): num_wqe_sent without an opcode.
     pub idx_sent: AtomicU64,
     /// rcclTelemetryWriteWqe: an opcode without num_wqe_sent.
@@ -72,7 +76,7 @@ const _: () = assert!(std::mem::align_of::<RcclQpStats>() == 64);
 impl RcclQpStats {
     #[inline(always)]
     pub fn post_ts(&self) -> i64 {
-        let mask = crate::inline_abi::rcclTelemetryHotV1.sample_mask.load(Relaxed);
+        let mask = self.sample_mask.load(Relaxed);
         if mask != 0 {
             let seq = self.post_seq.load(Relaxed);
             self.post_seq.store(seq.wrapping_add(1), Relaxed);
@@ -86,7 +90,7 @@ impl RcclQpStats {
     /// Token for the index form: the posting position is claimed atomically.
     #[inline]
     pub fn post_ts_shared(&self) -> i64 {
-        let mask = crate::inline_abi::rcclTelemetryHotV1.sample_mask.load(Relaxed);
+        let mask = self.sample_mask.load(Relaxed);
         if mask != 0 && self.post_seq.fetch_add(1, Relaxed) & mask != 0 {
             return latency::TS_UNSAMPLED;
         }

@@ -30,6 +30,7 @@ use crate::registry::{DevCounters, DevShard, MAX_DEVS, STRIPES};
 #[repr(C, align(64))]
 pub struct HotParams {
     /// N - 1 where N is the sampling interval (a power of two). 0 at the default N = 1.
+    /// Copied into every QP slot when it is reserved; the inline PostTs reads the copy.
     pub sample_mask: AtomicU64,
     /// ns = (ticks * ns_mult) >> 32.
     pub ns_mult: AtomicU64,
@@ -85,12 +86,13 @@ mirrored! {
     "qp.recv_wqe": RcclQpStats, recv_wqe @ 16;
     "qp.cts_signalled": RcclQpStats, cts_signalled @ 24;
     "qp.cts_unsignalled": RcclQpStats, cts_unsignalled @ 32;
-    "qp.slot_miss": RcclQpStats, slot_miss @ 40;
-    "qp.post_seq": RcclQpStats, post_seq @ 48;
-    "qp.wqe_rcvd": RcclQpStats, wqe_rcvd @ 64;
-    "qp.untracked": RcclQpStats, untracked @ 72;
-    "qp.lat_min_inv": RcclQpStats, lat_min_inv @ 80;
-    "qp.lat_max": RcclQpStats, lat_max @ 88;
+    "qp.post_seq": RcclQpStats, post_seq @ 40;
+    "qp.wqe_rcvd": RcclQpStats, wqe_rcvd @ 48;
+    "qp.sample_mask": RcclQpStats, sample_mask @ 56;
+    "qp.untracked": RcclQpStats, untracked @ 64;
+    "qp.lat_min_inv": RcclQpStats, lat_min_inv @ 72;
+    "qp.lat_max": RcclQpStats, lat_max @ 80;
+    "qp.slot_miss": RcclQpStats, slot_miss @ 88;
     "qp.hist": RcclQpStats, hist @ 128;
     "ch.req_completed": RcclChannelStats, req_completed @ 0;
     "set.tx_bytes": DevCounters, tx_bytes @ 0;

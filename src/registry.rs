@@ -51,6 +51,7 @@ impl SlotArena {
         let _g = self.grow.lock();
         let first = self.len.load(Relaxed);
         let want = n.min(MAX_QPS_PER_CHANNEL.saturating_sub(first));
+        let mask = crate::inline_abi::rcclTelemetryHotV1.sample_mask.load(Relaxed);
         let mut granted = 0;
         while granted < want {
             let (seg, off) = locate(first + granted);
@@ -63,7 +64,13 @@ impl SlotArena {
                 }
                 self.segs[seg].store(p, Release);
             }
-            granted += (seg_len(seg) - off).min(want - granted);
+            let n = (seg_len(seg) - off).min(want - granted);
+            // SAFETY: the segment is allocated and holds slots off..off + n.
+            let seg_slots = unsafe { std::slice::from_raw_parts(self.segs[seg].load(Relaxed).add(off as usize), n as usize) };
+            for q in seg_slots {
+                q.sample_mask.store(mask, Relaxed);
+            }
+            granted += n;
         }
         self.len.store(first + granted, Release);
         (first, granted)
