@@ -341,8 +341,15 @@ static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs) {
   __extension__ typedef unsigned __int128 u128_;
   uint64_t now = (uint64_t)rcclTelemetryNow_(), ts = (uint64_t)postTs;
   uint64_t dt = now > ts ? now - ts : 0;
-  u128_ p = (u128_)dt * RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.ns_mult);
-  uint64_t ns = (p >> 96) ? UINT64_MAX : (uint64_t)(p >> 32);
+  /* ns = (dt * ns_mult) >> 32, saturated; one 64-bit multiply when it cannot overflow
+   * (dt below 2^32 ticks, a clock of at least 1 tick per ns: every TSC, and ns tokens). */
+  uint64_t mult = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.ns_mult), ns;
+  if (__builtin_expect((dt >> 32) == 0 && mult <= ((uint64_t)1 << 32), 1)) {
+    ns = (dt * mult) >> 32;
+  } else {
+    u128_ p = (u128_)dt * mult;
+    ns = (p >> 96) ? UINT64_MAX : (uint64_t)(p >> 32);
+  }
   uint64_t shift = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.div_shift), b = ns;
   if (shift) {
     uint64_t t = (uint64_t)(((u128_)RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.div_mul) * ns) >> 64);
