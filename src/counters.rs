@@ -8,8 +8,8 @@
 //! atomic read-modify-writes on the same counters.
 //!
 //! Cache lines: a QP slot is four 64-byte lines: what every WQE touches, what rare and sampled
-//! events touch, two of histogram. Nothing
-//! on them is shared with another QP, so QPs on one channel never contend (the seed's 11%).
+//! events touch, two of histogram. Nothing on them is shared with another QP, so QPs on one
+//! channel never contend (the seed's 11%).
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 
@@ -158,7 +158,7 @@ impl RcclQpStats {
         let untracked = self.untracked.load(Relaxed);
         let wqe_rcvd = self.wqe_rcvd.load(Relaxed);
         QpSnapshot {
-            wqe_sent: (write + imm).wrapping_add(self.idx_sent.load(Relaxed)),
+            wqe_sent: write.wrapping_add(imm).wrapping_add(self.idx_sent.load(Relaxed)),
             recv_wqe: self.recv_wqe.load(Relaxed),
             wqe_rcvd,
             wqe_completed: wqe_rcvd.saturating_sub(untracked),

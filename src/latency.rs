@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering::Relaxed;
 /// Token for "matched a tracked posting, but 1-in-N sampling skipped it".
 pub const TS_UNSAMPLED: i64 = 1;
 
-/// The parameters live in [`crate::inline_abi::HotParams`]: the header's inline hooks read them too.
+// The parameters live in `inline_abi::HotParams`: the header's inline hooks read them too.
 use crate::inline_abi::rcclTelemetryHotV1 as PARAMS;
 
 /// Publishes the latency parameters (called once from Init).
