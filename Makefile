@@ -11,6 +11,9 @@ REL     := target/release
 SO      := $(REL)/librccl_telemetry.so
 B       := build
 CWARN   := -Wall -Wextra -Werror
+# The header must also stay quiet under the stricter warnings C++ code bases often enable.
+HDR_CWARN := -Wconversion -Wsign-conversion -Wshadow -Wcast-qual
+HDR_CXXWARN := $(HDR_CWARN) -Wold-style-cast -Wuseless-cast -Wzero-as-null-pointer-constant
 LINK    := -L$(REL) -lrccl_telemetry -Wl,-rpath,$(abspath $(REL)) -lpthread
 TOOL    := $(REL)/rccl-telemetry
 DEMO    := out/demo
@@ -56,20 +59,20 @@ $(B)/ibcast_sim_cxx17: c_tests/ibcast_sim.c include/rccl_telemetry.h | lib
 
 $(B)/header_c11: c_tests/header_check.c c_tests/proc_threads.h include/rccl_telemetry.h | lib
 	@mkdir -p $(B)
-	$(CC) -std=c11 -pedantic $(CWARN) -Iinclude $< -o $@ $(LINK)
+	$(CC) -std=c11 -pedantic $(CWARN) $(HDR_CWARN) -Iinclude $< -o $@ $(LINK)
 
 $(B)/header_cxx17: c_tests/header_check.c c_tests/proc_threads.h include/rccl_telemetry.h | lib
 	@mkdir -p $(B)
-	$(CXX) -std=c++17 -pedantic $(CWARN) -x c++ -Iinclude $< -o $@ $(LINK)
+	$(CXX) -std=c++17 -pedantic $(CWARN) $(HDR_CXXWARN) -x c++ -Iinclude $< -o $@ $(LINK)
 
 $(B)/header_cxx14: c_tests/header_check.c c_tests/proc_threads.h include/rccl_telemetry.h | lib
 	@mkdir -p $(B)
-	$(CXX) -std=c++14 -pedantic $(CWARN) -x c++ -Iinclude $< -o $@ $(LINK)
+	$(CXX) -std=c++14 -pedantic $(CWARN) $(HDR_CXXWARN) -x c++ -Iinclude $< -o $@ $(LINK)
 
 # The header with its inline hooks off: every hook is a call.
 $(B)/header_c11_calls: c_tests/header_check.c c_tests/proc_threads.h include/rccl_telemetry.h | lib
 	@mkdir -p $(B)
-	$(CC) -std=c11 -pedantic $(CWARN) -DRCCL_TELEMETRY_NO_INLINE -Iinclude $< -o $@ $(LINK)
+	$(CC) -std=c11 -pedantic $(CWARN) $(HDR_CWARN) -DRCCL_TELEMETRY_NO_INLINE -Iinclude $< -o $@ $(LINK)
 
 $(B)/verbs_abi: c_tests/verbs_abi.c | lib
 	@mkdir -p $(B)

@@ -275,14 +275,24 @@ extern rcclTelemetryHot_ rcclTelemetryHotV1;
 }
 #endif
 
+/* Casts that C and C++ (-Wold-style-cast, -Wzero-as-null-pointer-constant) both accept. */
+#ifdef __cplusplus
+#define RCCL_TELEMETRY_PTR_(T, p) static_cast<T>(static_cast<void *>(p))
+#define RCCL_TELEMETRY_AS_(T, x) static_cast<T>(x)
+#define RCCL_TELEMETRY_NULL_ nullptr
+#else
+#define RCCL_TELEMETRY_PTR_(T, p) ((T)(void *)(p))
+#define RCCL_TELEMETRY_AS_(T, x) ((T)(x))
+#define RCCL_TELEMETRY_NULL_ ((void *)0)
+#endif
 #define RCCL_TELEMETRY_LD_(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define RCCL_TELEMETRY_ADD_(x, v) __atomic_store_n(&(x), RCCL_TELEMETRY_LD_(x) + (v), __ATOMIC_RELAXED)
 
 static inline int64_t rcclTelemetryNow_(void) {
 #if defined(__x86_64__)
   if (RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.use_tsc)) {
-    uint64_t t = (uint64_t)__builtin_ia32_rdtsc() & (uint64_t)INT64_MAX;
-    return t < 2 ? 2 : (int64_t)t;
+    uint64_t t = RCCL_TELEMETRY_AS_(uint64_t, __builtin_ia32_rdtsc()) & RCCL_TELEMETRY_AS_(uint64_t, INT64_MAX);
+    return t < 2 ? 2 : RCCL_TELEMETRY_AS_(int64_t, t);
   }
 #endif
   return rcclTelemetryNowToken();
@@ -300,13 +310,13 @@ static inline uintptr_t rcclTelemetryThreadPointer_(void) {
 
 /* The calling thread's stripe of device devIdx, or NULL when the device is not counting. */
 static inline rcclTelemetryStripe_ *rcclTelemetryStripe_of_(int devIdx, uintptr_t tp) {
-  if ((unsigned)devIdx >= 32u) return 0;
+  if (RCCL_TELEMETRY_AS_(unsigned, devIdx) >= 32u) return RCCL_TELEMETRY_NULL_;
   rcclTelemetryStripe_ *s = __atomic_load_n(&rcclTelemetryHotV1.stripes[devIdx], __ATOMIC_ACQUIRE);
-  return s ? s + ((((uint64_t)tp >> 12) * 0x9E3779B97F4A7C15ull) >> 60) : s;
+  return s ? s + (((tp >> 12) * 0x9E3779B97F4A7C15ull) >> 60) : s;
 }
 
 static inline int64_t rcclTelemetryPostTs_inline_(RcclQpStats *qp) {
-  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)qp;
+  rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
   if (!q) return 0;
   uint64_t mask = RCCL_TELEMETRY_LD_(q->sample_mask);
   if (mask) {
@@ -317,42 +327,42 @@ static inline int64_t rcclTelemetryPostTs_inline_(RcclQpStats *qp) {
   return rcclTelemetryNow_();
 }
 static inline void rcclTelemetryQpSendPosted_inline_(RcclQpStats *qp, int withImm) {
-  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)qp;
+  rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
   if (!q) return;
   if (withImm) RCCL_TELEMETRY_ADD_(q->sent_imm, 1);
   else RCCL_TELEMETRY_ADD_(q->sent_write, 1);
 }
 static inline void rcclTelemetryQpRecvPosted_inline_(RcclQpStats *qp) {
-  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)qp;
+  rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
   if (q) RCCL_TELEMETRY_ADD_(q->recv_wqe, 1);
 }
 static inline void rcclTelemetryQpCtsSent_inline_(RcclQpStats *qp, int signalled) {
-  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)qp;
+  rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
   if (!q) return;
   if (signalled) RCCL_TELEMETRY_ADD_(q->cts_signalled, 1);
   else RCCL_TELEMETRY_ADD_(q->cts_unsignalled, 1);
 }
 static inline void rcclTelemetryQpSlotMiss_inline_(RcclQpStats *qp) {
-  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)qp;
+  rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
   if (q) RCCL_TELEMETRY_ADD_(q->slot_miss, 1);
 }
 /* The latency of a sampled completion: ns since the token, its bucket, min and max. */
 static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs) {
   __extension__ typedef unsigned __int128 u128_;
-  uint64_t now = (uint64_t)rcclTelemetryNow_(), ts = (uint64_t)postTs;
+  uint64_t now = RCCL_TELEMETRY_AS_(uint64_t, rcclTelemetryNow_()), ts = RCCL_TELEMETRY_AS_(uint64_t, postTs);
   uint64_t dt = now > ts ? now - ts : 0;
   /* ns = (dt * ns_mult) >> 32, saturated; one 64-bit multiply when it cannot overflow
    * (dt below 2^32 ticks, a clock of at least 1 tick per ns: every TSC, and ns tokens). */
   uint64_t mult = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.ns_mult), ns;
-  if (__builtin_expect((dt >> 32) == 0 && mult <= ((uint64_t)1 << 32), 1)) {
+  if (__builtin_expect((dt >> 32) == 0 && mult <= (RCCL_TELEMETRY_AS_(uint64_t, 1) << 32), 1)) {
     ns = (dt * mult) >> 32;
   } else {
-    u128_ p = (u128_)dt * mult;
-    ns = (p >> 96) ? UINT64_MAX : (uint64_t)(p >> 32);
+    u128_ p = RCCL_TELEMETRY_AS_(u128_, dt) * mult;
+    ns = (p >> 96) ? UINT64_MAX : RCCL_TELEMETRY_AS_(uint64_t, p >> 32);
   }
   uint64_t shift = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.div_shift), b = ns;
   if (shift) {
-    uint64_t t = (uint64_t)(((u128_)RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.div_mul) * ns) >> 64);
+    uint64_t t = RCCL_TELEMETRY_AS_(uint64_t, (RCCL_TELEMETRY_AS_(u128_, RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.div_mul)) * ns) >> 64);
     b = (t + ((ns - t) >> 1)) >> (shift - 1);
   }
   uint64_t last = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.last_bucket);
@@ -361,14 +371,14 @@ static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs) {
   if (ns > RCCL_TELEMETRY_LD_(q->lat_max)) __atomic_store_n(&q->lat_max, ns, __ATOMIC_RELAXED);
 }
 static inline void rcclTelemetryQpWqeComplete_inline_(RcclQpStats *qp, int64_t postTs) {
-  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)qp;
+  rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
   if (!q) return;
   RCCL_TELEMETRY_ADD_(q->wqe_rcvd, 1);
   if (postTs > RCCL_TELEMETRY_TS_UNSAMPLED) rcclTelemetrySampled_(q, postTs);
   else if (postTs == 0) RCCL_TELEMETRY_ADD_(q->untracked, 1);
 }
 static inline void rcclTelemetryChRequestCompleted_inline_(RcclChannelStats *ch) {
-  rcclTelemetryCh_ *c = (rcclTelemetryCh_ *)(void *)ch;
+  rcclTelemetryCh_ *c = RCCL_TELEMETRY_PTR_(rcclTelemetryCh_ *, ch);
   if (c) RCCL_TELEMETRY_ADD_(c->req_completed, 1);
 }
 
@@ -394,7 +404,7 @@ static inline void rcclTelemetryAddCqPolls_inline_(int devIdx, uint64_t polls) {
 }
 /* The WQE-size bucket: 0 for 0 bytes, else 1 + ceil(log2(bytes)). */
 static inline unsigned rcclTelemetrySizeBucket_(uint64_t bytes) {
-  return bytes <= 1 ? (unsigned)bytes : 65u - (unsigned)__builtin_clzll(bytes - 1);
+  return bytes <= 1 ? RCCL_TELEMETRY_AS_(unsigned, bytes) : 65u - RCCL_TELEMETRY_AS_(unsigned, __builtin_clzll(bytes - 1));
 }
 static inline void rcclTelemetryWqeSize_inline_(int devIdx, uint64_t bytes) {
   RCCL_TELEMETRY_DEV_OP_(devIdx, sizes[rcclTelemetrySizeBucket_(bytes)], 1, (rcclTelemetryWqeSize)(devIdx, bytes));
