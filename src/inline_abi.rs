@@ -18,6 +18,12 @@
 //! rename it (V2, ...), so a caller compiled against an older header fails to load instead of
 //! counting into the wrong fields. The offsets are pinned here at compile time and compared
 //! with the header's C structs by `rust_tests/c_abi.rs`.
+//!
+//! A (PIE or non-PIE) executable that reads `rcclTelemetryHotV1` usually gets a copy of it by
+//! a copy relocation; the library reaches the symbol through its GOT (`R_X86_64_GLOB_DAT`), so
+//! both sides use that one copy. Its size is part of the layout for the same reason. The
+//! equivalence test in `rust_tests/c_abi.rs` would fail if they ever saw two objects (the
+//! inline device forms would find no stripes).
 
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicPtr, AtomicU64};
