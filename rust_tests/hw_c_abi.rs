@@ -27,19 +27,26 @@ fn fixture() -> Tree {
     t
 }
 
-#[test]
-fn hw_counters_and_samples_in_the_json_file() {
-    let t = fixture();
+/// Runs ibcast_sim on two devices against the fixture tree, telemetry on, with `extra` env;
+/// returns the output directory (holding the file) and the run's output.
+fn run_on_fixture(t: &Tree, extra: &[(&str, &str)]) -> (tempfile::TempDir, std::process::Output) {
     let out = tempfile::tempdir().unwrap();
     let tally = out.path().join("tally.json");
-    let env = [
+    let mut env = vec![
         ("RCCL_TELEMETRY_ENABLE", "1"),
         ("RCCL_TELEMETRY_OUTPUT_DIR", out.path().to_str().unwrap()),
         ("RCCL_TELEMETRY_SYSFS_ROOT", t.root().to_str().unwrap()),
-        ("RCCL_TELEMETRY_SAMPLE_MS", "1"),
     ];
+    env.extend_from_slice(extra);
     let o = run(ibcast_sim(), &[tally.to_str().unwrap(), "--devices", "2"], &env);
     assert!(o.status.success(), "ibcast_sim failed: {}", stderr(&o));
+    (out, o)
+}
+
+#[test]
+fn hw_counters_and_samples_in_the_json_file() {
+    let t = fixture();
+    let (out, _) = run_on_fixture(&t, &[("RCCL_TELEMETRY_SAMPLE_MS", "1")]);
     let files = telemetry_files(out.path());
     assert_eq!(files.len(), 1, "{files:?}");
     let v = load_valid(&files[0]);
@@ -80,16 +87,7 @@ fn hw_counters_and_samples_in_the_json_file() {
 #[test]
 fn unknown_allow_list_name_is_one_line_and_unread_keys_stay() {
     let t = fixture();
-    let out = tempfile::tempdir().unwrap();
-    let tally = out.path().join("tally.json");
-    let env = [
-        ("RCCL_TELEMETRY_ENABLE", "1"),
-        ("RCCL_TELEMETRY_OUTPUT_DIR", out.path().to_str().unwrap()),
-        ("RCCL_TELEMETRY_SYSFS_ROOT", t.root().to_str().unwrap()),
-        ("RCCL_TELEMETRY_HW_COUNTERS", "cnp_sent,not_a_counter"),
-    ];
-    let o = run(ibcast_sim(), &[tally.to_str().unwrap(), "--devices", "2"], &env);
-    assert!(o.status.success(), "ibcast_sim failed: {}", stderr(&o));
+    let (out, o) = run_on_fixture(&t, &[("RCCL_TELEMETRY_HW_COUNTERS", "cnp_sent,not_a_counter")]);
     let err = stderr(&o);
     let lines: Vec<&str> = err.lines().filter(|l| l.contains("not_a_counter")).collect();
     assert_eq!(lines.len(), 1, "{err}");
@@ -108,16 +106,7 @@ fn unknown_allow_list_name_is_one_line_and_unread_keys_stay() {
 #[test]
 fn debug_lines_explain_detection_and_reads() {
     let t = fixture();
-    let out = tempfile::tempdir().unwrap();
-    let tally = out.path().join("tally.json");
-    let env = [
-        ("RCCL_TELEMETRY_ENABLE", "1"),
-        ("RCCL_TELEMETRY_DEBUG", "1"),
-        ("RCCL_TELEMETRY_OUTPUT_DIR", out.path().to_str().unwrap()),
-        ("RCCL_TELEMETRY_SYSFS_ROOT", t.root().to_str().unwrap()),
-    ];
-    let o = run(ibcast_sim(), &[tally.to_str().unwrap(), "--devices", "2"], &env);
-    assert!(o.status.success(), "ibcast_sim failed: {}", stderr(&o));
+    let (_out, o) = run_on_fixture(&t, &[("RCCL_TELEMETRY_DEBUG", "1")]);
     let err = stderr(&o);
     assert!(err.contains("hw device 0 'mlx5_0': hw_type mlx5 (device/driver -> mlx5_core), port 1, eth_device 'nohostnet0'"), "{err}");
     assert!(err.lines().any(|l| l.contains("'mlx5_1' baseline:") && l.contains("ethtool on nohostnet1")), "{err}");
