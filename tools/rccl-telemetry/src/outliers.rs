@@ -79,35 +79,27 @@ struct Dev<'a> {
 impl Dev<'_> {
     fn finding(&self, kind: &'static str, metric: &str, value: f64) -> Finding {
         Finding {
-            kind,
-            category: None,
-            rank: rank_label(self.file),
-            host: self.file.host_name.clone(),
-            pid: self.file.process_id,
-            file: self.path.clone(),
             device_id: Some(self.dev.device_id),
             roce_device: Some(self.dev.roce_device.clone()),
-            metric: metric.to_string(),
-            value,
-            population: 0,
-            median: None,
-            mad: None,
-            z: None,
-            score: 0.0,
-            evidence: String::new(),
+            ..new_finding(self.file, self.path.clone(), kind, metric, value)
         }
     }
 }
 
 /// A finding about a whole rank file rather than one of its devices.
 fn rank_finding(l: &crate::load::Loaded, kind: &'static str, metric: &str, value: f64) -> Finding {
+    new_finding(&l.file, l.path.display().to_string(), kind, metric, value)
+}
+
+/// A finding with no device, no statistics and no evidence yet.
+fn new_finding(file: &TelemetryFile, path: String, kind: &'static str, metric: &str, value: f64) -> Finding {
     Finding {
         kind,
         category: None,
-        rank: rank_label(&l.file),
-        host: l.file.host_name.clone(),
-        pid: l.file.process_id,
-        file: l.path.display().to_string(),
+        rank: rank_label(file),
+        host: file.host_name.clone(),
+        pid: file.process_id,
+        file: path,
         device_id: None,
         roce_device: None,
         metric: metric.to_string(),
