@@ -61,21 +61,20 @@ else
   fail "guest image builds: $(tail -5 "$B/image.log")"; finish
 fi
 
+# scenario MODE WHAT CONSOLES: boot the guest(s) of MODE, then check what they brought out.
+scenario() {
+  if bash e2e/run_guest.sh "$1" "$B/image" "$B/result-$1"; then
+    pass "$2"
+    python3 e2e/check.py "$1" "$B/result-$1" | tee "$B/check-$1.log"
+    count "$B/check-$1.log"
+  else
+    fail "$2 ($3)"
+  fi
+}
+
 stage "single guest: main, LATENCY_SAMPLE=16, SAMPLE_MS=5, unwritable dir"
-if bash e2e/run_guest.sh single "$B/image" "$B/result-single"; then
-  pass "single guest booted, ran and powered off"
-  python3 e2e/check.py single "$B/result-single" | tee "$B/check-single.log"
-  count "$B/check-single.log"
-else
-  fail "single guest booted, ran and powered off (console: $B/result-single/single/console.log)"
-fi
+scenario single "single guest booted, ran and powered off" "console: $B/result-single/single/console.log"
 
 stage "two guests wired together: 2 ranks per host"
-if bash e2e/run_guest.sh pair "$B/image" "$B/result-pair"; then
-  pass "both pair guests booted, ran and powered off"
-  python3 e2e/check.py pair "$B/result-pair" | tee "$B/check-pair.log"
-  count "$B/check-pair.log"
-else
-  fail "both pair guests booted, ran and powered off (consoles: $B/result-pair/*/console.log)"
-fi
+scenario pair "both pair guests booted, ran and powered off" "consoles: $B/result-pair/*/console.log"
 finish
