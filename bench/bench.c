@@ -305,6 +305,21 @@ static int lib_capture(int dev, RcclTelemetrySwSnapshot* out) {
 
 /* ------------------------------------------------------------------ child: hot path */
 
+/* Runs every loop n times untimed (warm-up), then `reps` times timed in an order rotated each
+ * rep; t[rep * n + k] is loop k's ns per WQE in that rep. */
+static void time_rotated(const LoopFn* fn, Ctx* const* ctx, int n, int reps, int nreq, double* t) {
+  for (int w = 0; w < 10; w++)
+    for (int k = 0; k < n; k++) fn[k](ctx[k], nreq);
+  double wqes = (double)nreq * BENCH_QPS;
+  for (int rep = 0; rep < reps; rep++)
+    for (int i = 0; i < n; i++) {
+      int k = (rep + i) % n;
+      int64_t t0 = now_ns();
+      fn[k](ctx[k], nreq);
+      t[rep * n + k] = (double)(now_ns() - t0) / wqes;
+    }
+}
+
 /*
  * One configuration of the library (fixed by the environment) against the no-hook
  * loop and the reference configured the same way, interleaved rep by rep with the
@@ -332,25 +347,18 @@ static int child_hot(const char* cfg, int reps, int nreq) {
     fprintf(stderr, "bench: enabled but a handle is NULL (lib %p, ref %p)\n",
             (void*)ctx[V_LIB]->lqp[0], (void*)ctx[V_REF]->rqp[0]);
 
-  for (int w = 0; w < 10; w++)
-    for (int v = 0; v < V_COUNT; v++) kLoop[v](ctx[v], nreq);
-
-  double t[V_COUNT];
-  double wqes = (double)nreq * BENCH_QPS;
+  double* all = malloc(sizeof(double) * V_COUNT * (size_t)(reps > 0 ? reps : 1));
+  if (!all) die("malloc");
+  time_rotated(kLoop, ctx, V_COUNT, reps, nreq, all);
   for (int rep = 0; rep < reps; rep++) {
-    for (int k = 0; k < V_COUNT; k++) {
-      int v = (rep + k) % V_COUNT;
-      int64_t t0 = now_ns();
-      kLoop[v](ctx[v], nreq);
-      int64_t t1 = now_ns();
-      t[v] = (double)(t1 - t0) / wqes;
-    }
+    const double* t = all + rep * V_COUNT;
     printf("S hot.none %.4f\n", t[V_NONE]);
     printf("S hot.lib.%s %.4f\n", cfg, t[V_LIB]);
     printf("S hot.ref.%s %.4f\n", cfg, t[V_REF]);
     printf("S over.lib.%s %.4f\n", cfg, t[V_LIB] - t[V_NONE]);
     printf("S over.ref.%s %.4f\n", cfg, t[V_REF] - t[V_NONE]);
   }
+  free(all);
 
   /* the loop really counted: what the library and the reference saw vs what was posted */
   uint64_t posted_lib = ctx[V_LIB]->seq * BENCH_QPS;
@@ -410,22 +418,17 @@ static int child_breakdown(const char* cfg, int reps, int nreq) {
     ctx_attach_lib(ctx[k]);
     ctx_attach_ref(ctx[k]);
   }
-  for (int w = 0; w < 10; w++)
-    for (int k = 0; k < NV; k++) fn[k](ctx[k], nreq);
-  double t[NV];
-  double wqes = (double)nreq * BENCH_QPS;
+  double* all = malloc(sizeof(double) * NV * (size_t)(reps > 0 ? reps : 1));
+  if (!all) die("malloc");
+  time_rotated(fn, ctx, NV, reps, nreq, all);
   for (int rep = 0; rep < reps; rep++) {
-    for (int i = 0; i < NV; i++) {
-      int k = (rep + i) % NV;
-      int64_t t0 = now_ns();
-      fn[k](ctx[k], nreq);
-      t[k] = (double)(now_ns() - t0) / wqes;
-    }
+    const double* t = all + rep * NV;
     for (int f = 0; f < FAMILIES; f++) {
       printf("S brk.lib.%s.%s %.4f\n", kFamily[f], cfg, t[1 + f] - t[0]);
       printf("S brk.ref.%s.%s %.4f\n", kFamily[f], cfg, t[1 + FAMILIES + f] - t[0]);
     }
   }
+  free(all);
   fflush(stdout);
   return 0;
 }
