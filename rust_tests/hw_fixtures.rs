@@ -357,17 +357,22 @@ fn run_rig(r: &mut Rig, ib: &str) -> HwReport {
     rep
 }
 
-#[test]
-fn thor2_upstream_6_18_names() {
+/// A thor2 naming generation with PMA counters whose hw_counters names are
+/// `thor2_hw_names(cnp_sent)`: every vocabulary key maps as expected.
+fn check_thor2_generation(gen: &str, ib: &str, nd: &str, cnp_sent: &str) {
     let t = Tree::new();
-    let (ib, nd) = ("bnxt_re0", "fxbnxt618");
-    let mut r = thor2_rig(&t, "bnxt_re_ge_6_18", ib, nd, true);
+    let mut r = thor2_rig(&t, gen, ib, nd, true);
     let rep = run_rig(&mut r, ib);
     let h = |n: &str| E::S(inc(S::Hw, n));
     let e = |n: &str| E::S(inc(S::Eth, n));
     let mut exp = thor2_common(&e);
-    exp.extend(thor2_hw_names(&h, "np_cnp_pkts"));
+    exp.extend(thor2_hw_names(&h, cnp_sent));
     check(&rep, &exp);
+}
+
+#[test]
+fn thor2_upstream_6_18_names() {
+    check_thor2_generation("bnxt_re_ge_6_18", "bnxt_re0", "fxbnxt618", "np_cnp_pkts");
 }
 
 #[test]
@@ -435,16 +440,8 @@ fn thor2_upstream_6_17_names_and_gauges() {
 
 #[test]
 fn thor2_broadcom_out_of_tree_names() {
-    let t = Tree::new();
-    let (ib, nd) = ("bnxt_re2", "fxbnxtoot");
-    let mut r = thor2_rig(&t, "bnxt_re_out_of_tree", ib, nd, true);
-    let rep = run_rig(&mut r, ib);
-    let h = |n: &str| E::S(inc(S::Hw, n));
-    let e = |n: &str| E::S(inc(S::Eth, n));
-    let mut exp = thor2_common(&e);
     // delta_rx_bytes: the primary rx_bytes beats rx_good_bytes, which is also present.
-    exp.extend(thor2_hw_names(&h, "np_cnp_sent"));
-    check(&rep, &exp);
+    check_thor2_generation("bnxt_re_out_of_tree", "bnxt_re2", "fxbnxtoot", "np_cnp_sent");
 }
 
 #[test]
