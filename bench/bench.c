@@ -1125,6 +1125,21 @@ static void print_hot_row(const char* label, const char* key) {
          c.median, c.min, c.max, c.n, p.p25, p.p75, p.n);
 }
 
+/* print_hot_row for the library and the reference in each of the 3 configurations, from the
+   series `what`.lib.<cfg> and `what`.ref.<cfg> */
+static const char* const kCfgLabel[3] = {"disabled", "enabled N=1", "enabled N=16"};
+static void print_lib_ref_rows(const char* what, const char* const cfgs[3]) {
+  for (int c = 0; c < 3; c++) {
+    char k[64], label[96];
+    snprintf(k, sizeof k, "%s.lib.%s", what, cfgs[c]);
+    snprintf(label, sizeof label, "library   %s", kCfgLabel[c]);
+    print_hot_row(label, k);
+    snprintf(k, sizeof k, "%s.ref.%s", what, cfgs[c]);
+    snprintf(label, sizeof label, "reference %s", kCfgLabel[c]);
+    print_hot_row(label, k);
+  }
+}
+
 static void j_stats(Json* j, const char* key, Stats s);
 
 static void j_hot(Json* j, const char* name, const char* key) {
@@ -1405,26 +1420,9 @@ int main(int argc, char** argv) {
          "request: Bytes, QpCtsSent, ChRequestCompleted). Median over child processes of each child's median,\n"
          "the range of the child medians, and the quartiles of all timed batches pooled:\n");
   print_hot_row("no hooks (loop alone)", "hot.none");
-  const char* cfg_label[3] = {"disabled", "enabled N=1", "enabled N=16"};
-  for (int c = 0; c < 3; c++) {
-    char k[64], label[96];
-    snprintf(k, sizeof k, "hot.lib.%s", cfgs[c]);
-    snprintf(label, sizeof label, "library   %s", cfg_label[c]);
-    print_hot_row(label, k);
-    snprintf(k, sizeof k, "hot.ref.%s", cfgs[c]);
-    snprintf(label, sizeof label, "reference %s", cfg_label[c]);
-    print_hot_row(label, k);
-  }
+  print_lib_ref_rows("hot", cfgs);
   printf("\nOverhead = ns per WQE above the no-hook loop, paired batch by batch:\n");
-  for (int c = 0; c < 3; c++) {
-    char k[64], label[96];
-    snprintf(k, sizeof k, "over.lib.%s", cfgs[c]);
-    snprintf(label, sizeof label, "library   %s", cfg_label[c]);
-    print_hot_row(label, k);
-    snprintf(k, sizeof k, "over.ref.%s", cfgs[c]);
-    snprintf(label, sizeof label, "reference %s", cfg_label[c]);
-    print_hot_row(label, k);
-  }
+  print_lib_ref_rows("over", cfgs);
   printf("\nRatio library overhead / reference overhead (of the medians above; per-child ratio range):\n");
   double ratios[3] = {ratio_off, ratio_n1, ratio_n16};
   for (int c = 0; c < 3; c++) {
@@ -1432,9 +1430,9 @@ int main(int argc, char** argv) {
     snprintf(k, sizeof k, "ratio.%s", cfgs[c]);
     Stats s = stats(k);
     if (!isfinite(ratios[c]))
-      printf("  %-26s      n/a    (reference overhead within noise of zero)\n", cfg_label[c]);
+      printf("  %-26s      n/a    (reference overhead within noise of zero)\n", kCfgLabel[c]);
     else
-      printf("  %-26s %8.3fx    per child: median %.3f [%.3f .. %.3f] n=%d\n", cfg_label[c], ratios[c],
+      printf("  %-26s %8.3fx    per child: median %.3f [%.3f .. %.3f] n=%d\n", kCfgLabel[c], ratios[c],
              s.median, s.min, s.max, s.n);
   }
   printf("\nPer-hook breakdown: ns per WQE above the no-hook loop with one hook family alone\n"
