@@ -1,5 +1,5 @@
-//! Generates include/rccl_telemetry.h from src/capi.rs (cbindgen) and gives the shared
-//! object its SONAME.
+//! Generates include/rccl_telemetry.h from src/capi.rs (cbindgen), appends the inline hooks'
+//! C source (src/rccl_telemetry_inline.h), and gives the shared object its SONAME.
 
 use std::path::PathBuf;
 
@@ -15,6 +15,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/capi.rs");
     println!("cargo:rerun-if-changed=src/counters.rs");
     println!("cargo:rerun-if-changed=cbindgen.toml");
+    println!("cargo:rerun-if-changed=src/rccl_telemetry_inline.h");
 
     let config = cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml is valid");
     // Only capi.rs (and the opaque slot types it names) make the header.
@@ -24,5 +25,14 @@ fn main() {
         .with_src(root.join("src/counters.rs"))
         .generate()
         .expect("cbindgen could not generate the header");
-    bindings.write_to_file(root.join("include/rccl_telemetry.h"));
+    let mut header = Vec::new();
+    bindings.write(&mut header);
+    header.push(b'\n');
+    header.extend(std::fs::read(root.join("src/rccl_telemetry_inline.h")).expect("src/rccl_telemetry_inline.h is readable"));
+    // Rewrite only on a change, so an unchanged header keeps its mtime (make's C-test rules
+    // depend on it).
+    let out = root.join("include/rccl_telemetry.h");
+    if std::fs::read(&out).ok().as_deref() != Some(&header[..]) {
+        std::fs::write(&out, &header).expect("include/rccl_telemetry.h is writable");
+    }
 }

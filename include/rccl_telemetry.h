@@ -215,6 +215,12 @@ int rcclTelemetrySwCapture(struct RcclTelemetrySwSnapshot *out, int maxDevs);
 
 #endif  /* RCCL_TELEMETRY_H */
 
+/*
+ * src/rccl_telemetry_inline.h: the header's inline hooks, as C source. build.rs appends this
+ * file, unchanged, to the header cbindgen generates from src/capi.rs, so the installed
+ * include/rccl_telemetry.h stays one self-contained file; this fragment is not installed and
+ * is not meant to be included on its own (it uses the types declared above it).
+ */
 #ifndef RCCL_TELEMETRY_INLINE_H
 #define RCCL_TELEMETRY_INLINE_H
 /* ------------------------------------------------------------------------------------ */

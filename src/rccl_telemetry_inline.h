@@ -1,0 +1,214 @@
+/*
+ * src/rccl_telemetry_inline.h: the header's inline hooks, as C source. build.rs appends this
+ * file, unchanged, to the header cbindgen generates from src/capi.rs, so the installed
+ * include/rccl_telemetry.h stays one self-contained file; this fragment is not installed and
+ * is not meant to be included on its own (it uses the types declared above it).
+ */
+#ifndef RCCL_TELEMETRY_INLINE_H
+#define RCCL_TELEMETRY_INLINE_H
+/* ------------------------------------------------------------------------------------ */
+/* Inline hooks. The data-path hooks above are also defined here as inline code that     */
+/* counts in the caller, so a counted WQE costs a few loads and stores instead of calls: */
+/* a NULL handle or an unregistered device costs one test; the handle forms bump the     */
+/* slot's counters with a relaxed load and store (one thread per handle, the contract);  */
+/* PostTs reads the TSC inline; the device forms count into the calling thread's stripe  */
+/* when it owns it and call the library otherwise (first use, or a shared stripe).       */
+/* The names with a trailing underscore are the library's internals: their layout is     */
+/* tied to the library through the symbol rcclTelemetryHotV1, which a layout change      */
+/* renames, so a mismatched header and library fail to link instead of miscounting.      */
+/* Define RCCL_TELEMETRY_NO_INLINE (or the older RCCL_TELEMETRY_NO_INLINE_GUARDS) to      */
+/* call the exported functions instead: same counts, one call per hook. Taking a hook's   */
+/* address, or writing (rcclTelemetryQpSendPosted)(qp, 0), always names the function.    */
+
+#if defined(RCCL_TELEMETRY_NO_INLINE_GUARDS) && !defined(RCCL_TELEMETRY_NO_INLINE)
+#define RCCL_TELEMETRY_NO_INLINE 1
+#endif
+
+#if !defined(RCCL_TELEMETRY_NO_INLINE) && defined(__GNUC__) && defined(__SIZEOF_INT128__) && \
+    (defined(__x86_64__) || defined(__aarch64__))
+/* Defined when the hooks below are in use. */
+#define RCCL_TELEMETRY_INLINE_HOOKS 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Mirror of the library's QP slot (256 bytes, 4 cache lines): what every WQE touches    */
+/* (sample_mask is N - 1 for 1-in-N sampling), what rare and sampled events touch        */
+/* (untracked: completions that matched no posting), the histogram.                     */
+typedef struct rcclTelemetryQp_ {
+  uint64_t sent_write, sent_imm, recv_wqe, cts_signalled, cts_unsignalled, post_seq, wqe_rcvd, sample_mask;
+  uint64_t untracked, lat_min_inv, lat_max, slot_miss, library_only_[4];
+  uint64_t hist[16];
+} rcclTelemetryQp_;
+/* Mirror of the channel slot. */
+typedef struct rcclTelemetryCh_ { uint64_t req_completed; } rcclTelemetryCh_;
+/* One set of device-form counters; sizes[b] counts WQEs of 0 (b = 0) or (2^(b-2), 2^(b-1)] bytes. */
+typedef struct rcclTelemetryDevSet_ {
+  uint64_t tx_bytes, rx_bytes, cq_errors, cq_polls, sizes[66];
+} rcclTelemetryDevSet_;
+/* One of a device's 16 stripes: the owner's thread pointer, its set, then the shared set. */
+typedef struct rcclTelemetryStripe_ {
+  uintptr_t owner;
+  rcclTelemetryDevSet_ own;
+  uint64_t pad0_;
+  rcclTelemetryDevSet_ shared_;
+  uint64_t pad1_[2];
+} rcclTelemetryStripe_;
+/* Written by the library at Init and at device registration; read-only for callers. */
+typedef struct rcclTelemetryHot_ {
+  uint64_t sample_mask, ns_mult, div_mul, div_shift, last_bucket, use_tsc, reserved_[2];
+  rcclTelemetryStripe_ *stripes[32];
+} rcclTelemetryHot_;
+extern rcclTelemetryHot_ rcclTelemetryHotV1;
+#ifdef __cplusplus
+}
+#endif
+
+/* Casts that C and C++ (-Wold-style-cast, -Wzero-as-null-pointer-constant) both accept. */
+#ifdef __cplusplus
+#define RCCL_TELEMETRY_PTR_(T, p) static_cast<T>(static_cast<void *>(p))
+#define RCCL_TELEMETRY_AS_(T, x) static_cast<T>(x)
+#define RCCL_TELEMETRY_NULL_ nullptr
+#else
+#define RCCL_TELEMETRY_PTR_(T, p) ((T)(void *)(p))
+#define RCCL_TELEMETRY_AS_(T, x) ((T)(x))
+#define RCCL_TELEMETRY_NULL_ ((void *)0)
+#endif
+#define RCCL_TELEMETRY_LD_(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define RCCL_TELEMETRY_ADD_(x, v) __atomic_store_n(&(x), RCCL_TELEMETRY_LD_(x) + (v), __ATOMIC_RELAXED)
+
+static inline int64_t rcclTelemetryNow_(void) {
+#if defined(__x86_64__)
+  if (RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.use_tsc)) {
+    uint64_t t = RCCL_TELEMETRY_AS_(uint64_t, __builtin_ia32_rdtsc()) & RCCL_TELEMETRY_AS_(uint64_t, INT64_MAX);
+    return t < 2 ? 2 : RCCL_TELEMETRY_AS_(int64_t, t);
+  }
+#endif
+  return rcclTelemetryNowToken();
+}
+
+static inline uintptr_t rcclTelemetryThreadPointer_(void) {
+  uintptr_t tp;
+#if defined(__x86_64__)
+  __asm__("movq %%fs:0, %0" : "=r"(tp));
+#else
+  __asm__("mrs %0, tpidr_el0" : "=r"(tp));
+#endif
+  return tp;
+}
+
+/* The calling thread's stripe of device devIdx, or NULL when the device is not counting. */
+static inline rcclTelemetryStripe_ *rcclTelemetryStripe_of_(int devIdx, uintptr_t tp) {
+  if (RCCL_TELEMETRY_AS_(unsigned, devIdx) >= 32u) return RCCL_TELEMETRY_NULL_;
+  rcclTelemetryStripe_ *s = __atomic_load_n(&rcclTelemetryHotV1.stripes[devIdx], __ATOMIC_ACQUIRE);
+  return s ? s + (((tp >> 12) * 0x9E3779B97F4A7C15ull) >> 60) : s;
+}
+
+static inline int64_t rcclTelemetryPostTs_inline_(RcclQpStats *qp) {
+  rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
+  if (!q) return 0;
+  uint64_t mask = RCCL_TELEMETRY_LD_(q->sample_mask);
+  if (mask) {
+    uint64_t seq = RCCL_TELEMETRY_LD_(q->post_seq);
+    __atomic_store_n(&q->post_seq, seq + 1, __ATOMIC_RELAXED);
+    if (seq & mask) return RCCL_TELEMETRY_TS_UNSAMPLED;
+  }
+  return rcclTelemetryNow_();
+}
+static inline void rcclTelemetryQpSendPosted_inline_(RcclQpStats *qp, int withImm) {
+  rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
+  if (!q) return;
+  if (withImm) RCCL_TELEMETRY_ADD_(q->sent_imm, 1);
+  else RCCL_TELEMETRY_ADD_(q->sent_write, 1);
+}
+static inline void rcclTelemetryQpRecvPosted_inline_(RcclQpStats *qp) {
+  rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
+  if (q) RCCL_TELEMETRY_ADD_(q->recv_wqe, 1);
+}
+static inline void rcclTelemetryQpCtsSent_inline_(RcclQpStats *qp, int signalled) {
+  rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
+  if (!q) return;
+  if (signalled) RCCL_TELEMETRY_ADD_(q->cts_signalled, 1);
+  else RCCL_TELEMETRY_ADD_(q->cts_unsignalled, 1);
+}
+static inline void rcclTelemetryQpSlotMiss_inline_(RcclQpStats *qp) {
+  rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
+  if (q) RCCL_TELEMETRY_ADD_(q->slot_miss, 1);
+}
+/* The latency of a sampled completion: ns since the token, its bucket, min and max. */
+static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs) {
+  __extension__ typedef unsigned __int128 u128_;
+  uint64_t now = RCCL_TELEMETRY_AS_(uint64_t, rcclTelemetryNow_()), ts = RCCL_TELEMETRY_AS_(uint64_t, postTs);
+  uint64_t dt = now > ts ? now - ts : 0;
+  /* ns = (dt * ns_mult) >> 32, saturated; one 64-bit multiply when it cannot overflow
+   * (dt below 2^32 ticks, a clock of at least 1 tick per ns: every TSC, and ns tokens). */
+  uint64_t mult = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.ns_mult), ns;
+  if (__builtin_expect((dt >> 32) == 0 && mult <= (RCCL_TELEMETRY_AS_(uint64_t, 1) << 32), 1)) {
+    ns = (dt * mult) >> 32;
+  } else {
+    u128_ p = RCCL_TELEMETRY_AS_(u128_, dt) * mult;
+    ns = (p >> 96) ? UINT64_MAX : RCCL_TELEMETRY_AS_(uint64_t, p >> 32);
+  }
+  uint64_t shift = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.div_shift), b = ns;
+  if (shift) {
+    uint64_t t = RCCL_TELEMETRY_AS_(uint64_t, (RCCL_TELEMETRY_AS_(u128_, RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.div_mul)) * ns) >> 64);
+    b = (t + ((ns - t) >> 1)) >> (shift - 1);
+  }
+  uint64_t last = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.last_bucket);
+  RCCL_TELEMETRY_ADD_(q->hist[(b < last ? b : last) & 15], 1);
+  if (~ns > RCCL_TELEMETRY_LD_(q->lat_min_inv)) __atomic_store_n(&q->lat_min_inv, ~ns, __ATOMIC_RELAXED);
+  if (ns > RCCL_TELEMETRY_LD_(q->lat_max)) __atomic_store_n(&q->lat_max, ns, __ATOMIC_RELAXED);
+}
+static inline void rcclTelemetryQpWqeComplete_inline_(RcclQpStats *qp, int64_t postTs) {
+  rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
+  if (!q) return;
+  RCCL_TELEMETRY_ADD_(q->wqe_rcvd, 1);
+  if (postTs > RCCL_TELEMETRY_TS_UNSAMPLED) rcclTelemetrySampled_(q, postTs);
+  else if (postTs == 0) RCCL_TELEMETRY_ADD_(q->untracked, 1);
+}
+static inline void rcclTelemetryChRequestCompleted_inline_(RcclChannelStats *ch) {
+  rcclTelemetryCh_ *c = RCCL_TELEMETRY_PTR_(rcclTelemetryCh_ *, ch);
+  if (c) RCCL_TELEMETRY_ADD_(c->req_completed, 1);
+}
+
+/* Device forms: count into the thread's own stripe, or let the library sort it out. */
+#define RCCL_TELEMETRY_DEV_OP_(devIdx, field, v, call)                                   \
+  do {                                                                                    \
+    uintptr_t tp_ = rcclTelemetryThreadPointer_();                                        \
+    rcclTelemetryStripe_ *s_ = rcclTelemetryStripe_of_((devIdx), tp_);                    \
+    if (!s_) break;                                                                       \
+    if (__atomic_load_n(&s_->owner, __ATOMIC_RELAXED) == tp_) RCCL_TELEMETRY_ADD_(s_->own.field, (v)); \
+    else call;                                                                            \
+  } while (0)
+
+static inline void rcclTelemetryBytes_inline_(int devIdx, int isSend, uint64_t bytes) {
+  if (isSend) RCCL_TELEMETRY_DEV_OP_(devIdx, tx_bytes, bytes, (rcclTelemetryBytes)(devIdx, isSend, bytes));
+  else RCCL_TELEMETRY_DEV_OP_(devIdx, rx_bytes, bytes, (rcclTelemetryBytes)(devIdx, isSend, bytes));
+}
+static inline void rcclTelemetryCqError_inline_(int devIdx) {
+  RCCL_TELEMETRY_DEV_OP_(devIdx, cq_errors, 1, (rcclTelemetryCqError)(devIdx));
+}
+static inline void rcclTelemetryAddCqPolls_inline_(int devIdx, uint64_t polls) {
+  RCCL_TELEMETRY_DEV_OP_(devIdx, cq_polls, polls, (rcclTelemetryAddCqPolls)(devIdx, polls));
+}
+/* The WQE-size bucket: 0 for 0 bytes, else 1 + ceil(log2(bytes)). */
+static inline unsigned rcclTelemetrySizeBucket_(uint64_t bytes) {
+  return bytes <= 1 ? RCCL_TELEMETRY_AS_(unsigned, bytes) : 65u - RCCL_TELEMETRY_AS_(unsigned, __builtin_clzll(bytes - 1));
+}
+static inline void rcclTelemetryWqeSize_inline_(int devIdx, uint64_t bytes) {
+  RCCL_TELEMETRY_DEV_OP_(devIdx, sizes[rcclTelemetrySizeBucket_(bytes)], 1, (rcclTelemetryWqeSize)(devIdx, bytes));
+}
+
+#define rcclTelemetryPostTs(qp) rcclTelemetryPostTs_inline_(qp)
+#define rcclTelemetryQpSendPosted(qp, withImm) rcclTelemetryQpSendPosted_inline_((qp), (withImm))
+#define rcclTelemetryQpRecvPosted(qp) rcclTelemetryQpRecvPosted_inline_(qp)
+#define rcclTelemetryQpCtsSent(qp, signalled) rcclTelemetryQpCtsSent_inline_((qp), (signalled))
+#define rcclTelemetryQpSlotMiss(qp) rcclTelemetryQpSlotMiss_inline_(qp)
+#define rcclTelemetryQpWqeComplete(qp, postTs) rcclTelemetryQpWqeComplete_inline_((qp), (postTs))
+#define rcclTelemetryChRequestCompleted(ch) rcclTelemetryChRequestCompleted_inline_(ch)
+#define rcclTelemetryBytes(devIdx, isSend, bytes) rcclTelemetryBytes_inline_((devIdx), (isSend), (bytes))
+#define rcclTelemetryCqError(devIdx) rcclTelemetryCqError_inline_(devIdx)
+#define rcclTelemetryAddCqPolls(devIdx, polls) rcclTelemetryAddCqPolls_inline_((devIdx), (polls))
+#define rcclTelemetryWqeSize(devIdx, bytes) rcclTelemetryWqeSize_inline_((devIdx), (bytes))
+#endif /* inline hooks */
+#endif /* RCCL_TELEMETRY_INLINE_H */
