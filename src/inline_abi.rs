@@ -9,7 +9,7 @@
 //! - the QP slot (`RcclQpStats`) and the channel slot (`RcclChannelStats`): the counters of
 //!   the handle forms;
 //! - one device-form stripe (`DevShard`): the owner word and the owner's counter set;
-//! - [`HotParams`], exported as `rcclTelemetryHotV1`: sampling, clock and histogram
+//! - [`HotParams`] (module `hot`), exported as `rcclTelemetryHotV1`: sampling, clock and histogram
 //!   parameters written once at Init, and each device's stripe table, published at
 //!   registration (NULL while the device is unregistered or telemetry is off).
 //!
@@ -26,49 +26,10 @@
 //! inline device forms would find no stripes).
 
 use std::mem::{offset_of, size_of};
-use std::sync::atomic::{AtomicPtr, AtomicU64};
 
 use crate::counters::{RcclChannelStats, RcclQpStats, HIST, SIZE_BUCKETS};
-use crate::registry::{DevCounters, DevShard, MAX_DEVS, STRIPES};
-
-/// Parameters and tables the inline hooks read. Every field is written with a relaxed (or,
-/// for the stripe pointers, release) store and read with atomic loads on both sides.
-#[repr(C, align(64))]
-pub struct HotParams {
-    /// N - 1 where N is the sampling interval (a power of two). 0 at the default N = 1.
-    /// Copied into every QP slot when it is reserved; the inline PostTs reads the copy.
-    pub sample_mask: AtomicU64,
-    /// ns = (ticks * ns_mult) >> 32.
-    pub ns_mult: AtomicU64,
-    /// The histogram interval's divider (see `latency::Divider`).
-    pub div_mul: AtomicU64,
-    pub div_shift: AtomicU64,
-    /// Number of histogram buckets - 1 (the last bucket takes everything above).
-    pub last_bucket: AtomicU64,
-    /// 1 when tokens are TSC ticks, 0 when they are CLOCK_MONOTONIC ns.
-    pub use_tsc: AtomicU64,
-    _reserved: [u64; 2],
-    /// Device d's STRIPES stripes, or NULL.
-    pub stripes: [AtomicPtr<DevShard>; MAX_DEVS],
-}
-
-/// The one instance, read by the header's inline hooks. Read-only for callers.
-#[no_mangle]
-#[allow(non_upper_case_globals)]
-pub static rcclTelemetryHotV1: HotParams = HotParams {
-    sample_mask: AtomicU64::new(0),
-    ns_mult: AtomicU64::new(1 << 32),
-    div_mul: AtomicU64::new(0),
-    div_shift: AtomicU64::new(0),
-    last_bucket: AtomicU64::new(4),
-    use_tsc: AtomicU64::new(0),
-    _reserved: [0; 2],
-    stripes: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_DEVS],
-};
-
-/// The stripe hash, shared with the header: thread control blocks sit pages apart, so mix
-/// the page number and keep the top bits.
-pub const STRIPE_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+use crate::hot::{HotParams, MAX_DEVS};
+use crate::registry::{DevCounters, DevShard, STRIPES};
 
 // The layouts the header mirrors, each field with its offset and the name the C test prints.
 // Changing a number here means changing the header's structs and renaming rcclTelemetryHotV1.

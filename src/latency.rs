@@ -12,8 +12,8 @@ use std::sync::atomic::Ordering::Relaxed;
 /// Token for "matched a tracked posting, but 1-in-N sampling skipped it".
 pub const TS_UNSAMPLED: i64 = 1;
 
-// The parameters live in `inline_abi::HotParams`: the header's inline hooks read them too.
-use crate::inline_abi::rcclTelemetryHotV1 as PARAMS;
+// The parameters live in `hot::HotParams`: the header's inline hooks read them too.
+use crate::hot::rcclTelemetryHotV1 as PARAMS;
 
 /// Publishes the latency parameters (called once from Init).
 pub fn configure(sample: u64, buckets: u32, interval_ns: u64) {

@@ -10,6 +10,7 @@ pub mod capi;
 pub mod config;
 pub mod counters;
 pub mod diag;
+pub mod hot;
 pub mod hw;
 pub mod inline_abi;
 pub mod latency;

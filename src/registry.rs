@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use crate::counters::{RcclChannelStats, RcclQpStats, SIZE_BUCKETS};
 use crate::hw::{HwDevice, HwSettings};
 
-pub const MAX_DEVS: usize = 32;
+pub use crate::hot::MAX_DEVS;
 pub const MAX_CHANNELS: usize = 512;
 /// Slots in the first segment of a channel's arena; segment s holds FIRST_SEG << s.
 const FIRST_SEG: u64 = 16;
@@ -51,7 +51,7 @@ impl SlotArena {
         let _g = self.grow.lock();
         let first = self.len.load(Relaxed);
         let want = n.min(MAX_QPS_PER_CHANNEL.saturating_sub(first));
-        let mask = crate::inline_abi::rcclTelemetryHotV1.sample_mask.load(Relaxed);
+        let mask = crate::hot::rcclTelemetryHotV1.sample_mask.load(Relaxed);
         let mut granted = 0;
         while granted < want {
             let (seg, off) = locate(first + granted);
@@ -195,7 +195,7 @@ pub fn register(id: i32, roce_device: &str, transport: &str, hw: &HwSettings) ->
     }));
     DEVICES[idx].store(d, Release);
     // The header's inline device forms count for this device from now on.
-    crate::inline_abi::rcclTelemetryHotV1.stripes[idx].store(d.stripes.as_ptr() as *mut DevShard, Release);
+    crate::hot::rcclTelemetryHotV1.stripes[idx].store(d.stripes.as_ptr() as *mut DevShard as *mut std::ffi::c_void, Release);
     Ok(id)
 }
 
@@ -305,7 +305,7 @@ fn thread_pointer() -> usize {
 #[inline(always)]
 pub fn stripe() -> usize {
     // Thread control blocks sit pages apart: mix the page number, keep the top bits.
-    ((thread_pointer() as u64 >> 12).wrapping_mul(crate::inline_abi::STRIPE_MIX) >> (64 - STRIPES.trailing_zeros())) as usize
+    ((thread_pointer() as u64 >> 12).wrapping_mul(crate::hot::STRIPE_MIX) >> (64 - STRIPES.trailing_zeros())) as usize
 }
 
 /// Adds to a device-form counter: a plain load and store in the owner's set, an atomic add

@@ -1,0 +1,54 @@
+//! The hot parameter block: what the data path reads on every call, on both sides of the C ABI.
+//!
+//! One exported object, `rcclTelemetryHotV1`, holds the sampling, clock and histogram
+//! parameters written once at Init and each device's stripe table, published at registration
+//! (NULL while the device is unregistered or telemetry is off). The library's own hot path
+//! (`latency`, `registry`) and the header's inline hooks both read it; `inline_abi` pins its
+//! layout. This module depends on nothing else in the crate, so none of its readers import
+//! each other for it.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicPtr, AtomicU64};
+
+/// Device slots (`RCCL_TELEMETRY_MAX_DEVS`).
+pub const MAX_DEVS: usize = 32;
+
+/// The stripe hash, shared with the header: thread control blocks sit pages apart, so mix
+/// the page number and keep the top bits.
+pub const STRIPE_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// Parameters and tables the inline hooks read. Every field is written with a relaxed (or,
+/// for the stripe pointers, release) store and read with atomic loads on both sides.
+#[repr(C, align(64))]
+pub struct HotParams {
+    /// N - 1 where N is the sampling interval (a power of two). 0 at the default N = 1.
+    /// Copied into every QP slot when it is reserved; the inline PostTs reads the copy.
+    pub sample_mask: AtomicU64,
+    /// ns = (ticks * ns_mult) >> 32.
+    pub ns_mult: AtomicU64,
+    /// The histogram interval's divider (see `latency::Divider`).
+    pub div_mul: AtomicU64,
+    pub div_shift: AtomicU64,
+    /// Number of histogram buckets - 1 (the last bucket takes everything above).
+    pub last_bucket: AtomicU64,
+    /// 1 when tokens are TSC ticks, 0 when they are CLOCK_MONOTONIC ns.
+    pub use_tsc: AtomicU64,
+    pub(crate) _reserved: [u64; 2],
+    /// Device d's stripes (`registry::DevShard`, `registry::STRIPES` of them), or NULL. Kept
+    /// untyped here so this module needs no registry types; `registry` alone stores them.
+    pub stripes: [AtomicPtr<c_void>; MAX_DEVS],
+}
+
+/// The one instance, read by the header's inline hooks. Read-only for callers.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static rcclTelemetryHotV1: HotParams = HotParams {
+    sample_mask: AtomicU64::new(0),
+    ns_mult: AtomicU64::new(1 << 32),
+    div_mul: AtomicU64::new(0),
+    div_shift: AtomicU64::new(0),
+    last_bucket: AtomicU64::new(4),
+    use_tsc: AtomicU64::new(0),
+    _reserved: [0; 2],
+    stripes: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_DEVS],
+};
