@@ -78,11 +78,15 @@ extern "C" {
 // not start (the reason is already on stderr; the run continues with telemetry off).
 int rcclTelemetryInit(void);
 
-// 1 when telemetry is enabled and initialised, else 0.
+// 1 when telemetry is enabled and initialised and the final file not yet written, else 0
+// (0 before Init, when disabled, after rcclTelemetryFlush or exit, and in a forked child).
 int rcclTelemetryOn(void);
 
-// Writes the JSON file once (later calls are no-ops); also run at process exit.
-// Returns 0 on success or when disabled, -1 on failure (reason and path on stderr).
+// Writes the JSON file once; also run at process exit. Afterwards every entry point is inert:
+// rcclTelemetryOn 0, RegisterDevice -1, SetupChannel -1 (*numSlots 0), Resolve* NULL,
+// SwCapture -1, data-path calls change nothing, and the file is never rewritten.
+// Returns 0 on success, when disabled or already written, -1 on failure (reason and path on
+// stderr).
 int rcclTelemetryFlush(void);
 
 // Registers a RoCE device in slot `device_id` (0..31) for transport `transport`
@@ -271,9 +275,10 @@ typedef struct rcclTelemetryStripe_ {
   rcclTelemetryDevSet_ shared_;
   uint64_t pad1_[2];
 } rcclTelemetryStripe_;
-/* Written by the library at Init and at device registration; read-only for callers. */
+/* Written by the library at Init and at device registration; read-only for callers.
+   enabled: 1 from Init until the final file is claimed (Flush or exit), 0 in a forked child. */
 typedef struct rcclTelemetryHot_ {
-  uint64_t sample_mask, ns_mult, div_mul, div_shift, last_bucket, use_tsc, reserved_[2];
+  uint64_t sample_mask, ns_mult, div_mul, div_shift, last_bucket, use_tsc, enabled, reserved_[1];
   rcclTelemetryStripe_ *stripes[32];
 } rcclTelemetryHot_;
 extern rcclTelemetryHot_ rcclTelemetryHotV1;

@@ -60,14 +60,18 @@ pub extern "C" fn rcclTelemetryInit() -> c_int {
     boundary!("rcclTelemetryInit", -1, crate::init())
 }
 
-/// 1 when telemetry is enabled and initialised, else 0.
+/// 1 when telemetry is enabled and initialised and the final file not yet written, else 0
+/// (0 before Init, when disabled, after rcclTelemetryFlush or exit, and in a forked child).
 #[no_mangle]
 pub extern "C" fn rcclTelemetryOn() -> c_int {
     c_int::from(crate::is_on())
 }
 
-/// Writes the JSON file once (later calls are no-ops); also run at process exit.
-/// Returns 0 on success or when disabled, -1 on failure (reason and path on stderr).
+/// Writes the JSON file once; also run at process exit. Afterwards every entry point is inert:
+/// rcclTelemetryOn 0, RegisterDevice -1, SetupChannel -1 (*numSlots 0), Resolve* NULL,
+/// SwCapture -1, data-path calls change nothing, and the file is never rewritten.
+/// Returns 0 on success, when disabled or already written, -1 on failure (reason and path on
+/// stderr).
 #[no_mangle]
 pub extern "C" fn rcclTelemetryFlush() -> c_int {
     boundary!("rcclTelemetryFlush", -1, crate::flush())
@@ -104,6 +108,16 @@ pub unsafe extern "C" fn rcclTelemetryRegisterDevice(device_id: c_int, roce_devi
             }
         }
     })
+}
+
+/// The QP slot of an index form or a setup call, while telemetry counts (None before Init,
+/// when disabled, after the final write and in a forked child: those calls are no-ops).
+fn live_qp(dev: c_int, ch: c_int, qp: c_int) -> Option<&'static RcclQpStats> {
+    crate::is_on().then(|| registry::qp(dev, ch, qp)).flatten()
+}
+
+fn live_channel(dev: c_int, ch: c_int) -> Option<&'static registry::Channel> {
+    crate::is_on().then(|| registry::channel(dev, ch)).flatten()
 }
 
 /// # Safety
@@ -147,7 +161,7 @@ pub unsafe extern "C" fn rcclTelemetrySetupChannel(devIdx: c_int, chIdx: c_int, 
 #[no_mangle]
 pub extern "C" fn rcclTelemetrySetQpRole(devIdx: c_int, chIdx: c_int, qpIdx: c_int, isDataQp: c_int) {
     boundary!("rcclTelemetrySetQpRole", (), {
-        if let Some(q) = registry::qp(devIdx, chIdx, qpIdx) {
+        if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
             q.role.store(if isDataQp != 0 { ROLE_DATA } else { ROLE_CTS }, std::sync::atomic::Ordering::Relaxed);
         }
     })
@@ -158,7 +172,7 @@ pub extern "C" fn rcclTelemetrySetQpRole(devIdx: c_int, chIdx: c_int, qpIdx: c_i
 #[no_mangle]
 pub extern "C" fn rcclTelemetryMarkChannelsUnknown(devIdx: c_int) {
     boundary!("rcclTelemetryMarkChannelsUnknown", (), {
-        if let Some(d) = registry::device(devIdx) {
+        if let Some(d) = crate::runtime().and_then(|_| registry::device(devIdx)) {
             d.channels_unknown.store(true, std::sync::atomic::Ordering::Relaxed);
         }
     })
@@ -169,7 +183,7 @@ pub extern "C" fn rcclTelemetryMarkChannelsUnknown(devIdx: c_int) {
 #[no_mangle]
 pub extern "C" fn rcclTelemetryResolveQp(devIdx: c_int, chIdx: c_int, qpIdx: c_int) -> *mut RcclQpStats {
     boundary!("rcclTelemetryResolveQp", std::ptr::null_mut(), {
-        registry::qp(devIdx, chIdx, qpIdx).map_or(std::ptr::null_mut(), |q| q as *const RcclQpStats as *mut RcclQpStats)
+        live_qp(devIdx, chIdx, qpIdx).map_or(std::ptr::null_mut(), |q| q as *const RcclQpStats as *mut RcclQpStats)
     })
 }
 
@@ -178,7 +192,7 @@ pub extern "C" fn rcclTelemetryResolveQp(devIdx: c_int, chIdx: c_int, qpIdx: c_i
 #[no_mangle]
 pub extern "C" fn rcclTelemetryResolveChannel(devIdx: c_int, chIdx: c_int) -> *mut RcclChannelStats {
     boundary!("rcclTelemetryResolveChannel", std::ptr::null_mut(), {
-        registry::channel(devIdx, chIdx).map_or(std::ptr::null_mut(), |c| &c.stats as *const RcclChannelStats as *mut RcclChannelStats)
+        live_channel(devIdx, chIdx).map_or(std::ptr::null_mut(), |c| &c.stats as *const RcclChannelStats as *mut RcclChannelStats)
     })
 }
 
@@ -285,7 +299,7 @@ pub extern "C" fn rcclTelemetryWqeSize(devIdx: c_int, bytes: u64) {
 
 #[inline(always)]
 fn device_op(dev: c_int, f: impl FnOnce(&registry::DevCounters, bool)) {
-    if let Some(d) = registry::device(dev) {
+    if let Some(d) = registry::device(dev).filter(|_| crate::is_on()) {
         d.stripes[registry::stripe()].with(f);
     }
 }
@@ -295,14 +309,14 @@ fn device_op(dev: c_int, f: impl FnOnce(&registry::DevCounters, bool)) {
 /// Index form of rcclTelemetryQpWqeComplete.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryWqeComplete(devIdx: c_int, chIdx: c_int, qpIdx: c_int, postTs: i64) {
-    boundary!("rcclTelemetryWqeComplete", (), if let Some(q) = registry::qp(devIdx, chIdx, qpIdx) { q.wqe_complete_shared(postTs) })
+    boundary!("rcclTelemetryWqeComplete", (), if let Some(q) = live_qp(devIdx, chIdx, qpIdx) { q.wqe_complete_shared(postTs) })
 }
 
 /// Index form of the posting hooks: isSend != 0 counts num_wqe_sent, else num_recv_wqe.
 /// (The opcode split is rcclTelemetryWriteWqe.)
 #[no_mangle]
 pub extern "C" fn rcclTelemetryWqePosted(devIdx: c_int, chIdx: c_int, qpIdx: c_int, isSend: c_int) {
-    boundary!("rcclTelemetryWqePosted", (), if let Some(q) = registry::qp(devIdx, chIdx, qpIdx) {
+    boundary!("rcclTelemetryWqePosted", (), if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
         (if isSend != 0 { &q.idx_sent } else { &q.recv_wqe }).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     })
 }
@@ -310,7 +324,7 @@ pub extern "C" fn rcclTelemetryWqePosted(devIdx: c_int, chIdx: c_int, qpIdx: c_i
 /// Index form of rcclTelemetryChRequestCompleted.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryRequestCompleted(devIdx: c_int, chIdx: c_int) {
-    boundary!("rcclTelemetryRequestCompleted", (), if let Some(c) = registry::channel(devIdx, chIdx) {
+    boundary!("rcclTelemetryRequestCompleted", (), if let Some(c) = live_channel(devIdx, chIdx) {
         c.stats.req_completed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     })
 }
@@ -318,7 +332,7 @@ pub extern "C" fn rcclTelemetryRequestCompleted(devIdx: c_int, chIdx: c_int) {
 /// Index form of rcclTelemetryQpSlotMiss.
 #[no_mangle]
 pub extern "C" fn rcclTelemetrySlotMiss(devIdx: c_int, chIdx: c_int, qpIdx: c_int) {
-    boundary!("rcclTelemetrySlotMiss", (), if let Some(q) = registry::qp(devIdx, chIdx, qpIdx) {
+    boundary!("rcclTelemetrySlotMiss", (), if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
         q.slot_miss.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     })
 }
@@ -326,7 +340,7 @@ pub extern "C" fn rcclTelemetrySlotMiss(devIdx: c_int, chIdx: c_int, qpIdx: c_in
 /// Index form of rcclTelemetryQpCtsSent.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryCtsSent(devIdx: c_int, chIdx: c_int, qpIdx: c_int, signalled: c_int) {
-    boundary!("rcclTelemetryCtsSent", (), if let Some(q) = registry::qp(devIdx, chIdx, qpIdx) {
+    boundary!("rcclTelemetryCtsSent", (), if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
         (if signalled != 0 { &q.cts_signalled } else { &q.cts_unsignalled }).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     })
 }
@@ -334,7 +348,7 @@ pub extern "C" fn rcclTelemetryCtsSent(devIdx: c_int, chIdx: c_int, qpIdx: c_int
 /// Index form of the opcode split: withImm != 0 counts num_write_imm_wqe, else num_write_wqe.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryWriteWqe(devIdx: c_int, chIdx: c_int, qpIdx: c_int, withImm: c_int) {
-    boundary!("rcclTelemetryWriteWqe", (), if let Some(q) = registry::qp(devIdx, chIdx, qpIdx) {
+    boundary!("rcclTelemetryWriteWqe", (), if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
         (if withImm != 0 { &q.idx_imm } else { &q.idx_write }).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     })
 }
@@ -343,7 +357,7 @@ pub extern "C" fn rcclTelemetryWriteWqe(devIdx: c_int, chIdx: c_int, qpIdx: c_in
 /// posting position atomically, so any thread may call it. 0 when the indices name no slot.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryPostTsIdx(devIdx: c_int, chIdx: c_int, qpIdx: c_int) -> i64 {
-    boundary!("rcclTelemetryPostTsIdx", 0, registry::qp(devIdx, chIdx, qpIdx).map_or(0, RcclQpStats::post_ts_shared))
+    boundary!("rcclTelemetryPostTsIdx", 0, live_qp(devIdx, chIdx, qpIdx).map_or(0, RcclQpStats::post_ts_shared))
 }
 
 /// Extension, used by the header's inline PostTs and completion hooks when tokens are not

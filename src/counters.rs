@@ -157,6 +157,17 @@ impl RcclQpStats {
         // untracked before wqe_rcvd: while hooks run, the difference can then lag, not wrap.
         let untracked = self.untracked.load(Relaxed);
         let wqe_rcvd = self.wqe_rcvd.load(Relaxed);
+        // A completion bumps its bucket before it stores min and max, so a live reader can see
+        // a sampled count whose min is still "none" (lat_min_inv 0) or whose max is still 0.
+        // Then min and max read -1 (as with nothing sampled), and a max below the min is the
+        // min: never i64::MAX, never a max of 0 under a larger min.
+        let min_inv = self.lat_min_inv.load(Relaxed);
+        let (lat_min, lat_max) = if sampled == 0 || min_inv == 0 {
+            (-1, -1)
+        } else {
+            let min = clamp_i64(!min_inv);
+            (min, clamp_i64(self.lat_max.load(Relaxed)).max(min))
+        };
         QpSnapshot {
             wqe_sent: write.wrapping_add(imm).wrapping_add(self.idx_sent.load(Relaxed)),
             recv_wqe: self.recv_wqe.load(Relaxed),
@@ -167,8 +178,8 @@ impl RcclQpStats {
             slot_miss: self.slot_miss.load(Relaxed),
             write_wqe: write.wrapping_add(self.idx_write.load(Relaxed)),
             write_imm_wqe: imm.wrapping_add(self.idx_imm.load(Relaxed)),
-            lat_min: if sampled == 0 { -1 } else { clamp_i64(!self.lat_min_inv.load(Relaxed)) },
-            lat_max: if sampled == 0 { -1 } else { clamp_i64(self.lat_max.load(Relaxed)) },
+            lat_min,
+            lat_max,
             hist,
             role: self.role.load(Relaxed),
         }
@@ -334,8 +345,24 @@ mod tests {
     }
 
     #[test]
+    fn a_live_read_between_bucket_and_min_never_shows_sentinels() {
+        // What a reader sees while a completion is half-recorded: the bucket, but no min/max.
+        let s: RcclQpStats = unsafe { std::mem::zeroed() };
+        s.wqe_rcvd.store(1, Relaxed);
+        s.hist[0].store(1, Relaxed);
+        let snap = s.snapshot();
+        assert_eq!((snap.lat_min, snap.lat_max), (-1, -1));
+        // The min stored, the max not yet.
+        s.lat_min_inv.store(!700, Relaxed);
+        let snap = s.snapshot();
+        assert_eq!((snap.lat_min, snap.lat_max), (700, 700));
+        s.lat_max.store(900, Relaxed);
+        assert_eq!((s.snapshot().lat_min, s.snapshot().lat_max), (700, 900));
+    }
+
+    #[test]
     fn completion_tokens_mean_what_the_header_says() {
-        crate::latency::configure(1, 5, 30_000);
+        crate::latency::configure(1, 5, 30_000, std::path::Path::new("/sys"));
         let s: RcclQpStats = unsafe { std::mem::zeroed() };
         s.wqe_complete(0);
         s.wqe_complete(latency::TS_UNSAMPLED);

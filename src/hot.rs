@@ -33,7 +33,10 @@ pub struct HotParams {
     pub last_bucket: AtomicU64,
     /// 1 when tokens are TSC ticks, 0 when they are CLOCK_MONOTONIC ns.
     pub use_tsc: AtomicU64,
-    pub(crate) _reserved: [u64; 2],
+    /// 1 while telemetry counts: set when Init turns it on, cleared when the final file is
+    /// claimed (Flush or exit) and in a forked child. What an inline rcclTelemetryOn reads.
+    pub enabled: AtomicU64,
+    pub(crate) _reserved: [u64; 1],
     /// Device d's stripes (`registry::DevShard`, `registry::STRIPES` of them), or NULL. Kept
     /// untyped here so this module needs no registry types; `registry` alone stores them.
     pub stripes: [AtomicPtr<c_void>; MAX_DEVS],
@@ -49,6 +52,7 @@ pub static rcclTelemetryHotV1: HotParams = HotParams {
     div_shift: AtomicU64::new(0),
     last_bucket: AtomicU64::new(4),
     use_tsc: AtomicU64::new(0),
-    _reserved: [0; 2],
+    enabled: AtomicU64::new(0),
+    _reserved: [0; 1],
     stripes: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_DEVS],
 };

@@ -75,6 +75,7 @@ mirrored! {
     "hot.div_shift": HotParams, div_shift @ 24;
     "hot.last_bucket": HotParams, last_bucket @ 32;
     "hot.use_tsc": HotParams, use_tsc @ 40;
+    "hot.enabled": HotParams, enabled @ 48;
     "hot.stripes": HotParams, stripes @ 64;
 }
 const _: () = assert!(size_of::<RcclQpStats>() == 256 && HIST == 16);

@@ -15,9 +15,12 @@ pub const TS_UNSAMPLED: i64 = 1;
 // The parameters live in `hot::HotParams`: the header's inline hooks read them too.
 use crate::hot::rcclTelemetryHotV1 as PARAMS;
 
-/// Publishes the latency parameters (called once from Init).
-pub fn configure(sample: u64, buckets: u32, interval_ns: u64) {
-    let (use_tsc, mult) = calibrate();
+/// Publishes the latency parameters (called once from Init). `sysfs_root` is where the
+/// kernel's clocksource is read (RCCL_TELEMETRY_SYSFS_ROOT).
+pub fn configure(sample: u64, buckets: u32, interval_ns: u64, sysfs_root: &std::path::Path) {
+    let forced = std::env::var_os("RCCL_TELEMETRY_CLOCK").is_some_and(|v| v == "monotonic");
+    let (use_tsc, mult, why) = choose_clock(forced, invariant_tsc(), &kernel_clocksource(sysfs_root));
+    crate::diag::debug(|| format!("latency clock: {why}"));
     let d = Divider::new(interval_ns);
     PARAMS.sample_mask.store(sample.max(1) - 1, Relaxed);
     PARAMS.use_tsc.store(u64::from(use_tsc), Relaxed);
@@ -90,26 +93,81 @@ fn invariant_tsc() -> bool {
     has("constant_tsc") && has("nonstop_tsc")
 }
 
-/// Chooses the time source and returns (use_tsc, ns-per-tick as a 32.32 fixed-point multiplier).
-fn calibrate() -> (bool, u64) {
-    if std::env::var_os("RCCL_TELEMETRY_CLOCK").is_some_and(|v| v == "monotonic") || !invariant_tsc() {
-        return (false, 1 << 32);
+/// The kernel's current clocksource (`devices/system/clocksource/clocksource0/
+/// current_clocksource` under the sysfs root), or an empty string when it cannot be read.
+fn kernel_clocksource(sysfs_root: &std::path::Path) -> String {
+    let p = sysfs_root.join("devices/system/clocksource/clocksource0/current_clocksource");
+    crate::hw::sysfs_text(&p).map(|t| t.trim().to_owned()).unwrap_or_default()
+}
+
+/// Chooses the time source: the TSC only where the CPU says it is invariant AND the kernel
+/// itself trusts it (its clocksource is `tsc`: a kernel that found the TSC unstable, or a
+/// guest on kvm-clock/hyperv, says otherwise), else CLOCK_MONOTONIC. Returns (use_tsc,
+/// ns-per-tick as a 32.32 fixed-point multiplier, the reason in words).
+fn choose_clock(forced_monotonic: bool, invariant: bool, clocksource: &str) -> (bool, u64, String) {
+    let monotonic = |why: String| (false, 1u64 << 32, format!("CLOCK_MONOTONIC ({why})"));
+    if forced_monotonic {
+        return monotonic("RCCL_TELEMETRY_CLOCK=monotonic".into());
     }
-    // Measure TSC ticks against CLOCK_MONOTONIC over about 2 ms; keep the tightest of a few tries.
-    let t0 = monotonic_ns();
-    let c0 = rdtsc();
-    let mut t1 = t0;
-    while t1.wrapping_sub(t0) < 2_000_000 {
-        t1 = monotonic_ns();
+    if !invariant {
+        return monotonic("the CPU has no invariant TSC (constant_tsc and nonstop_tsc)".into());
     }
-    let c1 = rdtsc();
-    let ticks = c1.wrapping_sub(c0);
-    let ns = t1 - t0;
-    if ticks == 0 || ticks < ns / 16 {
-        return (false, 1 << 32); // TSC slower than 62.5 MHz: not a usable clock
+    if clocksource != "tsc" {
+        let cs = if clocksource.is_empty() { "unreadable".to_owned() } else { format!("'{clocksource}'") };
+        return monotonic(format!("the kernel's clocksource is {cs}, not tsc"));
     }
-    let mult = ((u128::from(ns) << 32) / u128::from(ticks)) as u64;
-    (true, mult.max(1))
+    match calibrate(CALIBRATION_SAMPLES, rdtsc, monotonic_ns) {
+        Some((mult, spread)) => {
+            let mhz = ((1u128 << 32) * 1000 / u128::from(mult)) as u64;
+            (true, mult, format!("TSC (invariant, kernel clocksource tsc), {mhz} MHz, best of {CALIBRATION_SAMPLES} samples, spread {spread} ppm"))
+        }
+        None => monotonic("the TSC did not calibrate against CLOCK_MONOTONIC".into()),
+    }
+}
+
+/// Samples taken by [`calibrate`], each over about [`CALIBRATION_NS`].
+const CALIBRATION_SAMPLES: usize = 5;
+const CALIBRATION_NS: u64 = 2_000_000;
+
+/// Measures TSC ticks against CLOCK_MONOTONIC `samples` times over about 2 ms each. Each
+/// end of a sample is read as tsc, clock, tsc and keeps the clock reading whose bracketing
+/// TSC reads were closest (the least disturbed by an interrupt or a preemption); the sample
+/// with the narrowest total bracket wins. Returns (32.32 ns-per-tick multiplier, spread of
+/// all samples' rates in parts per million), or None when the TSC is not a usable clock.
+fn calibrate(samples: usize, tsc: impl Fn() -> u64, clock: impl Fn() -> u64) -> Option<(u64, u64)> {
+    // One (tsc, clock) pair: the tsc at the middle of the tightest of 8 brackets.
+    let pair = || {
+        let mut best = (u64::MAX, 0u64, 0u64);
+        for _ in 0..8 {
+            let a = tsc();
+            let t = clock();
+            let b = tsc();
+            let w = b.wrapping_sub(a);
+            if w < best.0 {
+                best = (w, a.wrapping_add(w / 2), t);
+            }
+        }
+        best
+    };
+    let mut rates: Vec<(u64, u64)> = Vec::with_capacity(samples); // (bracket width, mult)
+    for _ in 0..samples.max(1) {
+        let (w0, c0, t0) = pair();
+        let mut t = clock();
+        while t.wrapping_sub(t0) < CALIBRATION_NS {
+            t = clock();
+        }
+        let (w1, c1, t1) = pair();
+        let (ticks, ns) = (c1.wrapping_sub(c0), t1.wrapping_sub(t0));
+        if ticks == 0 || ns == 0 || ticks < ns / 16 {
+            continue; // TSC slower than 62.5 MHz (or stopped): not a usable clock
+        }
+        let mult = ((u128::from(ns) << 32) / u128::from(ticks)).min(u128::from(u64::MAX)) as u64;
+        rates.push((w0.saturating_add(w1), mult.max(1)));
+    }
+    let best = rates.iter().min_by_key(|r| r.0)?.1;
+    let (lo, hi) = rates.iter().fold((u64::MAX, 0), |(lo, hi), r| (lo.min(r.1), hi.max(r.1)));
+    let spread = ((u128::from(hi - lo) * 1_000_000) / u128::from(best)) as u64;
+    Some((best, spread))
 }
 
 /// Exact unsigned division by a constant through a multiply-high (Granlund and Montgomery,
@@ -210,7 +268,7 @@ mod tests {
 
     #[test]
     fn tokens_are_above_unsampled_and_elapsed_is_sane() {
-        configure(1, 5, 30_000);
+        configure(1, 5, 30_000, std::path::Path::new("/sys"));
         let t = now_token();
         assert!(t > TS_UNSAMPLED);
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -221,8 +279,57 @@ mod tests {
     }
 
     #[test]
+    fn the_tsc_only_where_the_kernel_trusts_it() {
+        let (tsc, _, why) = choose_clock(false, true, "kvm-clock");
+        assert!(!tsc && why.contains("clocksource is 'kvm-clock', not tsc"), "{why}");
+        let (tsc, _, why) = choose_clock(false, true, "");
+        assert!(!tsc && why.contains("unreadable"), "{why}");
+        let (tsc, _, why) = choose_clock(false, false, "tsc");
+        assert!(!tsc && why.contains("no invariant TSC"), "{why}");
+        let (tsc, mult, why) = choose_clock(true, true, "tsc");
+        assert!(!tsc && mult == 1 << 32 && why.contains("RCCL_TELEMETRY_CLOCK"), "{why}");
+    }
+
+    /// A simulated 1 GHz TSC (one tick per clock ns) over a clock that advances 100 ns per
+    /// read, whose first 16 TSC reads (the first sample's opening brackets) are each followed
+    /// by a 50 us preemption before the closing read.
+    fn disturbed_run(samples: usize) -> Option<(u64, u64)> {
+        use std::cell::Cell;
+        let now = Cell::new(1_000_000u64);
+        let reads = Cell::new(0u64);
+        let clock = || {
+            now.set(now.get() + 100);
+            now.get()
+        };
+        let tsc = || {
+            reads.set(reads.get() + 1);
+            if reads.get() <= 16 && reads.get() % 2 == 0 {
+                now.set(now.get() + 50_000);
+            }
+            now.get()
+        };
+        calibrate(samples, tsc, clock)
+    }
+
+    #[test]
+    fn calibration_keeps_the_least_disturbed_sample() {
+        let (one, _) = disturbed_run(1).unwrap();
+        assert_ne!(one, 1 << 32, "one disturbed sample is off");
+        let (best, spread) = disturbed_run(5).unwrap();
+        assert_eq!(best, 1 << 32, "the best of five is exact: 1 ns per tick");
+        assert!(spread > 0, "the disturbed sample shows in the spread");
+        // A stopped TSC is not a clock.
+        let now = std::cell::Cell::new(0u64);
+        let clock = || {
+            now.set(now.get() + 100);
+            now.get()
+        };
+        assert_eq!(calibrate(3, || 42, clock), None);
+    }
+
+    #[test]
     fn bucket_clamps_to_the_last() {
-        configure(1, 5, 30_000);
+        configure(1, 5, 30_000, std::path::Path::new("/sys"));
         assert_eq!(bucket_of(0), 0);
         assert_eq!(bucket_of(29_999), 0);
         assert_eq!(bucket_of(30_000), 1);

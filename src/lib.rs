@@ -33,13 +33,23 @@ const UNINIT: u8 = 0;
 const DISABLED: u8 = 1;
 const ON: u8 = 2;
 const FAILED: u8 = 3;
+/// The final file has been claimed (Flush or exit): every entry point is inert from then on.
+const FINISHED: u8 = 4;
+/// A forked child of a process with telemetry on: inert, writes nothing.
+const FORKED: u8 = 5;
 
 static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 static INIT_LOCK: Mutex<()> = Mutex::new(());
-/// Set once the final file has been claimed: later finals and snapshots are no-ops.
-static FINAL_CLAIMED: AtomicBool = AtomicBool::new(false);
-/// Serialises writes, so a snapshot can never be renamed over the final file.
+/// The final file: not yet claimed, being written, written (or failed: it is tried once).
+const FINAL_NONE: u8 = 0;
+const FINAL_WRITING: u8 = 1;
+const FINAL_DONE: u8 = 2;
+static FINAL: AtomicU8 = AtomicU8::new(FINAL_NONE);
+/// Serialises writes; a snapshot checks FINAL only once it holds it, so it can never be
+/// renamed over the final file.
 static WRITE_LOCK: Mutex<()> = Mutex::new(());
+/// Whether this forked child has said that it is one.
+static FORK_NOTED: AtomicBool = AtomicBool::new(false);
 
 /// What caused a write; recorded in the file as "trigger".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,13 +83,54 @@ pub struct Runtime {
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 
+/// The runtime while telemetry is on: None when disabled, failed, after the final write, or
+/// in a forked child (which says so once, on its first call).
 pub fn runtime() -> Option<&'static Runtime> {
-    if STATE.load(Acquire) == ON { RUNTIME.get() } else { None }
+    if is_on() { RUNTIME.get() } else { None }
 }
 
-/// Whether telemetry is enabled and initialised.
+/// Whether telemetry is enabled, initialised, and not yet finished by the final write.
 pub fn is_on() -> bool {
-    STATE.load(Acquire) == ON
+    match STATE.load(Acquire) {
+        ON => true,
+        FORKED => {
+            note_fork();
+            false
+        }
+        _ => false,
+    }
+}
+
+/// The one line a forked child prints, on its first call into the library.
+fn note_fork() {
+    if FORK_NOTED.swap(true, Relaxed) {
+        return;
+    }
+    let parent = RUNTIME.get().map_or(0, |rt| rt.id.pid);
+    diag::warn(&format!(
+        "process {} is a fork of {parent}, which has telemetry on: telemetry is off in it and it writes no file (an exec'd program starts afresh)",
+        std::process::id()
+    ));
+}
+
+/// Clears everything the entry points and the header's inline hooks read to decide that
+/// telemetry counts: the state (rcclTelemetryOn, every cold entry point, the library's data
+/// path), `rcclTelemetryHotV1.enabled` (what an inline rcclTelemetryOn reads), and each
+/// device's published stripes (so the inline device forms call the library, which is inert).
+fn go_inert(state: u8) {
+    STATE.store(state, Release);
+    hot::rcclTelemetryHotV1.enabled.store(0, Release);
+    for s in &hot::rcclTelemetryHotV1.stripes {
+        s.store(std::ptr::null_mut(), Release);
+    }
+}
+
+/// pthread_atfork child handler: the child of a process with telemetry on is inert.
+extern "C" fn in_forked_child() {
+    if matches!(STATE.load(Relaxed), ON | FINISHED) {
+        FORK_NOTED.store(false, Relaxed);
+        go_inert(FORKED);
+    }
 }
 
 thread_local! {
@@ -116,7 +167,11 @@ pub fn contained_panic(entry: &str) {
 /// Init's answer once it has run: 0 (on or disabled), -1 (failed), None (not yet).
 fn settled() -> Option<i32> {
     match STATE.load(Acquire) {
-        ON | DISABLED => Some(0),
+        FORKED => {
+            note_fork();
+            Some(0)
+        }
+        ON | DISABLED | FINISHED => Some(0),
         FAILED => Some(-1),
         _ => None,
     }
@@ -143,6 +198,7 @@ pub fn init() -> i32 {
     let outcome = match started {
         Ok(Ok(())) => {
             STATE.store(ON, Release);
+            hot::rcclTelemetryHotV1.enabled.store(1, Release);
             return 0;
         }
         Ok(Err(reason)) => reason,
@@ -167,7 +223,7 @@ fn start() -> Result<(), String> {
         Fault::InitPanic => panic!("forced by {}=init_panic", config::ENV_TEST_FAULT),
         _ => {}
     }
-    latency::configure(cfg.latency_sample, cfg.histogram_buckets, cfg.histogram_interval_ns);
+    latency::configure(cfg.latency_sample, cfg.histogram_buckets, cfg.histogram_interval_ns, &cfg.hw.sysfs_root);
     if let Err(e) = report::probe_dir(&cfg.output_dir) {
         diag::warn(&e);
     }
@@ -201,6 +257,10 @@ fn start() -> Result<(), String> {
     if unsafe { libc::atexit(at_exit) } != 0 {
         diag::warn("could not register the exit handler; call rcclTelemetryFlush to write the file");
     }
+    // SAFETY: registering a plain extern "C" function that only stores to atomics.
+    if unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) } != 0 {
+        diag::debug(|| "could not register the fork handler; a forked child still writes nothing".into());
+    }
     if want_writer {
         match writer::start(interval) {
             Ok(()) => {
@@ -224,8 +284,8 @@ pub fn snapshot_signal() -> i32 {
 /// unloaded library.
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
-        let Some(rt) = runtime() else { return };
-        if std::process::id() != rt.id.pid {
+        let Some(rt) = RUNTIME.get() else { return };
+        if std::process::id() != rt.id.pid || !matches!(STATE.load(Acquire), ON | FINISHED) {
             return; // a forked child: the parent's threads, pipes and file are not ours
         }
         write_file(Trigger::Exit, true);
@@ -242,20 +302,59 @@ pub fn flush() -> i32 {
 /// Writes the file: the final one (once), or a snapshot (any number, never after the final).
 /// A forked child writes nothing: its counters began as the parent's. 0 on success or when
 /// there was nothing to do, -1 on failure (one line on stderr).
+///
+/// The termination and snapshot signals are blocked in the calling thread while it writes,
+/// so a signal cannot interrupt the write on this thread (it is taken by another thread, or
+/// once the write is done). A final write asked for while another is in progress waits for
+/// it (at most the handlers' bound), so a signal or exit() arriving during Flush lets the
+/// file be completed before the process dies.
 pub fn write_file(trigger: Trigger, is_final: bool) -> i32 {
-    let Some(rt) = runtime() else { return 0 };
-    if std::process::id() != rt.id.pid {
-        diag::debug(|| format!("process {} is a fork of {}: it writes no telemetry file", std::process::id(), rt.id.pid));
+    let Some(rt) = RUNTIME.get() else { return 0 };
+    let state = STATE.load(Acquire);
+    if state == FORKED || std::process::id() != rt.id.pid {
+        note_fork();
         return 0;
     }
-    if is_final {
-        if FINAL_CLAIMED.swap(true, AcqRel) {
-            return 0;
+    if !matches!(state, ON | FINISHED) {
+        return 0;
+    }
+    let mut sigs: Vec<i32> = config::TERMINATION_SIGNALS.to_vec();
+    sigs.push(signals::snapshot_signal());
+    let (_, mask) = writer::block(writer::SigSet::Only(&sigs));
+    let rc = if is_final {
+        if FINAL.compare_exchange(FINAL_NONE, FINAL_WRITING, AcqRel, Acquire).is_ok() {
+            go_inert(FINISHED);
+            let rc = {
+                let _g = WRITE_LOCK.lock();
+                write_locked(rt, trigger, true)
+            };
+            FINAL.store(FINAL_DONE, Release);
+            rc
+        } else {
+            wait_final();
+            0
         }
-    } else if FINAL_CLAIMED.load(Acquire) {
-        return 0;
+    } else {
+        let _g = WRITE_LOCK.lock();
+        if FINAL.load(Acquire) != FINAL_NONE { 0 } else { write_locked(rt, trigger, false) }
+    };
+    writer::restore_mask(&mask);
+    rc
+}
+
+/// Waits (bounded, as the signal handlers are) for a final write in progress elsewhere.
+fn wait_final() {
+    let deadline = latency::monotonic_ns() + signals::WRITE_TIMEOUT_MS as u64 * 1_000_000;
+    while FINAL.load(Acquire) == FINAL_WRITING && latency::monotonic_ns() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    let _g = WRITE_LOCK.lock();
+}
+
+/// Where the last write went when it could not take the file's own name (removed once a
+/// later write lands, so snapshots leave one file, not one per interval).
+static LAST_FALLBACK: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
+
+fn write_locked(rt: &Runtime, trigger: Trigger, is_final: bool) -> i32 {
     let written = std::panic::catch_unwind(|| {
         if rt.cfg.fault == Fault::FlushPanic && is_final {
             panic!("forced by {}=flush_panic", config::ENV_TEST_FAULT);
@@ -265,8 +364,19 @@ pub fn write_file(trigger: Trigger, is_final: bool) -> i32 {
         report::write_atomic(&rt.cfg.output_dir, &report::file_name(&rt.id.host_name), &file)
     });
     match written {
-        Ok(Ok(path)) => {
-            diag::debug(|| format!("wrote {} ({}, {})", path.display(), if is_final { "final" } else { "snapshot" }, trigger.name()));
+        Ok(Ok(w)) => {
+            let mut last = LAST_FALLBACK.lock();
+            if let Some(old) = last.take().filter(|old| *old != w.path) {
+                let _ = std::fs::remove_file(old);
+            }
+            if let Some(why) = &w.fallback {
+                // Every final; a snapshot only the first time (they repeat every interval).
+                if is_final || last.is_none() {
+                    diag::warn(&format!("telemetry file: {why}"));
+                }
+                *last = Some(w.path.clone());
+            }
+            diag::debug(|| format!("wrote {} ({}, {})", w.path.display(), if is_final { "final" } else { "snapshot" }, trigger.name()));
             0
         }
         Ok(Err(line)) => {

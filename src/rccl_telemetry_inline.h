@@ -54,9 +54,10 @@ typedef struct rcclTelemetryStripe_ {
   rcclTelemetryDevSet_ shared_;
   uint64_t pad1_[2];
 } rcclTelemetryStripe_;
-/* Written by the library at Init and at device registration; read-only for callers. */
+/* Written by the library at Init and at device registration; read-only for callers.
+   enabled: 1 from Init until the final file is claimed (Flush or exit), 0 in a forked child. */
 typedef struct rcclTelemetryHot_ {
-  uint64_t sample_mask, ns_mult, div_mul, div_shift, last_bucket, use_tsc, reserved_[2];
+  uint64_t sample_mask, ns_mult, div_mul, div_shift, last_bucket, use_tsc, enabled, reserved_[1];
   rcclTelemetryStripe_ *stripes[32];
 } rcclTelemetryHot_;
 extern rcclTelemetryHot_ rcclTelemetryHotV1;

@@ -1,12 +1,10 @@
 //! The JSON file: its model (keys in the seed's order), the snapshot of every slot, the
-//! layout, and the atomic writer.
+//! layout, and the file's write (through `writer::write_atomic_with`).
 
 use std::ffi::CString;
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 
 use serde::ser::{SerializeMap, Serializer};
@@ -390,44 +388,16 @@ pub fn to_writer<W: Write, T: Serialize>(w: W, v: &T) -> io::Result<()> {
     v.serialize(&mut ser).map_err(io::Error::other)
 }
 
-/// Writes `report` to `dir/name` atomically: a temporary file in the same directory,
-/// created exclusively and without following links, then renamed over the final path
-/// (rename replaces a planted symlink rather than following it). Returns the final path,
-/// or one line with the path and the reason.
-pub fn write_atomic<T: Serialize>(dir: &Path, name: &str, report: &T) -> Result<PathBuf, String> {
-    let path = dir.join(name);
-    let tmp = dir.join(format!(".{name}.{}.tmp", unique_suffix()));
-    let fail = |what: &str, e: &dyn std::fmt::Display| format!("cannot write telemetry file {}: {what}: {e}", path.display());
-    let file = File::options()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)
-        .map_err(|e| fail("cannot create a file in the directory", &e))?;
-    let result = (|| -> io::Result<()> {
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        to_writer(&mut w, report)?;
-        w.write_all(b"\n")?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_data()?;
-        Ok(())
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(fail("write failed", &e));
-    }
-    if let Err(e) = std::fs::rename(&tmp, &path) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(fail("rename failed", &e));
-    }
-    Ok(path)
-}
-
-fn unique_suffix() -> String {
-    use std::sync::atomic::AtomicU64;
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!("{}.{}", std::process::id(), N.fetch_add(1, Relaxed))
+/// Writes `report` to `dir/name` with [`crate::writer::write_atomic_with`]: a private
+/// temporary file with an unpredictable name, renamed into place (or to the fallback name
+/// when the final name cannot be taken), the directory fsync'ed. Returns where it went, or
+/// one line with the path and the reason.
+pub fn write_atomic<T: Serialize>(dir: &Path, name: &str, report: &T) -> Result<crate::writer::Written, String> {
+    crate::writer::write_atomic_with(&dir.join(name), |w| {
+        to_writer(&mut *w, report)?;
+        w.write_all(b"\n")
+    })
+    .map_err(|e| e.replacen("cannot write ", "cannot write telemetry file ", 1))
 }
 
 /// The host name (gethostname), "unknown" if it cannot be read.
@@ -502,7 +472,7 @@ mod tests {
         let victim = dir.path().join("victim");
         std::fs::write(&victim, "keep").unwrap();
         std::os::unix::fs::symlink(&victim, dir.path().join("out.json")).unwrap();
-        let p = write_atomic(dir.path(), "out.json", &serde_json::json!({"k": 1})).unwrap();
+        let p = write_atomic(dir.path(), "out.json", &serde_json::json!({"k": 1})).unwrap().path;
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
         assert!(!std::fs::symlink_metadata(&p).unwrap().file_type().is_symlink());
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();

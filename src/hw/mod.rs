@@ -293,6 +293,12 @@ pub fn sampler_stop() -> Option<HwSamples> {
     sampler::stop()
 }
 
+/// A small sysfs text attribute under the same rules as the counters (non-blocking open,
+/// regular files only, one page at most); None when unavailable.
+pub fn sysfs_text(path: &std::path::Path) -> Option<String> {
+    sysfs::read_text(path)
+}
+
 /// Hooks for tests and fixtures; not part of the stable interface.
 #[doc(hidden)]
 pub mod testing {

@@ -140,9 +140,7 @@ pub fn start_with_capacity(settings: &HwSettings, capacity: usize) {
     let interval = Duration::from_millis(settings.sample_ms);
     let clock = Clock::start();
     let s2 = Arc::clone(&shared);
-    let handle = std::thread::Builder::new()
-        .name("rccl-tel-hwsample".to_owned())
-        .spawn(move || run(s2, interval, clock));
+    let handle = crate::writer::spawn_quiet("rccl-tel-hwsample", move || run(s2, interval, clock));
     let handle = match handle {
         Ok(h) => Some(h),
         Err(e) => {

@@ -3,6 +3,7 @@
 
 use std::fs::File;
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// sysfs attributes are at most one page; anything longer is not a counter.
@@ -18,11 +19,35 @@ pub fn net_dir(root: &Path, netdev: &str) -> PathBuf {
     root.join("class").join("net").join(netdev)
 }
 
-/// Reads a small text attribute; None when it cannot be opened or read.
+/// Reads a small text attribute; None when it cannot be opened or read, or is not a regular
+/// file. The open is non-blocking: a FIFO (or a device node) where an attribute should be
+/// would otherwise block open() forever, with the registration lock held. Anything that is
+/// not a regular file is unavailable, with a line under RCCL_TELEMETRY_DEBUG.
 pub fn read_text(path: &Path) -> Option<String> {
+    let f = File::options().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC).open(path).ok()?;
+    let ft = f.metadata().ok()?.file_type();
+    if !ft.is_file() {
+        crate::diag::debug(|| format!("{} is not a regular file ({}); read as unavailable", path.display(), kind(&ft)));
+        return None;
+    }
     let mut buf = Vec::new();
-    File::open(path).ok()?.take(MAX_ATTR_BYTES).read_to_end(&mut buf).ok()?;
+    f.take(MAX_ATTR_BYTES).read_to_end(&mut buf).ok()?;
     Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+fn kind(ft: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_dir() {
+        "a directory"
+    } else if ft.is_char_device() || ft.is_block_device() {
+        "a device"
+    } else if ft.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }
 }
 
 /// Parses one counter attribute: optional surrounding whitespace (and the NUL padding some
@@ -124,6 +149,21 @@ mod tests {
         // A directory where a file was expected.
         std::fs::create_dir(d.path().join("dir")).unwrap();
         assert_eq!(read_counter(&d.path().join("dir")), None);
+    }
+
+    #[test]
+    fn a_fifo_is_unavailable_and_never_blocks() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("fifo");
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: a valid path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // No writer ever opens it: a blocking open would never return.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let q = p.clone();
+        std::thread::spawn(move || tx.send(read_counter(&q)).unwrap());
+        let got = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("reading a FIFO hung");
+        assert_eq!(got, None);
     }
 
     #[test]
