@@ -9,6 +9,9 @@
  *   survive late-handler         a SIGTERM handler installed AFTER Init; it must still run
  *   survive fork                 a forked child counts and exits; the parent flushes
  *   survive exit-racing          exit() while two threads still call hooks
+ *   survive sigwait              blocks SIGTERM after Init and takes it with sigwait(), then exit(0)
+ *   survive flush-big            32x128x16 slots, prints "flushing" and calls Flush (signalled meanwhile)
+ *   survive after-flush          every entry point after Flush must be inert; exit 0 if so
  */
 #define _GNU_SOURCE
 #include "rccl_telemetry.h"
@@ -89,6 +92,42 @@ int main(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
   }
   setup();
+  if (!strcmp(mode, "after-flush")) {
+    for (int i = 0; i < 100; i++) rcclTelemetryQpSendPosted(g_qp[0], 0);
+    if (rcclTelemetryFlush() != 0) return 10;
+    int bad = 0, n = 77;
+    bad |= (rcclTelemetryOn() != 0) << 0;
+    bad |= (rcclTelemetryRegisterDevice(1, "mlx5_1", "IB-CAST") != -1) << 1;
+    bad |= (rcclTelemetrySetupChannel(0, 1, 4, &n) != -1 || n != 0) << 2;
+    bad |= (rcclTelemetryResolveQp(0, 0, 0) != NULL) << 3;
+    bad |= (rcclTelemetryResolveChannel(0, 0) != NULL) << 4;
+    RcclTelemetrySwSnapshot snap[2];
+    bad |= (rcclTelemetrySwCapture(snap, 2) != -1) << 5;
+    for (int i = 0; i < 100; i++) {
+      rcclTelemetryQpSendPosted(g_qp[0], 0);
+      rcclTelemetryWqePosted(0, 0, 0, 1);
+      rcclTelemetryBytes(0, 1, 4096);
+    }
+    bad |= (rcclTelemetryFlush() != 0) << 6;
+    if (bad) fprintf(stderr, "survive: after Flush, inert checks failed: 0x%x\n", bad);
+    return bad ? 11 : 0; /* exit: the file must not be rewritten */
+  }
+  if (!strcmp(mode, "flush-big")) {
+    for (int d = 0; d < 32; d++) {
+      char name[16];
+      snprintf(name, sizeof name, "mlx5_%d", d);
+      rcclTelemetryRegisterDevice(d, name, "IB-CAST");
+      for (int c = 0; c < 128; c++) {
+        int n;
+        rcclTelemetrySetupChannel(d, c, 16, &n);
+      }
+    }
+    for (int i = 0; i < 1000; i++) rcclTelemetryQpSendPosted(g_qp[0], 0);
+    say("ready\nflushing\n");
+    int rc = rcclTelemetryFlush();
+    say(rc == 0 ? "flushed\n" : "flush failed\n");
+    for (;;) pause(); /* the signal ends the process */
+  }
   if (!strcmp(mode, "late-handler")) {
     sa.sa_handler = late_handler;
     sigaction(SIGTERM, &sa, NULL);
@@ -110,6 +149,20 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, traffic, g_qp[i]);
   while (atomic_load(&g_running) < 2) sched_yield(); /* traffic is flowing before "ready" */
   say("ready\n");
+  if (!strcmp(mode, "sigwait")) {
+    /* As MPI runtimes and servers do: SIGTERM blocked in every thread, taken by sigwait. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    atomic_store(&g_stop, 1);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    say("blocked\n");
+    int sig = 0;
+    sigwait(&set, &sig);
+    say(sig == SIGTERM ? "sigwait got SIGTERM\n" : "sigwait got another signal\n");
+    exit(0);
+  }
   if (!strcmp(mode, "exit-racing")) {
     struct timespec t = {0, 100 * 1000 * 1000};
     nanosleep(&t, NULL);

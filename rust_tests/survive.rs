@@ -167,6 +167,8 @@ fn a_forked_child_writes_nothing() {
     let d = tempfile::tempdir().unwrap();
     let o = run(survive(), &["fork"], &[("RCCL_TELEMETRY_ENABLE", "1"), ("RCCL_TELEMETRY_OUTPUT_DIR", d.path().to_str().unwrap())]);
     assert!(o.status.success(), "{:?} {}", o.status, stderr(&o));
+    // The child says what it is, once, where a user sees it.
+    assert_eq!(stderr(&o).matches("is a fork of").count(), 1, "{}", stderr(&o));
     let v = the_file(d.path());
     // The parent's file holds the parent's counts only: 1000 posts, not the child's 1000 more.
     assert_eq!(u(&v["devices"][0]["channels"][0]["num_wqe_sent"]), 1000);
@@ -210,4 +212,108 @@ fn dlclose_leaves_the_library_loaded_and_working() {
     assert_eq!(u(&v["devices"][0]["channels"][0]["num_wqe_sent"]), 123 + 77);
     let dynamic = Command::new("readelf").arg("-d").arg(&lib).output().unwrap();
     assert!(String::from_utf8_lossy(&dynamic.stdout).contains("NODELETE"), "the library is not linked -z nodelete");
+}
+
+/// Reads stdout lines until `want`.
+fn read_until(out: &mut BufReader<std::process::ChildStdout>, want: &str) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "no '{want}' line");
+        if line.trim_end() == want {
+            return;
+        }
+    }
+}
+
+#[test]
+fn an_application_that_sigwaits_gets_its_signal() {
+    // Our threads block every signal: the kernel can only deliver SIGTERM to sigwait.
+    let d = tempfile::tempdir().unwrap();
+    let (child, mut out) = spawn("sigwait", d.path(), &[]);
+    read_until(&mut out, "blocked");
+    signal(&child, libc::SIGTERM);
+    let (status, rest) = wait(child, &mut out);
+    assert!(rest.contains("sigwait got SIGTERM"), "{rest}");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let v = the_file(d.path());
+    assert_eq!((v["final"].as_bool(), v["trigger"].as_str()), (Some(true), Some("exit")));
+}
+
+#[test]
+fn a_termination_signal_during_the_final_write_lets_it_finish() {
+    // 32x128x16 slots: the write takes long enough for the signal to land in it.
+    for (i, delay_ms) in [0u64, 5, 20, 50, 100, 200].iter().enumerate() {
+        let d = tempfile::tempdir().unwrap();
+        let (child, mut out) = spawn("flush-big", d.path(), &[]);
+        read_until(&mut out, "flushing");
+        std::thread::sleep(Duration::from_millis(*delay_ms));
+        signal(&child, if i % 2 == 0 { libc::SIGTERM } else { libc::SIGINT });
+        let (status, _) = wait(child, &mut out);
+        assert!(term_signal(&status).is_some(), "try {i}: it still dies of the signal: {status:?}");
+        let files = telemetry_files(d.path());
+        assert_eq!(files.len(), 1, "try {i} ({delay_ms} ms): {files:?}");
+        let v = load_valid(&files[0]);
+        assert_eq!(v["final"].as_bool(), Some(true), "try {i}");
+        assert_eq!(v["devices"].as_array().unwrap().len(), 32);
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "no temporary file left");
+    }
+}
+
+#[test]
+fn every_entry_point_is_inert_after_flush_and_the_file_is_not_rewritten() {
+    let d = tempfile::tempdir().unwrap();
+    let o = run(survive(), &["after-flush"], &[("RCCL_TELEMETRY_ENABLE", "1"), ("RCCL_TELEMETRY_OUTPUT_DIR", d.path().to_str().unwrap())]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = the_file(d.path());
+    assert_eq!((v["final"].as_bool(), v["trigger"].as_str()), (Some(true), Some("rcclTelemetryFlush")));
+    assert_eq!(v["devices"].as_array().unwrap().len(), 1, "no device registered after Flush");
+    let ch = &v["devices"][0]["channels"][0];
+    assert_eq!(u(&ch["num_wqe_sent"]), 100, "nothing counted after Flush reached the file");
+    assert_eq!(v["devices"][0]["tx_bytes"], 0);
+}
+
+#[test]
+fn files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let o = run(survive(), &["after-flush"], &[("RCCL_TELEMETRY_ENABLE", "1"), ("RCCL_TELEMETRY_OUTPUT_DIR", d.path().to_str().unwrap())]);
+    assert!(o.status.success());
+    let f = &telemetry_files(d.path())[0];
+    assert_eq!(std::fs::metadata(f).unwrap().permissions().mode() & 0o777, 0o600);
+}
+
+#[test]
+fn a_final_name_taken_by_something_else_gets_the_fallback_name_and_says_so() {
+    let d = tempfile::tempdir().unwrap();
+    let (child, mut out) = spawn("busy", d.path(), &[]);
+    // The rank's own final name, planted as a directory (as another user's file in a sticky
+    // /tmp would be: rename cannot replace it).
+    let host = {
+        let mut b = [0u8; 256];
+        // SAFETY: b is writable.
+        unsafe { libc::gethostname(b.as_mut_ptr().cast(), b.len()) };
+        String::from_utf8_lossy(&b[..b.iter().position(|&c| c == 0).unwrap()]).into_owned()
+    };
+    // SAFETY: getuid cannot fail.
+    let name = format!("rccl_telemetry_{host}_{}_{}.json", unsafe { libc::getuid() }, child.id());
+    std::fs::create_dir(d.path().join(&name)).unwrap();
+    // And the temporary names the library used to predict.
+    for k in 0..4 {
+        std::fs::write(d.path().join(format!(".{name}.{}.{k}.tmp", child.id())), "planted").unwrap();
+    }
+    signal(&child, libc::SIGTERM);
+    let mut err = String::new();
+    let mut child = child;
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let (status, _) = wait(child, &mut out);
+    assert_eq!(term_signal(&status), Some(libc::SIGTERM));
+    let stem = name.trim_end_matches(".json");
+    let alt: Vec<_> = telemetry_files(d.path()).into_iter().filter(|p| p.is_file()).collect();
+    assert_eq!(alt.len(), 1, "{alt:?}");
+    let alt_name = alt[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(alt_name.starts_with(&format!("{stem}.")) && alt_name.ends_with(".json"), "{alt_name}");
+    let v = load_valid(&alt[0]);
+    assert_eq!(v["final"].as_bool(), Some(true));
+    assert!(err.contains("could not be taken") && err.contains(&alt_name), "{err}");
 }
