@@ -346,8 +346,12 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  if (rcclTelemetryInit() != 0) fprintf(stderr, "ibcast_sim: telemetry did not start; running without it\n");
-  CHECK(rcclTelemetryInit() == rcclTelemetryInit()); /* idempotent */
+  int init_rc = rcclTelemetryInit();
+  if (init_rc != 0) fprintf(stderr, "ibcast_sim: telemetry did not start; running without it\n");
+  /* Idempotent: later calls give the first call's answer, and On agrees with it. */
+  CHECK(rcclTelemetryInit() == init_rc);
+  CHECK(rcclTelemetryInit() == init_rc);
+  CHECK(init_rc == 0 || rcclTelemetryOn() == 0);
 
   /* IB-CAST sorts the devices it found by name before registering them. */
   char names[MAX_DEV][32];

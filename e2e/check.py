@@ -186,6 +186,15 @@ def compare_sw(name, doc, tally, sampled_n):
     C.ok(f"{name}: channel counters = program tally", not bad_ch, "; ".join(bad_ch[:6]))
     C.ok(f"{name}: queue-pair counters = program tally", not bad_qp, "; ".join(bad_qp[:6]))
     C.ok(f"{name}: latency fields cover exactly the sampled completions", not bad_lat, "; ".join(bad_lat[:6]))
+    if sampled_n > 1:
+        # Independently of the program's own tally: 1-in-N selection by posting position
+        # measures between floor(c/N) and ceil(c/N) + (one per QP) of c matched completions.
+        qps = [q for ch in dev.get("channels", []) for q in ch.get("queue_pairs", [])]
+        comp = sum(q.get("num_wqe_completed", 0) for q in qps)
+        samp = sum(q.get("num_wqe_sampled", 0) for q in qps)
+        lo, hi = comp // sampled_n - len(qps), -(-comp // sampled_n) + len(qps)
+        C.ok(f"{name}: 1 in {sampled_n} completions sampled", comp > 0 and lo <= samp <= hi,
+             f"{samp} sampled of {comp} completed over {len(qps)} QPs, want {max(lo, 0)}..{hi}")
     return dev
 
 
