@@ -384,7 +384,16 @@ int main(int argc, char **argv) {
     for (int di = 0; di < g_ndev; di++)
       for (int ci = 0; ci < g_nch; ci++) run_channel(&g_dev[di], &g_dev[di].ch[ci]);
   }
-  if (on) check_capture();
+  if (on && g_threads && !g_noflush) {
+    /* After the final write every entry point is inert: no capture, no new channel. */
+    RcclTelemetrySwSnapshot s[RCCL_TELEMETRY_MAX_DEVS];
+    int n = 5;
+    CHECK(rcclTelemetrySwCapture(s, RCCL_TELEMETRY_MAX_DEVS) == -1);
+    CHECK(rcclTelemetryOn() == 0);
+    CHECK(rcclTelemetrySetupChannel(0, RCCL_TELEMETRY_MAX_CHANNELS - 1, 1, &n) == -1 && n == 0);
+  } else if (on) {
+    check_capture();
+  }
   write_tally(argv[1]);
   if (!g_noflush && !g_threads) {
     int rc = rcclTelemetryFlush();

@@ -310,7 +310,7 @@ fn sampling_moves_only_the_latency_fields() {
 
 #[test]
 fn threads_with_concurrent_capture_and_flush_are_exact() {
-    // Mid-run Flush: a valid file; the final SwCapture equals the tally (checked in C).
+    // Mid-run Flush: a valid file; afterwards SwCapture, On and SetupChannel are inert (checked in C).
     let d = tempfile::tempdir().unwrap();
     run_sim(d.path(), &["--threads", "--channels", "8", "--requests", "3000"], &[]);
     only_file(d.path());
