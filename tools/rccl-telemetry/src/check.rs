@@ -34,6 +34,8 @@ pub struct CheckReport {
     pub files_valid: usize,
     pub files_unreadable: usize,
     pub violations: Vec<Violation>,
+    /// In-tree files only: what a file's format cannot tell (kind "limitation"); never fails `check`.
+    pub limitations: Vec<Violation>,
 }
 
 fn shorten(s: &str, max: usize) -> String {
@@ -62,6 +64,14 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
                     vec![Violation { file, path: String::new(), kind: "unreadable", message: b.reason }],
                     true,
                 ),
+                Ok(raw) if raw.format == crate::model::SourceFormat::InTree => {
+                    // The in-tree engine's file is checked against its own format, not our schema.
+                    let v: Vec<Violation> = crate::intree::check(&raw.value)
+                        .into_iter()
+                        .map(|(path, kind, message)| Violation { file: file.clone(), path, kind, message })
+                        .collect();
+                    (v, false)
+                }
                 Ok(raw) => {
                     let mut v: Vec<Violation> = validator
                         .iter_errors(&raw.value)
@@ -107,12 +117,15 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
         });
     }
     for (v, unreadable) in per_file {
+        // A limitation says what the file cannot tell; it is not a violation.
+        let (lim, v): (Vec<Violation>, Vec<Violation>) = v.into_iter().partition(|x| x.kind == "limitation");
         if unreadable {
             report.files_unreadable += 1;
         } else if v.is_empty() {
             report.files_valid += 1;
         }
         report.violations.extend(v);
+        report.limitations.extend(lim);
     }
     Ok(report)
 }

@@ -458,6 +458,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
         }
         let dropped = if o.samples > 0 { Some(if plant == Some("samples_dropped") { 12 } else { 0 }) } else { None };
         let f = TelemetryFile {
+            format: crate::model::SourceFormat::V1,
             version: 1,
             host_name: host.clone(),
             process_name: "all_reduce_perf".into(),

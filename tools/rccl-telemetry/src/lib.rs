@@ -8,6 +8,7 @@ pub mod check;
 pub mod export;
 pub mod generate;
 pub mod hwclass;
+pub mod intree;
 pub mod load;
 pub mod model;
 pub mod outliers;

@@ -5,7 +5,7 @@
 //! is reported in one line with its path and the reason, counted and skipped; nothing here
 //! panics on any input.
 
-use crate::model::TelemetryFile;
+use crate::model::{SourceFormat, TelemetryFile};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::Value;
@@ -103,10 +103,11 @@ impl BadFile {
     }
 }
 
-/// A file read as JSON whose version is 1 (not yet checked for shape).
+/// A file read as JSON whose version is 1, or "1.0" (the in-tree engine); not yet checked for shape.
 pub struct RawFile {
     pub path: PathBuf,
     pub value: Value,
+    pub format: SourceFormat,
 }
 
 /// A file that parsed into the typed model.
@@ -116,13 +117,14 @@ pub struct Loaded {
     pub file: TelemetryFile,
 }
 
-/// Reads one file's bytes into a JSON value whose "version" is 1.
+/// Reads one file's bytes into a JSON value whose "version" is 1 or "1.0".
 pub fn read_raw(path: &Path) -> Result<RawFile, BadFile> {
     let bytes = std::fs::read(path).map_err(|e| BadFile::new(path, BadKind::Unreadable, format!("cannot read: {e}")))?;
     parse_raw(path, &bytes)
 }
 
-/// Parses bytes into a JSON value whose "version" is 1; never panics.
+/// Parses bytes into a JSON value whose "version" is 1 (ours) or "1.0" (the in-tree engine's);
+/// never panics.
 pub fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawFile, BadFile> {
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(BadFile::new(path, BadKind::Empty, "empty file".into()));
@@ -130,35 +132,47 @@ pub fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawFile, BadFile> {
     let value: Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
         Err(e) => {
+            let eof = e.classify() == serde_json::error::Category::Eof;
             let (kind, what) = match e.classify() {
                 serde_json::error::Category::Eof => (BadKind::Truncated, "truncated JSON"),
                 serde_json::error::Category::Io => (BadKind::Unreadable, "cannot read"),
                 _ => (BadKind::NotJson, "not JSON"),
             };
+            // An in-tree file broken by its own writer gets the reason, not just the parser's words.
+            if let Some(why) = crate::intree::diagnose_unparsable(bytes, eof) {
+                return Err(BadFile::new(path, kind, format!("{why} ({e})")));
+            }
             return Err(BadFile::new(path, kind, format!("{what} ({e})")));
         }
     };
     let Some(obj) = value.as_object() else {
         return Err(BadFile::new(path, BadKind::WrongShape, "not a telemetry file: top level is not an object".into()));
     };
-    match obj.get("version") {
-        Some(Value::Number(n)) if n.as_i64() == Some(1) => {}
+    let format = match obj.get("version") {
+        Some(Value::Number(n)) if n.as_i64() == Some(1) => SourceFormat::V1,
+        Some(Value::String(s)) if s == "1.0" => SourceFormat::InTree,
         Some(v) => {
             return Err(BadFile::new(
                 path,
                 BadKind::WrongVersion,
-                format!("unsupported version {v} (this tool reads version 1)"),
+                format!("unsupported version {v} (this tool reads version 1, and \"1.0\" of RCCL's in-tree engine)"),
             ))
         }
         None => {
             return Err(BadFile::new(path, BadKind::WrongVersion, "no \"version\" key (not a telemetry file?)".into()))
         }
-    }
-    Ok(RawFile { path: path.to_path_buf(), value })
+    };
+    Ok(RawFile { path: path.to_path_buf(), value, format })
 }
 
-/// Turns a version-1 JSON value into the typed model.
+/// Turns a version-1 or in-tree JSON value into the typed model.
 pub fn to_typed(raw: RawFile) -> Result<Loaded, BadFile> {
+    if raw.format == SourceFormat::InTree {
+        return match crate::intree::to_model(&raw.value) {
+            Ok(file) => Ok(Loaded { path: raw.path, file }),
+            Err(e) => Err(BadFile::new(&raw.path, BadKind::WrongShape, e)),
+        };
+    }
     match serde_json::from_value::<TelemetryFile>(raw.value) {
         Ok(file) => Ok(Loaded { path: raw.path, file }),
         Err(e) => Err(BadFile::new(&raw.path, BadKind::WrongShape, format!("not a telemetry file: {e}"))),

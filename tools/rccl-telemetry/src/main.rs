@@ -177,7 +177,7 @@ fn main() -> ExitCode {
                 }
             } else {
                 let mut text = String::new();
-                for v in &report.violations {
+                for v in report.violations.iter().chain(&report.limitations) {
                     text.push_str(&v.line());
                     text.push('\n');
                 }

@@ -7,9 +7,40 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Which writer produced a file: this library (schema version 1) or RCCL's in-tree C engine
+/// (version "1.0", mapped onto this model by `intree`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum SourceFormat {
+    #[default]
+    #[serde(rename = "v1")]
+    V1,
+    #[serde(rename = "intree-1.0")]
+    InTree,
+}
+
+impl SourceFormat {
+    /// The short name shown in tables, CSV rows and JSON.
+    pub fn label(self) -> &'static str {
+        match self {
+            SourceFormat::V1 => "v1",
+            SourceFormat::InTree => "intree-1.0",
+        }
+    }
+
+    /// True when start_time/end_time are UTC and hw_samples timestamps are wall-clock ns, so
+    /// they compare across hosts. The in-tree engine writes local times without a zone and
+    /// CLOCK_MONOTONIC sample times.
+    pub fn has_wall_clock(self) -> bool {
+        self == SourceFormat::V1
+    }
+}
+
 /// One rccl_telemetry_<host>_<uid>_<pid>.json file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TelemetryFile {
+    /// Who wrote it; not a key of either format (set by the loader).
+    #[serde(skip)]
+    pub format: SourceFormat,
     pub version: i64,
     pub host_name: String,
     pub process_name: String,

@@ -7,5 +7,6 @@ mod check_violations;
 mod export_formats;
 mod fuzz;
 mod generated_runs;
+mod intree_files;
 mod library_files;
 mod report_render;
