@@ -14,6 +14,7 @@ pub mod hot;
 pub mod hw;
 pub mod inline_abi;
 pub mod latency;
+pub mod loghist;
 pub mod registry;
 pub mod report;
 pub mod signals;
