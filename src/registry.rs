@@ -12,7 +12,7 @@ use std::sync::Once;
 
 use parking_lot::Mutex;
 
-use crate::counters::{RcclChannelStats, RcclQpStats, SIZE_BUCKETS};
+use crate::counters::{QpExt, RcclChannelStats, RcclQpStats, SIZE_BUCKETS};
 use crate::hw::{HwDevice, HwSettings};
 
 pub use crate::hot::MAX_DEVS;
@@ -24,9 +24,25 @@ const SEGMENTS: usize = 24;
 /// 16,777,216 slots take 4 GiB).
 pub const MAX_QPS_PER_CHANNEL: u64 = 1 << 24;
 
+/// Whether slots get a `QpExt` beside them and the file the verbs interposer's keys: set
+/// once by `librccl_telemetry_preload.so` before it reserves any slot.
+static VERBS_KEYS: AtomicBool = AtomicBool::new(false);
+
+/// Turns on the verbs interposer's per-QP and per-device keys for this process.
+pub fn enable_verbs_keys() {
+    VERBS_KEYS.store(true, Release);
+}
+
+/// Whether the verbs interposer's keys are on.
+pub fn verbs_keys() -> bool {
+    VERBS_KEYS.load(Acquire)
+}
+
 /// A channel's QP slots: geometric segments allocated on demand, never moved.
 pub struct SlotArena {
     segs: [AtomicPtr<RcclQpStats>; SEGMENTS],
+    /// Parallel segments of `QpExt`, only when `verbs_keys()`.
+    ext_segs: [AtomicPtr<QpExt>; SEGMENTS],
     len: AtomicU64,
     grow: Mutex<()>,
 }
@@ -43,7 +59,12 @@ fn seg_len(seg: usize) -> u64 {
 
 impl SlotArena {
     fn new() -> SlotArena {
-        SlotArena { segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())), len: AtomicU64::new(0), grow: Mutex::new(()) }
+        SlotArena {
+            segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            ext_segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            len: AtomicU64::new(0),
+            grow: Mutex::new(()),
+        }
     }
 
     /// Reserves up to `n` consecutive slots; returns (first, granted).
@@ -63,6 +84,15 @@ impl SlotArena {
                     break; // out of memory: the rest are untracked
                 }
                 self.segs[seg].store(p, Release);
+            }
+            if verbs_keys() && self.ext_segs[seg].load(Relaxed).is_null() {
+                let layout = Layout::array::<QpExt>(seg_len(seg) as usize).expect("segment layout");
+                // SAFETY: non-zero size; all-zero bytes are a valid, empty QpExt.
+                let p = unsafe { alloc_zeroed(layout) } as *mut QpExt;
+                if p.is_null() {
+                    break;
+                }
+                self.ext_segs[seg].store(p, Release);
             }
             let n = (seg_len(seg) - off).min(want - granted);
             // SAFETY: the segment is allocated and holds slots off..off + n.
@@ -95,6 +125,18 @@ impl SlotArena {
         // SAFETY: segments below len are allocated, never freed, and hold seg_len(seg) slots.
         (!p.is_null()).then(|| unsafe { &*p.add(off as usize) })
     }
+
+    /// The verbs interposer's counters of slot `i` (None unless `verbs_keys()` was on when
+    /// the slot was reserved).
+    pub fn ext(&self, i: u64) -> Option<&'static QpExt> {
+        if i >= self.reserved() {
+            return None;
+        }
+        let (seg, off) = locate(i);
+        let p = self.ext_segs[seg].load(Acquire);
+        // SAFETY: as for get(): allocated before len covered i, never freed.
+        (!p.is_null()).then(|| unsafe { &*p.add(off as usize) })
+    }
 }
 
 pub struct Channel {
@@ -117,6 +159,17 @@ pub struct Device {
     pub hw: HwDevice,
     /// The device forms' counters (bytes, CQ errors and polls, WQE sizes).
     pub stripes: Box<[DevShard; STRIPES]>,
+    /// The verbs interposer's device-level counters.
+    pub verbs: DevVerbs,
+}
+
+/// Device-level counters of the verbs interposer (any thread, atomic adds).
+#[derive(Default)]
+pub struct DevVerbs {
+    /// Receive WRs posted to shared receive queues on this device (no QP at post time).
+    pub srq_recv_wqe: AtomicU64,
+    /// Completions drained whose qp_num is no QP the interposer tracks on this device.
+    pub wc_unknown_qp: AtomicU64,
 }
 
 impl Device {
@@ -192,6 +245,7 @@ pub fn register(id: i32, roce_device: &str, transport: &str, hw: &HwSettings) ->
         hw: HwDevice::probe(idx as u32, roce_device, hw),
         // SAFETY: all-zero bytes are a valid DevShard.
         stripes: Box::new(unsafe { std::mem::zeroed::<[DevShard; STRIPES]>() }),
+        verbs: DevVerbs::default(),
     }));
     DEVICES[idx].store(d, Release);
     // The header's inline device forms count for this device from now on.

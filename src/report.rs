@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
-use crate::counters::{size_bucket_max, QpSnapshot, ROLE_CTS, ROLE_DATA};
+use crate::counters::{size_bucket_max, ExtSnapshot, QpSnapshot, ROLE_CTS, ROLE_DATA};
 use crate::hw::{HwReport, HwSamples, HwValue};
 use crate::registry::{self, Device};
 
@@ -69,6 +69,40 @@ pub struct DeviceReport {
     pub wqe_size_stats: Vec<SizeStat>,
     pub channels: Vec<ChannelReport>,
     pub hw_counters: HwCounters,
+    /// Only in files written by the verbs interposer (librccl_telemetry_preload.so).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub verbs: Option<DeviceVerbsReport>,
+}
+
+/// The verbs interposer's device keys, after the seed's.
+#[derive(Serialize)]
+pub struct DeviceVerbsReport {
+    pub num_srq_recv_wqe: u64,
+    pub num_wc_unknown_qp: u64,
+}
+
+/// The verbs interposer's channel and QP keys, after the seed's.
+#[derive(Serialize)]
+pub struct VerbsCounters {
+    pub num_send_wqe: u64,
+    pub num_read_wqe: u64,
+    pub num_atomic_wqe: u64,
+    pub num_other_wqe: u64,
+    pub num_wqe_retired_unsignalled: u64,
+    pub num_wqe_track_full: u64,
+}
+
+impl From<&ExtSnapshot> for VerbsCounters {
+    fn from(e: &ExtSnapshot) -> Self {
+        VerbsCounters {
+            num_send_wqe: e.send_wqe,
+            num_read_wqe: e.read_wqe,
+            num_atomic_wqe: e.atomic_wqe,
+            num_other_wqe: e.other_wqe,
+            num_wqe_retired_unsignalled: e.retired_unsignalled,
+            num_wqe_track_full: e.track_full,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -100,6 +134,8 @@ pub struct ChannelReport {
     pub wqe_completion_ns_max: i64,
     pub wqe_completion_histogram: Vec<u64>,
     pub queue_pairs: Vec<QpReport>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub verbs: Option<VerbsCounters>,
 }
 
 #[derive(Serialize)]
@@ -121,6 +157,8 @@ pub struct QpReport {
     pub wqe_completion_ns_min: i64,
     pub wqe_completion_ns_max: i64,
     pub wqe_completion_histogram: Vec<u64>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub verbs: Option<VerbsCounters>,
 }
 
 /// "hw_counters": the hw module's ordered keys.
@@ -184,6 +222,7 @@ fn qp_report(id: u64, s: &QpSnapshot, buckets: usize, sampled: bool) -> QpReport
         wqe_completion_ns_min: s.lat_min,
         wqe_completion_ns_max: s.lat_max,
         wqe_completion_histogram: s.hist[..buckets].to_vec(),
+        verbs: None,
     }
 }
 
@@ -192,11 +231,13 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
     let buckets = id.histogram_buckets.clamp(1, 16) as usize;
     let sampled = id.latency_sample > 1;
     let unknown = d.channels_unknown.load(Relaxed);
+    let verbs = registry::verbs_keys();
     let mut channels = Vec::new();
     let mut active = 0;
     let mut untracked = d.untracked_no_channel.load(Relaxed);
     for c in d.channels() {
         let mut total = QpSnapshot::default();
+        let mut ext_total = ExtSnapshot::default();
         let (mut data, mut cts) = (0, 0);
         let mut qps = Vec::with_capacity(c.slots.reserved() as usize);
         for (i, slot) in c.slots.iter() {
@@ -204,7 +245,13 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             total.accumulate(&s);
             data += u64::from(s.role == ROLE_DATA);
             cts += u64::from(s.role == ROLE_CTS);
-            qps.push(qp_report(i, &s, buckets, sampled));
+            let mut r = qp_report(i, &s, buckets, sampled);
+            if verbs {
+                let e = c.slots.ext(i).map(|e| e.snapshot()).unwrap_or_default();
+                ext_total.accumulate(&e);
+                r.verbs = Some((&e).into());
+            }
+            qps.push(r);
         }
         let req = c.stats.req_completed.load(Relaxed);
         active += u64::from(total.active() || req > 0);
@@ -232,6 +279,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             wqe_completion_ns_max: t.wqe_completion_ns_max,
             wqe_completion_histogram: t.wqe_completion_histogram,
             queue_pairs: qps,
+            verbs: verbs.then(|| (&ext_total).into()),
         });
     }
     let totals = registry::dev_totals(d);
@@ -256,6 +304,10 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             .collect(),
         channels,
         hw_counters: HwCounters(hw),
+        verbs: verbs.then(|| DeviceVerbsReport {
+            num_srq_recv_wqe: d.verbs.srq_recv_wqe.load(Relaxed),
+            num_wc_unknown_qp: d.verbs.wc_unknown_qp.load(Relaxed),
+        }),
     }
 }
 

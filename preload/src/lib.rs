@@ -1,0 +1,190 @@
+//! The engine side of `librccl_telemetry_preload.so`, the LD_PRELOAD verbs interposer.
+//!
+//! Not yet here: the interposer itself, to be written in C (it touches verbs structures, so
+//! it is compiled against the system's `<infiniband/verbs.h>`) and linked with this archive
+//! into `librccl_telemetry_preload.so`. It is to count the data path itself, into the engine's QP slots (through the header's slot mirror, with
+//! atomic adds, since verbs lets any thread post to any QP) and device stripes (through the
+//! header's device forms). What it needs from the engine beyond the C API is here: turning
+//! on the interposer's keys, one slot per QP under a per-device cap, the latency of a sampled
+//! completion from any thread, the device-level SRQ and unknown-QP counts, and diagnostics.
+#![allow(non_snake_case)]
+
+use std::ffi::{c_char, c_int, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::Relaxed;
+
+use rccl_telemetry::counters::{QpExt, RcclQpStats};
+use rccl_telemetry::registry;
+
+/// The transport name the interposer's files carry.
+pub const TRANSPORT: &str = "verbs-preload";
+
+/// QP slots per device. QPs created beyond it are counted in `num_qp_untracked` and not
+/// otherwise (slots are never freed, so a program that creates and destroys QPs in a loop
+/// would otherwise grow without bound: 16384 slots are 5 MiB).
+pub const MAX_QPS_PER_DEVICE: u64 = 16384;
+
+/// The one channel the interposer uses on every device: verbs has no channel id, so the
+/// device's QPs all sit in channel 0 and the file says `"num_channels": null`, `"id": null`.
+const CHANNEL: c_int = 0;
+
+macro_rules! boundary {
+    ($name:literal, $default:expr, $body:expr) => {
+        match catch_unwind(AssertUnwindSafe(|| $body)) {
+            Ok(v) => v,
+            Err(_) => {
+                rccl_telemetry::contained_panic($name);
+                $default
+            }
+        }
+    };
+}
+
+/// Starts the engine (reads RCCL_TELEMETRY_ENABLE and the rest, once). 1 when telemetry is
+/// on, with the interposer's keys enabled; 0 when it is off or could not start.
+#[no_mangle]
+pub extern "C" fn rtp_init() -> c_int {
+    boundary!("rtp_init", 0, {
+        if std::env::var_os(rccl_telemetry::config::ENV_ENABLE).is_some_and(|v| v == "1") {
+            registry::enable_verbs_keys();
+        }
+        c_int::from(rccl_telemetry::init() == 0 && rccl_telemetry::is_on())
+    })
+}
+
+/// Registers an opened verbs device as device `index` (its position in ibv_get_device_list)
+/// named `name`. Returns the device id, or -1 (index out of 0..31, or refused: one line).
+///
+/// # Safety
+/// `name` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn rtp_register_device(index: c_int, name: *const c_char) -> c_int {
+    boundary!("rtp_register_device", -1, {
+        let Some(rt) = rccl_telemetry::runtime() else { return -1 };
+        if name.is_null() {
+            return -1;
+        }
+        // SAFETY: per the caller's contract.
+        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+        match registry::register(index, &name, TRANSPORT, &rt.cfg.hw) {
+            Ok(id) => {
+                if let Some(d) = registry::device(id) {
+                    d.channels_unknown.store(true, Relaxed);
+                    rccl_telemetry::diag::debug(|| {
+                        format!("verbs device {id}: {name} ({}, netdev \"{}\")", d.hw.hw_type(), d.hw.eth_device())
+                    });
+                }
+                id
+            }
+            Err(e) => {
+                rccl_telemetry::diag::warn(&format!("{e}; its QPs are not counted"));
+                -1
+            }
+        }
+    })
+}
+
+/// One QP created on device `dev`: its slot (and, through `ext`, its interposer counters), or
+/// NULL when it gets none (past MAX_QPS_PER_DEVICE, or out of memory), counted in
+/// num_qp_untracked. The device's hardware baseline is taken at its first QP.
+///
+/// # Safety
+/// `ext` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rtp_qp_slot(dev: c_int, ext: *mut *const QpExt) -> *const RcclQpStats {
+    let (slot, e) = boundary!("rtp_qp_slot", (std::ptr::null(), std::ptr::null()), {
+        let Some(d) = registry::device(dev) else { return (std::ptr::null(), std::ptr::null()) };
+        if let Some(c) = d.channel(CHANNEL) {
+            if c.slots.reserved() >= MAX_QPS_PER_DEVICE {
+                c.untracked.fetch_add(1, Relaxed);
+                return (std::ptr::null(), std::ptr::null());
+            }
+        }
+        match registry::setup_channel(dev, CHANNEL, 1) {
+            Some((first, 1)) => {
+                let c = d.channel(CHANNEL).expect("set up");
+                let slot = c.slots.get(first).map_or(std::ptr::null(), |q| q as *const RcclQpStats);
+                let e = c.slots.ext(first).map_or(std::ptr::null(), |q| q as *const QpExt);
+                (slot, e)
+            }
+            _ => (std::ptr::null(), std::ptr::null()),
+        }
+    });
+    if !ext.is_null() {
+        // SAFETY: per the caller's contract.
+        unsafe { *ext = e };
+    }
+    slot
+}
+
+/// The latency of a sampled send completion (token > 1), from any thread.
+///
+/// # Safety
+/// `slot` is NULL or a slot from rtp_qp_slot.
+#[no_mangle]
+pub unsafe extern "C" fn rtp_latency(slot: *const RcclQpStats, token: i64) {
+    // SAFETY: slots are NULL or stable addresses.
+    boundary!("rtp_latency", (), if let Some(q) = unsafe { slot.as_ref() } {
+        if token > rccl_telemetry::latency::TS_UNSAMPLED {
+            q.latency_shared(token);
+        }
+    })
+}
+
+/// `n` receive WRs posted to a shared receive queue of device `dev`.
+#[no_mangle]
+pub extern "C" fn rtp_srq_recv(dev: c_int, n: u64) {
+    if let Some(d) = registry::device(dev) {
+        d.verbs.srq_recv_wqe.fetch_add(n, Relaxed);
+    }
+}
+
+/// `n` completions drained on device `dev` whose qp_num is no tracked QP.
+#[no_mangle]
+pub extern "C" fn rtp_wc_unknown(dev: c_int, n: u64) {
+    if let Some(d) = registry::device(dev) {
+        d.verbs.wc_unknown_qp.fetch_add(n, Relaxed);
+    }
+}
+
+/// One diagnostic line (`rccl-telemetry: ` + msg), or only under RCCL_TELEMETRY_DEBUG.
+///
+/// # Safety
+/// `msg` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn rtp_diag(debug_only: c_int, msg: *const c_char) {
+    if msg.is_null() {
+        return;
+    }
+    // SAFETY: per the caller's contract.
+    let m = unsafe { CStr::from_ptr(msg) }.to_string_lossy();
+    if debug_only != 0 {
+        rccl_telemetry::diag::debug(|| m.into_owned());
+    } else {
+        rccl_telemetry::diag::warn(&m);
+    }
+}
+
+/// The size of `QpExt` and the offsets of its fields, in declaration order, for the C side's
+/// check of its mirror: [size, send, read, atomic, other, retired, track_full].
+#[no_mangle]
+pub extern "C" fn rtp_ext_layout(out: *mut u64, n: c_int) -> c_int {
+    use std::mem::{offset_of, size_of};
+    let l = [
+        size_of::<QpExt>(),
+        offset_of!(QpExt, send_wqe),
+        offset_of!(QpExt, read_wqe),
+        offset_of!(QpExt, atomic_wqe),
+        offset_of!(QpExt, other_wqe),
+        offset_of!(QpExt, retired_unsignalled),
+        offset_of!(QpExt, track_full),
+    ];
+    if out.is_null() || n < l.len() as c_int {
+        return -1;
+    }
+    for (i, v) in l.iter().enumerate() {
+        // SAFETY: out has at least n >= l.len() entries.
+        unsafe { *out.add(i) = *v as u64 };
+    }
+    l.len() as c_int
+}
