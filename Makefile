@@ -74,7 +74,23 @@ $(B)/header_c11_calls: c_tests/header_check.c c_tests/proc_threads.h include/rcc
 	@mkdir -p $(B)
 	$(CC) -std=c11 -pedantic $(CWARN) $(HDR_CWARN) -DRCCL_TELEMETRY_NO_INLINE -Iinclude $< -o $@ $(LINK)
 
-c-tests: $(B)/ibcast_sim $(B)/ibcast_sim_cxx17 $(B)/header_c11 $(B)/header_cxx17 $(B)/header_cxx14 $(B)/header_c11_calls
+# RCCL's transport call expressions through "net_telemetry.h", as C++ with warnings as
+# errors, with the inline hooks and without them.
+$(B)/rccl_callsites: c_tests/rccl_callsites.cc include/net_telemetry.h include/rccl_telemetry.h | lib
+	@mkdir -p $(B)
+	$(CXX) -std=c++17 $(CWARN) -O2 -Iinclude $< -o $@ $(LINK)
+
+$(B)/rccl_callsites_calls: c_tests/rccl_callsites.cc include/net_telemetry.h include/rccl_telemetry.h | lib
+	@mkdir -p $(B)
+	$(CXX) -std=c++17 $(CWARN) -O2 -DRCCL_TELEMETRY_NO_INLINE -Iinclude $< -o $@ $(LINK)
+
+c-tests: $(B)/ibcast_sim $(B)/ibcast_sim_cxx17 $(B)/header_c11 $(B)/header_cxx17 $(B)/header_cxx14 $(B)/header_c11_calls \
+	  $(B)/rccl_callsites $(B)/rccl_callsites_calls
+	@rm -rf $(B)/callsites && mkdir -p $(B)/callsites
+	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(B)/callsites $(B)/rccl_callsites
+	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(B)/callsites $(B)/rccl_callsites_calls
+	env -u RCCL_TELEMETRY_ENABLE $(B)/rccl_callsites
+	env -u RCCL_TELEMETRY_ENABLE $(B)/rccl_callsites_calls
 	$(B)/header_c11
 	$(B)/header_c11_calls
 	$(B)/header_cxx17
@@ -104,6 +120,7 @@ install: lib
 	ln -sf librccl_telemetry.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/librccl_telemetry.so.$(ABI)
 	ln -sf librccl_telemetry.so.$(ABI) $(DESTDIR)$(PREFIX)/lib/librccl_telemetry.so
 	install -m 644 include/rccl_telemetry.h $(DESTDIR)$(PREFIX)/include/rccl_telemetry.h
+	install -m 644 include/net_telemetry.h $(DESTDIR)$(PREFIX)/include/net_telemetry.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' packaging/rccl-telemetry.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/rccl-telemetry.pc
 	for f in rccl-telemetryConfig rccl-telemetryConfigVersion; do \
