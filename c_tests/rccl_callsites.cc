@@ -8,6 +8,9 @@
 // per poll call, empty polls too, into a per-comm poll counter), the ternary channel argument
 // of rcclTelemetryChRequestCompleted, and `size_t` byte counts.
 //
+// rcclTelemetryOn() is checked against the exported function before Init, after Init and after
+// the final Flush.
+//
 // Usage: rccl_callsites. With RCCL_TELEMETRY_ENABLE=1 (and RCCL_TELEMETRY_OUTPUT_DIR) it
 // exits 0 when the library's live totals equal the counts this program made; disabled, when
 // setup refuses as documented (-1, NULL handles) and the same data path runs harmlessly.
@@ -52,8 +55,14 @@ int fail(const char *what) {
 }  // namespace
 
 int main() {
+  // The inline rcclTelemetryOn() (when inline hooks are on) and the exported function agree
+  // before Init, after it (enabled or not) and after the final Flush.
+  if (rcclTelemetryOn() != 0 || (rcclTelemetryOn)() != 0) return fail("On before Init");
   if (rcclTelemetryInit() != 0) return fail("Init");
   const bool on = rcclTelemetryOn() != 0;
+  if ((rcclTelemetryOn)() != rcclTelemetryOn()) return fail("inline and exported On disagree after Init");
+  if (on != (std::getenv("RCCL_TELEMETRY_ENABLE") && std::strcmp(std::getenv("RCCL_TELEMETRY_ENABLE"), "1") == 0))
+    return fail("On does not follow RCCL_TELEMETRY_ENABLE");
 
   static ncclIbComm comms[kDevs][kChannels];
   Tally tally[kDevs];
@@ -146,6 +155,7 @@ int main() {
     if (hist != tally[d].rcvd) return fail("histogram total");
   }
   if (rcclTelemetryFlush() != 0) return fail("Flush");
+  if (rcclTelemetryOn() != 0 || (rcclTelemetryOn)() != 0) return fail("On after the final Flush");
   std::printf("rccl_callsites: ok (%s hooks)\n",
 #ifdef RCCL_TELEMETRY_INLINE_HOOKS
               "inline"

@@ -105,6 +105,11 @@ static inline rcclTelemetryStripe_ *rcclTelemetryStripe_of_(int devIdx, uintptr_
   return s ? s + (((tp >> 12) * 0x9E3779B97F4A7C15ull) >> 60) : s;
 }
 
+/* rcclTelemetryOn: the word the library sets at Init and clears when the final file is claimed
+ * (or in a forked child), so RCCL's `if (rcclTelemetryOn())` guards cost one load, no call. */
+static inline int rcclTelemetryOn_inline_(void) {
+  return RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.enabled) != 0;
+}
 static inline int64_t rcclTelemetryPostTs_inline_(RcclQpStats *qp) {
   rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
   if (!q) return 0;
@@ -200,6 +205,7 @@ static inline void rcclTelemetryWqeSize_inline_(int devIdx, uint64_t bytes) {
   RCCL_TELEMETRY_DEV_OP_(devIdx, sizes[rcclTelemetrySizeBucket_(bytes)], 1, (rcclTelemetryWqeSize)(devIdx, bytes));
 }
 
+#define rcclTelemetryOn() rcclTelemetryOn_inline_()
 #define rcclTelemetryPostTs(qp) rcclTelemetryPostTs_inline_(qp)
 #define rcclTelemetryQpSendPosted(qp, withImm) rcclTelemetryQpSendPosted_inline_((qp), (withImm))
 #define rcclTelemetryQpRecvPosted(qp) rcclTelemetryQpRecvPosted_inline_(qp)
