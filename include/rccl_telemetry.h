@@ -160,6 +160,22 @@ void rcclTelemetryQpSlotMiss(struct RcclQpStats *qp);
 // `qp` is NULL or a handle from rcclTelemetryResolveQp.
 void rcclTelemetryQpWqeComplete(struct RcclQpStats *qp, int64_t postTs);
 
+// Extension: rcclTelemetryQpWqeComplete for a completion whose poll returned at `nowTs`,
+// a reading from rcclTelemetryPollTs taken once after the ibv_poll_cq call that returned it.
+// A caller that drains several completions per poll pays one clock read per poll instead of
+// one per sampled completion; the latency is measured to the poll's return. Same counters
+// and buckets as rcclTelemetryQpWqeComplete for the same tokens; `nowTs` <= 1 reads the
+// clock as that function does.
+//
+// # Safety
+// `qp` is NULL or a handle from rcclTelemetryResolveQp.
+void rcclTelemetryQpWqeCompleteAt(struct RcclQpStats *qp, int64_t postTs, int64_t nowTs);
+
+// Extension: a clock reading for rcclTelemetryQpWqeCompleteAt (the token clock, always > 1).
+// Take it once after each ibv_poll_cq that returned completions, and only when telemetry
+// is on. Inline in the header (no call) where the inline hooks are on.
+int64_t rcclTelemetryPollTs(void);
+
 // One network request completed on this channel: num_req_completed.
 //
 // # Safety
@@ -363,9 +379,10 @@ static inline void rcclTelemetryQpSlotMiss_inline_(RcclQpStats *qp) {
   if (q) RCCL_TELEMETRY_ADD_(q->slot_miss, 1);
 }
 /* The latency of a sampled completion: ns since the token, its bucket, min and max. */
-static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs) {
+/* nowTs is the clock reading the completion's time is measured to (its poll's, or now). */
+static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs, int64_t nowTs) {
   __extension__ typedef unsigned __int128 u128_;
-  uint64_t now = RCCL_TELEMETRY_AS_(uint64_t, rcclTelemetryNow_()), ts = RCCL_TELEMETRY_AS_(uint64_t, postTs);
+  uint64_t now = RCCL_TELEMETRY_AS_(uint64_t, nowTs), ts = RCCL_TELEMETRY_AS_(uint64_t, postTs);
   uint64_t dt = now > ts ? now - ts : 0;
   /* ns = (dt * ns_mult) >> 32, saturated; one 64-bit multiply when it cannot overflow
    * (dt below 2^32 ticks, a clock of at least 1 tick per ns: every TSC, and ns tokens). */
@@ -390,7 +407,16 @@ static inline void rcclTelemetryQpWqeComplete_inline_(RcclQpStats *qp, int64_t p
   rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
   if (!q) return;
   RCCL_TELEMETRY_ADD_(q->wqe_rcvd, 1);
-  if (postTs > RCCL_TELEMETRY_TS_UNSAMPLED) rcclTelemetrySampled_(q, postTs);
+  if (postTs > RCCL_TELEMETRY_TS_UNSAMPLED) rcclTelemetrySampled_(q, postTs, rcclTelemetryNow_());
+  else if (postTs == 0) RCCL_TELEMETRY_ADD_(q->untracked, 1);
+}
+/* One clock read per poll: nowTs from rcclTelemetryPollTs() after the poll (<= 1: read now). */
+static inline void rcclTelemetryQpWqeCompleteAt_inline_(RcclQpStats *qp, int64_t postTs, int64_t nowTs) {
+  rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
+  if (!q) return;
+  RCCL_TELEMETRY_ADD_(q->wqe_rcvd, 1);
+  if (postTs > RCCL_TELEMETRY_TS_UNSAMPLED)
+    rcclTelemetrySampled_(q, postTs, nowTs > RCCL_TELEMETRY_TS_UNSAMPLED ? nowTs : rcclTelemetryNow_());
   else if (postTs == 0) RCCL_TELEMETRY_ADD_(q->untracked, 1);
 }
 static inline void rcclTelemetryChRequestCompleted_inline_(RcclChannelStats *ch) {
@@ -433,6 +459,8 @@ static inline void rcclTelemetryWqeSize_inline_(int devIdx, uint64_t bytes) {
 #define rcclTelemetryQpCtsSent(qp, signalled) rcclTelemetryQpCtsSent_inline_((qp), (signalled))
 #define rcclTelemetryQpSlotMiss(qp) rcclTelemetryQpSlotMiss_inline_(qp)
 #define rcclTelemetryQpWqeComplete(qp, postTs) rcclTelemetryQpWqeComplete_inline_((qp), (postTs))
+#define rcclTelemetryQpWqeCompleteAt(qp, postTs, nowTs) rcclTelemetryQpWqeCompleteAt_inline_((qp), (postTs), (nowTs))
+#define rcclTelemetryPollTs() rcclTelemetryNow_()
 #define rcclTelemetryChRequestCompleted(ch) rcclTelemetryChRequestCompleted_inline_(ch)
 #define rcclTelemetryBytes(devIdx, isSend, bytes) rcclTelemetryBytes_inline_((devIdx), (isSend), (bytes))
 #define rcclTelemetryCqError(devIdx) rcclTelemetryCqError_inline_(devIdx)

@@ -261,6 +261,29 @@ pub unsafe extern "C" fn rcclTelemetryQpWqeComplete(qp: *mut RcclQpStats, postTs
     boundary!("rcclTelemetryQpWqeComplete", (), if let Some(q) = unsafe { qp.as_ref() } { q.wqe_complete(postTs) })
 }
 
+/// Extension: rcclTelemetryQpWqeComplete for a completion whose poll returned at `nowTs`,
+/// a reading from rcclTelemetryPollTs taken once after the ibv_poll_cq call that returned it.
+/// A caller that drains several completions per poll pays one clock read per poll instead of
+/// one per sampled completion; the latency is measured to the poll's return. Same counters
+/// and buckets as rcclTelemetryQpWqeComplete for the same tokens; `nowTs` <= 1 reads the
+/// clock as that function does.
+///
+/// # Safety
+/// `qp` is NULL or a handle from rcclTelemetryResolveQp.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryQpWqeCompleteAt(qp: *mut RcclQpStats, postTs: i64, nowTs: i64) {
+    // SAFETY: handles are NULL or stable slot addresses.
+    boundary!("rcclTelemetryQpWqeCompleteAt", (), if let Some(q) = unsafe { qp.as_ref() } { q.wqe_complete_at(postTs, nowTs) })
+}
+
+/// Extension: a clock reading for rcclTelemetryQpWqeCompleteAt (the token clock, always > 1).
+/// Take it once after each ibv_poll_cq that returned completions, and only when telemetry
+/// is on. Inline in the header (no call) where the inline hooks are on.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryPollTs() -> i64 {
+    crate::latency::now_token()
+}
+
 /// One network request completed on this channel: num_req_completed.
 ///
 /// # Safety

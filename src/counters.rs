@@ -119,11 +119,19 @@ impl RcclQpStats {
 
     #[inline(always)]
     pub fn wqe_complete(&self, post_ts: i64) {
+        self.wqe_complete_at(post_ts, 0);
+    }
+
+    /// A completion whose poll returned at `now_ts` (a reading of the token clock taken once
+    /// per poll); `now_ts` <= 1 means "read the clock now", as `wqe_complete` does.
+    #[inline(always)]
+    pub fn wqe_complete_at(&self, post_ts: i64, now_ts: i64) {
         bump(&self.wqe_rcvd, 1);
         if post_ts == 0 {
             bump(&self.untracked, 1);
         } else if post_ts > latency::TS_UNSAMPLED {
-            let ns = latency::elapsed_ns(post_ts);
+            let now = if now_ts > latency::TS_UNSAMPLED { now_ts } else { latency::now_token() };
+            let ns = latency::elapsed_ns_until(post_ts, now);
             bump(&self.hist[latency::bucket_of(ns) & (HIST - 1)], 1);
             if !ns > self.lat_min_inv.load(Relaxed) {
                 self.lat_min_inv.store(!ns, Relaxed);

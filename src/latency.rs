@@ -70,7 +70,13 @@ pub fn now_token() -> i64 {
 /// ns between a token and now.
 #[inline(always)]
 pub fn elapsed_ns(token: i64) -> u64 {
-    let dt = (now_token() as u64).saturating_sub(token as u64);
+    elapsed_ns_until(token, now_token())
+}
+
+/// ns between a token and a later reading `now` of the same clock (0 when `now` is earlier).
+#[inline(always)]
+pub fn elapsed_ns_until(token: i64, now: i64) -> u64 {
+    let dt = (now as u64).saturating_sub(token as u64);
     let ns = (u128::from(dt) * u128::from(PARAMS.ns_mult.load(Relaxed))) >> 32;
     if ns > u128::from(u64::MAX) { u64::MAX } else { ns as u64 }
 }
