@@ -166,13 +166,6 @@ static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs, in
   if (~ns > RCCL_TELEMETRY_LD_(q->lat_min_inv)) __atomic_store_n(&q->lat_min_inv, ~ns, __ATOMIC_RELAXED);
   if (ns > RCCL_TELEMETRY_LD_(q->lat_max)) __atomic_store_n(&q->lat_max, ns, __ATOMIC_RELAXED);
 }
-static inline void rcclTelemetryQpWqeComplete_inline_(RcclQpStats *qp, int64_t postTs) {
-  rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
-  if (!q) return;
-  RCCL_TELEMETRY_ADD_(q->wqe_rcvd, 1);
-  if (postTs > RCCL_TELEMETRY_TS_UNSAMPLED) rcclTelemetrySampled_(q, postTs, rcclTelemetryNow_());
-  else if (postTs == 0) RCCL_TELEMETRY_ADD_(q->untracked, 1);
-}
 /* One clock read per poll: nowTs from rcclTelemetryPollTs() after the poll (<= 1: read now). */
 static inline void rcclTelemetryQpWqeCompleteAt_inline_(RcclQpStats *qp, int64_t postTs, int64_t nowTs) {
   rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
@@ -181,6 +174,9 @@ static inline void rcclTelemetryQpWqeCompleteAt_inline_(RcclQpStats *qp, int64_t
   if (postTs > RCCL_TELEMETRY_TS_UNSAMPLED)
     rcclTelemetrySampled_(q, postTs, nowTs > RCCL_TELEMETRY_TS_UNSAMPLED ? nowTs : rcclTelemetryNow_());
   else if (postTs == 0) RCCL_TELEMETRY_ADD_(q->untracked, 1);
+}
+static inline void rcclTelemetryQpWqeComplete_inline_(RcclQpStats *qp, int64_t postTs) {
+  rcclTelemetryQpWqeCompleteAt_inline_(qp, postTs, 0); /* 0: read the clock now (folds away) */
 }
 static inline void rcclTelemetryChRequestCompleted_inline_(RcclChannelStats *ch) {
   rcclTelemetryCh_ *c = RCCL_TELEMETRY_PTR_(rcclTelemetryCh_ *, ch);
