@@ -3,7 +3,6 @@
 #![allow(non_snake_case)]
 
 use std::ffi::{c_char, c_int, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::counters::{RcclChannelStats, RcclQpStats, ROLE_CTS, ROLE_DATA};
 use crate::registry;
@@ -17,13 +16,15 @@ pub const RCCL_TELEMETRY_HISTOGRAM_SIZE: usize = 16;
 /// PostTs token meaning "1-in-N sampling skipped this posting".
 pub const RCCL_TELEMETRY_TS_UNSAMPLED: i64 = 1;
 
-/// Runs `body`, turning a panic into a logged no-op that returns `default`.
+/// Runs `body`, turning a panic into a logged no-op that returns `default`. Exported so the
+/// preload object's entry points use this same boundary.
+#[macro_export]
 macro_rules! boundary {
     ($name:literal, $default:expr, $body:expr) => {
-        match catch_unwind(AssertUnwindSafe(|| $body)) {
+        match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| $body)) {
             Ok(v) => v,
             Err(_) => {
-                crate::contained_panic($name);
+                $crate::contained_panic($name);
                 $default
             }
         }

@@ -10,9 +10,9 @@
 #![allow(non_snake_case)]
 
 use std::ffi::{c_char, c_int, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
 
+use rccl_telemetry::boundary;
 use rccl_telemetry::counters::{QpExt, RcclQpStats};
 use rccl_telemetry::registry;
 
@@ -27,18 +27,6 @@ pub const MAX_QPS_PER_DEVICE: u64 = 16384;
 /// The one channel the interposer uses on every device: verbs has no channel id, so the
 /// device's QPs all sit in channel 0 and the file says `"num_channels": null`, `"id": null`.
 const CHANNEL: c_int = 0;
-
-macro_rules! boundary {
-    ($name:literal, $default:expr, $body:expr) => {
-        match catch_unwind(AssertUnwindSafe(|| $body)) {
-            Ok(v) => v,
-            Err(_) => {
-                rccl_telemetry::contained_panic($name);
-                $default
-            }
-        }
-    };
-}
 
 /// Starts the engine (reads RCCL_TELEMETRY_ENABLE and the rest, once). 1 when telemetry is
 /// on, with the interposer's keys enabled; 0 when it is off or could not start.
