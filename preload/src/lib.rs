@@ -154,7 +154,8 @@ pub unsafe extern "C" fn rtp_diag(debug_only: c_int, msg: *const c_char) {
 }
 
 /// The size of `QpExt` and the offsets of its fields, in declaration order, for the C side's
-/// check of its mirror: [size, send, read, atomic, other, retired, track_full].
+/// check of its mirror: [size, send, read, atomic, other, retired, track_full], then the offset
+/// in the QP slot of `idx_sent` (num_wqe_sent without an opcode key of the seed's).
 #[no_mangle]
 pub extern "C" fn rtp_ext_layout(out: *mut u64, n: c_int) -> c_int {
     use std::mem::{offset_of, size_of};
@@ -166,6 +167,7 @@ pub extern "C" fn rtp_ext_layout(out: *mut u64, n: c_int) -> c_int {
         offset_of!(QpExt, other_wqe),
         offset_of!(QpExt, retired_unsignalled),
         offset_of!(QpExt, track_full),
+        offset_of!(RcclQpStats, idx_sent),
     ];
     if out.is_null() || n < l.len() as c_int {
         return -1;

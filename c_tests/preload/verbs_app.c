@@ -1,0 +1,594 @@
+/*
+ * c_tests/preload/verbs_app.c: an ibverbs program that knows nothing of telemetry, run
+ * under librccl_telemetry_preload.so over the fake libibverbs (fake_verbs.c) by
+ * preload/tests/interposer.rs. Built twice: linked against libibverbs (verbs_app), and
+ * with -DLOAD_LIKE_NCCL (verbs_app_nccl), which links no libibverbs and takes every entry
+ * point the way NCCL's and RCCL's ibvwrap do: dlopen("libibverbs.so.1") after start, then
+ * dlvsym(handle, name, "IBVERBS_1.1") / dlsym. Both run the same scenarios through the same
+ * function table, so their files must agree.
+ *
+ *   verbs_app SCENARIO [ARGS]   prints one JSON line of what it did (poll calls per device,
+ *                               pids, memory), exits 0, or prints "FAIL: ..." and exits 1.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fake_verbs.h"
+
+static struct {
+  struct ibv_device **(*get_device_list)(int *);
+  void (*free_device_list)(struct ibv_device **);
+  struct ibv_context *(*open_device)(struct ibv_device *);
+  int (*close_device)(struct ibv_context *);
+  struct ibv_pd *(*alloc_pd)(struct ibv_context *);
+  int (*dealloc_pd)(struct ibv_pd *);
+  struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
+  int (*destroy_cq)(struct ibv_cq *);
+  struct ibv_qp *(*create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
+  int (*destroy_qp)(struct ibv_qp *);
+  struct ibv_srq *(*create_srq)(struct ibv_pd *, struct ibv_srq_init_attr *);
+  int (*destroy_srq)(struct ibv_srq *);
+  struct ibv_qp_ex *(*qp_to_qp_ex)(struct ibv_qp *);
+  int (*fork_init)(void);
+  void (*connect)(struct ibv_qp *, struct ibv_qp *);
+  void (*fail_next)(struct ibv_qp *);
+  void (*inject)(struct ibv_cq *, uint32_t);
+  int (*pristine)(struct ibv_context *);
+  int (*cq_pristine)(struct ibv_cq_ex *);
+  int (*qpx_pristine)(struct ibv_qp_ex *);
+} V;
+
+#define FAIL(...)                                                                        \
+  do {                                                                                   \
+    printf("FAIL: " __VA_ARGS__);                                                        \
+    printf("\n");                                                                        \
+    exit(1);                                                                             \
+  } while (0)
+
+#ifdef LOAD_LIKE_NCCL
+static void *sym(void *h, const char *name, const char *ver) {
+  void *p = ver ? dlvsym(h, name, ver) : dlsym(h, name);
+  if (!p) FAIL("%s not found: %s", name, dlerror());
+  return p;
+}
+static void load(void) {
+  if (dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD)) FAIL("libibverbs is loaded before dlopen");
+  void *h = dlopen("libibverbs.so.1", RTLD_NOW);
+  if (!h) FAIL("dlopen libibverbs.so.1: %s", dlerror());
+#define S(field, name, ver) *(void **)&V.field = sym(h, name, ver)
+  S(get_device_list, "ibv_get_device_list", "IBVERBS_1.1");
+  S(free_device_list, "ibv_free_device_list", "IBVERBS_1.1");
+  S(open_device, "ibv_open_device", "IBVERBS_1.1");
+  S(close_device, "ibv_close_device", "IBVERBS_1.1");
+  S(alloc_pd, "ibv_alloc_pd", "IBVERBS_1.1");
+  S(dealloc_pd, "ibv_dealloc_pd", "IBVERBS_1.1");
+  S(create_cq, "ibv_create_cq", "IBVERBS_1.1");
+  S(destroy_cq, "ibv_destroy_cq", "IBVERBS_1.1");
+  S(create_qp, "ibv_create_qp", "IBVERBS_1.1");
+  S(destroy_qp, "ibv_destroy_qp", "IBVERBS_1.1");
+  S(create_srq, "ibv_create_srq", "IBVERBS_1.1");
+  S(destroy_srq, "ibv_destroy_srq", "IBVERBS_1.1");
+  S(qp_to_qp_ex, "ibv_qp_to_qp_ex", NULL);
+  S(fork_init, "ibv_fork_init", "IBVERBS_1.0");
+  S(connect, "fakeverbs_connect", NULL);
+  S(fail_next, "fakeverbs_fail_next", NULL);
+  S(inject, "fakeverbs_inject", NULL);
+  S(pristine, "fakeverbs_pristine", NULL);
+  S(cq_pristine, "fakeverbs_cq_pristine", NULL);
+  S(qpx_pristine, "fakeverbs_qpx_pristine", NULL);
+#undef S
+}
+#else
+static void load(void) {
+  V.get_device_list = ibv_get_device_list;
+  V.free_device_list = ibv_free_device_list;
+  V.open_device = ibv_open_device;
+  V.close_device = ibv_close_device;
+  V.alloc_pd = ibv_alloc_pd;
+  V.dealloc_pd = ibv_dealloc_pd;
+  V.create_cq = ibv_create_cq;
+  V.destroy_cq = ibv_destroy_cq;
+  V.create_qp = ibv_create_qp;
+  V.destroy_qp = ibv_destroy_qp;
+  V.create_srq = ibv_create_srq;
+  V.destroy_srq = ibv_destroy_srq;
+  V.qp_to_qp_ex = ibv_qp_to_qp_ex;
+  V.fork_init = ibv_fork_init;
+  V.connect = fakeverbs_connect;
+  V.fail_next = fakeverbs_fail_next;
+  V.inject = fakeverbs_inject;
+  V.pristine = fakeverbs_pristine;
+  V.cq_pristine = fakeverbs_cq_pristine;
+  V.qpx_pristine = fakeverbs_qpx_pristine;
+}
+#endif
+
+/* ---- helpers ---- */
+static unsigned long g_polls[2];
+
+static struct ibv_context *open_dev(int idx) {
+  int n = 0;
+  struct ibv_device **l = V.get_device_list(&n);
+  if (!l || n <= idx) FAIL("device list");
+  struct ibv_context *c = V.open_device(l[idx]);
+  V.free_device_list(l);
+  if (!c) FAIL("open_device");
+  return c;
+}
+
+static int dev_of(struct ibv_context *c) { return strcmp(c->device->name, "fake1") == 0; }
+
+static struct ibv_qp *mk_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq, struct ibv_srq *srq, int sig_all) {
+  struct ibv_qp_init_attr a;
+  memset(&a, 0, sizeof a);
+  a.send_cq = scq;
+  a.recv_cq = rcq;
+  a.srq = srq;
+  a.sq_sig_all = sig_all;
+  a.qp_type = IBV_QPT_RC;
+  a.cap.max_send_wr = 256;
+  a.cap.max_recv_wr = 256;
+  a.cap.max_send_sge = 2;
+  a.cap.max_recv_sge = 1;
+  struct ibv_qp *q = V.create_qp(pd, &a);
+  if (!q) FAIL("create_qp");
+  return q;
+}
+
+static char g_buf[1 << 16];
+
+static void set_wr(struct ibv_send_wr *w, struct ibv_sge *s, enum ibv_wr_opcode op, uint32_t len, int sig, uint64_t wr_id) {
+  memset(w, 0, sizeof *w);
+  s->addr = (uintptr_t)g_buf;
+  s->length = len;
+  s->lkey = 1;
+  w->wr_id = wr_id;
+  w->sg_list = s;
+  w->num_sge = 1;
+  w->opcode = op;
+  w->send_flags = sig ? IBV_SEND_SIGNALED : 0;
+}
+
+static void post_recvs(struct ibv_qp *qp, int n, uint64_t wr_id) {
+  struct ibv_recv_wr r[16], *bad = NULL;
+  struct ibv_sge s[16];
+  for (int i = 0; i < n; i++) {
+    memset(&r[i], 0, sizeof r[i]);
+    s[i].addr = (uintptr_t)g_buf;
+    s[i].length = sizeof g_buf;
+    s[i].lkey = 1;
+    r[i].wr_id = wr_id;
+    r[i].sg_list = &s[i];
+    r[i].num_sge = 1;
+    r[i].next = i + 1 < n ? &r[i + 1] : NULL;
+  }
+  if (ibv_post_recv(qp, r, &bad)) FAIL("post_recv");
+}
+
+/* Polls cq until n completions arrived (one call per completion at most 4 at a time, plus
+ * the empty calls in between), checking each status against want (-1: any). */
+static int drain(struct ibv_cq *cq, int n, int want_status) {
+  struct ibv_wc wc[4];
+  int got = 0, errs = 0;
+  for (long spins = 0; got < n; spins++) {
+    int k = ibv_poll_cq(cq, 4 < n - got ? 4 : n - got, wc);
+    __atomic_fetch_add(&g_polls[dev_of(cq->context)], 1, __ATOMIC_RELAXED);
+    if (k < 0) FAIL("poll_cq %d", k);
+    for (int i = 0; i < k; i++) {
+      if (want_status >= 0 && (int)wc[i].status != want_status) FAIL("status %d, want %d", wc[i].status, want_status);
+      errs += wc[i].status != IBV_WC_SUCCESS;
+    }
+    got += k;
+    if (spins > 100000000) FAIL("drain: %d of %d", got, n);
+  }
+  return errs;
+}
+static void poll_empty(struct ibv_cq *cq) {
+  struct ibv_wc wc;
+  int k = ibv_poll_cq(cq, 1, &wc);
+  __atomic_fetch_add(&g_polls[dev_of(cq->context)], 1, __ATOMIC_RELAXED);
+  if (k != 0) FAIL("expected an empty CQ, got %d", k);
+}
+
+static void report(const char *extra) {
+  printf("{\"pid\":%d,\"polls\":[%lu,%lu]%s%s}\n", (int)getpid(), g_polls[0], g_polls[1], extra ? "," : "", extra ? extra : "");
+  fflush(stdout);
+}
+
+struct pair {
+  struct ibv_context *c;
+  struct ibv_pd *pd;
+  struct ibv_cq *cqa, *cqb;
+  struct ibv_qp *a, *b;
+};
+static void mk_pair(struct pair *p, int dev) {
+  p->c = open_dev(dev);
+  p->pd = V.alloc_pd(p->c);
+  p->cqa = V.create_cq(p->c, 1024, NULL, NULL, 0);
+  p->cqb = V.create_cq(p->c, 1024, NULL, NULL, 0);
+  if (!p->pd || !p->cqa || !p->cqb) FAIL("pd/cq");
+  p->a = mk_qp(p->pd, p->cqa, p->cqa, NULL, 0);
+  p->b = mk_qp(p->pd, p->cqb, p->cqb, NULL, 0);
+  V.connect(p->a, p->b);
+}
+static void free_pair(struct pair *p) {
+  V.destroy_qp(p->a);
+  V.destroy_qp(p->b);
+  V.destroy_cq(p->cqa);
+  V.destroy_cq(p->cqb);
+  V.dealloc_pd(p->pd);
+  V.close_device(p->c);
+}
+
+/* ---- scenarios ---- */
+
+/* I iterations of: 3 receives on B; a chain of 10 WRs on A (every opcode family, 9 of them
+ * unsignalled, one wr_id for all), its completion drained; then a refused chain. */
+static const struct {
+  enum ibv_wr_opcode op;
+  uint32_t len;
+} CHAIN[10] = {{IBV_WR_RDMA_WRITE, 100}, {IBV_WR_RDMA_WRITE, 200},          {IBV_WR_RDMA_WRITE, 300},
+               {IBV_WR_RDMA_WRITE, 400}, {IBV_WR_RDMA_WRITE_WITH_IMM, 500}, {IBV_WR_SEND, 600},
+               {IBV_WR_RDMA_READ, 700},  {IBV_WR_ATOMIC_CMP_AND_SWP, 8},    {IBV_WR_ATOMIC_FETCH_AND_ADD, 8},
+               {IBV_WR_SEND, 500 /* + a second SGE of 500 */}};
+
+static void chain_round(struct pair *p) {
+  struct ibv_send_wr w[10], *bad = NULL;
+  struct ibv_sge s[11];
+  post_recvs(p->b, 3, 7);
+  for (int i = 0; i < 10; i++) {
+    set_wr(&w[i], &s[i], CHAIN[i].op, CHAIN[i].len, i == 9, 42);
+    w[i].next = i < 9 ? &w[i + 1] : NULL;
+  }
+  s[10] = s[9];
+  w[9].num_sge = 2; /* s[9], s[10] are adjacent */
+  if (ibv_post_send(p->a, w, &bad)) FAIL("post_send");
+  drain(p->cqa, 1, IBV_WC_SUCCESS);
+  drain(p->cqb, 3, IBV_WC_SUCCESS);
+}
+
+static void sc_chain(int iters) {
+  struct pair p;
+  mk_pair(&p, 0);
+  int pristine = V.pristine(p.c);
+  for (int i = 0; i < iters; i++) chain_round(&p);
+  poll_empty(p.cqa);
+  poll_empty(p.cqb);
+  /* A chain the provider refuses at its second WR: the first is posted, the rest not. */
+  struct ibv_send_wr w[3], *bad = NULL;
+  struct ibv_sge s[3];
+  for (int i = 0; i < 3; i++) {
+    set_wr(&w[i], &s[i], IBV_WR_RDMA_WRITE, 64, 0, i == 1 ? FAKEVERBS_REJECT_WR_ID : 42);
+    w[i].next = i < 2 ? &w[i + 1] : NULL;
+  }
+  int rc = ibv_post_send(p.a, w, &bad);
+  if (rc != EINVAL || bad != &w[1]) FAIL("refused chain: rc %d, bad %p (want %p)", rc, (void *)bad, (void *)&w[1]);
+  set_wr(&w[0], &s[0], IBV_WR_RDMA_WRITE, 64, 1, 42);
+  if (ibv_post_send(p.a, w, &bad)) FAIL("post_send");
+  drain(p.cqa, 1, IBV_WC_SUCCESS);
+  free_pair(&p);
+  char extra[64];
+  snprintf(extra, sizeof extra, "\"pristine\":%d", pristine);
+  report(extra);
+}
+
+/* Errors on a QP whose send and receive queues share one CQ. */
+static void sc_errors(void) {
+  struct pair p;
+  mk_pair(&p, 0);
+  struct ibv_send_wr w[4], *bad = NULL;
+  struct ibv_sge s[4];
+  post_recvs(p.a, 2, 1); /* outstanding on A when it fails: flushed */
+  for (int i = 0; i < 5; i++) {
+    set_wr(&w[0], &s[0], IBV_WR_RDMA_WRITE, 32, 1, 9);
+    if (ibv_post_send(p.a, w, &bad)) FAIL("post_send");
+  }
+  drain(p.cqa, 5, IBV_WC_SUCCESS);
+  V.fail_next(p.a);
+  for (int i = 0; i < 4; i++) {
+    set_wr(&w[i], &s[i], IBV_WR_RDMA_WRITE, 32, i == 3, 10 + (uint64_t)i);
+    w[i].next = i < 3 ? &w[i + 1] : NULL;
+  }
+  if (ibv_post_send(p.a, w, &bad)) FAIL("post_send");
+  /* 1 error + 2 flushed receives + 3 flushed sends */
+  if (drain(p.cqa, 6, -1) != 6) FAIL("expected 6 error completions");
+  post_recvs(p.a, 1, 3);
+  set_wr(&w[0], &s[0], IBV_WR_RDMA_WRITE, 32, 0, 11);
+  if (ibv_post_send(p.a, w, &bad)) FAIL("post_send");
+  if (drain(p.cqa, 2, IBV_WC_WR_FLUSH_ERR) != 2) FAIL("expected 2 flushes");
+  V.inject(p.cqb, 0xABCDE); /* a completion for a QP nobody created */
+  drain(p.cqb, 1, IBV_WC_SUCCESS);
+  free_pair(&p);
+  report(NULL);
+}
+
+/* ibv_create_cq_ex (wc_flags without QP_NUM) + ibv_create_qp_ex with ibv_wr_* builders. */
+static void sc_ex(int iters) {
+  struct ibv_context *c = open_dev(0);
+  struct ibv_pd *pd = V.alloc_pd(c);
+  struct ibv_cq_init_attr_ex ca;
+  memset(&ca, 0, sizeof ca);
+  ca.cqe = 256;
+  ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN;
+  struct ibv_cq_ex *cqa = ibv_create_cq_ex(c, &ca), *cqb = ibv_create_cq_ex(c, &ca);
+  if (!cqa || !cqb) FAIL("create_cq_ex: %s", strerror(errno));
+  if (ca.wc_flags != IBV_WC_EX_WITH_BYTE_LEN) FAIL("the program's attributes changed");
+  struct ibv_qp_init_attr_ex qa;
+  memset(&qa, 0, sizeof qa);
+  qa.send_cq = qa.recv_cq = ibv_cq_ex_to_cq(cqa);
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = 64;
+  qa.pd = pd;
+  qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  qa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND;
+  struct ibv_qp *a = ibv_create_qp_ex(c, &qa);
+  if (!a) FAIL("create_qp_ex");
+  struct ibv_qp *b = mk_qp(pd, ibv_cq_ex_to_cq(cqb), ibv_cq_ex_to_cq(cqb), NULL, 0);
+  V.connect(a, b);
+  struct ibv_qp_ex *x = V.qp_to_qp_ex(a);
+  if (!x) FAIL("qp_to_qp_ex");
+  struct ibv_sge sl[2] = {{(uintptr_t)g_buf, 100, 1}, {(uintptr_t)g_buf, 28, 1}};
+  for (int it = 0; it < iters; it++) {
+    post_recvs(b, 1, 5);
+    ibv_wr_start(x);
+    for (int i = 0; i < 3; i++) {
+      x->wr_id = 5;
+      x->wr_flags = 0;
+      ibv_wr_rdma_write(x, 1, (uintptr_t)g_buf);
+      ibv_wr_set_sge(x, 1, (uintptr_t)g_buf, 64);
+    }
+    x->wr_id = 5;
+    x->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_send(x);
+    ibv_wr_set_sge_list(x, 2, sl);
+    if (ibv_wr_complete(x)) FAIL("wr_complete");
+    /* an aborted session posts nothing */
+    ibv_wr_start(x);
+    x->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_rdma_write(x, 1, 0);
+    ibv_wr_set_inline_data(x, g_buf, 16);
+    ibv_wr_abort(x);
+    /* one completion per start/end pair (the way the e2e test polls rxe), then an empty one */
+    struct ibv_cq_ex *cqs[2] = {cqa, cqb};
+    for (int k = 0; k < 2; k++) {
+      struct ibv_poll_cq_attr pa = {0};
+      int rc;
+      while ((rc = ibv_start_poll(cqs[k], &pa)) == ENOENT) g_polls[0]++;
+      g_polls[0]++;
+      if (rc) FAIL("start_poll %d", rc);
+      if (cqs[k]->status != IBV_WC_SUCCESS) FAIL("status");
+      if (k == 1 && ibv_wc_read_byte_len(cqs[k]) != 128) FAIL("byte_len %u", ibv_wc_read_byte_len(cqs[k]));
+      if (ibv_next_poll(cqs[k]) != ENOENT) FAIL("next_poll");
+      ibv_end_poll(cqs[k]);
+    }
+  }
+  printf("{\"cq_pristine\":%d,\"qpx_pristine\":%d}\n", V.cq_pristine(cqa), V.qpx_pristine(x));
+  V.destroy_qp(a);
+  V.destroy_qp(b);
+  V.destroy_cq(ibv_cq_ex_to_cq(cqa));
+  V.destroy_cq(ibv_cq_ex_to_cq(cqb));
+  V.dealloc_pd(pd);
+  V.close_device(c);
+  report(NULL);
+}
+
+/* T threads post to one QP (and T more to a second) and any thread drains any completion. */
+static struct pair g_tp;
+static int g_iters, g_threads;
+static long g_drained, g_want;
+static void *thr(void *arg) {
+  struct ibv_qp *qp = (long)arg & 1 ? g_tp.b : g_tp.a;
+  struct ibv_send_wr w[4], *bad = NULL;
+  struct ibv_sge s[4];
+  for (int it = 0; it < g_iters; it++) {
+    for (int i = 0; i < 4; i++) {
+      set_wr(&w[i], &s[i], IBV_WR_RDMA_WRITE, 16, i == 3, 1);
+      w[i].next = i < 3 ? &w[i + 1] : NULL;
+    }
+    if (ibv_post_send(qp, w, &bad)) FAIL("post_send");
+    struct ibv_wc wc[2];
+    struct ibv_cq *cq = it & 1 ? g_tp.cqb : g_tp.cqa;
+    int k = ibv_poll_cq(cq, 2, wc);
+    __atomic_fetch_add(&g_polls[0], 1, __ATOMIC_RELAXED);
+    if (k > 0) __atomic_fetch_add(&g_drained, k, __ATOMIC_RELAXED);
+  }
+  while (__atomic_load_n(&g_drained, __ATOMIC_RELAXED) < g_want) {
+    struct ibv_wc wc[2];
+    for (int k = 0; k < 2; k++) {
+      int n = ibv_poll_cq(k ? g_tp.cqb : g_tp.cqa, 2, wc);
+      __atomic_fetch_add(&g_polls[0], 1, __ATOMIC_RELAXED);
+      if (n > 0) __atomic_fetch_add(&g_drained, n, __ATOMIC_RELAXED);
+    }
+  }
+  return NULL;
+}
+static void sc_threads(int threads, int iters) {
+  mk_pair(&g_tp, 0);
+  g_iters = iters;
+  g_threads = threads;
+  g_want = 2L * threads * iters;
+  pthread_t t[64];
+  for (long i = 0; i < 2 * threads; i++) pthread_create(&t[i], NULL, thr, (void *)i);
+  for (int i = 0; i < 2 * threads; i++) pthread_join(t[i], NULL);
+  free_pair(&g_tp);
+  report(NULL);
+}
+
+/* fork with a QP in use: the child posts and polls on the parent's QP and exits. */
+static void sc_fork(int with_fork_init) {
+  if (with_fork_init && V.fork_init()) FAIL("fork_init");
+  struct pair p;
+  mk_pair(&p, 0);
+  chain_round(&p);
+  pid_t pid = fork();
+  if (pid < 0) FAIL("fork");
+  if (pid == 0) {
+    chain_round(&p);
+    struct pair q;
+    mk_pair(&q, 1); /* a device opened in the child */
+    chain_round(&q);
+    exit(0);
+  }
+  int st;
+  if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) FAIL("child status %d", st);
+  chain_round(&p);
+  free_pair(&p);
+  report(NULL);
+}
+
+/* Close and reopen a device; device ids follow ibv_get_device_list, not the opening order. */
+static void sc_reopen(void) {
+  struct pair p1;
+  mk_pair(&p1, 1);
+  chain_round(&p1);
+  free_pair(&p1);
+  struct pair p0;
+  mk_pair(&p0, 0);
+  chain_round(&p0);
+  free_pair(&p0);
+  mk_pair(&p1, 1);
+  chain_round(&p1);
+  chain_round(&p1);
+  free_pair(&p1);
+  report(NULL);
+}
+
+static long rss_kib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long v = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmRSS: %ld", &v) == 1) break;
+  if (f) fclose(f);
+  return v;
+}
+
+/* n QPs created and destroyed, one at a time, each posting one signalled write. */
+static void sc_qploop(int n) {
+  struct pair p;
+  mk_pair(&p, 0);
+  long rss_mid = 0;
+  for (int i = 0; i < n; i++) {
+    struct ibv_qp *q = mk_qp(p.pd, p.cqa, p.cqa, NULL, 0);
+    struct ibv_send_wr w, *bad = NULL;
+    struct ibv_sge s;
+    set_wr(&w, &s, IBV_WR_RDMA_WRITE, 8, 1, 1);
+    if (ibv_post_send(q, &w, &bad)) FAIL("post_send");
+    drain(p.cqa, 1, IBV_WC_SUCCESS);
+    if (V.destroy_qp(q)) FAIL("destroy_qp");
+    if (i == n / 5) rss_mid = rss_kib();
+  }
+  char extra[128];
+  snprintf(extra, sizeof extra, "\"rss_mid_kib\":%ld,\"rss_end_kib\":%ld", rss_mid, rss_kib());
+  free_pair(&p);
+  report(extra);
+}
+
+/* Receives through an SRQ: B's receive queue is shared. */
+static void sc_srq(int n) {
+  struct ibv_context *c = open_dev(0);
+  struct ibv_pd *pd = V.alloc_pd(c);
+  struct ibv_cq *cqa = V.create_cq(c, 64, NULL, NULL, 0), *cqb = V.create_cq(c, 64, NULL, NULL, 0);
+  struct ibv_srq_init_attr sa;
+  memset(&sa, 0, sizeof sa);
+  sa.attr.max_wr = 64;
+  struct ibv_srq *srq = V.create_srq(pd, &sa);
+  if (!srq) FAIL("create_srq");
+  struct ibv_qp *a = mk_qp(pd, cqa, cqa, NULL, 1), *b = mk_qp(pd, cqb, cqb, srq, 0);
+  V.connect(a, b);
+  for (int i = 0; i < n; i++) {
+    struct ibv_recv_wr r, *rbad = NULL;
+    struct ibv_sge rs = {(uintptr_t)g_buf, 4096, 1};
+    memset(&r, 0, sizeof r);
+    r.sg_list = &rs;
+    r.num_sge = 1;
+    if (ibv_post_srq_recv(srq, &r, &rbad)) FAIL("post_srq_recv");
+    struct ibv_send_wr w, *bad = NULL;
+    struct ibv_sge s;
+    set_wr(&w, &s, IBV_WR_SEND, 256, 0 /* sq_sig_all */, 3);
+    if (ibv_post_send(a, &w, &bad)) FAIL("post_send");
+    drain(cqa, 1, IBV_WC_SUCCESS);
+    drain(cqb, 1, IBV_WC_SUCCESS);
+  }
+  V.destroy_qp(a);
+  V.destroy_qp(b);
+  V.destroy_srq(srq);
+  V.destroy_cq(cqa);
+  V.destroy_cq(cqb);
+  V.dealloc_pd(pd);
+  V.close_device(c);
+  report(NULL);
+}
+
+/* More WRs outstanding than the send queue's reported depth: 100 unsignalled + 1 signalled,
+ * then one more signalled (run with FAKEVERBS_SEND_WR_CAP=1: a record of 64). */
+static void sc_full(void) {
+  struct pair p;
+  mk_pair(&p, 0);
+  struct ibv_send_wr w, *bad = NULL;
+  struct ibv_sge s;
+  for (int i = 0; i <= 100; i++) {
+    set_wr(&w, &s, IBV_WR_RDMA_WRITE, 8, i == 100, 1);
+    if (ibv_post_send(p.a, &w, &bad)) FAIL("post_send");
+  }
+  drain(p.cqa, 1, IBV_WC_SUCCESS);
+  set_wr(&w, &s, IBV_WR_RDMA_WRITE, 8, 1, 1);
+  if (ibv_post_send(p.a, &w, &bad)) FAIL("post_send");
+  drain(p.cqa, 1, IBV_WC_SUCCESS);
+  free_pair(&p);
+  report(NULL);
+}
+
+/* Telemetry off: every table is the provider's own. */
+static void sc_disabled(void) {
+  struct pair p;
+  mk_pair(&p, 0);
+  struct ibv_cq_init_attr_ex ca;
+  memset(&ca, 0, sizeof ca);
+  ca.cqe = 16;
+  struct ibv_cq_ex *cq = ibv_create_cq_ex(p.c, &ca);
+  struct ibv_qp_init_attr_ex qa;
+  memset(&qa, 0, sizeof qa);
+  qa.send_cq = qa.recv_cq = p.cqa;
+  qa.qp_type = IBV_QPT_RC;
+  qa.pd = p.pd;
+  qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  qa.send_ops_flags = IBV_QP_EX_WITH_SEND;
+  struct ibv_qp *q = ibv_create_qp_ex(p.c, &qa);
+  if (!cq || !q) FAIL("ex objects");
+  int pristine = V.pristine(p.c) && V.cq_pristine(cq) && V.qpx_pristine(V.qp_to_qp_ex(q));
+  chain_round(&p);
+  V.destroy_qp(q);
+  V.destroy_cq(ibv_cq_ex_to_cq(cq));
+  free_pair(&p);
+  char extra[64];
+  snprintf(extra, sizeof extra, "\"pristine\":%d", pristine);
+  report(extra);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|reopen|qploop|srq|full|disabled [N]");
+  load();
+  const char *s = argv[1];
+  int n = argc > 2 ? atoi(argv[2]) : 100;
+  if (!strcmp(s, "chain")) sc_chain(n);
+  else if (!strcmp(s, "errors")) sc_errors();
+  else if (!strcmp(s, "ex")) sc_ex(n);
+  else if (!strcmp(s, "threads")) sc_threads(argc > 3 ? atoi(argv[3]) : 4, n);
+  else if (!strcmp(s, "fork")) sc_fork(n);
+  else if (!strcmp(s, "reopen")) sc_reopen();
+  else if (!strcmp(s, "qploop")) sc_qploop(n);
+  else if (!strcmp(s, "srq")) sc_srq(n);
+  else if (!strcmp(s, "full")) sc_full();
+  else if (!strcmp(s, "disabled")) sc_disabled();
+  else FAIL("unknown scenario %s", s);
+  return 0;
+}

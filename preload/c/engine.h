@@ -1,0 +1,26 @@
+/*
+ * preload/c/engine.h: what the C interposer calls in the Rust engine
+ * (preload/src/lib.rs, linked in as librccl_telemetry_preload_engine.a), and its mirror of
+ * the engine's per-QP interposer counters (QpExt in src/counters.rs), checked at start-up
+ * against rtp_ext_layout().
+ */
+#ifndef RTP_ENGINE_H
+#define RTP_ENGINE_H
+#include <stdint.h>
+#include "rccl_telemetry.h"
+
+/* Mirror of QpExt: every field is updated with atomic adds, from any thread. */
+typedef struct rtp_qpext {
+  uint64_t send_wqe, read_wqe, atomic_wqe, other_wqe, retired_unsignalled, track_full, pad_[2];
+} rtp_qpext;
+
+int rtp_init(void);
+int rtp_register_device(int index, const char *name);
+RcclQpStats *rtp_qp_slot(int dev, const rtp_qpext **ext);
+void rtp_latency(const RcclQpStats *slot, int64_t token);
+void rtp_srq_recv(int dev, uint64_t n);
+void rtp_wc_unknown(int dev, uint64_t n);
+void rtp_diag(int debug_only, const char *msg);
+/* [size, send, read, atomic, other, retired, track_full, offset of idx_sent in the slot] */
+int rtp_ext_layout(uint64_t *out, int n);
+#endif

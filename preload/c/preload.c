@@ -1,0 +1,1134 @@
+/*
+ * preload/c/preload.c: librccl_telemetry_preload.so, the LD_PRELOAD verbs interposer.
+ *
+ * The data path of ibverbs (ibv_post_send, ibv_post_recv, ibv_post_srq_recv, ibv_poll_cq,
+ * ibv_create_qp_ex, ibv_create_cq_ex, the ibv_wr_* builders and ibv_start_poll & co.) is
+ * static inline in <infiniband/verbs.h>: it jumps through tables that live in each context
+ * (ctx->ops, struct verbs_context) or in each object (struct ibv_qp_ex, struct ibv_cq_ex).
+ * Symbol interposition cannot see those calls, so this file interposes the exported entry
+ * points that create the objects (ibv_open_device, ibv_create_qp, ...) and, inside them,
+ * before the new object reaches the program, replaces the table entries with its own
+ * wrappers, keeping the originals per context / per object. Programs that load libibverbs
+ * with dlopen + dlsym (NCCL's and RCCL's ibvwrap) are caught by interposing dlsym/dlvsym.
+ *
+ * Nothing here links against libibverbs: every real entry point is found at run time in the
+ * already-loaded libibverbs.so.1. With RCCL_TELEMETRY_ENABLE unset (or not "1") no table is
+ * touched: the exported wrappers call straight through.
+ *
+ * Counting (see README, "Telemetry for unmodified verbs programs"):
+ * - per QP (a slot of the engine, channel unknown): send WRs by opcode, receive WRs, the
+ *   completions drained (attributed by wc.qp_num), the send WRs a signalled completion retired
+ *   without their own, the latency of 1 in N signalled send WRs;
+ * - per device (the engine's striped device forms): tx bytes (SGE sums at post), rx bytes
+ *   (byte_len of successful receive completions), WQE sizes, error completions, poll calls;
+ *   receives posted to SRQs, completions of QPs this file does not know.
+ * A QP's send-queue bookkeeping is guarded by a per-QP spinlock, held across the provider's
+ * post call so that the order of the record is the send queue's order even when several
+ * threads post to one QP; counters under the lock use plain stores, the rest atomic adds.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+/* Plain add, for counters written only under their QP's lock. */
+#define ADD(x, v) ST(x, LD(x) + (v))
+#define XADD(x, v) __atomic_fetch_add(&(x), (v), __ATOMIC_RELAXED)
+
+/* ------------------------------------------------------------------------------------ */
+/* State                                                                                */
+
+/* 0: not decided, 1: telemetry on (tables are patched), -1: off for good. */
+static int g_state;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The slot's idx_sent (num_wqe_sent without an opcode of the seed's), found by offset. */
+static size_t g_idx_sent_off;
+
+#define MAX_CTX 64
+#define RADIX 4096 /* qp_num (24 bits) = page (12 bits) : index (12 bits) */
+
+struct rqp;
+struct rcq;
+
+/* One opened context: its device id, the original tables, its cq_ex records by handle. */
+struct rctx {
+  struct ibv_context *ctx; /* NULL: free entry */
+  int dev;
+  struct ibv_context_ops orig;
+  struct ibv_qp *(*orig_create_qp_ex)(struct ibv_context *, struct ibv_qp_init_attr_ex *);
+  struct ibv_cq_ex *(*orig_create_cq_ex)(struct ibv_context *, struct ibv_cq_init_attr_ex *);
+  struct rcq **cqs[RADIX];
+};
+static struct rctx g_ctx[MAX_CTX];
+static int g_nctx; /* entries in use or used before (a high-water mark) */
+
+/* QP records by device and qp_num: two-level, pages allocated on demand, never freed. */
+static struct rqp **g_qpn[32][RADIX];
+
+/* One send WR outstanding on a QP's send queue, in posting order. */
+struct ent {
+  uint64_t wr_id;
+  int64_t token;       /* signalled: PostTs token (1 unsampled, > 1 a clock reading, 0 no slot) */
+  uint32_t signalled;
+  uint16_t skip_sig;   /* WRs posted right after this one that found the record full, */
+  uint16_t skip_unsig; /* signalled and unsignalled (saturating) */
+};
+
+/* One pending WR of an ibv_wr_start ... ibv_wr_complete session. */
+struct pend {
+  uint64_t bytes, wr_id;
+  int op;
+  int signalled;
+};
+
+struct rqp {
+  struct ibv_qp *qp;
+  struct rctx *c;
+  uint32_t qpn;
+  int dev;
+  RcclQpStats *slot;
+  rtp_qpext *ext;
+  struct ibv_cq *scq, *rcq;
+  int has_srq, sig_all;
+  int lock;
+  /* Send WRs outstanding, oldest first; the untracked WRs (record full) due before head. */
+  struct ent *ring;
+  uint32_t ring_cap; /* power of two */
+  uint64_t head, tail;
+  uint64_t skip_sig, skip_unsig;
+  uint64_t recv_out; /* receives posted and not completed (atomic) */
+  /* ibv_qp_ex builders: the provider's, and the session being built. */
+  struct ibv_qp_ex *qpx;
+  struct ibv_qp_ex orig_qpx;
+  struct pend *pend;
+  uint32_t npend, pend_cap, pend_lost;
+  struct rqp *next_free;
+};
+static struct rqp *g_free_qps;
+
+/* One ibv_cq_ex: the provider's polling functions, the session's clock reading. */
+struct rcq {
+  struct ibv_cq_ex *cq;
+  struct rctx *c;
+  int dev;
+  int have_qpn, have_len;
+  int (*start_poll)(struct ibv_cq_ex *, struct ibv_poll_cq_attr *);
+  int (*next_poll)(struct ibv_cq_ex *);
+  void (*end_poll)(struct ibv_cq_ex *);
+  uint32_t (*read_qp_num)(struct ibv_cq_ex *);
+  uint32_t (*read_byte_len)(struct ibv_cq_ex *);
+  enum ibv_wc_opcode (*read_opcode)(struct ibv_cq_ex *);
+  int64_t now;
+  struct rcq *next_free;
+};
+static struct rcq *g_free_cqs;
+
+static inline void lock(int *l) {
+  while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
+    while (LD(*l)) __builtin_ia32_pause();
+}
+static inline void unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+
+static void diagf(int debug_only, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#include <stdarg.h>
+static void diagf(int debug_only, const char *fmt, ...) {
+  char b[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b, sizeof b, fmt, ap);
+  va_end(ap);
+  rtp_diag(debug_only, b);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The real dlsym and dlvsym, from libc's own dynamic symbol table.                       */
+/*
+ * This file defines dlsym and dlvsym, so neither dlsym(RTLD_NEXT, "dlsym") nor any other
+ * call through the dynamic linker can name glibc's: it would find this file's again and
+ * recurse. glibc 2.34+ keeps dlsym/dlvsym in libc.so.6 (before, libdl.so.2), so the loaded
+ * libc's PT_DYNAMIC is read directly: DT_GNU_HASH (or DT_HASH), DT_SYMTAB, DT_STRTAB and
+ * DT_VERSYM locate the default (non-hidden) version of each name, without any call into the
+ * dynamic linker but dl_iterate_phdr.
+ */
+static void *(*real_dlsym)(void *, const char *);
+static void *(*real_dlvsym)(void *, const char *, const char *);
+
+struct findsym {
+  const char *lib;
+  const char *names[2];
+  void *found[2];
+};
+
+static uint32_t gnu_hash(const char *s) {
+  uint32_t h = 5381;
+  for (; *s; s++) h = h * 33 + (unsigned char)*s;
+  return h;
+}
+
+static int find_in_object(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  struct findsym *f = arg;
+  const char *base = strrchr(info->dlpi_name, '/');
+  base = base ? base + 1 : info->dlpi_name;
+  if (strncmp(base, f->lib, strlen(f->lib)) != 0) return 0;
+  const ElfW(Dyn) *dyn = NULL;
+  for (int i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+  if (!dyn) return 0;
+  const ElfW(Sym) *symtab = NULL;
+  const char *strtab = NULL;
+  const uint32_t *gnuhash = NULL, *hash = NULL;
+  const ElfW(Half) *versym = NULL;
+  for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+    /* glibc relocates these entries of a loaded object to addresses; the vDSO does not. */
+    uintptr_t p = d->d_un.d_ptr;
+    if (p < info->dlpi_addr) p += info->dlpi_addr;
+    switch (d->d_tag) {
+    case DT_SYMTAB: symtab = (const void *)p; break;
+    case DT_STRTAB: strtab = (const void *)p; break;
+    case DT_GNU_HASH: gnuhash = (const void *)p; break;
+    case DT_HASH: hash = (const void *)p; break;
+    case DT_VERSYM: versym = (const void *)p; break;
+    }
+  }
+  if (!symtab || !strtab || (!gnuhash && !hash)) return 0;
+  for (int k = 0; k < 2; k++) {
+    const char *name = f->names[k];
+    if (!name || f->found[k]) continue;
+    /* Every symbol with this name, keeping the default version (or the only one). */
+    uint32_t idx[64];
+    int n = 0;
+    if (gnuhash) {
+      uint32_t nbuckets = gnuhash[0], symoffset = gnuhash[1], bloom_size = gnuhash[2];
+      const ElfW(Addr) *bloom = (const void *)&gnuhash[4];
+      const uint32_t *buckets = (const void *)&bloom[bloom_size];
+      const uint32_t *chain = &buckets[nbuckets];
+      uint32_t h = gnu_hash(name);
+      uint32_t i = buckets[h % nbuckets];
+      if (i >= symoffset)
+        for (;; i++) {
+          uint32_t ch = chain[i - symoffset];
+          if ((ch | 1) == (h | 1) && strcmp(strtab + symtab[i].st_name, name) == 0 && n < 64) idx[n++] = i;
+          if (ch & 1) break;
+        }
+    } else {
+      uint32_t nchain = hash[1];
+      for (uint32_t i = 0; i < nchain && n < 64; i++)
+        if (strcmp(strtab + symtab[i].st_name, name) == 0) idx[n++] = i;
+    }
+    for (int j = 0; j < n; j++) {
+      const ElfW(Sym) *s = &symtab[idx[j]];
+      if (s->st_shndx == SHN_UNDEF || ELF64_ST_TYPE(s->st_info) != STT_FUNC) continue;
+      if (versym && (versym[idx[j]] & 0x8000)) continue; /* hidden: a compat version */
+      f->found[k] = (void *)(info->dlpi_addr + s->st_value);
+    }
+  }
+  return f->found[0] != NULL;
+}
+
+static void find_real_dl(void) {
+  if (real_dlsym && real_dlvsym) return;
+  struct findsym f = {"libc.so.6", {"dlsym", "dlvsym"}, {NULL, NULL}};
+  dl_iterate_phdr(find_in_object, &f);
+  if (!f.found[0]) {
+    f.lib = "libdl.so.2";
+    dl_iterate_phdr(find_in_object, &f);
+  }
+  if (f.found[1]) __atomic_store_n(&real_dlvsym, (void *(*)(void *, const char *, const char *))f.found[1], __ATOMIC_RELEASE);
+  if (f.found[0]) __atomic_store_n(&real_dlsym, (void *(*)(void *, const char *))f.found[0], __ATOMIC_RELEASE);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The real libibverbs entry points                                                      */
+
+/* The libibverbs that is loaded (by the program, directly or with dlopen), or NULL. */
+static void *verbs_handle(void) {
+  static void *h;
+  void *v = __atomic_load_n(&h, __ATOMIC_ACQUIRE);
+  if (!v) {
+    v = dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (v) __atomic_store_n(&h, v, __ATOMIC_RELEASE);
+  }
+  return v;
+}
+
+static void *real_fn(void **cache, const char *name) {
+  void *f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+  if (LIKELY(f)) return f;
+  find_real_dl();
+  void *h = verbs_handle();
+  if (h && real_dlsym) f = real_dlsym(h, name);
+  if (f) __atomic_store_n(cache, f, __ATOMIC_RELEASE);
+  return f;
+}
+#define REAL(name)                                                                       \
+  static void *real_##name##_p;                                                          \
+  static __typeof__(&name) real_##name(void) { return (__typeof__(&name))real_fn(&real_##name##_p, #name); }
+
+REAL(ibv_open_device)
+REAL(ibv_close_device)
+REAL(ibv_get_device_list)
+REAL(ibv_free_device_list)
+REAL(ibv_create_qp)
+REAL(ibv_destroy_qp)
+REAL(ibv_destroy_cq)
+REAL(ibv_qp_to_qp_ex)
+
+/* ------------------------------------------------------------------------------------ */
+/* Start-up                                                                             */
+
+__attribute__((constructor)) static void rtp_ctor(void) {
+  find_real_dl();
+  const char *e = getenv("RCCL_TELEMETRY_ENABLE");
+  if (!e || strcmp(e, "1") != 0) __atomic_store_n(&g_state, -1, __ATOMIC_RELEASE);
+}
+
+/* Whether to count: decided at the first device opened (so a process that never opens one
+ * starts no engine and writes no file), then the engine's own word (0 in a forked child and
+ * once the final file is claimed). */
+static int start(void) {
+  int s = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
+  if (s == 0) {
+    pthread_mutex_lock(&g_mu);
+    s = g_state;
+    if (s == 0) {
+      uint64_t l[8];
+      s = -1;
+      if (rtp_init() != 1) {
+        /* the engine said why (or telemetry is simply off) */
+      } else if (rtp_ext_layout(l, 8) != 8 || l[0] != sizeof(rtp_qpext) ||
+                 l[1] != offsetof(rtp_qpext, send_wqe) || l[2] != offsetof(rtp_qpext, read_wqe) ||
+                 l[3] != offsetof(rtp_qpext, atomic_wqe) || l[4] != offsetof(rtp_qpext, other_wqe) ||
+                 l[5] != offsetof(rtp_qpext, retired_unsignalled) || l[6] != offsetof(rtp_qpext, track_full)) {
+        rtp_diag(0, "verbs interposer: engine layout mismatch; nothing is counted");
+      } else {
+        g_idx_sent_off = (size_t)l[7];
+        s = 1;
+      }
+      __atomic_store_n(&g_state, s, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_mu);
+  }
+  return s == 1 && rcclTelemetryOn();
+}
+
+static inline int on(void) { return LD(g_state) == 1 && rcclTelemetryOn(); }
+
+/* ------------------------------------------------------------------------------------ */
+/* Lookups                                                                              */
+
+static inline struct rctx *ctx_of(struct ibv_context *ctx) {
+  int n = __atomic_load_n(&g_nctx, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < n; i++)
+    if (__atomic_load_n(&g_ctx[i].ctx, __ATOMIC_ACQUIRE) == ctx) return &g_ctx[i];
+  return NULL;
+}
+
+static inline struct rqp *qp_by_num(int dev, uint32_t qpn) {
+  if ((unsigned)dev >= 32) return NULL;
+  struct rqp **page = __atomic_load_n(&g_qpn[dev][(qpn >> 12) & (RADIX - 1)], __ATOMIC_ACQUIRE);
+  return page ? __atomic_load_n(&page[qpn & (RADIX - 1)], __ATOMIC_ACQUIRE) : NULL;
+}
+
+static inline struct rqp *qp_rec(struct ibv_qp *qp) {
+  struct rctx *c = ctx_of(qp->context);
+  if (!c) return NULL;
+  struct rqp *r = qp_by_num(c->dev, qp->qp_num);
+  return r && LD(r->qp) == qp ? r : NULL;
+}
+
+static inline struct rcq *cq_rec(struct rctx *c, struct ibv_cq_ex *cq) {
+  struct rcq **page = __atomic_load_n(&c->cqs[(cq->handle >> 12) & (RADIX - 1)], __ATOMIC_ACQUIRE);
+  struct rcq *r = page ? __atomic_load_n(&page[cq->handle & (RADIX - 1)], __ATOMIC_ACQUIRE) : NULL;
+  return r && LD(r->cq) == cq ? r : NULL;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Counting                                                                             */
+
+static inline uint64_t *idx_sent(RcclQpStats *slot) { return (uint64_t *)((char *)slot + g_idx_sent_off); }
+
+/* One send WR of opcode op, under the QP's lock. */
+static inline void count_send_op(struct rqp *r, int op) {
+  RcclQpStats *s = r->slot;
+  if (!s) return;
+  switch (op) {
+  case IBV_WR_RDMA_WRITE: rcclTelemetryQpSendPosted(s, 0); return;
+  case IBV_WR_RDMA_WRITE_WITH_IMM: rcclTelemetryQpSendPosted(s, 1); return;
+  default: break;
+  }
+  ADD(*idx_sent(s), 1);
+  switch (op) {
+  case IBV_WR_SEND:
+  case IBV_WR_SEND_WITH_IMM:
+  case IBV_WR_SEND_WITH_INV: ADD(r->ext->send_wqe, 1); break;
+  case IBV_WR_RDMA_READ: ADD(r->ext->read_wqe, 1); break;
+  case IBV_WR_ATOMIC_CMP_AND_SWP:
+  case IBV_WR_ATOMIC_FETCH_AND_ADD: ADD(r->ext->atomic_wqe, 1); break;
+  default: ADD(r->ext->other_wqe, 1); break;
+  }
+}
+
+/* One send WR into the QP's in-order record, under the QP's lock. */
+static inline void track(struct rqp *r, uint64_t wr_id, int signalled) {
+  if (UNLIKELY(r->tail - r->head >= r->ring_cap)) {
+    /* Full (the provider took more WRs than its send queue's reported depth): counted; the
+     * WR's place is kept as a count on the newest entry, its completion stays unmatched. */
+    if (r->ext) ADD(r->ext->track_full, 1);
+    struct ent *t = &r->ring[(r->tail - 1) & (r->ring_cap - 1)];
+    if (signalled) t->skip_sig += t->skip_sig != UINT16_MAX;
+    else t->skip_unsig += t->skip_unsig != UINT16_MAX;
+    return;
+  }
+  struct ent *e = &r->ring[r->tail & (r->ring_cap - 1)];
+  e->wr_id = wr_id;
+  e->signalled = signalled;
+  e->token = signalled ? rcclTelemetryPostTs(r->slot) : 0;
+  e->skip_sig = e->skip_unsig = 0;
+  r->tail++;
+}
+
+static inline int send_outstanding(const struct rqp *r) { return r->head != r->tail || r->skip_sig || r->skip_unsig; }
+
+/* A successful send completion, under the QP's lock: retires the unsignalled WRs before the
+ * signalled one it completes; returns that one's token (0 when none was recorded). */
+static inline int64_t retire_signalled(struct rqp *r) {
+  uint64_t retired = 0;
+  int64_t tok = 0;
+  for (;;) {
+    if (UNLIKELY(r->skip_sig)) { /* an untracked signalled WR is next: its completion */
+      r->skip_sig--;
+      retired += r->skip_unsig;
+      r->skip_unsig = 0;
+      break;
+    }
+    retired += r->skip_unsig;
+    r->skip_unsig = 0;
+    if (r->head == r->tail) break; /* nothing recorded: unmatched */
+    struct ent *e = &r->ring[r->head++ & (r->ring_cap - 1)];
+    r->skip_sig = e->skip_sig;
+    r->skip_unsig = e->skip_unsig;
+    if (e->signalled) {
+      tok = e->token;
+      break;
+    }
+    retired++;
+  }
+  if (retired && r->ext) ADD(r->ext->retired_unsignalled, retired);
+  return tok;
+}
+
+/* An error completion of the send queue, under the QP's lock: errors complete one WR each,
+ * signalled or not. 1 when a WR was outstanding, else 0. */
+static inline int64_t retire_error(struct rqp *r) {
+  if (r->skip_unsig) r->skip_unsig--;
+  else if (r->skip_sig) r->skip_sig--;
+  else if (r->head != r->tail) {
+    struct ent *e = &r->ring[r->head++ & (r->ring_cap - 1)];
+    r->skip_sig = e->skip_sig;
+    r->skip_unsig = e->skip_unsig;
+  } else return 0;
+  return RCCL_TELEMETRY_TS_UNSAMPLED;
+}
+
+/* One completion of device dev's CQ cq. now: the poll's clock reading, read on first need. */
+static inline void complete(int dev, struct ibv_cq *cq, uint32_t qpn, int status, int opcode, uint32_t byte_len,
+                            uint64_t wr_id, int64_t *now) {
+  int err = status != IBV_WC_SUCCESS;
+  if (UNLIKELY(err)) rcclTelemetryCqError(dev);
+  struct rqp *r = qp_by_num(dev, qpn);
+  if (UNLIKELY(!r)) {
+    rtp_wc_unknown(dev, 1);
+    return;
+  }
+  lock(&r->lock);
+  int recv;
+  if (LIKELY(!err)) {
+    recv = (opcode & IBV_WC_RECV) != 0;
+  } else if (r->scq != r->rcq) {
+    recv = cq == r->rcq;
+  } else {
+    /* One CQ for both queues, and an error's opcode is undefined: the queue that has WRs
+     * outstanding; when both have, the send queue if its oldest WR has this wr_id. */
+    int s = send_outstanding(r), rv = r->has_srq || LD(r->recv_out) != 0;
+    if (s && rv)
+      recv = !(r->head != r->tail && !r->skip_sig && !r->skip_unsig &&
+               r->ring[r->head & (r->ring_cap - 1)].wr_id == wr_id);
+    else
+      recv = rv;
+  }
+  int64_t tok;
+  if (recv) {
+    tok = 0;
+    if (r->has_srq) {
+      tok = RCCL_TELEMETRY_TS_UNSAMPLED;
+    } else {
+      uint64_t o = LD(r->recv_out);
+      while (o && !__atomic_compare_exchange_n(&r->recv_out, &o, o - 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+      }
+      if (o) tok = RCCL_TELEMETRY_TS_UNSAMPLED;
+    }
+  } else {
+    tok = err ? retire_error(r) : retire_signalled(r);
+    if (tok > RCCL_TELEMETRY_TS_UNSAMPLED && *now <= RCCL_TELEMETRY_TS_UNSAMPLED) *now = rcclTelemetryPollTs();
+  }
+  rcclTelemetryQpWqeCompleteAt(r->slot, tok, *now > RCCL_TELEMETRY_TS_UNSAMPLED ? *now : 1);
+  unlock(&r->lock);
+  if (recv && !err) rcclTelemetryBytes(dev, 0, byte_len);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* ctx->ops wrappers                                                                    */
+
+static int w_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
+  struct rctx *c = ctx_of(qp->context);
+  if (UNLIKELY(!c)) return ENOSYS; /* cannot happen: only patched contexts call here */
+  struct rqp *r;
+  if (UNLIKELY(!on()) || UNLIKELY(!(r = qp_by_num(c->dev, qp->qp_num))) || UNLIKELY(r->qp != qp))
+    return c->orig.post_send(qp, wr, bad);
+  struct ibv_send_wr *badwr = NULL;
+  lock(&r->lock);
+  int rc = c->orig.post_send(qp, wr, &badwr);
+  uint64_t bytes = 0;
+  int dev = r->dev;
+  for (struct ibv_send_wr *w = wr; w && !(rc && w == badwr); w = w->next) {
+    uint64_t b = 0;
+    for (int i = 0; i < w->num_sge; i++) b += w->sg_list[i].length;
+    bytes += b;
+    rcclTelemetryWqeSize(dev, b);
+    count_send_op(r, w->opcode);
+    track(r, w->wr_id, r->sig_all || (w->send_flags & IBV_SEND_SIGNALED));
+  }
+  unlock(&r->lock);
+  if (bytes) rcclTelemetryBytes(dev, 1, bytes);
+  if (bad) *bad = badwr;
+  return rc;
+}
+
+static int w_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+  struct rctx *c = ctx_of(qp->context);
+  if (UNLIKELY(!c)) return ENOSYS;
+  struct ibv_recv_wr *badwr = NULL;
+  int rc = c->orig.post_recv(qp, wr, &badwr);
+  struct rqp *r;
+  if (LIKELY(on()) && (r = qp_by_num(c->dev, qp->qp_num)) && r->qp == qp) {
+    uint64_t n = 0;
+    for (struct ibv_recv_wr *w = wr; w && !(rc && w == badwr); w = w->next) n++;
+    /* After the provider's post: a completion can overtake this count, which only means a
+     * receive that completes first counts unmatched when recv_out is 0 (see complete()). */
+    if (n) {
+      XADD(r->recv_out, n);
+      if (r->slot) XADD(((rcclTelemetryQp_ *)(void *)r->slot)->recv_wqe, n);
+    }
+  }
+  if (bad) *bad = badwr;
+  return rc;
+}
+
+static int w_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+  struct rctx *c = ctx_of(srq->context);
+  if (UNLIKELY(!c)) return ENOSYS;
+  struct ibv_recv_wr *badwr = NULL;
+  int rc = c->orig.post_srq_recv(srq, wr, &badwr);
+  if (LIKELY(on())) {
+    uint64_t n = 0;
+    for (struct ibv_recv_wr *w = wr; w && !(rc && w == badwr); w = w->next) n++;
+    if (n) rtp_srq_recv(c->dev, n);
+  }
+  if (bad) *bad = badwr;
+  return rc;
+}
+
+static int w_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+  struct rctx *c = ctx_of(cq->context);
+  if (UNLIKELY(!c)) return -1;
+  int got = c->orig.poll_cq(cq, n, wc);
+  if (UNLIKELY(!on())) return got;
+  int dev = c->dev;
+  rcclTelemetryAddCqPolls(dev, 1);
+  int64_t now = 0;
+  for (int i = 0; i < got; i++)
+    complete(dev, cq, wc[i].qp_num, wc[i].status, wc[i].opcode, wc[i].byte_len, wc[i].wr_id, &now);
+  return got;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* QP records                                                                           */
+
+static struct rqp **qpn_cell(int dev, uint32_t qpn) {
+  struct rqp ***pp = &g_qpn[dev][(qpn >> 12) & (RADIX - 1)];
+  struct rqp **page = *pp;
+  if (!page) {
+    page = calloc(RADIX, sizeof *page);
+    if (!page) return NULL;
+    __atomic_store_n(pp, page, __ATOMIC_RELEASE);
+  }
+  return &page[qpn & (RADIX - 1)];
+}
+
+static void free_qp_locked(struct rqp *r) {
+  struct rqp **cell = qpn_cell(r->dev, r->qpn);
+  if (cell && *cell == r) __atomic_store_n(cell, NULL, __ATOMIC_RELEASE);
+  ST(r->qp, NULL);
+  r->next_free = g_free_qps;
+  g_free_qps = r;
+}
+
+static void patch_qpx(struct rqp *r, struct ibv_qp_ex *qpx);
+
+/* A QP just created on context c: its record (slot, in-order record), before the program
+ * sees the QP. */
+static void track_qp(struct rctx *c, struct ibv_qp *qp, struct ibv_cq *scq, struct ibv_cq *rcq, int has_srq,
+                     int sig_all, uint32_t max_send_wr, int ex) {
+  if (!qp || c->dev < 0) return;
+  pthread_mutex_lock(&g_mu);
+  struct rqp **cell = qpn_cell(c->dev, qp->qp_num);
+  if (!cell || (*cell && (*cell)->qp == qp)) { /* no memory, or seen already (nested create) */
+    pthread_mutex_unlock(&g_mu);
+    return;
+  }
+  if (*cell) free_qp_locked(*cell); /* a destroyed QP this file did not see go */
+  uint32_t cap = 64;
+  while (cap < max_send_wr && cap < (1u << 16)) cap <<= 1;
+  struct rqp *r = g_free_qps;
+  if (r) {
+    g_free_qps = r->next_free;
+  } else {
+    r = calloc(1, sizeof *r);
+    if (!r) {
+      pthread_mutex_unlock(&g_mu);
+      diagf(0, "verbs interposer: out of memory; QP %u is not counted", qp->qp_num);
+      return;
+    }
+  }
+  lock(&r->lock);
+  if (r->ring_cap < cap) {
+    free(r->ring);
+    r->ring = calloc(cap, sizeof *r->ring);
+    r->ring_cap = r->ring ? cap : 0;
+  }
+  if (!r->ring) {
+    unlock(&r->lock);
+    r->next_free = g_free_qps;
+    g_free_qps = r;
+    pthread_mutex_unlock(&g_mu);
+    diagf(0, "verbs interposer: out of memory; QP %u is not counted", qp->qp_num);
+    return;
+  }
+  const rtp_qpext *ext = NULL;
+  r->slot = rtp_qp_slot(c->dev, &ext);
+  r->ext = (rtp_qpext *)ext;
+  r->c = c;
+  r->qpn = qp->qp_num;
+  r->dev = c->dev;
+  r->scq = scq;
+  r->rcq = rcq;
+  r->has_srq = has_srq;
+  r->sig_all = sig_all;
+  r->recv_out = 0;
+  r->head = r->tail = 0;
+  r->skip_sig = r->skip_unsig = 0;
+  r->qpx = NULL;
+  r->npend = r->pend_lost = 0;
+  r->qp = qp;
+  unlock(&r->lock);
+  __atomic_store_n(cell, r, __ATOMIC_RELEASE);
+  if (ex) {
+    struct ibv_qp_ex *(*to_ex)(struct ibv_qp *) = real_ibv_qp_to_qp_ex();
+    struct ibv_qp_ex *qpx = to_ex ? to_ex(qp) : NULL;
+    if (qpx) patch_qpx(r, qpx);
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* ibv_qp_ex builders (ibv_wr_*): a session from wr_start to wr_complete or wr_abort       */
+/*
+ * The provider serialises a QP's sessions (its send-queue lock is held from wr_start to
+ * wr_complete / wr_abort, or the program promised one thread), so the session's pending
+ * list needs no lock of ours; wr_complete takes the QP's lock around the provider's call
+ * and commits the pending WRs only when it succeeded.
+ */
+static inline struct rqp *qpx_rec(struct ibv_qp_ex *qpx) {
+  struct rctx *c = ctx_of(qpx->qp_base.context);
+  struct rqp *r = c ? qp_by_num(c->dev, qpx->qp_base.qp_num) : NULL;
+  return r && r->qpx == qpx ? r : NULL;
+}
+
+/* The builders are only patched on QPs with a record, and a record outlives its QP's use. */
+#define QPX_REC(qpx) struct rqp *r = qpx_rec(qpx)
+
+static void pend_new(struct rqp *r, int op, unsigned flags) {
+  if (r->npend == r->pend_cap) {
+    uint32_t n = r->pend_cap ? 2 * r->pend_cap : 64;
+    struct pend *p = realloc(r->pend, n * sizeof *p);
+    if (!p) {
+      r->pend_lost++;
+      return;
+    }
+    r->pend = p;
+    r->pend_cap = n;
+  }
+  struct pend *p = &r->pend[r->npend++];
+  p->op = op;
+  p->bytes = 0;
+  p->wr_id = r->qpx ? r->qpx->wr_id : 0;
+  p->signalled = r->sig_all || (flags & IBV_SEND_SIGNALED);
+}
+static inline void pend_bytes(struct rqp *r, uint64_t b) {
+  if (r->npend) r->pend[r->npend - 1].bytes += b;
+}
+
+static void qx_wr_start(struct ibv_qp_ex *qpx) {
+  QPX_REC(qpx);
+  r->orig_qpx.wr_start(qpx);
+  r->npend = 0;
+  r->pend_lost = 0;
+}
+static int qx_wr_complete(struct ibv_qp_ex *qpx) {
+  QPX_REC(qpx);
+  if (!on()) {
+    r->npend = 0;
+    return r->orig_qpx.wr_complete(qpx);
+  }
+  lock(&r->lock);
+  int rc = r->orig_qpx.wr_complete(qpx);
+  uint64_t bytes = 0;
+  if (rc == 0) {
+    for (uint32_t i = 0; i < r->npend; i++) {
+      struct pend *p = &r->pend[i];
+      bytes += p->bytes;
+      rcclTelemetryWqeSize(r->dev, p->bytes);
+      count_send_op(r, p->op);
+      track(r, p->wr_id, p->signalled);
+    }
+  }
+  uint32_t lost = r->pend_lost;
+  r->npend = 0;
+  r->pend_lost = 0;
+  unlock(&r->lock);
+  if (bytes) rcclTelemetryBytes(r->dev, 1, bytes);
+  if (lost) diagf(0, "verbs interposer: out of memory; %u WRs of a wr_complete of QP %u not counted", lost, r->qpn);
+  return rc;
+}
+static void qx_wr_abort(struct ibv_qp_ex *qpx) {
+  QPX_REC(qpx);
+  r->npend = 0;
+  r->orig_qpx.wr_abort(qpx);
+}
+
+#define BUILDER(name, op, params, args)                                                  \
+  static void qx_##name params {                                                         \
+    QPX_REC(qpx);                                                                        \
+    pend_new(r, op, qpx->wr_flags);                                                      \
+    r->orig_qpx.name args;                                                               \
+  }
+BUILDER(wr_atomic_cmp_swp, IBV_WR_ATOMIC_CMP_AND_SWP,
+        (struct ibv_qp_ex * qpx, uint32_t rkey, uint64_t ra, uint64_t cmp, uint64_t swp), (qpx, rkey, ra, cmp, swp))
+BUILDER(wr_atomic_fetch_add, IBV_WR_ATOMIC_FETCH_AND_ADD, (struct ibv_qp_ex * qpx, uint32_t rkey, uint64_t ra, uint64_t add),
+        (qpx, rkey, ra, add))
+BUILDER(wr_bind_mw, IBV_WR_BIND_MW,
+        (struct ibv_qp_ex * qpx, struct ibv_mw *mw, uint32_t rkey, const struct ibv_mw_bind_info *bi), (qpx, mw, rkey, bi))
+BUILDER(wr_local_inv, IBV_WR_LOCAL_INV, (struct ibv_qp_ex * qpx, uint32_t rkey), (qpx, rkey))
+BUILDER(wr_rdma_read, IBV_WR_RDMA_READ, (struct ibv_qp_ex * qpx, uint32_t rkey, uint64_t ra), (qpx, rkey, ra))
+BUILDER(wr_rdma_write, IBV_WR_RDMA_WRITE, (struct ibv_qp_ex * qpx, uint32_t rkey, uint64_t ra), (qpx, rkey, ra))
+BUILDER(wr_rdma_write_imm, IBV_WR_RDMA_WRITE_WITH_IMM, (struct ibv_qp_ex * qpx, uint32_t rkey, uint64_t ra, __be32 imm),
+        (qpx, rkey, ra, imm))
+BUILDER(wr_send, IBV_WR_SEND, (struct ibv_qp_ex * qpx), (qpx))
+BUILDER(wr_send_imm, IBV_WR_SEND_WITH_IMM, (struct ibv_qp_ex * qpx, __be32 imm), (qpx, imm))
+BUILDER(wr_send_inv, IBV_WR_SEND_WITH_INV, (struct ibv_qp_ex * qpx, uint32_t rkey), (qpx, rkey))
+BUILDER(wr_send_tso, IBV_WR_TSO, (struct ibv_qp_ex * qpx, void *hdr, uint16_t hsz, uint16_t mss), (qpx, hdr, hsz, mss))
+BUILDER(wr_atomic_write, IBV_WR_ATOMIC_WRITE, (struct ibv_qp_ex * qpx, uint32_t rkey, uint64_t ra, const void *d),
+        (qpx, rkey, ra, d))
+
+static void qx_wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr, uint32_t len) {
+  QPX_REC(qpx);
+  pend_bytes(r, len);
+  r->orig_qpx.wr_set_sge(qpx, lkey, addr, len);
+}
+static void qx_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t n, const struct ibv_sge *sg) {
+  QPX_REC(qpx);
+  uint64_t b = 0;
+  for (size_t i = 0; i < n; i++) b += sg[i].length;
+  pend_bytes(r, b);
+  r->orig_qpx.wr_set_sge_list(qpx, n, sg);
+}
+static void qx_wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr, size_t len) {
+  QPX_REC(qpx);
+  pend_bytes(r, len);
+  r->orig_qpx.wr_set_inline_data(qpx, addr, len);
+}
+static void qx_wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t n, const struct ibv_data_buf *bl) {
+  QPX_REC(qpx);
+  uint64_t b = 0;
+  for (size_t i = 0; i < n; i++) b += bl[i].length;
+  pend_bytes(r, b);
+  r->orig_qpx.wr_set_inline_data_list(qpx, n, bl);
+}
+
+static void patch_qpx(struct rqp *r, struct ibv_qp_ex *qpx) {
+  if (r->qpx == qpx) return;
+  r->orig_qpx = *qpx;
+  /* Each entry is replaced only when the provider has one (a NULL builder stays NULL). */
+#define P(name)                                                                          \
+  if (qpx->name) qpx->name = qx_##name
+  P(wr_atomic_cmp_swp);
+  P(wr_atomic_fetch_add);
+  P(wr_bind_mw);
+  P(wr_local_inv);
+  P(wr_rdma_read);
+  P(wr_rdma_write);
+  P(wr_rdma_write_imm);
+  P(wr_send);
+  P(wr_send_imm);
+  P(wr_send_inv);
+  P(wr_send_tso);
+  P(wr_atomic_write);
+  P(wr_set_sge);
+  P(wr_set_sge_list);
+  P(wr_set_inline_data);
+  P(wr_set_inline_data_list);
+  /* A session is bracketed by all three or by none. */
+  if (qpx->wr_start && qpx->wr_complete && qpx->wr_abort) {
+    P(wr_start);
+    P(wr_complete);
+    P(wr_abort);
+  }
+#undef P
+  __atomic_store_n(&r->qpx, qpx, __ATOMIC_RELEASE);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* ibv_cq_ex polling                                                                    */
+
+static inline void cqx_one(struct rcq *q, struct ibv_cq_ex *cq) {
+  uint32_t qpn = q->read_qp_num(cq);
+  int op = q->read_opcode ? (int)q->read_opcode(cq) : 0;
+  uint32_t len = (cq->status == IBV_WC_SUCCESS && q->have_len && (op & IBV_WC_RECV)) ? q->read_byte_len(cq) : 0;
+  complete(q->dev, ibv_cq_ex_to_cq(cq), qpn, cq->status, op, len, cq->wr_id, &q->now);
+}
+
+static int cx_start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr) {
+  struct rctx *c = ctx_of(cq->context);
+  struct rcq *q = c ? cq_rec(c, cq) : NULL;
+  if (UNLIKELY(!q)) return ENOSYS; /* cannot happen: only recorded CQs are patched */
+  int rc = q->start_poll(cq, attr);
+  if (LIKELY(on())) {
+    rcclTelemetryAddCqPolls(q->dev, 1);
+    q->now = 0;
+    if (rc == 0) cqx_one(q, cq);
+  }
+  return rc;
+}
+static int cx_next_poll(struct ibv_cq_ex *cq) {
+  struct rctx *c = ctx_of(cq->context);
+  struct rcq *q = c ? cq_rec(c, cq) : NULL;
+  if (UNLIKELY(!q)) return ENOSYS;
+  int rc = q->next_poll(cq);
+  if (rc == 0 && LIKELY(on())) cqx_one(q, cq);
+  return rc;
+}
+
+static struct ibv_cq_ex *w_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr) {
+  struct rctx *c = ctx_of(ctx);
+  if (!c) return NULL;
+  if (!on() || !attr) return c->orig_create_cq_ex(ctx, attr);
+  /* Attribution needs the QP number (and receive bytes the length) of each completion: ask
+   * for them on a copy of the program's attributes; when the provider refuses, retry with
+   * the program's own. The program reads what it asked for, either way. */
+  const uint64_t want = IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_BYTE_LEN;
+  struct ibv_cq_ex *cq = NULL;
+  uint64_t flags = attr->wc_flags;
+  if ((attr->wc_flags & want) != want) {
+    struct ibv_cq_init_attr_ex a = *attr;
+    a.wc_flags |= want;
+    cq = c->orig_create_cq_ex(ctx, &a);
+    if (cq) {
+      flags = a.wc_flags;
+    } else {
+      diagf(1, "verbs interposer: the provider refused IBV_WC_EX_WITH_QP_NUM|BYTE_LEN (errno %d); retrying with the program's flags",
+            errno);
+    }
+  }
+  if (!cq) cq = c->orig_create_cq_ex(ctx, attr);
+  if (!cq) return NULL;
+  if (!(flags & IBV_WC_EX_WITH_QP_NUM) || !cq->read_qp_num || !cq->start_poll || !cq->next_poll) {
+    diagf(0, "verbs interposer: an ibv_cq_ex without qp_num: its completions are not counted");
+    return cq;
+  }
+  pthread_mutex_lock(&g_mu);
+  struct rcq **page = c->cqs[(cq->handle >> 12) & (RADIX - 1)];
+  if (!page) {
+    page = calloc(RADIX, sizeof *page);
+    if (page) __atomic_store_n(&c->cqs[(cq->handle >> 12) & (RADIX - 1)], page, __ATOMIC_RELEASE);
+  }
+  struct rcq *q = g_free_cqs;
+  if (q) g_free_cqs = q->next_free;
+  else q = calloc(1, sizeof *q);
+  if (!page || !q) {
+    if (q) {
+      q->next_free = g_free_cqs;
+      g_free_cqs = q;
+    }
+    pthread_mutex_unlock(&g_mu);
+    diagf(0, "verbs interposer: out of memory; an ibv_cq_ex is not counted");
+    return cq;
+  }
+  struct rcq **cell = &page[cq->handle & (RADIX - 1)];
+  if (*cell) {
+    ST((*cell)->cq, NULL);
+    (*cell)->next_free = g_free_cqs;
+    g_free_cqs = *cell;
+  }
+  q->c = c;
+  q->dev = c->dev;
+  q->have_qpn = 1;
+  q->have_len = (flags & IBV_WC_EX_WITH_BYTE_LEN) && cq->read_byte_len;
+  q->start_poll = cq->start_poll;
+  q->next_poll = cq->next_poll;
+  q->end_poll = cq->end_poll;
+  q->read_qp_num = cq->read_qp_num;
+  q->read_byte_len = cq->read_byte_len;
+  q->read_opcode = cq->read_opcode;
+  q->cq = cq;
+  __atomic_store_n(cell, q, __ATOMIC_RELEASE);
+  cq->start_poll = cx_start_poll;
+  cq->next_poll = cx_next_poll;
+  pthread_mutex_unlock(&g_mu);
+  return cq;
+}
+
+static struct ibv_qp *w_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr) {
+  struct rctx *c = ctx_of(ctx);
+  if (!c) return NULL;
+  struct ibv_qp *qp = c->orig_create_qp_ex(ctx, attr);
+  if (qp && attr && on())
+    track_qp(c, qp, attr->send_cq, attr->recv_cq, attr->srq != NULL, attr->sq_sig_all, attr->cap.max_send_wr,
+             (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0);
+  return qp;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Exported entry points                                                                */
+
+/* The device's position in ibv_get_device_list. */
+static int device_index(struct ibv_device *dev) {
+  struct ibv_device **(*get)(int *) = real_ibv_get_device_list();
+  void (*put)(struct ibv_device **) = real_ibv_free_device_list();
+  if (!get || !put) return -1;
+  int n = 0, idx = -1;
+  struct ibv_device **l = get(&n);
+  if (!l) return -1;
+  for (int i = 0; i < n && idx < 0; i++)
+    if (l[i] == dev) idx = i;
+  for (int i = 0; i < n && idx < 0; i++)
+    if (strcmp(l[i]->name, dev->name) == 0) idx = i;
+  put(l);
+  return idx;
+}
+
+EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device) {
+  struct ibv_context *(*f)(struct ibv_device *) = real_ibv_open_device();
+  if (!f) {
+    errno = ENOSYS;
+    return NULL;
+  }
+  struct ibv_context *ctx = f(device);
+  if (!ctx || !start()) return ctx;
+  int idx = device_index(device);
+  int dev = idx >= 0 ? rtp_register_device(idx, device->name) : -1;
+  if (dev < 0) {
+    diagf(0, "verbs interposer: device %s (index %d) not counted", device->name, idx);
+    return ctx;
+  }
+  pthread_mutex_lock(&g_mu);
+  struct rctx *c = NULL;
+  for (int i = 0; i < g_nctx && !c; i++)
+    if (!g_ctx[i].ctx) c = &g_ctx[i];
+  if (!c && g_nctx < MAX_CTX) c = &g_ctx[g_nctx];
+  if (!c) {
+    pthread_mutex_unlock(&g_mu);
+    diagf(0, "verbs interposer: more than %d contexts open; %s not counted", MAX_CTX, device->name);
+    return ctx;
+  }
+  c->dev = dev;
+  c->orig = ctx->ops;
+  c->orig_create_qp_ex = NULL;
+  c->orig_create_cq_ex = NULL;
+  if (ctx->ops.post_send) ctx->ops.post_send = w_post_send;
+  if (ctx->ops.post_recv) ctx->ops.post_recv = w_post_recv;
+  if (ctx->ops.post_srq_recv) ctx->ops.post_srq_recv = w_post_srq_recv;
+  if (ctx->ops.poll_cq) ctx->ops.poll_cq = w_poll_cq;
+  struct verbs_context *v = verbs_get_ctx_op(ctx, create_qp_ex);
+  if (v) {
+    c->orig_create_qp_ex = v->create_qp_ex;
+    v->create_qp_ex = w_create_qp_ex;
+  }
+  v = verbs_get_ctx_op(ctx, create_cq_ex);
+  if (v) {
+    c->orig_create_cq_ex = v->create_cq_ex;
+    v->create_cq_ex = w_create_cq_ex;
+  }
+  __atomic_store_n(&c->ctx, ctx, __ATOMIC_RELEASE);
+  if (c == &g_ctx[g_nctx]) __atomic_store_n(&g_nctx, g_nctx + 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&g_mu);
+  diagf(1, "verbs interposer: %s opened as device %d", device->name, dev);
+  return ctx;
+}
+
+EXPORT int ibv_close_device(struct ibv_context *ctx) {
+  int (*f)(struct ibv_context *) = real_ibv_close_device();
+  if (!f) return ENOSYS;
+  struct rctx *c = ctx ? ctx_of(ctx) : NULL;
+  int rc = f(ctx);
+  if (c && rc == 0) {
+    pthread_mutex_lock(&g_mu);
+    /* QPs the program did not destroy go with their context. */
+    for (int p = 0; p < RADIX; p++) {
+      struct rqp **page = g_qpn[c->dev][p];
+      for (int i = 0; page && i < RADIX; i++)
+        if (page[i] && page[i]->c == c) free_qp_locked(page[i]);
+    }
+    for (int p = 0; p < RADIX; p++) {
+      struct rcq **page = c->cqs[p];
+      for (int i = 0; page && i < RADIX; i++)
+        if (page[i]) {
+          ST(page[i]->cq, NULL);
+          page[i]->next_free = g_free_cqs;
+          g_free_cqs = page[i];
+          __atomic_store_n(&page[i], NULL, __ATOMIC_RELEASE);
+        }
+    }
+    __atomic_store_n(&c->ctx, NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_mu);
+  }
+  return rc;
+}
+
+EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr) {
+  struct ibv_qp *(*f)(struct ibv_pd *, struct ibv_qp_init_attr *) = real_ibv_create_qp();
+  if (!f) {
+    errno = ENOSYS;
+    return NULL;
+  }
+  struct ibv_qp *qp = f(pd, attr);
+  if (qp && attr && on()) {
+    struct rctx *c = ctx_of(pd->context);
+    if (c) track_qp(c, qp, attr->send_cq, attr->recv_cq, attr->srq != NULL, attr->sq_sig_all, attr->cap.max_send_wr, 0);
+  }
+  return qp;
+}
+
+EXPORT int ibv_destroy_qp(struct ibv_qp *qp) {
+  int (*f)(struct ibv_qp *) = real_ibv_destroy_qp();
+  if (!f) return ENOSYS;
+  struct rqp *r = qp ? qp_rec(qp) : NULL;
+  int rc = f(qp);
+  if (r && rc == 0) {
+    pthread_mutex_lock(&g_mu);
+    if (r->qp == qp) free_qp_locked(r);
+    pthread_mutex_unlock(&g_mu);
+  }
+  return rc;
+}
+
+EXPORT int ibv_destroy_cq(struct ibv_cq *cq) {
+  int (*f)(struct ibv_cq *) = real_ibv_destroy_cq();
+  if (!f) return ENOSYS;
+  struct rctx *c = cq ? ctx_of(cq->context) : NULL;
+  struct rcq *q = c ? cq_rec(c, (struct ibv_cq_ex *)cq) : NULL;
+  uint32_t handle = cq ? cq->handle : 0;
+  int rc = f(cq);
+  if (q && rc == 0) {
+    pthread_mutex_lock(&g_mu);
+    struct rcq **page = c->cqs[(handle >> 12) & (RADIX - 1)];
+    struct rcq **cell = page ? &page[handle & (RADIX - 1)] : NULL;
+    if (cell && *cell == q) __atomic_store_n(cell, NULL, __ATOMIC_RELEASE);
+    ST(q->cq, NULL);
+    q->next_free = g_free_cqs;
+    g_free_cqs = q;
+    pthread_mutex_unlock(&g_mu);
+  }
+  return rc;
+}
+
+EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp) {
+  struct ibv_qp_ex *(*f)(struct ibv_qp *) = real_ibv_qp_to_qp_ex();
+  if (!f) return NULL;
+  struct ibv_qp_ex *qpx = f(qp);
+  if (qpx && on()) {
+    struct rqp *r = qp_rec(qp);
+    if (r && r->qpx != qpx) {
+      pthread_mutex_lock(&g_mu);
+      if (r->qp == qp) patch_qpx(r, qpx);
+      pthread_mutex_unlock(&g_mu);
+    }
+  }
+  return qpx;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* dlsym / dlvsym: libibverbs' own entry points become ours                               */
+
+static const struct {
+  const char *name;
+  void *wrapper;
+  void **real;
+} g_wrapped[] = {
+    {"ibv_open_device", (void *)ibv_open_device, &real_ibv_open_device_p},
+    {"ibv_close_device", (void *)ibv_close_device, &real_ibv_close_device_p},
+    {"ibv_create_qp", (void *)ibv_create_qp, &real_ibv_create_qp_p},
+    {"ibv_destroy_qp", (void *)ibv_destroy_qp, &real_ibv_destroy_qp_p},
+    {"ibv_destroy_cq", (void *)ibv_destroy_cq, &real_ibv_destroy_cq_p},
+    {"ibv_qp_to_qp_ex", (void *)ibv_qp_to_qp_ex, &real_ibv_qp_to_qp_ex_p},
+};
+
+/* sym: what the real lookup of name found in handle. Ours when it is libibverbs' default
+ * version of an entry point this file wraps. */
+static void *redirect(void *handle, const char *name, void *sym) {
+  if (!sym || name[0] != 'i' || name[1] != 'b' || name[2] != 'v' || LD(g_state) < 0) return sym;
+  for (size_t i = 0; i < sizeof g_wrapped / sizeof g_wrapped[0]; i++) {
+    if (strcmp(name, g_wrapped[i].name) != 0) continue;
+    if (sym == g_wrapped[i].wrapper) return sym;
+    Dl_info di;
+    if (!dladdr(sym, &di) || !di.dli_fname) return sym;
+    const char *b = strrchr(di.dli_fname, '/');
+    b = b ? b + 1 : di.dli_fname;
+    if (strncmp(b, "libibverbs.so", 13) != 0) return sym;
+    /* Only the default version: an older one (ibv_open_device@IBVERBS_1.0) has other
+     * structure layouts, and the program gets it unchanged. */
+    if (handle && real_dlsym(handle, name) != sym) return sym;
+    void *expect = NULL;
+    __atomic_compare_exchange_n(g_wrapped[i].real, &expect, sym, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    return g_wrapped[i].wrapper;
+  }
+  return sym;
+}
+
+EXPORT void *dlsym(void *handle, const char *name) {
+  if (UNLIKELY(!real_dlsym)) find_real_dl();
+  /* RTLD_NEXT and RTLD_DEFAULT are relative to the caller: a sibling call keeps the
+   * program's return address, which glibc reads to find the caller. */
+  if (handle == RTLD_NEXT || handle == RTLD_DEFAULT || LD(g_state) < 0) return real_dlsym(handle, name);
+  return redirect(handle, name, real_dlsym(handle, name));
+}
+
+EXPORT void *dlvsym(void *handle, const char *name, const char *version) {
+  if (UNLIKELY(!real_dlvsym)) find_real_dl();
+  if (handle == RTLD_NEXT || handle == RTLD_DEFAULT || LD(g_state) < 0) return real_dlvsym(handle, name, version);
+  return redirect(handle, name, real_dlvsym(handle, name, version));
+}

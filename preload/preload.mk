@@ -1,0 +1,61 @@
+# preload/preload.mk -- librccl_telemetry_preload.so, the LD_PRELOAD verbs interposer, and
+# its host tests' programs; the top-level Makefile includes this file.
+#
+#   make preload        target/release/librccl_telemetry_preload.so: preload/c/*.c compiled
+#                       against the system's <infiniband/verbs.h> (libibverbs-dev), linked with
+#                       the engine (the preload crate's staticlib). No DT_NEEDED on libibverbs:
+#                       the real entry points are found at run time.
+#   make preload-test-bins
+#                       build/preload/: a fake libibverbs.so.1 (c_tests/preload/fake_verbs.c)
+#                       and the test program, linked against it (verbs_app) and loading it
+#                       NCCL-style with dlopen + dlvsym (verbs_app_nccl); preload/tests/
+#                       interposer.rs runs them under the preload (part of `make test`).
+
+PRELOAD_SO     := $(REL)/librccl_telemetry_preload.so
+PRELOAD_ENGINE := $(REL)/librccl_telemetry_preload_engine.a
+PRELOAD_SRCS   := preload/c/preload.c
+PRELOAD_HDRS   := preload/c/engine.h include/rccl_telemetry.h
+PRELOAD_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden $(CWARN) -Iinclude -Ipreload/c
+PB             := $(B)/preload
+FAKEVERBS      := $(PB)/fakeverbs/libibverbs.so.1
+
+.PHONY: preload preload-engine preload-test-bins
+
+preload-engine:
+	$(CARGO) build --release -p rccl-telemetry-preload
+
+preload: preload-engine
+	@$(MAKE) --no-print-directory $(PRELOAD_SO)
+
+# The engine's own symbols stay local (preload/c/exports.map); -z defs proves that nothing
+# but libc, libgcc_s and the dynamic linker is needed.
+$(PRELOAD_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_ENGINE)
+	$(CC) $(PRELOAD_CFLAGS) -shared -o $@ $(PRELOAD_SRCS) $(PRELOAD_ENGINE) \
+	  -Wl,--version-script=preload/c/exports.map -Wl,-z,defs -Wl,--gc-sections \
+	  -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+	@! readelf -d $@ | grep -q 'NEEDED.*ibverbs' || { echo "$@ must not need libibverbs"; exit 1; }
+
+$(FAKEVERBS): c_tests/preload/fake_verbs.c c_tests/preload/fake_verbs.h c_tests/preload/fake_verbs.map
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -fPIC -shared -fvisibility=hidden $(CWARN) -Wl,-soname,libibverbs.so.1 \
+	  -Wl,--version-script=c_tests/preload/fake_verbs.map $< -o $@ -lpthread
+	ln -sf libibverbs.so.1 $(dir $@)libibverbs.so
+
+$(PB)/verbs_app: c_tests/preload/verbs_app.c c_tests/preload/fake_verbs.h $(FAKEVERBS)
+	$(CC) -std=gnu11 -O2 -g $(CWARN) $< -o $@ -L$(PB)/fakeverbs -libverbs -Wl,-rpath,$(abspath $(PB)/fakeverbs) -lpthread
+
+# No libibverbs at link time: dlopen finds the fake through LD_LIBRARY_PATH.
+$(PB)/verbs_app_nccl: c_tests/preload/verbs_app.c c_tests/preload/fake_verbs.h
+	@mkdir -p $(PB)
+	$(CC) -std=gnu11 -O2 -g $(CWARN) -DLOAD_LIKE_NCCL $< -o $@ -ldl -lpthread
+
+# Statically linked (with the fake as an archive): LD_PRELOAD cannot apply to it.
+$(PB)/static/libibverbs.a: c_tests/preload/fake_verbs.c c_tests/preload/fake_verbs.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g $(CWARN) -c $< -o $(PB)/static/fake_verbs.o
+	ar rcs $@ $(PB)/static/fake_verbs.o
+
+$(PB)/verbs_app_static: c_tests/preload/verbs_app.c c_tests/preload/fake_verbs.h $(PB)/static/libibverbs.a
+	$(CC) -std=gnu11 -O2 -g $(CWARN) -static $< -o $@ -L$(PB)/static -libverbs -lpthread
+
+preload-test-bins: $(FAKEVERBS) $(PB)/verbs_app $(PB)/verbs_app_nccl $(PB)/verbs_app_static

@@ -1,0 +1,441 @@
+//! librccl_telemetry_preload.so on the host, over the fake libibverbs.so.1
+//! (c_tests/preload/fake_verbs.c): the scenarios of c_tests/preload/verbs_app.c, run with
+//! the program linked against libibverbs and loading it the way NCCL's ibvwrap does
+//! (dlopen + dlvsym), each file validated against the schema and checked for exact counts.
+//! `make test` builds the programs (`make preload preload-test-bins`) before running this.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+#[path = "../../rust_tests/skip.rs"]
+mod skip;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+struct Bins {
+    so: PathBuf,
+    direct: PathBuf,
+    nccl: PathBuf,
+    fake_dir: PathBuf,
+    static_app: PathBuf,
+}
+
+fn bins(test: &str) -> Option<Bins> {
+    let r = root();
+    let b = Bins {
+        so: r.join("target/release/librccl_telemetry_preload.so"),
+        direct: r.join("build/preload/verbs_app"),
+        nccl: r.join("build/preload/verbs_app_nccl"),
+        fake_dir: r.join("build/preload/fakeverbs"),
+        static_app: r.join("build/preload/verbs_app_static"),
+    };
+    for p in [&b.so, &b.direct, &b.nccl, &b.fake_dir, &b.static_app] {
+        if !p.exists() {
+            // `make test` builds them first: a missing one is a broken build, not an
+            // environment this machine lacks.
+            skip::skip(test, &format!("{} missing: run `make preload preload-test-bins`", p.display()), true, true);
+            return None;
+        }
+    }
+    Some(b)
+}
+
+fn schema() -> &'static jsonschema::Validator {
+    static V: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+    V.get_or_init(|| {
+        let s: Value =
+            serde_json::from_str(&std::fs::read_to_string(root().join("schema/rccl_telemetry.schema.json")).unwrap()).unwrap();
+        jsonschema::validator_for(&s).expect("the schema compiles")
+    })
+}
+
+struct Run {
+    /// The program's own account (its last stdout line).
+    said: Value,
+    /// The telemetry files written.
+    files: Vec<Value>,
+    stderr: String,
+}
+
+fn run(app: &Path, b: &Bins, args: &[&str], env: &[(&str, &str)], enable: bool) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Command::new(app);
+    c.args(args)
+        .env("LD_PRELOAD", &b.so)
+        .env("LD_LIBRARY_PATH", &b.fake_dir)
+        .env("RCCL_TELEMETRY_OUTPUT_DIR", dir.path())
+        .env("RCCL_TELEMETRY_SIGNALS", "0")
+        .env_remove("RCCL_TELEMETRY_LATENCY_SAMPLE")
+        .env_remove("RCCL_TELEMETRY_ENABLE");
+    if enable {
+        c.env("RCCL_TELEMETRY_ENABLE", "1");
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{} {args:?}: {}\nstdout: {stdout}\nstderr: {stderr}", app.display(), out.status);
+    let said = serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap_or_else(|e| panic!("{stdout}: {e}"));
+    let mut files = vec![];
+    let mut paths: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    paths.sort();
+    for p in paths {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        let errors: Vec<String> = schema().iter_errors(&v).map(|e| format!("{e} at {}", e.instance_path())).collect();
+        assert!(errors.is_empty(), "{} violates the schema:\n{}", p.display(), errors.join("\n"));
+        files.push(v);
+    }
+    Run { said, files, stderr }
+}
+
+fn only(r: &Run) -> &Value {
+    assert_eq!(r.files.len(), 1, "one file expected; stderr: {}", r.stderr);
+    &r.files[0]
+}
+
+fn dev<'a>(f: &'a Value, id: u64) -> &'a Value {
+    f["devices"].as_array().unwrap().iter().find(|d| d["device_id"] == id).unwrap_or_else(|| panic!("no device {id}"))
+}
+
+fn qps(d: &Value) -> &Vec<Value> {
+    let ch = d["channels"].as_array().unwrap();
+    assert_eq!(ch.len(), 1, "the interposer's QPs sit in one unknown channel");
+    assert!(ch[0]["id"].is_null());
+    ch[0]["queue_pairs"].as_array().unwrap()
+}
+
+/// Asserts the listed keys of a QP (or device) object; every other counter of the QP is 0.
+fn expect(what: &str, o: &Value, want: &[(&str, u64)]) {
+    for (k, v) in want {
+        assert_eq!(o[*k], *v, "{what}: {k} (in {o})");
+    }
+    const COUNTERS: &[&str] = &[
+        "num_wqe_sent",
+        "num_recv_wqe",
+        "num_wqe_rcvd",
+        "num_wqe_completed",
+        "num_write_wqe",
+        "num_write_imm_wqe",
+        "num_send_wqe",
+        "num_read_wqe",
+        "num_atomic_wqe",
+        "num_other_wqe",
+        "num_wqe_retired_unsignalled",
+        "num_wqe_track_full",
+        "num_cts_sent",
+        "num_slot_miss",
+    ];
+    if o.get("num_wqe_sent").is_some() {
+        for k in COUNTERS {
+            if !want.iter().any(|(w, _)| w == k) {
+                assert_eq!(o[*k], 0, "{what}: {k} (in {o})");
+            }
+        }
+    }
+}
+
+fn sizes(d: &Value) -> Vec<(u64, u64)> {
+    d["wqe_size_stats"].as_array().unwrap().iter().map(|s| (s["max_wqe_size"].as_u64().unwrap(), s["num_wqe"].as_u64().unwrap())).collect()
+}
+
+fn polls(r: &Run, dev: usize) -> u64 {
+    r.said["polls"][dev].as_u64().unwrap()
+}
+
+/// The counters of a file without what varies run to run (times, pid, latencies).
+fn counters(f: &Value) -> Value {
+    let mut f = f.clone();
+    for k in ["start_time", "end_time", "process_id", "process_name"] {
+        f.as_object_mut().unwrap().remove(k);
+    }
+    for d in f["devices"].as_array_mut().unwrap() {
+        for c in d["channels"].as_array_mut().unwrap() {
+            let strip = |o: &mut serde_json::Map<String, Value>| {
+                for k in ["wqe_completion_ns_min", "wqe_completion_ns_max", "wqe_completion_histogram"] {
+                    o.remove(k);
+                }
+            };
+            strip(c.as_object_mut().unwrap());
+            for q in c["queue_pairs"].as_array_mut().unwrap() {
+                strip(q.as_object_mut().unwrap());
+            }
+        }
+    }
+    f
+}
+
+fn hist_sum(q: &Value) -> u64 {
+    q["wqe_completion_histogram"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum()
+}
+
+fn check_chain(r: &Run, iters: u64, sample: u64) {
+    assert_eq!(r.said["pristine"], 0, "enabled: the context's ops are wrapped");
+    let f = only(r);
+    assert_eq!(f["transport"], "verbs-preload");
+    let d = dev(f, 0);
+    let q = qps(d);
+    assert_eq!(q.len(), 2);
+    // QP A: iters chains of 10 (4 writes, 1 write-imm, 2 sends, 1 read, 2 atomics; only the
+    // last signalled), then a chain refused at its 2nd WR (1 write posted) and 1 signalled write.
+    expect(
+        "chain A",
+        &q[0],
+        &[
+            ("num_wqe_sent", 10 * iters + 2),
+            ("num_write_wqe", 4 * iters + 2),
+            ("num_write_imm_wqe", iters),
+            ("num_send_wqe", 2 * iters),
+            ("num_read_wqe", iters),
+            ("num_atomic_wqe", 2 * iters),
+            ("num_wqe_rcvd", iters + 1),
+            ("num_wqe_completed", iters + 1),
+            ("num_wqe_retired_unsignalled", 9 * iters + 1),
+        ],
+    );
+    // QP B: 3 receives per chain (write-imm, 2 sends), all completed.
+    expect("chain B", &q[1], &[("num_recv_wqe", 3 * iters), ("num_wqe_rcvd", 3 * iters), ("num_wqe_completed", 3 * iters)]);
+    // 1 in `sample` signalled sends is timed: positions 0, N, 2N, ... of iters + 1.
+    assert_eq!(hist_sum(&q[0]), (iters + 1).div_ceil(sample));
+    assert!(q[0]["wqe_completion_ns_min"].as_i64().unwrap() >= 0);
+    assert_eq!(hist_sum(&q[1]), 0, "receives have no latency");
+    expect(
+        "chain device",
+        d,
+        &[
+            ("tx_bytes", iters * (100 + 200 + 300 + 400 + 500 + 600 + 700 + 8 + 8 + 1000) + 2 * 64),
+            ("rx_bytes", iters * (500 + 600 + 1000)),
+            ("num_cq_errors", 0),
+            ("cq_poll_count", polls(r, 0)),
+            ("num_qp_untracked", 0),
+            ("num_srq_recv_wqe", 0),
+            ("num_wc_unknown_qp", 0),
+        ],
+    );
+    assert_eq!(sizes(d), vec![(8, 2 * iters), (64, 2), (128, iters), (256, iters), (512, 3 * iters), (1024, 3 * iters)]);
+    // 2 polls per round (one completion on A, three on B), the refused chain's one, 2 empty.
+    assert_eq!(polls(r, 0), 2 * iters + 3);
+}
+
+#[test]
+fn chains_unsignalled_runs_and_refused_posts_direct_and_nccl_style() {
+    let Some(b) = bins("chains_unsignalled_runs_and_refused_posts_direct_and_nccl_style") else { return };
+    let direct = run(&b.direct, &b, &["chain", "200"], &[], true);
+    check_chain(&direct, 200, 1);
+    let nccl = run(&b.nccl, &b, &["chain", "200"], &[], true);
+    check_chain(&nccl, 200, 1);
+    assert_eq!(counters(only(&direct)), counters(only(&nccl)), "dlopen + dlvsym counts what linking counts");
+    let sampled = run(&b.nccl, &b, &["chain", "200"], &[("RCCL_TELEMETRY_LATENCY_SAMPLE", "16")], true);
+    check_chain(&sampled, 200, 16);
+    assert_eq!(only(&sampled)["devices"][0]["channels"][0]["queue_pairs"][0]["num_wqe_sampled"], 13);
+}
+
+#[test]
+fn error_completions_on_a_shared_cq_and_unknown_qps() {
+    let Some(b) = bins("error_completions_on_a_shared_cq_and_unknown_qps") else { return };
+    for app in [&b.direct, &b.nccl] {
+        let r = run(app, &b, &["errors"], &[], true);
+        let d = dev(only(&r), 0);
+        let q = qps(d);
+        // 5 good signalled writes; then 4 WRs (3 unsignalled) of which the first fails and the
+        // rest flush, with A's 2 receives; then a receive and an unsignalled write, flushed.
+        expect(
+            "errors A",
+            &q[0],
+            &[
+                ("num_wqe_sent", 10),
+                ("num_write_wqe", 10),
+                ("num_recv_wqe", 3),
+                ("num_wqe_rcvd", 13),
+                ("num_wqe_completed", 13),
+            ],
+        );
+        assert_eq!(hist_sum(&q[0]), 5, "only successful completions are timed");
+        expect("errors B", &q[1], &[]);
+        expect(
+            "errors device",
+            d,
+            &[("num_cq_errors", 8), ("num_wc_unknown_qp", 1), ("cq_poll_count", polls(&r, 0)), ("tx_bytes", 320), ("rx_bytes", 0)],
+        );
+    }
+}
+
+#[test]
+fn qp_ex_builders_and_cq_ex_polling() {
+    let Some(b) = bins("qp_ex_builders_and_cq_ex_polling") else { return };
+    let n = 50;
+    for app in [&b.direct, &b.nccl] {
+        let r = run(app, &b, &["ex", "50"], &[], true);
+        let d = dev(only(&r), 0);
+        let q = qps(d);
+        // Per round: a session of 3 unsignalled writes of 64 B and a signalled send of 100+28 B;
+        // an aborted session; B's receive; one completion per start/end on each CQ.
+        expect(
+            "ex A",
+            &q[0],
+            &[
+                ("num_wqe_sent", 4 * n),
+                ("num_write_wqe", 3 * n),
+                ("num_send_wqe", n),
+                ("num_wqe_rcvd", n),
+                ("num_wqe_completed", n),
+                ("num_wqe_retired_unsignalled", 3 * n),
+            ],
+        );
+        expect("ex B", &q[1], &[("num_recv_wqe", n), ("num_wqe_rcvd", n), ("num_wqe_completed", n)]);
+        expect("ex device", d, &[("tx_bytes", n * 320), ("rx_bytes", n * 128), ("cq_poll_count", polls(&r, 0))]);
+        assert_eq!(sizes(d), vec![(64, 3 * n), (128, n)]);
+    }
+}
+
+#[test]
+fn cq_ex_whose_provider_refuses_the_added_flags_is_left_alone() {
+    let Some(b) = bins("cq_ex_whose_provider_refuses_the_added_flags_is_left_alone") else { return };
+    // The provider takes BYTE_LEN only (what the program asks for): the CQ is made with the
+    // program's flags, stays the provider's own, and its completions are not counted.
+    let r = run(&b.direct, &b, &["ex", "5"], &[("FAKEVERBS_WC_FLAGS_ALLOWED", "1")], true);
+    assert!(r.stderr.contains("ibv_cq_ex without qp_num"), "{}", r.stderr);
+    let d = dev(only(&r), 0);
+    let q = qps(d);
+    expect("refused A", &q[0], &[("num_wqe_sent", 20), ("num_write_wqe", 15), ("num_send_wqe", 5)]);
+    expect("refused B", &q[1], &[("num_recv_wqe", 5)]);
+    expect("refused device", d, &[("cq_poll_count", 0)]);
+}
+
+#[test]
+fn many_threads_post_and_poll_the_same_qps() {
+    let Some(b) = bins("many_threads_post_and_poll_the_same_qps") else { return };
+    let (iters, threads) = (5000u64, 4u64);
+    let r = run(&b.direct, &b, &["threads", "5000", "4"], &[], true);
+    let d = dev(only(&r), 0);
+    for q in qps(d) {
+        expect(
+            "threads QP",
+            q,
+            &[
+                ("num_wqe_sent", 4 * threads * iters),
+                ("num_write_wqe", 4 * threads * iters),
+                ("num_wqe_rcvd", threads * iters),
+                ("num_wqe_completed", threads * iters),
+                ("num_wqe_retired_unsignalled", 3 * threads * iters),
+            ],
+        );
+    }
+    expect("threads device", d, &[("tx_bytes", 2 * 4 * threads * iters * 16), ("cq_poll_count", polls(&r, 0))]);
+}
+
+#[test]
+fn fork_child_is_not_counted_with_and_without_fork_init() {
+    let Some(b) = bins("fork_child_is_not_counted_with_and_without_fork_init") else { return };
+    for mode in ["0", "1"] {
+        let r = run(&b.direct, &b, &["fork", mode], &[], true);
+        // The parent's file only: 2 chain rounds; the child's round on the parent's QP and
+        // its own device are in no file.
+        let f = only(&r);
+        assert_eq!(f["process_id"], r.said["pid"]);
+        assert_eq!(f["devices"].as_array().unwrap().len(), 1, "fake1 was opened by the child only");
+        let q = qps(dev(f, 0));
+        expect("fork A", &q[0], &[("num_wqe_sent", 20), ("num_write_wqe", 8), ("num_write_imm_wqe", 2), ("num_send_wqe", 4),
+            ("num_read_wqe", 2), ("num_atomic_wqe", 4), ("num_wqe_rcvd", 2), ("num_wqe_completed", 2), ("num_wqe_retired_unsignalled", 18)]);
+        expect("fork B", &q[1], &[("num_recv_wqe", 6), ("num_wqe_rcvd", 6), ("num_wqe_completed", 6)]);
+    }
+}
+
+#[test]
+fn devices_closed_and_reopened_keep_their_list_order_ids() {
+    let Some(b) = bins("devices_closed_and_reopened_keep_their_list_order_ids") else { return };
+    let r = run(&b.nccl, &b, &["reopen"], &[], true);
+    let f = only(&r);
+    let d0 = dev(f, 0);
+    let d1 = dev(f, 1);
+    assert_eq!(d0["roce_device"], "fake0");
+    assert_eq!(d1["roce_device"], "fake1");
+    assert_eq!(qps(d0).len(), 2);
+    // fake1 opened twice: a new slot per QP of the second opening.
+    let q1 = qps(d1);
+    assert_eq!(q1.len(), 4);
+    for (i, rounds) in [(0, 1), (2, 2)] {
+        expect("reopen A", &q1[i], &[("num_wqe_sent", 10 * rounds), ("num_write_wqe", 4 * rounds), ("num_write_imm_wqe", rounds),
+            ("num_send_wqe", 2 * rounds), ("num_read_wqe", rounds), ("num_atomic_wqe", 2 * rounds), ("num_wqe_rcvd", rounds),
+            ("num_wqe_completed", rounds), ("num_wqe_retired_unsignalled", 9 * rounds)]);
+        expect("reopen B", &q1[i + 1], &[("num_recv_wqe", 3 * rounds), ("num_wqe_rcvd", 3 * rounds), ("num_wqe_completed", 3 * rounds)]);
+    }
+    expect("reopen fake1", d1, &[("cq_poll_count", polls(&r, 1)), ("rx_bytes", 3 * 2100)]);
+}
+
+#[test]
+fn hundred_thousand_qps_created_and_destroyed_stay_bounded() {
+    let Some(b) = bins("hundred_thousand_qps_created_and_destroyed_stay_bounded") else { return };
+    let n = 100_000u64;
+    let r = run(&b.direct, &b, &["qploop", "100000"], &[], true);
+    let d = dev(only(&r), 0);
+    let q = qps(d);
+    // 16384 slots per device (the pair's 2 QPs take the first two), the rest untracked but
+    // still counted at device level.
+    assert_eq!(q.len(), 16384);
+    expect("qploop device", d, &[("num_qp_untracked", n + 2 - 16384), ("tx_bytes", 8 * n), ("cq_poll_count", polls(&r, 0))]);
+    assert_eq!(sizes(d), vec![(8, n)]);
+    for (i, qp) in q.iter().enumerate().skip(2) {
+        expect(&format!("qploop QP {i}"), qp, &[("num_wqe_sent", 1), ("num_write_wqe", 1), ("num_wqe_rcvd", 1), ("num_wqe_completed", 1)]);
+    }
+    let (mid, end) = (r.said["rss_mid_kib"].as_i64().unwrap(), r.said["rss_end_kib"].as_i64().unwrap());
+    assert!(mid > 0 && end - mid < 4096, "RSS grew from {mid} KiB (QP 20000) to {end} KiB (QP 100000)");
+}
+
+#[test]
+fn srq_receives_are_counted_per_device_and_completed_per_qp() {
+    let Some(b) = bins("srq_receives_are_counted_per_device_and_completed_per_qp") else { return };
+    let r = run(&b.nccl, &b, &["srq", "100"], &[], true);
+    let d = dev(only(&r), 0);
+    let q = qps(d);
+    expect("srq A", &q[0], &[("num_wqe_sent", 100), ("num_send_wqe", 100), ("num_wqe_rcvd", 100), ("num_wqe_completed", 100)]);
+    expect("srq B", &q[1], &[("num_wqe_rcvd", 100), ("num_wqe_completed", 100)]);
+    expect("srq device", d, &[("num_srq_recv_wqe", 100), ("rx_bytes", 25600), ("tx_bytes", 25600)]);
+}
+
+#[test]
+fn a_full_send_record_is_counted_not_mismatched() {
+    let Some(b) = bins("a_full_send_record_is_counted_not_mismatched") else { return };
+    // The provider reports a send queue of 1 (a record of 64) and takes 101 WRs.
+    let r = run(&b.direct, &b, &["full"], &[("FAKEVERBS_SEND_WR_CAP", "1")], true);
+    let q = qps(dev(only(&r), 0));
+    expect(
+        "full A",
+        &q[0],
+        &[
+            ("num_wqe_sent", 102),
+            ("num_write_wqe", 102),
+            ("num_wqe_track_full", 37),
+            ("num_wqe_retired_unsignalled", 100),
+            ("num_wqe_rcvd", 2),
+            ("num_wqe_completed", 1),
+        ],
+    );
+}
+
+#[test]
+fn disabled_leaves_every_table_alone_and_writes_nothing() {
+    let Some(b) = bins("disabled_leaves_every_table_alone_and_writes_nothing") else { return };
+    for app in [&b.direct, &b.nccl] {
+        let r = run(app, &b, &["disabled"], &[], false);
+        assert_eq!(r.said["pristine"], 1, "ops, verbs_context, cq_ex and qp_ex are the provider's");
+        assert!(r.files.is_empty());
+        let r = run(app, &b, &["disabled"], &[], true);
+        assert_eq!(r.said["pristine"], 0, "enabled, the tables are wrapped (so the check above can fail)");
+        assert_eq!(r.files.len(), 1);
+    }
+}
+
+#[test]
+fn a_static_program_is_not_caught() {
+    let Some(b) = bins("a_static_program_is_not_caught") else { return };
+    // LD_PRELOAD does not apply to a statically linked program: it runs as without it.
+    let r = run(&b.static_app, &b, &["chain", "10"], &[], true);
+    assert_eq!(r.said["polls"][0], 23);
+    assert_eq!(r.said["pristine"], 1, "nothing wrapped");
+    assert!(r.files.is_empty());
+}
