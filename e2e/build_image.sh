@@ -1,18 +1,24 @@
 #!/bin/bash
 # Build the Soft-RoCE test guest: a stock Debian kernel (vmlinuz) plus a busybox
-# initramfs holding the rxe modules, the verbs userland, the e2e program and
+# initramfs holding the rxe modules, the verbs userland, the third-party verbs
+# programs (ibverbs-utils, perftest, rdmacm-utils, ucx-utils), the e2e programs and
 # librccl_telemetry.so.
 #
-# Usage: build_image.sh OUTDIR PROGRAM LIBRARY
+# Usage: build_image.sh OUTDIR PROGRAM LIBRARY [EXTRA ...]
 #   OUTDIR   receives vmlinuz, initrd.gz, kver (the kernel .deb is cached in OUTDIR/cache)
 #   PROGRAM  the ibcast_e2e binary (copied to /usr/local/bin with its ldd closure)
 #   LIBRARY  librccl_telemetry.so (installed in /usr/local/lib under its SONAME)
+#   EXTRA    more files with their ldd closures: *.so* to /usr/local/lib, the rest to
+#            /usr/local/bin (the verbs_loader programs, librccl_telemetry_preload.so)
 #
 # Needs (Debian bookworm): busybox-static cpio kmod libibverbs1 ibverbs-providers iproute2 ethtool
+#   ibverbs-utils perftest rdmacm-utils librdmacm1 ucx-utils
 set -euo pipefail
-OUT=${1:?usage: build_image.sh OUTDIR PROGRAM LIBRARY}
+OUT=${1:?usage: build_image.sh OUTDIR PROGRAM LIBRARY [EXTRA ...]}
 PROG=${2:?program}
 LIB=${3:?library}
+shift 3
+EXTRA=("$@")
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT/cache"
 OUT=$(cd "$OUT" && pwd)
@@ -38,7 +44,9 @@ if [ -z "$DEB" ]; then
   [ -n "$DEB" ] || die "apt-get download $KPKG failed"
 fi
 KROOT=$OUT/kroot
-if [ "$(cat "$OUT/kver" 2>/dev/null)" != "$KVER" ] || [ ! -f "$OUT/vmlinuz" ] || [ ! -d "$KROOT" ]; then
+# The stamp names the extracted subtrees too: a cache from an older list is re-extracted.
+STAMP="$KVER virtio,net,block,infiniband,net,crypto,lib,fs/configfs"
+if [ "$(cat "$OUT/kroot.stamp" 2>/dev/null)" != "$STAMP" ] || [ "$(cat "$OUT/kver" 2>/dev/null)" != "$KVER" ] || [ ! -f "$OUT/vmlinuz" ] || [ ! -d "$KROOT" ]; then
   rm -rf "$KROOT"; mkdir -p "$KROOT"
   # Only the kernel image and the module subtrees the guest can need (the full
   # package unpacks to ~400 MB).
@@ -50,16 +58,20 @@ if [ "$(cat "$OUT/kver" 2>/dev/null)" != "$KVER" ] || [ ! -f "$OUT/vmlinuz" ] ||
     "./lib/modules/$KVER/kernel/drivers/infiniband/*" \
     "./lib/modules/$KVER/kernel/net/*" \
     "./lib/modules/$KVER/kernel/crypto/*" \
-    "./lib/modules/$KVER/kernel/lib/*"
+    "./lib/modules/$KVER/kernel/lib/*" \
+    "./lib/modules/$KVER/kernel/fs/configfs/*"
   cp "$KROOT/boot/vmlinuz-$KVER" "$OUT/vmlinuz"
   echo "$KVER" > "$OUT/kver"
+  echo "$STAMP" > "$OUT/kroot.stamp"
 fi
 KM=$KROOT/lib/modules/$KVER/kernel
 
 # --- 2. modules, in dependency order ----------------------------------------
 # modinfo gives the hard dependencies. crc32_generic is a soft one: rdma_rxe asks
 # the crypto API for "crc32" at 'rdma link add' time and fails without it.
-WANT="virtio_pci virtio_net virtio_blk crc32_generic rdma_rxe"
+# rdma_ucm (with rdma_cm, ib_cm, iw_cm, configfs) gives /dev/infiniband/rdma_cm to
+# librdmacm (rping).
+WANT="virtio_pci virtio_net virtio_blk crc32_generic rdma_rxe rdma_ucm"
 declare -A MODPATH=()
 while IFS= read -r f; do
   b=${f##*/}; b=${b%%.ko*}; MODPATH[$b]=$f; MODPATH[${b//-/_}]=$f
@@ -123,11 +135,36 @@ SONAME=$(objdump -p "$LIB" 2>/dev/null | awk '/SONAME/ {print $2}')
 put "$LIB" "/usr/local/lib/$SONAME"
 ln -sf "$SONAME" "$R/usr/local/lib/librccl_telemetry.so"
 put "$PROG" /usr/local/bin/ibcast_e2e
+for f in "${EXTRA[@]}"; do
+  [ -e "$f" ] || die "extra file $f missing"
+  case $(basename "$f") in
+    *.so|*.so.*) put "$f" "/usr/local/lib/$(basename "$f")" ;;
+    *)           put "$f" "/usr/local/bin/$(basename "$f")" ;;
+  esac
+done
+
+# Third-party verbs programs, run unmodified in the guest (e2e/guest/tools.sh).
+TOOLS="/usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong /usr/bin/ib_write_bw /usr/bin/ib_send_bw
+  /usr/bin/ib_read_bw /usr/bin/rping /usr/bin/ucx_perftest"
+for b in $TOOLS; do
+  [ -x "$b" ] || die "$b missing (apt-get install ibverbs-utils perftest rdmacm-utils ucx-utils)"
+  put "$b" "$b"
+done
+# ldd does not list libgcc_s, which glibc dlopens for pthread_exit/cancel (rping aborts
+# at exit without it).
+GCC_S=$(ls /usr/lib/x86_64-linux-gnu/libgcc_s.so.1 /lib/x86_64-linux-gnu/libgcc_s.so.1 2>/dev/null | head -1)
+[ -n "$GCC_S" ] || die "libgcc_s.so.1 missing"
+put "$GCC_S" /usr/lib/x86_64-linux-gnu/libgcc_s.so.1
+# UCX dlopens its transports from its module directory (libuct_ib brings libmlx5 along).
+UCXMOD=/usr/lib/x86_64-linux-gnu/ucx
+ls "$UCXMOD"/libuct_ib.so.0 >/dev/null 2>&1 || die "UCX modules missing in $UCXMOD (ucx-utils / libucx0)"
+for m in "$UCXMOD"/*.so.0; do put "$m" "$m"; done
 echo /usr/local/lib > "$R/etc/ld.so.conf"
 echo "root:x:0:0:root:/:/bin/sh" > "$R/etc/passwd"
 
 install -m 755 "$HERE/guest/init" "$R/init"
 install -m 644 "$HERE/guest/scenarios.sh" "$R/scenarios.sh"
+install -m 644 "$HERE/guest/tools.sh" "$R/tools.sh"
 
 (cd "$R" && find . | cpio -o -H newc --quiet | gzip -1 > "$OUT/initrd.gz.tmp") && mv "$OUT/initrd.gz.tmp" "$OUT/initrd.gz"
 echo "build_image: $KPKG, modules: ${ORDER[*]}"

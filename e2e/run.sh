@@ -1,8 +1,11 @@
 #!/bin/bash
-# make e2e: build the library, the IB-CAST-shaped verbs program and a Soft-RoCE
-# guest image, boot one guest (four scenarios) and then two wired-together guests,
-# and check everything they bring out. Ends with "N passed, M failed".
-# Every stage that cannot run is a failure, never a skip.
+# make e2e: build the library, the IB-CAST-shaped verbs program, the verbs_loader
+# programs, the verbs interposer and a Soft-RoCE guest image; boot one guest (the
+# ibcast scenarios, then third-party verbs programs bare and under the interposer) and
+# then two wired-together guests (the same across the wire), and check everything they
+# bring out. Ends with "N passed, M failed".
+# Every stage that cannot run is a failure, never a skip (E2E_NO_PRELOAD=1 skips the
+# interposer runs, visibly).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${E2E_BUILD:-e2e/build}
@@ -25,7 +28,8 @@ count() { # add check.py's PASS/FAIL lines from a log to the totals
 
 stage "host tools"
 missing=""
-for t in qemu-system-x86_64 gcc cargo python3 cpio modinfo dpkg-deb apt-get rdma ethtool objdump timeout; do
+for t in qemu-system-x86_64 gcc cargo python3 cpio modinfo dpkg-deb apt-get rdma ethtool objdump timeout \
+         ibv_devinfo ibv_rc_pingpong ib_write_bw ib_send_bw ib_read_bw rping ucx_perftest; do
   command -v $t >/dev/null || missing="$missing $t"
 done
 [ -x /bin/busybox ] || missing="$missing busybox-static"
@@ -54,8 +58,31 @@ else
   fail "ibcast_e2e compiles: $(head -20 "$B/gcc.err")"; finish
 fi
 
+stage "verbs_loader: linked (verbs_direct) and NCCL-ibvwrap style dlopen (verbs_dlopen)"
+if gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$B/verbs_direct" e2e/verbs_loader.c -libverbs 2>"$B/gcc.err" &&
+   gcc -std=c11 -O2 -Wall -Wextra -Werror -DVL_DLOPEN -o "$B/verbs_dlopen" e2e/verbs_loader.c 2>>"$B/gcc.err"; then
+  pass "verbs_loader compiles in both modes"
+else
+  fail "verbs_loader compiles: $(head -20 "$B/gcc.err")"; finish
+fi
+if objdump -p "$B/verbs_dlopen" | grep -q 'NEEDED.*libibverbs'; then fail "verbs_dlopen is not linked with libibverbs"
+else pass "verbs_dlopen is not linked with libibverbs (it dlopens it)"; fi
+EXTRA=("$B/verbs_direct" "$B/verbs_dlopen")
+
+stage "verbs interposer (make preload)"
+PRELOAD=target/release/librccl_telemetry_preload.so
+if [ "${E2E_NO_PRELOAD:-0}" = 1 ]; then
+  echo "SKIP interposer runs: E2E_NO_PRELOAD=1"
+elif make --no-print-directory preload > "$B/preload.log" 2>&1 && [ -f "$PRELOAD" ]; then
+  pass "librccl_telemetry_preload.so builds"
+  EXTRA+=("$PRELOAD")
+else
+  fail "librccl_telemetry_preload.so builds (make preload): $(tail -3 "$B/preload.log" 2>/dev/null || echo 'no preload target')" \
+    "; the third-party programs run bare only"
+fi
+
 stage "guest image (kernel from apt, busybox initramfs)"
-if bash e2e/build_image.sh "$B/image" "$B/ibcast_e2e" "$LIB" > "$B/image.log" 2>&1; then
+if bash e2e/build_image.sh "$B/image" "$B/ibcast_e2e" "$LIB" "${EXTRA[@]}" > "$B/image.log" 2>&1; then
   pass "guest image built ($(grep -o 'linux-image[^,]*' "$B/image.log" | head -1))"
 else
   fail "guest image builds: $(tail -5 "$B/image.log")"; finish
@@ -65,16 +92,26 @@ fi
 scenario() {
   if bash e2e/run_guest.sh "$1" "$B/image" "$B/result-$1"; then
     pass "$2"
-    python3 e2e/check.py "$1" "$B/result-$1" | tee "$B/check-$1.log"
-    count "$B/check-$1.log"
+    if [ "${E2E_GUEST_ARGS:-}" != E2E_ONLY=tools ]; then
+      python3 e2e/check.py "$1" "$B/result-$1" | tee "$B/check-$1.log"
+      count "$B/check-$1.log"
+    fi
+    if [ "${E2E_GUEST_ARGS:-}" != E2E_ONLY=ibcast ]; then
+      python3 e2e/check_tools.py "$1" "$B/result-$1" | tee "$B/check-tools-$1.log"
+      count "$B/check-tools-$1.log"
+    fi
   else
     fail "$2 ($3)"
   fi
 }
 
-stage "single guest: main, LATENCY_SAMPLE=16, SAMPLE_MS=5, unwritable dir"
+stage "checker self-test (the models against canned real runs and doctored ones)"
+python3 e2e/check_tools.py selftest | tee "$B/check-tools-selftest.log"
+count "$B/check-tools-selftest.log"
+
+stage "single guest: main, LATENCY_SAMPLE=16, SAMPLE_MS=5, unwritable dir; verbs programs"
 scenario single "single guest booted, ran and powered off" "console: $B/result-single/single/console.log"
 
-stage "two guests wired together: 2 ranks per host"
+stage "two guests wired together: 2 ranks per host; verbs programs across the wire"
 scenario pair "both pair guests booted, ran and powered off" "consoles: $B/result-pair/*/console.log"
 finish

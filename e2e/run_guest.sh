@@ -6,7 +6,8 @@
 # left a readable result disk; otherwise the console tail is printed and the status is 1.
 set -uo pipefail
 MODE=${1:?single|pair}; IMG=${2:?imagedir}; RES=${3:?resultdir}
-TIMEOUT=${E2E_GUEST_TIMEOUT:-240}
+TIMEOUT=${E2E_GUEST_TIMEOUT:-480}
+EXTRA_ARGS=${E2E_GUEST_ARGS:-}   # more kernel command-line variables, e.g. E2E_ONLY=tools
 rm -rf "$RES"; mkdir -p "$RES"
 [ -f "$IMG/vmlinuz" ] && [ -f "$IMG/initrd.gz" ] || { echo "run_guest: no image in $IMG" >&2; exit 1; }
 command -v qemu-system-x86_64 >/dev/null || { echo "run_guest: qemu-system-x86_64 missing (apt-get install qemu-system-x86)" >&2; exit 1; }
@@ -16,10 +17,10 @@ command -v qemu-system-x86_64 >/dev/null || { echo "run_guest: qemu-system-x86_6
 boot() {
   local name=$1 args=$2; shift 2
   local dir; dir=$RES/$name; mkdir -p "$dir"
-  truncate -s 32M "$dir/result.img"
+  truncate -s 64M "$dir/result.img"
   timeout --kill-after=10 "$TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -m "${E2E_GUEST_MEM:-768}" -smp 1 \
     -kernel "$IMG/vmlinuz" -initrd "$IMG/initrd.gz" \
-    -append "console=ttyS0 quiet panic=-1 $args" \
+    -append "console=ttyS0 quiet panic=-1 $args $EXTRA_ARGS" \
     -drive "file=$dir/result.img,format=raw,if=virtio" \
     "$@" \
     -nographic -no-reboot -nodefaults -serial stdio -monitor none > "$dir/console.raw" 2>&1

@@ -1,0 +1,672 @@
+#!/usr/bin/env python3
+"""Check the third-party verbs programs' runs (e2e/guest/tools.sh) against a model of each.
+
+Usage: check_tools.py single RESULTDIR   (RESULTDIR/single/out/tools)
+       check_tools.py pair   RESULTDIR   (RESULTDIR/{server,client}/out/tools)
+       check_tools.py selftest           (canned runs in e2e/testdata/tools: the models pass
+                                          on real outputs and catch doctored ones)
+
+A model per program turns its own options (the argv recorded in cmd) and its own output
+(iterations and sizes it reports) into what each side did at the verbs calls: send WRs by
+opcode, receive WRs, completions, bytes, poll calls, unsignalled WRs retired; and into what
+rxe's port hw_counters must have moved: rdma_sends (SEND / SEND_WITH_IMM WRs completed),
+rdma_recvs (receive completions), sent_pkts (exact only without retransmissions: MTU 1024,
+ceil(len / 1024) packets per request, one ACK per SEND/WRITE message, read responses).
+Where a count cannot be exact, the model gives a range and says why.
+
+Bare runs check exit status, output and hardware counters. Runs under
+librccl_telemetry_preload.so (a 'preload' marker in the run) also check each side's
+telemetry file: named after the process, valid against the schema, and its counters.
+Prints "PASS <name>" / "FAIL <name>: <why>" lines, exits 1 on any failure.
+"""
+import copy
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCHEMA = os.path.join(os.path.dirname(HERE), "schema", "rccl_telemetry.schema.json")
+MTU = 1024
+TRANSPORT = "verbs-preload"
+
+
+def pk(n):
+    """Packets of one request of n bytes (a 0-byte request is one packet)."""
+    return max(1, math.ceil(n / MTU))
+
+
+class R:
+    """An expected count: exact (lo == hi), or a range with the reason it is not exact.
+    hi None: no upper bound (said why)."""
+
+    def __init__(self, lo, hi="same", why=""):
+        self.lo, self.hi, self.why = lo, (lo if hi == "same" else hi), why
+
+    def ok(self, v):
+        return isinstance(v, int) and v >= self.lo and (self.hi is None or v <= self.hi)
+
+    def __add__(self, o):
+        o = o if isinstance(o, R) else R(o)
+        hi = None if self.hi is None or o.hi is None else self.hi + o.hi
+        whys = [w for w in dict.fromkeys((self.why, o.why)) if w]
+        return R(self.lo + o.lo, hi, "; ".join(whys))
+
+    def __repr__(self):
+        if self.hi == self.lo:
+            return str(self.lo)
+        return f"[{self.lo}, {'inf' if self.hi is None else self.hi}] ({self.why})"
+
+
+def E(v):
+    return v if isinstance(v, R) else R(v)
+
+
+class Checks:
+    def __init__(self, quiet=False):
+        self.passed = self.failed = 0
+        self.quiet = quiet
+
+    def ok(self, name, cond, why=""):
+        if cond:
+            self.passed += 1
+            if not self.quiet:
+                print(f"PASS {name}")
+        else:
+            self.failed += 1
+            if not self.quiet:
+                print(f"FAIL {name}: {why}")
+        return cond
+
+    def count(self, name, got, want):
+        want = E(want)
+        return self.ok(f"{name} = {want!r}", want.ok(got), f"got {got!r}")
+
+
+C = Checks()
+
+
+def read(path, default=""):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def kv(path):
+    out = {}
+    for line in read(path).splitlines():
+        parts = line.split()
+        if len(parts) == 2 and re.fullmatch(r"-?\d+", parts[1]):
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def hw_delta(d):
+    b, a = kv(os.path.join(d, "rxe_before.txt")), kv(os.path.join(d, "rxe_after.txt"))
+    return {k: a[k] - b[k] for k in a if k in b and k != "lifespan"}
+
+
+def opts(argv, spec):
+    """Minimal getopt for the programs' options: spec maps an option to (key, takes_value).
+    Returns (dict, positional)."""
+    o, pos, i = {}, [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in spec:
+            key, val = spec[a]
+            if val:
+                o[key] = argv[i + 1]
+                i += 1
+            else:
+                o[key] = True
+        elif not a.startswith("-"):
+            pos.append(a)
+        i += 1
+    return o, pos
+
+
+# --- per-side expectation ----------------------------------------------------------------
+
+def side(**kw):
+    """What one process did at the verbs calls. Keys (all counts, int or R):
+    send, write, write_imm, read: send WRs posted by opcode; recv: receive WRs posted to
+    its QPs; srq_recv: to SRQs; send_cqe / recv_cqe: successful completions; errors:
+    error completions; retired: unsignalled WRs retired by a later signalled completion;
+    tx / rx: bytes; polls: poll calls. hw_*: this process's share of the rxe counters."""
+    d = dict(send=0, write=0, write_imm=0, read=0, recv=0, srq_recv=R(0), send_cqe=0, recv_cqe=0, errors=0,
+             retired=0, tx=0, rx=0, polls=R(0, None, "busy polling"), hw_sends=0, hw_recvs=0, hw_pkts=0)
+    d.update(kw)
+    return {k: E(v) for k, v in d.items()}
+
+
+def pingpong(argv, out, role):
+    o, _ = opts(argv, {"-n": ("n", 1), "-s": ("s", 1), "-r": ("r", 1), "-e": ("e", 0), "-N": ("N", 0),
+                       "-p": ("p", 1), "-d": ("d", 1), "-g": ("g", 1)})
+    n, s, r = int(o.get("n", 1000)), int(o.get("s", 4096)), int(o.get("r", 500))
+    m = re.search(r"^(\d+) bytes in .*\n(\d+) iters in", out, re.M)
+    if not C.ok(f"  {role} output reports {n} iters of {s} bytes (x2 directions)",
+                m is not None and int(m.group(1)) == 2 * n * s and int(m.group(2)) == n,
+                f"output: {m.group(0) if m else out[-200:]!r}"):
+        return None
+    # receives: rx_depth at start, refilled to rx_depth whenever at most one is left
+    posted, outs = r, r
+    for _ in range(n):
+        outs -= 1
+        if outs <= 1:
+            posted += r - outs
+            outs = r
+    # polls: 2n completions, at most 2 per ibv_poll_cq call; with -e one poll per CQ event,
+    # and an event needs a completion since the last re-arm (<= 2n); without -e it busy-polls.
+    polls = R(n, 2 * n, "-e: one poll per CQ event") if o.get("e") else R(n, None, "busy polling, 2 WCs per call")
+    return side(send=n, recv=posted, send_cqe=n, recv_cqe=n, tx=n * s, rx=n * s, polls=polls,
+                hw_sends=n, hw_recvs=n, hw_pkts=n * pk(s) + n)  # own SENDs + an ACK per SEND received
+
+
+def perftest(verb):
+    def model(argv, out, role):
+        o, pos = opts(argv, {"-n": ("n", 1), "-s": ("s", 1), "-Q": ("Q", 1), "-d": ("d", 1), "-x": ("x", 1),
+                             "-p": ("p", 1), "-F": ("F", 0), "-t": ("t", 1), "-r": ("r", 1)})
+        n, s = int(o.get("n", 1000)), int(o.get("s", 65536))
+        m = re.search(r"^\s*(\d+)\s+(\d+)\s+[\d.]+\s+[\d.]+", out, re.M)
+        if not C.ok(f"  {role} output reports {n} iterations of {s} bytes", m is not None and
+                    (int(m.group(1)), int(m.group(2))) == (s, n), f"results line: {m.group(0) if m else None!r}"):
+            return None
+        tx_depth = min(int(o.get("t", 128)), n)
+        cq_mod = int(o["Q"]) if "Q" in o else (1 if s > 8192 else 100)
+        cq_mod = min(cq_mod, tx_depth)
+        m = re.search(r"CQ Moderation\s*:\s*(\d+)", out)
+        C.ok(f"  {role} output states CQ moderation {cq_mod}", m is not None and int(m.group(1)) == cq_mod,
+             f"{m.group(0) if m else 'no CQ Moderation line'}")
+        if pos:  # client: posts every WR; WR s is signalled iff s % C == C-1 or it is the last
+            sig = n if cq_mod == 1 else sum(1 for i in range(n) if i % cq_mod == cq_mod - 1 or i == n - 1)
+            polls = R(math.ceil(sig / 16), None, "busy polling, 16 WCs per call")
+            op = {"write": dict(write=n), "send": dict(send=n), "read": dict(read=n)}[verb]
+            hw = {"write": dict(hw_pkts=n * pk(s)), "send": dict(hw_pkts=n * pk(s), hw_sends=n),
+                  "read": dict(hw_pkts=n)}[verb]  # read requests are one packet each
+            return side(send_cqe=sig, retired=n - sig, tx=n * s, polls=polls, **op, **hw)
+        if verb == "send":  # server: rx_depth = min(512, n) up front, reposted until n in total
+            return side(recv=max(n, min(512, n)), recv_cqe=n, rx=n * s, hw_recvs=n, hw_pkts=n,
+                        polls=R(math.ceil(n / 16), None, "busy polling, 16 WCs per call"))
+        # write/read server: no WR, never polls; sends the ACKs / read responses
+        return side(polls=0, hw_pkts=n if verb == "write" else n * pk(s))
+    return model
+
+
+RPING_INFO = 16  # struct rping_rdma_info: buf (8) rkey (4) size (4)
+
+
+def rping(argv, out, role):
+    o, _ = opts(argv, {"-C": ("C", 1), "-S": ("S", 1), "-a": ("a", 1), "-p": ("p", 1), "-s": ("srv", 0),
+                       "-c": ("cli", 0), "-v": ("v", 0)})
+    if role == "client":
+        c, s = int(o.get("C", 0)), int(o.get("S", 64))
+        pings = len(re.findall(r"^ping data: rdma-ping-\d+", out, re.M))
+        if not C.ok(f"  client printed {c} pings", c > 0 and pings == c, f"{pings} 'ping data' lines for -C {c}"):
+            return None
+        rping.last = (c, s)
+    c, s = getattr(rping, "last", (0, 0))
+    if role == "server" and not c:
+        return None
+    flush = R(0, 1, "the receive left posted at disconnect may be polled as a flush error")
+    # The CM exchange goes through the kernel's GSI QP, which no user-space wrapper sees:
+    # the client sends REQ, RTU and DREQ (it disconnects first) and receives REP and DREP.
+    cm_out, cm_in = (3, 2) if role == "client" else (2, 3)
+    if role == "client":   # per ping: SEND start adv, SEND write adv; 2 receives (go-aheads)
+        comps = 4 * c
+        return side(send=2 * c, recv=2 * c + 1, send_cqe=2 * c, recv_cqe=2 * c, errors=flush,
+                    tx=2 * c * RPING_INFO, rx=2 * c * RPING_INFO,
+                    polls=R(comps + 1, 2 * comps + 2, "one poll per WC plus one empty poll per CQ event"),
+                    hw_sends=2 * c + cm_out, hw_recvs=2 * c + cm_in,
+                    hw_pkts=2 * c + 2 * c + c + c * pk(s) + cm_out)  # SENDs, their ACKs, WRITE ACK, READ response
+    # server per ping: RDMA_READ of the client's buffer, SEND, RDMA_WRITE back, SEND
+    comps = 6 * c
+    return side(send=2 * c, read=c, write=c, recv=2 * c + 1, send_cqe=4 * c, recv_cqe=2 * c, errors=flush,
+                tx=2 * c * RPING_INFO + 2 * c * s, rx=2 * c * RPING_INFO,
+                polls=R(comps + 1, 2 * comps + 2, "one poll per WC plus one empty poll per CQ event"),
+                hw_sends=2 * c + cm_out, hw_recvs=2 * c + cm_in,
+                hw_pkts=2 * c + 2 * c + c + c * pk(s) + cm_out)  # SENDs, their ACKs, READ request, WRITE
+
+
+def ucx(argv, out, role):
+    o, pos = opts(argv, {"-n": ("n", 1), "-s": ("s", 1), "-t": ("t", 1), "-x": ("x", 1), "-d": ("d", 1),
+                         "-D": ("D", 1), "-w": ("w", 1), "-p": ("p", 1)})
+    if role == "client":
+        n, s, w = int(o.get("n", 0)), int(o.get("s", 8)), int(o.get("w", 1 if "w" not in o else o["w"]))
+        m = re.search(r"^Final:\s+(\d+)\s", out, re.M)
+        if not C.ok(f"  client reports {n} iterations (Final)", m is not None and int(m.group(1)) == n,
+                    f"{m.group(0) if m else 'no Final line'}"):
+            return None
+        C.ok("  client ran put_bw over rc_verbs without warm-up (-w 0), so counts follow -n",
+             o.get("t") == "put_bw" and o.get("x") == "rc_verbs" and w == 0, str(o))
+        ucx.last = (n, s)
+        slack = R(0, 16, "UCX's own flush and keepalive traffic beyond the reported iterations")
+        # put_bw: RDMA_WRITE only; UCX moderates its own signalling, so completions are bounded
+        return side(write=R(n) + slack, send=R(0, 4, "UCX may post its own control SENDs"),
+                    send_cqe=R(1, n + 16, "UCX signals one WR in its moderation window"),
+                    retired=R(0, n + 16, "whatever UCX left unsignalled"),
+                    tx=R(n * s, n * s + 16 * 64, "flush WRs carry at most a few bytes"),
+                    srq_recv=R(0, None, "UCX pre-posts its SRQ as it sizes it"), recv=R(0, None, "UCX's own"),
+                    recv_cqe=R(0, 4, "control messages only"), rx=R(0, None, "control messages only"),
+                    polls=R(1, None, "busy polling"), hw_sends=0, hw_recvs=0,
+                    hw_pkts=R(n * pk(s)) + slack)
+    n, s = getattr(ucx, "last", (0, 0))
+    if not n:
+        return None
+    # the server posts nothing for put_bw: the writes land in its memory, it ACKs them
+    return side(recv=R(0, None, "UCX's own"), srq_recv=R(0, None, "UCX pre-posts its SRQ as it sizes it"),
+                recv_cqe=R(0, 4, "control messages only"), rx=R(0, None, "control messages only"),
+                send=R(0, 4, "UCX may post its own control SENDs"), send_cqe=R(0, 4, "control SENDs"),
+                write=R(0, 4, "UCX's own flush"), tx=R(0, 4 * 64, "control messages only"),
+                polls=R(0, None, "busy polling"), hw_sends=0, hw_recvs=0, hw_pkts=R(n, n + 16, "ACKs; UCX's own flush"))
+
+
+MODELS = {"ibv_rc_pingpong": pingpong, "ib_write_bw": perftest("write"), "ib_send_bw": perftest("send"),
+          "ib_read_bw": perftest("read"), "rping": rping, "ucx_perftest": ucx}
+
+
+# --- the telemetry file ------------------------------------------------------------------
+
+_validator = None
+
+
+def validate(name, doc):
+    global _validator
+    if _validator is None:
+        import jsonschema
+        with open(SCHEMA) as f:
+            _validator = jsonschema.Draft202012Validator(json.load(f))
+    errs = list(_validator.iter_errors(doc))
+    return C.ok(f"{name}: file validates against the schema", not errs,
+                "; ".join(f"{'/'.join(map(str, e.absolute_path))}: {e.message[:160]}" for e in errs[:3]))
+
+
+def telemetry_doc(name, sd):
+    """The one file of the process whose pid the run recorded."""
+    pid = read(os.path.join(sd, "pid")).strip()
+    files = sorted(glob.glob(os.path.join(sd, "telemetry", "rccl_telemetry_*.json")))
+    mine = [f for f in files if re.search(rf"_{re.escape(pid)}\.json$", f)]
+    if not C.ok(f"{name}: one telemetry file, named after pid {pid}", pid and len(mine) == 1 and len(files) == 1,
+                f"files: {[os.path.basename(f) for f in files]}"):
+        return None
+    try:
+        with open(mine[0]) as f:
+            doc = json.load(f)
+    except ValueError as e:
+        C.ok(f"{name}: file parses", False, str(e))
+        return None
+    validate(name, doc)
+    C.ok(f"{name}: process_id and transport", doc.get("process_id") == int(pid) and doc.get("transport") == TRANSPORT,
+         f"process_id {doc.get('process_id')}, transport {doc.get('transport')!r}")
+    return doc
+
+
+QP_KEYS = {"send": "num_send_wqe", "write": "num_write_wqe", "write_imm": "num_write_imm_wqe", "read": "num_read_wqe",
+           "recv": "num_recv_wqe", "retired": "num_wqe_retired_unsignalled"}
+
+
+def file_counts(doc):
+    """Sums over the rxe device's QPs (verbs has no channel: one null bucket) and device keys."""
+    dev = next((d for d in doc.get("devices", []) if d.get("roce_device") == "rxe0"), None)
+    if dev is None:
+        return None, None
+    qps = [q for ch in dev.get("channels", []) for q in ch.get("queue_pairs", [])]
+    tot = {k: sum(q.get(v, 0) for q in qps) for k, v in QP_KEYS.items()}
+    tot["sent"] = sum(q.get("num_wqe_sent", 0) for q in qps)
+    tot["rcvd"] = sum(q.get("num_wqe_rcvd", 0) for q in qps)
+    tot["completed"] = sum(q.get("num_wqe_completed", 0) for q in qps)
+    tot.update(tx=dev.get("tx_bytes"), rx=dev.get("rx_bytes"), errors=dev.get("num_cq_errors"),
+               polls=dev.get("cq_poll_count"), srq_recv=dev.get("num_srq_recv_wqe"),
+               unknown=dev.get("num_wc_unknown_qp"))
+    return dev, tot
+
+
+def check_file(name, sd, want):
+    doc = telemetry_doc(name, sd)
+    if doc is None:
+        return
+    dev, got = file_counts(doc)
+    if not C.ok(f"{name}: device rxe0 in the file", dev is not None, f"devices {[d.get('roce_device') for d in doc.get('devices', [])]}"):
+        return
+    C.ok(f"{name}: hw_type rxe, channel unknown", dev.get("hw_type") == "rxe" and dev.get("num_channels") is None,
+         f"hw_type {dev.get('hw_type')!r}, num_channels {dev.get('num_channels')!r}")
+    for k in ["send", "write", "write_imm", "read", "recv", "srq_recv", "retired", "tx", "rx", "errors", "polls"]:
+        C.count(f"{name}: {QP_KEYS.get(k, k)}", got[k], want[k])
+    sent = want["send"] + want["write"] + want["write_imm"] + want["read"]
+    C.count(f"{name}: num_wqe_sent (every send WR)", got["sent"], sent)
+    C.count(f"{name}: num_wqe_rcvd (completions drained)", got["rcvd"], want["send_cqe"] + want["recv_cqe"] + want["errors"])
+    C.count(f"{name}: num_wc_unknown_qp", got["unknown"], 0)
+
+
+# --- runs -------------------------------------------------------------------------------
+
+def hw_check(name, d, want, pair):
+    hw = hw_delta(d)
+    for key, k in [("rdma_sends", "hw_sends"), ("rdma_recvs", "hw_recvs")]:
+        C.count(f"{name}: rxe {key}", hw.get(key), want[k])
+    retrans = {k: hw.get(k, 0) for k in ["duplicate_request", "completer_retry_err", "out_of_seq_request",
+                                          "rcvd_seq_err", "rcvd_rnr_err", "send_rnr_err"] if hw.get(k, 0)}
+    pk_want = want["hw_pkts"]
+    if retrans:  # retransmissions add packets: the ideal count is then a lower bound
+        pk_want = R(pk_want.lo, None, f"retransmissions ({retrans})")
+    C.count(f"{name}: rxe sent_pkts (ideal count{'' if retrans else ', no retransmission'})", hw.get("sent_pkts"),
+            pk_want)
+
+
+def run_tools(name, d, pair=False):
+    cmds = [l.split() for l in read(os.path.join(d, "cmd")).splitlines() if l.strip()]
+    if not C.ok(f"{name}: ran", cmds, "no cmd file"):
+        return
+    preload = os.path.exists(os.path.join(d, "preload"))
+    total = None
+    for argv in sorted(cmds, key=lambda a: a[0] != "client"):  # the client's output defines the run
+        role, prog, args = argv[0], os.path.basename(argv[1]), argv[2:]
+        sd = os.path.join(d, role)
+        rc = read(os.path.join(sd, "rc")).strip()
+        if not C.ok(f"{name}: {role} {prog} exited 0", rc == "0",
+                    f"rc={rc!r}; stderr: {read(os.path.join(sd, 'stderr'))[-300:]!r}"):
+            return
+        want = MODELS[prog](args, read(os.path.join(sd, "stdout")), role)
+        if want is None:
+            return
+        if preload:
+            check_file(f"{name}: {role}", sd, want)
+        total = want if total is None else {k: total[k] + want[k] for k in total}
+    if total is not None:
+        hw_check(name, d, total, pair)
+
+
+# verbs_loader: one process, its own exact tally
+LOADER_QP = ["num_wqe_sent", "num_send_wqe", "num_write_wqe", "num_write_imm_wqe", "num_read_wqe", "num_recv_wqe",
+             "num_wqe_rcvd", "num_wqe_retired_unsignalled"]
+
+
+def loader_pkts(rounds, probe):
+    # per round: WRITE chain 1000/3000/64 B + 3 ACKs, SEND 512, SEND_WITH_IMM 100,
+    # WRITE_WITH_IMM 2048 (+ ACK each), READ 4096 (request + 4 responses), B's SEND 256 + ACK
+    per = (pk(1000) + pk(3000) + pk(64) + 3) + (pk(512) + 1) + (pk(100) + 1) + (pk(2048) + 1) + (1 + pk(4096)) \
+        + (pk(256) + 1)
+    return per * rounds + (2 if probe else 0)  # the wrong-rkey WRITE and its NAK
+
+
+def run_loader(name, d):
+    sd = os.path.join(d, "proc")
+    argv = read(os.path.join(d, "cmd")).split()[1:]
+    rc = read(os.path.join(sd, "rc")).strip()
+    if not C.ok(f"{name}: exited 0", rc == "0", f"rc={rc!r}; stderr: {read(os.path.join(sd, 'stderr'))[-300:]!r}"):
+        return None
+    try:
+        t = json.loads(read(os.path.join(sd, "tally.json")))
+    except ValueError as e:
+        C.ok(f"{name}: tally parses", False, str(e))
+        return None
+    o, _ = opts(argv[1:], {"--rounds": ("rounds", 1), "--cq": ("cq", 1), "--gid": ("gid", 1), "--tally": ("t", 1),
+                          "--no-error-probe": ("noprobe", 0)})
+    rounds, probe = int(o.get("rounds", 16)), not o.get("noprobe")
+    C.ok(f"{name}: payloads intact", t["payload_errors"] == 0 and t["payload_bytes_checked"] > 0,
+         f"{t['payload_errors']} errors over {t['payload_bytes_checked']} bytes")
+    # the tally itself against the workload the options ask for
+    a, b, c = t["queue_pairs"][0], t["queue_pairs"][1], t["queue_pairs"][2]
+    C.ok(f"{name}: tally is the workload of {rounds} rounds",
+         (a["num_wqe_sent"], a["num_write_wqe"], a["num_send_wqe"], a["num_write_imm_wqe"], a["num_read_wqe"],
+          a["num_wqe_retired_unsignalled"], b["num_recv_wqe"], b["num_wqe_rcvd"], c["num_cq_errors"])
+         == (7 * rounds, 3 * rounds, 2 * rounds, rounds, rounds, 2 * rounds, 3 * rounds, 4 * rounds, int(probe)),
+         json.dumps(t["queue_pairs"]))
+    hw = hw_delta(d)
+    C.count(f"{name}: rxe rdma_sends (SEND / SEND_WITH_IMM completed)", hw.get("rdma_sends"), t["sends_completed"])
+    C.count(f"{name}: rxe rdma_recvs (receive completions)", hw.get("rdma_recvs"), t["recv_completions"])
+    retrans = any(hw.get(k, 0) for k in ["duplicate_request", "completer_retry_err", "out_of_seq_request"])
+    C.count(f"{name}: rxe sent_pkts", hw.get("sent_pkts"),
+            R(loader_pkts(rounds, probe), None, "retransmissions") if retrans else loader_pkts(rounds, probe))
+    if os.path.exists(os.path.join(d, "preload")):
+        doc = telemetry_doc(name, sd)
+        if doc is not None:
+            dev, got = file_counts(doc)
+            if C.ok(f"{name}: device rxe0 in the file", dev is not None, "no rxe0"):
+                qps = [q for ch in dev.get("channels", []) for q in ch.get("queue_pairs", [])]
+                bad = []
+                if len(qps) != len(t["queue_pairs"]):
+                    bad.append(f"{len(qps)} QPs in the file, {len(t['queue_pairs'])} created")
+                for fq, tq in zip(qps, t["queue_pairs"]):  # slots in creation order
+                    for k in LOADER_QP:
+                        if fq.get(k) != tq[k]:
+                            bad.append(f"QP {tq['name']} {k}: {fq.get(k)} != {tq[k]}")
+                C.ok(f"{name}: per-QP counters = the program's tally", not bad, "; ".join(bad[:6]))
+                for fk, tk in [("tx_bytes", "tx_bytes"), ("rx_bytes", "rx_bytes"), ("num_cq_errors", "num_cq_errors"),
+                               ("cq_poll_count", "cq_poll_count")]:
+                    C.count(f"{name}: device {fk}", dev.get(fk), t[tk])
+                C.count(f"{name}: num_wc_unknown_qp", dev.get("num_wc_unknown_qp"), 0)
+    return t
+
+
+def loaders(prefix, out, sfx):
+    tallies = {}
+    for m in ["direct", "dlopen"]:
+        for c in ["poll", "ex"]:
+            n = f"verbs_{m}_{c}{sfx}"
+            if os.path.isdir(os.path.join(out, n)):
+                tallies[n] = run_loader(f"{prefix}{n}", os.path.join(out, n))
+            else:
+                C.ok(f"{prefix}{n}: ran", False, "no result directory")
+    drop = {"program", "mode", "cq", "process_id", "cq_poll_count", "qp_num"}
+    strip = lambda t: json.loads(json.dumps(t), object_hook=lambda o: {k: v for k, v in o.items() if k not in drop})
+    base = tallies.get(f"verbs_direct_poll{sfx}")
+    for n, t in tallies.items():
+        if base and t and n != f"verbs_direct_poll{sfx}":
+            C.ok(f"{prefix}{n}: same counts as verbs_direct_poll{sfx}", strip(t) == strip(base),
+                 "tallies differ beyond pid, mode and poll calls")
+
+
+TABLE = ["pingpong", "pingpong_event", "pingpong_new_send", "write_bw", "write_bw_q7", "send_bw", "read_bw", "rping",
+         "ucx_put_bw"]
+
+
+def passes(out):
+    """'' always; '+preload' when the image had the interposer (its runs exist)."""
+    return [""] + (["+preload"] if glob.glob(os.path.join(out, "*+preload")) else [])
+
+
+def single(res):
+    out = os.path.join(res, "single", "out", "tools")
+    for sfx in passes(out):
+        for n in TABLE:
+            d = os.path.join(out, n + sfx)
+            if C.ok(f"{n}{sfx}: ran", os.path.isdir(d), "no result directory"):
+                run_tools(n + sfx, d)
+        loaders("", out, sfx)
+
+
+def pair(res):
+    for host in ["server", "client"]:
+        out = os.path.join(res, host, "out", "tools")
+        for sfx in passes(out):
+            for n in TABLE:
+                d = os.path.join(out, f"pair_{n}{sfx}")
+                if C.ok(f"pair {host} {n}{sfx}: ran", os.path.isdir(d), "no result directory"):
+                    run_tools(f"pair {host} {n}{sfx}", d, pair=True)
+
+
+# --- self-test on canned runs ---------------------------------------------------------------
+
+def fake_file(sd, want, pid, perturb=None):
+    """A telemetry file holding exactly the model's lower bounds (what a correct interposer
+    writes for the canned run), for exercising the file checks without the interposer."""
+    lo = {k: v.lo for k, v in want.items()}
+    q = {k: 0 for k in ["num_wqe_sent", "num_recv_wqe", "num_wqe_rcvd", "num_wqe_completed", "num_cts_sent",
+                        "num_cts_sent_signalled", "num_cts_sent_unsignalled", "num_slot_miss", "num_write_wqe",
+                        "num_write_imm_wqe"]}
+    q.update(num_wqe_sent=lo["send"] + lo["write"] + lo["write_imm"] + lo["read"], num_recv_wqe=lo["recv"],
+             num_wqe_rcvd=lo["send_cqe"] + lo["recv_cqe"] + lo["errors"], num_wqe_completed=lo["send_cqe"],
+             num_write_wqe=lo["write"], num_write_imm_wqe=lo["write_imm"], num_send_wqe=lo["send"],
+             num_read_wqe=lo["read"], num_atomic_wqe=0, num_other_wqe=0, num_wqe_retired_unsignalled=lo["retired"],
+             num_wqe_track_full=0, wqe_completion_ns_min=-1, wqe_completion_ns_max=-1,
+             wqe_completion_histogram=[0] * 16)
+    ch = dict(q, id=None, num_req_completed=0, num_data_qp=0, num_cts_qp=0, num_qp_untracked=0,
+              queue_pairs=[dict(q, id=0, role=None)])
+    dev = dict(device_id=0, roce_device="rxe0", eth_device="eth0", hw_type="rxe", tx_bytes=lo["tx"], rx_bytes=lo["rx"],
+               num_cq_errors=lo["errors"], cq_poll_count=lo["polls"], num_channels=None, active_channels=1,
+               num_qp_untracked=0, wqe_size_stats=[], channels=[ch], num_srq_recv_wqe=lo["srq_recv"],
+               num_wc_unknown_qp=0,
+               hw_counters=dict(delta_tx_bytes=-1, delta_rx_bytes=-1, delta_tx_packets=0, delta_rx_packets=0))
+    doc = dict(version=1, host_name="e2e-single", process_name="canned", process_id=pid, start_time="2026-01-01T00:00:00.000000000Z", end_time="2026-01-01T00:00:01.000000000Z",
+               final=True, trigger="exit", transport=TRANSPORT, histogram_interval_ns=1000, devices=[dev])
+    if perturb:
+        perturb(doc)
+    os.makedirs(os.path.join(sd, "telemetry"), exist_ok=True)
+    with open(os.path.join(sd, "telemetry", f"rccl_telemetry_e2e-single_0_{pid}.json"), "w") as f:
+        json.dump(doc, f)
+
+
+def selftest():
+    global C
+    canned = os.path.join(HERE, "testdata", "tools")
+    real = C
+    results = []
+
+    def run(label, mutate, expect_fail, what="single"):
+        global C
+        tmp = tempfile.mkdtemp(prefix="check_tools_")
+        try:
+            out = os.path.join(tmp, "single", "out", "tools")
+            shutil.copytree(canned, out)
+            mutate(out)
+            C = Checks(quiet=True)
+            single(tmp)
+            failed = C.failed
+        finally:
+            C = real
+            shutil.rmtree(tmp, ignore_errors=True)
+        C.ok(f"selftest: {label}: {'caught' if expect_fail else 'passes'}",
+             (failed > 0) == expect_fail, f"{failed} checks failed")
+
+    def edit(path, f):
+        with open(path) as fh:
+            s = fh.read()
+        with open(path, "w") as fh:
+            fh.write(f(s))
+
+    def bump_hw(name, key, by):
+        def m(out):
+            edit(os.path.join(out, name, "rxe_after.txt"),
+                 lambda s: re.sub(rf"^{key} (\d+)$", lambda x: f"{key} {int(x.group(1)) + by}", s, flags=re.M))
+        return m
+
+    def with_files(perturb_of=None):
+        """The canned pingpong and write_bw_q7 runs again as '+preload' runs, each side with a
+        synthetic file holding the model's counts (perturbed for one side when asked)."""
+        def m(out):
+            for n in ["pingpong", "write_bw_q7", "rping"]:
+                dst = os.path.join(out, n + "+preload")
+                shutil.copytree(os.path.join(out, n), dst)
+                open(os.path.join(dst, "preload"), "w").close()
+                for role in ["client", "server"]:
+                    sd = os.path.join(dst, role)
+                    pid = 1000 + len(n) + (role == "server")
+                    with open(os.path.join(sd, "pid"), "w") as f:
+                        f.write(f"{pid}\n")
+            # every other run gets a +preload twin without files (a run under the
+            # interposer that wrote no file must fail)
+            for n in TABLE + [f"verbs_{a}_{b}" for a in ["direct", "dlopen"] for b in ["poll", "ex"]]:
+                if not os.path.exists(os.path.join(out, n + "+preload")):
+                    shutil.copytree(os.path.join(out, n), os.path.join(out, n + "+preload"))
+                    open(os.path.join(out, n + "+preload", "preload"), "w").close()
+            global C
+            saved, C = C, Checks(quiet=True)
+            try:
+                for n in ["pingpong", "write_bw_q7", "rping"]:
+                    d = os.path.join(out, n + "+preload")
+                    cmds = sorted((l.split() for l in read(os.path.join(d, "cmd")).splitlines() if l.strip()),
+                                  key=lambda a: a[0] != "client")
+                    for argv in cmds:
+                        sd = os.path.join(d, argv[0])
+                        want = MODELS[os.path.basename(argv[1])](argv[2:], read(os.path.join(sd, "stdout")), argv[0])
+                        pid = int(read(os.path.join(sd, "pid")))
+                        p = perturb_of(n, argv[0]) if perturb_of else None
+                        fake_file(sd, want, pid, p)
+            finally:
+                C = saved
+        return m
+
+    run("the canned real runs", lambda out: None, False)
+    run("rdma_sends one more than pingpong did", bump_hw("pingpong", "rdma_sends", 1), True)
+    run("rdma_recvs one less for send_bw", bump_hw("send_bw", "rdma_recvs", -1), True)
+    run("sent_pkts one more for read_bw", bump_hw("read_bw", "sent_pkts", 1), True)
+    run("sent_pkts one more for verbs_dlopen_ex", bump_hw("verbs_dlopen_ex", "sent_pkts", 1), True)
+    run("retransmissions make sent_pkts a lower bound",
+        lambda out: (bump_hw("write_bw", "sent_pkts", 7)(out), bump_hw("write_bw", "duplicate_request", 3)(out)), False)
+    run("pingpong's -n not what it printed", lambda out: edit(os.path.join(out, "pingpong", "cmd"),
+                                                             lambda s: s.replace("-n 64", "-n 65")), True)
+    run("perftest -Q other than its CQ moderation", lambda out: edit(os.path.join(out, "write_bw_q7", "cmd"),
+                                                                      lambda s: s.replace("-Q 7", "-Q 8")), True)
+    run("rping printed one ping less", lambda out: edit(os.path.join(out, "rping", "client", "stdout"),
+                                                       lambda s: re.sub(r"^ping data: rdma-ping-19.*\n", "", s,
+                                                                        flags=re.M)), True)
+    run("a client exited 1", lambda out: edit(os.path.join(out, "ucx_put_bw", "client", "rc"), lambda s: "1\n"), True)
+
+    def tally_bump(out):
+        p = os.path.join(out, "verbs_dlopen_poll", "proc", "tally.json")
+        edit(p, lambda s: s.replace('"num_read_wqe": 16', '"num_read_wqe": 17', 1))
+    run("verbs_dlopen counted one RDMA_READ more than verbs_direct", tally_bump, True)
+    # the file checks, on synthetic files for the canned runs
+    run_files = lambda label, p, fail: run(label, with_files(p), fail)
+    only = lambda prog, role, f: (lambda n, r: f if (n, r) == (prog, role) else None)
+
+    def qp(doc):
+        return doc["devices"][0]["channels"][0]["queue_pairs"][0]
+
+    def both(f):  # the QP and its channel (the channel is the sum of its QPs)
+        return lambda doc: (f(qp(doc)), f(doc["devices"][0]["channels"][0]))
+    run_files("files with exactly the model's counts (missing ones fail)", None, True)
+
+    def only_checked(label, p, fail):
+        """Runs the file checks and keeps only the verdict on the three runs with files."""
+        global C
+        tmp = tempfile.mkdtemp(prefix="check_tools_")
+        try:
+            out = os.path.join(tmp, "single", "out", "tools")
+            shutil.copytree(canned, out)
+            with_files(p)(out)
+            C = Checks(quiet=not os.environ.get("CHECK_TOOLS_VERBOSE"))
+            for n in ["pingpong", "write_bw_q7", "rping"]:
+                run_tools(n + "+preload", os.path.join(out, n + "+preload"))
+            failed = C.failed
+        finally:
+            C = real
+            shutil.rmtree(tmp, ignore_errors=True)
+        C.ok(f"selftest: {label}: {'caught' if fail else 'passes'}", (failed > 0) == fail, f"{failed} checks failed")
+    only_checked("synthetic files with the model's counts", None, False)
+    only_checked("pingpong server file: one receive WR more", only("pingpong", "server", both(
+        lambda o: o.__setitem__("num_recv_wqe", o["num_recv_wqe"] + 1))), True)
+    only_checked("write_bw -Q 7 client file: one unsignalled WR not retired", only("write_bw_q7", "client", both(
+        lambda o: o.__setitem__("num_wqe_retired_unsignalled", o["num_wqe_retired_unsignalled"] - 1))), True)
+    only_checked("rping server file: the READs counted as writes", only("rping", "server", both(
+        lambda o: (o.__setitem__("num_write_wqe", o["num_write_wqe"] + o["num_read_wqe"]),
+                   o.__setitem__("num_read_wqe", 0)))), True)
+    only_checked("pingpong client file: tx_bytes off by one", only("pingpong", "client",
+        lambda doc: doc["devices"][0].__setitem__("tx_bytes", doc["devices"][0]["tx_bytes"] + 1)), True)
+    only_checked("write_bw server file: one poll call (it never polls)", only("write_bw_q7", "server",
+        lambda doc: doc["devices"][0].__setitem__("cq_poll_count", 1)), True)
+    only_checked("rping client file: a second file's transport", only("rping", "client",
+        lambda doc: doc.__setitem__("transport", "IB-CAST")), True)
+
+
+def main():
+    if len(sys.argv) == 2 and sys.argv[1] == "selftest":
+        selftest()
+        print(f"check_tools.py selftest: {C.passed} passed, {C.failed} failed")
+        return 1 if C.failed else 0
+    if len(sys.argv) != 3 or sys.argv[1] not in ("single", "pair"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    {"single": single, "pair": pair}[sys.argv[1]](sys.argv[2])
+    print(f"check_tools.py {sys.argv[1]}: {C.passed} passed, {C.failed} failed")
+    return 1 if C.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
