@@ -79,6 +79,7 @@ typedef struct Ctx {
   RefQpStats* rcts;
   RefChannelStats* rch;
   uint64_t seq;
+  uint64_t polls; /* RCCL's comm->telCqPollCount: poll calls counted behind the guard */
   uint64_t sink;
   uint64_t errors;
   uint64_t remote_base, local_base;
@@ -89,27 +90,46 @@ typedef struct Ctx {
   FakeQp qp[BENCH_QPS];
 } __attribute__((aligned(64))) Ctx;
 
-/* Hook sets: N_ none, L_ the library through its installed header, R_ the reference (inline). */
+/* Hook sets: N_ none, L_ the library through its installed header, R_ the reference (inline),
+ * LA_ the library's latency family with one clock read per poll (PollTs + QpWqeCompleteAt). */
+#define N_ON(c) 1
+#define N_POLLED(c) ((void)0)
+#define N_POLLTS(c) ((int64_t)0)
 #define N_POSTTS(c, j) ((int64_t)0)
 #define N_SEND(c, j, imm) ((void)0)
 #define N_SIZE(c, b) ((void)0)
-#define N_COMPLETE(c, j, ts) ((void)(j))
+#define N_COMPLETE(c, j, ts, now) ((void)(j))
 #define N_CTS(c, s) ((void)0)
 #define N_BYTES(c, b) ((void)0)
 #define N_REQDONE(c) ((void)0)
 
+#define L_ON(c) rcclTelemetryOn()
+#define L_POLLED(c) ((c)->polls++)
+#define L_POLLTS(c) ((int64_t)0)
 #define L_POSTTS(c, j) rcclTelemetryPostTs((c)->lqp[j])
 #define L_SEND(c, j, imm) rcclTelemetryQpSendPosted((c)->lqp[j], (imm))
 #define L_SIZE(c, b) rcclTelemetryWqeSize((c)->dev, (b))
-#define L_COMPLETE(c, j, ts) rcclTelemetryQpWqeComplete((c)->lqp[j], (ts))
+#define L_COMPLETE(c, j, ts, now) rcclTelemetryQpWqeComplete((c)->lqp[j], (ts))
 #define L_CTS(c, s) rcclTelemetryQpCtsSent((c)->lcts, (s))
 #define L_BYTES(c, b) rcclTelemetryBytes((c)->dev, 1, (b))
 #define L_REQDONE(c) rcclTelemetryChRequestCompleted((c)->lch)
 
+#define LA_POSTTS(c, j) rcclTelemetryPostTs((c)->lqp[j])
+#define LA_POLLTS(c) ((int64_t)0)
+#define LA_COMPLETE(c, j, ts, now)                                                   \
+  do {                                                                               \
+    int64_t ts_ = (ts);                                                              \
+    if (ts_ > RCCL_TELEMETRY_TS_UNSAMPLED && (now) == 0) (now) = rcclTelemetryPollTs(); \
+    rcclTelemetryQpWqeCompleteAt((c)->lqp[j], ts_, (now));                           \
+  } while (0)
+
+#define R_ON(c) refTelemetryEnabled
+#define R_POLLED(c) ((c)->polls++)
+#define R_POLLTS(c) ((int64_t)0)
 #define R_POSTTS(c, j) refPostTs((c)->rqp[j])
 #define R_SEND(c, j, imm) refQpSendPosted((c)->rqp[j], (imm))
 #define R_SIZE(c, b) refWqeSize((c)->dev, (b))
-#define R_COMPLETE(c, j, ts) refQpWqeComplete((c)->rqp[j], (ts))
+#define R_COMPLETE(c, j, ts, now) refQpWqeComplete((c)->rqp[j], (ts))
 #define R_CTS(c, s) refQpCtsSent((c)->rcts, (s))
 #define R_BYTES(c, b) refBytes((c)->dev, 1, (b))
 #define R_REQDONE(c) refChRequestCompleted((c)->rch)
@@ -117,25 +137,29 @@ typedef struct Ctx {
 /*
  * Each loop picks a hook set (N, L or R) per hook family: FAM_LAT = PostTs + QpWqeComplete
  * (the latency family; the completion hook needs the token), FAM_SEND = QpSendPosted,
- * FAM_SIZE = WqeSize, FAM_REQ = Bytes + QpCtsSent + ChRequestCompleted (once per request).
- * The whole mix: */
+ * FAM_SIZE = WqeSize, FAM_REQ = Bytes + QpCtsSent + ChRequestCompleted (once per request),
+ * FAM_GUARD = RCCL's rcclTelemetryOn() guards (per request before PostTs, per completion, per
+ * poll call, with the poll counter they protect). The whole mix, as RCCL calls it: */
 #define LOOP_NAME loop_none
 #define FAM_LAT N
 #define FAM_SEND N
 #define FAM_SIZE N
 #define FAM_REQ N
+#define FAM_GUARD N
 #include "bench_loop.h"
 #define LOOP_NAME loop_lib
 #define FAM_LAT L
 #define FAM_SEND L
 #define FAM_SIZE L
 #define FAM_REQ L
+#define FAM_GUARD L
 #include "bench_loop.h"
 #define LOOP_NAME loop_ref
 #define FAM_LAT R
 #define FAM_SEND R
 #define FAM_SIZE R
 #define FAM_REQ R
+#define FAM_GUARD R
 #include "bench_loop.h"
 
 /* One family at a time, for the per-hook breakdown. */
@@ -144,48 +168,79 @@ typedef struct Ctx {
 #define FAM_SEND N
 #define FAM_SIZE N
 #define FAM_REQ N
+#define FAM_GUARD N
 #include "bench_loop.h"
 #define LOOP_NAME loop_lib_send
 #define FAM_LAT N
 #define FAM_SEND L
 #define FAM_SIZE N
 #define FAM_REQ N
+#define FAM_GUARD N
 #include "bench_loop.h"
 #define LOOP_NAME loop_lib_size
 #define FAM_LAT N
 #define FAM_SEND N
 #define FAM_SIZE L
 #define FAM_REQ N
+#define FAM_GUARD N
 #include "bench_loop.h"
 #define LOOP_NAME loop_lib_req
 #define FAM_LAT N
 #define FAM_SEND N
 #define FAM_SIZE N
 #define FAM_REQ L
+#define FAM_GUARD N
 #include "bench_loop.h"
 #define LOOP_NAME loop_ref_lat
 #define FAM_LAT R
 #define FAM_SEND N
 #define FAM_SIZE N
 #define FAM_REQ N
+#define FAM_GUARD N
 #include "bench_loop.h"
 #define LOOP_NAME loop_ref_send
 #define FAM_LAT N
 #define FAM_SEND R
 #define FAM_SIZE N
 #define FAM_REQ N
+#define FAM_GUARD N
 #include "bench_loop.h"
 #define LOOP_NAME loop_ref_size
 #define FAM_LAT N
 #define FAM_SEND N
 #define FAM_SIZE R
 #define FAM_REQ N
+#define FAM_GUARD N
 #include "bench_loop.h"
 #define LOOP_NAME loop_ref_req
 #define FAM_LAT N
 #define FAM_SEND N
 #define FAM_SIZE N
 #define FAM_REQ R
+#define FAM_GUARD N
+#include "bench_loop.h"
+/* The guards alone: the loads and branches RCCL's call sites add around the hooks. */
+#define LOOP_NAME loop_lib_guard
+#define FAM_LAT N
+#define FAM_SEND N
+#define FAM_SIZE N
+#define FAM_REQ N
+#define FAM_GUARD L
+#include "bench_loop.h"
+#define LOOP_NAME loop_ref_guard
+#define FAM_LAT N
+#define FAM_SEND N
+#define FAM_SIZE N
+#define FAM_REQ N
+#define FAM_GUARD R
+#include "bench_loop.h"
+/* The whole library mix with one clock read per poll (PollTs + QpWqeCompleteAt). */
+#define LOOP_NAME loop_lib_at
+#define FAM_LAT LA
+#define FAM_SEND L
+#define FAM_SIZE L
+#define FAM_REQ L
+#define FAM_GUARD L
 #include "bench_loop.h"
 
 typedef void (*LoopFn)(Ctx*, int);
@@ -376,6 +431,9 @@ static int child_hot(const char* cfg, int reps, int nreq) {
   printf("M check.ref.%s.posted %llu\n", cfg, (unsigned long long)(enabled ? posted_ref : 0));
   printf("M check.ref.%s.wqe_sent %llu\n", cfg, (unsigned long long)refTelemetryTotalWqeSent());
   printf("M check.ref.%s.wqe_sampled %llu\n", cfg, (unsigned long long)refTelemetryTotalSampled());
+  /* the guards: every poll call counted when on, none when off */
+  printf("M check.lib.%s.polls_expected %llu\n", cfg, (unsigned long long)(enabled ? ctx[V_LIB]->seq : 0));
+  printf("M check.lib.%s.polls %llu\n", cfg, (unsigned long long)ctx[V_LIB]->polls);
   uint64_t sink = 0;
   for (int v = 0; v < V_COUNT; v++) sink += ctx[v]->sink;
   printf("M sink %llu\n", (unsigned long long)(sink & 0xffff));
@@ -385,12 +443,15 @@ static int child_hot(const char* cfg, int reps, int nreq) {
 
 /* ------------------------------------------------------------------ child: per-hook breakdown */
 
-#define FAMILIES 4
-static const char* const kFamily[FAMILIES] = {"lat", "send", "size", "req"};
+#define FAMILIES 5
+static const char* const kFamily[FAMILIES] = {"lat", "send", "size", "req", "guard"};
 static const char* const kFamilyLabel[FAMILIES] = {"PostTs + QpWqeComplete", "QpSendPosted", "WqeSize",
-                                                   "Bytes + QpCtsSent + ChReqCompleted"};
-static const LoopFn kLibFamily[FAMILIES] = {loop_lib_lat, loop_lib_send, loop_lib_size, loop_lib_req};
-static const LoopFn kRefFamily[FAMILIES] = {loop_ref_lat, loop_ref_send, loop_ref_size, loop_ref_req};
+                                                   "Bytes + QpCtsSent + ChReqCompleted",
+                                                   "rcclTelemetryOn() guards, poll count"};
+static const LoopFn kLibFamily[FAMILIES] = {loop_lib_lat, loop_lib_send, loop_lib_size, loop_lib_req,
+                                            loop_lib_guard};
+static const LoopFn kRefFamily[FAMILIES] = {loop_ref_lat, loop_ref_send, loop_ref_size, loop_ref_req,
+                                            loop_ref_guard};
 
 /*
  * Which hook costs what: the no-hook loop against loops that carry one hook family each,
@@ -429,6 +490,55 @@ static int child_breakdown(const char* cfg, int reps, int nreq) {
     }
   }
   free(all);
+  fflush(stdout);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ child: one clock read per poll */
+
+/*
+ * The whole library mix (guards included) with its per-WQE completion (QpWqeComplete, a clock
+ * read per sampled completion) against the same mix with one PollTs per poll that returned
+ * completions and QpWqeCompleteAt per completion (the loop drains 4 per poll), beside the
+ * no-hook loop, interleaved like child_hot. The two library loops count on separate devices
+ * so each one's counts can be checked on its own.
+ */
+enum { PT_NONE, PT_LIB, PT_AT, PT_COUNT };
+static int child_pollts(const char* cfg, int reps, int nreq) {
+  int here = sched_getcpu();
+  if (here >= 0) pin_self(here);
+  if (rcclTelemetryInit() != 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  int enabled = env_enabled();
+  refTelemetryInit(0, 1, 5, 30000);
+  lib_register(0);
+  lib_register(1);
+  LoopFn fn[PT_COUNT] = {loop_none, loop_lib, loop_lib_at};
+  Ctx* ctx[PT_COUNT];
+  ctx[PT_NONE] = ctx_new(0, 0);
+  ctx[PT_LIB] = ctx_new(0, 1);
+  ctx[PT_AT] = ctx_new(1, 0);
+  ctx_attach_lib(ctx[PT_LIB]);
+  ctx_attach_lib(ctx[PT_AT]);
+  double* all = malloc(sizeof(double) * PT_COUNT * (size_t)(reps > 0 ? reps : 1));
+  if (!all) die("malloc");
+  time_rotated(fn, ctx, PT_COUNT, reps, nreq, all);
+  for (int rep = 0; rep < reps; rep++) {
+    const double* t = all + rep * PT_COUNT;
+    printf("S pt.over.lib.%s %.4f\n", cfg, t[PT_LIB] - t[PT_NONE]);
+    printf("S pt.over.at.%s %.4f\n", cfg, t[PT_AT] - t[PT_NONE]);
+    printf("S pt.at_minus_lib.%s %.4f\n", cfg, t[PT_AT] - t[PT_LIB]);
+  }
+  free(all);
+  RcclTelemetrySwSnapshot s;
+  lib_capture(1, &s);
+  uint64_t seq = ctx[PT_AT]->seq;
+  printf("M check.at.%s.posted %llu\n", cfg, (unsigned long long)(enabled ? seq * BENCH_QPS : 0));
+  printf("M check.at.%s.wqe_sent %llu\n", cfg, (unsigned long long)s.wqe_sent);
+  printf("M check.at.%s.completed %llu\n", cfg,
+         (unsigned long long)(enabled ? (seq - BENCH_LAG - 1) * BENCH_QPS : 0));
+  printf("M check.at.%s.wqe_completed %llu\n", cfg, (unsigned long long)s.wqe_completed);
+  printf("M check.at.%s.wqe_sampled %llu\n", cfg, (unsigned long long)s.wqe_sampled);
+  printf("M sink %llu\n", (unsigned long long)((ctx[PT_LIB]->sink + ctx[PT_AT]->sink) & 0xffff));
   fflush(stdout);
   return 0;
 }
@@ -693,7 +803,7 @@ static int child_profile(int nreq) {
   refTelemetryInit(env_enabled(), env_int("RCCL_TELEMETRY_LATENCY_SAMPLE", 1), 5, 30000);
   lib_register(0);
   refTelemetryRegisterDevice(0);
-  enum { NP = V_COUNT + 2 * FAMILIES };
+  enum { NP = V_COUNT + 2 * FAMILIES + 1 };
   LoopFn fn[NP];
   char name[NP][32];
   for (int v = 0; v < V_COUNT; v++) {
@@ -706,6 +816,8 @@ static int child_profile(int nreq) {
     fn[V_COUNT + FAMILIES + f] = kRefFamily[f];
     snprintf(name[V_COUNT + FAMILIES + f], sizeof name[0], "ref.%s", kFamily[f]);
   }
+  fn[NP - 1] = loop_lib_at;
+  snprintf(name[NP - 1], sizeof name[0], "lib_at");
   uint64_t sink = 0;
   for (int k = 0; k < NP; k++) {
     Ctx* c = ctx_new(0, k);
@@ -1151,12 +1263,52 @@ static void j_hot(Json* j, const char* name, const char* key) {
   j_close(j, '}');
 }
 
+/* The one-clock-read-per-poll rows: the library mix with QpWqeComplete and with
+   PollTs + QpWqeCompleteAt, ns per WQE above the no-hook loop, and their paired difference. */
+static void print_pollts_rows(const char* const cfgs[3]) {
+  printf("\nOne clock read per poll (4 completions per poll), library mix with guards, ns per WQE above the\n"
+         "no-hook loop: QpWqeComplete (a clock read per sampled completion) vs PollTs once per poll +\n"
+         "QpWqeCompleteAt, and At minus per-WQE paired batch by batch (negative = At cheaper):\n");
+  for (int c = 0; c < 3; c++) {
+    char k[64], label[96];
+    snprintf(k, sizeof k, "pt.over.lib.%s", cfgs[c]);
+    snprintf(label, sizeof label, "Complete      %s", kCfgLabel[c]);
+    print_hot_row(label, k);
+    snprintf(k, sizeof k, "pt.over.at.%s", cfgs[c]);
+    snprintf(label, sizeof label, "PollTs+At     %s", kCfgLabel[c]);
+    print_hot_row(label, k);
+    snprintf(k, sizeof k, "pt.at_minus_lib.%s", cfgs[c]);
+    snprintf(label, sizeof label, "At - Complete %s", kCfgLabel[c]);
+    print_hot_row(label, k);
+  }
+}
+
+static void j_pollts(Json* j, const char* const cfgs[3]) {
+  j_open(j, "one_clock_read_per_poll_ns_per_wqe", '{');
+  j_str(j, "what",
+        "library mix with RCCL's guards; completions drained 4 per poll; QpWqeComplete vs PollTs once per "
+        "poll that returned completions + QpWqeCompleteAt; overheads above the no-hook loop of the same child");
+  for (int c = 0; c < 3; c++) {
+    char k[64];
+    j_open(j, cfgs[c], '{');
+    snprintf(k, sizeof k, "pt.over.lib.%s", cfgs[c]);
+    j_hot(j, "per_wqe_complete_overhead", k);
+    snprintf(k, sizeof k, "pt.over.at.%s", cfgs[c]);
+    j_hot(j, "pollts_complete_at_overhead", k);
+    snprintf(k, sizeof k, "pt.at_minus_lib.%s", cfgs[c]);
+    j_hot(j, "at_minus_per_wqe", k);
+    j_close(j, '}');
+  }
+  j_close(j, '}');
+}
+
 static int child_main(int argc, char** argv) {
   if (argc < 3) return 2;
   const char* mode = argv[2];
   if (strcmp(mode, "hot") == 0 && argc >= 6) return child_hot(argv[3], atoi(argv[4]), atoi(argv[5]));
   if (strcmp(mode, "breakdown") == 0 && argc >= 6)
     return child_breakdown(argv[3], atoi(argv[4]), atoi(argv[5]));
+  if (strcmp(mode, "pollts") == 0 && argc >= 6) return child_pollts(argv[3], atoi(argv[4]), atoi(argv[5]));
   if (strcmp(mode, "scale") == 0 && argc >= 5) return child_scale(atoi(argv[3]), atoi(argv[4]));
   if (strcmp(mode, "flush") == 0 && argc >= 8)
     return child_flush(argv[3], atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), atoi(argv[7]));
@@ -1317,6 +1469,11 @@ int main(int argc, char** argv) {
       const char* bargs[] = {"breakdown", cfgs[c], breps_s, nreq_s, NULL};
       run_child(cfg_env[c], bargs);
     }
+    for (int k = 0; k < 3; k++) {
+      int c = (r + k) % 3;
+      const char* pargs[] = {"pollts", cfgs[c], breps_s, nreq_s, NULL};
+      run_child(cfg_env[c], pargs);
+    }
     const char* args[] = {"scale", sreps_s, win_s, NULL};
     run_child(cfg_env[1], args);
   }
@@ -1400,6 +1557,13 @@ int main(int argc, char** argv) {
                             {"check.lib.n16.completed", "check.lib.n16.wqe_completed"},
                             {"check.lib.off.posted", "check.lib.off.wqe_sent"},
                             {"check.ref.n1.posted", "check.ref.n1.wqe_sent"},
+                            {"check.lib.off.polls_expected", "check.lib.off.polls"},
+                            {"check.lib.n1.polls_expected", "check.lib.n1.polls"},
+                            {"check.at.n1.posted", "check.at.n1.wqe_sent"},
+                            {"check.at.n1.completed", "check.at.n1.wqe_completed"},
+                            {"check.at.n1.completed", "check.at.n1.wqe_sampled"},
+                            {"check.at.n16.completed", "check.at.n16.wqe_completed"},
+                            {"check.at.off.posted", "check.at.off.wqe_sent"},
                             {"check.scale.posted", "check.scale.wqe_sent"}};
   for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
     if (sum(pairs[i][0]) != sum(pairs[i][1])) {
@@ -1417,8 +1581,9 @@ int main(int argc, char** argv) {
   printf("one clock_gettime(CLOCK_MONOTONIC) %.1f ns, one rdtsc %.1f ns\n\n", mach.clock_monotonic_ns,
          mach.rdtsc_ns);
   printf("Hot path, ns per WQE (hook mix per WQE: PostTs, QpSendPosted, WqeSize, QpWqeComplete; per 4-WQE\n"
-         "request: Bytes, QpCtsSent, ChRequestCompleted). Median over child processes of each child's median,\n"
-         "the range of the child medians, and the quartiles of all timed batches pooled:\n");
+         "request: Bytes, QpCtsSent, ChRequestCompleted; RCCL's rcclTelemetryOn() guards: one per request\n"
+         "before its PostTs calls, one per completion, one per poll call). Median over child processes of\n"
+         "each child's median, the range of the child medians, and the quartiles of all timed batches pooled:\n");
   print_hot_row("no hooks (loop alone)", "hot.none");
   print_lib_ref_rows("hot", cfgs);
   printf("\nOverhead = ns per WQE above the no-hook loop, paired batch by batch:\n");
@@ -1449,6 +1614,7 @@ int main(int argc, char** argv) {
       }
     printf("\n");
   }
+  print_pollts_rows(cfgs);
   if (have_instr) {
     printf("\nInstructions per WQE under callgrind (exact; unaffected by machine load):\n");
     printf("  %-36s %9s %9s %9s\n", "", "disabled", "N=1", "N=16");
@@ -1470,6 +1636,9 @@ int main(int argc, char** argv) {
       for (int c = 0; c < 3; c++) printf("  %5.1f/%-5.1f", instr_over(ln, cfgs[c], 1), instr_over(rn, cfgs[c], 1));
       printf("   (library/reference)\n");
     }
+    printf("  %-36s", "library, PollTs + QpWqeCompleteAt");
+    for (int c = 0; c < 3; c++) printf(" %9.1f", instr_over("lib_at", cfgs[c], 1));
+    printf("\n");
     printf("  library code executed in the disabled loop: %s\n",
            last("libcalled.lib.off") > 0 ? "YES (a call into the library)" : "no (no call into the library)");
   }
@@ -1561,7 +1730,8 @@ int main(int argc, char** argv) {
     j_num(&j, "scale_window_ms", window_ms);
     j_str(&j, "hook_mix",
           "per WQE: PostTs, QpSendPosted, WqeSize, QpWqeComplete; per 4-WQE request: Bytes, QpCtsSent, "
-          "ChRequestCompleted");
+          "ChRequestCompleted; rcclTelemetryOn() guards as RCCL's call sites have them: one per request "
+          "before its PostTs calls, one per completion drained, one per poll call (with the poll count)");
     j_num(&j, "histogram_buckets", 5);
     j_num(&j, "histogram_interval_ns", 30000);
     j_bool(&j, "quick", quick);
@@ -1604,6 +1774,8 @@ int main(int argc, char** argv) {
     }
     j_close(&j, '}');
 
+    j_pollts(&j, cfgs);
+
     j_open(&j, "instructions_per_wqe", '{');
     j_bool(&j, "measured", have_instr > 0);
     if (have_instr) {
@@ -1614,6 +1786,7 @@ int main(int argc, char** argv) {
         j_num(&j, "library_above_no_hooks", instr_over("lib", cfgs[c], 1));
         j_num(&j, "reference_above_no_hooks", instr_over("ref", cfgs[c], 1));
         j_num(&j, "ratio", instr_over("lib", cfgs[c], 1) / instr_over("ref", cfgs[c], 1));
+        j_num(&j, "library_pollts_complete_at_above_no_hooks", instr_over("lib_at", cfgs[c], 1));
         char k[64];
         snprintf(k, sizeof k, "libcalled.lib.%s", cfgs[c]);
         j_bool(&j, "library_code_ran_in_library_loop", last(k) > 0);
