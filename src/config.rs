@@ -22,6 +22,9 @@ pub const ENV_TEST_FAULT: &str = "RCCL_TELEMETRY_TEST_FAULT";
 pub const ENV_SIGNALS: &str = "RCCL_TELEMETRY_SIGNALS";
 pub const ENV_FLUSH_INTERVAL: &str = "RCCL_TELEMETRY_FLUSH_INTERVAL_S";
 pub const ENV_SNAPSHOT_SIGNAL: &str = "RCCL_TELEMETRY_SNAPSHOT_SIGNAL";
+pub const ENV_PROM_DIR: &str = "RCCL_TELEMETRY_PROMETHEUS_DIR";
+pub const ENV_PROM_INTERVAL: &str = "RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S";
+pub const ENV_PROM_QP: &str = "RCCL_TELEMETRY_PROMETHEUS_QP";
 
 pub const DEFAULT_OUTPUT_DIR: &str = "/tmp";
 pub const DEFAULT_BUCKETS: u32 = 5;
@@ -34,6 +37,10 @@ pub const MAX_SAMPLE_MS: u64 = 3_600_000;
 pub const DEFAULT_SYSFS_ROOT: &str = "/sys";
 /// Largest accepted RCCL_TELEMETRY_FLUSH_INTERVAL_S: one day.
 pub const MAX_FLUSH_INTERVAL_S: u64 = 86_400;
+/// RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S: the default (node_exporter's usual scrape period),
+/// and its bounds: 1 s, and one hour (a textfile older than that is no live view).
+pub const DEFAULT_PROM_INTERVAL_S: u64 = 15;
+pub const MAX_PROM_INTERVAL_S: u64 = 3_600;
 /// The termination signals whose arrival writes the file (RCCL_TELEMETRY_SIGNALS).
 pub const TERMINATION_SIGNALS: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
@@ -68,6 +75,12 @@ pub struct Config {
     pub flush_interval_s: u64,
     /// RCCL_TELEMETRY_SNAPSHOT_SIGNAL: the signal that asks for a snapshot (None = off).
     pub snapshot_signal: Option<i32>,
+    /// RCCL_TELEMETRY_PROMETHEUS_DIR: where the live node_exporter textfile goes (None = off).
+    pub prometheus_dir: Option<PathBuf>,
+    /// RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S: seconds between rewrites of the textfile.
+    pub prometheus_interval_s: u64,
+    /// RCCL_TELEMETRY_PROMETHEUS_QP=1: per-QP series in the textfile too.
+    pub prometheus_qp: bool,
 }
 
 impl Default for Config {
@@ -83,6 +96,9 @@ impl Default for Config {
             signals: true,
             flush_interval_s: 0,
             snapshot_signal: None,
+            prometheus_dir: None,
+            prometheus_interval_s: DEFAULT_PROM_INTERVAL_S,
+            prometheus_qp: false,
         }
     }
 }
@@ -169,6 +185,22 @@ impl Config {
                 Some(Some(sig)) => c.snapshot_signal = Some(sig),
                 Some(None) if v.is_empty() => {}
                 _ => diags.push(format!("{ENV_SNAPSHOT_SIGNAL}={} is not a signal name or number; snapshots on demand are off", show(&v))),
+            }
+        }
+
+        if let Some(v) = get(ENV_PROM_DIR) {
+            if v.is_empty() {
+                diags.push(format!("{ENV_PROM_DIR} is empty; no Prometheus textfile is written"));
+            } else {
+                c.prometheus_dir = Some(PathBuf::from(v));
+            }
+        }
+        c.prometheus_interval_s = parse_u64(&get, ENV_PROM_INTERVAL, DEFAULT_PROM_INTERVAL_S, 1, MAX_PROM_INTERVAL_S, &mut diags);
+        if let Some(v) = get(ENV_PROM_QP) {
+            match v.to_str() {
+                Some("1") => c.prometheus_qp = true,
+                Some("0") | Some("") => c.prometheus_qp = false,
+                _ => diags.push(format!("{ENV_PROM_QP}={} is not 0 or 1; using the default 0 (no per-QP series)", show(&v))),
             }
         }
 
@@ -402,6 +434,25 @@ mod tests {
         let (c, d) = parse(&[(ENV_SIGNALS, "yes"), (ENV_FLUSH_INTERVAL, "-1")]);
         assert!(c.signals && c.flush_interval_s == 0);
         assert_eq!(d.len(), 2);
+    }
+
+    #[test]
+    fn prometheus_settings() {
+        let (c, d) = parse(&[]);
+        assert!(d.is_empty() && c.prometheus_dir.is_none() && c.prometheus_interval_s == 15 && !c.prometheus_qp);
+        let (c, d) = parse(&[(ENV_PROM_DIR, "/var/lib/node"), (ENV_PROM_INTERVAL, "60"), (ENV_PROM_QP, "1")]);
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!((c.prometheus_dir, c.prometheus_interval_s, c.prometheus_qp), (Some(PathBuf::from("/var/lib/node")), 60, true));
+        for (v, want) in [("0", 1), ("1", 1), ("3600", 3600), ("3601", 3600), ("x", 15), ("-5", 15), ("", 15), ("99999999999999999999999", 3600)] {
+            let (c, d) = parse(&[(ENV_PROM_INTERVAL, v)]);
+            assert_eq!(c.prometheus_interval_s, want, "{v}");
+            assert_eq!(d.len(), usize::from(!matches!(v, "1" | "3600")), "{v}: {d:?}");
+            assert!(d.iter().all(|l| l.contains(ENV_PROM_INTERVAL) && !l.contains('\n')), "{d:?}");
+        }
+        let (c, d) = parse(&[(ENV_PROM_DIR, ""), (ENV_PROM_QP, "yes")]);
+        assert!(c.prometheus_dir.is_none() && !c.prometheus_qp);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(d[0].contains(ENV_PROM_DIR) && d[1].contains(ENV_PROM_QP), "{d:?}");
     }
 
     #[test]

@@ -15,6 +15,8 @@ pub mod hw;
 pub mod inline_abi;
 pub mod latency;
 pub mod loghist;
+pub mod prom;
+pub mod promtext;
 pub mod registry;
 pub mod report;
 pub mod signals;
@@ -249,7 +251,8 @@ fn start() -> Result<(), String> {
         )
     });
     hw::sampler_start(&cfg.hw);
-    let want_writer = cfg.signals || cfg.flush_interval_s > 0 || cfg.snapshot_signal.is_some();
+    let prom_interval = prom::configure(&cfg, &id.host_name);
+    let want_writer = cfg.signals || cfg.flush_interval_s > 0 || cfg.snapshot_signal.is_some() || prom_interval > 0;
     let (signals, snapshot_signal, interval) = (cfg.signals, cfg.snapshot_signal, cfg.flush_interval_s);
     if RUNTIME.set(Runtime { cfg, id }).is_err() {
         return Err("initialised twice".into());
@@ -263,13 +266,13 @@ fn start() -> Result<(), String> {
         diag::debug(|| "could not register the fork handler; a forked child still writes nothing".into());
     }
     if want_writer {
-        match writer::start(interval) {
+        match writer::start(interval, prom_interval) {
             Ok(()) => {
                 for d in signals::install(signals, snapshot_signal) {
                     diag::warn(&d);
                 }
             }
-            Err(e) => diag::warn(&format!("{e}; no file on signals or at intervals, only at exit")),
+            Err(e) => diag::warn(&format!("{e}; no file on signals or at intervals (nor a Prometheus textfile), only at exit")),
         }
     }
     Ok(())
@@ -325,6 +328,8 @@ pub fn write_file(trigger: Trigger, is_final: bool) -> i32 {
     let rc = if is_final {
         if FINAL.compare_exchange(FINAL_NONE, FINAL_WRITING, AcqRel, Acquire).is_ok() {
             go_inert(FINISHED);
+            // The live textfile goes first: the rank's series end with it.
+            prom::finish();
             let rc = {
                 let _g = WRITE_LOCK.lock();
                 write_locked(rt, trigger, true)

@@ -47,37 +47,66 @@ fn pipe(flags_write_end: i32) -> Result<(i32, i32), String> {
     Ok((fds[0], fds[1]))
 }
 
-/// Starts the writer thread. `interval_s` = 0: it only serves requests.
-pub fn start(interval_s: u64) -> Result<(), String> {
+/// Starts the writer thread. `interval_s` = 0: no periodic JSON snapshot; `prom_interval_s`
+/// = 0: no Prometheus textfile; both 0: it only serves requests.
+pub fn start(interval_s: u64, prom_interval_s: u64) -> Result<(), String> {
     let (rr, rw) = pipe(libc::O_NONBLOCK)?;
     let (ar, aw) = pipe(libc::O_NONBLOCK)?;
     REQ_R.store(rr, Relaxed);
     REQ_W.store(rw, Relaxed);
     ACK_R.store(ar, Relaxed);
     ACK_W.store(aw, Relaxed);
-    let handle = spawn_quiet("rccl-tel-writer", move || serve(rr, aw, interval_s))
+    let handle = spawn_quiet("rccl-tel-writer", move || serve(rr, aw, interval_s, prom_interval_s))
         .map_err(|e| format!("cannot start the writer thread: {e}"))?;
     *THREAD.lock() = Some(handle);
     Ok(())
 }
 
-fn serve(req: i32, ack: i32, interval_s: u64) {
-    let period = Duration::from_secs(interval_s);
-    let mut next = Instant::now() + period;
+/// A periodic job of the writer: its period and when it is next due.
+struct Every {
+    period: Duration,
+    next: Instant,
+}
+
+impl Every {
+    fn new(secs: u64) -> Option<Every> {
+        (secs > 0).then(|| Every { period: Duration::from_secs(secs), next: Instant::now() + Duration::from_secs(secs) })
+    }
+
+    /// True (and the next time set) when due.
+    fn due(&mut self) -> bool {
+        let now = Instant::now();
+        if now < self.next {
+            return false;
+        }
+        self.next += self.period;
+        if self.next < now {
+            self.next = now + self.period; // a slow write: do not try to catch up
+        }
+        true
+    }
+}
+
+fn serve(req: i32, ack: i32, interval_s: u64, prom_interval_s: u64) {
+    let mut json = Every::new(interval_s);
+    let mut prom = Every::new(prom_interval_s);
     loop {
-        let timeout_ms = if interval_s == 0 {
-            -1
-        } else {
-            next.saturating_duration_since(Instant::now()).as_millis().min(i32::MAX as u128) as i32
+        let next = [&json, &prom].into_iter().flatten().map(|e| e.next).min();
+        let timeout_ms = match next {
+            None => -1,
+            // Rounded up: waking before the deadline would spin until it passes.
+            Some(t) => t.saturating_duration_since(Instant::now()).as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32,
         };
         let mut pfd = libc::pollfd { fd: req, events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd.
         let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
         if n == 0 {
-            crate::write_file(Trigger::Interval, false);
-            next += period;
-            if next < Instant::now() {
-                next = Instant::now() + period; // a slow write: do not try to catch up
+            if json.as_mut().is_some_and(Every::due) {
+                crate::write_file(Trigger::Interval, false);
+            }
+            // The textfile is never written from the data path: only here, and on its own lock.
+            if prom.as_mut().is_some_and(Every::due) {
+                crate::prom::write_periodic();
             }
             continue;
         }
@@ -231,6 +260,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<Written, String> {
 ///
 /// Errors are one line with the path and the OS reason; nothing is left behind then.
 pub fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<Written, String> {
+    write_atomic_mode(path, None, fill)
+}
+
+/// [`write_atomic_with`], with the file made `mode` (fchmod on the private temporary file
+/// before any data goes in, so umask does not decide) instead of `0600`: for files another
+/// user must read, such as the textfile node_exporter (user `prometheus`) collects.
+pub fn write_atomic_mode(path: &Path, mode: Option<u32>, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<Written, String> {
     let fail = |what: &str, e: &dyn std::fmt::Display| format!("cannot write {}: {what}: {e}", path.display());
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -258,6 +294,10 @@ pub fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::R
     }
     let Some((tmp, file)) = created else { return Err(fail("cannot create a file in the directory", &last_err)) };
     let result = (|| -> io::Result<()> {
+        if let Some(m) = mode {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(std::fs::Permissions::from_mode(m))?;
+        }
         let mut w = BufWriter::with_capacity(1 << 20, file);
         fill(&mut w)?;
         let f = w.into_inner().map_err(|e| e.into_error())?;
@@ -375,6 +415,20 @@ mod tests {
         // A second write replaces the first.
         write_atomic(&p, b"2").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"2");
+    }
+
+    #[test]
+    fn a_mode_other_than_private_is_set_whatever_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.prom");
+        // SAFETY: umask only changes this process's creation mask (restored below).
+        let old = unsafe { libc::umask(0o077) };
+        let w = write_atomic_mode(&p, Some(0o644), |w| w.write_all(b"a 1\n"));
+        unsafe { libc::umask(old) };
+        w.unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o644);
+        assert_eq!(names(d.path()), vec!["x.prom"]);
     }
 
     #[test]

@@ -1,0 +1,85 @@
+/* prom_rank: a rank that stays alive with traffic, for the node_exporter test
+ * (rust_tests/prom_node_exporter.rs). It includes the generated header as RCCL does.
+ *
+ *   prom_rank REQUESTS
+ *
+ * mlx5_0: two channels of two data QPs and a CTS QP; REQUESTS requests on each channel, each
+ * one receive, one CTS (signalled every 4th), two 32 KiB sends (the second with immediate
+ * data) and 64 KiB each way. Then "ready" on stdout, and from then on one such request on
+ * mlx5_1 (one channel) every 10 ms, until a signal ends the process: mlx5_0's counters stay
+ * at known values while mlx5_1's keep moving. Telemetry must be enabled in the environment.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "rccl_telemetry.h"
+
+struct chan {
+  struct RcclQpStats *data[2];
+  struct RcclQpStats *cts;
+  struct RcclChannelStats *ch;
+};
+
+static int setup(int dev, int ch, struct chan *c) {
+  int n = 0;
+  int first = rcclTelemetrySetupChannel(dev, ch, 3, &n);
+  if (first < 0 || n != 3) return -1;
+  for (int q = 0; q < 3; q++) rcclTelemetrySetQpRole(dev, ch, first + q, q < 2);
+  c->data[0] = rcclTelemetryResolveQp(dev, ch, first);
+  c->data[1] = rcclTelemetryResolveQp(dev, ch, first + 1);
+  c->cts = rcclTelemetryResolveQp(dev, ch, first + 2);
+  c->ch = rcclTelemetryResolveChannel(dev, ch);
+  return c->data[0] && c->data[1] && c->cts && c->ch ? 0 : -1;
+}
+
+static void request(int dev, const struct chan *c, uint64_t r) {
+  struct RcclQpStats *data = c->data[r % 2];
+  int signalled = r % 4 == 0;
+  rcclTelemetryQpRecvPosted(data);
+  rcclTelemetryQpCtsSent(c->cts, signalled);
+  for (int i = 0; i < 2; i++) {
+    rcclTelemetryWqeSize(dev, 32768);
+    int64_t ts = rcclTelemetryPostTs(c->data[i]);
+    rcclTelemetryQpSendPosted(c->data[i], i == 1);
+    rcclTelemetryQpWqeComplete(c->data[i], ts);
+  }
+  rcclTelemetryBytes(dev, 1, 65536);
+  rcclTelemetryQpWqeComplete(data, 0);
+  rcclTelemetryBytes(dev, 0, 65536);
+  if (signalled) rcclTelemetryQpWqeComplete(c->cts, 0);
+  rcclTelemetryChRequestCompleted(c->ch);
+  rcclTelemetryAddCqPolls(dev, 3);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s REQUESTS\n", argv[0]);
+    return 2;
+  }
+  uint64_t requests = strtoull(argv[1], NULL, 10);
+  if (rcclTelemetryInit() != 0 || !rcclTelemetryOn()) {
+    fprintf(stderr, "prom_rank: telemetry is not on (set RCCL_TELEMETRY_ENABLE=1)\n");
+    return 1;
+  }
+  if (rcclTelemetryRegisterDevice(0, "mlx5_0", "IB-CAST") != 0 || rcclTelemetryRegisterDevice(1, "mlx5_1", "IB-CAST") != 1) {
+    fprintf(stderr, "prom_rank: RegisterDevice failed\n");
+    return 1;
+  }
+  struct chan c0[2], c1;
+  if (setup(0, 0, &c0[0]) || setup(0, 1, &c0[1]) || setup(1, 0, &c1)) {
+    fprintf(stderr, "prom_rank: SetupChannel failed\n");
+    return 1;
+  }
+  for (int ch = 0; ch < 2; ch++)
+    for (uint64_t r = 0; r < requests; r++) request(0, &c0[ch], r);
+  printf("ready\n");
+  fflush(stdout);
+  struct timespec tick = {0, 10 * 1000 * 1000};
+  for (uint64_t r = 0;; r++) {
+    request(1, &c1, r);
+    nanosleep(&tick, NULL);
+  }
+}

@@ -1,0 +1,285 @@
+//! The live node_exporter textfile (`RCCL_TELEMETRY_PROMETHEUS_DIR`).
+//!
+//! Every `RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S` the writer thread (never the data path)
+//! snapshots the slots, renders them with [`crate::promtext`] (the definition the tool's
+//! `export --format prometheus` shares) and writes
+//! `<dir>/rccl_telemetry_<hostname>_<uid>_<pid>.prom` with [`crate::writer::write_atomic_mode`]:
+//! a temporary file in the same directory, renamed over the name (never following a planted
+//! symlink), mode 0644 so node_exporter's own user can read it.
+//!
+//! With the final write (exit, rcclTelemetryFlush, a termination signal) the file is removed,
+//! so the rank's series end with it; a rank killed by SIGKILL leaves its file, whose
+//! `rccl_telemetry_last_write_timestamp_seconds` stops moving (`rccl-telemetry prom-gc`
+//! removes such files).
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use parking_lot::Mutex;
+
+use crate::config::Config;
+use crate::promtext::{self, Level};
+use crate::report::{self, ChannelReport, DeviceReport, Identity, QpReport};
+use crate::{diag, hw, latency, registry};
+
+/// The launcher's rank variables, first found wins (Open MPI, PMIx, MPICH/PMI, Slurm,
+/// torchrun): a decimal value becomes the `rank` label.
+pub const RANK_VARS: [&str; 5] = ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"];
+
+struct Live {
+    path: PathBuf,
+    level: Level,
+    rank: Option<String>,
+}
+
+static LIVE: OnceLock<Live> = OnceLock::new();
+
+#[derive(Default)]
+struct State {
+    /// The final write happened: never write again.
+    done: bool,
+    /// Where the last write went (the name, or a fallback name).
+    written: Option<PathBuf>,
+    /// The last write failed (its line was printed; the next is printed only after a success).
+    failing: bool,
+}
+
+static STATE: Mutex<State> = Mutex::new(State { done: false, written: None, failing: false });
+
+/// The file name of this rank: rccl_telemetry_<hostname>_<uid>_<pid>.prom.
+pub fn file_name(host: &str) -> String {
+    let json = report::file_name(host);
+    format!("{}.prom", json.strip_suffix(".json").unwrap_or(&json))
+}
+
+/// The `rank` label from the launcher's environment.
+pub fn rank_from(get: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<String> {
+    RANK_VARS
+        .iter()
+        .find_map(|v| get(v))
+        .and_then(|v| v.to_str().map(str::trim).filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).map(str::to_owned))
+}
+
+/// At Init: remembers where the textfile goes, and says at once (one line) when the
+/// directory is unusable. Returns the interval in seconds, 0 when the textfile is off.
+pub fn configure(cfg: &Config, host: &str) -> u64 {
+    let Some(dir) = &cfg.prometheus_dir else { return 0 };
+    if let Err(e) = probe(dir) {
+        diag::warn(&e);
+        // Said once: the writes that fail the same way are quiet until one succeeds.
+        STATE.lock().failing = true;
+    }
+    let live = Live {
+        path: dir.join(file_name(host)),
+        level: if cfg.prometheus_qp { Level::Qp } else { Level::Channel },
+        rank: rank_from(|n| std::env::var_os(n)),
+    };
+    diag::debug(|| format!("Prometheus textfile {} every {} s", live.path.display(), cfg.prometheus_interval_s));
+    let _ = LIVE.set(live);
+    cfg.prometheus_interval_s
+}
+
+fn probe(dir: &Path) -> Result<(), String> {
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => Err(format!("Prometheus directory {} is not a directory; no textfile will be written", dir.display())),
+        Ok(_) => report::probe_dir(dir)
+            .map_err(|e| e.replacen("output directory", "Prometheus directory", 1).replacen("the telemetry file", "the textfile", 1)),
+        Err(e) => Err(format!("Prometheus directory {} is unusable: {e}; no textfile will be written unless that changes", dir.display())),
+    }
+}
+
+/// The rank's series now, at `level` (for the writer, the tests and the bench).
+pub fn render_now(level: Level) -> String {
+    let Some(rt) = crate::RUNTIME.get() else { return String::new() };
+    let rank = LIVE.get().and_then(|l| l.rank.clone());
+    let mut out = String::with_capacity(1 << 16);
+    promtext::render(&[snapshot(&rt.id, rank)], level, &mut out);
+    out
+}
+
+/// The writer thread's periodic write. Quiet about a failure it already reported.
+pub fn write_periodic() {
+    if !crate::is_on() {
+        return;
+    }
+    let _ = write_now();
+}
+
+/// Writes the textfile now at the configured level. Err: one line (already printed, once
+/// per run of failures).
+pub fn write_now() -> Result<PathBuf, String> {
+    let Some(live) = LIVE.get() else { return Err(format!("{} is not set", crate::config::ENV_PROM_DIR)) };
+    let mut st = STATE.lock();
+    if st.done {
+        return Err("telemetry has finished".into());
+    }
+    let written = std::panic::catch_unwind(|| {
+        let text = render_now(live.level);
+        crate::writer::write_atomic_mode(&live.path, Some(0o644), |w| w.write_all(text.as_bytes()))
+    });
+    match written {
+        Ok(Ok(w)) => {
+            if let Some(old) = st.written.take().filter(|old| *old != w.path) {
+                let _ = std::fs::remove_file(old);
+            }
+            if let Some(why) = &w.fallback {
+                if st.written.is_none() && !st.failing {
+                    diag::warn(&format!("Prometheus textfile: {why}"));
+                }
+            }
+            st.failing = false;
+            st.written = Some(w.path.clone());
+            Ok(w.path)
+        }
+        Ok(Err(line)) => {
+            let line = line.replacen("cannot write ", "cannot write Prometheus textfile ", 1);
+            if !st.failing {
+                diag::warn(&format!("{line}; retrying every interval"));
+            }
+            st.failing = true;
+            Err(line)
+        }
+        Err(_) => {
+            crate::contained_panic("the Prometheus textfile");
+            Err("internal error".into())
+        }
+    }
+}
+
+/// The final write: the textfile goes (after any write in progress), and is never written
+/// again.
+pub fn finish() {
+    if LIVE.get().is_none() {
+        return;
+    }
+    let mut st = STATE.lock();
+    st.done = true;
+    if let Some(p) = st.written.take() {
+        if let Err(e) = std::fs::remove_file(&p) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                diag::warn(&format!("cannot remove Prometheus textfile {}: {e}", p.display()));
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------- slots -> promtext
+
+/// One rank's live numbers, as the JSON file would hold them now.
+fn snapshot(id: &Identity, rank: Option<String>) -> promtext::Rank {
+    let mut devices = Vec::new();
+    for d in registry::devices() {
+        let rep = report::device_report(d, id, Vec::new());
+        let mut dev = device(&rep);
+        if dev.is_used() {
+            // Hardware deltas since first use, read on this thread (never on the data path).
+            dev.hw = hw_values(&d.hw.final_report());
+            devices.push(dev);
+        }
+    }
+    promtext::Rank {
+        host: id.host_name.clone(),
+        pid: u64::from(id.pid),
+        rank,
+        start_s: Some(id.start_wall_ns as f64 / 1e9),
+        taken_s: Some(latency::realtime_ns() as f64 / 1e9),
+        hist_interval_ns: id.histogram_interval_ns,
+        devices,
+    }
+}
+
+fn hw_values(r: &hw::HwReport) -> Vec<(String, promtext::Hw)> {
+    r.iter()
+        .map(|(k, v)| {
+            let v = match v {
+                hw::HwValue::Scalar(x) => promtext::Hw::Scalar(*x),
+                hw::HwValue::PerPrio(a) => promtext::Hw::PerPrio(a.to_vec()),
+            };
+            ((*k).to_owned(), v)
+        })
+        .collect()
+}
+
+macro_rules! counts {
+    ($x:expr) => {
+        promtext::Counts {
+            wqes_sent: $x.num_wqe_sent,
+            recv_wqes: $x.num_recv_wqe,
+            wqes_drained: $x.num_wqe_rcvd,
+            wqes_completed: $x.num_wqe_completed,
+            cts_signalled: $x.num_cts_sent_signalled,
+            cts_unsignalled: $x.num_cts_sent_unsignalled,
+            slot_misses: $x.num_slot_miss,
+            writes: $x.num_write_wqe,
+            writes_imm: $x.num_write_imm_wqe,
+            hist: $x.wqe_completion_histogram.clone(),
+        }
+    };
+}
+
+fn qp(q: &QpReport) -> promtext::Qp {
+    promtext::Qp { id: q.id, role: q.role.map(str::to_owned), counts: counts!(q) }
+}
+
+fn channel(c: &ChannelReport) -> promtext::Channel {
+    promtext::Channel {
+        id: c.id.map(u64::from),
+        counts: counts!(c),
+        requests_completed: c.num_req_completed,
+        data_qps: c.num_data_qp,
+        cts_qps: c.num_cts_qp,
+        untracked_qps: c.num_qp_untracked,
+        qps: c.queue_pairs.iter().map(qp).collect(),
+    }
+}
+
+fn device(d: &DeviceReport) -> promtext::Device {
+    promtext::Device {
+        id: d.device_id,
+        name: d.roce_device.clone(),
+        hw_type: d.hw_type.to_owned(),
+        tx_bytes: d.tx_bytes,
+        rx_bytes: d.rx_bytes,
+        cq_errors: d.num_cq_errors,
+        cq_polls: d.cq_poll_count,
+        active_channels: d.active_channels,
+        untracked_qps: d.num_qp_untracked,
+        hw: Vec::new(),
+        channels: d.channels.iter().map(channel).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    #[test]
+    fn the_name_is_the_json_name_with_prom() {
+        let n = file_name("node/1");
+        assert!(n.starts_with("rccl_telemetry_node_1_") && n.ends_with(&format!("_{}.prom", std::process::id())), "{n}");
+    }
+
+    #[test]
+    fn the_rank_comes_from_the_first_launcher_variable_that_is_a_number() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |n: &str| pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| OsString::from(v))
+        };
+        assert_eq!(rank_from(env(&[("SLURM_PROCID", "5"), ("RANK", "9")])), Some("5".into()));
+        assert_eq!(rank_from(env(&[("OMPI_COMM_WORLD_RANK", " 12 "), ("PMI_RANK", "3")])), Some("12".into()));
+        assert_eq!(rank_from(env(&[("RANK", "zero")])), None);
+        assert_eq!(rank_from(env(&[])), None);
+    }
+
+    #[test]
+    fn an_unusable_directory_is_one_line_naming_it() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("file");
+        std::fs::write(&f, "x").unwrap();
+        for p in [f.clone(), d.path().join("missing")] {
+            let e = probe(&p).unwrap_err();
+            assert!(e.contains(&p.display().to_string()) && !e.contains('\n'), "{e}");
+        }
+        probe(d.path()).unwrap();
+    }
+}
