@@ -285,7 +285,7 @@ impl QpSnapshot {
 /// the opcodes the seed has no key for, and the send-queue bookkeeping of unsignalled runs.
 /// Allocated only in that mode (see `registry::enable_verbs_keys`); every field may be
 /// updated from any thread (atomic adds). The preload's C code mirrors this layout
-/// (`preload/src/engine.h`); `rtp_layout_check` compares the two at load.
+/// (`preload/c/engine.h`) and checks it against `rtp_ext_layout` at start.
 #[repr(C, align(64))]
 #[derive(Default)]
 pub struct QpExt {

@@ -1,11 +1,12 @@
 //! The engine side of `librccl_telemetry_preload.so`, the LD_PRELOAD verbs interposer.
 //!
-//! Not yet here: the interposer itself, to be written in C (it touches verbs structures, so
-//! it is compiled against the system's `<infiniband/verbs.h>`) and linked with this archive
-//! into `librccl_telemetry_preload.so`. It is to count the data path itself, into the engine's QP slots (through the header's slot mirror, with
-//! atomic adds, since verbs lets any thread post to any QP) and device stripes (through the
-//! header's device forms). What it needs from the engine beyond the C API is here: turning
-//! on the interposer's keys, one slot per QP under a per-device cap, the latency of a sampled
+//! The interposer itself is C (`preload/c/preload.c`: it touches verbs structures, so it is
+//! compiled against the system's `<infiniband/verbs.h>`), linked with this archive into
+//! `librccl_telemetry_preload.so` by `make preload`. It counts the data path itself, into the
+//! engine's QP slots (through the header's slot mirror, under a per-QP lock or with atomic
+//! adds, since verbs lets any thread post to any QP) and device stripes (through the header's
+//! device forms). What it needs from the engine beyond the C API is here: turning on the
+//! interposer's keys, one slot per QP under a per-device cap, the latency of a sampled
 //! completion from any thread, the device-level SRQ and unknown-QP counts, and diagnostics.
 #![allow(non_snake_case)]
 
