@@ -18,10 +18,10 @@ LINK    := -L$(REL) -lrccl_telemetry -Wl,-rpath,$(abspath $(REL)) -lpthread
 TOOL    := $(REL)/rccl-telemetry
 DEMO    := out/demo
 
+include preload/preload.mk
 include bench/bench.mk
 include tools/tool.mk
 include e2e/e2e.mk
-include preload/preload.mk
 
 .PHONY: all lib header tool c-tests tsan header-check install install-check demo test skips clean
 

@@ -25,7 +25,7 @@ BENCH_BIN     := $(BENCH_BUILD)/bench
 # the last commit that changed the library itself (+ -dirty for uncommitted library changes)
 BENCH_REV      = $(shell git log -1 --format=%h -- src include build.rs Cargo.toml 2>/dev/null)$(shell git diff --quiet HEAD -- src include build.rs Cargo.toml 2>/dev/null || echo -dirty)
 
-.PHONY: bench bench-quick bench-build bench-install bench-callgrind bench-clean
+.PHONY: bench bench-quick bench-build bench-install bench-callgrind bench-clean bench-preload bench-preload-build
 
 # Installs the library (release build) exactly where the bench will find it.
 bench-install:
@@ -37,11 +37,21 @@ bench-build: bench-install
 	  $$($(BENCH_PC) --libs rccl-telemetry) \
 	  -Wl,-rpath,$$($(BENCH_PC) --variable=libdir rccl-telemetry) -lpthread -lm
 
-bench: bench-build
+bench: bench-build bench-preload
 	BENCH_LIB_REV=$(BENCH_REV) $(BENCH_BIN) --json $(BENCH_DIR)/results.json
 
-bench-quick: bench-build
+bench-quick: bench-build bench-preload-build
 	BENCH_LIB_REV=$(BENCH_REV) $(BENCH_BIN) --quick --json $(BENCH_BUILD)/results-quick.json
+	$(BENCH_BUILD)/preload_bench $(abspath $(PRELOAD_SO)) --quick
+
+# The LD_PRELOAD interposer over the fake libibverbs (see bench/README.md).
+bench-preload-build: preload $(FAKEVERBS)
+	@mkdir -p $(BENCH_BUILD)
+	$(BENCH_CC) $(BENCH_CFLAGS) $(BENCH_DIR)/preload_bench.c -o $(BENCH_BUILD)/preload_bench \
+	  -L$(dir $(FAKEVERBS)) -libverbs -Wl,-rpath,$(abspath $(dir $(FAKEVERBS))) -lpthread
+
+bench-preload: bench-preload-build
+	$(BENCH_BUILD)/preload_bench $(abspath $(PRELOAD_SO))
 
 bench-callgrind: bench-build
 	$(BENCH_DIR)/profile_hooks.sh $(BENCH_BIN)

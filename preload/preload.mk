@@ -59,3 +59,8 @@ $(PB)/verbs_app_static: c_tests/preload/verbs_app.c c_tests/preload/fake_verbs.h
 	$(CC) -std=gnu11 -O2 -g $(CWARN) -static $< -o $@ -L$(PB)/static -libverbs -lpthread
 
 preload-test-bins: $(FAKEVERBS) $(PB)/verbs_app $(PB)/verbs_app_nccl $(PB)/verbs_app_static
+
+# Included before the top-level Makefile's first rule, this file must not become its default goal.
+ifeq ($(.DEFAULT_GOAL),preload-engine)
+.DEFAULT_GOAL :=
+endif

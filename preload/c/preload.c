@@ -360,6 +360,21 @@ static inline struct rcq *cq_rec(struct rctx *c, struct ibv_cq_ex *cq) {
 /* ------------------------------------------------------------------------------------ */
 /* Counting                                                                             */
 
+/* The calling thread's own stripe of device dev, or NULL (then the library's calls count). */
+static inline rcclTelemetryStripe_ *own_stripe(int dev) {
+  uintptr_t tp = rcclTelemetryThreadPointer_();
+  rcclTelemetryStripe_ *s = rcclTelemetryStripe_of_(dev, tp);
+  return s && LD(s->owner) == tp ? s : NULL;
+}
+static inline void wqe_size(rcclTelemetryStripe_ *s, int dev, uint64_t b) {
+  if (LIKELY(s != NULL)) ADD(s->own.sizes[rcclTelemetrySizeBucket_(b)], 1);
+  else rcclTelemetryWqeSize(dev, b);
+}
+static inline void tx_bytes(rcclTelemetryStripe_ *s, int dev, uint64_t b) {
+  if (LIKELY(s != NULL)) ADD(s->own.tx_bytes, b);
+  else rcclTelemetryBytes(dev, 1, b);
+}
+
 static inline uint64_t *idx_sent(RcclQpStats *slot) { return (uint64_t *)((char *)slot + g_idx_sent_off); }
 
 /* One send WR of opcode op, under the QP's lock. */
@@ -505,16 +520,17 @@ static int w_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
   int rc = c->orig.post_send(qp, wr, &badwr);
   uint64_t bytes = 0;
   int dev = r->dev;
+  rcclTelemetryStripe_ *st = own_stripe(dev);
   for (struct ibv_send_wr *w = wr; w && !(rc && w == badwr); w = w->next) {
     uint64_t b = 0;
     for (int i = 0; i < w->num_sge; i++) b += w->sg_list[i].length;
     bytes += b;
-    rcclTelemetryWqeSize(dev, b);
+    wqe_size(st, dev, b);
     count_send_op(r, w->opcode);
     track(r, w->wr_id, r->sig_all || (w->send_flags & IBV_SEND_SIGNALED));
   }
   unlock(&r->lock);
-  if (bytes) rcclTelemetryBytes(dev, 1, bytes);
+  if (bytes) tx_bytes(st, dev, bytes);
   if (bad) *bad = badwr;
   return rc;
 }
