@@ -574,8 +574,21 @@ static void sc_disabled(void) {
   report(extra);
 }
 
+/* dlsym(RTLD_NEXT) and dlsym(RTLD_DEFAULT) keep their meaning under the interposer's dlsym:
+ * relative to this program, so both find the first definition after it (the interposer's
+ * ibv_open_device when preloaded), not the one after the interposer (libibverbs'). */
+static void sc_dlnext(void) {
+  void *next = dlsym(RTLD_NEXT, "ibv_open_device"), *dflt = dlsym(RTLD_DEFAULT, "ibv_open_device");
+  Dl_info di;
+  const char *from = next && dladdr(next, &di) && di.dli_fname ? di.dli_fname : "?";
+  const char *b = strrchr(from, '/');
+  char extra[256];
+  snprintf(extra, sizeof extra, "\"next_is_default\":%d,\"next_from\":\"%s\"", next && next == dflt, b ? b + 1 : from);
+  report(extra);
+}
+
 int main(int argc, char **argv) {
-  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|reopen|qploop|srq|full|disabled [N]");
+  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|reopen|qploop|srq|full|disabled|dlnext [N]");
   load();
   const char *s = argv[1];
   int n = argc > 2 ? atoi(argv[2]) : 100;
@@ -589,6 +602,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "srq")) sc_srq(n);
   else if (!strcmp(s, "full")) sc_full();
   else if (!strcmp(s, "disabled")) sc_disabled();
+  else if (!strcmp(s, "dlnext")) sc_dlnext();
   else FAIL("unknown scenario %s", s);
   return 0;
 }

@@ -439,3 +439,15 @@ fn a_static_program_is_not_caught() {
     assert_eq!(r.said["pristine"], 1, "nothing wrapped");
     assert!(r.files.is_empty());
 }
+
+#[test]
+fn dlsym_rtld_next_and_default_stay_relative_to_the_caller() {
+    let Some(b) = bins("dlsym_rtld_next_and_default_stay_relative_to_the_caller") else { return };
+    for enable in [true, false] {
+        for app in [&b.direct, &b.nccl] {
+            let r = run(app, &b, &["dlnext"], &[], enable);
+            assert_eq!(r.said["next_is_default"], 1, "{}", r.said);
+            assert_eq!(r.said["next_from"], "librccl_telemetry_preload.so", "{}", r.said);
+        }
+    }
+}
