@@ -245,25 +245,27 @@ def ucx(argv, out, role):
         C.ok("  client ran put_bw over rc_verbs without warm-up (-w 0), so counts follow -n",
              o.get("t") == "put_bw" and o.get("x") == "rc_verbs" and w == 0, str(o))
         ucx.last = (n, s)
-        slack = R(0, 16, "UCX's own flush and keepalive traffic beyond the reported iterations")
-        # put_bw: RDMA_WRITE only; UCX moderates its own signalling, so completions are bounded
-        return side(write=R(n) + slack, send=R(0, 4, "UCX may post its own control SENDs"),
-                    send_cqe=R(1, n + 16, "UCX signals one WR in its moderation window"),
-                    retired=R(0, n + 16, "whatever UCX left unsignalled"),
-                    tx=R(n * s, n * s + 16 * 64, "flush WRs carry at most a few bytes"),
-                    srq_recv=R(0, None, "UCX pre-posts its SRQ as it sizes it"), recv=R(0, None, "UCX's own"),
-                    recv_cqe=R(0, 4, "control messages only"), rx=R(0, None, "control messages only"),
-                    polls=R(1, None, "busy polling"), hw_sends=0, hw_recvs=0,
-                    hw_pkts=R(n * pk(s)) + slack)
+        # put_bw ends with one more put that carries the final sequence number (measured:
+        # n + 1 RDMA_WRITEs of the full size, 5 (n + 1) packets); allow one more for a flush.
+        extra = R(0, 2, "ucx_perftest's final sequence-number put, and a flush")
+        return side(write=R(n) + extra, send=R(0, 2, "UCX control SENDs, none seen over rc_verbs put_bw"),
+                    send_cqe=R(1, n + 2, "UCX moderates its own signalling"),
+                    retired=R(0, n + 2, "whatever UCX left unsignalled"),
+                    tx=R(n * s, (n + 2) * s, "the final put carries a full message"),
+                    srq_recv=R(0, None, "UCX pre-posts its SRQ as it sizes it (4095 here)"),
+                    recv=R(0, None, "UCX's own"), recv_cqe=R(0, 2, "control messages only"),
+                    rx=R(0, 2 * 64, "control messages only"), polls=R(1, None, "busy polling"), hw_sends=0,
+                    hw_recvs=0, hw_pkts=R(n * pk(s)) + R(0, 2 * pk(s), "the final put, and a flush"))
     n, s = getattr(ucx, "last", (0, 0))
     if not n:
         return None
     # the server posts nothing for put_bw: the writes land in its memory, it ACKs them
-    return side(recv=R(0, None, "UCX's own"), srq_recv=R(0, None, "UCX pre-posts its SRQ as it sizes it"),
-                recv_cqe=R(0, 4, "control messages only"), rx=R(0, None, "control messages only"),
-                send=R(0, 4, "UCX may post its own control SENDs"), send_cqe=R(0, 4, "control SENDs"),
-                write=R(0, 4, "UCX's own flush"), tx=R(0, 4 * 64, "control messages only"),
-                polls=R(0, None, "busy polling"), hw_sends=0, hw_recvs=0, hw_pkts=R(n, n + 16, "ACKs; UCX's own flush"))
+    return side(recv=R(0, None, "UCX's own"), srq_recv=R(0, None, "UCX pre-posts its SRQ as it sizes it (4095 here)"),
+                recv_cqe=R(0, 2, "control messages only"), rx=R(0, 2 * 64, "control messages only"),
+                send=R(0, 2, "UCX control SENDs"), send_cqe=R(0, 2, "control SENDs"),
+                write=R(0, 2, "UCX's own flush"), tx=R(0, 2 * 64, "control messages only"),
+                polls=R(0, None, "busy polling"), hw_sends=0, hw_recvs=0,
+                hw_pkts=R(n, n + 2, "an ACK per put, the final put's and a flush's"))
 
 
 MODELS = {"ibv_rc_pingpong": pingpong, "ib_write_bw": perftest("write"), "ib_send_bw": perftest("send"),
@@ -327,12 +329,13 @@ def file_counts(doc):
 
 
 def check_file(name, sd, want):
+    """The side's file against the model; returns the file's counts (or None)."""
     doc = telemetry_doc(name, sd)
     if doc is None:
-        return
+        return None
     dev, got = file_counts(doc)
     if not C.ok(f"{name}: device rxe0 in the file", dev is not None, f"devices {[d.get('roce_device') for d in doc.get('devices', [])]}"):
-        return
+        return None
     C.ok(f"{name}: hw_type rxe, channel unknown", dev.get("hw_type") == "rxe" and dev.get("num_channels") is None,
          f"hw_type {dev.get('hw_type')!r}, num_channels {dev.get('num_channels')!r}")
     for k in ["send", "write", "write_imm", "read", "recv", "srq_recv", "retired", "tx", "rx", "errors", "polls"]:
@@ -341,6 +344,7 @@ def check_file(name, sd, want):
     C.count(f"{name}: num_wqe_sent (every send WR)", got["sent"], sent)
     C.count(f"{name}: num_wqe_rcvd (completions drained)", got["rcvd"], want["send_cqe"] + want["recv_cqe"] + want["errors"])
     C.count(f"{name}: num_wc_unknown_qp", got["unknown"], 0)
+    return got
 
 
 # --- runs -------------------------------------------------------------------------------
@@ -363,7 +367,7 @@ def run_tools(name, d, pair=False):
     if not C.ok(f"{name}: ran", cmds, "no cmd file"):
         return
     preload = os.path.exists(os.path.join(d, "preload"))
-    total = None
+    total, files, size = None, {}, None
     for argv in sorted(cmds, key=lambda a: a[0] != "client"):  # the client's output defines the run
         role, prog, args = argv[0], os.path.basename(argv[1]), argv[2:]
         sd = os.path.join(d, role)
@@ -375,10 +379,24 @@ def run_tools(name, d, pair=False):
         if want is None:
             return
         if preload:
-            check_file(f"{name}: {role}", sd, want)
+            files[role] = check_file(f"{name}: {role}", sd, want)
+        if prog == "ucx_perftest" and role == "client":
+            size = ucx.last[1]
         total = want if total is None else {k: total[k] + want[k] for k in total}
     if total is not None:
         hw_check(name, d, total, pair)
+    if size and files.get("client") and (pair or files.get("server")):
+        # UCX's writes are only bounded by the model: tie the file's count to the wire. Each
+        # put is pk(size) packets from the client and one ACK from the server.
+        hw = hw_delta(d)
+        w = files["client"]["write"] + (files["server"]["write"] if not pair else 0)
+        if pair:
+            want = w * pk(size) if files.get("client") and "client" in [c[0] for c in cmds] else None
+        else:
+            want = w * (pk(size) + 1)
+        retrans = any(hw.get(k, 0) for k in ["duplicate_request", "completer_retry_err", "out_of_seq_request"])
+        if want is not None and not retrans:
+            C.count(f"{name}: rxe sent_pkts = the file's RDMA_WRITEs ({w}) on the wire", hw.get("sent_pkts"), want)
 
 
 # verbs_loader: one process, its own exact tally
@@ -467,8 +485,14 @@ TABLE = ["pingpong", "pingpong_event", "pingpong_new_send", "write_bw", "write_b
 
 
 def passes(out):
-    """'' always; '+preload' when the image had the interposer (its runs exist)."""
-    return [""] + (["+preload"] if glob.glob(os.path.join(out, "*+preload")) else [])
+    """'' always; '+preload' when the image had the interposer (its runs exist). run.sh sets
+    E2E_EXPECT_PRELOAD=1 when it put the interposer in the image: then its runs must exist."""
+    have = bool(glob.glob(os.path.join(out, "*+preload")))
+    if os.environ.get("E2E_EXPECT_PRELOAD") == "1":
+        C.ok(f"{out}: runs under the interposer present", have, "the image had librccl_telemetry_preload.so "
+             "but the guest made no run under it")
+        have = True
+    return [""] + (["+preload"] if have else [])
 
 
 def single(res):
@@ -562,6 +586,7 @@ def selftest():
         def m(out):
             for n in ["pingpong", "write_bw_q7", "rping"]:
                 dst = os.path.join(out, n + "+preload")
+                shutil.rmtree(dst, ignore_errors=True)  # the real run's files give way to synthetic ones
                 shutil.copytree(os.path.join(out, n), dst)
                 open(os.path.join(dst, "preload"), "w").close()
                 for role in ["client", "server"]:
@@ -621,7 +646,42 @@ def selftest():
 
     def both(f):  # the QP and its channel (the channel is the sum of its QPs)
         return lambda doc: (f(qp(doc)), f(doc["devices"][0]["channels"][0]))
-    run_files("files with exactly the model's counts (missing ones fail)", None, True)
+
+    def drop_file(n, role):
+        def m(out):
+            for f in glob.glob(os.path.join(out, n, role, "telemetry", "*.json")):
+                os.remove(f)
+        return m
+    run("a run under the interposer without its file (send_bw server)", drop_file("send_bw+preload", "server"), True)
+    run("a run under the interposer without its file (verbs_dlopen_ex)", drop_file("verbs_dlopen_ex+preload", "proc"),
+        True)
+
+    def file_edit(n, role, f):
+        def m(out):
+            p = glob.glob(os.path.join(out, n, role, "telemetry", "*.json"))[0]
+            with open(p) as fh:
+                doc = json.load(fh)
+            f(doc)
+            with open(p, "w") as fh:
+                json.dump(doc, fh)
+        return m
+
+    def qp_n(doc, i):
+        return doc["devices"][0]["channels"][0]["queue_pairs"][i]
+    run("real file: verbs_direct_poll QP B one receive completion less",
+        file_edit("verbs_direct_poll+preload", "proc", lambda d: qp_n(d, 1).__setitem__(
+            "num_wqe_rcvd", qp_n(d, 1)["num_wqe_rcvd"] - 1)), True)
+    run("real file: verbs_dlopen_ex one poll call more",
+        file_edit("verbs_dlopen_ex+preload", "proc", lambda d: d["devices"][0].__setitem__(
+            "cq_poll_count", d["devices"][0]["cq_poll_count"] + 1)), True)
+    run("real file: UCX client one RDMA_WRITE more than the wire saw",
+        file_edit("ucx_put_bw+preload", "client", lambda d: [q.__setitem__("num_write_wqe", q["num_write_wqe"] + 1)
+                                                             for q in d["devices"][0]["channels"][0]["queue_pairs"]
+                                                             if q.get("num_write_wqe")]), True)
+    run("real file: ib_read_bw client READs counted as writes",
+        file_edit("read_bw+preload", "client", lambda d: [
+            (q.__setitem__("num_write_wqe", q["num_read_wqe"]), q.__setitem__("num_read_wqe", 0))
+            for q in d["devices"][0]["channels"][0]["queue_pairs"] if q.get("num_read_wqe")]), True)
 
     def only_checked(label, p, fail):
         """Runs the file checks and keeps only the verdict on the three runs with files."""

@@ -76,6 +76,7 @@ if [ "${E2E_NO_PRELOAD:-0}" = 1 ]; then
 elif make --no-print-directory preload > "$B/preload.log" 2>&1 && [ -f "$PRELOAD" ]; then
   pass "librccl_telemetry_preload.so builds"
   EXTRA+=("$PRELOAD")
+  export E2E_EXPECT_PRELOAD=1
 else
   fail "librccl_telemetry_preload.so builds (make preload): $(tail -3 "$B/preload.log" 2>/dev/null || echo 'no preload target')" \
     "; the third-party programs run bare only"

@@ -6,7 +6,9 @@
 # left a readable result disk; otherwise the console tail is printed and the status is 1.
 set -uo pipefail
 MODE=${1:?single|pair}; IMG=${2:?imagedir}; RES=${3:?resultdir}
-TIMEOUT=${E2E_GUEST_TIMEOUT:-480}
+# A fail-safe, not a budget: unloaded, the single guest takes ~2.5 min and the pair ~2 min,
+# but TCG under a loaded host runs several times slower (seen: 5x, with guest soft lockups).
+TIMEOUT=${E2E_GUEST_TIMEOUT:-900}
 EXTRA_ARGS=${E2E_GUEST_ARGS:-}   # more kernel command-line variables, e.g. E2E_ONLY=tools
 rm -rf "$RES"; mkdir -p "$RES"
 [ -f "$IMG/vmlinuz" ] && [ -f "$IMG/initrd.gz" ] || { echo "run_guest: no image in $IMG" >&2; exit 1; }
