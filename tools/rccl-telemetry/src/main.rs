@@ -63,9 +63,10 @@ enum Cmd {
     Export {
         #[arg(long, value_enum)]
         format: Format,
-        /// How deep the CSV / NDJSON rows go.
-        #[arg(long, value_enum, default_value_t = export::Level::Qp)]
-        level: export::Level,
+        /// How deep the series or rows go [default: channel for prometheus (as the library's
+        /// live textfile), qp for csv and ndjson].
+        #[arg(long, value_enum)]
+        level: Option<export::Level>,
         /// Write here instead of stdout.
         #[arg(short, long)]
         output: Option<PathBuf>,
@@ -227,9 +228,15 @@ fn main() -> ExitCode {
                 None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
             };
             let r = match format {
-                Format::Prometheus => sink.write_all(export::prometheus(&run).as_bytes()).map_err(|e| e.to_string()),
-                Format::Csv => export::write_tidy(&run, level, false, &mut sink),
-                Format::Ndjson => export::write_tidy(&run, level, true, &mut sink),
+                Format::Prometheus => {
+                    let (text, dups) = export::prometheus_at(&run, level.unwrap_or(export::Level::Channel));
+                    if dups > 0 {
+                        eprintln!("rccl-telemetry: {dups} files repeat the host and pid of an earlier file; only the first of each is exported");
+                    }
+                    sink.write_all(text.as_bytes()).map_err(|e| e.to_string())
+                }
+                Format::Csv => export::write_tidy(&run, level.unwrap_or(export::Level::Qp), false, &mut sink),
+                Format::Ndjson => export::write_tidy(&run, level.unwrap_or(export::Level::Qp), true, &mut sink),
             };
             match r.and_then(|_| sink.flush().map_err(|e| e.to_string())) {
                 Ok(()) => ExitCode::SUCCESS,
