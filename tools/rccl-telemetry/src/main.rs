@@ -1,7 +1,7 @@
 //! The `rccl-telemetry` command line.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use rccl_telemetry_tool::{check, export, generate, load, outliers, report, summary};
+use rccl_telemetry_tool::{check, export, generate, load, outliers, promgc, report, summary};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -72,6 +72,21 @@ enum Cmd {
         output: Option<PathBuf>,
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
+    },
+    /// Remove the live Prometheus textfiles no running rank owns (left by SIGKILL): those not
+    /// rewritten for --max-age seconds, and those of this host whose pid is not running.
+    /// Prints one line per file removed. For cron, or before node_exporter starts.
+    PromGc {
+        /// Seconds without a rewrite after which a file is stale (a few times
+        /// RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S).
+        #[arg(long, default_value_t = 300)]
+        max_age: u64,
+        /// Say what would go, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The directory given to RCCL_TELEMETRY_PROMETHEUS_DIR (node_exporter's
+        /// --collector.textfile.directory).
+        dir: PathBuf,
     },
     /// Write one self-contained HTML page: summary, outliers and charts.
     Report {
@@ -244,6 +259,28 @@ fn main() -> ExitCode {
                 Err(e) if output.is_none() && e.contains("Broken pipe") => ExitCode::SUCCESS,
                 Err(e) => fail(format!("export failed: {e}")),
             }
+        }
+        Cmd::PromGc { max_age, dry_run, dir } => {
+            let stale = match promgc::find(&dir, std::time::Duration::from_secs(max_age), &promgc::this_host(), std::time::SystemTime::now()) {
+                Ok(s) => s,
+                Err(e) => return fail(e),
+            };
+            let mut failed = false;
+            for s in &stale {
+                if dry_run {
+                    println!("would remove {} ({})", s.path.display(), s.why);
+                } else {
+                    match std::fs::remove_file(&s.path) {
+                        Ok(()) => println!("removed {} ({})", s.path.display(), s.why),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => {
+                            eprintln!("rccl-telemetry: cannot remove {}: {e}", s.path.display());
+                            failed = true;
+                        }
+                    }
+                }
+            }
+            if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
         }
         Cmd::Report { output, max_devices, inputs } => {
             let Some(run) = load(&inputs) else { return ExitCode::from(2) };

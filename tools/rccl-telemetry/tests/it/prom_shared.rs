@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 const CHILD: &str = "RCCL_TELEMETRY_TOOL_TEST_PROM_DIR";
+const HANG: &str = "RCCL_TELEMETRY_TOOL_TEST_PROM_HANG";
 
 #[test]
 #[ignore = "a helper: the_live_textfile_and_the_export_are_the_same_text runs it as a child process"]
@@ -57,6 +58,12 @@ fn child_prom_rank() {
     let written = rccl_telemetry::prom::write_now().expect("the textfile");
     assert_eq!(written.parent(), Some(dir.as_path()));
     std::fs::copy(&written, dir.join("live_file.txt")).unwrap();
+    if std::env::var_os(HANG).is_some() {
+        println!("PROM-RANK-READY");
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1)); // until SIGKILL
+        }
+    }
     assert_eq!(rcclTelemetryFlush(), 0);
     assert!(!written.exists(), "the textfile outlived the final write");
 }
@@ -91,24 +98,29 @@ fn export(dir: &Path, level: &str) -> String {
     stdout(&out)
 }
 
-#[test]
-fn the_live_textfile_and_the_export_are_the_same_text() {
-    let dir = tempfile::tempdir().unwrap();
-    let sysfs = tempfile::tempdir().unwrap();
+fn child(dir: &Path, sysfs: &Path) -> Command {
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new(&exe);
     cmd.args(["--exact", "prom_shared::child_prom_rank", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD, dir.path())
+        .env(CHILD, dir)
         .env("RCCL_TELEMETRY_ENABLE", "1")
-        .env("RCCL_TELEMETRY_OUTPUT_DIR", dir.path())
-        .env("RCCL_TELEMETRY_PROMETHEUS_DIR", dir.path())
-        .env("RCCL_TELEMETRY_SYSFS_ROOT", sysfs.path())
+        .env("RCCL_TELEMETRY_OUTPUT_DIR", dir)
+        .env("RCCL_TELEMETRY_PROMETHEUS_DIR", dir)
+        .env("RCCL_TELEMETRY_SYSFS_ROOT", sysfs)
+        .env_remove(HANG)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     for v in rccl_telemetry::prom::RANK_VARS {
         cmd.env_remove(v); // the JSON file has no rank: the library must not add one here
     }
-    let out = cmd.output().unwrap();
+    cmd
+}
+
+#[test]
+fn the_live_textfile_and_the_export_are_the_same_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = tempfile::tempdir().unwrap();
+    let out = child(dir.path(), sysfs.path()).output().unwrap();
     assert!(out.status.success(), "child: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap();
 
@@ -122,4 +134,49 @@ fn the_live_textfile_and_the_export_are_the_same_text() {
     // The default depth of the export is the textfile's.
     let out = run(&["export", "--format", "prometheus", dir.path().to_str().unwrap()]);
     assert_eq!(comparable(&stdout(&out)), live);
+}
+
+#[test]
+fn prom_gc_removes_the_file_of_a_killed_rank_and_keeps_a_live_one() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = tempfile::tempdir().unwrap();
+    /// Kills the hanging child even when an assertion fails first.
+    struct Reaper(std::process::Child);
+    impl Drop for Reaper {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut c = Reaper(child(dir.path(), sysfs.path()).env(HANG, "1").spawn().unwrap());
+    // The harness prints its own lines first (and "test ... " before the ready line).
+    let mut out = std::io::BufReader::new(c.0.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("PROM-RANK-READY") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "the child ended before it was ready");
+    }
+    let prom: Vec<PathBuf> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "prom")).collect();
+    assert_eq!(prom.len(), 1);
+    // A file a live rank owns: this test process's pid, on this host.
+    let host = rccl_telemetry_tool::promgc::this_host();
+    let live = dir.path().join(format!("rccl_telemetry_{host}_0_{}.prom", std::process::id()));
+    std::fs::write(&live, "x 1\n").unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = run(&["prom-gc", d]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).is_empty(), "nothing is stale while the rank runs: {}", stdout(&out));
+    c.0.kill().unwrap(); // SIGKILL: the library cannot remove its file
+    c.0.wait().unwrap();
+    assert!(prom[0].exists());
+    let dry = run(&["prom-gc", "--dry-run", d]);
+    assert!(stdout(&dry).contains("would remove") && prom[0].exists());
+    let out = run(&["prom-gc", d]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let said = stdout(&out);
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(said.contains(&prom[0].display().to_string()) && said.contains("not running"), "{said}");
+    assert!(!prom[0].exists() && live.exists());
 }
