@@ -7,6 +7,8 @@
 #                         writes bench/build/results-quick.json. Fit for CI: the exit status says
 #                         whether the hooks counted every WQE and every child ran, never
 #                         anything about time.
+#   make bench-prom       the live Prometheus textfile's write cost (benches/prom_write.rs),
+#                         also run by bench and bench-quick
 #   make bench-callgrind  instructions per WQE of every library function on the hot path
 #                         (valgrind --tool=callgrind), to find which hook is expensive
 #
@@ -25,7 +27,7 @@ BENCH_BIN     := $(BENCH_BUILD)/bench
 # the last commit that changed the library itself (+ -dirty for uncommitted library changes)
 BENCH_REV      = $(shell git log -1 --format=%h -- src include build.rs Cargo.toml 2>/dev/null)$(shell git diff --quiet HEAD -- src include build.rs Cargo.toml 2>/dev/null || echo -dirty)
 
-.PHONY: bench bench-quick bench-build bench-install bench-callgrind bench-clean bench-preload bench-preload-build
+.PHONY: bench bench-quick bench-prom bench-build bench-install bench-callgrind bench-clean bench-preload bench-preload-build
 
 # Installs the library (release build) exactly where the bench will find it.
 bench-install:
@@ -39,10 +41,12 @@ bench-build: bench-install
 
 bench: bench-build bench-preload
 	BENCH_LIB_REV=$(BENCH_REV) $(BENCH_BIN) --json $(BENCH_DIR)/results.json
+	$(MAKE) --no-print-directory bench-prom
 
 bench-quick: bench-build bench-preload-build
 	BENCH_LIB_REV=$(BENCH_REV) $(BENCH_BIN) --quick --json $(BENCH_BUILD)/results-quick.json
 	$(BENCH_BUILD)/preload_bench $(abspath $(PRELOAD_SO)) --quick
+	$(MAKE) --no-print-directory bench-prom BENCH_PROM_ARGS=--quick
 
 # The LD_PRELOAD interposer over the fake libibverbs (see bench/README.md).
 bench-preload-build: preload $(FAKEVERBS)
@@ -52,6 +56,11 @@ bench-preload-build: preload $(FAKEVERBS)
 
 bench-preload: bench-preload-build
 	$(BENCH_BUILD)/preload_bench $(abspath $(PRELOAD_SO))
+
+# The live Prometheus textfile: one write at 8x64x16 slots, against the JSON snapshot of the
+# same slots in the same run (benches/prom_write.rs; the writer thread's cost, not the hot path).
+bench-prom:
+	$(CARGO) bench -p rccl-telemetry --bench prom_write -- $(BENCH_PROM_ARGS)
 
 bench-callgrind: bench-build
 	$(BENCH_DIR)/profile_hooks.sh $(BENCH_BIN)

@@ -108,13 +108,21 @@ pub fn write_periodic() {
 /// Writes the textfile now at the configured level. Err: one line (already printed, once
 /// per run of failures).
 pub fn write_now() -> Result<PathBuf, String> {
+    match LIVE.get() {
+        Some(live) => write_at(live.level),
+        None => Err(format!("{} is not set", crate::config::ENV_PROM_DIR)),
+    }
+}
+
+/// [`write_now`] at a given depth (the bench times both).
+pub fn write_at(level: Level) -> Result<PathBuf, String> {
     let Some(live) = LIVE.get() else { return Err(format!("{} is not set", crate::config::ENV_PROM_DIR)) };
     let mut st = STATE.lock();
     if st.done {
         return Err("telemetry has finished".into());
     }
     let written = std::panic::catch_unwind(|| {
-        let text = render_now(live.level);
+        let text = render_now(level);
         crate::writer::write_atomic_mode(&live.path, Some(0o644), |w| w.write_all(text.as_bytes()))
     });
     match written {

@@ -447,6 +447,19 @@ fn unique(values: impl Iterator<Item = String>) -> Vec<String> {
         .collect()
 }
 
+/// Writes a family of plain samples, (label pairs, value), with its HELP and TYPE lines
+/// (nothing when there are no samples).
+pub fn write_simple(out: &mut String, f: &Family, samples: &[(Vec<(&str, &str)>, String)]) {
+    if samples.is_empty() {
+        return;
+    }
+    let name = f.name();
+    header(out, &name, f.help, f.kind);
+    for (l, v) in samples {
+        sample(out, &name, &labels(l), "", v);
+    }
+}
+
 /// One series owner at some scope: its labels and its counters.
 struct Item<'a> {
     labels: String,
@@ -653,15 +666,10 @@ fn counts_families(out: &mut String, scope: Scope, items: &[Item], totals: Vec<D
 
 /// One family per hardware counter (available values only), then the availability gauge.
 fn hw_families(out: &mut String, devs: &[(usize, &Device, String)]) {
-    let mut order: Vec<&str> = Vec::new();
-    let mut seen = HashSet::new();
-    for (_, d, _) in devs {
-        for (n, _) in &d.hw {
-            if seen.insert(n.as_str()) {
-                order.push(n);
-            }
-        }
-    }
+    // By name: the library holds them in its vocabulary's order, a parsed file sorted.
+    let mut order: Vec<&str> = devs.iter().flat_map(|(_, d, _)| d.hw.iter().map(|(n, _)| n.as_str())).collect();
+    order.sort_unstable();
+    order.dedup();
     let mut names_taken = HashSet::new();
     for counter in &order {
         let (name, help, scale) = hw_metric(counter);
@@ -703,7 +711,9 @@ fn hw_families(out: &mut String, devs: &[(usize, &Device, String)]) {
     header(out, &name, HW_AVAILABLE.help, HW_AVAILABLE.kind);
     let mut extra = String::new();
     for (_, d, l) in devs {
-        for (n, v) in &d.hw {
+        let mut hw: Vec<&(String, Hw)> = d.hw.iter().collect();
+        hw.sort_by(|a, b| a.0.cmp(&b.0));
+        for (n, v) in hw {
             extra.clear();
             extra.push_str("counter=\"");
             escape_into(&mut extra, n);

@@ -4,257 +4,126 @@ use crate::load::{BadKind, Run};
 use crate::model::{parse_timestamp_ns, Counters, Device, HwValue, TelemetryFile};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::Write;
 
 // ---------------------------------------------------------------------------------------------
 // Prometheus
 
-/// Sanitises a name into the Prometheus metric-name alphabet [a-zA-Z0-9_].
-pub fn prom_name(s: &str) -> String {
-    let mut out: String = s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c.to_ascii_lowercase() } else { '_' }).collect();
-    if out.starts_with(|c: char| c.is_ascii_digit()) {
-        out.insert(0, '_');
-    }
-    out
-}
+pub use crate::promtext::{base_unit, prom_name};
+use crate::promtext::{self, Level as PromLevel};
 
-/// Rewrites a counter name into Prometheus base units, by its unit token (not a fixed list of
-/// names): microseconds, milliseconds and nanoseconds become seconds, bits become bytes.
-/// Returns the new name, the factor to multiply values by, and the unit when one was converted.
-pub fn base_unit(name: &str) -> (String, f64, Option<&'static str>) {
-    let mut scale = 1.0;
-    let mut unit = None;
-    let tokens: Vec<&str> = name
-        .split('_')
-        .map(|t| match t {
-            "us" | "usec" | "usecs" | "microseconds" => {
-                scale = 1e-6;
-                unit = Some("seconds");
-                "seconds"
-            }
-            "ms" | "msec" | "msecs" | "milliseconds" => {
-                scale = 1e-3;
-                unit = Some("seconds");
-                "seconds"
-            }
-            "ns" | "nsec" | "nsecs" | "nanoseconds" => {
-                scale = 1e-9;
-                unit = Some("seconds");
-                "seconds"
-            }
-            "bits" => {
-                scale = 0.125;
-                unit = Some("bytes");
-                "bytes"
-            }
-            other => other,
-        })
-        .collect();
-    (tokens.join("_"), scale, unit)
-}
-
-fn escape_label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-/// Formats a float the way the exposition format reads it.
-fn prom_f64(v: f64) -> String {
-    if v.is_infinite() {
-        if v > 0.0 { "+Inf".into() } else { "-Inf".into() }
-    } else {
-        let s = format!("{v}");
-        s
-    }
-}
-
-/// (host, device, hw_type): the low-cardinality key every per-device series is labelled with.
-type Key = (String, String, String);
-
-struct Family {
-    help: String,
-    kind: &'static str,
-    /// (labels, value) in insertion order, merged by labels.
-    samples: BTreeMap<Vec<(String, String)>, f64>,
-}
-
-#[derive(Default)]
-struct Families {
-    order: Vec<String>,
-    map: BTreeMap<String, Family>,
-}
-
-#[derive(Clone, Copy)]
-enum Merge {
-    Sum,
-    Max,
-}
-
-impl Families {
-    fn add(&mut self, name: &str, help: &str, kind: &'static str, labels: Vec<(String, String)>, v: f64, merge: Merge) {
-        if !self.map.contains_key(name) {
-            self.order.push(name.to_string());
-            self.map.insert(name.to_string(), Family { help: help.to_string(), kind, samples: BTreeMap::new() });
-        }
-        let fam = self.map.get_mut(name).expect("inserted above");
-        let e = fam.samples.entry(labels).or_insert(match merge {
-            Merge::Sum => 0.0,
-            Merge::Max => f64::NEG_INFINITY,
-        });
-        match merge {
-            Merge::Sum => *e += v,
-            Merge::Max => *e = e.max(v),
+impl From<Level> for PromLevel {
+    fn from(l: Level) -> PromLevel {
+        match l {
+            Level::Device => PromLevel::Device,
+            Level::Channel => PromLevel::Channel,
+            Level::Qp => PromLevel::Qp,
         }
     }
 }
 
-fn key_labels(k: &Key) -> Vec<(String, String)> {
-    vec![("host".into(), k.0.clone()), ("device".into(), k.1.clone()), ("hw_type".into(), k.2.clone())]
+fn counts(c: &Counters) -> promtext::Counts {
+    promtext::Counts {
+        wqes_sent: c.num_wqe_sent,
+        recv_wqes: c.num_recv_wqe,
+        wqes_drained: c.num_wqe_rcvd,
+        wqes_completed: c.num_wqe_completed,
+        cts_signalled: c.num_cts_sent_signalled,
+        cts_unsignalled: c.num_cts_sent_unsignalled,
+        slot_misses: c.num_slot_miss,
+        writes: c.num_write_wqe,
+        writes_imm: c.num_write_imm_wqe,
+        hist: c.wqe_completion_histogram.clone(),
+    }
 }
 
-fn with(mut l: Vec<(String, String)>, k: &str, v: &str) -> Vec<(String, String)> {
-    l.push((k.to_string(), v.to_string()));
-    l
+fn device(d: &Device) -> promtext::Device {
+    promtext::Device {
+        id: d.device_id,
+        name: d.roce_device.clone(),
+        hw_type: d.hw_type.clone(),
+        tx_bytes: d.tx_bytes,
+        rx_bytes: d.rx_bytes,
+        cq_errors: d.num_cq_errors,
+        cq_polls: d.cq_poll_count,
+        active_channels: d.active_channels,
+        untracked_qps: d.num_qp_untracked,
+        hw: d
+            .hw_counters
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    HwValue::Scalar(x) => promtext::Hw::Scalar(*x),
+                    HwValue::PerPrio(a) => promtext::Hw::PerPrio(a.clone()),
+                };
+                (k.clone(), v)
+            })
+            .collect(),
+        channels: d
+            .channels
+            .iter()
+            .map(|c| promtext::Channel {
+                id: c.id,
+                counts: counts(&c.counters),
+                requests_completed: c.num_req_completed,
+                data_qps: c.num_data_qp,
+                cts_qps: c.num_cts_qp,
+                untracked_qps: c.num_qp_untracked,
+                qps: c.queue_pairs.iter().map(|q| promtext::Qp { id: q.id, role: q.role.clone(), counts: counts(&q.counters) }).collect(),
+            })
+            .collect(),
+    }
 }
 
-/// Renders the run as Prometheus text exposition format (version 0.0.4).
-///
-/// Series are labelled by host, device (the RoCE device name) and hw_type only: ranks that
-/// share a device on a host are summed (software counters) or maxed (hardware counters, which
-/// every such rank reads from the same NIC). Channels, QPs and pids are not labels.
+/// One file as the library's live textfile would have shown it when the file was written.
+pub fn prom_rank(tf: &TelemetryFile) -> promtext::Rank {
+    let secs = |s: &str| parse_timestamp_ns(s).map(|t| t as f64 / 1e9);
+    promtext::Rank {
+        host: tf.host_name.clone(),
+        pid: u64::try_from(tf.process_id).unwrap_or(0),
+        rank: None,
+        start_s: secs(&tf.start_time),
+        taken_s: secs(&tf.end_time),
+        hist_interval_ns: tf.histogram_interval_ns,
+        devices: tf.devices.iter().map(device).collect(),
+    }
+}
+
+/// Renders the run as Prometheus text exposition format (version 0.0.4) at the default depth
+/// (device and channel series, as the library's live textfile).
 pub fn prometheus(run: &Run) -> String {
-    let mut f = Families::default();
-    let p = "rccl_telemetry_";
-    let mut hosts: BTreeMap<&str, f64> = BTreeMap::new();
-    let (mut start, mut end): (Option<i128>, Option<i128>) = (None, None);
-    // Latency histograms per key; only merged when the bucket widths agree.
-    let mut hists: BTreeMap<Key, (u64, Vec<u64>, bool)> = BTreeMap::new();
+    prometheus_at(run, Level::Channel).0
+}
 
+/// Renders the run at `level`, with the families, help texts and labels of the library's live
+/// textfile (both compile src/promtext.rs): one set of series per rank (`host`, `pid`), so
+/// summing over ranks, or taking the max of a NIC's hardware counters over the ranks that
+/// share it, is PromQL's job. Then the run-wide families. Also returns how many files were
+/// left out because an earlier file had the same host and pid.
+pub fn prometheus_at(run: &Run, level: Level) -> (String, usize) {
+    let ranks: Vec<promtext::Rank> = run.files.iter().map(|l| prom_rank(&l.file)).collect();
+    let mut out = String::new();
+    let dups = promtext::render(&ranks, level.into(), &mut out);
+
+    let mut hosts: BTreeMap<&str, usize> = BTreeMap::new();
+    let (mut start, mut end): (Option<i128>, Option<i128>) = (None, None);
     for l in &run.files {
-        let tf = &l.file;
-        *hosts.entry(&tf.host_name).or_default() += 1.0;
-        if let Some(t) = parse_timestamp_ns(&tf.start_time) {
+        *hosts.entry(&l.file.host_name).or_default() += 1;
+        if let Some(t) = parse_timestamp_ns(&l.file.start_time) {
             start = Some(start.map_or(t, |s| s.min(t)));
         }
-        if let Some(t) = parse_timestamp_ns(&tf.end_time) {
+        if let Some(t) = parse_timestamp_ns(&l.file.end_time) {
             end = Some(end.map_or(t, |e| e.max(t)));
         }
-        for d in tf.devices.iter().filter(|d| d.is_used()) {
-            let k: Key = (tf.host_name.clone(), d.roce_device.clone(), d.hw_type.clone());
-            let kl = key_labels(&k);
-            let sum = |g: fn(&Counters) -> u64| d.sum_channels(|c| g(&c.counters)) as f64;
-            let c = "counter";
-            let g = "gauge";
-            f.add(&format!("{p}tx_bytes_total"), "Bytes sent (software count).", c, kl.clone(), d.tx_bytes as f64, Merge::Sum);
-            f.add(&format!("{p}rx_bytes_total"), "Bytes received (software count).", c, kl.clone(), d.rx_bytes as f64, Merge::Sum);
-            f.add(&format!("{p}cq_errors_total"), "Completions drained with an error status.", c, kl.clone(), d.num_cq_errors as f64, Merge::Sum);
-            f.add(&format!("{p}cq_polls_total"), "ibv_poll_cq calls.", c, kl.clone(), d.cq_poll_count as f64, Merge::Sum);
-            f.add(&format!("{p}wqes_sent_total"), "Send WQEs posted.", c, kl.clone(), sum(|x| x.num_wqe_sent), Merge::Sum);
-            f.add(&format!("{p}recv_wqes_posted_total"), "Receive WQEs posted.", c, kl.clone(), sum(|x| x.num_recv_wqe), Merge::Sum);
-            f.add(&format!("{p}wqes_drained_total"), "Completions drained from the CQ, send and receive (num_wqe_rcvd).", c, kl.clone(), sum(|x| x.num_wqe_rcvd), Merge::Sum);
-            f.add(&format!("{p}wqes_completed_total"), "Completions matched to a tracked posting.", c, kl.clone(), sum(|x| x.num_wqe_completed), Merge::Sum);
-            f.add(&format!("{p}cts_sent_total"), "CTS messages posted, by whether the WR was signalled.", c, with(kl.clone(), "signalled", "true"), sum(|x| x.num_cts_sent_signalled), Merge::Sum);
-            f.add(&format!("{p}cts_sent_total"), "CTS messages posted, by whether the WR was signalled.", c, with(kl.clone(), "signalled", "false"), sum(|x| x.num_cts_sent_unsignalled), Merge::Sum);
-            f.add(&format!("{p}slot_misses_total"), "CTS FIFO slot misses.", c, kl.clone(), sum(|x| x.num_slot_miss), Merge::Sum);
-            f.add(&format!("{p}rdma_writes_total"), "RDMA write postings, by immediate data.", c, with(kl.clone(), "immediate", "false"), sum(|x| x.num_write_wqe), Merge::Sum);
-            f.add(&format!("{p}rdma_writes_total"), "RDMA write postings, by immediate data.", c, with(kl.clone(), "immediate", "true"), sum(|x| x.num_write_imm_wqe), Merge::Sum);
-            f.add(&format!("{p}requests_completed_total"), "Network requests completed.", c, kl.clone(), d.sum_channels(|c| c.num_req_completed) as f64, Merge::Sum);
-            f.add(&format!("{p}untracked_qps"), "QPs that got no stats slot; their traffic is missing from every counter.", g, kl.clone(), d.num_qp_untracked as f64, Merge::Sum);
-            f.add(&format!("{p}qps"), "Tracked queue pairs, by role.", g, with(kl.clone(), "role", "data"), d.sum_channels(|c| c.num_data_qp) as f64, Merge::Sum);
-            f.add(&format!("{p}qps"), "Tracked queue pairs, by role.", g, with(kl.clone(), "role", "cts"), d.sum_channels(|c| c.num_cts_qp) as f64, Merge::Sum);
-            f.add(&format!("{p}active_channels"), "Channels that carried traffic.", g, kl.clone(), d.active_channels as f64, Merge::Sum);
-
-            for (name, v) in &d.hw_counters {
-                let (base, scale, unit) = base_unit(&prom_name(name.strip_prefix("delta_").unwrap_or(name)));
-                let metric = format!("{p}hw_{base}_total");
-                let help = format!(
-                    "NIC hardware counter {name}, delta over the run{}; absent where the NIC does not expose it.",
-                    unit.map_or(String::new(), |u| format!(", converted to {u}"))
-                );
-                match v {
-                    HwValue::Scalar(x) if *x >= 0 => f.add(&metric, &help, "counter", kl.clone(), *x as f64 * scale, Merge::Max),
-                    HwValue::PerPrio(a) => {
-                        for (prio, x) in a.iter().enumerate() {
-                            if *x >= 0 {
-                                f.add(&metric, &help, "counter", with(kl.clone(), "priority", &prio.to_string()), *x as f64 * scale, Merge::Max);
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            let e = hists.entry(k).or_insert((tf.histogram_interval_ns, Vec::new(), true));
-            if e.0 != tf.histogram_interval_ns {
-                e.2 = false;
-            }
-            crate::model::add_hist(&mut e.1, &d.histogram());
-        }
     }
-    for (h, n) in hosts {
-        f.add(&format!("{p}ranks"), "Rank files read, per host.", "gauge", vec![("host".into(), h.to_string())], n, Merge::Sum);
-    }
+    let per_host: Vec<(Vec<(&str, &str)>, String)> = hosts.iter().map(|(h, n)| (vec![("host", *h)], n.to_string())).collect();
+    promtext::write_simple(&mut out, &promtext::RANKS, &per_host);
     let skipped = run.bad.iter().filter(|b| b.kind != BadKind::Missing).count();
-    f.add(&format!("{p}files_skipped"), "Input files that could not be read and were skipped.", "gauge", vec![], skipped as f64, Merge::Sum);
-    if let Some(s) = start {
-        f.add(&format!("{p}run_start_timestamp_seconds"), "Earliest start_time over the ranks.", "gauge", vec![], s as f64 / 1e9, Merge::Sum);
-    }
-    if let Some(e) = end {
-        f.add(&format!("{p}run_end_timestamp_seconds"), "Latest end_time over the ranks.", "gauge", vec![], e as f64 / 1e9, Merge::Sum);
-    }
-
-    let mut out = String::new();
-    for name in &f.order {
-        let fam = &f.map[name];
-        let _ = writeln!(out, "# HELP {name} {}", fam.help);
-        let _ = writeln!(out, "# TYPE {name} {}", fam.kind);
-        for (labels, v) in &fam.samples {
-            let _ = writeln!(out, "{name}{} {}", fmt_labels(labels), prom_f64(*v));
-        }
-    }
-    // The completion-latency histogram, in seconds; the last bucket is +Inf. The sum of the
-    // latencies is not recorded by the library, so _sum is absent (allowed by the format).
-    let name = format!("{p}wqe_completion_seconds");
-    let mut wrote_header = false;
-    for (k, (w, h, same_width)) in &hists {
-        if !same_width || h.is_empty() || h.iter().all(|c| *c == 0) {
-            continue;
-        }
-        if !wrote_header {
-            let _ = writeln!(out, "# HELP {name} WQE completion latency over the sampled completions (no _sum: not recorded).");
-            let _ = writeln!(out, "# TYPE {name} histogram");
-            wrote_header = true;
-        }
-        let mut cum = 0u64;
-        for (b, c) in h.iter().enumerate() {
-            cum = cum.saturating_add(*c);
-            let le = if b + 1 == h.len() { "+Inf".to_string() } else { prom_f64((b as f64 + 1.0) * *w as f64 / 1e9) };
-            let _ = writeln!(out, "{name}_bucket{} {cum}", fmt_labels(&with(key_labels(k), "le", &le)));
-        }
-        let _ = writeln!(out, "{name}_count{} {cum}", fmt_labels(&key_labels(k)));
-    }
-    out
-}
-
-fn fmt_labels(labels: &[(String, String)]) -> String {
-    if labels.is_empty() {
-        return String::new();
-    }
-    let parts: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape_label(v))).collect();
-    format!("{{{}}}", parts.join(","))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn units_become_base_units() {
-        assert_eq!(base_unit("pfc_rx_pause_duration_us"), ("pfc_rx_pause_duration_seconds".into(), 1e-6, Some("seconds")));
-        assert_eq!(base_unit("fec_corrected_bits"), ("fec_corrected_bytes".into(), 0.125, Some("bytes")));
-        assert_eq!(base_unit("cnp_sent"), ("cnp_sent".into(), 1.0, None));
-        // A token only matches whole: "status" is not "us".
-        assert_eq!(base_unit("link_status_msgs").0, "link_status_msgs");
-    }
+    promtext::write_simple(&mut out, &promtext::FILES_SKIPPED, &[(vec![], skipped.to_string())]);
+    let secs = |t: Option<i128>| t.map(|t| vec![(vec![], promtext::prom_f64(t as f64 / 1e9))]).unwrap_or_default();
+    promtext::write_simple(&mut out, &promtext::RUN_START, &secs(start));
+    promtext::write_simple(&mut out, &promtext::RUN_END, &secs(end));
+    (out, dups)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,6 +12,11 @@ pub mod intree;
 pub mod load;
 pub mod model;
 pub mod outliers;
+pub mod promgc;
+/// The Prometheus families and their renderer: the library's own file, compiled here too, so
+/// the export and the library's live textfile cannot drift.
+#[path = "../../../src/promtext.rs"]
+pub mod promtext;
 pub mod report;
 pub mod stats;
 pub mod summary;

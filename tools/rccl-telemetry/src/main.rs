@@ -1,7 +1,7 @@
 //! The `rccl-telemetry` command line.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use rccl_telemetry_tool::{check, export, generate, load, outliers, report, summary};
+use rccl_telemetry_tool::{check, export, generate, load, outliers, promgc, report, summary};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,14 +63,30 @@ enum Cmd {
     Export {
         #[arg(long, value_enum)]
         format: Format,
-        /// How deep the CSV / NDJSON rows go.
-        #[arg(long, value_enum, default_value_t = export::Level::Qp)]
-        level: export::Level,
+        /// How deep the series or rows go [default: channel for prometheus (as the library's
+        /// live textfile), qp for csv and ndjson].
+        #[arg(long, value_enum)]
+        level: Option<export::Level>,
         /// Write here instead of stdout.
         #[arg(short, long)]
         output: Option<PathBuf>,
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
+    },
+    /// Remove the live Prometheus textfiles no running rank owns (left by SIGKILL): those not
+    /// rewritten for --max-age seconds, and those of this host whose pid is not running.
+    /// Prints one line per file removed. For cron, or before node_exporter starts.
+    PromGc {
+        /// Seconds without a rewrite after which a file is stale (a few times
+        /// RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S).
+        #[arg(long, default_value_t = 300)]
+        max_age: u64,
+        /// Say what would go, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The directory given to RCCL_TELEMETRY_PROMETHEUS_DIR (node_exporter's
+        /// --collector.textfile.directory).
+        dir: PathBuf,
     },
     /// Write one self-contained HTML page: summary, outliers and charts.
     Report {
@@ -227,9 +243,15 @@ fn main() -> ExitCode {
                 None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
             };
             let r = match format {
-                Format::Prometheus => sink.write_all(export::prometheus(&run).as_bytes()).map_err(|e| e.to_string()),
-                Format::Csv => export::write_tidy(&run, level, false, &mut sink),
-                Format::Ndjson => export::write_tidy(&run, level, true, &mut sink),
+                Format::Prometheus => {
+                    let (text, dups) = export::prometheus_at(&run, level.unwrap_or(export::Level::Channel));
+                    if dups > 0 {
+                        eprintln!("rccl-telemetry: {dups} files repeat the host and pid of an earlier file; only the first of each is exported");
+                    }
+                    sink.write_all(text.as_bytes()).map_err(|e| e.to_string())
+                }
+                Format::Csv => export::write_tidy(&run, level.unwrap_or(export::Level::Qp), false, &mut sink),
+                Format::Ndjson => export::write_tidy(&run, level.unwrap_or(export::Level::Qp), true, &mut sink),
             };
             match r.and_then(|_| sink.flush().map_err(|e| e.to_string())) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -237,6 +259,28 @@ fn main() -> ExitCode {
                 Err(e) if output.is_none() && e.contains("Broken pipe") => ExitCode::SUCCESS,
                 Err(e) => fail(format!("export failed: {e}")),
             }
+        }
+        Cmd::PromGc { max_age, dry_run, dir } => {
+            let stale = match promgc::find(&dir, std::time::Duration::from_secs(max_age), &promgc::this_host(), std::time::SystemTime::now()) {
+                Ok(s) => s,
+                Err(e) => return fail(e),
+            };
+            let mut failed = false;
+            for s in &stale {
+                if dry_run {
+                    println!("would remove {} ({})", s.path.display(), s.why);
+                } else {
+                    match std::fs::remove_file(&s.path) {
+                        Ok(()) => println!("removed {} ({})", s.path.display(), s.why),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => {
+                            eprintln!("rccl-telemetry: cannot remove {}: {e}", s.path.display());
+                            failed = true;
+                        }
+                    }
+                }
+            }
+            if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
         }
         Cmd::Report { output, max_devices, inputs } => {
             let Some(run) = load(&inputs) else { return ExitCode::from(2) };

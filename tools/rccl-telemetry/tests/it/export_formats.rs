@@ -5,6 +5,7 @@
 use crate::common::*;
 use rccl_telemetry_tool::generate::{GenOptions, PLANTS};
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write as _;
 use std::process::{Command, Stdio};
 
 fn sample_run() -> GenRun {
@@ -53,8 +54,12 @@ fn prometheus_text_follows_the_conventions() {
             }
         }
     }
-    // Low cardinality: no per-process, per-channel or per-QP labels.
-    for forbidden in ["pid", "qp", "channel", "file", "process"] {
+    // One set of series per rank (host and pid), as the library's live textfile; device and
+    // channel series by default, per-QP series only with --level qp; never a file or process.
+    for needed in ["host", "pid", "device", "hw_type", "channel"] {
+        assert!(label_names.contains(needed), "label {needed} missing: {label_names:?}");
+    }
+    for forbidden in ["qp", "file", "process"] {
         assert!(!label_names.contains(forbidden), "label {forbidden} found: {label_names:?}");
     }
     // Base units.
@@ -75,7 +80,8 @@ fn promtool_accepts_the_exposition() {
         return skip("promtool_accepts_the_exposition", "promtool not installed (Debian package prometheus)");
     }
     let g = sample_run();
-    let text = run(&["export", "--format", "prometheus", g.arg()]).stdout;
+    for level in ["device", "channel", "qp"] {
+    let text = run(&["export", "--format", "prometheus", "--level", level, g.arg()]).stdout;
     let mut child = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -88,10 +94,11 @@ fn promtool_accepts_the_exposition() {
     let out = child.wait_with_output().expect("promtool");
     assert!(
         out.status.success(),
-        "promtool check metrics failed:\n{}{}",
+        "promtool check metrics failed at --level {level}:\n{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    }
     // It must also reject a broken exposition, or the check above proves nothing.
     let mut bad = Command::new("promtool").args(["check", "metrics"]).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
     bad.stdin.take().expect("stdin").write_all(b"# TYPE x counter\nx{a=\"1\" 3\n").expect("write");

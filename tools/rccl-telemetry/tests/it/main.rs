@@ -9,4 +9,5 @@ mod fuzz;
 mod generated_runs;
 mod intree_files;
 mod library_files;
+mod prom_shared;
 mod report_render;
