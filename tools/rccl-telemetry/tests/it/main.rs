@@ -9,4 +9,7 @@ mod fuzz;
 mod generated_runs;
 mod intree_files;
 mod library_files;
+mod mixed_formats;
+mod report_axes;
 mod report_render;
+mod terminal_tables;
