@@ -36,6 +36,10 @@ pub struct CheckReport {
     pub violations: Vec<Violation>,
     /// In-tree files only: what a file's format cannot tell (kind "limitation"); never fails `check`.
     pub limitations: Vec<Violation>,
+    /// Files written by RCCL's in-tree engine (version "1.0"), checked against that format.
+    pub files_intree: usize,
+    /// When any in-tree file was checked: what that format cannot express, said once per run.
+    pub intree_format_limitations: Vec<&'static str>,
 }
 
 fn shorten(s: &str, max: usize) -> String {
@@ -55,7 +59,7 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
     let validator = jsonschema::validator_for(&schema).map_err(|e| format!("the embedded schema does not compile: {e}"))?;
     let (paths, missing) = expand_inputs(inputs);
     let pb = progress(paths.len(), "checking");
-    let per_file: Vec<(Vec<Violation>, bool)> = paths
+    let per_file: Vec<(Vec<Violation>, bool, bool)> = paths
         .par_iter()
         .map(|p| {
             let file = p.display().to_string();
@@ -63,6 +67,7 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
                 Err(b) => (
                     vec![Violation { file, path: String::new(), kind: "unreadable", message: b.reason }],
                     true,
+                    false,
                 ),
                 Ok(raw) if raw.format == crate::model::SourceFormat::InTree => {
                     // The in-tree engine's file is checked against its own format, not our schema.
@@ -70,7 +75,7 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
                         .into_iter()
                         .map(|(path, kind, message)| Violation { file: file.clone(), path, kind, message })
                         .collect();
-                    (v, false)
+                    (v, false, true)
                 }
                 Ok(raw) => {
                     let mut v: Vec<Violation> = validator
@@ -99,7 +104,7 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
                         }),
                         Err(_) => {}
                     }
-                    (v, false)
+                    (v, false, false)
                 }
             };
             pb.inc(1);
@@ -116,7 +121,10 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
             message: m.reason,
         });
     }
-    for (v, unreadable) in per_file {
+    for (v, unreadable, intree) in per_file {
+        if intree {
+            report.files_intree += 1;
+        }
         // A limitation says what the file cannot tell; it is not a violation.
         let (lim, v): (Vec<Violation>, Vec<Violation>) = v.into_iter().partition(|x| x.kind == "limitation");
         if unreadable {
@@ -126,6 +134,9 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
         }
         report.violations.extend(v);
         report.limitations.extend(lim);
+    }
+    if report.files_intree > 0 {
+        report.intree_format_limitations = crate::intree::LIMITATIONS.to_vec();
     }
     Ok(report)
 }

@@ -144,6 +144,9 @@ pub enum Level {
 #[derive(Debug, Clone, Serialize)]
 pub struct Row<'a> {
     pub file: &'a str,
+    /// Who wrote the file: "v1" or "intree-1.0" (whose hw_sample timestamp_ns is
+    /// CLOCK_MONOTONIC of its host, not wall-clock time).
+    pub format: &'static str,
     pub host: &'a str,
     pub pid: i64,
     pub process: &'a str,
@@ -175,6 +178,7 @@ pub fn rows<'a>(path: &'a str, f: &'a TelemetryFile, level: Level, emit: &mut dy
     for d in &f.devices {
         let base = Row {
             file: path,
+            format: f.format.label(),
             host: &f.host_name,
             pid: f.process_id,
             process: &f.process_name,
@@ -294,7 +298,7 @@ pub fn write_tidy(run: &Run, level: Level, ndjson: bool, out: &mut dyn Write) ->
     let mut err = None;
     // An empty run still gets its header.
     w.write_record([
-        "file", "host", "pid", "process", "device_id", "roce_device", "hw_type", "scope", "channel", "qp", "role", "metric", "index", "timestamp_ns", "value",
+        "file", "format", "host", "pid", "process", "device_id", "roce_device", "hw_type", "scope", "channel", "qp", "role", "metric", "index", "timestamp_ns", "value",
     ])
     .map_err(|e| e.to_string())?;
     for (l, p) in run.files.iter().zip(&paths) {

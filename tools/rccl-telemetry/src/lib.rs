@@ -9,6 +9,7 @@ pub mod export;
 pub mod generate;
 pub mod hwclass;
 pub mod intree;
+pub mod layout;
 pub mod load;
 pub mod model;
 pub mod outliers;

@@ -1,7 +1,7 @@
 //! The `rccl-telemetry` command line.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use rccl_telemetry_tool::{check, export, generate, load, outliers, promgc, report, summary};
+use rccl_telemetry_tool::{check, export, generate, layout, load, outliers, promgc, report, summary};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,6 +28,9 @@ enum Cmd {
         /// Also list the registered devices a rank never drove.
         #[arg(long)]
         all_devices: bool,
+        /// Every column, nothing wrapped (the default fits the terminal, COLUMNS, or 100).
+        #[arg(long)]
+        wide: bool,
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
     },
@@ -53,9 +56,12 @@ enum Cmd {
         /// Counters and latency: least ratio to the median.
         #[arg(long, default_value_t = 2.0)]
         min_ratio: f64,
-        /// Show at most this many findings in the table (0 = all; --json always has all).
+        /// Show at most this many rows in the table (0 = all; --json always has every finding).
         #[arg(long, default_value_t = 50)]
         top: usize,
+        /// Every column, nothing wrapped (the default fits the terminal, COLUMNS, or 100).
+        #[arg(long)]
+        wide: bool,
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
     },
@@ -170,7 +176,7 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<String, ExitCode> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Summary { json, all_devices, inputs } => {
+        Cmd::Summary { json, all_devices, wide, inputs } => {
             let Some(run) = load(&inputs) else { return ExitCode::from(2) };
             let s = summary::summarize(&run, all_devices);
             if json {
@@ -179,7 +185,7 @@ fn main() -> ExitCode {
                     Err(c) => c,
                 }
             } else {
-                print(&summary::render_text(&s))
+                print(&summary::render_text_layout(&s, layout::Layout::from_flag(wide)))
             }
         }
         Cmd::Check { json, inputs } => {
@@ -199,6 +205,15 @@ fn main() -> ExitCode {
                 }
                 print(&text);
             }
+            if !report.intree_format_limitations.is_empty() {
+                eprintln!(
+                    "rccl-telemetry: {} in-tree (intree-1.0) files were checked against that format's own rules; what it cannot express:",
+                    report.files_intree
+                );
+                for l in &report.intree_format_limitations {
+                    eprintln!("  - {l}");
+                }
+            }
             eprintln!(
                 "rccl-telemetry: checked {} files: {} valid, {} with violations, {} unreadable; {} violations",
                 report.files,
@@ -216,7 +231,7 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
-        Cmd::Outliers { json, threshold, min_skew, min_ratio, top, inputs } => {
+        Cmd::Outliers { json, threshold, min_skew, min_ratio, top, wide, inputs } => {
             let Some(run) = load(&inputs) else { return ExitCode::from(2) };
             let opt = outliers::Options { threshold, min_skew, min_ratio, ..Default::default() };
             let r = outliers::find(&run, &opt);
@@ -225,7 +240,7 @@ fn main() -> ExitCode {
                     return c;
                 }
             } else {
-                print(&outliers::render_text(&r, top));
+                print(&outliers::render_text_layout(&r, top, layout::Layout::from_flag(wide)));
             }
             if r.findings.is_empty() {
                 ExitCode::SUCCESS

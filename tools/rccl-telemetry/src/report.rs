@@ -8,6 +8,7 @@ use crate::outliers::OutlierReport;
 use crate::stats::{fmt_bytes, fmt_count, fmt_ns};
 use crate::summary::{fmt_percentile, rank_label, Summary};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -82,11 +83,61 @@ fn histogram_svg(title: &str, hist: &[u64], width_ns: u64, w: u32, h: u32, color
 }
 
 /// Devices x buckets: each row is one device's histogram, colour = share of its completions.
+/// The smallest of 1, 2, 5, 10, 20, 50, ... that is at least `min`.
+pub fn nice_step(min: f64) -> usize {
+    let mut base = 1usize;
+    loop {
+        for m in [1, 2, 5] {
+            if (base * m) as f64 >= min {
+                return base * m;
+            }
+        }
+        base = base.saturating_mul(10);
+    }
+}
+
+/// Row height of the heat map: every row gets 12 px (room for its name) up to 100 devices;
+/// beyond, the chart stays about 600 px high.
+pub fn heatmap_row_height(n_rows: usize) -> f64 {
+    if n_rows <= 100 {
+        (600.0 / n_rows.max(1) as f64).clamp(12.0, 18.0)
+    } else {
+        (600.0 / n_rows as f64).max(1.0)
+    }
+}
+
+/// Where the heat map labels its rows, as (y of the row centre, row index from the top):
+/// every row while rows are at least 12 px high, else every `step`-th row; a flagged row is
+/// always labelled (an unlabelled row nearer than 12 px to it is left out).
+pub fn heatmap_label_rows(n_rows: usize, row_h: f64, flagged: &[bool]) -> Vec<(f64, usize)> {
+    let step = nice_step(12.0 / row_h);
+    let near = (12.0 / row_h).ceil() as usize;
+    let is_flagged = |ri: usize| flagged.get(ri).copied().unwrap_or(false);
+    let flagged_rows: Vec<usize> = (0..n_rows).filter(|ri| is_flagged(*ri)).collect();
+    let mut rows: Vec<usize> = (0..n_rows)
+        .step_by(step)
+        .filter(|ri| is_flagged(*ri) || !flagged_rows.iter().any(|f| f.abs_diff(*ri) < near))
+        .chain(flagged_rows.iter().copied())
+        .collect();
+    rows.sort_unstable();
+    rows.dedup();
+    rows.into_iter().map(|ri| ((n_rows - 1 - ri) as f64 + 0.5, ri)).collect()
+}
+
+/// Tick positions of the byte-skew chart's device axis: integers only, at most about 20.
+pub fn skew_ticks(n: usize) -> Vec<f64> {
+    let step = nice_step(n as f64 / 20.0);
+    (0..n).step_by(step).map(|i| i as f64).collect()
+}
+
 fn heatmap_svg(rows: &[(String, Vec<u64>, bool)], width_ns: u64) -> DrawResult<String> {
     let n_rows = rows.len().max(1);
     let n_b = rows.iter().map(|r| r.1.len()).max().unwrap_or(1).max(1);
-    let row_h = (600.0 / n_rows as f64).clamp(1.0, 14.0);
+    let row_h = heatmap_row_height(n_rows);
     let h = (row_h * n_rows as f64) as u32 + 90;
+    let flags: Vec<bool> = rows.iter().map(|r| r.2).collect();
+    let labelled = heatmap_label_rows(n_rows, row_h, &flags);
+    let label_w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(8).clamp(8, 40) as u32 * 7 + 12;
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (900, h)).into_drawing_area();
@@ -95,31 +146,27 @@ fn heatmap_svg(rows: &[(String, Vec<u64>, bool)], width_ns: u64) -> DrawResult<S
             .caption("Completion latency per device (row = device, colour = share of its completions)", ("sans-serif", 14))
             .margin(8)
             .x_label_area_size(30)
-            .y_label_area_size(if n_rows <= 48 { 150 } else { 40 })
+            .y_label_area_size(label_w)
             .build_cartesian_2d(0f64..n_b as f64, 0f64..n_rows as f64)
             .map_err(e2s)?;
-        let names: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
-        chart
-            .configure_mesh()
-            .disable_mesh()
-            .x_labels(n_b + 1)
-            .x_label_formatter(&|x| {
-                let i = x.floor() as usize;
-                if (x - x.floor()).abs() > 1e-9 || i >= n_b {
-                    String::new()
-                } else if i + 1 == n_b {
-                    format!(">={}", fmt_ns(i as f64 * width_ns as f64))
-                } else {
-                    format!("<{}", fmt_ns((i as f64 + 1.0) * width_ns as f64))
-                }
-            })
-            .y_labels(n_rows.min(48))
-            .y_label_formatter(&|y| {
-                let i = y.floor() as usize;
-                if n_rows <= 48 && i < names.len() { names[n_rows - 1 - i].clone() } else if n_rows > 48 { format!("{}", n_rows - i.min(n_rows)) } else { String::new() }
-            })
-            .draw()
-            .map_err(e2s)?;
+        // Labels drawn where they belong (plotters' own ticks fall on "nice" values, not on row
+        // or bucket centres): each labelled row's name at its centre, each bucket's edge below it.
+        chart.configure_mesh().disable_mesh().x_labels(0).y_labels(0).draw().map_err(e2s)?;
+        let font = ("sans-serif", 11).into_font().color(&BLACK);
+        for (y, ri) in &labelled {
+            let (px, py) = chart.backend_coord(&(0.0, *y));
+            let name = rows.get(*ri).map_or("", |r| r.0.as_str());
+            root.draw(&Text::new(name.to_string(), (px - 6, py), font.pos(Pos::new(HPos::Right, VPos::Center)))).map_err(e2s)?;
+        }
+        for b in 0..n_b {
+            let label = if b + 1 == n_b {
+                format!(">={}", fmt_ns(b as f64 * width_ns as f64))
+            } else {
+                format!("<{}", fmt_ns((b as f64 + 1.0) * width_ns as f64))
+            };
+            let (px, py) = chart.backend_coord(&(b as f64 + 0.5, 0.0));
+            root.draw(&Text::new(label, (px, py + 6), font.pos(Pos::new(HPos::Center, VPos::Top)))).map_err(e2s)?;
+        }
         let mut cells = Vec::new();
         for (ri, (_, hist, flagged)) in rows.iter().enumerate() {
             let total: u64 = crate::stats::hist_total(hist).max(1);
@@ -162,7 +209,7 @@ fn series_svg(counter: &str, lines: &[SeriesLine]) -> DrawResult<String> {
             .map_err(e2s)?;
         chart
             .configure_mesh()
-            .x_desc("s since run start")
+            .x_desc("s since the first sample (see the time origin above)")
             .y_label_formatter(&|y| if ymax < 10.0 { format!("{y:.1}") } else { fmt_count(y.max(0.0).round() as u64) })
             .draw()
             .map_err(e2s)?;
@@ -196,8 +243,11 @@ fn skew_svg(points: &[(String, f64, f64, bool)], median_tx: f64, median_rx: f64)
             .map_err(e2s)?;
         chart
             .configure_mesh()
-            .x_desc("rank (host, pid order)")
-            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_desc("device, numbered in rank (host, pid) order")
+            .x_labels(skew_ticks(n).len().max(2))
+            // Devices are whole numbers: a tick between two of them gets no label (rounding
+            // 0.5 and 1.5 would repeat 0, 0, 1, 1, 2, 2).
+            .x_label_formatter(&|x| if (x - x.round()).abs() < 1e-9 && *x >= 0.0 { format!("{x:.0}") } else { String::new() })
             .y_label_formatter(&|y| fmt_bytes(*y))
             .draw()
             .map_err(e2s)?;
@@ -250,6 +300,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         let _ = writeln!(h, "<tr><td>{}</td><td>{}</td></tr>", esc(k), esc(&v));
     };
     kv("Rank files", format!("{} read, {} skipped", s.files, s.files_skipped));
+    kv("Formats", s.formats.iter().map(|(k, v)| format!("{k} x{v}")).collect::<Vec<_>>().join(", "));
     kv("Hosts", s.hosts.to_string());
     kv("Process", s.processes.join(", "));
     kv("Transport", s.transports.join(", "));
@@ -276,6 +327,9 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         );
     }
     h.push_str("</table>\n");
+    if let Some(n) = crate::summary::format_note(s) {
+        let _ = writeln!(h, "<p class=\"note\" id=\"format-note\">{}.</p>", esc(&n));
+    }
     let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(s.percentile_method));
 
     // Outliers.
@@ -371,11 +425,17 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
 
     // Charts: hw_samples.
     h.push_str("<h2 id=\"samples\">Hardware counter time series (hw_samples)</h2>\n");
-    let run_start = run.files.iter().filter_map(|l| l.file.hw_samples.as_ref()?.iter().map(|s| s.timestamp_ns).min()).min();
+    // Time origin: wall-clock sample times (v1) share the run's first sample; CLOCK_MONOTONIC
+    // ones (in-tree ts_us, time since that host booted) start at their own file's first sample.
+    let first_sample = |l: &crate::load::Loaded| l.file.hw_samples.as_ref().and_then(|v| v.iter().map(|s| s.timestamp_ns).min());
+    let run_start = run.files.iter().filter(|l| l.file.format.has_wall_clock()).filter_map(first_sample).min();
+    let monotonic_files = run.files.iter().filter(|l| !l.file.format.has_wall_clock() && first_sample(l).is_some()).count();
     let mut series: BTreeMap<String, Vec<SeriesLine>> = BTreeMap::new();
-    if let Some(t0) = run_start {
+    {
         for l in &run.files {
             let Some(samples) = &l.file.hw_samples else { continue };
+            let origin = if l.file.format.has_wall_clock() { run_start } else { first_sample(l) };
+            let Some(t0) = origin else { continue };
             let rank = rank_label(&l.file);
             let mut per: BTreeMap<(u32, &str), Vec<(f64, f64)>> = BTreeMap::new();
             for smp in samples {
@@ -396,6 +456,18 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
     if series.is_empty() {
         h.push_str("<p>No hw_samples in these files (the sampler runs only with RCCL_TELEMETRY_SAMPLE_MS &gt; 0).</p>\n");
     } else {
+        let _ = writeln!(
+            h,
+            "<p class=\"note\" id=\"time-origin\">Time origin: {}{}</p>",
+            if run_start.is_some() { "seconds since the run's first sample for files with wall-clock sample times (v1). " } else { "" },
+            if monotonic_files > 0 {
+                format!(
+                    "{monotonic_files} in-tree file(s) (intree-1.0) time their samples with CLOCK_MONOTONIC ts_us (time since that host booted): each is drawn from its own first sample, so their lines do not line up with other hosts' in time."
+                )
+            } else {
+                String::new()
+            }
+        );
         for (counter, mut lines) in series.into_iter().take(8) {
             let total = lines.len();
             // Keep every flagged line and as many others as fit.

@@ -4,7 +4,7 @@ use crate::hwclass::{classify, Category};
 use crate::load::Run;
 use crate::model::{add_hist, parse_timestamp_ns, Device, TelemetryFile};
 use crate::stats::{fmt_bytes, fmt_count, fmt_ns, histogram_percentile, median, Percentile};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
+use crate::layout::{col, table, Column, Layout};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -59,6 +59,8 @@ pub fn fmt_percentile(p: Option<&Percentile>) -> String {
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceRow {
     pub file: String,
+    /// Who wrote the file: "v1" (this library) or "intree-1.0" (RCCL's in-tree engine).
+    pub format: &'static str,
     pub host: String,
     pub pid: i64,
     pub process: String,
@@ -115,6 +117,10 @@ pub struct RunLatency {
 pub struct Summary {
     pub files: usize,
     pub files_skipped: usize,
+    /// Files per format ("v1", "intree-1.0").
+    pub formats: BTreeMap<&'static str, usize>,
+    /// Files whose times are local without a zone (in-tree): not in start_time/end_time.
+    pub files_without_wall_clock: usize,
     /// Files written at exit or by rcclTelemetryFlush (final: true, or no "final" key).
     pub files_final: usize,
     /// What wrote the files ("exit", "rcclTelemetryFlush", "interval", "SIGTERM" ...), counted.
@@ -150,6 +156,7 @@ fn device_row(path: &str, f: &TelemetryFile, d: &Device) -> DeviceRow {
     let (mn, mx) = d.latency_min_max();
     DeviceRow {
         file: path.to_string(),
+        format: f.format.label(),
         host: f.host_name.clone(),
         pid: f.process_id,
         process: f.process_name.clone(),
@@ -197,12 +204,18 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
     let mut hw_dropped = 0u64;
     let mut files_final = 0;
     let mut triggers: BTreeMap<String, usize> = BTreeMap::new();
+    let mut formats: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut no_wall_clock = 0;
     let mut by_width: BTreeMap<u64, WidthGroup> = BTreeMap::new();
     // name -> (category, per-device values (rank label, device), unavailable count)
     let mut hw: BTreeMap<String, (Vec<(i64, String)>, usize)> = BTreeMap::new();
 
     for l in &run.files {
         let f = &l.file;
+        *formats.entry(f.format.label()).or_default() += 1;
+        if !f.format.has_wall_clock() {
+            no_wall_clock += 1;
+        }
         hosts.insert(f.host_name.clone());
         processes.insert(f.process_name.clone());
         transports.insert(f.transport.clone().unwrap_or_else(|| "null".into()));
@@ -296,6 +309,8 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
     Summary {
         files: run.files.len(),
         files_skipped: run.bad.iter().filter(|b| b.kind != crate::load::BadKind::Missing).count(),
+        formats,
+        files_without_wall_clock: no_wall_clock,
         files_final,
         triggers,
         hosts: hosts.len(),
@@ -325,131 +340,222 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
     }
 }
 
-fn new_table() -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED);
-    t.set_content_arrangement(ContentArrangement::Dynamic);
-    t
-}
-
-fn right(s: impl ToString) -> Cell {
-    Cell::new(s.to_string()).set_alignment(CellAlignment::Right)
-}
-
 fn pct(share: f64) -> String {
     format!("{:.1}%", share * 100.0)
 }
 
-/// Renders the summary for people.
+/// The device table's columns; the drop rank says which go first when the terminal is narrow.
+const DEVICE_COLUMNS: [Column; 20] = [
+    col("rank", false, 0).whole(),
+    col("host", false, 0),
+    col("pid", true, 0),
+    col("process", false, 6),
+    col("format", false, 2),
+    col("dev", true, 0),
+    col("roce", false, 5),
+    col("hw", false, 4),
+    col("tx", true, 0),
+    col("tx%", true, 2),
+    col("rx", true, 0),
+    col("rx%", true, 2),
+    col("WQEs sent", true, 3),
+    col("CQ err", true, 1),
+    col("untracked", true, 1),
+    col("slot miss", true, 7),
+    col("p50", true, 0),
+    col("p99", true, 0),
+    col("max", true, 3),
+    col("hw moved", true, 2),
+];
+
+const HW_COLUMNS: [Column; 8] = [
+    col("counter", false, 0),
+    col("kind", false, 2),
+    col("moved on", true, 0),
+    col("n/a on", true, 1),
+    col("total", true, 0),
+    col("median", true, 1),
+    col("max", true, 0),
+    col("max at", false, 0),
+];
+
+/// What a run that mixes formats or holds in-tree files needs said about its times.
+pub fn format_note(s: &Summary) -> Option<String> {
+    if s.files_without_wall_clock == 0 {
+        return None;
+    }
+    Some(format!(
+        "{} of {} files are in-tree (intree-1.0): their start/end times are local without a zone and their hw_samples \
+         ts_us are CLOCK_MONOTONIC (time since that host booted), so they are not compared across hosts and are left \
+         out of the run's time span",
+        s.files_without_wall_clock, s.files
+    ))
+}
+
+/// Renders the summary for people, fitted to `layout` (default: the terminal's width).
 pub fn render_text(s: &Summary) -> String {
+    render_text_layout(s, Layout::Wide)
+}
+
+/// Renders the summary for people within `layout`.
+pub fn render_text_layout(s: &Summary, layout: Layout) -> String {
     let mut out = String::new();
+    let line = |out: &mut String, text: String| {
+        out.push_str(&layout.wrap(&text));
+        out.push('\n');
+    };
     let types: Vec<String> = s.hw_types.iter().map(|(k, v)| format!("{k} x{v}")).collect();
-    out.push_str(&format!(
-        "Run: {} rank files ({} skipped) on {} hosts; process {}; transport {}\n",
-        s.files,
-        s.files_skipped,
-        s.hosts,
-        s.processes.join(", "),
-        s.transports.join(", ")
-    ));
-    out.push_str(&format!(
-        "Devices: {} used of {} registered ({}); latency_sample_interval {}\n",
-        s.devices_used,
-        s.devices_registered,
-        if types.is_empty() { "none".into() } else { types.join(", ") },
-        s.latency_sample_intervals.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
-    ));
+    let formats: Vec<String> = s.formats.iter().map(|(k, v)| format!("{k} x{v}")).collect();
+    line(
+        &mut out,
+        format!(
+            "Run: {} rank files ({} skipped; format {}) on {} hosts; process {}; transport {}",
+            s.files,
+            s.files_skipped,
+            formats.join(", "),
+            s.hosts,
+            s.processes.join(", "),
+            s.transports.join(", ")
+        ),
+    );
+    line(
+        &mut out,
+        format!(
+            "Devices: {} used of {} registered ({}); latency_sample_interval {}",
+            s.devices_used,
+            s.devices_registered,
+            if types.is_empty() { "none".into() } else { types.join(", ") },
+            s.latency_sample_intervals.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
+        ),
+    );
     if let (Some(a), Some(b)) = (&s.start_time, &s.end_time) {
-        out.push_str(&format!("Time: {a} .. {b} ({:.3} s)\n", s.duration_s.unwrap_or(0.0)));
+        line(&mut out, format!("Time: {a} .. {b} ({:.3} s)", s.duration_s.unwrap_or(0.0)));
+    }
+    if let Some(n) = format_note(s) {
+        line(&mut out, format!("Note: {n}"));
     }
     let triggers: Vec<String> = s.triggers.iter().map(|(k, v)| format!("{k} x{v}")).collect();
-    out.push_str(&format!("Written by: {}", triggers.join(", ")));
+    let mut written = format!("Written by: {}", triggers.join(", "));
     if s.files_final < s.files {
-        out.push_str(&format!(
+        written.push_str(&format!(
             "; {} of {} files are snapshots of live processes (final=false): their counters cover part of the run",
             s.files - s.files_final,
             s.files
         ));
     }
-    out.push('\n');
-    out.push_str(&format!(
-        "Totals: tx {} rx {}, {} WQEs sent, {} completed, {} CQ errors, {} untracked QPs, {} slot misses\n",
-        fmt_bytes(s.tx_bytes as f64),
-        fmt_bytes(s.rx_bytes as f64),
-        fmt_count(s.num_wqe_sent),
-        fmt_count(s.num_wqe_completed),
-        fmt_count(s.num_cq_errors),
-        fmt_count(s.num_qp_untracked),
-        fmt_count(s.num_slot_miss)
-    ));
+    line(&mut out, written);
+    line(
+        &mut out,
+        format!(
+            "Totals: tx {} rx {}, {} WQEs sent, {} completed, {} CQ errors, {} untracked QPs, {} slot misses",
+            fmt_bytes(s.tx_bytes as f64),
+            fmt_bytes(s.rx_bytes as f64),
+            fmt_count(s.num_wqe_sent),
+            fmt_count(s.num_wqe_completed),
+            fmt_count(s.num_cq_errors),
+            fmt_count(s.num_qp_untracked),
+            fmt_count(s.num_slot_miss)
+        ),
+    );
     if s.hw_samples > 0 || s.hw_samples_dropped > 0 {
-        out.push_str(&format!("hw_samples: {} kept, {} dropped\n", s.hw_samples, s.hw_samples_dropped));
+        line(&mut out, format!("hw_samples: {} kept, {} dropped", s.hw_samples, s.hw_samples_dropped));
     }
     for l in &s.latency {
-        out.push_str(&format!(
-            "Latency (bucket {}, {} devices, {} sampled completions): p50 {}  p90 {}  p99 {}  p99.9 {}  max {}\n",
-            fmt_ns(l.histogram_interval_ns as f64),
-            l.devices,
-            fmt_count(l.latency.samples),
-            fmt_percentile(l.latency.get(0.5)),
-            fmt_percentile(l.latency.get(0.9)),
-            fmt_percentile(l.latency.get(0.99)),
-            fmt_percentile(l.latency.get(0.999)),
-            l.latency.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
-        ));
+        line(
+            &mut out,
+            format!(
+                "Latency (bucket {}, {} devices, {} sampled completions): p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+                fmt_ns(l.histogram_interval_ns as f64),
+                l.devices,
+                fmt_count(l.latency.samples),
+                fmt_percentile(l.latency.get(0.5)),
+                fmt_percentile(l.latency.get(0.9)),
+                fmt_percentile(l.latency.get(0.99)),
+                fmt_percentile(l.latency.get(0.999)),
+                l.latency.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
+            ),
+        );
     }
     out.push('\n');
 
-    let mut t = new_table();
-    t.set_header(vec![
-        "host", "pid", "process", "dev", "roce", "hw", "tx", "tx%", "rx", "rx%", "WQEs sent", "CQ err", "untracked",
-        "p50", "p99", "max", "hw moved",
-    ]);
-    for r in &s.devices {
-        t.add_row(vec![
-            Cell::new(&r.host),
-            right(r.pid),
-            Cell::new(&r.process),
-            right(r.device_id),
-            Cell::new(&r.roce_device),
-            Cell::new(&r.hw_type),
-            right(fmt_bytes(r.tx_bytes as f64)),
-            right(pct(r.tx_share)),
-            right(fmt_bytes(r.rx_bytes as f64)),
-            right(pct(r.rx_share)),
-            right(fmt_count(r.num_wqe_sent)),
-            right(fmt_count(r.num_cq_errors)),
-            right(fmt_count(r.num_qp_untracked)),
-            right(fmt_percentile(r.latency.get(0.5))),
-            right(fmt_percentile(r.latency.get(0.99))),
-            right(r.latency.max_ns.map_or("-".into(), |m| fmt_ns(m as f64))),
-            right(r.hw_counters_moved),
-        ]);
-    }
-    out.push_str(&t.to_string());
+    let rows: Vec<Vec<String>> = s
+        .devices
+        .iter()
+        .map(|r| {
+            vec![
+                format!("{}:{}", r.host, r.pid),
+                r.host.clone(),
+                r.pid.to_string(),
+                r.process.clone(),
+                r.format.to_string(),
+                r.device_id.to_string(),
+                r.roce_device.clone(),
+                r.hw_type.clone(),
+                fmt_bytes(r.tx_bytes as f64),
+                pct(r.tx_share),
+                fmt_bytes(r.rx_bytes as f64),
+                pct(r.rx_share),
+                fmt_count(r.num_wqe_sent),
+                fmt_count(r.num_cq_errors),
+                fmt_count(r.num_qp_untracked),
+                fmt_count(r.num_slot_miss),
+                fmt_percentile(r.latency.get(0.5)),
+                fmt_percentile(r.latency.get(0.99)),
+                r.latency.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
+                r.hw_counters_moved.to_string(),
+            ]
+        })
+        .collect();
+    // Wide: host and pid apart; fitted: one "rank" column (host:pid). One format in the run:
+    // the Run line says it, and the column is only worth its width when the run mixes them.
+    let wide = layout == Layout::Wide;
+    let shown = |i: usize| match DEVICE_COLUMNS[i].header {
+        "rank" => !wide,
+        "host" | "pid" => wide,
+        "format" => wide || s.formats.len() > 1,
+        _ => true,
+    };
+    let cols: Vec<Column> = (0..DEVICE_COLUMNS.len()).filter(|i| shown(*i)).map(|i| DEVICE_COLUMNS[i]).collect();
+    let rows: Vec<Vec<String>> =
+        rows.iter().map(|r| r.iter().enumerate().filter(|(i, _)| shown(*i)).map(|(_, x)| x.clone()).collect()).collect();
+    let (t, gone) = table(&cols, &rows, layout);
+    out.push_str(&t);
     out.push('\n');
+    if !gone.is_empty() {
+        line(&mut out, format!("(columns left out to fit {} columns: {}; --wide or --json shows them)", layout_width(layout), gone.join(", ")));
+    }
 
     if !s.hw_counters_moved.is_empty() {
-        out.push_str("\nHardware counters that moved (deltas over the run, used devices only):\n");
-        let mut t = new_table();
-        t.set_header(vec!["counter", "kind", "moved on", "n/a on", "total", "median", "max", "max at"]);
-        for h in &s.hw_counters_moved {
-            t.add_row(vec![
-                Cell::new(&h.name),
-                Cell::new(h.category.label()),
-                right(format!("{}/{}", h.devices_moved, h.devices_reporting)),
-                right(h.devices_unavailable),
-                right(fmt_count(h.total.max(0) as u64)),
-                right(fmt_count(h.median.max(0.0).round() as u64)),
-                right(fmt_count(h.max.max(0) as u64)),
-                Cell::new(&h.max_at),
-            ]);
-        }
-        out.push_str(&t.to_string());
+        out.push('\n');
+        line(&mut out, "Hardware counters that moved (deltas over the run, used devices only):".into());
+        let rows: Vec<Vec<String>> = s
+            .hw_counters_moved
+            .iter()
+            .map(|h| {
+                vec![
+                    h.name.clone(),
+                    h.category.label().to_string(),
+                    format!("{}/{}", h.devices_moved, h.devices_reporting),
+                    h.devices_unavailable.to_string(),
+                    fmt_count(h.total.max(0) as u64),
+                    fmt_count(h.median.max(0.0).round() as u64),
+                    fmt_count(h.max.max(0) as u64),
+                    h.max_at.clone(),
+                ]
+            })
+            .collect();
+        let (t, _) = table(&HW_COLUMNS, &rows, layout);
+        out.push_str(&t);
         out.push('\n');
     }
     out.push('\n');
-    out.push_str(PERCENTILE_METHOD);
-    out.push('\n');
+    line(&mut out, PERCENTILE_METHOD.to_string());
     out
+}
+
+fn layout_width(l: Layout) -> usize {
+    match l {
+        Layout::Fit(w) => w,
+        Layout::Wide => 0,
+    }
 }

@@ -167,7 +167,7 @@ fn summary_json_totals_match_the_files() {
     assert!(!moved.iter().any(|h| h["name"] == "out_of_buffer"), "a counter that never moved is not listed");
 
     // The people's table shows the method and the ranks.
-    let text = stdout(&run(&["summary", g.arg()]));
+    let text = stdout(&run(&["summary", "--wide", g.arg()]));
     assert!(text.contains("within one bucket width"), "{text}");
     assert!(text.contains("gpu_node_014"), "{text}");
     assert!(text.contains("Hardware counters that moved"), "{text}");

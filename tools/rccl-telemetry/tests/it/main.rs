@@ -9,5 +9,8 @@ mod fuzz;
 mod generated_runs;
 mod intree_files;
 mod library_files;
+mod mixed_formats;
 mod prom_shared;
+mod report_axes;
 mod report_render;
+mod terminal_tables;
