@@ -14,6 +14,9 @@ pub enum SourceFormat {
     #[default]
     #[serde(rename = "v1")]
     V1,
+    /// Version 2: version 1 plus the log-scale completion histogram of every channel and device.
+    #[serde(rename = "v2")]
+    V2,
     #[serde(rename = "intree-1.0")]
     InTree,
 }
@@ -23,6 +26,7 @@ impl SourceFormat {
     pub fn label(self) -> &'static str {
         match self {
             SourceFormat::V1 => "v1",
+            SourceFormat::V2 => "v2",
             SourceFormat::InTree => "intree-1.0",
         }
     }
@@ -31,7 +35,7 @@ impl SourceFormat {
     /// they compare across hosts. The in-tree engine writes local times without a zone and
     /// CLOCK_MONOTONIC sample times.
     pub fn has_wall_clock(self) -> bool {
-        self == SourceFormat::V1
+        matches!(self, SourceFormat::V1 | SourceFormat::V2)
     }
 }
 
