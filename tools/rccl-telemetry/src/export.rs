@@ -129,6 +129,9 @@ pub fn prometheus(run: &Run) -> String {
     let (mut start, mut end): (Option<i128>, Option<i128>) = (None, None);
     // Latency histograms per key; only merged when the bucket widths agree.
     let mut hists: BTreeMap<Key, (u64, Vec<u64>, bool)> = BTreeMap::new();
+    // Log-scale histograms per key (version-2 files), and every bucket upper bound seen.
+    let mut log_hists: BTreeMap<Key, Vec<crate::model::LogBucket>> = BTreeMap::new();
+    let mut log_bounds: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
 
     for l in &run.files {
         let tf = &l.file;
@@ -183,11 +186,15 @@ pub fn prometheus(run: &Run) -> String {
                     _ => {}
                 }
             }
-            let e = hists.entry(k).or_insert((tf.histogram_interval_ns, Vec::new(), true));
+            let e = hists.entry(k.clone()).or_insert((tf.histogram_interval_ns, Vec::new(), true));
             if e.0 != tf.histogram_interval_ns {
                 e.2 = false;
             }
             crate::model::add_hist(&mut e.1, &d.histogram());
+            if let Some(h) = d.log_histogram() {
+                log_bounds.extend(h.iter().filter_map(|b| b.1));
+                crate::model::add_log_hist(log_hists.entry(k).or_default(), &h);
+            }
         }
     }
     for (h, n) in hosts {
@@ -231,6 +238,28 @@ pub fn prometheus(run: &Run) -> String {
             let _ = writeln!(out, "{name}_bucket{} {cum}", fmt_labels(&with(key_labels(k), "le", &le)));
         }
         let _ = writeln!(out, "{name}_count{} {cum}", fmt_labels(&key_labels(k)));
+    }
+    // The log-scale histogram (version-2 files) as classic buckets: every series gets the same
+    // `le` set, the upper bounds (inclusive, in seconds) of every bucket non-empty anywhere in
+    // the run, so sum by (le) and histogram_quantile work across hosts and devices.
+    let name = format!("{p}wqe_completion_log_seconds");
+    if log_hists.values().any(|h| h.iter().any(|b| b.2 > 0)) {
+        let _ = writeln!(out, "# HELP {name} WQE completion latency over the sampled completions, log-scale buckets at most 1/8 of their lower bound wide (wqe_completion_log_histogram; no _sum: not recorded).");
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        for (k, h) in &log_hists {
+            let mut cum = 0u64;
+            let mut it = h.iter().peekable();
+            for le in &log_bounds {
+                while let Some(b) = it.peek().filter(|b| b.1.is_some_and(|hi| hi <= *le)) {
+                    cum = cum.saturating_add(b.2);
+                    it.next();
+                }
+                let _ = writeln!(out, "{name}_bucket{} {cum}", fmt_labels(&with(key_labels(k), "le", &prom_f64(*le as f64 / 1e9))));
+            }
+            let total = h.iter().fold(0u64, |s, b| s.saturating_add(b.2));
+            let _ = writeln!(out, "{name}_bucket{} {total}", fmt_labels(&with(key_labels(k), "le", "+Inf")));
+            let _ = writeln!(out, "{name}_count{} {total}", fmt_labels(&key_labels(k)));
+        }
     }
     out
 }
@@ -287,7 +316,8 @@ pub struct Row<'a> {
     pub qp: Option<u64>,
     pub role: Option<&'a str>,
     pub metric: &'a str,
-    /// Histogram bucket, PFC priority, or max_wqe_size for wqe_size_count; empty otherwise.
+    /// Histogram bucket, PFC priority, max_wqe_size for wqe_size_count, or the bucket's lower
+    /// bound in ns for wqe_completion_log_histogram; empty otherwise.
     pub index: Option<u64>,
     pub timestamp_ns: Option<u64>,
     pub value: Option<i64>,
@@ -345,6 +375,7 @@ pub fn rows<'a>(path: &'a str, f: &'a TelemetryFile, level: Level, emit: &mut dy
         for c in &d.channels {
             let cb = Row { scope: "channel", channel: c.id, ..base.clone() };
             counter_rows(&cb, &c.counters, emit);
+            log_rows(&cb, c.wqe_completion_log_histogram.as_deref(), emit);
             for (m, v) in [
                 ("num_req_completed", c.num_req_completed),
                 ("num_data_qp", c.num_data_qp),
@@ -377,6 +408,15 @@ fn device_rows<'a>(base: &Row<'a>, d: &'a Device, emit: &mut dyn FnMut(Row<'a>))
     }
     for w in &d.wqe_size_stats {
         emit(Row { metric: "wqe_size_count", index: Some(w.max_wqe_size), value: clamp_u64(w.num_wqe), ..base.clone() });
+    }
+    log_rows(base, d.wqe_completion_log_histogram.as_deref(), emit);
+}
+
+/// The log-scale histogram (version-2 files): one row per non-empty bucket, index = its lower
+/// bound in ns (the bucket ends below the next row's lower bound; the file has the upper bound).
+fn log_rows<'a>(base: &Row<'a>, h: Option<&[crate::model::LogBucket]>, emit: &mut dyn FnMut(Row<'a>)) {
+    for (lo, _, n) in h.unwrap_or_default() {
+        emit(Row { metric: "wqe_completion_log_histogram", index: Some(*lo), value: clamp_u64(*n), ..base.clone() });
     }
 }
 
