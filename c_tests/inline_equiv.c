@@ -3,6 +3,8 @@
  *
  *   inline_equiv layout       prints the offsets the header's mirrors assume ("name value"),
  *                             for rust_tests/c_abi.rs to compare with the library's layout.
+ *   inline_equiv logindex     prints the header's log-scale bucket index of many values ("value
+ *                             index"), for rust_tests/c_abi.rs to compare with the library's.
  *   inline_equiv run SEED     drives device 0 (mlx5_0) through the inline hooks, device 1
  *                             (mlx5_1) through the exported handle functions and device 2
  *                             (mlx5_2) through the index forms, with the same pseudo-random
@@ -51,7 +53,9 @@ static int layout(void) {
 #define S(field) P("set." #field, offsetof(rcclTelemetryDevSet_, field))
 #define H(field) P("hot." #field, offsetof(rcclTelemetryHot_, field))
   Q(sent_write); Q(sent_imm); Q(recv_wqe); Q(cts_signalled); Q(cts_unsignalled); Q(post_seq);
-  Q(wqe_rcvd); Q(sample_mask); Q(untracked); Q(lat_min_inv); Q(lat_max); Q(slot_miss); Q(hist);
+  Q(wqe_rcvd); Q(sample_mask); Q(untracked); Q(lat_min_inv); Q(lat_max); Q(slot_miss); Q(log_role); Q(hist);
+  P("log.owner", offsetof(rcclTelemetryLog_, owner));
+  P("log.counts", offsetof(rcclTelemetryLog_, counts));
   P("ch.req_completed", offsetof(rcclTelemetryCh_, req_completed));
   S(tx_bytes); S(rx_bytes); S(cq_errors); S(cq_polls); S(sizes);
   P("stripe.owner", offsetof(rcclTelemetryStripe_, owner));
@@ -60,6 +64,7 @@ static int layout(void) {
   P("qp.size", sizeof(rcclTelemetryQp_));
   P("stripe.size", sizeof(rcclTelemetryStripe_));
   P("hot.size", sizeof(rcclTelemetryHot_));
+  P("log.size", sizeof(rcclTelemetryLog_));
 #undef Q
 #undef S
 #undef H
@@ -224,9 +229,35 @@ static int run(uint64_t seed) {
   return 0;
 }
 
+/* The header's log-scale bucket index of every value 0..2^16, of every edge of every bucket
+ * (each value 2^k * m for m in 8..16, and one below and above), of the largest values and of
+ * 50,000 pseudo-random values spread over every magnitude: "value index" lines, for
+ * rust_tests/c_abi.rs to compare with the library's loghist::clamp_index. */
+static void log_line(uint64_t v) { printf("%llu %u\n", (unsigned long long)v, rcclTelemetryLogIndex_(v)); }
+static int log_index(void) {
+  for (uint64_t v = 0; v <= 65536; v++) log_line(v);
+  for (unsigned k = 0; k < 61; k++)
+    for (uint64_t m = 8; m <= 16; m++) {
+      uint64_t e = m << k;
+      log_line(e - 1);
+      log_line(e);
+      log_line(e + 1);
+    }
+  log_line(UINT64_MAX);
+  log_line(UINT64_MAX - 1);
+  log_line(1ull << 63);
+  for (int i = 0; i < 50000; i++) {
+    uint64_t r = next();
+    unsigned bits = (unsigned)(r % 65);
+    log_line(bits == 0 ? 0 : (next() >> (64 - bits)) | (1ull << (bits - 1)));
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "layout") == 0) return layout();
+  if (argc >= 2 && strcmp(argv[1], "logindex") == 0) return log_index();
   if (argc >= 3 && strcmp(argv[1], "run") == 0) return run(strtoull(argv[2], NULL, 10));
-  fprintf(stderr, "usage: inline_equiv layout | run SEED\n");
+  fprintf(stderr, "usage: inline_equiv layout | logindex | run SEED\n");
   return 2;
 }

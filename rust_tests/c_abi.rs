@@ -102,6 +102,7 @@ fn check_against_tally(file: &Value, tally: &Value, sample_n: u64, unknown_chann
             assert_eq!(u(&fc["num_cts_sent"]), sums["num_cts_sent_signalled"] + sums["num_cts_sent_unsignalled"]);
             let ch_hist: u64 = fc["wqe_completion_histogram"].as_array().unwrap().iter().map(u).sum();
             assert_eq!(ch_hist, hist_sum);
+            assert_eq!(log_total(&fc["wqe_completion_log_histogram"]), hist_sum, "channel {:?}: the log-scale histogram counts every sampled completion", fc["id"]);
             assert_eq!((u(&fc["num_data_qp"]), u(&fc["num_cts_qp"])), (data, cts));
             assert_eq!(u(&fc["num_qp_untracked"]), 0);
         }
@@ -183,6 +184,43 @@ fn inline_layouts_match_the_library() {
     assert_eq!(header, library, "the header's mirrors and the library's layouts differ");
 }
 
+#[test]
+fn inline_log_index_matches_the_library() {
+    let o = run(inline_equiv(), &["logindex"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let mut n = 0;
+    let mut seen = std::collections::BTreeSet::new();
+    for l in text.lines() {
+        let (v, i) = l.split_once(' ').unwrap();
+        let (v, i): (u64, usize) = (v.parse().unwrap(), i.parse().unwrap());
+        let want = rccl_telemetry::loghist::clamp_index(v, rccl_telemetry::loghist::LOG_BUCKETS);
+        assert_eq!(i, want, "value {v}: the header says bucket {i}, the library {want}");
+        seen.insert(i);
+        n += 1;
+    }
+    assert!(n > 100_000, "{n} values");
+    assert_eq!(seen.len(), rccl_telemetry::loghist::LOG_BUCKETS, "every stored bucket was reached");
+}
+
+/// The total count of a file's sparse log-scale histogram ([lo, hi, count] triples), after
+/// checking its buckets are the library's, in order.
+fn log_total(v: &Value) -> u64 {
+    let mut last = None;
+    v.as_array().unwrap().iter().map(|b| {
+        let b = b.as_array().unwrap();
+        let lo = u(&b[0]);
+        let i = rccl_telemetry::loghist::bucket_index(lo);
+        let (blo, bhi) = rccl_telemetry::loghist::bucket_bounds(i);
+        assert_eq!(lo, blo, "{b:?}");
+        if i + 1 < rccl_telemetry::loghist::LOG_BUCKETS { assert_eq!(u(&b[1]), bhi, "{b:?}") } else { assert!(b[1].is_null(), "{b:?}") }
+        assert!(last < Some(i), "buckets in increasing order: {v}");
+        last = Some(i);
+        assert!(u(&b[2]) > 0, "only non-empty buckets: {b:?}");
+        u(&b[2])
+    }).sum()
+}
+
 /// Device 0 (inline hooks), device 1 (exported handle functions) and device 2 (index forms)
 /// after the same calls: every counter is the same on all three; latency min and max differ
 /// only by the time between the calls.
@@ -212,14 +250,30 @@ fn check_inline_matches_calls(env: &[(&str, &str)], seed: &str, exact_hist: bool
             let max = o.remove("wqe_completion_ns_max").unwrap();
             (min.as_i64().unwrap(), max.as_i64().unwrap())
         };
+        // Log-scale buckets are 1/8 wide: two readings of one latency moments apart often
+        // land in neighbouring buckets, so compare totals here (the index itself is compared
+        // exactly by inline_log_index_matches_the_library), and check that every sampled
+        // completion is in both histograms.
+        let dev_log = log_total(&o["wqe_completion_log_histogram"]);
+        o.insert("wqe_completion_log_histogram".into(), dev_log.into());
         let mut lats = vec![];
+        let mut ch_log = 0;
         for c in o["channels"].as_array_mut().unwrap() {
             let co = c.as_object_mut().unwrap();
+            let total = log_total(&co["wqe_completion_log_histogram"]);
+            let seed: u64 = match &co["wqe_completion_histogram"] {
+                Value::Array(a) => a.iter().map(u).sum(),
+                n => u(n),
+            };
+            assert_eq!(total, seed, "the channel's log-scale histogram counts every sampled completion");
+            ch_log += total;
+            co.insert("wqe_completion_log_histogram".into(), total.into());
             lats.push(lat(co));
             for q in co["queue_pairs"].as_array_mut().unwrap() {
                 lats.push(lat(q.as_object_mut().unwrap()));
             }
         }
+        assert_eq!(ch_log, dev_log, "the device's log-scale histogram is its channels' sum");
         (v, lats)
     };
     let devs = f["devices"].as_array().unwrap();
@@ -265,9 +319,10 @@ fn sampling_moves_only_the_latency_fields() {
     let strip = |mut v: Value| {
         v.as_object_mut().unwrap().retain(|k, _| k == "devices");
         for d in v["devices"].as_array_mut().unwrap() {
+            d.as_object_mut().unwrap().remove("wqe_completion_log_histogram");
             for c in d["channels"].as_array_mut().unwrap() {
                 let o = c.as_object_mut().unwrap();
-                for k in ["wqe_completion_ns_min", "wqe_completion_ns_max", "wqe_completion_histogram", "num_wqe_sampled"] {
+                for k in ["wqe_completion_ns_min", "wqe_completion_ns_max", "wqe_completion_histogram", "num_wqe_sampled", "wqe_completion_log_histogram"] {
                     o.remove(k);
                 }
                 for q in o["queue_pairs"].as_array_mut().unwrap() {
@@ -306,6 +361,40 @@ fn sampling_moves_only_the_latency_fields() {
     }
     assert_eq!(files[0], files[1], "N=1 and N=16 differ outside the latency fields");
     assert_eq!(files[0], files[2]);
+}
+
+#[test]
+fn log_histogram_off_leaves_no_key_and_changes_nothing_else() {
+    let mut files = Vec::new();
+    for on in ["1", "0"] {
+        let d = tempfile::tempdir().unwrap();
+        let (_, t) = run_sim(d.path(), &["--requests", "200"], &[("RCCL_TELEMETRY_LOG_HISTOGRAM", on)]);
+        let mut f = only_file(d.path());
+        if on == "1" {
+            check_against_tally(&f, &t, 1, false);
+        }
+        f.as_object_mut().unwrap().retain(|k, _| k == "devices" || k == "version");
+        let mut keys = 0;
+        for dev in f["devices"].as_array_mut().unwrap() {
+            keys += u64::from(dev.as_object_mut().unwrap().remove("wqe_completion_log_histogram").is_some());
+            for c in dev["channels"].as_array_mut().unwrap() {
+                let o = c.as_object_mut().unwrap();
+                keys += u64::from(o.remove("wqe_completion_log_histogram").is_some());
+                for k in ["wqe_completion_ns_min", "wqe_completion_ns_max", "wqe_completion_histogram"] {
+                    o.remove(k);
+                }
+                for q in o["queue_pairs"].as_array_mut().unwrap() {
+                    assert!(q.get("wqe_completion_log_histogram").is_none(), "no per-QP key: {q}");
+                    for k in ["wqe_completion_ns_min", "wqe_completion_ns_max", "wqe_completion_histogram"] {
+                        q.as_object_mut().unwrap().remove(k);
+                    }
+                }
+            }
+        }
+        assert_eq!(keys > 0, on == "1", "RCCL_TELEMETRY_LOG_HISTOGRAM={on}: {keys} log-scale keys");
+        files.push(f);
+    }
+    assert_eq!(files[0], files[1], "the log-scale histogram changes no other key");
 }
 
 #[test]

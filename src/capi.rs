@@ -163,7 +163,7 @@ pub unsafe extern "C" fn rcclTelemetrySetupChannel(devIdx: c_int, chIdx: c_int, 
 pub extern "C" fn rcclTelemetrySetQpRole(devIdx: c_int, chIdx: c_int, qpIdx: c_int, isDataQp: c_int) {
     boundary!("rcclTelemetrySetQpRole", (), {
         if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
-            q.role.store(if isDataQp != 0 { ROLE_DATA } else { ROLE_CTS }, std::sync::atomic::Ordering::Relaxed);
+            q.set_role(if isDataQp != 0 { ROLE_DATA } else { ROLE_CTS });
         }
     })
 }

@@ -20,6 +20,7 @@ pub const ENV_DEBUG: &str = "RCCL_TELEMETRY_DEBUG";
 pub const ENV_SYSFS_ROOT: &str = "RCCL_TELEMETRY_SYSFS_ROOT";
 pub const ENV_TEST_FAULT: &str = "RCCL_TELEMETRY_TEST_FAULT";
 pub const ENV_SIGNALS: &str = "RCCL_TELEMETRY_SIGNALS";
+pub const ENV_LOG_HISTOGRAM: &str = "RCCL_TELEMETRY_LOG_HISTOGRAM";
 pub const ENV_FLUSH_INTERVAL: &str = "RCCL_TELEMETRY_FLUSH_INTERVAL_S";
 pub const ENV_SNAPSHOT_SIGNAL: &str = "RCCL_TELEMETRY_SNAPSHOT_SIGNAL";
 pub const ENV_PROM_DIR: &str = "RCCL_TELEMETRY_PROMETHEUS_DIR";
@@ -71,6 +72,8 @@ pub struct Config {
     pub fault: Fault,
     /// RCCL_TELEMETRY_SIGNALS: write the file when a termination signal arrives.
     pub signals: bool,
+    /// RCCL_TELEMETRY_LOG_HISTOGRAM: record the log-scale completion histogram (default 1).
+    pub log_histogram: bool,
     /// RCCL_TELEMETRY_FLUSH_INTERVAL_S: rewrite a snapshot every N seconds (0 = never).
     pub flush_interval_s: u64,
     /// RCCL_TELEMETRY_SNAPSHOT_SIGNAL: the signal that asks for a snapshot (None = off).
@@ -94,6 +97,7 @@ impl Default for Config {
             debug: false,
             fault: Fault::None,
             signals: true,
+            log_histogram: true,
             flush_interval_s: 0,
             snapshot_signal: None,
             prometheus_dir: None,
@@ -174,6 +178,14 @@ impl Config {
                 Some("1") => c.signals = true,
                 Some("0") => c.signals = false,
                 _ => diags.push(format!("{ENV_SIGNALS}={} is not 0 or 1; using the default 1", show(&v))),
+            }
+        }
+
+        if let Some(v) = get(ENV_LOG_HISTOGRAM) {
+            match v.to_str() {
+                Some("1") => c.log_histogram = true,
+                Some("0") => c.log_histogram = false,
+                _ => diags.push(format!("{ENV_LOG_HISTOGRAM}={} is not 0 or 1; using the default 1", show(&v))),
             }
         }
 
@@ -453,6 +465,17 @@ mod tests {
         assert!(c.prometheus_dir.is_none() && !c.prometheus_qp);
         assert_eq!(d.len(), 2, "{d:?}");
         assert!(d[0].contains(ENV_PROM_DIR) && d[1].contains(ENV_PROM_QP), "{d:?}");
+    }
+
+    #[test]
+    fn log_histogram_setting() {
+        let (c, d) = parse(&[]);
+        assert!(d.is_empty() && c.log_histogram);
+        let (c, d) = parse(&[(ENV_LOG_HISTOGRAM, "0")]);
+        assert!(d.is_empty() && !c.log_histogram);
+        let (c, d) = parse(&[(ENV_LOG_HISTOGRAM, "off")]);
+        assert!(c.log_histogram);
+        assert!(d.len() == 1 && d[0].contains("RCCL_TELEMETRY_LOG_HISTOGRAM=\"off\" is not 0 or 1"), "{d:?}");
     }
 
     #[test]

@@ -8,12 +8,13 @@
 //! atomic read-modify-writes on the same counters.
 //!
 //! Cache lines: a QP slot is four 64-byte lines: what every WQE touches, what rare and sampled
-//! events touch, two of histogram. Nothing on them is shared with another QP, so QPs on one
+//! events touch (and the address of the channel's log-scale histogram), two of histogram. Nothing on them is shared with another QP, so QPs on one
 //! channel never contend (the seed's 11%).
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::latency;
+use crate::loghist::LogHist;
 
 /// Number of histogram buckets a slot holds (the configured count is 1..=16).
 pub const HIST: usize = 16;
@@ -28,6 +29,8 @@ pub fn bump(c: &AtomicU64, by: u64) {
 pub const ROLE_UNKNOWN: u8 = 0;
 pub const ROLE_DATA: u8 = 1;
 pub const ROLE_CTS: u8 = 2;
+/// The bits of `RcclQpStats::log_role` that hold the role; the rest is the histogram's address.
+pub const ROLE_BITS: u64 = 63;
 
 /// Per-QP statistics slot. Opaque to C (`RcclQpStats*`); its address never changes.
 ///
@@ -64,8 +67,9 @@ pub struct RcclQpStats {
     /// rcclTelemetryWriteWqe: an opcode without num_wqe_sent.
     pub idx_write: AtomicU64,
     pub idx_imm: AtomicU64,
-    pub role: AtomicU8,
-    _pad1: [u8; 7],
+    /// The address of the channel's log-scale histogram (`LogHist`, 64-byte aligned; 0 in a
+    /// slot no channel owns) OR'ed with the QP's role in the low bits (`ROLE_BITS`).
+    pub log_role: AtomicU64,
     // Lines 2-3.
     pub hist: [AtomicU64; HIST],
 }
@@ -74,6 +78,30 @@ const _: () = assert!(std::mem::size_of::<RcclQpStats>() == 256);
 const _: () = assert!(std::mem::align_of::<RcclQpStats>() == 64);
 
 impl RcclQpStats {
+    /// The role told by rcclTelemetrySetQpRole (ROLE_*).
+    pub fn role(&self) -> u8 {
+        (self.log_role.load(Relaxed) & ROLE_BITS) as u8
+    }
+
+    pub fn set_role(&self, role: u8) {
+        let _ = self.log_role.fetch_update(Relaxed, Relaxed, |w| Some((w & !ROLE_BITS) | (u64::from(role) & ROLE_BITS)));
+    }
+
+    /// Points the slot at its channel's log-scale histogram (before the slot is handed out).
+    pub fn set_log_hist(&self, h: &'static LogHist) {
+        let a = h as *const LogHist as u64;
+        debug_assert_eq!(a & ROLE_BITS, 0);
+        let _ = self.log_role.fetch_update(Relaxed, Relaxed, |w| Some((w & ROLE_BITS) | a));
+    }
+
+    /// The channel's log-scale histogram this slot records into, if any.
+    #[inline(always)]
+    pub fn log_hist(&self) -> Option<&'static LogHist> {
+        let a = self.log_role.load(Relaxed) & !ROLE_BITS;
+        // SAFETY: a non-zero address was stored by set_log_hist from a &'static LogHist.
+        (a != 0).then(|| unsafe { &*(a as usize as *const LogHist) })
+    }
+
     #[inline(always)]
     pub fn post_ts(&self) -> i64 {
         let mask = self.sample_mask.load(Relaxed);
@@ -133,6 +161,9 @@ impl RcclQpStats {
             let now = if now_ts > latency::TS_UNSAMPLED { now_ts } else { latency::now_token() };
             let ns = latency::elapsed_ns_until(post_ts, now);
             bump(&self.hist[latency::bucket_of(ns) & (HIST - 1)], 1);
+            if let Some(h) = self.log_hist() {
+                h.record(ns);
+            }
             if !ns > self.lat_min_inv.load(Relaxed) {
                 self.lat_min_inv.store(!ns, Relaxed);
             }
@@ -156,6 +187,9 @@ impl RcclQpStats {
     pub fn latency_shared(&self, post_ts: i64) {
         let ns = latency::elapsed_ns(post_ts);
         self.hist[latency::bucket_of(ns) & (HIST - 1)].fetch_add(1, Relaxed);
+        if let Some(h) = self.log_hist() {
+            h.record_shared(ns);
+        }
         self.lat_min_inv.fetch_max(!ns, Relaxed);
         self.lat_max.fetch_max(ns, Relaxed);
     }
@@ -194,7 +228,7 @@ impl RcclQpStats {
             lat_min,
             lat_max,
             hist,
-            role: self.role.load(Relaxed),
+            role: self.role(),
         }
     }
 }

@@ -9,17 +9,19 @@
 //! - the QP slot (`RcclQpStats`) and the channel slot (`RcclChannelStats`): the counters of
 //!   the handle forms;
 //! - one device-form stripe (`DevShard`): the owner word and the owner's counter set;
-//! - [`HotParams`] (module `hot`), exported as `rcclTelemetryHotV1`: sampling, clock and histogram
+//! - a channel's log-scale histogram (`LogHist`): the owner word and the owner's counts;
+//!   the QP slot holds its address (with the QP's role in the 6 low bits);
+//! - [`HotParams`] (module `hot`), exported as `rcclTelemetryHotV2`: sampling, clock and histogram
 //!   parameters written once at Init, and each device's stripe table, published at
 //!   registration (NULL while the device is unregistered or telemetry is off).
 //!
 //! Callers still hold only opaque pointers; the mirrors are the library's own code, shipped in
 //! the header. The symbol name carries the layout version: a change to any layout below must
-//! rename it (V2, ...), so a caller compiled against an older header fails to load instead of
+//! rename it (V3, ...; V2 since the QP slot carries the channel log histogram's address), so a caller compiled against an older header fails to load instead of
 //! counting into the wrong fields. The offsets are pinned here at compile time and compared
 //! with the header's C structs by `rust_tests/c_abi.rs`.
 //!
-//! A (PIE or non-PIE) executable that reads `rcclTelemetryHotV1` usually gets a copy of it by
+//! A (PIE or non-PIE) executable that reads `rcclTelemetryHotV2` usually gets a copy of it by
 //! a copy relocation; the library reaches the symbol through its GOT (`R_X86_64_GLOB_DAT`), so
 //! both sides use that one copy. Its size is part of the layout for the same reason. The
 //! equivalence test in `rust_tests/c_abi.rs` would fail if they ever saw two objects (the
@@ -29,10 +31,11 @@ use std::mem::{offset_of, size_of};
 
 use crate::counters::{RcclChannelStats, RcclQpStats, HIST, SIZE_BUCKETS};
 use crate::hot::{HotParams, MAX_DEVS};
+use crate::loghist::{LogHist, LOG_BUCKETS};
 use crate::registry::{DevCounters, DevShard, STRIPES};
 
 // The layouts the header mirrors, each field with its offset and the name the C test prints.
-// Changing a number here means changing the header's structs and renaming rcclTelemetryHotV1.
+// Changing a number here means changing the header's structs and renaming rcclTelemetryHotV2.
 macro_rules! mirrored {
     ($($name:literal: $t:ty, $f:ident @ $off:expr;)*) => {
         $(const _: () = assert!(offset_of!($t, $f) == $off);)*
@@ -41,7 +44,7 @@ macro_rules! mirrored {
         /// with the header's mirrors: (name, value), names as `c_tests/inline_equiv.c` prints them.
         pub fn layout() -> Vec<(&'static str, usize)> {
             let mut v = vec![$(($name, offset_of!($t, $f))),*];
-            v.extend([("qp.size", size_of::<RcclQpStats>()), ("stripe.size", size_of::<DevShard>()), ("hot.size", size_of::<HotParams>())]);
+            v.extend([("qp.size", size_of::<RcclQpStats>()), ("stripe.size", size_of::<DevShard>()), ("hot.size", size_of::<HotParams>()), ("log.size", size_of::<LogHist>())]);
             v
         }
     };
@@ -60,7 +63,10 @@ mirrored! {
     "qp.lat_min_inv": RcclQpStats, lat_min_inv @ 72;
     "qp.lat_max": RcclQpStats, lat_max @ 80;
     "qp.slot_miss": RcclQpStats, slot_miss @ 88;
+    "qp.log_role": RcclQpStats, log_role @ 120;
     "qp.hist": RcclQpStats, hist @ 128;
+    "log.owner": LogHist, owner @ 0;
+    "log.counts": LogHist, counts @ 64;
     "ch.req_completed": RcclChannelStats, req_completed @ 0;
     "set.tx_bytes": DevCounters, tx_bytes @ 0;
     "set.rx_bytes": DevCounters, rx_bytes @ 8;
@@ -81,3 +87,4 @@ mirrored! {
 const _: () = assert!(size_of::<RcclQpStats>() == 256 && HIST == 16);
 const _: () = assert!(size_of::<DevShard>() == 1152 && STRIPES == 16 && SIZE_BUCKETS == 66);
 const _: () = assert!(size_of::<HotParams>() == 320 && MAX_DEVS == 32);
+const _: () = assert!(size_of::<LogHist>() == 2112 && LOG_BUCKETS == 256 && crate::counters::ROLE_BITS == 63);

@@ -118,12 +118,12 @@ fn note_fork() {
 
 /// Clears everything the entry points and the header's inline hooks read to decide that
 /// telemetry counts: the state (rcclTelemetryOn, every cold entry point, the library's data
-/// path), `rcclTelemetryHotV1.enabled` (what an inline rcclTelemetryOn reads), and each
+/// path), `rcclTelemetryHotV2.enabled` (what an inline rcclTelemetryOn reads), and each
 /// device's published stripes (so the inline device forms call the library, which is inert).
 fn go_inert(state: u8) {
     STATE.store(state, Release);
-    hot::rcclTelemetryHotV1.enabled.store(0, Release);
-    for s in &hot::rcclTelemetryHotV1.stripes {
+    hot::rcclTelemetryHotV2.enabled.store(0, Release);
+    for s in &hot::rcclTelemetryHotV2.stripes {
         s.store(std::ptr::null_mut(), Release);
     }
 }
@@ -201,7 +201,7 @@ pub fn init() -> i32 {
     let outcome = match started {
         Ok(Ok(())) => {
             STATE.store(ON, Release);
-            hot::rcclTelemetryHotV1.enabled.store(1, Release);
+            hot::rcclTelemetryHotV2.enabled.store(1, Release);
             return 0;
         }
         Ok(Err(reason)) => reason,
@@ -227,6 +227,7 @@ fn start() -> Result<(), String> {
         _ => {}
     }
     latency::configure(cfg.latency_sample, cfg.histogram_buckets, cfg.histogram_interval_ns, &cfg.hw.sysfs_root);
+    registry::set_log_histogram(cfg.log_histogram);
     if let Err(e) = report::probe_dir(&cfg.output_dir) {
         diag::warn(&e);
     }
@@ -238,6 +239,7 @@ fn start() -> Result<(), String> {
         histogram_buckets: cfg.histogram_buckets,
         histogram_interval_ns: cfg.histogram_interval_ns,
         latency_sample: cfg.latency_sample,
+        log_histogram: cfg.log_histogram,
     };
     diag::debug(|| {
         format!(

@@ -221,6 +221,7 @@ macro_rules! counts {
             writes: $x.num_write_wqe,
             writes_imm: $x.num_write_imm_wqe,
             hist: $x.wqe_completion_histogram.clone(),
+            log_hist: Vec::new(),
         }
     };
 }
@@ -232,7 +233,10 @@ fn qp(q: &QpReport) -> promtext::Qp {
 fn channel(c: &ChannelReport) -> promtext::Channel {
     promtext::Channel {
         id: c.id.map(u64::from),
-        counts: counts!(c),
+        counts: promtext::Counts {
+            log_hist: c.wqe_completion_log_histogram.as_ref().map(|b| b.0.clone()).unwrap_or_default(),
+            ..counts!(c)
+        },
         requests_completed: c.num_req_completed,
         data_qps: c.num_data_qp,
         cts_qps: c.num_cts_qp,

@@ -146,6 +146,14 @@ pub const COMPLETION: Family = fam(
     S::Device,
     &["le"],
 );
+/// Device and channel only: the log-scale histogram (the file's wqe_completion_log_histogram).
+pub const COMPLETION_LOG: Family = fam(
+    "wqe_completion_log_seconds",
+    Histogram,
+    "WQE completion latency over the sampled completions, log-scale buckets at most 1/8 of their lower bound wide (no _sum: not recorded).",
+    S::Device,
+    &["le"],
+);
 /// Device and channel only.
 pub const REQUESTS: Family = fam("requests_completed_total", Counter, "Network requests completed.", S::Device, &[]);
 pub const UNTRACKED_QPS: Family =
@@ -186,9 +194,10 @@ pub fn families(level: Level) -> Vec<Family> {
     v.extend(COUNTS);
     v.extend(CHANNEL_TOTALS);
     v.push(COMPLETION);
+    v.push(COMPLETION_LOG);
     v.push(HW_AVAILABLE);
     if level >= Level::Channel {
-        v.extend(COUNTS.iter().chain(&CHANNEL_TOTALS).chain([&COMPLETION]).map(|f| f.at(S::Channel)));
+        v.extend(COUNTS.iter().chain(&CHANNEL_TOTALS).chain([&COMPLETION, &COMPLETION_LOG]).map(|f| f.at(S::Channel)));
     }
     if level >= Level::Qp {
         v.extend(COUNTS.iter().chain([&COMPLETION]).map(|f| f.at(S::Qp)));
@@ -298,6 +307,9 @@ pub struct Counts {
     pub writes_imm: u64,
     /// The completion-latency histogram (buckets of the rank's interval, the last open).
     pub hist: Vec<u64>,
+    /// The log-scale histogram, sparse and sorted: `(lo_ns, hi_ns, count)` with inclusive
+    /// bounds, `hi_ns` None for the open last bucket (channels and devices; QPs have none).
+    pub log_hist: Vec<(u64, Option<u64>, u64)>,
 }
 
 impl Counts {
@@ -320,6 +332,15 @@ impl Counts {
         }
         for (a, b) in self.hist.iter_mut().zip(&o.hist) {
             *a = a.saturating_add(*b);
+        }
+        if !o.log_hist.is_empty() {
+            let mut m: std::collections::BTreeMap<u64, (Option<u64>, u64)> =
+                self.log_hist.iter().map(|&(lo, hi, n)| (lo, (hi, n))).collect();
+            for &(lo, hi, n) in &o.log_hist {
+                let e = m.entry(lo).or_insert((hi, 0));
+                e.1 = e.1.saturating_add(n);
+            }
+            self.log_hist = m.into_iter().map(|(lo, (hi, n))| (lo, hi, n)).collect();
         }
     }
 }
@@ -662,6 +683,33 @@ fn counts_families(out: &mut String, scope: Scope, items: &[Item], totals: Vec<D
             sample(out, &count, &it.labels, "", cum);
         }
     }
+    // The log-scale histogram as classic buckets: every series of the family gets the same
+    // `le` set (the upper bounds, in seconds, of every bucket non-empty in any of them), so
+    // sum by (le) and histogram_quantile work across ranks and devices.
+    if scope == S::Qp || items.iter().all(|i| i.counts.log_hist.is_empty()) {
+        return;
+    }
+    let f = COMPLETION_LOG.at(scope);
+    let name = f.name();
+    header(out, &name, f.help, f.kind);
+    let bounds: std::collections::BTreeSet<u64> =
+        items.iter().flat_map(|i| i.counts.log_hist.iter().filter_map(|b| b.1)).collect();
+    let (bucket, count) = (format!("{name}_bucket"), format!("{name}_count"));
+    for it in items.iter().filter(|i| !i.counts.log_hist.is_empty()) {
+        let mut cum = 0u64;
+        let mut sorted = it.counts.log_hist.clone();
+        sorted.sort_unstable_by_key(|b| b.1.unwrap_or(u64::MAX));
+        let mut rest = sorted.iter().peekable();
+        for hi in &bounds {
+            while let Some(b) = rest.next_if(|b| b.1.is_some_and(|h| h <= *hi)) {
+                cum = cum.saturating_add(b.2);
+            }
+            sample(out, &bucket, &it.labels, &format!("le=\"{}\"", prom_f64(*hi as f64 / 1e9)), cum);
+        }
+        let total = it.counts.log_hist.iter().fold(0u64, |a, b| a.saturating_add(b.2));
+        sample(out, &bucket, &it.labels, "le=\"+Inf\"", total);
+        sample(out, &count, &it.labels, "", total);
+    }
 }
 
 /// One family per hardware counter (available values only), then the availability gauge.
@@ -747,7 +795,43 @@ mod tests {
             writes: n,
             writes_imm: 0,
             hist: vec![n, 0, 1],
+            log_hist: vec![(56, Some(59), n), (1 << 40, None, 1)],
         }
+    }
+
+    #[test]
+    fn log_histogram_series_share_one_le_set_and_sum_channels_into_devices() {
+        let mut a = Counts { log_hist: vec![(56, Some(59), 3), (1 << 40, None, 1)], ..Counts::default() };
+        let b = Counts { log_hist: vec![(64, Some(71), 2), (56, Some(59), 1)], ..Counts::default() };
+        let items = [
+            Item { labels: "host=\"h\",pid=\"1\"".into(), counts: &a, interval_ns: 1000, totals: None },
+            Item { labels: "host=\"h\",pid=\"2\"".into(), counts: &b, interval_ns: 1000, totals: None },
+        ];
+        let mut out = String::new();
+        counts_families(&mut out, S::Device, &items, Vec::new());
+        let name = COMPLETION_LOG.name();
+        let lines: Vec<&str> = out.lines().filter(|l| l.starts_with(&format!("{name}_"))).collect();
+        assert_eq!(
+            lines,
+            [
+                format!("{name}_bucket{{host=\"h\",pid=\"1\",le=\"0.000000059\"}} 3"),
+                format!("{name}_bucket{{host=\"h\",pid=\"1\",le=\"0.000000071\"}} 3"),
+                format!("{name}_bucket{{host=\"h\",pid=\"1\",le=\"+Inf\"}} 4"),
+                format!("{name}_count{{host=\"h\",pid=\"1\"}} 4"),
+                format!("{name}_bucket{{host=\"h\",pid=\"2\",le=\"0.000000059\"}} 1"),
+                format!("{name}_bucket{{host=\"h\",pid=\"2\",le=\"0.000000071\"}} 3"),
+                format!("{name}_bucket{{host=\"h\",pid=\"2\",le=\"+Inf\"}} 3"),
+                format!("{name}_count{{host=\"h\",pid=\"2\"}} 3"),
+            ],
+            "{out}"
+        );
+        // QP series have no log-scale histogram.
+        let mut q = String::new();
+        counts_families(&mut q, S::Qp, &items, Vec::new());
+        assert!(!q.contains("log_seconds"), "{q}");
+        // Adding merges buckets by their lower bound, in order.
+        a.add(&b);
+        assert_eq!(a.log_hist, vec![(56, Some(59), 4), (64, Some(71), 2), (1 << 40, None, 1)]);
     }
 
     fn rank(pid: u64) -> Rank {

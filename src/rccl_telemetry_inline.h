@@ -14,7 +14,7 @@
 /* PostTs reads the TSC inline; the device forms count into the calling thread's stripe  */
 /* when it owns it and call the library otherwise (first use, or a shared stripe).       */
 /* The names with a trailing underscore are the library's internals: their layout is     */
-/* tied to the library through the symbol rcclTelemetryHotV1, which a layout change      */
+/* tied to the library through the symbol rcclTelemetryHotV2, which a layout change      */
 /* renames, so a mismatched header and library fail to link instead of miscounting.      */
 /* Define RCCL_TELEMETRY_NO_INLINE (or the older RCCL_TELEMETRY_NO_INLINE_GUARDS) to      */
 /* call the exported functions instead: same counts, one call per hook. Taking a hook's   */
@@ -34,12 +34,24 @@ extern "C" {
 #endif
 /* Mirror of the library's QP slot (256 bytes, 4 cache lines): what every WQE touches    */
 /* (sample_mask is N - 1 for 1-in-N sampling), what rare and sampled events touch        */
-/* (untracked: completions that matched no posting), the histogram.                     */
+/* (untracked: completions that matched no posting; log_role: the address of the         */
+/* channel's log-scale histogram, 64-byte aligned, OR'ed with the QP's role), the seed's  */
+/* linear histogram.                                                                      */
 typedef struct rcclTelemetryQp_ {
   uint64_t sent_write, sent_imm, recv_wqe, cts_signalled, cts_unsignalled, post_seq, wqe_rcvd, sample_mask;
-  uint64_t untracked, lat_min_inv, lat_max, slot_miss, library_only_[4];
+  uint64_t untracked, lat_min_inv, lat_max, slot_miss, library_only_[3], log_role;
   uint64_t hist[16];
 } rcclTelemetryQp_;
+/* Mirror of a channel's log-scale completion histogram: the thread that owns counts[]     */
+/* (first to record) adds to it inline; any other thread calls rcclTelemetryLogAdd_.       */
+/* Bucket i of 256: 0..15 hold 0..15 ns exactly, then 8 per power of two (see             */
+/* rcclTelemetryLogIndex_); bucket 255 (from 16.1 s) also holds everything longer.        */
+typedef struct rcclTelemetryLog_ {
+  uintptr_t owner;
+  uint64_t library_only_[7];
+  uint64_t counts[256];
+} rcclTelemetryLog_;
+extern void rcclTelemetryLogAdd_(rcclTelemetryLog_ *h, uint64_t i);
 /* Mirror of the channel slot. */
 typedef struct rcclTelemetryCh_ { uint64_t req_completed; } rcclTelemetryCh_;
 /* One set of device-form counters; sizes[b] counts WQEs of 0 (b = 0) or (2^(b-2), 2^(b-1)] bytes. */
@@ -60,7 +72,7 @@ typedef struct rcclTelemetryHot_ {
   uint64_t sample_mask, ns_mult, div_mul, div_shift, last_bucket, use_tsc, enabled, reserved_[1];
   rcclTelemetryStripe_ *stripes[32];
 } rcclTelemetryHot_;
-extern rcclTelemetryHot_ rcclTelemetryHotV1;
+extern rcclTelemetryHot_ rcclTelemetryHotV2;
 #ifdef __cplusplus
 }
 #endif
@@ -75,12 +87,17 @@ extern rcclTelemetryHot_ rcclTelemetryHotV1;
 #define RCCL_TELEMETRY_AS_(T, x) ((T)(x))
 #define RCCL_TELEMETRY_NULL_ ((void *)0)
 #endif
+#ifdef __cplusplus
+#define RCCL_TELEMETRY_INT_PTR_(T, x) reinterpret_cast<T>(x)
+#else
+#define RCCL_TELEMETRY_INT_PTR_(T, x) ((T)(x))
+#endif
 #define RCCL_TELEMETRY_LD_(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define RCCL_TELEMETRY_ADD_(x, v) __atomic_store_n(&(x), RCCL_TELEMETRY_LD_(x) + (v), __ATOMIC_RELAXED)
 
 static inline int64_t rcclTelemetryNow_(void) {
 #if defined(__x86_64__)
-  if (RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.use_tsc)) {
+  if (RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.use_tsc)) {
     uint64_t t = RCCL_TELEMETRY_AS_(uint64_t, __builtin_ia32_rdtsc()) & RCCL_TELEMETRY_AS_(uint64_t, INT64_MAX);
     return t < 2 ? 2 : RCCL_TELEMETRY_AS_(int64_t, t);
   }
@@ -101,14 +118,14 @@ static inline uintptr_t rcclTelemetryThreadPointer_(void) {
 /* The calling thread's stripe of device devIdx, or NULL when the device is not counting. */
 static inline rcclTelemetryStripe_ *rcclTelemetryStripe_of_(int devIdx, uintptr_t tp) {
   if (RCCL_TELEMETRY_AS_(unsigned, devIdx) >= 32u) return RCCL_TELEMETRY_NULL_;
-  rcclTelemetryStripe_ *s = __atomic_load_n(&rcclTelemetryHotV1.stripes[devIdx], __ATOMIC_ACQUIRE);
+  rcclTelemetryStripe_ *s = __atomic_load_n(&rcclTelemetryHotV2.stripes[devIdx], __ATOMIC_ACQUIRE);
   return s ? s + (((tp >> 12) * 0x9E3779B97F4A7C15ull) >> 60) : s;
 }
 
 /* rcclTelemetryOn: the word the library sets at Init and clears when the final file is claimed
  * (or in a forked child), so RCCL's `if (rcclTelemetryOn())` guards cost one load, no call. */
 static inline int rcclTelemetryOn_inline_(void) {
-  return RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.enabled) != 0;
+  return RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.enabled) != 0;
 }
 static inline int64_t rcclTelemetryPostTs_inline_(RcclQpStats *qp) {
   rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
@@ -141,7 +158,16 @@ static inline void rcclTelemetryQpSlotMiss_inline_(RcclQpStats *qp) {
   rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
   if (q) RCCL_TELEMETRY_ADD_(q->slot_miss, 1);
 }
-/* The latency of a sampled completion: ns since the token, its bucket, min and max. */
+/* The log-scale bucket of a latency in ns: for ns >= 16, shift = (highest set bit) - 3  */
+/* and the index is 8 * shift + (ns >> shift), so every bucket is at most 1/8 of its lower  */
+/* bound wide; below 16 the index is ns itself. A clz, a shift and an add; no division.    */
+static inline unsigned rcclTelemetryLogIndex_(uint64_t ns) {
+  unsigned shift = 60u - RCCL_TELEMETRY_AS_(unsigned, __builtin_clzll(ns | 15u));
+  uint64_t i = RCCL_TELEMETRY_AS_(uint64_t, shift) * 8u + (ns >> shift);
+  return i < 255u ? RCCL_TELEMETRY_AS_(unsigned, i) : 255u;
+}
+/* The latency of a sampled completion: ns since the token, its bucket in the seed's      */
+/* histogram and in the channel's log-scale one, min and max.                             */
 /* nowTs is the clock reading the completion's time is measured to (its poll's, or now). */
 static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs, int64_t nowTs) {
   __extension__ typedef unsigned __int128 u128_;
@@ -149,20 +175,26 @@ static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs, in
   uint64_t dt = now > ts ? now - ts : 0;
   /* ns = (dt * ns_mult) >> 32, saturated; one 64-bit multiply when it cannot overflow
    * (dt below 2^32 ticks, a clock of at least 1 tick per ns: every TSC, and ns tokens). */
-  uint64_t mult = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.ns_mult), ns;
+  uint64_t mult = RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.ns_mult), ns;
   if (__builtin_expect((dt >> 32) == 0 && mult <= (RCCL_TELEMETRY_AS_(uint64_t, 1) << 32), 1)) {
     ns = (dt * mult) >> 32;
   } else {
     u128_ p = RCCL_TELEMETRY_AS_(u128_, dt) * mult;
     ns = (p >> 96) ? UINT64_MAX : RCCL_TELEMETRY_AS_(uint64_t, p >> 32);
   }
-  uint64_t shift = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.div_shift), b = ns;
+  uint64_t shift = RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.div_shift), b = ns;
   if (shift) {
-    uint64_t t = RCCL_TELEMETRY_AS_(uint64_t, (RCCL_TELEMETRY_AS_(u128_, RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.div_mul)) * ns) >> 64);
+    uint64_t t = RCCL_TELEMETRY_AS_(uint64_t, (RCCL_TELEMETRY_AS_(u128_, RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.div_mul)) * ns) >> 64);
     b = (t + ((ns - t) >> 1)) >> (shift - 1);
   }
-  uint64_t last = RCCL_TELEMETRY_LD_(rcclTelemetryHotV1.last_bucket);
+  uint64_t last = RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.last_bucket);
   RCCL_TELEMETRY_ADD_(q->hist[(b < last ? b : last) & 15], 1);
+  rcclTelemetryLog_ *lh = RCCL_TELEMETRY_INT_PTR_(rcclTelemetryLog_ *, RCCL_TELEMETRY_LD_(q->log_role) & ~RCCL_TELEMETRY_AS_(uint64_t, 63));
+  if (lh) {
+    unsigned li = rcclTelemetryLogIndex_(ns);
+    if (RCCL_TELEMETRY_LD_(lh->owner) == rcclTelemetryThreadPointer_()) RCCL_TELEMETRY_ADD_(lh->counts[li], 1);
+    else rcclTelemetryLogAdd_(lh, li);
+  }
   if (~ns > RCCL_TELEMETRY_LD_(q->lat_min_inv)) __atomic_store_n(&q->lat_min_inv, ~ns, __ATOMIC_RELAXED);
   if (ns > RCCL_TELEMETRY_LD_(q->lat_max)) __atomic_store_n(&q->lat_max, ns, __ATOMIC_RELAXED);
 }

@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 
 use crate::counters::{QpExt, RcclChannelStats, RcclQpStats, SIZE_BUCKETS};
 use crate::hw::{HwDevice, HwSettings};
+use crate::loghist::LogHist;
 
 pub use crate::hot::MAX_DEVS;
 pub const MAX_CHANNELS: usize = 512;
@@ -27,6 +28,14 @@ pub const MAX_QPS_PER_CHANNEL: u64 = 1 << 24;
 /// Whether slots get a `QpExt` beside them and the file the verbs interposer's keys: set
 /// once by `librccl_telemetry_preload.so` before it reserves any slot.
 static VERBS_KEYS: AtomicBool = AtomicBool::new(false);
+
+/// Whether slots record into their channel's log-scale histogram (RCCL_TELEMETRY_LOG_HISTOGRAM,
+/// set at Init before any slot is reserved).
+static LOG_HISTOGRAM: AtomicBool = AtomicBool::new(true);
+
+pub fn set_log_histogram(on: bool) {
+    LOG_HISTOGRAM.store(on, Release);
+}
 
 /// Turns on the verbs interposer's per-QP and per-device keys for this process.
 pub fn enable_verbs_keys() {
@@ -67,12 +76,13 @@ impl SlotArena {
         }
     }
 
-    /// Reserves up to `n` consecutive slots; returns (first, granted).
-    fn reserve(&self, n: u64) -> (u64, u64) {
+    /// Reserves up to `n` consecutive slots, each recording its latencies into `log` as
+    /// well; returns (first, granted).
+    fn reserve(&self, n: u64, log: Option<&'static LogHist>) -> (u64, u64) {
         let _g = self.grow.lock();
         let first = self.len.load(Relaxed);
         let want = n.min(MAX_QPS_PER_CHANNEL.saturating_sub(first));
-        let mask = crate::hot::rcclTelemetryHotV1.sample_mask.load(Relaxed);
+        let mask = crate::hot::rcclTelemetryHotV2.sample_mask.load(Relaxed);
         let mut granted = 0;
         while granted < want {
             let (seg, off) = locate(first + granted);
@@ -99,6 +109,9 @@ impl SlotArena {
             let seg_slots = unsafe { std::slice::from_raw_parts(self.segs[seg].load(Relaxed).add(off as usize), n as usize) };
             for q in seg_slots {
                 q.sample_mask.store(mask, Relaxed);
+                if let Some(h) = log {
+                    q.set_log_hist(h);
+                }
             }
             granted += n;
         }
@@ -144,6 +157,9 @@ pub struct Channel {
     pub id: u32,
     pub slots: SlotArena,
     pub untracked: AtomicU64,
+    /// The log-scale completion histogram every slot of the channel records into (None with
+    /// RCCL_TELEMETRY_LOG_HISTOGRAM=0: then it costs no memory either).
+    pub log: Option<&'static LogHist>,
 }
 
 pub struct Device {
@@ -192,6 +208,7 @@ impl Device {
             id: ch as u32,
             slots: SlotArena::new(),
             untracked: AtomicU64::new(0),
+            log: LOG_HISTOGRAM.load(Acquire).then(|| &*Box::leak(Box::new(LogHist::new()))),
         }));
         self.channels[ch].store(c as *const Channel as *mut Channel, Release);
         c
@@ -249,7 +266,7 @@ pub fn register(id: i32, roce_device: &str, transport: &str, hw: &HwSettings) ->
     }));
     DEVICES[idx].store(d, Release);
     // The header's inline device forms count for this device from now on.
-    crate::hot::rcclTelemetryHotV1.stripes[idx].store(d.stripes.as_ptr() as *mut DevShard as *mut std::ffi::c_void, Release);
+    crate::hot::rcclTelemetryHotV2.stripes[idx].store(d.stripes.as_ptr() as *mut DevShard as *mut std::ffi::c_void, Release);
     Ok(id)
 }
 
@@ -267,7 +284,7 @@ pub fn setup_channel(dev: i32, ch: i32, num_qps: i32) -> Option<(u64, u64)> {
         return None;
     };
     let c = d.channel_or_create(chi);
-    let (first, granted) = c.slots.reserve(n);
+    let (first, granted) = c.slots.reserve(n, c.log);
     if granted < n {
         c.untracked.fetch_add(n - granted, Relaxed);
     }
@@ -335,7 +352,7 @@ impl DevShard {
 
 /// The calling thread's thread pointer: unique among live threads.
 #[inline(always)]
-fn thread_pointer() -> usize {
+pub(crate) fn thread_pointer() -> usize {
     let tp: usize;
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the x86-64 TLS ABI stores the thread pointer itself at %fs:0.
@@ -418,10 +435,10 @@ mod tests {
     #[test]
     fn arena_slots_never_move_and_grow_without_cap() {
         let a = SlotArena::new();
-        let (f, g) = a.reserve(3);
+        let (f, g) = a.reserve(3, None);
         assert_eq!((f, g), (0, 3));
         let p0 = a.get(0).unwrap() as *const _;
-        let (f, g) = a.reserve(10_000);
+        let (f, g) = a.reserve(10_000, None);
         assert_eq!((f, g), (3, 10_000));
         assert_eq!(a.get(0).unwrap() as *const _, p0);
         assert!(a.get(10_002).is_some());
@@ -481,9 +498,9 @@ mod tests {
     #[test]
     fn arena_stops_at_the_ceiling() {
         let a = SlotArena::new();
-        let (_, g) = a.reserve(MAX_QPS_PER_CHANNEL - 5);
+        let (_, g) = a.reserve(MAX_QPS_PER_CHANNEL - 5, None);
         assert_eq!(g, MAX_QPS_PER_CHANNEL - 5);
-        assert_eq!(a.reserve(10), (MAX_QPS_PER_CHANNEL - 5, 5));
-        assert_eq!(a.reserve(1), (MAX_QPS_PER_CHANNEL, 0));
+        assert_eq!(a.reserve(10, None), (MAX_QPS_PER_CHANNEL - 5, 5));
+        assert_eq!(a.reserve(1, None), (MAX_QPS_PER_CHANNEL, 0));
     }
 }

@@ -12,9 +12,11 @@ use serde::Serialize;
 
 use crate::counters::{size_bucket_max, ExtSnapshot, QpSnapshot, ROLE_CTS, ROLE_DATA};
 use crate::hw::{HwReport, HwSamples, HwValue};
+use crate::loghist::{self, LOG_BUCKETS};
 use crate::registry::{self, Device};
 
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: adds `wqe_completion_log_histogram` to every channel and device (version 1 files lack it).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Process facts captured at Init.
 #[derive(Debug, Clone)]
@@ -27,6 +29,8 @@ pub struct Identity {
     pub histogram_buckets: u32,
     pub histogram_interval_ns: u64,
     pub latency_sample: u64,
+    /// Whether channels record the log-scale histogram (RCCL_TELEMETRY_LOG_HISTOGRAM).
+    pub log_histogram: bool,
 }
 
 #[derive(Serialize)]
@@ -69,6 +73,10 @@ pub struct DeviceReport {
     pub wqe_size_stats: Vec<SizeStat>,
     pub channels: Vec<ChannelReport>,
     pub hw_counters: HwCounters,
+    /// The sum of the channels' log-scale histograms (after the seed's keys; absent with
+    /// RCCL_TELEMETRY_LOG_HISTOGRAM=0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wqe_completion_log_histogram: Option<LogBuckets>,
     /// Only in files written by the verbs interposer (librccl_telemetry_preload.so).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub verbs: Option<DeviceVerbsReport>,
@@ -134,8 +142,23 @@ pub struct ChannelReport {
     pub wqe_completion_ns_max: i64,
     pub wqe_completion_histogram: Vec<u64>,
     pub queue_pairs: Vec<QpReport>,
+    /// Every sampled completion of the channel's QPs, log-scale (after the seed's keys;
+    /// absent with RCCL_TELEMETRY_LOG_HISTOGRAM=0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wqe_completion_log_histogram: Option<LogBuckets>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub verbs: Option<VerbsCounters>,
+}
+
+/// A log-scale histogram as the file shows it: only the non-empty buckets, each as
+/// `[lo_ns, hi_ns, count]` with inclusive bounds (`hi_ns` null for the last, open bucket).
+#[derive(Serialize)]
+pub struct LogBuckets(pub Vec<(u64, Option<u64>, u64)>);
+
+impl LogBuckets {
+    pub fn of(counts: &[u64; LOG_BUCKETS]) -> LogBuckets {
+        LogBuckets(loghist::sparse(counts))
+    }
 }
 
 #[derive(Serialize)]
@@ -235,6 +258,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
     let mut channels = Vec::new();
     let mut active = 0;
     let mut untracked = d.untracked_no_channel.load(Relaxed);
+    let mut dev_log = [0u64; LOG_BUCKETS];
     for c in d.channels() {
         let mut total = QpSnapshot::default();
         let mut ext_total = ExtSnapshot::default();
@@ -258,6 +282,10 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
         let ch_untracked = c.untracked.load(Relaxed);
         untracked += ch_untracked;
         let t = qp_report(0, &total, buckets, sampled);
+        let log = c.log.map(|h| h.snapshot());
+        for (a, b) in dev_log.iter_mut().zip(log.iter().flatten()) {
+            *a = a.wrapping_add(*b);
+        }
         channels.push(ChannelReport {
             id: (!unknown).then_some(c.id),
             num_wqe_sent: t.num_wqe_sent,
@@ -279,6 +307,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             wqe_completion_ns_max: t.wqe_completion_ns_max,
             wqe_completion_histogram: t.wqe_completion_histogram,
             queue_pairs: qps,
+            wqe_completion_log_histogram: log.as_ref().map(LogBuckets::of),
             verbs: verbs.then(|| (&ext_total).into()),
         });
     }
@@ -304,6 +333,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             .collect(),
         channels,
         hw_counters: HwCounters(hw),
+        wqe_completion_log_histogram: id.log_histogram.then(|| LogBuckets::of(&dev_log)),
         verbs: verbs.then(|| DeviceVerbsReport {
             num_srq_recv_wqe: d.verbs.srq_recv_wqe.load(Relaxed),
             num_wc_unknown_qp: d.verbs.wc_unknown_qp.load(Relaxed),

@@ -34,6 +34,7 @@ fn counts(c: &Counters) -> promtext::Counts {
         writes: c.num_write_wqe,
         writes_imm: c.num_write_imm_wqe,
         hist: c.wqe_completion_histogram.clone(),
+        log_hist: Vec::new(),
     }
 }
 
@@ -64,7 +65,7 @@ fn device(d: &Device) -> promtext::Device {
             .iter()
             .map(|c| promtext::Channel {
                 id: c.id,
-                counts: counts(&c.counters),
+                counts: promtext::Counts { log_hist: c.wqe_completion_log_histogram.clone().unwrap_or_default(), ..counts(&c.counters) },
                 requests_completed: c.num_req_completed,
                 data_qps: c.num_data_qp,
                 cts_qps: c.num_cts_qp,
@@ -159,7 +160,8 @@ pub struct Row<'a> {
     pub qp: Option<u64>,
     pub role: Option<&'a str>,
     pub metric: &'a str,
-    /// Histogram bucket, PFC priority, or max_wqe_size for wqe_size_count; empty otherwise.
+    /// Histogram bucket, PFC priority, max_wqe_size for wqe_size_count, or the bucket's lower
+    /// bound in ns for wqe_completion_log_histogram; empty otherwise.
     pub index: Option<u64>,
     pub timestamp_ns: Option<u64>,
     pub value: Option<i64>,
@@ -218,6 +220,7 @@ pub fn rows<'a>(path: &'a str, f: &'a TelemetryFile, level: Level, emit: &mut dy
         for c in &d.channels {
             let cb = Row { scope: "channel", channel: c.id, ..base.clone() };
             counter_rows(&cb, &c.counters, emit);
+            log_rows(&cb, c.wqe_completion_log_histogram.as_deref(), emit);
             for (m, v) in [
                 ("num_req_completed", c.num_req_completed),
                 ("num_data_qp", c.num_data_qp),
@@ -250,6 +253,15 @@ fn device_rows<'a>(base: &Row<'a>, d: &'a Device, emit: &mut dyn FnMut(Row<'a>))
     }
     for w in &d.wqe_size_stats {
         emit(Row { metric: "wqe_size_count", index: Some(w.max_wqe_size), value: clamp_u64(w.num_wqe), ..base.clone() });
+    }
+    log_rows(base, d.wqe_completion_log_histogram.as_deref(), emit);
+}
+
+/// The log-scale histogram (version-2 files): one row per non-empty bucket, index = its lower
+/// bound in ns (the bucket ends below the next row's lower bound; the file has the upper bound).
+fn log_rows<'a>(base: &Row<'a>, h: Option<&[crate::model::LogBucket]>, emit: &mut dyn FnMut(Row<'a>)) {
+    for (lo, _, n) in h.unwrap_or_default() {
+        emit(Row { metric: "wqe_completion_log_histogram", index: Some(*lo), value: clamp_u64(*n), ..base.clone() });
     }
 }
 

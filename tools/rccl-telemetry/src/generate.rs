@@ -256,6 +256,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                     wqe_size_stats: Vec::new(),
                     channels: Vec::new(),
                     hw_counters: unavailable_counters(),
+                    wqe_completion_log_histogram: None,
                 });
                 continue;
             }
@@ -344,6 +345,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                     num_qp_untracked: untracked,
                     counters,
                     queue_pairs: qps,
+                    wqe_completion_log_histogram: None,
                 });
             }
 
@@ -444,6 +446,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                 ],
                 channels,
                 hw_counters: hw,
+                wqe_completion_log_histogram: None,
             });
             if let Some(kind) = plant {
                 planted.push(Planted {

@@ -250,6 +250,7 @@ fn channel(c: ItChannel) -> Channel {
         num_cts_qp: c.num_cts_qp,
         num_qp_untracked: c.num_qp_untracked,
         queue_pairs: qps,
+        wqe_completion_log_histogram: None,
     }
 }
 
@@ -304,6 +305,7 @@ pub fn to_model(v: &Value) -> Result<TelemetryFile, String> {
             wqe_size_stats: d.wqe_size_stats,
             channels: d.channels.into_iter().map(channel).collect(),
             hw_counters: d.hw_counters.into_iter().map(|(k, v)| (our_name(&k).to_string(), v)).collect(),
+            wqe_completion_log_histogram: None,
         })
         .collect();
     Ok(TelemetryFile {

@@ -103,7 +103,7 @@ impl BadFile {
     }
 }
 
-/// A file read as JSON whose version is 1, or "1.0" (the in-tree engine); not yet checked for shape.
+/// A file read as JSON whose version is 1 or 2, or "1.0" (the in-tree engine); not yet checked for shape.
 pub struct RawFile {
     pub path: PathBuf,
     pub value: Value,
@@ -117,13 +117,13 @@ pub struct Loaded {
     pub file: TelemetryFile,
 }
 
-/// Reads one file's bytes into a JSON value whose "version" is 1 or "1.0".
+/// Reads one file's bytes into a JSON value whose "version" is 1, 2 or "1.0".
 pub fn read_raw(path: &Path) -> Result<RawFile, BadFile> {
     let bytes = std::fs::read(path).map_err(|e| BadFile::new(path, BadKind::Unreadable, format!("cannot read: {e}")))?;
     parse_raw(path, &bytes)
 }
 
-/// Parses bytes into a JSON value whose "version" is 1 (ours) or "1.0" (the in-tree engine's);
+/// Parses bytes into a JSON value whose "version" is 1 or 2 (ours) or "1.0" (the in-tree engine's);
 /// never panics.
 pub fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawFile, BadFile> {
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
@@ -150,12 +150,13 @@ pub fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawFile, BadFile> {
     };
     let format = match obj.get("version") {
         Some(Value::Number(n)) if n.as_i64() == Some(1) => SourceFormat::V1,
+        Some(Value::Number(n)) if n.as_i64() == Some(2) => SourceFormat::V2,
         Some(Value::String(s)) if s == "1.0" => SourceFormat::InTree,
         Some(v) => {
             return Err(BadFile::new(
                 path,
                 BadKind::WrongVersion,
-                format!("unsupported version {v} (this tool reads version 1, and \"1.0\" of RCCL's in-tree engine)"),
+                format!("unsupported version {v} (this tool reads versions 1 and 2, and \"1.0\" of RCCL's in-tree engine)"),
             ))
         }
         None => {
@@ -165,7 +166,7 @@ pub fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawFile, BadFile> {
     Ok(RawFile { path: path.to_path_buf(), value, format })
 }
 
-/// Turns a version-1 or in-tree JSON value into the typed model.
+/// Turns a version-1, version-2 or in-tree JSON value into the typed model.
 pub fn to_typed(raw: RawFile) -> Result<Loaded, BadFile> {
     if raw.format == SourceFormat::InTree {
         return match crate::intree::to_model(&raw.value) {
@@ -173,8 +174,12 @@ pub fn to_typed(raw: RawFile) -> Result<Loaded, BadFile> {
             Err(e) => Err(BadFile::new(&raw.path, BadKind::WrongShape, e)),
         };
     }
+    let format = raw.format;
     match serde_json::from_value::<TelemetryFile>(raw.value) {
-        Ok(file) => Ok(Loaded { path: raw.path, file }),
+        Ok(mut file) => {
+            file.format = format;
+            Ok(Loaded { path: raw.path, file })
+        }
         Err(e) => Err(BadFile::new(&raw.path, BadKind::WrongShape, format!("not a telemetry file: {e}"))),
     }
 }

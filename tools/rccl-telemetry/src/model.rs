@@ -14,6 +14,9 @@ pub enum SourceFormat {
     #[default]
     #[serde(rename = "v1")]
     V1,
+    /// Version 2: version 1 plus the log-scale completion histogram of every channel and device.
+    #[serde(rename = "v2")]
+    V2,
     #[serde(rename = "intree-1.0")]
     InTree,
 }
@@ -23,6 +26,7 @@ impl SourceFormat {
     pub fn label(self) -> &'static str {
         match self {
             SourceFormat::V1 => "v1",
+            SourceFormat::V2 => "v2",
             SourceFormat::InTree => "intree-1.0",
         }
     }
@@ -31,7 +35,7 @@ impl SourceFormat {
     /// they compare across hosts. The in-tree engine writes local times without a zone and
     /// CLOCK_MONOTONIC sample times.
     pub fn has_wall_clock(self) -> bool {
-        self == SourceFormat::V1
+        matches!(self, SourceFormat::V1 | SourceFormat::V2)
     }
 }
 
@@ -83,6 +87,26 @@ pub struct Device {
     pub wqe_size_stats: Vec<WqeSizeStat>,
     pub channels: Vec<Channel>,
     pub hw_counters: BTreeMap<String, HwValue>,
+    /// Version 2: the sum of the channels' log-scale histograms (see [`LogBucket`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wqe_completion_log_histogram: Option<Vec<LogBucket>>,
+}
+
+/// One non-empty bucket of a log-scale completion histogram (file version 2):
+/// `[lo_ns, hi_ns, count]`, bounds inclusive; `hi_ns` null for the last, open-ended bucket.
+pub type LogBucket = (u64, Option<u64>, u64);
+
+/// Adds sparse log-scale histograms bucket by bucket (keyed by lower bound), in order.
+pub fn add_log_hist(dst: &mut Vec<LogBucket>, src: &[LogBucket]) {
+    let mut m: BTreeMap<u64, (Option<u64>, u64)> = dst.iter().map(|(lo, hi, n)| (*lo, (*hi, *n))).collect();
+    for (lo, hi, n) in src {
+        let e = m.entry(*lo).or_insert((*hi, 0));
+        e.1 = e.1.saturating_add(*n);
+        if hi.is_none() {
+            e.0 = None;
+        }
+    }
+    *dst = m.into_iter().map(|(lo, (hi, n))| (lo, hi, n)).collect();
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -121,6 +145,9 @@ pub struct Channel {
     pub num_cts_qp: u64,
     pub num_qp_untracked: u64,
     pub queue_pairs: Vec<QueuePair>,
+    /// Version 2: every sampled completion of the channel, log-scale (see [`LogBucket`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wqe_completion_log_histogram: Option<Vec<LogBucket>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -194,6 +221,21 @@ impl Device {
             add_hist(&mut h, &ch.counters.wqe_completion_histogram);
         }
         h
+    }
+
+    /// The device's log-scale histogram: its own key, else the sum of its channels'; None
+    /// when the file has none (version 1, the in-tree engine, RCCL_TELEMETRY_LOG_HISTOGRAM=0).
+    pub fn log_histogram(&self) -> Option<Vec<LogBucket>> {
+        if let Some(h) = &self.wqe_completion_log_histogram {
+            return Some(h.clone());
+        }
+        let mut out = None::<Vec<LogBucket>>;
+        for c in &self.channels {
+            if let Some(h) = &c.wqe_completion_log_histogram {
+                add_log_hist(out.get_or_insert_with(Vec::new), h);
+            }
+        }
+        out
     }
 
     /// Min and max completion latency over the channels (ignoring -1).

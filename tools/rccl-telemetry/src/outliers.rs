@@ -175,20 +175,27 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
         }
     }
 
-    // Heavy latency tail: p99 estimated from each device's histogram.
+    // Heavy latency tail: p99 estimated from each device's histogram: the log-scale one
+    // (version-2 files) when every device has it, else the linear one.
+    let use_log = !devs.is_empty() && devs.iter().all(|d| d.dev.log_histogram().is_some());
     let lat: Vec<(usize, Latency)> = devs
         .iter()
         .enumerate()
         .filter_map(|(i, d)| {
             let (mn, mx) = d.dev.latency_min_max();
-            let l = Latency::of(&d.dev.histogram(), d.file.histogram_interval_ns, mn, mx);
+            let l = match d.dev.log_histogram().filter(|_| use_log) {
+                Some(h) => Latency::of_log(&h, mn, mx),
+                None => Latency::of(&d.dev.histogram(), d.file.histogram_interval_ns, mn, mx),
+            };
             (l.samples > 0 && l.get(0.99).is_some()).then_some((i, l))
         })
         .collect();
     if lat.len() >= opt.min_population {
         let vals: Vec<f64> = lat.iter().map(|(_, l)| l.get(0.99).map_or(0.0, |p| p.estimate_ns)).collect();
         let width = devs.first().map_or(1, |d| d.file.histogram_interval_ns) as f64;
-        if let Some(r) = Robust::of(&vals, width / 4.0) {
+        // The floor is the resolution of the figures: a quarter bucket, or 1/8 of the median.
+        let floor = if use_log { crate::stats::median(&vals).unwrap_or(0.0) / 8.0 } else { width / 4.0 };
+        if let Some(r) = Robust::of(&vals, floor) {
             for ((i, l), &x) in lat.iter().zip(&vals) {
                 let z = r.z(x);
                 if z >= opt.threshold && x >= opt.min_ratio * r.median {
@@ -198,6 +205,20 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
                     let total: u64 = crate::stats::hist_total(&hist);
                     let top = hist.last().copied().unwrap_or(0);
                     let mut f = with_stats(d.finding("latency_tail", "p99_completion_ns", x), &r, z);
+                    if use_log {
+                        f.evidence = format!(
+                            "p99 completion latency {}{} vs run median {} (robust z {:+.1}), from the log-scale histogram (within {:.1}%) of {} sampled completions, max {}",
+                            if p.is_some_and(|p| p.open_bucket) { ">=" } else { "~" },
+                            fmt_ns(p.filter(|p| p.open_bucket).map_or(x, |p| p.lower_ns)),
+                            fmt_ns(r.median),
+                            z,
+                            100.0 * p.and_then(|p| p.relative_error).unwrap_or(0.125),
+                            fmt_count(l.samples),
+                            l.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
+                        );
+                        out.push(f);
+                        continue;
+                    }
                     f.evidence = format!(
                         "p99 completion latency {}{} vs run median {} (robust z {:+.1}); {:.1}% of {} sampled completions in the open top bucket (>= {}), max {}",
                         if p.is_some_and(|p| p.open_bucket) { ">=" } else { "~" },

@@ -74,6 +74,11 @@ pub struct Percentile {
     /// True when that is the last, open-ended bucket: the estimate is then only known to lie
     /// between lower_ns and the observed max, so tables show it as ">= lower_ns".
     pub open_bucket: bool,
+    /// From the log-scale histogram: the bucket's width over its lower bound, the most the
+    /// estimate can be off relative to the true value (at most 1/8; 0 below 16 ns). None for
+    /// the linear histogram, whose error is one bucket width.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relative_error: Option<f64>,
 }
 
 /// Estimates quantile `q` of a histogram whose bucket `b` covers [b*w, (b+1)*w) ns and whose last
@@ -119,7 +124,59 @@ pub fn histogram_percentile(hist: &[u64], width_ns: u64, q: f64, min_ns: Option<
                 Some(h) => lo + frac * (h - lo),
                 None => lo,
             };
-            return Some(Percentile { q, estimate_ns: estimate, lower_ns: lo, upper_ns: hi, bucket: b, open_bucket: b == last });
+            return Some(Percentile { q, estimate_ns: estimate, lower_ns: lo, upper_ns: hi, bucket: b, open_bucket: b == last, relative_error: None });
+        }
+    }
+    None
+}
+
+/// Estimates quantile `q` of a sparse log-scale histogram (file version 2: `[lo, hi, count]`,
+/// bounds inclusive, `hi` None for the open last bucket). The bucket is found exactly and the
+/// value interpolated inside `[lo, hi + 1)`; the estimate is then off by at most the bucket's
+/// width relative to its lower bound, reported as `relative_error` (<= 1/8). `bucket` is the
+/// index in `buckets`. `min_ns`/`max_ns` tighten the bounds and close the open bucket.
+pub fn log_histogram_percentile(buckets: &[(u64, Option<u64>, u64)], q: f64, min_ns: Option<i64>, max_ns: Option<i64>) -> Option<Percentile> {
+    let mut b: Vec<(u64, Option<u64>, u64)> = buckets.iter().copied().filter(|x| x.2 > 0).collect();
+    b.sort_by_key(|x| x.0);
+    let total: u128 = b.iter().map(|x| x.2 as u128).sum();
+    if total == 0 || !(0.0..=1.0).contains(&q) {
+        return None;
+    }
+    let rank = (q * total as f64).ceil().max(1.0);
+    let mut cum: u128 = 0;
+    let last = b.len() - 1;
+    for (i, &(blo, bhi, c)) in b.iter().enumerate() {
+        let before = cum as f64;
+        cum += c as u128;
+        if cum as f64 >= rank || i == last {
+            let open = bhi.is_none();
+            let width = bhi.map(|h| h.saturating_sub(blo) as f64 + 1.0);
+            let relative_error = match bhi {
+                Some(h) if h == blo => Some(0.0),
+                Some(_) => Some(width.unwrap_or(0.0) / (blo.max(1) as f64)),
+                None => None,
+            };
+            let mut lo = blo as f64;
+            let mut hi = bhi.map(|h| h as f64 + 1.0);
+            if let Some(mn) = min_ns.filter(|v| *v >= 0).map(|v| v as f64) {
+                if mn > lo && hi.is_none_or(|h| mn < h) {
+                    lo = mn;
+                }
+            }
+            if let Some(mx) = max_ns.filter(|v| *v >= 0).map(|v| v as f64) {
+                match hi {
+                    Some(h) if mx < h && mx >= lo => hi = Some(mx),
+                    None if mx >= lo => hi = Some(mx),
+                    _ => {}
+                }
+            }
+            let frac = ((rank - before) / c as f64).clamp(0.0, 1.0);
+            let estimate = match hi {
+                Some(h) if bhi == Some(blo) => lo.min(h),
+                Some(h) => lo + frac * (h - lo),
+                None => lo,
+            };
+            return Some(Percentile { q, estimate_ns: estimate, lower_ns: lo, upper_ns: hi, bucket: i, open_bucket: open, relative_error });
         }
     }
     None
@@ -221,6 +278,27 @@ mod tests {
         assert!(p99.estimate_ns > 20.0 && p99.estimate_ns <= 45.0);
         let p1 = histogram_percentile(&h, 10, 0.01, Some(3), Some(45)).unwrap();
         assert_eq!(p1.lower_ns, 3.0);
+    }
+
+    #[test]
+    fn log_percentile_states_its_relative_error() {
+        // 90 completions in [4096, 4607], 9 in [8192, 9215], 1 in the open bucket.
+        let h = [(8192, Some(9215), 9), (4096, Some(4607), 90), (16_106_127_360, None, 1)];
+        let p50 = log_histogram_percentile(&h, 0.5, None, None).unwrap();
+        assert_eq!((p50.lower_ns, p50.upper_ns, p50.open_bucket), (4096.0, Some(4608.0), false));
+        assert!(p50.estimate_ns > 4096.0 && p50.estimate_ns < 4608.0);
+        assert_eq!(p50.relative_error, Some(512.0 / 4096.0));
+        let p99 = log_histogram_percentile(&h, 0.99, None, None).unwrap();
+        assert_eq!(p99.lower_ns, 8192.0);
+        assert!(p99.relative_error.unwrap() <= 0.125);
+        let top = log_histogram_percentile(&h, 1.0, None, Some(20_000_000_000)).unwrap();
+        assert!(top.open_bucket && top.relative_error.is_none());
+        assert_eq!(top.upper_ns, Some(20e9));
+        // Exact buckets below 16 ns: no error at all.
+        let exact = log_histogram_percentile(&[(7, Some(7), 3)], 0.5, None, None).unwrap();
+        assert_eq!((exact.estimate_ns, exact.relative_error), (7.0, Some(0.0)));
+        assert_eq!(log_histogram_percentile(&[], 0.5, None, None), None);
+        assert_eq!(log_histogram_percentile(&[(16, Some(17), 0)], 0.5, None, None), None);
     }
 
     #[test]

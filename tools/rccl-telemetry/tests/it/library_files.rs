@@ -161,6 +161,86 @@ fn library_files_pass_check_and_every_command() {
     let rep = run(&["report", "-o", html.to_str().unwrap(), d]);
     assert_eq!(rep.status.code(), Some(0), "{}", stderr(&rep));
     assert!(!std::fs::read_to_string(&html).unwrap().contains("could not be drawn"));
+
+    check_log_histogram(dir.path(), sampled);
+}
+
+/// Version-2 files (the library's) carry the log-scale histogram: summary, export (Prometheus
+/// classic buckets, CSV rows) use it and say so; stripped back to version 1 they work as before.
+fn check_log_histogram(dir: &Path, sampled: u64) {
+    let d = dir.to_str().unwrap();
+    let s: Value = serde_json::from_slice(&run(&["summary", "--json", d]).stdout).expect("summary json");
+    let l = &s["log_latency"];
+    assert_eq!(l["histogram"], "wqe_completion_log_histogram", "{s:#}");
+    assert_eq!((l["devices"].as_u64(), l["devices_without"].as_u64()), (Some(RANKS as u64), Some(0)));
+    assert_eq!(l["latency"]["samples"].as_u64(), Some(sampled), "every sampled completion is in both histograms");
+    let ps = l["latency"]["percentiles"].as_array().expect("percentiles");
+    assert_eq!(ps.len(), 4);
+    for p in ps {
+        let e = p["relative_error"].as_f64().expect("a log-scale percentile states its relative error");
+        assert!((0.0..=0.125).contains(&e), "{p}");
+        let (lo, hi) = (p["lower_ns"].as_f64().unwrap(), p["upper_ns"].as_f64().unwrap());
+        assert!(lo <= p["estimate_ns"].as_f64().unwrap() && p["estimate_ns"].as_f64().unwrap() <= hi, "{p}");
+    }
+    assert!(s["latency"][0]["latency"]["percentiles"][0].get("relative_error").is_none(), "linear figures keep their bucket width");
+    assert!(s["log_percentile_method"].as_str().unwrap().contains("12.5%"));
+    let text = stdout(&run(&["summary", d]));
+    assert!(text.contains("Latency (log-scale histogram, within ") && text.contains("Latency (bucket 30.0 µs"), "{text}");
+
+    // Prometheus: one classic histogram family, the same le set on every series, cumulative.
+    let prom = stdout(&run(&["export", "--format", "prometheus", d]));
+    let name = "rccl_telemetry_wqe_completion_log_seconds";
+    assert!(prom.contains(&format!("# TYPE {name} histogram")), "{prom}");
+    let mut les: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut count_sum = 0u64;
+    for line in prom.lines().filter(|l| l.starts_with(name)) {
+        let (series, v) = line.rsplit_once(' ').unwrap();
+        if series.starts_with(&format!("{name}_count")) {
+            count_sum += v.parse::<u64>().unwrap();
+            continue;
+        }
+        let (labels, le) = series.split_once(",le=").unwrap();
+        les.entry(labels.to_string()).or_default().push(le.to_string());
+    }
+    // One device series per rank (host, pid), all with the same le set.
+    assert!(!les.is_empty(), "{prom}");
+    let first = les.values().next().unwrap().clone();
+    assert!(les.values().all(|l| *l == first) && first.last().unwrap() == "\"+Inf\"}", "{les:?}");
+    assert_eq!(count_sum, sampled);
+
+    // CSV: one row per non-empty bucket per device and channel; the device rows sum to the sample.
+    let csv = stdout(&run(&["export", "--format", "csv", d]));
+    let rows: Vec<Vec<&str>> = csv.lines().filter(|l| l.contains(",wqe_completion_log_histogram,")).map(|l| l.split(',').collect()).collect();
+    let dev_sum: u64 = rows.iter().filter(|r| r.contains(&"device")).map(|r| r.last().unwrap().parse::<u64>().unwrap()).sum();
+    let ch_sum: u64 = rows.iter().filter(|r| r.contains(&"channel")).map(|r| r.last().unwrap().parse::<u64>().unwrap()).sum();
+    assert_eq!((dev_sum, ch_sum), (sampled, sampled));
+
+    // The same files as version 1 (no log-scale keys): no trace of it, the rest unchanged.
+    let v1 = tempfile::tempdir().expect("tempdir");
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let mut v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        v["version"] = 1.into();
+        for dev in v["devices"].as_array_mut().unwrap() {
+            dev.as_object_mut().unwrap().remove("wqe_completion_log_histogram");
+            for c in dev["channels"].as_array_mut().unwrap() {
+                c.as_object_mut().unwrap().remove("wqe_completion_log_histogram");
+            }
+        }
+        std::fs::write(v1.path().join(p.file_name().unwrap()), serde_json::to_vec(&v).unwrap()).unwrap();
+    }
+    let d1 = v1.path().to_str().unwrap();
+    let out = run(&["check", d1]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    let s1: Value = serde_json::from_slice(&run(&["summary", "--json", d1]).stdout).expect("summary json");
+    assert!(s1.get("log_latency").is_none() && s1.get("log_percentile_method").is_none());
+    assert_eq!(s1["latency"], s["latency"], "the linear figures do not depend on the log-scale histogram");
+    assert!(!stdout(&run(&["summary", d1])).contains("log-scale"));
+    assert!(!stdout(&run(&["export", "--format", "prometheus", d1])).contains(name));
+    assert!(!stdout(&run(&["export", "--format", "csv", d1])).contains("wqe_completion_log_histogram"));
 }
 
 /// The C simulator `make` builds: `make demo` runs it with telemetry on.
