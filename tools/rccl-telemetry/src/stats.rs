@@ -105,20 +105,7 @@ pub fn histogram_percentile(hist: &[u64], width_ns: u64, q: f64, min_ns: Option<
         let before = cum as f64;
         cum += c as u128;
         if cum as f64 >= rank || b == last {
-            let mut lo = b as f64 * w;
-            let mut hi = if b == last { None } else { Some((b as f64 + 1.0) * w) };
-            if let Some(mn) = min_ns.filter(|v| *v >= 0).map(|v| v as f64) {
-                if mn > lo && hi.is_none_or(|h| mn < h) {
-                    lo = mn;
-                }
-            }
-            if let Some(mx) = max_ns.filter(|v| *v >= 0).map(|v| v as f64) {
-                match hi {
-                    Some(h) if mx < h && mx >= lo => hi = Some(mx),
-                    None if mx >= lo => hi = Some(mx),
-                    _ => {}
-                }
-            }
+            let (lo, hi) = tighten(b as f64 * w, if b == last { None } else { Some((b as f64 + 1.0) * w) }, min_ns, max_ns);
             let frac = ((rank - before) / c as f64).clamp(0.0, 1.0);
             let estimate = match hi {
                 Some(h) => lo + frac * (h - lo),
@@ -128,6 +115,24 @@ pub fn histogram_percentile(hist: &[u64], width_ns: u64, q: f64, min_ns: Option<
         }
     }
     None
+}
+
+/// A bucket's bounds `[lo, hi)` (`hi` None: open) narrowed by the observed minimum and maximum
+/// (negative: not measured) where they fall inside it; the maximum also closes an open bucket.
+fn tighten(mut lo: f64, mut hi: Option<f64>, min_ns: Option<i64>, max_ns: Option<i64>) -> (f64, Option<f64>) {
+    if let Some(mn) = min_ns.filter(|v| *v >= 0).map(|v| v as f64) {
+        if mn > lo && hi.is_none_or(|h| mn < h) {
+            lo = mn;
+        }
+    }
+    if let Some(mx) = max_ns.filter(|v| *v >= 0).map(|v| v as f64) {
+        match hi {
+            Some(h) if mx < h && mx >= lo => hi = Some(mx),
+            None if mx >= lo => hi = Some(mx),
+            _ => {}
+        }
+    }
+    (lo, hi)
 }
 
 /// Estimates quantile `q` of a sparse log-scale histogram (file version 2: `[lo, hi, count]`,
@@ -156,20 +161,7 @@ pub fn log_histogram_percentile(buckets: &[(u64, Option<u64>, u64)], q: f64, min
                 Some(_) => Some(width.unwrap_or(0.0) / (blo.max(1) as f64)),
                 None => None,
             };
-            let mut lo = blo as f64;
-            let mut hi = bhi.map(|h| h as f64 + 1.0);
-            if let Some(mn) = min_ns.filter(|v| *v >= 0).map(|v| v as f64) {
-                if mn > lo && hi.is_none_or(|h| mn < h) {
-                    lo = mn;
-                }
-            }
-            if let Some(mx) = max_ns.filter(|v| *v >= 0).map(|v| v as f64) {
-                match hi {
-                    Some(h) if mx < h && mx >= lo => hi = Some(mx),
-                    None if mx >= lo => hi = Some(mx),
-                    _ => {}
-                }
-            }
+            let (lo, hi) = tighten(blo as f64, bhi.map(|h| h as f64 + 1.0), min_ns, max_ns);
             let frac = ((rank - before) / c as f64).clamp(0.0, 1.0);
             let estimate = match hi {
                 Some(h) if bhi == Some(blo) => lo.min(h),
