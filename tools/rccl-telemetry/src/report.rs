@@ -82,6 +82,96 @@ fn histogram_svg(title: &str, hist: &[u64], width_ns: u64, w: u32, h: u32, color
     Ok(buf)
 }
 
+/// Where a latency sits on the log axis of [`log_histogram_svg`]: log10 of the ns (the axis
+/// starts at 1 ns; the exact 0 ns bucket is drawn as a thin bar there).
+fn log_x(ns: f64) -> f64 {
+    ns.max(1.0).log10()
+}
+
+/// The decades the log axis of a log-scale histogram spans, as (first, last) exponents of
+/// ten: from the decade of the lowest bucket to the one above the highest (at least one).
+pub fn log_axis_decades(buckets: &[crate::model::LogBucket]) -> (i32, i32) {
+    let lo = buckets.iter().filter(|b| b.2 > 0).map(|b| b.0).min().unwrap_or(1);
+    let hi = buckets.iter().filter(|b| b.2 > 0).map(|b| log_bucket_end(b)).fold(1.0f64, f64::max);
+    let a = (log_x(lo as f64).floor() as i32).max(0);
+    let b = (hi.log10().ceil() as i32).max(a + 1);
+    (a, b)
+}
+
+/// The right edge of a log-scale bucket's bar: one past its inclusive upper bound; the open
+/// last bucket is drawn 1/8 of its lower bound wide, like the buckets below it.
+fn log_bucket_end(b: &crate::model::LogBucket) -> f64 {
+    match b.1 {
+        Some(hi) => hi as f64 + 1.0,
+        None => b.0 as f64 * 1.125,
+    }
+}
+
+/// The tick labels of the log axis: one per power of ten.
+pub fn log_axis_labels(buckets: &[crate::model::LogBucket]) -> Vec<String> {
+    let (a, b) = log_axis_decades(buckets);
+    (a..=b).map(|e| fmt_ns(10f64.powi(e))).collect()
+}
+
+/// A bar chart of one log-scale histogram (share of completions per bucket) on a log latency
+/// axis, ticks at powers of ten; each bar spans its bucket's bounds.
+fn log_histogram_svg(title: &str, buckets: &[crate::model::LogBucket], w: u32, h: u32, color: RGBColor) -> DrawResult<String> {
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(e2s)?;
+        let total: u64 = buckets.iter().fold(0u64, |s, b| s.saturating_add(b.2)).max(1);
+        let shares: Vec<(f64, f64, f64)> =
+            buckets.iter().filter(|b| b.2 > 0).map(|b| (log_x(b.0 as f64), log_bucket_end(b).log10(), b.2 as f64 / total as f64 * 100.0)).collect();
+        let ymax = shares.iter().map(|s| s.2).fold(0.0f64, f64::max).max(1.0) * 1.1;
+        let (a, b) = log_axis_decades(buckets);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 14))
+            .margin(8)
+            // Room for the last decade's label, centred on the right edge.
+            .margin_right(24)
+            .x_label_area_size(34)
+            .y_label_area_size(44)
+            .build_cartesian_2d(a as f64..b as f64, 0f64..ymax)
+            .map_err(e2s)?;
+        // plotters' own ticks on this axis would fall on fractions of a decade: label each
+        // power of ten at its place instead.
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_desc("% of completions")
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .draw()
+            .map_err(e2s)?;
+        let font = ("sans-serif", 11).into_font().color(&BLACK);
+        for e in a..b {
+            // Unlabelled minor ticks at 2..9 times each power of ten.
+            for m in 2..10 {
+                let (px, py) = chart.backend_coord(&(e as f64 + (m as f64).log10(), 0.0));
+                root.draw(&PathElement::new(vec![(px, py), (px, py + 2)], BLACK)).map_err(e2s)?;
+            }
+        }
+        for e in a..=b {
+            let (px, py) = chart.backend_coord(&(e as f64, 0.0));
+            root.draw(&PathElement::new(vec![(px, py), (px, py + 4)], BLACK)).map_err(e2s)?;
+            root.draw(&Text::new(fmt_ns(10f64.powi(e)), (px, py + 6), font.pos(Pos::new(HPos::Center, VPos::Top)))).map_err(e2s)?;
+        }
+        chart
+            .draw_series(shares.iter().map(|(x0, x1, s)| {
+                // Narrow buckets (the exact ones below 16 ns) still get a visible bar.
+                let x1 = x1.max(x0 + 0.01);
+                Rectangle::new([(*x0, 0.0), (x1, *s)], color.filled())
+            }))
+            .map_err(e2s)?;
+        root.present().map_err(e2s)?;
+    }
+    Ok(buf)
+}
+
+/// What a log-scale histogram's figure says about where it came from.
+pub const LOG_HIST_LABEL: &str = "log-scale histogram (wqe_completion_log_histogram), relative error <= 12.5%";
+
 /// Devices x buckets: each row is one device's histogram, colour = share of its completions.
 /// The smallest of 1, 2, 5, 10, 20, 50, ... that is at least `min`.
 pub fn nice_step(min: f64) -> usize {
@@ -362,13 +452,28 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
 
     // Charts: latency.
     h.push_str("<h2 id=\"latency\">Completion latency</h2>\n");
-    for l in &s.latency {
+    if let Some(l) = &s.log_latency {
         figure(
             &mut h,
-            "latency-run",
-            &format!("All used devices, bucket width {}; the last bucket is open-ended.", fmt_ns(l.histogram_interval_ns as f64)),
-            histogram_svg(&format!("Whole run ({} devices)", l.devices), &l.histogram, l.histogram_interval_ns, 440, 260, BLUE),
+            "latency-run-log",
+            &format!(
+                "All {} used devices with a {LOG_HIST_LABEL}; log latency axis; the last bucket (from 16.1 s) is open-ended{}.",
+                l.devices,
+                if l.devices_without > 0 { format!("; {} devices without one are in the linear plot", l.devices_without) } else { String::new() }
+            ),
+            log_histogram_svg(&format!("Whole run, log-scale histogram ({} devices)", l.devices), &l.buckets, 440, 260, BLUE),
         );
+    }
+    // The linear plot stays for runs (or the part of a mixed run) without the log-scale one.
+    if s.log_latency.as_ref().is_none_or(|l| l.devices_without > 0) {
+        for l in &s.latency {
+            figure(
+                &mut h,
+                "latency-run",
+                &format!("All used devices, linear histogram (wqe_completion_histogram), bucket width {}; the last bucket is open-ended.", fmt_ns(l.histogram_interval_ns as f64)),
+                histogram_svg(&format!("Whole run ({} devices), bucket {}", l.devices, fmt_ns(l.histogram_interval_ns as f64)), &l.histogram, l.histogram_interval_ns, 440, 260, BLUE),
+            );
+        }
     }
     // Per-device: most of interest first (flagged, then by p99).
     let tail_flagged: BTreeSet<(String, Option<u32>)> =
@@ -385,10 +490,20 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         b.1.cmp(&a.1).then(p(b.0).total_cmp(&p(a.0)))
     });
     for (r, flagged) in devs.iter().take(6) {
+        let tail = if *flagged { ", flagged: latency tail" } else { "" };
+        if let (Some(lh), Some(ll)) = (&r.log_histogram, &r.log_latency) {
+            figure(
+                &mut h,
+                "latency-device-log",
+                &format!("{}:{} device {} ({}), {LOG_HIST_LABEL}, log latency axis; p99 {}{tail}", r.host, r.pid, r.device_id, r.roce_device, fmt_percentile(ll.get(0.99))),
+                log_histogram_svg(&format!("{}:{} dev {}, log-scale histogram", r.host, r.pid, r.device_id), lh, 440, 260, if *flagged { FLAG } else { BLUE }),
+            );
+            continue;
+        }
         figure(
             &mut h,
             "latency-device",
-            &format!("{}:{} device {} ({}), p99 {}{}", r.host, r.pid, r.device_id, r.roce_device, fmt_percentile(r.latency.get(0.99)), if *flagged { ", flagged: latency tail" } else { "" }),
+            &format!("{}:{} device {} ({}), linear histogram, bucket width {}; p99 {}{tail}", r.host, r.pid, r.device_id, r.roce_device, fmt_ns(r.histogram_interval_ns as f64), fmt_percentile(r.latency.get(0.99))),
             histogram_svg(
                 &format!("{}:{} dev {}", r.host, r.pid, r.device_id),
                 &r.histogram,
@@ -416,8 +531,9 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             &mut h,
             "latency-heatmap",
             &format!(
-                "{shown} devices in rank order{}; log colour scale; devices with a flagged latency tail in red.",
-                if shown < devs.len() { format!(" (first {shown} of {})", devs.len()) } else { String::new() }
+                "{shown} devices in rank order{}, linear histogram (wqe_completion_histogram), bucket width {}; log colour scale; devices with a flagged latency tail in red.",
+                if shown < devs.len() { format!(" (first {shown} of {})", devs.len()) } else { String::new() },
+                fmt_ns(*w as f64)
             ),
             heatmap_svg(&rows, *w),
         );

@@ -102,6 +102,9 @@ pub struct DeviceRow {
     /// From the log-scale histogram, when the file has one (version 2).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_latency: Option<Latency>,
+    /// The device's log-scale histogram (sum over its channels), for the report's plots.
+    #[serde(skip)]
+    pub log_histogram: Option<Vec<LogBucket>>,
     /// Hardware counters (other than the traffic deltas) that moved on this device.
     pub hw_counters_moved: usize,
 }
@@ -212,6 +215,7 @@ fn device_row(path: &str, f: &TelemetryFile, d: &Device) -> DeviceRow {
         histogram_interval_ns: f.histogram_interval_ns,
         latency: Latency::of(&hist, f.histogram_interval_ns, mn, mx),
         log_latency: d.log_histogram().map(|h| Latency::of_log(&h, mn, mx)),
+        log_histogram: d.log_histogram(),
         histogram: hist,
         hw_counters_moved: d
             .hw_counters

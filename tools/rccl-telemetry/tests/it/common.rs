@@ -56,6 +56,39 @@ pub fn gen(o: GenOptions) -> GenRun {
     GenRun { dir, planted }
 }
 
+/// Turns a generated run's files into version 2: each channel's linear buckets moved into
+/// log-scale buckets at their midpoints (the open last bucket's completions at the channel's
+/// max), as the library's `wqe_completion_log_histogram` would hold them.
+pub fn to_version2(g: &GenRun) {
+    use rccl_telemetry::loghist::{bucket_bounds, clamp_index, LOG_BUCKETS};
+    use serde_json::Value;
+    for p in g.files() {
+        let mut v: Value = serde_json::from_slice(&std::fs::read(&p).expect("read")).expect("json");
+        let w = v["histogram_interval_ns"].as_u64().unwrap();
+        v["version"] = 2.into();
+        for d in v["devices"].as_array_mut().unwrap() {
+            for c in d["channels"].as_array_mut().unwrap() {
+                let mut counts = [0u64; LOG_BUCKETS];
+                let lin = c["wqe_completion_histogram"].as_array().unwrap().clone();
+                let max = c["wqe_completion_ns_max"].as_i64().unwrap();
+                for (b, n) in lin.iter().enumerate() {
+                    let ns = if b + 1 == lin.len() && max >= 0 { max as u64 } else { b as u64 * w + w / 2 };
+                    counts[clamp_index(ns, LOG_BUCKETS)] += n.as_u64().unwrap();
+                }
+                let sparse: Vec<Value> = (0..LOG_BUCKETS)
+                    .filter(|&i| counts[i] > 0)
+                    .map(|i| {
+                        let (lo, hi) = bucket_bounds(i);
+                        serde_json::json!([lo, if i + 1 < LOG_BUCKETS { Value::from(hi) } else { Value::Null }, counts[i]])
+                    })
+                    .collect();
+                c["wqe_completion_log_histogram"] = Value::Array(sparse);
+            }
+        }
+        std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+    }
+}
+
 /// Is an external program on PATH?
 pub fn have(program: &str) -> bool {
     Command::new("sh").arg("-c").arg(format!("command -v {program} >/dev/null 2>&1")).status().is_ok_and(|s| s.success())

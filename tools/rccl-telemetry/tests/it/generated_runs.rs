@@ -115,34 +115,8 @@ fn latency_tail_is_found_with_sampled_histograms() {
 /// says so, and still finds the tail on the planted rank only.
 #[test]
 fn latency_tail_is_found_in_the_log_scale_histogram() {
-    use rccl_telemetry::loghist::{bucket_bounds, clamp_index, LOG_BUCKETS};
     let g = gen(GenOptions { ranks: 64, seed: 5, plants: vec!["tail".into()], ..Default::default() });
-    for p in g.files() {
-        let mut v: Value = serde_json::from_slice(&std::fs::read(&p).expect("read")).expect("json");
-        let w = v["histogram_interval_ns"].as_u64().unwrap();
-        v["version"] = 2.into();
-        for d in v["devices"].as_array_mut().unwrap() {
-            for c in d["channels"].as_array_mut().unwrap() {
-                let mut counts = [0u64; LOG_BUCKETS];
-                let lin = c["wqe_completion_histogram"].as_array().unwrap().clone();
-                let max = c["wqe_completion_ns_max"].as_i64().unwrap();
-                for (b, n) in lin.iter().enumerate() {
-                    // The open last bucket's completions at the channel's max, the rest mid-bucket.
-                    let ns = if b + 1 == lin.len() && max >= 0 { max as u64 } else { b as u64 * w + w / 2 };
-                    counts[clamp_index(ns, LOG_BUCKETS)] += n.as_u64().unwrap();
-                }
-                let sparse: Vec<Value> = (0..LOG_BUCKETS)
-                    .filter(|&i| counts[i] > 0)
-                    .map(|i| {
-                        let (lo, hi) = bucket_bounds(i);
-                        serde_json::json!([lo, if i + 1 < LOG_BUCKETS { Value::from(hi) } else { Value::Null }, counts[i]])
-                    })
-                    .collect();
-                c["wqe_completion_log_histogram"] = Value::Array(sparse);
-            }
-        }
-        std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
-    }
+    to_version2(&g);
     let out = run(&["outliers", "--json", g.arg()]);
     let report: Value = serde_json::from_slice(&out.stdout).expect("json");
     let p = &g.planted[0];

@@ -12,5 +12,6 @@ mod library_files;
 mod mixed_formats;
 mod prom_shared;
 mod report_axes;
+mod report_log_axis;
 mod report_render;
 mod terminal_tables;
