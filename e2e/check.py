@@ -21,7 +21,7 @@ SCHEMA = os.path.join(ROOT, "schema", "rccl_telemetry.schema.json")
 QP_COUNTERS = ["num_wqe_sent", "num_recv_wqe", "num_wqe_rcvd", "num_wqe_completed", "num_cts_sent",
                "num_cts_sent_signalled", "num_cts_sent_unsignalled", "num_slot_miss", "num_write_wqe",
                "num_write_imm_wqe"]
-LATENCY_KEYS = {"wqe_completion_histogram", "wqe_completion_ns_min", "wqe_completion_ns_max",
+LATENCY_KEYS = {"wqe_completion_histogram", "wqe_completion_log_histogram", "wqe_completion_ns_min", "wqe_completion_ns_max",
                 "num_wqe_sampled", "latency_sample_interval"}
 
 # Hardware keys (src/hw/vocab.rs). For rxe: delta_{tx,rx}_packets <- hw_counters
