@@ -63,6 +63,18 @@ impl Latency {
 }
 
 /// Formats a percentile for a table cell.
+/// `p50 ..  p90 ..  p99 ..  p99.9 ..  max ..` of a run's latency, as the summary prints it.
+fn percentiles_line(l: &Latency) -> String {
+    format!(
+        "p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+        fmt_percentile(l.get(0.5)),
+        fmt_percentile(l.get(0.9)),
+        fmt_percentile(l.get(0.99)),
+        fmt_percentile(l.get(0.999)),
+        l.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
+    )
+}
+
 pub fn fmt_percentile(p: Option<&Percentile>) -> String {
     match p {
         None => "-".into(),
@@ -520,32 +532,27 @@ pub fn render_text_layout(s: &Summary, layout: Layout) -> String {
         line(&mut out, format!("hw_samples: {} kept, {} dropped", s.hw_samples, s.hw_samples_dropped));
     }
     if let Some(l) = &s.log_latency {
-        line(&mut out, format!(
-            "Latency (log-scale histogram, within {:.1}%, {} devices{}, {} sampled completions): p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
-            l.latency.max_relative_error().unwrap_or(0.125) * 100.0,
-            l.devices,
-            if l.devices_without > 0 { format!(" ({} more without one)", l.devices_without) } else { String::new() },
-            fmt_count(l.latency.samples),
-            fmt_percentile(l.latency.get(0.5)),
-            fmt_percentile(l.latency.get(0.9)),
-            fmt_percentile(l.latency.get(0.99)),
-            fmt_percentile(l.latency.get(0.999)),
-            l.latency.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
-        ));
+        line(
+            &mut out,
+            format!(
+                "Latency (log-scale histogram, within {:.1}%, {} devices{}, {} sampled completions): {}",
+                l.latency.max_relative_error().unwrap_or(0.125) * 100.0,
+                l.devices,
+                if l.devices_without > 0 { format!(" ({} more without one)", l.devices_without) } else { String::new() },
+                fmt_count(l.latency.samples),
+                percentiles_line(&l.latency),
+            ),
+        );
     }
     for l in &s.latency {
         line(
             &mut out,
             format!(
-                "Latency (bucket {}, {} devices, {} sampled completions): p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+                "Latency (bucket {}, {} devices, {} sampled completions): {}",
                 fmt_ns(l.histogram_interval_ns as f64),
                 l.devices,
                 fmt_count(l.latency.samples),
-                fmt_percentile(l.latency.get(0.5)),
-                fmt_percentile(l.latency.get(0.9)),
-                fmt_percentile(l.latency.get(0.99)),
-                fmt_percentile(l.latency.get(0.999)),
-                l.latency.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
+                percentiles_line(&l.latency),
             ),
         );
     }
