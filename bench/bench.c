@@ -543,6 +543,62 @@ static int child_pollts(const char* cfg, int reps, int nreq) {
   return 0;
 }
 
+/* ------------------------------------------------------------------ child: log-scale histogram, paired in-process */
+
+/*
+ * The log-scale histogram's cost per sampled completion, paired batch by batch in one process:
+ * the latency family (PostTs + QpWqeComplete) on a channel whose QP slots record into its
+ * log-scale histogram against the same loop on a channel whose slots do not, beside the no-hook
+ * loop, interleaved like child_hot. The second channel's slots get their histogram address
+ * cleared (role bits kept), which is what RCCL_TELEMETRY_LOG_HISTOGRAM=0 leaves in every slot,
+ * so the hot path runs exactly the seed-only code there. `swap` (0/1) picks which of the two
+ * channels loses its histogram, so the drivers' alternate rounds cancel placement effects.
+ * Separate children (the loghist_* rows) compare the configurations as a user sets them, but a
+ * child lands in either of this VM's speed phases, which moves its figures by more than 1 ns;
+ * batches 2048 WQEs apart in one process share the phase.
+ */
+enum { LP_NONE, LP_WITH, LP_WITHOUT, LP_COUNT };
+static int child_logpair(const char* cfg, int reps, int nreq, int swap) {
+  int here = sched_getcpu();
+  if (here >= 0) pin_self(here);
+  if (rcclTelemetryInit() != 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  refTelemetryInit(0, 1, 5, 30000);
+  lib_register(0);
+  LoopFn fn[LP_COUNT] = {loop_none, loop_lib_lat, loop_lib_lat};
+  Ctx* ctx[LP_COUNT];
+  ctx[LP_NONE] = ctx_new(0, 0);
+  ctx[LP_WITH] = ctx_new(0, 1 + (swap & 1));
+  ctx[LP_WITHOUT] = ctx_new(0, 2 - (swap & 1));
+  ctx_attach_lib(ctx[LP_WITH]);
+  ctx_attach_lib(ctx[LP_WITHOUT]);
+  int cleared = 0, recording = 1;
+#ifdef RCCL_TELEMETRY_INLINE_HOOKS
+  for (int j = 0; j < BENCH_QPS; j++) {
+    rcclTelemetryQp_* w = (rcclTelemetryQp_*)(void*)ctx[LP_WITH]->lqp[j];
+    rcclTelemetryQp_* o = (rcclTelemetryQp_*)(void*)ctx[LP_WITHOUT]->lqp[j];
+    if (!w || !o) continue;
+    recording &= __atomic_load_n(&w->log_role, __ATOMIC_RELAXED) > 63;
+    __atomic_store_n(&o->log_role, __atomic_load_n(&o->log_role, __ATOMIC_RELAXED) & 63, __ATOMIC_RELAXED);
+    cleared++;
+  }
+#endif
+  /* without the inline hooks (or telemetry off) there is nothing to pair: print no samples */
+  if (cleared != BENCH_QPS || !recording) reps = 0;
+  double* all = malloc(sizeof(double) * LP_COUNT * (size_t)(reps > 0 ? reps : 1));
+  if (!all) die("malloc");
+  time_rotated(fn, ctx, LP_COUNT, reps, nreq, all);
+  for (int rep = 0; rep < reps; rep++) {
+    const double* t = all + rep * LP_COUNT;
+    printf("S lp.with.%s %.4f\n", cfg, t[LP_WITH] - t[LP_NONE]);
+    printf("S lp.without.%s %.4f\n", cfg, t[LP_WITHOUT] - t[LP_NONE]);
+    printf("S lp.added.%s %.4f\n", cfg, t[LP_WITH] - t[LP_WITHOUT]);
+  }
+  free(all);
+  printf("M sink %llu\n", (unsigned long long)((ctx[LP_WITH]->sink + ctx[LP_WITHOUT]->sink) & 0xffff));
+  fflush(stdout);
+  return 0;
+}
+
 /* ------------------------------------------------------------------ child: 2 threads */
 
 typedef struct Worker {
@@ -1310,6 +1366,8 @@ static int child_main(int argc, char** argv) {
   if (strcmp(mode, "breakdown") == 0 && argc >= 6)
     return child_breakdown(argv[3], atoi(argv[4]), atoi(argv[5]));
   if (strcmp(mode, "pollts") == 0 && argc >= 6) return child_pollts(argv[3], atoi(argv[4]), atoi(argv[5]));
+  if (strcmp(mode, "logpair") == 0 && argc >= 7)
+    return child_logpair(argv[3], atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
   if (strcmp(mode, "scale") == 0 && argc >= 5) return child_scale(atoi(argv[3]), atoi(argv[4]));
   if (strcmp(mode, "flush") == 0 && argc >= 8)
     return child_flush(argv[3], atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), atoi(argv[7]));
@@ -1428,6 +1486,9 @@ static const char* const kLogEnv[2][4] = {
     {"RCCL_TELEMETRY_ENABLE=1", "RCCL_TELEMETRY_LATENCY_SAMPLE=1", "RCCL_TELEMETRY_LOG_HISTOGRAM=0", NULL},
     {"RCCL_TELEMETRY_ENABLE=1", "RCCL_TELEMETRY_LATENCY_SAMPLE=16", "RCCL_TELEMETRY_LOG_HISTOGRAM=0", NULL}};
 
+static const char* const kLogWithEnv[2][3] = {{"RCCL_TELEMETRY_ENABLE=1", "RCCL_TELEMETRY_LATENCY_SAMPLE=1", NULL},
+                                              {"RCCL_TELEMETRY_ENABLE=1", "RCCL_TELEMETRY_LATENCY_SAMPLE=16", NULL}};
+
 static void loghist_round(int r, const char* reps_s, const char* nreq_s, const char* breps_s) {
   for (int k = 0; k < 2; k++) {
     int c = (r + k) % 2;
@@ -1435,6 +1496,9 @@ static void loghist_round(int r, const char* reps_s, const char* nreq_s, const c
     run_child(kLogEnv[c], a);
     const char* b[] = {"breakdown", kLogCfg[c], breps_s, nreq_s, NULL};
     run_child(kLogEnv[c], b);
+    /* both in one process (child_logpair); alternate rounds swap the two channels' roles */
+    const char* lp[] = {"logpair", kLogWith[c], breps_s, nreq_s, (r & 1) ? "1" : "0", NULL};
+    run_child(kLogWithEnv[c], lp);
   }
 }
 
@@ -1462,7 +1526,11 @@ static Stats paired_delta(const char* with, const char* without, const char* out
 typedef struct LogFig {
   double with_mix, without_mix, with_lat, without_lat;
   Stats d_mix, d_lat;
-  double per_sampled; /* added ns per sampled completion */
+  double per_sampled; /* added ns per sampled completion, separate children */
+  /* the latency family paired batch by batch in one process (child_logpair) */
+  double ip_with, ip_without;
+  Stats ip_child, ip_all; /* added ns per WQE: the children's medians, and every pair */
+  double ip_per_sampled;
 } LogFig;
 
 static LogFig loghist_figures(int c) {
@@ -1484,6 +1552,15 @@ static LogFig loghist_figures(int c) {
   f.without_lat = child_median(b);
   f.d_lat = paired_delta(a, b, o);
   f.per_sampled = f.d_lat.median * (c == 0 ? 1 : 16);
+  snprintf(a, sizeof a, "lp.with.%s", kLogWith[c]);
+  f.ip_with = child_median(a);
+  snprintf(a, sizeof a, "lp.without.%s", kLogWith[c]);
+  f.ip_without = child_median(a);
+  snprintf(a, sizeof a, "lp.added.%s", kLogWith[c]);
+  snprintf(b, sizeof b, "cm.lp.added.%s", kLogWith[c]);
+  f.ip_child = stats(b);
+  f.ip_all = stats(a);
+  f.ip_per_sampled = f.ip_child.median * (c == 0 ? 1 : 16);
   done[c] = 1;
   cache[c] = f;
   return f;
@@ -1503,9 +1580,20 @@ static void loghist_print(void) {
            f.without_lat, f.d_lat.median, f.d_lat.p25, f.d_lat.p75, f.per_sampled,
            c == 0 ? " (every completion sampled)" : " (x16: 1 in 16 sampled; noise x16 too)");
   }
+  printf("  the same family paired batch by batch in one process (child_logpair: a channel whose slots record\n"
+         "  the log-scale histogram and one whose slots do not, as with RCCL_TELEMETRY_LOG_HISTOGRAM=0):\n");
+  for (int c = 0; c < 2; c++) {
+    LogFig f = loghist_figures(c);
+    printf("  %s PostTs + QpWqeComplete, 1 process %8.2f %9.2f %+8.2f children [%+.2f .. %+.2f], all pairs [%+.2f .. "
+           "%+.2f]  %+.2f ns\n",
+           c == 0 ? "N=1 " : "N=16", f.ip_with, f.ip_without, f.ip_child.median, f.ip_child.min, f.ip_child.max,
+           f.ip_all.p25, f.ip_all.p75, f.ip_per_sampled);
+  }
   LogFig f1 = loghist_figures(0);
-  printf("  target: added cost per sampled completion <= 1 ns (N=1, PostTs + QpWqeComplete): %.2f ns, %s\n",
-         f1.per_sampled, !isfinite(f1.per_sampled) ? "NOT MEASURED" : f1.per_sampled <= 1.0 ? "met" : "MISSED");
+  printf("  target: added cost per sampled completion <= 1 ns (N=1, PostTs + QpWqeComplete, paired in one\n"
+         "  process): %.2f ns, %s (separate children: %.2f ns)\n",
+         f1.ip_per_sampled, !isfinite(f1.ip_per_sampled) ? "NOT MEASURED" : f1.ip_per_sampled <= 1.0 ? "met" : "MISSED",
+         f1.per_sampled);
   const char* sz[2][2] = {{"small", "small_nolog"}, {"big", "big_nolog"}};
   const char* names[2] = {"8x64x16", "32x512x16"};
   for (int s = 0; s < 2; s++) {
@@ -1531,11 +1619,19 @@ static void loghist_json(Json* j) {
     j_num(j, "lat_seed_only_ns_per_wqe", f.without_lat);
     j_stats(j, "lat_added_ns_per_wqe_paired", f.d_lat);
     j_num(j, "added_ns_per_sampled_completion", f.per_sampled);
+    j_open(j, "one_process", '{');
+    j_num(j, "lat_both_ns_per_wqe", f.ip_with);
+    j_num(j, "lat_seed_only_ns_per_wqe", f.ip_without);
+    j_stats(j, "lat_added_ns_per_wqe_child_medians", f.ip_child);
+    j_stats(j, "lat_added_ns_per_wqe_all_pairs", f.ip_all);
+    j_num(j, "added_ns_per_sampled_completion", f.ip_per_sampled);
+    j_close(j, '}');
     j_close(j, '}');
   }
   LogFig f1 = loghist_figures(0);
   j_num(j, "target_added_ns_per_sampled_completion", 1.0);
-  j_bool(j, "target_met", isfinite(f1.per_sampled) && f1.per_sampled <= 1.0);
+  j_str(j, "target_measured_by", "enabled_n1.one_process.added_ns_per_sampled_completion");
+  j_bool(j, "target_met", isfinite(f1.ip_per_sampled) && f1.ip_per_sampled <= 1.0);
   const char* sz[4] = {"small", "small_nolog", "big", "big_nolog"};
   for (int s = 0; s < 4; s++) {
     char k[64], name[64];

@@ -231,9 +231,17 @@ static int run(uint64_t seed) {
 
 /* The header's log-scale bucket index of every value 0..2^16, of every edge of every bucket
  * (each value 2^k * m for m in 8..16, and one below and above), of the largest values and of
- * 50,000 pseudo-random values spread over every magnitude: "value index" lines, for
- * rust_tests/c_abi.rs to compare with the library's loghist::clamp_index. */
-static void log_line(uint64_t v) { printf("%llu %u\n", (unsigned long long)v, rcclTelemetryLogIndex_(v)); }
+ * 50,000 pseudo-random values spread over every magnitude: "value index raw" lines, for
+ * rust_tests/c_abi.rs to compare with the library's loghist::clamp_index (index: the stored
+ * bucket, clamped) and loghist::bucket_index (raw: the unclamped index the sampled path takes
+ * for a latency below 2^32 ns, defined below 2^61; "-" above). */
+static void log_line(uint64_t v) {
+  if (v < (1ull << 61))
+    printf("%llu %u %llu\n", (unsigned long long)v, rcclTelemetryLogIndex_(v),
+           (unsigned long long)rcclTelemetryLogIndexRaw_(v));
+  else
+    printf("%llu %u -\n", (unsigned long long)v, rcclTelemetryLogIndex_(v));
+}
 static int log_index(void) {
   for (uint64_t v = 0; v <= 65536; v++) log_line(v);
   for (unsigned k = 0; k < 61; k++)

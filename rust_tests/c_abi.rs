@@ -191,15 +191,30 @@ fn inline_log_index_matches_the_library() {
     let text = String::from_utf8(o.stdout).unwrap();
     let mut n = 0;
     let mut seen = std::collections::BTreeSet::new();
+    let mut raw_checked = 0;
     for l in text.lines() {
-        let (v, i) = l.split_once(' ').unwrap();
-        let (v, i): (u64, usize) = (v.parse().unwrap(), i.parse().unwrap());
+        let f: Vec<&str> = l.split(' ').collect();
+        assert_eq!(f.len(), 3, "line {l:?}");
+        let (v, i): (u64, usize) = (f[0].parse().unwrap(), f[1].parse().unwrap());
         let want = rccl_telemetry::loghist::clamp_index(v, rccl_telemetry::loghist::LOG_BUCKETS);
         assert_eq!(i, want, "value {v}: the header says bucket {i}, the library {want}");
+        // The unclamped form the sampled path uses below 2^32 ns (no clamp there).
+        if v < 1 << 61 {
+            let raw: usize = f[2].parse().unwrap();
+            let want = rccl_telemetry::loghist::bucket_index(v);
+            assert_eq!(raw, want, "value {v}: the header's raw index is {raw}, the library's {want}");
+            if v <= u64::from(u32::MAX) {
+                assert_eq!(raw, i, "value {v} below 2^32 ns needs no clamp");
+            }
+            raw_checked += 1;
+        } else {
+            assert_eq!(f[2], "-", "line {l:?}");
+        }
         seen.insert(i);
         n += 1;
     }
     assert!(n > 100_000, "{n} values");
+    assert!(raw_checked > 100_000, "{raw_checked} raw values");
     assert_eq!(seen.len(), rccl_telemetry::loghist::LOG_BUCKETS, "every stored bucket was reached");
 }
 

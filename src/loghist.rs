@@ -235,6 +235,16 @@ mod tests {
     }
 
     #[test]
+    fn stored_range_edges() {
+        // The header's sampled path indexes a latency below 2^32 ns without clamping: every
+        // such value lies below the last stored bucket, whose start the clamp uses.
+        assert!(bucket_index(u64::from(u32::MAX)) < LOG_BUCKETS - 1);
+        assert_eq!(bucket_bounds(LOG_BUCKETS - 1).0, 15 << 30, "the header's RCCL_TELEMETRY_LOG_LAST_NS_");
+        assert_eq!(clamp_index(15 << 30, LOG_BUCKETS), LOG_BUCKETS - 1);
+        assert_eq!(clamp_index((15 << 30) - 1, LOG_BUCKETS), LOG_BUCKETS - 2);
+    }
+
+    #[test]
     fn exhaustive_small_values() {
         for v in 0..=(1u64 << 20) {
             check(v);

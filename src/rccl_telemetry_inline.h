@@ -158,29 +158,70 @@ static inline void rcclTelemetryQpSlotMiss_inline_(RcclQpStats *qp) {
   rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
   if (q) RCCL_TELEMETRY_ADD_(q->slot_miss, 1);
 }
-/* The log-scale bucket of a latency in ns: for ns >= 16, shift = (highest set bit) - 3  */
-/* and the index is 8 * shift + (ns >> shift), so every bucket is at most 1/8 of its lower  */
-/* bound wide; below 16 the index is ns itself. A clz, a shift and an add; no division.    */
-static inline unsigned rcclTelemetryLogIndex_(uint64_t ns) {
-  unsigned shift = 60u - RCCL_TELEMETRY_AS_(unsigned, __builtin_clzll(ns | 15u));
-  uint64_t i = RCCL_TELEMETRY_AS_(uint64_t, shift) * 8u + (ns >> shift);
-  return i < 255u ? RCCL_TELEMETRY_AS_(unsigned, i) : 255u;
+/* The log-scale bucket of a latency in ns below 2^61 (unclamped, up to 471): for ns >= 16, */
+/* h = the highest set bit and the index is 8 * (h - 3) + (ns >> (h - 3)), so every bucket  */
+/* is at most 1/8 of its lower bound wide; below 16 the index is ns itself. Computed as      */
+/* 8 * h + ((ns << 3) >> h) - 24: a bsr/clz, a shift and two adds, no division.             */
+static inline uint64_t rcclTelemetryLogIndexRaw_(uint64_t ns) {
+  uint64_t h;
+#if defined(__x86_64__)
+  __asm__("bsrq %1, %0" : "=r"(h) : "r"(ns | 15u) : "cc"); /* 63 - clz without a zero-extension */
+#else
+  h = 63u - RCCL_TELEMETRY_AS_(uint64_t, RCCL_TELEMETRY_AS_(unsigned, __builtin_clzll(ns | 15u)));
+#endif
+  return h * 8u + ((ns << 3) >> h) - 24u;
 }
-/* The latency of a sampled completion: ns since the token, its bucket in the seed's      */
-/* histogram and in the channel's log-scale one, min and max.                             */
+/* Bucket 255, the last one stored, starts at 15 << 30 ns (16.1 s) and holds everything longer. */
+#define RCCL_TELEMETRY_LOG_LAST_NS_ (RCCL_TELEMETRY_AS_(uint64_t, 15) << 30)
+/* The stored bucket of any latency in ns: 0..255. */
+static inline unsigned rcclTelemetryLogIndex_(uint64_t ns) {
+  return RCCL_TELEMETRY_AS_(unsigned, rcclTelemetryLogIndexRaw_(ns < RCCL_TELEMETRY_LOG_LAST_NS_ ? ns : RCCL_TELEMETRY_LOG_LAST_NS_));
+}
+/* Adds 1 to a counter only the calling thread writes: one add to memory on x86-64 (a single */
+/* aligned 8-byte store, as atomic to readers as the relaxed store it replaces).              */
+#if defined(__x86_64__)
+#define RCCL_TELEMETRY_INC_(x) __asm__ __volatile__("addq $1, %0" : "+m"(x))
+#else
+#define RCCL_TELEMETRY_INC_(x) RCCL_TELEMETRY_ADD_(x, 1)
+#endif
+/* Whether the calling thread owns the histogram: its owner word against the thread pointer, */
+/* compared straight from %fs:0 on x86-64 (one load and one compare).                       */
+static inline int rcclTelemetryOwnsLog_(const rcclTelemetryLog_ *lh) {
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+  int eq;
+  __asm__("cmpq %%fs:0, %1" : "=@ccz"(eq) : "r"(RCCL_TELEMETRY_LD_(lh->owner)));
+  return eq;
+#else
+  return RCCL_TELEMETRY_LD_(lh->owner) == rcclTelemetryThreadPointer_();
+#endif
+}
+/* Counts bucket li of the channel histogram whose log_role word is lr (> 63): inline when the */
+/* calling thread owns it, else through the library.                                          */
+static inline void rcclTelemetryLogRecord_(uint64_t lr, uint64_t li) {
+  __asm__("" : "+r"(lr)); /* keeps the masking below off the path of a slot without a histogram */
+  rcclTelemetryLog_ *lh = RCCL_TELEMETRY_INT_PTR_(rcclTelemetryLog_ *, lr & ~RCCL_TELEMETRY_AS_(uint64_t, 63));
+  if (__builtin_expect(rcclTelemetryOwnsLog_(lh), 1)) RCCL_TELEMETRY_INC_(lh->counts[li]);
+  else rcclTelemetryLogAdd_(lh, li);
+}
+/* The latency of a sampled completion: ns since the token, its bucket in the channel's    */
+/* log-scale histogram (when it records one) and in the seed's histogram, min and max.     */
 /* nowTs is the clock reading the completion's time is measured to (its poll's, or now). */
 static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs, int64_t nowTs) {
   __extension__ typedef unsigned __int128 u128_;
   uint64_t now = RCCL_TELEMETRY_AS_(uint64_t, nowTs), ts = RCCL_TELEMETRY_AS_(uint64_t, postTs);
   uint64_t dt = now > ts ? now - ts : 0;
   /* ns = (dt * ns_mult) >> 32, saturated; one 64-bit multiply when it cannot overflow
-   * (dt below 2^32 ticks, a clock of at least 1 tick per ns: every TSC, and ns tokens). */
+   * (dt below 2^32 ticks, a clock of at least 1 tick per ns: every TSC, and ns tokens).
+   * There ns is below 2^32, so its log-scale bucket (<= 239) needs no clamp. */
   uint64_t mult = RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.ns_mult), ns;
+  uint64_t lr = RCCL_TELEMETRY_LD_(q->log_role);
   if (__builtin_expect((dt >> 32) == 0 && mult <= (RCCL_TELEMETRY_AS_(uint64_t, 1) << 32), 1)) {
     ns = (dt * mult) >> 32;
+    if (__builtin_expect(lr > 63u, 1)) rcclTelemetryLogRecord_(lr, rcclTelemetryLogIndexRaw_(ns));
   } else {
     u128_ p = RCCL_TELEMETRY_AS_(u128_, dt) * mult;
     ns = (p >> 96) ? UINT64_MAX : RCCL_TELEMETRY_AS_(uint64_t, p >> 32);
+    if (lr > 63u) rcclTelemetryLogRecord_(lr, rcclTelemetryLogIndex_(ns));
   }
   uint64_t shift = RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.div_shift), b = ns;
   if (shift) {
@@ -189,12 +230,6 @@ static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs, in
   }
   uint64_t last = RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.last_bucket);
   RCCL_TELEMETRY_ADD_(q->hist[(b < last ? b : last) & 15], 1);
-  rcclTelemetryLog_ *lh = RCCL_TELEMETRY_INT_PTR_(rcclTelemetryLog_ *, RCCL_TELEMETRY_LD_(q->log_role) & ~RCCL_TELEMETRY_AS_(uint64_t, 63));
-  if (lh) {
-    unsigned li = rcclTelemetryLogIndex_(ns);
-    if (RCCL_TELEMETRY_LD_(lh->owner) == rcclTelemetryThreadPointer_()) RCCL_TELEMETRY_ADD_(lh->counts[li], 1);
-    else rcclTelemetryLogAdd_(lh, li);
-  }
   if (~ns > RCCL_TELEMETRY_LD_(q->lat_min_inv)) __atomic_store_n(&q->lat_min_inv, ~ns, __ATOMIC_RELAXED);
   if (ns > RCCL_TELEMETRY_LD_(q->lat_max)) __atomic_store_n(&q->lat_max, ns, __ATOMIC_RELAXED);
 }
