@@ -82,15 +82,19 @@ static int g_nctx; /* entries in use or used before (a high-water mark) */
 /* QP records by device and qp_num: two-level, pages allocated on demand, never freed. */
 static struct rqp **g_qpn[32][RADIX];
 
-/* One send WR outstanding on a QP's send queue, in posting order. gs/gu: how many signalled
- * and unsignalled WRs had gone untracked (record full) when this one was recorded. */
+/* One send WR outstanding on a QP's send queue, in posting order. gap: how many signalled
+ * (high half) and unsignalled (low half) WRs had gone untracked (record full) when this one
+ * was recorded, each modulo 2^32. */
 struct ent {
   uint64_t wr_id;
   int64_t token;  /* signalled: PostTs token (1 unsampled, > 1 a clock reading, 0 no slot) */
-  uint32_t gs, gu;
+  uint64_t gap;
   uint32_t flags; /* ENT_SIG, ENT_VOID (atomic: a refused post voids entries it published) */
   uint32_t pad_;
 };
+#define GAP_S(g) ((uint32_t)((g) >> 32))
+#define GAP_U(g) ((uint32_t)(g))
+#define GAP(s, u) (((uint64_t)(uint32_t)(s) << 32) | (uint32_t)(u))
 #define ENT_SIG 1u
 #define ENT_VOID 2u
 
@@ -108,7 +112,7 @@ struct side {
   int busy;        /* the owner is inside its lock-free section */
   int shared;      /* every user takes the lock */
   int lock;
-} __attribute__((aligned(64)));
+};
 /* One pending WR of an ibv_wr_start ... ibv_wr_complete session. */
 struct pend {
   uint64_t bytes, wr_id;
@@ -130,14 +134,14 @@ struct rqp {
   uint64_t recv_out; /* receives posted and not completed (atomic) */
   /* Posting side: the record's tail (published with release after its entries), the WRs
    * that found the record full (monotonic; entries snapshot them). */
-  struct side ps;
+  struct side ps __attribute__((aligned(64)));
   uint64_t tail;
-  uint32_t gs_total, gu_total;
+  uint64_t gap_total;
   /* Completing side: the record's head (published with release once an entry is read), the
    * untracked WRs accounted for so far. */
-  struct side cs;
+  struct side cs __attribute__((aligned(64)));
   uint64_t head;
-  uint32_t gs_done, gu_done;
+  uint64_t gap_done;
   /* ibv_qp_ex builders: the provider's, and the session being built. */
   struct ibv_qp_ex *qpx;
   struct ibv_qp_ex orig_qpx;
@@ -406,11 +410,14 @@ static int start(void) {
 }
 
 static inline int on(void) { return LD(g_state) == 1 && rcclTelemetryOn(); }
+/* In a wrapper of a patched table, where g_state is 1 already. */
+static inline int counting(void) { return rcclTelemetryOn(); }
 
 /* ------------------------------------------------------------------------------------ */
 /* Lookups                                                                              */
 
 static inline struct rctx *ctx_of(struct ibv_context *ctx) {
+  if (LIKELY(__atomic_load_n(&g_ctx[0].ctx, __ATOMIC_ACQUIRE) == ctx)) return &g_ctx[0];
   int n = __atomic_load_n(&g_nctx, __ATOMIC_ACQUIRE);
   for (int i = 0; i < n; i++)
     if (__atomic_load_n(&g_ctx[i].ctx, __ATOMIC_ACQUIRE) == ctx) return &g_ctx[i];
@@ -418,8 +425,7 @@ static inline struct rctx *ctx_of(struct ibv_context *ctx) {
 }
 
 static inline struct rqp *qp_by_num(int dev, uint32_t qpn) {
-  if ((unsigned)dev >= 32) return NULL;
-  struct rqp **page = __atomic_load_n(&g_qpn[dev][(qpn >> 12) & (RADIX - 1)], __ATOMIC_ACQUIRE);
+  struct rqp **page = __atomic_load_n(&g_qpn[dev & 31][(qpn >> 12) & (RADIX - 1)], __ATOMIC_ACQUIRE);
   return page ? __atomic_load_n(&page[qpn & (RADIX - 1)], __ATOMIC_ACQUIRE) : NULL;
 }
 
@@ -436,7 +442,7 @@ static inline struct rqp *qp_rec(struct ibv_qp *qp) {
 static struct rqp *g_qpc[QPC];
 static inline unsigned qpc_slot(const void *p) {
   uintptr_t a = (uintptr_t)p;
-  return (unsigned)((a >> 6) ^ (a >> 18)) & (QPC - 1);
+  return (unsigned)(a >> 6) & (QPC - 1);
 }
 static inline struct rqp *qp_cached(struct ibv_qp *qp) {
   struct rqp *r = LD(g_qpc[qpc_slot(qp)]);
@@ -455,24 +461,32 @@ static inline struct rcq *cq_rec(struct rctx *c, struct ibv_cq_ex *cq) {
 /* ------------------------------------------------------------------------------------ */
 /* Counting                                                                             */
 
-/* The calling thread's own stripe of device dev, or NULL (then the library's calls count). */
-static inline rcclTelemetryStripe_ *own_stripe(int dev, uintptr_t tp) {
+/* The calling thread's own stripe of device dev, or NULL (then the library's calls count).
+ * A stripe's owner never changes once set, so each thread keeps the stripes it owns. */
+static __thread rcclTelemetryStripe_ *t_stripe[32] __attribute__((tls_model("initial-exec")));
+static __attribute__((noinline)) rcclTelemetryStripe_ *own_stripe_slow(int dev, uintptr_t tp) {
   rcclTelemetryStripe_ *s = rcclTelemetryStripe_of_(dev, tp);
-  return s && LD(s->owner) == tp ? s : NULL;
+  if (!s || LD(s->owner) != tp) return NULL;
+  t_stripe[dev] = s;
+  return s;
+}
+static inline rcclTelemetryStripe_ *own_stripe(int dev, uintptr_t tp) {
+  rcclTelemetryStripe_ *s = t_stripe[dev & 31]; /* dev: a context's, always < 32 */
+  return LIKELY(s != NULL) ? s : own_stripe_slow(dev, tp);
 }
 static inline void wqe_size(rcclTelemetryStripe_ *s, int dev, uint64_t b) {
   if (LIKELY(s != NULL)) ADD(s->own.sizes[rcclTelemetrySizeBucket_(b)], 1);
-  else rcclTelemetryWqeSize(dev, b);
+  else (rcclTelemetryWqeSize)(dev, b);
 }
 static inline void tx_bytes(rcclTelemetryStripe_ *s, int dev, uint64_t b) {
   if (LIKELY(s != NULL)) ADD(s->own.tx_bytes, b);
-  else rcclTelemetryBytes(dev, 1, b);
+  else (rcclTelemetryBytes)(dev, 1, b);
 }
 
 static inline uint64_t *idx_sent(RcclQpStats *slot) { return (uint64_t *)((char *)slot + g_idx_sent_off); }
 
 /* One send WR of opcode op, on the QP's posting side. */
-static inline void count_send_op(struct rqp *r, int op) {
+static inline __attribute__((always_inline)) void count_send_op(struct rqp *r, int op) {
   RcclQpStats *s = r->slot;
   if (!s) return;
   switch (op) {
@@ -499,7 +513,7 @@ static inline void count_send_op(struct rqp *r, int op) {
  * at head and publishes head once done with them. A post the provider refuses (in part)
  * voids the entries of the WRs it did not take. A chain that does not fit (the provider
  * took more WRs than its send queue's reported depth) is counted in track_full and in the
- * monotonic gs_total/gu_total, which every later entry snapshots, so its WRs keep their
+ * monotonic gap_total, which every later entry snapshots, so its WRs keep their
  * place in the order: completions retire them as untracked.
  */
 
@@ -513,8 +527,7 @@ static inline void record(struct rqp *r, uint64_t t, uint64_t wr_id, int signall
   struct ent *e = &r->ring[t & (r->ring_cap - 1)];
   e->wr_id = wr_id;
   e->token = signalled ? rcclTelemetryPostTs(r->slot) : 0;
-  e->gs = r->gs_total;
-  e->gu = r->gu_total;
+  e->gap = r->gap_total;
   ST(e->flags, signalled ? ENT_SIG : 0u);
 }
 
@@ -534,27 +547,25 @@ static inline void record_refused(struct rqp *r, uint64_t from, uint64_t to) {
 /* WRs that found the record full and that the provider took, on the posting side. */
 static inline void record_untracked(struct rqp *r, uint32_t sig, uint32_t unsig) {
   if (r->ext) ADD(r->ext->track_full, (uint64_t)sig + unsig);
-  __atomic_store_n(&r->gu_total, r->gu_total + unsig, __ATOMIC_RELEASE);
-  __atomic_store_n(&r->gs_total, r->gs_total + sig, __ATOMIC_RELEASE);
+  uint64_t g = r->gap_total;
+  __atomic_store_n(&r->gap_total, GAP(GAP_S(g) + sig, GAP_U(g) + unsig), __ATOMIC_RELEASE);
 }
 
 /* The untracked WRs due before the oldest entry (or, with none, all published so far), on
  * the completing side; e is that entry or NULL. */
-static inline struct ent *oldest(struct rqp *r, uint32_t *gs, uint32_t *gu) {
+static inline struct ent *oldest(struct rqp *r, uint64_t *gap) {
   if (r->head != __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE)) {
     struct ent *e = &r->ring[r->head & (r->ring_cap - 1)];
-    *gs = e->gs;
-    *gu = e->gu;
+    *gap = e->gap;
     return e;
   }
-  *gs = __atomic_load_n(&r->gs_total, __ATOMIC_ACQUIRE);
-  *gu = __atomic_load_n(&r->gu_total, __ATOMIC_ACQUIRE);
+  *gap = __atomic_load_n(&r->gap_total, __ATOMIC_ACQUIRE);
   return NULL;
 }
 
 static inline int send_outstanding(struct rqp *r) {
-  uint32_t gs, gu;
-  return oldest(r, &gs, &gu) || gs != r->gs_done || gu != r->gu_done;
+  uint64_t g;
+  return oldest(r, &g) || g != r->gap_done;
 }
 
 /* A successful send completion, on the completing side: retires the unsignalled WRs before
@@ -563,12 +574,13 @@ static inline int64_t retire_signalled(struct rqp *r) {
   uint64_t retired = 0, h = r->head;
   int64_t tok = 0;
   for (;;) {
-    uint32_t gs, gu;
-    struct ent *e = oldest(r, &gs, &gu);
-    retired += (uint32_t)(gu - r->gu_done); /* untracked unsignalled WRs before e: retired */
-    r->gu_done = gu;
-    if (UNLIKELY(gs != r->gs_done)) { /* an untracked signalled WR is next: its completion, */
-      r->gs_done++;                    /* matched to no entry (tok 0) */
+    uint64_t g;
+    struct ent *e = oldest(r, &g);
+    uint32_t done_s = GAP_S(r->gap_done);
+    retired += (uint32_t)(GAP_U(g) - GAP_U(r->gap_done)); /* untracked unsignalled WRs before e */
+    r->gap_done = GAP(done_s, GAP_U(g));
+    if (UNLIKELY(GAP_S(g) != done_s)) { /* an untracked signalled WR is next: its completion, */
+      r->gap_done = GAP(done_s + 1, GAP_U(g)); /* matched to no entry (tok 0) */
       break;
     }
     if (!e) break; /* nothing recorded: unmatched */
@@ -590,10 +602,10 @@ static inline int64_t retire_signalled(struct rqp *r) {
  * each, signalled or not. RCCL_TELEMETRY_TS_UNSAMPLED when a WR was outstanding, else 0. */
 static inline int64_t retire_error(struct rqp *r) {
   for (;;) {
-    uint32_t gs, gu;
-    struct ent *e = oldest(r, &gs, &gu);
-    if (gu != r->gu_done) r->gu_done++;
-    else if (gs != r->gs_done) r->gs_done++;
+    uint64_t g, d = r->gap_done;
+    struct ent *e = oldest(r, &g);
+    if (GAP_U(g) != GAP_U(d)) r->gap_done = GAP(GAP_S(d), GAP_U(d) + 1);
+    else if (GAP_S(g) != GAP_S(d)) r->gap_done = GAP(GAP_S(d) + 1, GAP_U(d));
     else if (e) {
       uint32_t fl = LD(e->flags);
       __atomic_store_n(&r->head, r->head + 1, __ATOMIC_RELEASE);
@@ -603,18 +615,18 @@ static inline int64_t retire_error(struct rqp *r) {
   }
 }
 
-/* One completion of device dev's CQ cq, by the thread tp. now: the poll's clock reading,
- * read on first need. */
-static inline void complete(int dev, struct ibv_cq *cq, uint32_t qpn, int status, int opcode, uint32_t byte_len,
-                            uint64_t wr_id, int64_t *now, uintptr_t tp) {
+/* A sampled send completion, measured to the poll's clock reading (read on first need). */
+static __attribute__((noinline)) void complete_sampled(rcclTelemetryQp_ *q, int64_t tok, int64_t *now) {
+  if (*now <= RCCL_TELEMETRY_TS_UNSAMPLED) *now = rcclTelemetryPollTs();
+  rcclTelemetryQpWqeCompleteAt((RcclQpStats *)(void *)q, tok, *now);
+}
+
+/* The rest of complete(): receives, errors, and the latency of a sampled send (all but the
+ * unsampled successful send completion), inside the completing side. */
+static __attribute__((noinline)) void complete_rest(struct rqp *r, int dev, struct ibv_cq *cq, int status, int opcode,
+                                                    uint32_t byte_len, uint64_t wr_id, int64_t *now, uintptr_t tp) {
   int err = status != IBV_WC_SUCCESS;
   if (UNLIKELY(err)) rcclTelemetryCqError(dev);
-  struct rqp *r = qp_by_num(dev, qpn);
-  if (UNLIKELY(!r)) {
-    rtp_wc_unknown(dev, 1);
-    return;
-  }
-  int locked = side_enter(&r->cs, tp);
   int recv;
   if (LIKELY(!err)) {
     recv = (opcode & IBV_WC_RECV) != 0;
@@ -625,9 +637,9 @@ static inline void complete(int dev, struct ibv_cq *cq, uint32_t qpn, int status
      * outstanding; when both have, the send queue if its oldest WR has this wr_id. */
     int s = send_outstanding(r), rv = r->has_srq || LD(r->recv_out) != 0;
     if (s && rv) {
-      uint32_t gs, gu;
-      struct ent *e = oldest(r, &gs, &gu);
-      recv = !(e && gs == r->gs_done && gu == r->gu_done && e->wr_id == wr_id);
+      uint64_t g;
+      struct ent *e = oldest(r, &g);
+      recv = !(e && g == r->gap_done && e->wr_id == wr_id);
     } else {
       recv = rv;
     }
@@ -648,8 +660,40 @@ static inline void complete(int dev, struct ibv_cq *cq, uint32_t qpn, int status
     if (tok > RCCL_TELEMETRY_TS_UNSAMPLED && *now <= RCCL_TELEMETRY_TS_UNSAMPLED) *now = rcclTelemetryPollTs();
   }
   rcclTelemetryQpWqeCompleteAt(r->slot, tok, *now > RCCL_TELEMETRY_TS_UNSAMPLED ? *now : 1);
+  if (recv && !err) {
+    rcclTelemetryStripe_ *st = own_stripe(dev, tp);
+    if (LIKELY(st != NULL)) ADD(st->own.rx_bytes, byte_len);
+    else (rcclTelemetryBytes)(dev, 0, byte_len);
+  }
+}
+
+/* One completion of device dev's CQ cq, by the thread tp. now: the poll's clock reading,
+ * read on first need. The common case, a successful send completion that retires the
+ * oldest entry, signalled, with no untracked WRs before it, is handled inline. */
+static inline __attribute__((always_inline)) void complete(int dev, struct ibv_cq *cq, uint32_t qpn, int status,
+                                                           int opcode, uint32_t byte_len, uint64_t wr_id, int64_t *now,
+                                                           uintptr_t tp) {
+  struct rqp *r = qp_by_num(dev, qpn);
+  if (UNLIKELY(!r)) {
+    if (UNLIKELY(status != IBV_WC_SUCCESS)) rcclTelemetryCqError(dev);
+    rtp_wc_unknown(dev, 1);
+    return;
+  }
+  int locked = side_enter(&r->cs, tp);
+  uint64_t h = r->head;
+  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)r->slot;
+  struct ent *e = &r->ring[h & (r->ring_cap - 1)];
+  if (LIKELY(status == IBV_WC_SUCCESS) && LIKELY(!(opcode & IBV_WC_RECV)) && LIKELY(q != NULL) &&
+      LIKELY(h != __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE)) && LIKELY(LD(e->flags) == ENT_SIG) &&
+      LIKELY(e->gap == r->gap_done)) {
+    int64_t tok = e->token;
+    __atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
+    if (LIKELY(tok <= RCCL_TELEMETRY_TS_UNSAMPLED)) ADD(q->wqe_rcvd, 1);
+    else complete_sampled(q, tok, now);
+  } else {
+    complete_rest(r, dev, cq, status, opcode, byte_len, wr_id, now, tp);
+  }
   side_exit(&r->cs, locked);
-  if (recv && !err) rcclTelemetryBytes(dev, 0, byte_len);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -669,8 +713,33 @@ static int w_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
   if (UNLIKELY(!rcclTelemetryOn())) return post(qp, wr, bad);
   uintptr_t tp = self_tp();
   int locked = side_enter(&r->ps, tp);
+  int dev = r->dev;
+  rcclTelemetryStripe_ *st = own_stripe(dev, tp);
+  uint64_t t0 = r->tail;
+  if (LIKELY(wr != NULL) && LIKELY(wr->next == NULL)) { /* one WR: the common post, unrolled */
+    int sig = signalled_wr(r, wr), fits = record_room(r, 1);
+    if (LIKELY(fits)) {
+      record(r, t0, wr->wr_id, sig);
+      __atomic_store_n(&r->tail, t0 + 1, __ATOMIC_RELEASE);
+    }
+    /* One WR: the provider took it or refused it (rc != 0, *bad = wr). */
+    struct ibv_send_wr *ignored;
+    int rc = post(qp, wr, bad ? bad : &ignored);
+    if (LIKELY(rc == 0)) {
+      uint64_t b = 0;
+      for (int i = 0; i < wr->num_sge; i++) b += wr->sg_list[i].length;
+      wqe_size(st, dev, b);
+      count_send_op(r, wr->opcode);
+      if (UNLIKELY(!fits)) record_untracked(r, sig != 0, sig == 0);
+      if (b) tx_bytes(st, dev, b);
+    } else if (fits) {
+      record_refused(r, t0, t0 + 1);
+    }
+    side_exit(&r->ps, locked);
+    return rc;
+  }
   /* The chain goes into the record before the provider sees it (see the record above). */
-  uint64_t n = 0, t0 = r->tail;
+  uint64_t n = 0;
   for (struct ibv_send_wr *w = wr; w; w = w->next) n++;
   int fits = record_room(r, n);
   if (LIKELY(fits)) {
@@ -682,8 +751,6 @@ static int w_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
   int rc = post(qp, wr, &badwr);
   uint64_t bytes = 0, k = 0;
   uint32_t sig = 0, unsig = 0;
-  int dev = r->dev;
-  rcclTelemetryStripe_ *st = own_stripe(dev, tp);
   for (struct ibv_send_wr *w = wr; w && !(rc && w == badwr); w = w->next, k++) {
     uint64_t b = 0;
     for (int i = 0; i < w->num_sge; i++) b += w->sg_list[i].length;
@@ -709,7 +776,7 @@ static int w_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_rec
   struct ibv_recv_wr *badwr = NULL;
   int rc = c->orig.post_recv(qp, wr, &badwr);
   struct rqp *r;
-  if (LIKELY(on()) && (r = qp_by_num(c->dev, qp->qp_num)) && r->qp == qp) {
+  if (LIKELY(counting()) && (r = qp_by_num(c->dev, qp->qp_num)) && r->qp == qp) {
     uint64_t n = 0;
     for (struct ibv_recv_wr *w = wr; w && !(rc && w == badwr); w = w->next) n++;
     /* After the provider's post: a completion can overtake this count, which only means a
@@ -728,7 +795,7 @@ static int w_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct i
   if (UNLIKELY(!c)) return ENOSYS;
   struct ibv_recv_wr *badwr = NULL;
   int rc = c->orig.post_srq_recv(srq, wr, &badwr);
-  if (LIKELY(on())) {
+  if (LIKELY(counting())) {
     uint64_t n = 0;
     for (struct ibv_recv_wr *w = wr; w && !(rc && w == badwr); w = w->next) n++;
     if (n) rtp_srq_recv(c->dev, n);
@@ -741,11 +808,13 @@ static int w_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
   struct rctx *c = ctx_of(cq->context);
   if (UNLIKELY(!c)) return -1;
   int got = c->orig.poll_cq(cq, n, wc);
-  if (UNLIKELY(!on())) return got;
+  if (UNLIKELY(!counting())) return got;
   int dev = c->dev;
-  rcclTelemetryAddCqPolls(dev, 1);
-  int64_t now = 0;
   uintptr_t tp = self_tp();
+  rcclTelemetryStripe_ *st = own_stripe(dev, tp);
+  if (LIKELY(st != NULL)) ADD(st->own.cq_polls, 1);
+  else (rcclTelemetryAddCqPolls)(dev, 1);
+  int64_t now = 0;
   for (int i = 0; i < got; i++)
     complete(dev, cq, wc[i].qp_num, wc[i].status, wc[i].opcode, wc[i].byte_len, wc[i].wr_id, &now, tp);
   return got;
@@ -826,7 +895,7 @@ static void track_qp(struct rctx *c, struct ibv_qp *qp, struct ibv_cq *scq, stru
   side_reset(&r->ps);
   side_reset(&r->cs);
   r->head = r->tail = 0;
-  r->gs_total = r->gu_total = r->gs_done = r->gu_done = 0;
+  r->gap_total = r->gap_done = 0;
   r->qpx = NULL;
   r->npend = r->pend_lost = 0;
   __atomic_store_n(&r->qp, qp, __ATOMIC_RELEASE);
@@ -885,11 +954,13 @@ static void qx_wr_start(struct ibv_qp_ex *qpx) {
 }
 static int qx_wr_complete(struct ibv_qp_ex *qpx) {
   QPX_REC(qpx);
-  if (!on()) {
+  if (!counting()) {
     r->npend = 0;
     return r->orig_qpx.wr_complete(qpx);
   }
-  int locked = side_enter(&r->ps, self_tp());
+  uintptr_t tp = self_tp();
+  int locked = side_enter(&r->ps, tp);
+  rcclTelemetryStripe_ *st = own_stripe(r->dev, tp);
   /* The session's WRs go into the record before the provider posts them, as in post_send. */
   uint64_t n = r->npend, t0 = r->tail;
   int fits = record_room(r, n);
@@ -904,7 +975,7 @@ static int qx_wr_complete(struct ibv_qp_ex *qpx) {
     for (uint32_t i = 0; i < r->npend; i++) {
       struct pend *p = &r->pend[i];
       bytes += p->bytes;
-      rcclTelemetryWqeSize(r->dev, p->bytes);
+      wqe_size(st, r->dev, p->bytes);
       count_send_op(r, p->op);
       if (p->signalled) sig++;
       else unsig++;
@@ -917,7 +988,7 @@ static int qx_wr_complete(struct ibv_qp_ex *qpx) {
   r->npend = 0;
   r->pend_lost = 0;
   side_exit(&r->ps, locked);
-  if (bytes) rcclTelemetryBytes(r->dev, 1, bytes);
+  if (bytes) tx_bytes(st, r->dev, bytes);
   if (lost) diagf(0, "verbs interposer: out of memory; %u WRs of a wr_complete of QP %u not counted", lost, r->qpn);
   return rc;
 }
@@ -1023,8 +1094,10 @@ static int cx_start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr) {
   struct rcq *q = c ? cq_rec(c, cq) : NULL;
   if (UNLIKELY(!q)) return ENOSYS; /* cannot happen: only recorded CQs are patched */
   int rc = q->start_poll(cq, attr);
-  if (LIKELY(on())) {
-    rcclTelemetryAddCqPolls(q->dev, 1);
+  if (LIKELY(counting())) {
+    rcclTelemetryStripe_ *st = own_stripe(q->dev, self_tp());
+    if (LIKELY(st != NULL)) ADD(st->own.cq_polls, 1);
+    else (rcclTelemetryAddCqPolls)(q->dev, 1);
     q->now = 0;
     if (rc == 0) cqx_one(q, cq);
   }
@@ -1035,7 +1108,7 @@ static int cx_next_poll(struct ibv_cq_ex *cq) {
   struct rcq *q = c ? cq_rec(c, cq) : NULL;
   if (UNLIKELY(!q)) return ENOSYS;
   int rc = q->next_poll(cq);
-  if (rc == 0 && LIKELY(on())) cqx_one(q, cq);
+  if (rc == 0 && LIKELY(counting())) cqx_one(q, cq);
   return rc;
 }
 
