@@ -7,8 +7,9 @@
  * loop in child processes: without the preload (the baseline), with it and telemetry off
  * (nothing is wrapped: the child checks that the provider's ops are untouched), on with every
  * completion timed (N=1) and 1 in 16 (N=16), and with 2 threads (one QP pair each, one
- * device). It prints ns per WQE, the difference to the baseline of the same run and the
- * ratio, and the cost of the clock reads an N=1 WQE makes (two: post and poll).
+ * device), in 15 interleaved rounds. It prints ns per WQE, the median over rounds of the
+ * difference to the same round's baseline (with its quartiles) and the ratio, and the cost of
+ * the clock reads an N=1 WQE makes (two: post and poll).
  *
  *   preload_bench PRELOAD_SO [--quick]
  * Exit status: 0 when every child ran and the child with telemetry off found the provider's
@@ -133,6 +134,21 @@ static int child(int threads) {
   return 0;
 }
 
+#define NMODES 6
+#define ROUNDS 15
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+/* The q-quantile of v[0..n) (linear between the two nearest ranks); v is left sorted. */
+static double quantile(double *v, int n, double q) {
+  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  double pos = q * (n - 1);
+  int lo = (int)pos;
+  return lo + 1 < n ? v[lo] + (pos - lo) * (v[lo + 1] - v[lo]) : v[lo];
+}
+
 struct mode {
   const char *name;
   int preload, enable, sample, threads;
@@ -186,15 +202,16 @@ int main(int argc, char **argv) {
     return 2;
   }
   int quick = argc > 2 && !strcmp(argv[2], "--quick");
-  g_iters = quick ? 20000 : 2000000;
-  g_reps = quick ? 2 : 7;
+  g_iters = quick ? 20000 : 500000;
+  g_reps = quick ? 2 : 5;
+  int rounds = quick ? 1 : ROUNDS;
   char outdir[] = "/tmp/preload_bench.XXXXXX";
   if (!mkdtemp(outdir)) return 1;
   char self[4096];
   ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
   if (k <= 0) return 1;
   self[k] = 0;
-  struct mode modes[] = {
+  struct mode modes[NMODES] = {
       {"unwrapped (no preload)", 0, 0, 1, 1, 0, 0, 0, 0},
       {"preload, telemetry off", 1, 0, 1, 1, 0, 0, 0, 0},
       {"preload, on, N=1", 1, 1, 1, 1, 0, 0, 0, 0},
@@ -202,34 +219,53 @@ int main(int argc, char **argv) {
       {"unwrapped, 2 threads", 0, 0, 1, 2, 0, 0, 0, 0},
       {"preload, on, N=16, 2 threads", 1, 1, 16, 2, 0, 0, 0, 0},
   };
-  int n = (int)(sizeof modes / sizeof modes[0]), bad = 0;
-  /* Interleaved rounds, the best of each: the machine's load drifts less between modes. */
-  struct mode best[6];
-  memcpy(best, modes, sizeof best);
-  for (int i = 0; i < n; i++) best[i].ns = 1e30;
-  for (int round = 0; round < (quick ? 1 : 3); round++)
+  int n = NMODES, bad = 0, pristine_off = 1;
+  /* Interleaved rounds: every round runs each mode once, and a mode's figure is the median
+   * over rounds of its difference to the same round's unwrapped loop (the machine's load
+   * drifts between rounds much more than within one). */
+  static double ns[NMODES][ROUNDS], diff[NMODES][ROUNDS], tsc[ROUNDS], cg[ROUNDS];
+  int got = 0;
+  for (int round = 0; round < rounds; round++) {
+    int ok = 1;
     for (int i = 0; i < n; i++) {
       if (run(&modes[i], argv[1], self, outdir)) {
         fprintf(stderr, "preload_bench: mode \"%s\" failed\n", modes[i].name);
         bad = 1;
+        ok = 0;
         continue;
       }
-      if (modes[i].ns < best[i].ns) best[i] = modes[i];
+      if (i == 1 && !modes[i].pristine) pristine_off = 0; /* off must leave the ops alone */
     }
-  printf("librccl_telemetry_preload.so: post 1 signalled RDMA_WRITE + poll its completion, fake provider\n");
-  printf("(%ld WQEs x %d reps per child, best of %d rounds; ns per WQE)\n\n", g_iters, g_reps, quick ? 1 : 3);
-  printf("%-30s %10s %12s %8s %s\n", "mode", "ns/WQE", "vs unwrapped", "ratio", "ops");
-  for (int i = 0; i < n; i++) {
-    double base = best[i].threads == 2 ? best[4].ns : best[0].ns;
-    printf("%-30s %10.1f %+12.1f %8.2f %s\n", best[i].name, best[i].ns, best[i].ns - base, best[i].ns / base,
-           best[i].pristine ? "provider's" : "wrapped");
-    if (i == 1 && !best[i].pristine) bad = 1; /* off must leave the ops alone */
+    if (!ok) continue;
+    for (int i = 0; i < n; i++) {
+      ns[i][got] = modes[i].ns;
+      diff[i][got] = modes[i].ns - modes[modes[i].threads == 2 ? 4 : 0].ns;
+    }
+    tsc[got] = modes[0].tsc;
+    cg[got] = modes[0].cg;
+    got++;
   }
-  printf("\nclock reads (this machine): rdtsc %.1f ns, clock_gettime %.1f ns; an N=1 WQE reads it twice\n", best[0].tsc,
-         best[0].cg);
-  printf("targets: off = provider's ops (0 added); N=16 <= 15 ns over unwrapped (%+.1f); N=1 <= 2 clock reads + 15 ns"
+  if (!pristine_off) bad = 1;
+  if (!got) return 1;
+  printf("librccl_telemetry_preload.so: post 1 signalled RDMA_WRITE + poll its completion, fake provider\n");
+  printf("(%ld WQEs x %d reps per child, best rep; %d interleaved rounds: medians, [p25 .. p75] of the\n"
+         "per-round differences to the same round's unwrapped loop; ns per WQE)\n\n",
+         g_iters, g_reps, got);
+  printf("%-30s %8s %14s %18s %6s %s\n", "mode", "ns/WQE", "vs unwrapped", "[p25 .. p75]", "ratio", "ops");
+  double med[NMODES], dmed[NMODES];
+  for (int i = 0; i < n; i++) {
+    med[i] = quantile(ns[i], got, 0.5);
+    dmed[i] = quantile(diff[i], got, 0.5);
+    double base = med[modes[i].threads == 2 ? 4 : 0];
+    printf("%-30s %8.1f %+14.1f   [%+6.1f .. %+6.1f] %6.2f %s\n", modes[i].name, med[i], dmed[i],
+           quantile(diff[i], got, 0.25), quantile(diff[i], got, 0.75), med[i] / base,
+           modes[i].pristine ? "provider's" : "wrapped");
+  }
+  double t = quantile(tsc, got, 0.5), c = quantile(cg, got, 0.5);
+  printf("\nclock reads (this machine): rdtsc %.1f ns, clock_gettime %.1f ns; an N=1 WQE reads it twice\n", t, c);
+  printf("targets: off = provider's ops (0 added%s); N=16 <= 15 ns over unwrapped (%+.1f); N=1 <= 2 clock reads + 15 ns"
          " (%+.1f vs %.1f)\n",
-         best[3].ns - best[0].ns, best[2].ns - best[0].ns, 2 * best[0].tsc + 15);
+         pristine_off ? ": ops untouched" : ": OPS WRAPPED", dmed[3], dmed[2], 2 * t + 15);
   char cmd[256];
   snprintf(cmd, sizeof cmd, "rm -rf %s", outdir);
   if (system(cmd)) bad = 1;

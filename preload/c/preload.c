@@ -32,10 +32,13 @@
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <link.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "engine.h"
 
@@ -79,15 +82,37 @@ static int g_nctx; /* entries in use or used before (a high-water mark) */
 /* QP records by device and qp_num: two-level, pages allocated on demand, never freed. */
 static struct rqp **g_qpn[32][RADIX];
 
-/* One send WR outstanding on a QP's send queue, in posting order. */
+/* One send WR outstanding on a QP's send queue, in posting order. gap: how many signalled
+ * (high half) and unsignalled (low half) WRs had gone untracked (record full) when this one
+ * was recorded, each modulo 2^32. */
 struct ent {
   uint64_t wr_id;
-  int64_t token;       /* signalled: PostTs token (1 unsampled, > 1 a clock reading, 0 no slot) */
-  uint32_t signalled;
-  uint16_t skip_sig;   /* WRs posted right after this one that found the record full, */
-  uint16_t skip_unsig; /* signalled and unsignalled (saturating) */
+  int64_t token;  /* signalled: PostTs token (1 unsampled, > 1 a clock reading, 0 no slot) */
+  uint64_t gap;
+  uint32_t flags; /* ENT_SIG, ENT_VOID (atomic: a refused post voids entries it published) */
+  uint32_t pad_;
 };
+#define GAP_S(g) ((uint32_t)((g) >> 32))
+#define GAP_U(g) ((uint32_t)(g))
+#define GAP(s, u) (((uint64_t)(uint32_t)(s) << 32) | (uint32_t)(u))
+#define ENT_SIG 1u
+#define ENT_VOID 2u
 
+/*
+ * One side of a QP: its posting side (the send record's tail, the posting counters) or its
+ * completing side (the record's head, the completion counters). The first thread to use a
+ * side owns it and works without any atomic read-modify-write: it raises busy, checks shared
+ * and goes. A second thread takes the side's lock, sets shared, forces a memory barrier on
+ * every thread of the process (membarrier, so that the owner's plain store of busy and its
+ * load of shared need no fence of their own) and waits for the owner's section in flight;
+ * from then on everyone takes the lock. Without membarrier every side starts shared.
+ */
+struct side {
+  uintptr_t owner; /* the owner's thread pointer, 0 before the first use */
+  int busy;        /* the owner is inside its lock-free section */
+  int shared;      /* every user takes the lock */
+  int lock;
+};
 /* One pending WR of an ibv_wr_start ... ibv_wr_complete session. */
 struct pend {
   uint64_t bytes, wr_id;
@@ -104,13 +129,19 @@ struct rqp {
   rtp_qpext *ext;
   struct ibv_cq *scq, *rcq;
   int has_srq, sig_all;
-  int lock;
-  /* Send WRs outstanding, oldest first; the untracked WRs (record full) due before head. */
   struct ent *ring;
   uint32_t ring_cap; /* power of two */
-  uint64_t head, tail;
-  uint64_t skip_sig, skip_unsig;
   uint64_t recv_out; /* receives posted and not completed (atomic) */
+  /* Posting side: the record's tail (published with release after its entries), the WRs
+   * that found the record full (monotonic; entries snapshot them). */
+  struct side ps __attribute__((aligned(64)));
+  uint64_t tail;
+  uint64_t gap_total;
+  /* Completing side: the record's head (published with release once an entry is read), the
+   * untracked WRs accounted for so far. */
+  struct side cs __attribute__((aligned(64)));
+  uint64_t head;
+  uint64_t gap_done;
   /* ibv_qp_ex builders: the provider's, and the session being built. */
   struct ibv_qp_ex *qpx;
   struct ibv_qp_ex orig_qpx;
@@ -142,6 +173,54 @@ static inline void lock(int *l) {
     while (LD(*l)) __builtin_ia32_pause();
 }
 static inline void unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+
+/* 1 when this process is registered for expedited membarrier: side owners skip the lock. */
+static int g_fast;
+
+static inline uintptr_t self_tp(void) { return rcclTelemetryThreadPointer_(); }
+
+/* The slow way into a side: claim it when it has no owner yet, else take its lock (the
+ * first time, making the side shared and waiting out the owner's section in flight). */
+static __attribute__((noinline)) int side_enter_slow(struct side *s, uintptr_t tp) {
+  uintptr_t none = 0;
+  if (!LD(s->shared) && LD(s->owner) == 0 &&
+      __atomic_compare_exchange_n(&s->owner, &none, tp, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    ST(s->busy, 1);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (!LD(s->shared)) return 0;
+    __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+  }
+  lock(&s->lock);
+  if (!LD(s->shared)) {
+    ST(s->shared, 1);
+    /* After this, an owner section that began before it has busy visible, and one that
+     * begins after it sees shared. */
+    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    while (__atomic_load_n(&s->busy, __ATOMIC_ACQUIRE)) __builtin_ia32_pause();
+  }
+  return 1;
+}
+
+/* Enter side s: 0 when the caller owns it (no lock taken), 1 when it holds the side's lock. */
+static inline int side_enter(struct side *s, uintptr_t tp) {
+  if (LIKELY(LD(s->owner) == tp)) {
+    ST(s->busy, 1);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the asymmetric half: membarrier is the other */
+    if (LIKELY(!LD(s->shared))) return 0;
+    __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+  }
+  return side_enter_slow(s, tp);
+}
+static inline void side_exit(struct side *s, int locked) {
+  if (LIKELY(!locked)) __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+  else unlock(&s->lock);
+}
+static void side_reset(struct side *s) {
+  ST(s->owner, 0);
+  ST(s->busy, 0);
+  ST(s->shared, !g_fast);
+  ST(s->lock, 0);
+}
 
 static void diagf(int debug_only, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #include <stdarg.h>
@@ -317,6 +396,10 @@ static int start(void) {
         rtp_diag(0, "verbs interposer: engine layout mismatch; nothing is counted");
       } else {
         g_idx_sent_off = (size_t)l[7];
+        long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+        g_fast = q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+                 syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+        if (!g_fast) rtp_diag(1, "verbs interposer: no expedited membarrier; every QP takes a lock per post and completion");
         s = 1;
       }
       __atomic_store_n(&g_state, s, __ATOMIC_RELEASE);
@@ -327,11 +410,14 @@ static int start(void) {
 }
 
 static inline int on(void) { return LD(g_state) == 1 && rcclTelemetryOn(); }
+/* In a wrapper of a patched table, where g_state is 1 already. */
+static inline int counting(void) { return rcclTelemetryOn(); }
 
 /* ------------------------------------------------------------------------------------ */
 /* Lookups                                                                              */
 
 static inline struct rctx *ctx_of(struct ibv_context *ctx) {
+  if (LIKELY(__atomic_load_n(&g_ctx[0].ctx, __ATOMIC_ACQUIRE) == ctx)) return &g_ctx[0];
   int n = __atomic_load_n(&g_nctx, __ATOMIC_ACQUIRE);
   for (int i = 0; i < n; i++)
     if (__atomic_load_n(&g_ctx[i].ctx, __ATOMIC_ACQUIRE) == ctx) return &g_ctx[i];
@@ -339,8 +425,7 @@ static inline struct rctx *ctx_of(struct ibv_context *ctx) {
 }
 
 static inline struct rqp *qp_by_num(int dev, uint32_t qpn) {
-  if ((unsigned)dev >= 32) return NULL;
-  struct rqp **page = __atomic_load_n(&g_qpn[dev][(qpn >> 12) & (RADIX - 1)], __ATOMIC_ACQUIRE);
+  struct rqp **page = __atomic_load_n(&g_qpn[dev & 31][(qpn >> 12) & (RADIX - 1)], __ATOMIC_ACQUIRE);
   return page ? __atomic_load_n(&page[qpn & (RADIX - 1)], __ATOMIC_ACQUIRE) : NULL;
 }
 
@@ -349,6 +434,22 @@ static inline struct rqp *qp_rec(struct ibv_qp *qp) {
   if (!c) return NULL;
   struct rqp *r = qp_by_num(c->dev, qp->qp_num);
   return r && LD(r->qp) == qp ? r : NULL;
+}
+
+/* QP records by the ibv_qp's address: a direct-mapped cache in front of qp_rec, filled on
+ * a miss; an entry is only believed when its record still holds that ibv_qp. */
+#define QPC 4096
+static struct rqp *g_qpc[QPC];
+static inline unsigned qpc_slot(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  return (unsigned)(a >> 6) & (QPC - 1);
+}
+static inline struct rqp *qp_cached(struct ibv_qp *qp) {
+  struct rqp *r = LD(g_qpc[qpc_slot(qp)]);
+  if (LIKELY(r != NULL) && LIKELY(__atomic_load_n(&r->qp, __ATOMIC_ACQUIRE) == qp)) return r;
+  r = qp_rec(qp);
+  if (r) ST(g_qpc[qpc_slot(qp)], r);
+  return r;
 }
 
 static inline struct rcq *cq_rec(struct rctx *c, struct ibv_cq_ex *cq) {
@@ -360,25 +461,32 @@ static inline struct rcq *cq_rec(struct rctx *c, struct ibv_cq_ex *cq) {
 /* ------------------------------------------------------------------------------------ */
 /* Counting                                                                             */
 
-/* The calling thread's own stripe of device dev, or NULL (then the library's calls count). */
-static inline rcclTelemetryStripe_ *own_stripe(int dev) {
-  uintptr_t tp = rcclTelemetryThreadPointer_();
+/* The calling thread's own stripe of device dev, or NULL (then the library's calls count).
+ * A stripe's owner never changes once set, so each thread keeps the stripes it owns. */
+static __thread rcclTelemetryStripe_ *t_stripe[32] __attribute__((tls_model("initial-exec")));
+static __attribute__((noinline)) rcclTelemetryStripe_ *own_stripe_slow(int dev, uintptr_t tp) {
   rcclTelemetryStripe_ *s = rcclTelemetryStripe_of_(dev, tp);
-  return s && LD(s->owner) == tp ? s : NULL;
+  if (!s || LD(s->owner) != tp) return NULL;
+  t_stripe[dev] = s;
+  return s;
+}
+static inline rcclTelemetryStripe_ *own_stripe(int dev, uintptr_t tp) {
+  rcclTelemetryStripe_ *s = t_stripe[dev & 31]; /* dev: a context's, always < 32 */
+  return LIKELY(s != NULL) ? s : own_stripe_slow(dev, tp);
 }
 static inline void wqe_size(rcclTelemetryStripe_ *s, int dev, uint64_t b) {
   if (LIKELY(s != NULL)) ADD(s->own.sizes[rcclTelemetrySizeBucket_(b)], 1);
-  else rcclTelemetryWqeSize(dev, b);
+  else (rcclTelemetryWqeSize)(dev, b);
 }
 static inline void tx_bytes(rcclTelemetryStripe_ *s, int dev, uint64_t b) {
   if (LIKELY(s != NULL)) ADD(s->own.tx_bytes, b);
-  else rcclTelemetryBytes(dev, 1, b);
+  else (rcclTelemetryBytes)(dev, 1, b);
 }
 
 static inline uint64_t *idx_sent(RcclQpStats *slot) { return (uint64_t *)((char *)slot + g_idx_sent_off); }
 
-/* One send WR of opcode op, under the QP's lock. */
-static inline void count_send_op(struct rqp *r, int op) {
+/* One send WR of opcode op, on the QP's posting side. */
+static inline __attribute__((always_inline)) void count_send_op(struct rqp *r, int op) {
   RcclQpStats *s = r->slot;
   if (!s) return;
   switch (op) {
@@ -398,47 +506,90 @@ static inline void count_send_op(struct rqp *r, int op) {
   }
 }
 
-/* One send WR into the QP's in-order record, under the QP's lock. */
-static inline void track(struct rqp *r, uint64_t wr_id, int signalled) {
-  if (UNLIKELY(r->tail - r->head >= r->ring_cap)) {
-    /* Full (the provider took more WRs than its send queue's reported depth): counted; the
-     * WR's place is kept as a count on the newest entry, its completion stays unmatched. */
-    if (r->ext) ADD(r->ext->track_full, 1);
-    struct ent *t = &r->ring[(r->tail - 1) & (r->ring_cap - 1)];
-    if (signalled) t->skip_sig += t->skip_sig != UINT16_MAX;
-    else t->skip_unsig += t->skip_unsig != UINT16_MAX;
-    return;
-  }
-  struct ent *e = &r->ring[r->tail & (r->ring_cap - 1)];
-  e->wr_id = wr_id;
-  e->signalled = signalled;
-  e->token = signalled ? rcclTelemetryPostTs(r->slot) : 0;
-  e->skip_sig = e->skip_unsig = 0;
-  r->tail++;
+/*
+ * The send record is a ring between the two sides of a QP: the posting side writes entries
+ * at tail and publishes tail (release) before the provider sees the WRs, so a completion
+ * polled on another thread always finds its WR recorded; the completing side reads entries
+ * at head and publishes head once done with them. A post the provider refuses (in part)
+ * voids the entries of the WRs it did not take. A chain that does not fit (the provider
+ * took more WRs than its send queue's reported depth) is counted in track_full and in the
+ * monotonic gap_total, which every later entry snapshots, so its WRs keep their
+ * place in the order: completions retire them as untracked.
+ */
+
+/* Whether the record has room for n more entries. */
+static inline int record_room(const struct rqp *r, uint64_t n) {
+  return r->tail + n - __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) <= r->ring_cap;
 }
 
-static inline int send_outstanding(const struct rqp *r) { return r->head != r->tail || r->skip_sig || r->skip_unsig; }
+/* Entry t (not yet published) for one send WR, on the posting side. */
+static inline void record(struct rqp *r, uint64_t t, uint64_t wr_id, int signalled) {
+  struct ent *e = &r->ring[t & (r->ring_cap - 1)];
+  e->wr_id = wr_id;
+  e->token = signalled ? rcclTelemetryPostTs(r->slot) : 0;
+  e->gap = r->gap_total;
+  ST(e->flags, signalled ? ENT_SIG : 0u);
+}
 
-/* A successful send completion, under the QP's lock: retires the unsignalled WRs before the
- * signalled one it completes; returns that one's token (0 when none was recorded). */
+/* After the provider's call, on the posting side: entries [from, to) of WRs it refused are
+ * voided, and the sampling sequence their signalled WRs advanced is given back. */
+static inline void record_refused(struct rqp *r, uint64_t from, uint64_t to) {
+  uint64_t sig = 0;
+  for (uint64_t t = from; t < to; t++) {
+    struct ent *e = &r->ring[t & (r->ring_cap - 1)];
+    sig += (LD(e->flags) & ENT_SIG) != 0;
+    ST(e->flags, LD(e->flags) | ENT_VOID);
+  }
+  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)r->slot;
+  if (sig && q && LD(q->sample_mask)) ST(q->post_seq, LD(q->post_seq) - sig);
+}
+
+/* WRs that found the record full and that the provider took, on the posting side. */
+static inline void record_untracked(struct rqp *r, uint32_t sig, uint32_t unsig) {
+  if (r->ext) ADD(r->ext->track_full, (uint64_t)sig + unsig);
+  uint64_t g = r->gap_total;
+  __atomic_store_n(&r->gap_total, GAP(GAP_S(g) + sig, GAP_U(g) + unsig), __ATOMIC_RELEASE);
+}
+
+/* The untracked WRs due before the oldest entry (or, with none, all published so far), on
+ * the completing side; e is that entry or NULL. */
+static inline struct ent *oldest(struct rqp *r, uint64_t *gap) {
+  if (r->head != __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE)) {
+    struct ent *e = &r->ring[r->head & (r->ring_cap - 1)];
+    *gap = e->gap;
+    return e;
+  }
+  *gap = __atomic_load_n(&r->gap_total, __ATOMIC_ACQUIRE);
+  return NULL;
+}
+
+static inline int send_outstanding(struct rqp *r) {
+  uint64_t g;
+  return oldest(r, &g) || g != r->gap_done;
+}
+
+/* A successful send completion, on the completing side: retires the unsignalled WRs before
+ * the signalled one it completes; returns that one's token (0 when none was recorded). */
 static inline int64_t retire_signalled(struct rqp *r) {
-  uint64_t retired = 0;
+  uint64_t retired = 0, h = r->head;
   int64_t tok = 0;
   for (;;) {
-    if (UNLIKELY(r->skip_sig)) { /* an untracked signalled WR is next: its completion */
-      r->skip_sig--;
-      retired += r->skip_unsig;
-      r->skip_unsig = 0;
+    uint64_t g;
+    struct ent *e = oldest(r, &g);
+    uint32_t done_s = GAP_S(r->gap_done);
+    retired += (uint32_t)(GAP_U(g) - GAP_U(r->gap_done)); /* untracked unsignalled WRs before e */
+    r->gap_done = GAP(done_s, GAP_U(g));
+    if (UNLIKELY(GAP_S(g) != done_s)) { /* an untracked signalled WR is next: its completion, */
+      r->gap_done = GAP(done_s + 1, GAP_U(g)); /* matched to no entry (tok 0) */
       break;
     }
-    retired += r->skip_unsig;
-    r->skip_unsig = 0;
-    if (r->head == r->tail) break; /* nothing recorded: unmatched */
-    struct ent *e = &r->ring[r->head++ & (r->ring_cap - 1)];
-    r->skip_sig = e->skip_sig;
-    r->skip_unsig = e->skip_unsig;
-    if (e->signalled) {
-      tok = e->token;
+    if (!e) break; /* nothing recorded: unmatched */
+    uint32_t fl = LD(e->flags);
+    int64_t t = e->token;
+    __atomic_store_n(&r->head, ++h, __ATOMIC_RELEASE);
+    if (UNLIKELY(fl & ENT_VOID)) continue;
+    if (fl & ENT_SIG) {
+      tok = t;
       break;
     }
     retired++;
@@ -447,30 +598,35 @@ static inline int64_t retire_signalled(struct rqp *r) {
   return tok;
 }
 
-/* An error completion of the send queue, under the QP's lock: errors complete one WR each,
- * signalled or not. 1 when a WR was outstanding, else 0. */
+/* An error completion of the send queue, on the completing side: errors complete one WR
+ * each, signalled or not. RCCL_TELEMETRY_TS_UNSAMPLED when a WR was outstanding, else 0. */
 static inline int64_t retire_error(struct rqp *r) {
-  if (r->skip_unsig) r->skip_unsig--;
-  else if (r->skip_sig) r->skip_sig--;
-  else if (r->head != r->tail) {
-    struct ent *e = &r->ring[r->head++ & (r->ring_cap - 1)];
-    r->skip_sig = e->skip_sig;
-    r->skip_unsig = e->skip_unsig;
-  } else return 0;
-  return RCCL_TELEMETRY_TS_UNSAMPLED;
+  for (;;) {
+    uint64_t g, d = r->gap_done;
+    struct ent *e = oldest(r, &g);
+    if (GAP_U(g) != GAP_U(d)) r->gap_done = GAP(GAP_S(d), GAP_U(d) + 1);
+    else if (GAP_S(g) != GAP_S(d)) r->gap_done = GAP(GAP_S(d) + 1, GAP_U(d));
+    else if (e) {
+      uint32_t fl = LD(e->flags);
+      __atomic_store_n(&r->head, r->head + 1, __ATOMIC_RELEASE);
+      if (fl & ENT_VOID) continue;
+    } else return 0;
+    return RCCL_TELEMETRY_TS_UNSAMPLED;
+  }
 }
 
-/* One completion of device dev's CQ cq. now: the poll's clock reading, read on first need. */
-static inline void complete(int dev, struct ibv_cq *cq, uint32_t qpn, int status, int opcode, uint32_t byte_len,
-                            uint64_t wr_id, int64_t *now) {
+/* A sampled send completion, measured to the poll's clock reading (read on first need). */
+static __attribute__((noinline)) void complete_sampled(rcclTelemetryQp_ *q, int64_t tok, int64_t *now) {
+  if (*now <= RCCL_TELEMETRY_TS_UNSAMPLED) *now = rcclTelemetryPollTs();
+  rcclTelemetryQpWqeCompleteAt((RcclQpStats *)(void *)q, tok, *now);
+}
+
+/* The rest of complete(): receives, errors, and the latency of a sampled send (all but the
+ * unsampled successful send completion), inside the completing side. */
+static __attribute__((noinline)) void complete_rest(struct rqp *r, int dev, struct ibv_cq *cq, int status, int opcode,
+                                                    uint32_t byte_len, uint64_t wr_id, int64_t *now, uintptr_t tp) {
   int err = status != IBV_WC_SUCCESS;
   if (UNLIKELY(err)) rcclTelemetryCqError(dev);
-  struct rqp *r = qp_by_num(dev, qpn);
-  if (UNLIKELY(!r)) {
-    rtp_wc_unknown(dev, 1);
-    return;
-  }
-  lock(&r->lock);
   int recv;
   if (LIKELY(!err)) {
     recv = (opcode & IBV_WC_RECV) != 0;
@@ -480,11 +636,13 @@ static inline void complete(int dev, struct ibv_cq *cq, uint32_t qpn, int status
     /* One CQ for both queues, and an error's opcode is undefined: the queue that has WRs
      * outstanding; when both have, the send queue if its oldest WR has this wr_id. */
     int s = send_outstanding(r), rv = r->has_srq || LD(r->recv_out) != 0;
-    if (s && rv)
-      recv = !(r->head != r->tail && !r->skip_sig && !r->skip_unsig &&
-               r->ring[r->head & (r->ring_cap - 1)].wr_id == wr_id);
-    else
+    if (s && rv) {
+      uint64_t g;
+      struct ent *e = oldest(r, &g);
+      recv = !(e && g == r->gap_done && e->wr_id == wr_id);
+    } else {
       recv = rv;
+    }
   }
   int64_t tok;
   if (recv) {
@@ -502,34 +660,111 @@ static inline void complete(int dev, struct ibv_cq *cq, uint32_t qpn, int status
     if (tok > RCCL_TELEMETRY_TS_UNSAMPLED && *now <= RCCL_TELEMETRY_TS_UNSAMPLED) *now = rcclTelemetryPollTs();
   }
   rcclTelemetryQpWqeCompleteAt(r->slot, tok, *now > RCCL_TELEMETRY_TS_UNSAMPLED ? *now : 1);
-  unlock(&r->lock);
-  if (recv && !err) rcclTelemetryBytes(dev, 0, byte_len);
+  if (recv && !err) {
+    rcclTelemetryStripe_ *st = own_stripe(dev, tp);
+    if (LIKELY(st != NULL)) ADD(st->own.rx_bytes, byte_len);
+    else (rcclTelemetryBytes)(dev, 0, byte_len);
+  }
+}
+
+/* One completion of device dev's CQ cq, by the thread tp. now: the poll's clock reading,
+ * read on first need. The common case, a successful send completion that retires the
+ * oldest entry, signalled, with no untracked WRs before it, is handled inline. */
+static inline __attribute__((always_inline)) void complete(int dev, struct ibv_cq *cq, uint32_t qpn, int status,
+                                                           int opcode, uint32_t byte_len, uint64_t wr_id, int64_t *now,
+                                                           uintptr_t tp) {
+  struct rqp *r = qp_by_num(dev, qpn);
+  if (UNLIKELY(!r)) {
+    if (UNLIKELY(status != IBV_WC_SUCCESS)) rcclTelemetryCqError(dev);
+    rtp_wc_unknown(dev, 1);
+    return;
+  }
+  int locked = side_enter(&r->cs, tp);
+  uint64_t h = r->head;
+  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)r->slot;
+  struct ent *e = &r->ring[h & (r->ring_cap - 1)];
+  if (LIKELY(status == IBV_WC_SUCCESS) && LIKELY(!(opcode & IBV_WC_RECV)) && LIKELY(q != NULL) &&
+      LIKELY(h != __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE)) && LIKELY(LD(e->flags) == ENT_SIG) &&
+      LIKELY(e->gap == r->gap_done)) {
+    int64_t tok = e->token;
+    __atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
+    if (LIKELY(tok <= RCCL_TELEMETRY_TS_UNSAMPLED)) ADD(q->wqe_rcvd, 1);
+    else complete_sampled(q, tok, now);
+  } else {
+    complete_rest(r, dev, cq, status, opcode, byte_len, wr_id, now, tp);
+  }
+  side_exit(&r->cs, locked);
 }
 
 /* ------------------------------------------------------------------------------------ */
 /* ctx->ops wrappers                                                                    */
 
+static inline int signalled_wr(const struct rqp *r, const struct ibv_send_wr *w) {
+  return r->sig_all || (w->send_flags & IBV_SEND_SIGNALED);
+}
+
 static int w_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
-  struct rctx *c = ctx_of(qp->context);
-  if (UNLIKELY(!c)) return ENOSYS; /* cannot happen: only patched contexts call here */
-  struct rqp *r;
-  if (UNLIKELY(!on()) || UNLIKELY(!(r = qp_by_num(c->dev, qp->qp_num))) || UNLIKELY(r->qp != qp))
-    return c->orig.post_send(qp, wr, bad);
-  struct ibv_send_wr *badwr = NULL;
-  lock(&r->lock);
-  int rc = c->orig.post_send(qp, wr, &badwr);
-  uint64_t bytes = 0;
+  struct rqp *r = qp_cached(qp);
+  if (UNLIKELY(!r)) { /* a QP this file does not count (created before, or beyond the slots) */
+    struct rctx *c = ctx_of(qp->context);
+    return c ? c->orig.post_send(qp, wr, bad) : ENOSYS;
+  }
+  int (*post)(struct ibv_qp *, struct ibv_send_wr *, struct ibv_send_wr **) = r->c->orig.post_send;
+  if (UNLIKELY(!rcclTelemetryOn())) return post(qp, wr, bad);
+  uintptr_t tp = self_tp();
+  int locked = side_enter(&r->ps, tp);
   int dev = r->dev;
-  rcclTelemetryStripe_ *st = own_stripe(dev);
-  for (struct ibv_send_wr *w = wr; w && !(rc && w == badwr); w = w->next) {
+  rcclTelemetryStripe_ *st = own_stripe(dev, tp);
+  uint64_t t0 = r->tail;
+  if (LIKELY(wr != NULL) && LIKELY(wr->next == NULL)) { /* one WR: the common post, unrolled */
+    int sig = signalled_wr(r, wr), fits = record_room(r, 1);
+    if (LIKELY(fits)) {
+      record(r, t0, wr->wr_id, sig);
+      __atomic_store_n(&r->tail, t0 + 1, __ATOMIC_RELEASE);
+    }
+    /* One WR: the provider took it or refused it (rc != 0, *bad = wr). */
+    struct ibv_send_wr *ignored;
+    int rc = post(qp, wr, bad ? bad : &ignored);
+    if (LIKELY(rc == 0)) {
+      uint64_t b = 0;
+      for (int i = 0; i < wr->num_sge; i++) b += wr->sg_list[i].length;
+      wqe_size(st, dev, b);
+      count_send_op(r, wr->opcode);
+      if (UNLIKELY(!fits)) record_untracked(r, sig != 0, sig == 0);
+      if (b) tx_bytes(st, dev, b);
+    } else if (fits) {
+      record_refused(r, t0, t0 + 1);
+    }
+    side_exit(&r->ps, locked);
+    return rc;
+  }
+  /* The chain goes into the record before the provider sees it (see the record above). */
+  uint64_t n = 0;
+  for (struct ibv_send_wr *w = wr; w; w = w->next) n++;
+  int fits = record_room(r, n);
+  if (LIKELY(fits)) {
+    uint64_t t = t0;
+    for (struct ibv_send_wr *w = wr; w; w = w->next) record(r, t++, w->wr_id, signalled_wr(r, w));
+    __atomic_store_n(&r->tail, t, __ATOMIC_RELEASE);
+  }
+  struct ibv_send_wr *badwr = NULL;
+  int rc = post(qp, wr, &badwr);
+  uint64_t bytes = 0, k = 0;
+  uint32_t sig = 0, unsig = 0;
+  for (struct ibv_send_wr *w = wr; w && !(rc && w == badwr); w = w->next, k++) {
     uint64_t b = 0;
     for (int i = 0; i < w->num_sge; i++) b += w->sg_list[i].length;
     bytes += b;
     wqe_size(st, dev, b);
     count_send_op(r, w->opcode);
-    track(r, w->wr_id, r->sig_all || (w->send_flags & IBV_SEND_SIGNALED));
+    if (UNLIKELY(!fits)) {
+      if (signalled_wr(r, w)) sig++;
+      else unsig++;
+    }
   }
-  unlock(&r->lock);
+  if (UNLIKELY(!fits)) record_untracked(r, sig, unsig);
+  else if (UNLIKELY(k < n)) record_refused(r, t0 + k, t0 + n);
+  side_exit(&r->ps, locked);
   if (bytes) tx_bytes(st, dev, bytes);
   if (bad) *bad = badwr;
   return rc;
@@ -541,7 +776,7 @@ static int w_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_rec
   struct ibv_recv_wr *badwr = NULL;
   int rc = c->orig.post_recv(qp, wr, &badwr);
   struct rqp *r;
-  if (LIKELY(on()) && (r = qp_by_num(c->dev, qp->qp_num)) && r->qp == qp) {
+  if (LIKELY(counting()) && (r = qp_by_num(c->dev, qp->qp_num)) && r->qp == qp) {
     uint64_t n = 0;
     for (struct ibv_recv_wr *w = wr; w && !(rc && w == badwr); w = w->next) n++;
     /* After the provider's post: a completion can overtake this count, which only means a
@@ -560,7 +795,7 @@ static int w_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct i
   if (UNLIKELY(!c)) return ENOSYS;
   struct ibv_recv_wr *badwr = NULL;
   int rc = c->orig.post_srq_recv(srq, wr, &badwr);
-  if (LIKELY(on())) {
+  if (LIKELY(counting())) {
     uint64_t n = 0;
     for (struct ibv_recv_wr *w = wr; w && !(rc && w == badwr); w = w->next) n++;
     if (n) rtp_srq_recv(c->dev, n);
@@ -573,12 +808,15 @@ static int w_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
   struct rctx *c = ctx_of(cq->context);
   if (UNLIKELY(!c)) return -1;
   int got = c->orig.poll_cq(cq, n, wc);
-  if (UNLIKELY(!on())) return got;
+  if (UNLIKELY(!counting())) return got;
   int dev = c->dev;
-  rcclTelemetryAddCqPolls(dev, 1);
+  uintptr_t tp = self_tp();
+  rcclTelemetryStripe_ *st = own_stripe(dev, tp);
+  if (LIKELY(st != NULL)) ADD(st->own.cq_polls, 1);
+  else (rcclTelemetryAddCqPolls)(dev, 1);
   int64_t now = 0;
   for (int i = 0; i < got; i++)
-    complete(dev, cq, wc[i].qp_num, wc[i].status, wc[i].opcode, wc[i].byte_len, wc[i].wr_id, &now);
+    complete(dev, cq, wc[i].qp_num, wc[i].status, wc[i].opcode, wc[i].byte_len, wc[i].wr_id, &now, tp);
   return got;
 }
 
@@ -631,14 +869,12 @@ static void track_qp(struct rctx *c, struct ibv_qp *qp, struct ibv_cq *scq, stru
       return;
     }
   }
-  lock(&r->lock);
   if (r->ring_cap < cap) {
     free(r->ring);
     r->ring = calloc(cap, sizeof *r->ring);
     r->ring_cap = r->ring ? cap : 0;
   }
   if (!r->ring) {
-    unlock(&r->lock);
     r->next_free = g_free_qps;
     g_free_qps = r;
     pthread_mutex_unlock(&g_mu);
@@ -656,12 +892,13 @@ static void track_qp(struct rctx *c, struct ibv_qp *qp, struct ibv_cq *scq, stru
   r->has_srq = has_srq;
   r->sig_all = sig_all;
   r->recv_out = 0;
+  side_reset(&r->ps);
+  side_reset(&r->cs);
   r->head = r->tail = 0;
-  r->skip_sig = r->skip_unsig = 0;
+  r->gap_total = r->gap_done = 0;
   r->qpx = NULL;
   r->npend = r->pend_lost = 0;
-  r->qp = qp;
-  unlock(&r->lock);
+  __atomic_store_n(&r->qp, qp, __ATOMIC_RELEASE);
   __atomic_store_n(cell, r, __ATOMIC_RELEASE);
   if (ex) {
     struct ibv_qp_ex *(*to_ex)(struct ibv_qp *) = real_ibv_qp_to_qp_ex();
@@ -717,27 +954,41 @@ static void qx_wr_start(struct ibv_qp_ex *qpx) {
 }
 static int qx_wr_complete(struct ibv_qp_ex *qpx) {
   QPX_REC(qpx);
-  if (!on()) {
+  if (!counting()) {
     r->npend = 0;
     return r->orig_qpx.wr_complete(qpx);
   }
-  lock(&r->lock);
+  uintptr_t tp = self_tp();
+  int locked = side_enter(&r->ps, tp);
+  rcclTelemetryStripe_ *st = own_stripe(r->dev, tp);
+  /* The session's WRs go into the record before the provider posts them, as in post_send. */
+  uint64_t n = r->npend, t0 = r->tail;
+  int fits = record_room(r, n);
+  if (LIKELY(fits)) {
+    for (uint32_t i = 0; i < r->npend; i++) record(r, t0 + i, r->pend[i].wr_id, r->pend[i].signalled);
+    __atomic_store_n(&r->tail, t0 + n, __ATOMIC_RELEASE);
+  }
   int rc = r->orig_qpx.wr_complete(qpx);
   uint64_t bytes = 0;
+  uint32_t sig = 0, unsig = 0;
   if (rc == 0) {
     for (uint32_t i = 0; i < r->npend; i++) {
       struct pend *p = &r->pend[i];
       bytes += p->bytes;
-      rcclTelemetryWqeSize(r->dev, p->bytes);
+      wqe_size(st, r->dev, p->bytes);
       count_send_op(r, p->op);
-      track(r, p->wr_id, p->signalled);
+      if (p->signalled) sig++;
+      else unsig++;
     }
+    if (UNLIKELY(!fits)) record_untracked(r, sig, unsig);
+  } else if (fits) {
+    record_refused(r, t0, t0 + n); /* wr_complete failed: none of the session's WRs is posted */
   }
   uint32_t lost = r->pend_lost;
   r->npend = 0;
   r->pend_lost = 0;
-  unlock(&r->lock);
-  if (bytes) rcclTelemetryBytes(r->dev, 1, bytes);
+  side_exit(&r->ps, locked);
+  if (bytes) tx_bytes(st, r->dev, bytes);
   if (lost) diagf(0, "verbs interposer: out of memory; %u WRs of a wr_complete of QP %u not counted", lost, r->qpn);
   return rc;
 }
@@ -835,7 +1086,7 @@ static inline void cqx_one(struct rcq *q, struct ibv_cq_ex *cq) {
   uint32_t qpn = q->read_qp_num(cq);
   int op = q->read_opcode ? (int)q->read_opcode(cq) : 0;
   uint32_t len = (cq->status == IBV_WC_SUCCESS && q->have_len && (op & IBV_WC_RECV)) ? q->read_byte_len(cq) : 0;
-  complete(q->dev, ibv_cq_ex_to_cq(cq), qpn, cq->status, op, len, cq->wr_id, &q->now);
+  complete(q->dev, ibv_cq_ex_to_cq(cq), qpn, cq->status, op, len, cq->wr_id, &q->now, self_tp());
 }
 
 static int cx_start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr) {
@@ -843,8 +1094,10 @@ static int cx_start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr) {
   struct rcq *q = c ? cq_rec(c, cq) : NULL;
   if (UNLIKELY(!q)) return ENOSYS; /* cannot happen: only recorded CQs are patched */
   int rc = q->start_poll(cq, attr);
-  if (LIKELY(on())) {
-    rcclTelemetryAddCqPolls(q->dev, 1);
+  if (LIKELY(counting())) {
+    rcclTelemetryStripe_ *st = own_stripe(q->dev, self_tp());
+    if (LIKELY(st != NULL)) ADD(st->own.cq_polls, 1);
+    else (rcclTelemetryAddCqPolls)(q->dev, 1);
     q->now = 0;
     if (rc == 0) cqx_one(q, cq);
   }
@@ -855,7 +1108,7 @@ static int cx_next_poll(struct ibv_cq_ex *cq) {
   struct rcq *q = c ? cq_rec(c, cq) : NULL;
   if (UNLIKELY(!q)) return ENOSYS;
   int rc = q->next_poll(cq);
-  if (rc == 0 && LIKELY(on())) cqx_one(q, cq);
+  if (rc == 0 && LIKELY(counting())) cqx_one(q, cq);
   return rc;
 }
 
