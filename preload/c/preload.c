@@ -22,9 +22,10 @@
  * - per device (the engine's striped device forms): tx bytes (SGE sums at post), rx bytes
  *   (byte_len of successful receive completions), WQE sizes, error completions, poll calls;
  *   receives posted to SRQs, completions of QPs this file does not know.
- * A QP's send-queue bookkeeping is guarded by a per-QP spinlock, held across the provider's
- * post call so that the order of the record is the send queue's order even when several
- * threads post to one QP; counters under the lock use plain stores, the rest atomic adds.
+ * Each QP has a posting and a completing side (struct side): the thread that owns a side
+ * counts with plain stores and no lock; once a second thread uses it, everyone takes the
+ * side's lock, held on the posting side across the provider's post call so that the order of
+ * the send record is the send queue's. Receive counts use atomic adds.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -179,17 +180,24 @@ static int g_fast;
 
 static inline uintptr_t self_tp(void) { return rcclTelemetryThreadPointer_(); }
 
+/* The owner's way into its side: 1 when the side is still its own (busy raised), 0 when it
+ * has become shared (busy lowered again). */
+static inline int side_enter_owned(struct side *s) {
+  ST(s->busy, 1);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the asymmetric half: membarrier is the other */
+  if (LIKELY(!LD(s->shared))) return 1;
+  __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+  return 0;
+}
+
 /* The slow way into a side: claim it when it has no owner yet, else take its lock (the
  * first time, making the side shared and waiting out the owner's section in flight). */
 static __attribute__((noinline)) int side_enter_slow(struct side *s, uintptr_t tp) {
   uintptr_t none = 0;
   if (!LD(s->shared) && LD(s->owner) == 0 &&
-      __atomic_compare_exchange_n(&s->owner, &none, tp, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-    ST(s->busy, 1);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    if (!LD(s->shared)) return 0;
-    __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
-  }
+      __atomic_compare_exchange_n(&s->owner, &none, tp, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) &&
+      side_enter_owned(s))
+    return 0;
   lock(&s->lock);
   if (!LD(s->shared)) {
     ST(s->shared, 1);
@@ -203,12 +211,7 @@ static __attribute__((noinline)) int side_enter_slow(struct side *s, uintptr_t t
 
 /* Enter side s: 0 when the caller owns it (no lock taken), 1 when it holds the side's lock. */
 static inline int side_enter(struct side *s, uintptr_t tp) {
-  if (LIKELY(LD(s->owner) == tp)) {
-    ST(s->busy, 1);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the asymmetric half: membarrier is the other */
-    if (LIKELY(!LD(s->shared))) return 0;
-    __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
-  }
+  if (LIKELY(LD(s->owner) == tp) && LIKELY(side_enter_owned(s))) return 0;
   return side_enter_slow(s, tp);
 }
 static inline void side_exit(struct side *s, int locked) {
@@ -776,11 +779,11 @@ static int w_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_rec
   struct ibv_recv_wr *badwr = NULL;
   int rc = c->orig.post_recv(qp, wr, &badwr);
   struct rqp *r;
-  if (LIKELY(counting()) && (r = qp_by_num(c->dev, qp->qp_num)) && r->qp == qp) {
+  if (LIKELY(counting()) && (r = qp_cached(qp)) != NULL) {
     uint64_t n = 0;
     for (struct ibv_recv_wr *w = wr; w && !(rc && w == badwr); w = w->next) n++;
     /* After the provider's post: a completion can overtake this count, which only means a
-     * receive that completes first counts unmatched when recv_out is 0 (see complete()). */
+     * receive that completes first counts unmatched when recv_out is 0 (see complete_rest()). */
     if (n) {
       XADD(r->recv_out, n);
       if (r->slot) XADD(((rcclTelemetryQp_ *)(void *)r->slot)->recv_wqe, n);
