@@ -271,8 +271,21 @@ static void sc_chain(int iters) {
   }
   int rc = ibv_post_send(p.a, w, &bad);
   if (rc != EINVAL || bad != &w[1]) FAIL("refused chain: rc %d, bad %p (want %p)", rc, (void *)bad, (void *)&w[1]);
+  /* A single signalled WR the provider refuses: counted by nothing (the preload counts the
+   * common post before the provider's call and must take it all back). */
+  set_wr(&w[1], &s[1], IBV_WR_RDMA_WRITE, 64, 1, FAKEVERBS_REJECT_WR_ID);
+  w[1].next = NULL;
+  bad = NULL;
+  rc = ibv_post_send(p.a, &w[1], &bad);
+  if (rc != EINVAL || bad != &w[1]) FAIL("refused WR: rc %d, bad %p (want %p)", rc, (void *)bad, (void *)&w[1]);
   set_wr(&w[0], &s[0], IBV_WR_RDMA_WRITE, 64, 1, 42);
   if (ibv_post_send(p.a, w, &bad)) FAIL("post_send");
+  drain(p.cqa, 1, IBV_WC_SUCCESS);
+  /* An unsignalled write and a signalled one: the second's completion retires the first only
+   * if the refused WR left no entry behind in the preload's record. */
+  set_wr(&w[0], &s[0], IBV_WR_RDMA_WRITE, 64, 0, 43);
+  set_wr(&w[1], &s[1], IBV_WR_RDMA_WRITE, 64, 1, 44);
+  if (ibv_post_send(p.a, &w[0], &bad) || ibv_post_send(p.a, &w[1], &bad)) FAIL("post_send");
   drain(p.cqa, 1, IBV_WC_SUCCESS);
   free_pair(&p);
   char extra[64];

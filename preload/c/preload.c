@@ -488,25 +488,37 @@ static inline void tx_bytes(rcclTelemetryStripe_ *s, int dev, uint64_t b) {
 
 static inline uint64_t *idx_sent(RcclQpStats *slot) { return (uint64_t *)((char *)slot + g_idx_sent_off); }
 
-/* One send WR of opcode op, on the QP's posting side. */
-static inline __attribute__((always_inline)) void count_send_op(struct rqp *r, int op) {
-  RcclQpStats *s = r->slot;
-  if (!s) return;
-  switch (op) {
-  case IBV_WR_RDMA_WRITE: rcclTelemetryQpSendPosted(s, 0); return;
-  case IBV_WR_RDMA_WRITE_WITH_IMM: rcclTelemetryQpSendPosted(s, 1); return;
-  default: break;
+/* One send WR of opcode op counted (d = 1) or taken back (d = -1: a post the provider
+ * refused), on the QP's posting side. */
+static inline __attribute__((always_inline)) void count_send_op(struct rqp *r, int op, uint64_t d) {
+  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)r->slot;
+  if (!q) return;
+  if (LIKELY(op == IBV_WR_RDMA_WRITE)) {
+    ADD(q->sent_write, d);
+    return;
   }
-  ADD(*idx_sent(s), 1);
+  if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    ADD(q->sent_imm, d);
+    return;
+  }
+  ADD(*idx_sent(r->slot), d);
   switch (op) {
   case IBV_WR_SEND:
   case IBV_WR_SEND_WITH_IMM:
-  case IBV_WR_SEND_WITH_INV: ADD(r->ext->send_wqe, 1); break;
-  case IBV_WR_RDMA_READ: ADD(r->ext->read_wqe, 1); break;
+  case IBV_WR_SEND_WITH_INV: ADD(r->ext->send_wqe, d); break;
+  case IBV_WR_RDMA_READ: ADD(r->ext->read_wqe, d); break;
   case IBV_WR_ATOMIC_CMP_AND_SWP:
-  case IBV_WR_ATOMIC_FETCH_AND_ADD: ADD(r->ext->atomic_wqe, 1); break;
-  default: ADD(r->ext->other_wqe, 1); break;
+  case IBV_WR_ATOMIC_FETCH_AND_ADD: ADD(r->ext->atomic_wqe, d); break;
+  default: ADD(r->ext->other_wqe, d); break;
   }
+}
+
+/* The bytes of a send WR: the sum of its SGE lengths. */
+static inline uint64_t wr_bytes(const struct ibv_send_wr *w) {
+  if (LIKELY(w->num_sge == 1)) return w->sg_list[0].length;
+  uint64_t b = 0;
+  for (int i = 0; i < w->num_sge; i++) b += w->sg_list[i].length;
+  return b;
 }
 
 /*
@@ -706,41 +718,14 @@ static inline int signalled_wr(const struct rqp *r, const struct ibv_send_wr *w)
   return r->sig_all || (w->send_flags & IBV_SEND_SIGNALED);
 }
 
-static int w_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
-  struct rqp *r = qp_cached(qp);
-  if (UNLIKELY(!r)) { /* a QP this file does not count (created before, or beyond the slots) */
-    struct rctx *c = ctx_of(qp->context);
-    return c ? c->orig.post_send(qp, wr, bad) : ENOSYS;
-  }
-  int (*post)(struct ibv_qp *, struct ibv_send_wr *, struct ibv_send_wr **) = r->c->orig.post_send;
-  if (UNLIKELY(!rcclTelemetryOn())) return post(qp, wr, bad);
-  uintptr_t tp = self_tp();
-  int locked = side_enter(&r->ps, tp);
+/* A post by one of the QP's posting side (held: locked as side_enter said) that is not the
+ * common one: a chain, a record without room, or a thread without its own device stripe.
+ * Counted after the provider's call, for the WRs it took. */
+static __attribute__((noinline)) int post_general(struct rqp *r, struct ibv_qp *qp, struct ibv_send_wr *wr,
+                                                  struct ibv_send_wr **bad, int locked, uintptr_t tp) {
   int dev = r->dev;
   rcclTelemetryStripe_ *st = own_stripe(dev, tp);
   uint64_t t0 = r->tail;
-  if (LIKELY(wr != NULL) && LIKELY(wr->next == NULL)) { /* one WR: the common post, unrolled */
-    int sig = signalled_wr(r, wr), fits = record_room(r, 1);
-    if (LIKELY(fits)) {
-      record(r, t0, wr->wr_id, sig);
-      __atomic_store_n(&r->tail, t0 + 1, __ATOMIC_RELEASE);
-    }
-    /* One WR: the provider took it or refused it (rc != 0, *bad = wr). */
-    struct ibv_send_wr *ignored;
-    int rc = post(qp, wr, bad ? bad : &ignored);
-    if (LIKELY(rc == 0)) {
-      uint64_t b = 0;
-      for (int i = 0; i < wr->num_sge; i++) b += wr->sg_list[i].length;
-      wqe_size(st, dev, b);
-      count_send_op(r, wr->opcode);
-      if (UNLIKELY(!fits)) record_untracked(r, sig != 0, sig == 0);
-      if (b) tx_bytes(st, dev, b);
-    } else if (fits) {
-      record_refused(r, t0, t0 + 1);
-    }
-    side_exit(&r->ps, locked);
-    return rc;
-  }
   /* The chain goes into the record before the provider sees it (see the record above). */
   uint64_t n = 0;
   for (struct ibv_send_wr *w = wr; w; w = w->next) n++;
@@ -751,15 +736,14 @@ static int w_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
     __atomic_store_n(&r->tail, t, __ATOMIC_RELEASE);
   }
   struct ibv_send_wr *badwr = NULL;
-  int rc = post(qp, wr, &badwr);
+  int rc = r->c->orig.post_send(qp, wr, &badwr);
   uint64_t bytes = 0, k = 0;
   uint32_t sig = 0, unsig = 0;
   for (struct ibv_send_wr *w = wr; w && !(rc && w == badwr); w = w->next, k++) {
-    uint64_t b = 0;
-    for (int i = 0; i < w->num_sge; i++) b += w->sg_list[i].length;
+    uint64_t b = wr_bytes(w);
     bytes += b;
     wqe_size(st, dev, b);
-    count_send_op(r, w->opcode);
+    count_send_op(r, w->opcode, 1);
     if (UNLIKELY(!fits)) {
       if (signalled_wr(r, w)) sig++;
       else unsig++;
@@ -770,6 +754,63 @@ static int w_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
   side_exit(&r->ps, locked);
   if (bytes) tx_bytes(st, dev, bytes);
   if (bad) *bad = badwr;
+  return rc;
+}
+
+/* The common post refused by the provider (its one WR, the newest entry of the record):
+ * what was counted for it before the call is taken back. */
+static __attribute__((noinline)) void post_refused(struct rqp *r, const struct ibv_send_wr *wr) {
+  rcclTelemetryStripe_ *st = t_stripe[r->dev & 31];
+  uint64_t b = wr_bytes(wr), t = r->tail - 1;
+  ADD(st->own.sizes[rcclTelemetrySizeBucket_(b)], (uint64_t)-1);
+  ADD(st->own.tx_bytes, -b);
+  count_send_op(r, wr->opcode, (uint64_t)-1);
+  record_refused(r, t, t + 1);
+}
+
+/* Every post but the common one (see w_post_send): an uncounted QP, telemetry off, a side
+ * this thread does not own, a chain, a full record, a thread without its device stripe. */
+static __attribute__((noinline)) int post_slow(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
+  struct rqp *r = qp_cached(qp);
+  if (UNLIKELY(!r)) { /* a QP this file does not count (created before, or beyond the slots) */
+    struct rctx *c = ctx_of(qp->context);
+    return c ? c->orig.post_send(qp, wr, bad) : ENOSYS;
+  }
+  if (UNLIKELY(!rcclTelemetryOn())) return r->c->orig.post_send(qp, wr, bad);
+  uintptr_t tp = self_tp();
+  return post_general(r, qp, wr, bad, side_enter(&r->ps, tp), tp);
+}
+
+/*
+ * The common post: one WR on a cached QP, by the thread that owns the QP's posting side and
+ * its device stripe, with room in the record. It is counted before the provider's call, so
+ * that only the record and the WR live across it, and taken back if the provider refuses
+ * the WR; bad goes to the provider as the program passed it. Anything else, post_slow.
+ */
+static int w_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
+  struct rqp *r = LD(g_qpc[qpc_slot(qp)]);
+  if (UNLIKELY(r == NULL) || UNLIKELY(__atomic_load_n(&r->qp, __ATOMIC_ACQUIRE) != qp)) return post_slow(qp, wr, bad);
+  int (*post)(struct ibv_qp *, struct ibv_send_wr *, struct ibv_send_wr **) = r->c->orig.post_send;
+  if (UNLIKELY(!rcclTelemetryOn())) return post(qp, wr, bad);
+  rcclTelemetryStripe_ *st = t_stripe[r->dev & 31];
+  if (UNLIKELY(LD(r->ps.owner) != self_tp()) || UNLIKELY(wr == NULL) || UNLIKELY(wr->next != NULL) ||
+      UNLIKELY(st == NULL))
+    return post_slow(qp, wr, bad);
+  if (UNLIKELY(!side_enter_owned(&r->ps))) return post_slow(qp, wr, bad);
+  uint64_t t0 = r->tail;
+  if (UNLIKELY(!record_room(r, 1))) {
+    side_exit(&r->ps, 0);
+    return post_slow(qp, wr, bad);
+  }
+  record(r, t0, wr->wr_id, signalled_wr(r, wr));
+  __atomic_store_n(&r->tail, t0 + 1, __ATOMIC_RELEASE);
+  uint64_t b = wr_bytes(wr);
+  ADD(st->own.sizes[rcclTelemetrySizeBucket_(b)], 1);
+  ADD(st->own.tx_bytes, b);
+  count_send_op(r, wr->opcode, 1);
+  int rc = post(qp, wr, bad);
+  if (UNLIKELY(rc != 0)) post_refused(r, wr);
+  side_exit(&r->ps, 0);
   return rc;
 }
 
@@ -807,11 +848,9 @@ static int w_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct i
   return rc;
 }
 
-static int w_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
-  struct rctx *c = ctx_of(cq->context);
-  if (UNLIKELY(!c)) return -1;
-  int got = c->orig.poll_cq(cq, n, wc);
-  if (UNLIKELY(!counting())) return got;
+/* The counting of a poll that returned got completions (any number, any kind), after the
+ * provider's call. */
+static __attribute__((noinline)) int poll_counted(struct rctx *c, struct ibv_cq *cq, int got, struct ibv_wc *wc) {
   int dev = c->dev;
   uintptr_t tp = self_tp();
   rcclTelemetryStripe_ *st = own_stripe(dev, tp);
@@ -821,6 +860,43 @@ static int w_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
   for (int i = 0; i < got; i++)
     complete(dev, cq, wc[i].qp_num, wc[i].status, wc[i].opcode, wc[i].byte_len, wc[i].wr_id, &now, tp);
   return got;
+}
+
+/*
+ * The common poll: one successful send completion, the oldest entry of its QP's record,
+ * signalled, with no untracked WRs before it, polled by the thread that owns the QP's
+ * completing side and its device stripe: counted inline. Anything else, poll_counted (or,
+ * once inside the side, complete_rest and complete_sampled).
+ */
+static int w_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+  struct rctx *c = ctx_of(cq->context);
+  if (UNLIKELY(!c)) return -1;
+  int got = c->orig.poll_cq(cq, n, wc);
+  if (UNLIKELY(!counting())) return got;
+  int dev = c->dev;
+  rcclTelemetryStripe_ *st = t_stripe[dev & 31];
+  if (UNLIKELY(got != 1) || UNLIKELY(st == NULL)) return poll_counted(c, cq, got, wc);
+  uintptr_t tp = self_tp();
+  struct rqp *r = qp_by_num(dev, wc->qp_num);
+  if (UNLIKELY(r == NULL) || UNLIKELY(LD(r->cs.owner) != tp) || UNLIKELY(!side_enter_owned(&r->cs)))
+    return poll_counted(c, cq, got, wc);
+  ADD(st->own.cq_polls, 1);
+  uint64_t h = r->head;
+  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)r->slot;
+  struct ent *e = &r->ring[h & (r->ring_cap - 1)];
+  int64_t now = 0;
+  if (LIKELY(wc->status == IBV_WC_SUCCESS) && LIKELY(!(wc->opcode & IBV_WC_RECV)) && LIKELY(q != NULL) &&
+      LIKELY(h != __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE)) && LIKELY(LD(e->flags) == ENT_SIG) &&
+      LIKELY(e->gap == r->gap_done)) {
+    int64_t tok = e->token;
+    __atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
+    if (LIKELY(tok <= RCCL_TELEMETRY_TS_UNSAMPLED)) ADD(q->wqe_rcvd, 1);
+    else complete_sampled(q, tok, &now);
+  } else {
+    complete_rest(r, dev, cq, wc->status, wc->opcode, wc->byte_len, wc->wr_id, &now, tp);
+  }
+  side_exit(&r->cs, 0);
+  return 1;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -979,7 +1055,7 @@ static int qx_wr_complete(struct ibv_qp_ex *qpx) {
       struct pend *p = &r->pend[i];
       bytes += p->bytes;
       wqe_size(st, r->dev, p->bytes);
-      count_send_op(r, p->op);
+      count_send_op(r, p->op, 1);
       if (p->signalled) sig++;
       else unsig++;
     }

@@ -183,26 +183,27 @@ fn check_chain(r: &Run, iters: u64, sample: u64) {
     let q = qps(d);
     assert_eq!(q.len(), 2);
     // QP A: iters chains of 10 (4 writes, 1 write-imm, 2 sends, 1 read, 2 atomics; only the
-    // last signalled), then a chain refused at its 2nd WR (1 write posted) and 1 signalled write.
+    // last signalled), then a chain refused at its 2nd WR (1 write posted), a single WR refused
+    // (nothing), 1 signalled write, and an unsignalled write retired by a signalled one.
     expect(
         "chain A",
         &q[0],
         &[
-            ("num_wqe_sent", 10 * iters + 2),
-            ("num_write_wqe", 4 * iters + 2),
+            ("num_wqe_sent", 10 * iters + 4),
+            ("num_write_wqe", 4 * iters + 4),
             ("num_write_imm_wqe", iters),
             ("num_send_wqe", 2 * iters),
             ("num_read_wqe", iters),
             ("num_atomic_wqe", 2 * iters),
-            ("num_wqe_rcvd", iters + 1),
-            ("num_wqe_completed", iters + 1),
-            ("num_wqe_retired_unsignalled", 9 * iters + 1),
+            ("num_wqe_rcvd", iters + 2),
+            ("num_wqe_completed", iters + 2),
+            ("num_wqe_retired_unsignalled", 9 * iters + 2),
         ],
     );
     // QP B: 3 receives per chain (write-imm, 2 sends), all completed.
     expect("chain B", &q[1], &[("num_recv_wqe", 3 * iters), ("num_wqe_rcvd", 3 * iters), ("num_wqe_completed", 3 * iters)]);
-    // 1 in `sample` signalled sends is timed: positions 0, N, 2N, ... of iters + 1.
-    assert_eq!(hist_sum(&q[0]), (iters + 1).div_ceil(sample));
+    // 1 in `sample` signalled sends is timed: positions 0, N, 2N, ... of iters + 2.
+    assert_eq!(hist_sum(&q[0]), (iters + 2).div_ceil(sample));
     // The channel's log-scale histogram holds the same sampled completions.
     let log: u64 = f["devices"][0]["channels"][0]["wqe_completion_log_histogram"].as_array().unwrap().iter().map(|b| b[2].as_u64().unwrap()).sum();
     assert_eq!(log, hist_sum(&q[0]) + hist_sum(&q[1]));
@@ -212,7 +213,7 @@ fn check_chain(r: &Run, iters: u64, sample: u64) {
         "chain device",
         d,
         &[
-            ("tx_bytes", iters * (100 + 200 + 300 + 400 + 500 + 600 + 700 + 8 + 8 + 1000) + 2 * 64),
+            ("tx_bytes", iters * (100 + 200 + 300 + 400 + 500 + 600 + 700 + 8 + 8 + 1000) + 4 * 64),
             ("rx_bytes", iters * (500 + 600 + 1000)),
             ("num_cq_errors", 0),
             ("cq_poll_count", polls(r, 0)),
@@ -221,9 +222,9 @@ fn check_chain(r: &Run, iters: u64, sample: u64) {
             ("num_wc_unknown_qp", 0),
         ],
     );
-    assert_eq!(sizes(d), vec![(8, 2 * iters), (64, 2), (128, iters), (256, iters), (512, 3 * iters), (1024, 3 * iters)]);
-    // 2 polls per round (one completion on A, three on B), the refused chain's one, 2 empty.
-    assert_eq!(polls(r, 0), 2 * iters + 3);
+    assert_eq!(sizes(d), vec![(8, 2 * iters), (64, 4), (128, iters), (256, iters), (512, 3 * iters), (1024, 3 * iters)]);
+    // 2 polls per round (one completion on A, three on B), the last two writes' (one each), 2 empty.
+    assert_eq!(polls(r, 0), 2 * iters + 4);
 }
 
 #[test]
@@ -237,6 +238,11 @@ fn chains_unsignalled_runs_and_refused_posts_direct_and_nccl_style() {
     let sampled = run(&b.nccl, &b, &["chain", "200"], &[("RCCL_TELEMETRY_LATENCY_SAMPLE", "16")], true);
     check_chain(&sampled, 200, 16);
     assert_eq!(only(&sampled)["devices"][0]["channels"][0]["queue_pairs"][0]["num_wqe_sampled"], 13);
+    // At N = 8 the last write is sampled only if the refused single WR gave its sampling
+    // position back (position 200 of 0..=201).
+    let sampled = run(&b.direct, &b, &["chain", "200"], &[("RCCL_TELEMETRY_LATENCY_SAMPLE", "8")], true);
+    check_chain(&sampled, 200, 8);
+    assert_eq!(only(&sampled)["devices"][0]["channels"][0]["queue_pairs"][0]["num_wqe_sampled"], 26);
 }
 
 #[test]
@@ -440,7 +446,7 @@ fn a_static_program_is_not_caught() {
     let Some(b) = bins("a_static_program_is_not_caught") else { return };
     // LD_PRELOAD does not apply to a statically linked program: it runs as without it.
     let r = run(&b.static_app, &b, &["chain", "10"], &[], true);
-    assert_eq!(r.said["polls"][0], 23);
+    assert_eq!(r.said["polls"][0], 24); // 2 * 10 + 4, as check_chain counts them
     assert_eq!(r.said["pristine"], 1, "nothing wrapped");
     assert!(r.files.is_empty());
 }
