@@ -580,6 +580,10 @@ EXPORT int fakeverbs_pristine(struct ibv_context *ctx) {
          ctx->ops.poll_cq == f_poll_cq && v->create_qp_ex == f_create_qp_ex && v->create_cq_ex == f_create_cq_ex;
 }
 
+/* The provider's own ops, as ibv_open_device installs them before any interposer patches a
+ * context (the bench's in-process unwrapped loop calls these). */
+EXPORT void fakeverbs_provider_ops(struct ibv_context_ops *ops) { *ops = g_ops; }
+
 EXPORT int fakeverbs_cq_pristine(struct ibv_cq_ex *cq) { return cq->start_poll == fx_start_poll && cq->next_poll == fx_next_poll; }
 
 EXPORT int fakeverbs_qpx_pristine(struct ibv_qp_ex *x) {

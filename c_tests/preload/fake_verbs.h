@@ -11,6 +11,7 @@ void fakeverbs_connect(struct ibv_qp *a, struct ibv_qp *b);
 void fakeverbs_fail_next(struct ibv_qp *qp);
 void fakeverbs_inject(struct ibv_cq *cq, uint32_t qp_num);
 int fakeverbs_pristine(struct ibv_context *ctx);
+void fakeverbs_provider_ops(struct ibv_context_ops *ops);
 int fakeverbs_cq_pristine(struct ibv_cq_ex *cq);
 int fakeverbs_qpx_pristine(struct ibv_qp_ex *qpx);
 #endif
