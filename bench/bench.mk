@@ -45,17 +45,26 @@ bench: bench-build bench-preload
 
 bench-quick: bench-build bench-preload-build
 	BENCH_LIB_REV=$(BENCH_REV) $(BENCH_BIN) --quick --json $(BENCH_BUILD)/results-quick.json
-	$(BENCH_BUILD)/preload_bench $(abspath $(PRELOAD_SO)) --quick
+	$(BENCH_BUILD)/preload_bench $(abspath $(PRELOAD_SO)) $(abspath $(PRELOAD_CC_SO)) --quick
 	$(MAKE) --no-print-directory bench-prom BENCH_PROM_ARGS=--quick
 
-# The LD_PRELOAD interposer over the fake libibverbs (see bench/README.md).
+# The LD_PRELOAD interposer over the fake libibverbs (see bench/README.md). PRELOAD_CC_SO is
+# the same interposer with a counter for a clock (RTP_BENCH_COUNTER_CLOCK in preload.c), built
+# for the bench only: the difference tells the cost of an N=1 WQE's clock reads in the loop.
+PRELOAD_CC_SO := $(BENCH_BUILD)/librccl_telemetry_preload_counterclock.so
+$(PRELOAD_CC_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_ENGINE)
+	@mkdir -p $(BENCH_BUILD)
+	$(CC) $(PRELOAD_CFLAGS) -DRTP_BENCH_COUNTER_CLOCK -shared -o $@ $(PRELOAD_SRCS) $(PRELOAD_ENGINE) \
+	  -Wl,--version-script=preload/c/exports.map -Wl,-z,defs -Wl,--gc-sections \
+	  -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 bench-preload-build: preload $(FAKEVERBS)
+	@$(MAKE) --no-print-directory $(PRELOAD_CC_SO)
 	@mkdir -p $(BENCH_BUILD)
 	$(BENCH_CC) $(BENCH_CFLAGS) $(BENCH_DIR)/preload_bench.c -o $(BENCH_BUILD)/preload_bench \
 	  -L$(dir $(FAKEVERBS)) -libverbs -Wl,-rpath,$(abspath $(dir $(FAKEVERBS))) -lpthread
 
 bench-preload: bench-preload-build
-	$(BENCH_BUILD)/preload_bench $(abspath $(PRELOAD_SO))
+	$(BENCH_BUILD)/preload_bench $(abspath $(PRELOAD_SO)) $(abspath $(PRELOAD_CC_SO))
 
 # The live Prometheus textfile: one write at 8x64x16 slots, against the JSON snapshot of the
 # same slots in the same run (benches/prom_write.rs; the writer thread's cost, not the hot path).

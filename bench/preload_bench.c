@@ -18,7 +18,11 @@
  * (what the context's ops hold without the preload), on the same QP; the targets are judged
  * on those paired differences, and on the clock reads timed in the same children.
  *
- *   preload_bench PRELOAD_SO [--quick]
+ * With COUNTERCLOCK_SO (the same interposer built with RTP_BENCH_COUNTER_CLOCK: a counter for
+ * a clock), each round also pairs it at N=1: what an N=1 WQE costs without its clock reads,
+ * and so what the clock reads cost in this loop (the two differ by nothing else).
+ *
+ *   preload_bench PRELOAD_SO [COUNTERCLOCK_SO] [--quick]
  * Exit status: 0 when every child ran and the child with telemetry off found the provider's
  * ops untouched; never a judgement of time.
  */
@@ -30,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <math.h>
 #include <time.h>
 #include <unistd.h>
 #include <x86intrin.h>
@@ -321,10 +326,11 @@ int main(int argc, char **argv) {
     return child(atoi(argv[4]));
   }
   if (argc < 2 || argv[1][0] == '-') {
-    fprintf(stderr, "usage: preload_bench PRELOAD_SO [--quick]\n");
+    fprintf(stderr, "usage: preload_bench PRELOAD_SO [COUNTERCLOCK_SO] [--quick]\n");
     return 2;
   }
-  int quick = argc > 2 && !strcmp(argv[2], "--quick");
+  int quick = !strcmp(argv[argc - 1], "--quick");
+  const char *ccso = argc > 2 && strcmp(argv[2], "--quick") ? argv[2] : NULL;
   g_iters = quick ? 20000 : 500000;
   g_reps = quick ? 2 : 5;
   int rounds = quick ? 1 : ROUNDS;
@@ -349,15 +355,19 @@ int main(int argc, char **argv) {
   static double ns[NMODES][ROUNDS], diff[NMODES][ROUNDS], tsc[ROUNDS], cg[ROUNDS];
   /* The in-process pairing, one child per round at N=1 and at N=16. */
   static double pd1[ROUNDS], pd16[ROUNDS], pb1[ROUNDS], pb16[ROUNDS], pt1[ROUNDS], ptsc[2 * ROUNDS];
+  static double pdc[ROUNDS], pbc[ROUNDS]; /* N=1 with the counter clock */
   int pairs = quick ? 20 : 250, npair = 0, ntsc = 0;
   int got = 0;
   for (int round = 0; round < rounds; round++) {
-    double d1, d16, b1, b16, t1, t16;
+    double d1, d16, dc = 0, b1, b16, bc = 0, t1, t16, tc;
     if (run_pair(1, argv[1], self, outdir, pairs, &d1, &b1, &t1) ||
-        run_pair(16, argv[1], self, outdir, pairs, &d16, &b16, &t16)) {
+        run_pair(16, argv[1], self, outdir, pairs, &d16, &b16, &t16) ||
+        (ccso && run_pair(1, ccso, self, outdir, pairs, &dc, &bc, &tc))) {
       fprintf(stderr, "preload_bench: a paired child failed\n");
       bad = 1;
     } else {
+      pdc[npair] = dc;
+      pbc[npair] = bc;
       pd1[npair] = d1;
       pb1[npair] = b1;
       pt1[npair] = t1;
@@ -412,14 +422,18 @@ int main(int argc, char **argv) {
   /* This VM has speed phases of seconds in which every loop (the provider's alone too) runs
    * up to 2-3x slower; a child of a fraction of a second sits in one. The figure at the
    * machine's normal speed: the children whose own unwrapped batches ran within 10% of the
-   * fastest child's. */
-  double fast[2][ROUNDS], fast_tsc[ROUNDS];
-  int nfast[2] = {0, 0};
-  for (int k = 0; k < 2; k++) {
-    double *d = k ? pd16 : pd1, *b = k ? pb16 : pb1, lo = 1e30;
+   * fastest child's (of any series, so that the series compare at one speed). */
+  double fast[3][ROUNDS], fast_tsc[ROUNDS];
+  int nfast[3] = {0, 0, 0}, nk = ccso ? 3 : 2;
+  double *ds[3] = {pd1, pd16, pdc}, *bs[3] = {pb1, pb16, pbc};
+  const char *tag[3] = {"N=1 ", "N=16", "N=1, counter clock"};
+  double lo = 1e30; /* the fastest child's unwrapped batches, over every series */
+  for (int k = 0; k < nk; k++)
     for (int i = 0; i < npair; i++)
-      if (b[i] < lo) lo = b[i];
-    printf("%s per round (diff/unwrapped):", k ? "N=16" : "N=1 ");
+      if (bs[k][i] < lo) lo = bs[k][i];
+  for (int k = 0; k < nk; k++) {
+    double *d = ds[k], *b = bs[k];
+    printf("%s per round (diff/unwrapped):", tag[k]);
     for (int i = 0; i < npair; i++) {
       printf(" %+.1f/%.0f", d[i], b[i]);
       if (b[i] <= 1.1 * lo) {
@@ -430,20 +444,25 @@ int main(int argc, char **argv) {
     printf("\n");
   }
   double pt = quantile(ptsc, ntsc, 0.5);
-  printf("%-30s %10s %18s %22s\n", "mode", "all rounds", "[p25 .. p75]", "normal-speed rounds");
-  double pf[2];
-  for (int k = 0; k < 2; k++) {
-    double *d = k ? pd16 : pd1;
-    pf[k] = quantile(fast[k], nfast[k], 0.5);
+  printf("%-36s %10s %18s %22s\n", "mode", "all rounds", "[p25 .. p75]", "normal-speed rounds");
+  double pf[3];
+  const char *name[3] = {"preload, on, N=1, paired", "preload, on, N=16, paired", "N=1, counter for a clock, paired"};
+  for (int k = 0; k < nk; k++) {
+    double *d = ds[k];
+    pf[k] = nfast[k] ? quantile(fast[k], nfast[k], 0.5) : NAN;
     double all = quantile(d, npair, 0.5);
-    printf("%-30s %+10.1f   [%+6.1f .. %+6.1f] %+12.1f (%d of %d)\n", k ? "preload, on, N=16, paired" : "preload, on, N=1, paired",
-           all, quantile(d, npair, 0.25), quantile(d, npair, 0.75), pf[k], nfast[k], npair);
+    printf("%-36s %+10.1f   [%+6.1f .. %+6.1f] %+12.1f (%d of %d)\n", name[k], all, quantile(d, npair, 0.25),
+           quantile(d, npair, 0.75), pf[k], nfast[k], npair);
   }
-  double ft = quantile(fast_tsc, nfast[0], 0.5);
+  double ft = nfast[0] ? quantile(fast_tsc, nfast[0], 0.5) : pt;
   printf("rdtsc in the same children: %.1f ns (all), %.1f ns (the normal-speed N=1 rounds)\n", pt, ft);
   printf("targets (paired, normal-speed rounds): off = provider's ops (0 added%s); N=16 <= 15 ns over unwrapped (%+.1f);"
-         " N=1 <= 2 clock reads + 15 ns (%+.1f vs %.1f)\n",
-         pristine_off ? ": ops untouched" : ": OPS WRAPPED", pf[1], pf[0], 2 * ft + 15);
+         " N=1 <= 2 clock reads + 15 ns:\n",
+         pristine_off ? ": ops untouched" : ": OPS WRAPPED", pf[1]);
+  printf("  clock reads at rdtsc's own rate (2 x %.1f ns): %+.1f vs %.1f\n", ft, pf[0], 2 * ft + 15);
+  if (ccso)
+    printf("  clock reads at their cost in this loop (N=1 minus N=1 with a counter for a clock, %.1f ns): %+.1f vs %.1f\n",
+           pf[0] - pf[2], pf[0], pf[0] - pf[2] + 15);
   char cmd[256];
   snprintf(cmd, sizeof cmd, "rm -rf %s", outdir);
   if (system(cmd)) bad = 1;
