@@ -78,39 +78,25 @@ static void mk(struct pair *p) {
   fakeverbs_connect(p->a, p->b);
 }
 
-/* The loop; returns ns per WQE (the best of g_reps). */
-static double loop(struct pair *p) {
-  struct ibv_sge s = {(uintptr_t)g_buf, sizeof g_buf, 1};
-  struct ibv_send_wr w, *bad;
-  memset(&w, 0, sizeof w);
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.opcode = IBV_WR_RDMA_WRITE;
-  w.send_flags = IBV_SEND_SIGNALED;
-  struct ibv_wc wc;
-  double best = 1e30;
-  for (int r = 0; r < g_reps; r++) {
-    double t0 = now_ns();
-    for (long i = 0; i < g_iters; i++) {
-      w.wr_id = (uint64_t)i;
-      if (ibv_post_send(p->a, &w, &bad)) exit(2);
-      while (ibv_poll_cq(p->cq, 1, &wc) != 1) {
-      }
-    }
-    double ns = (now_ns() - t0) / (double)g_iters;
-    if (ns < best) best = ns;
-  }
-  return best;
+/* Opens the first device into g_ctx, with a protection domain in g_pd; 0 on success. */
+static int open_first_device(void) {
+  int n = 0;
+  struct ibv_device **l = ibv_get_device_list(&n);
+  g_ctx = l && n ? ibv_open_device(l[0]) : NULL;
+  if (l) ibv_free_device_list(l);
+  if (!g_ctx) return 1;
+  g_pd = ibv_alloc_pd(g_ctx);
+  return g_pd ? 0 : 1;
 }
 
-/* The in-process pairing: batches of PAIR_BATCH WQEs, alternately through the context's ops
- * (the preload's wrappers) and straight into the provider's own functions (what the ops hold
- * without the preload), on the same QP and CQ. Every batch drains its completions, so the
- * preload never sees the direct batches' WRs. Both loops load the function through two
- * pointers, as ibv_post_send/ibv_poll_cq do through qp->context->ops. */
-#define PAIR_BATCH 2048
+/* The provider's own functions, for the paired child's direct batches (see batch()). */
 static struct ibv_context_ops g_direct;
-static double batch(struct pair *p, int direct) {
+
+/* n WQEs of the measured loop on p, through the context's ops (ibv_post_send and ibv_poll_cq,
+ * so the preload's wrappers when it is on) or, direct, straight into the provider's own
+ * functions. Both load the function through two pointers, as ibv_post_send/ibv_poll_cq do
+ * through qp->context->ops. Returns ns per WQE. */
+static inline __attribute__((always_inline)) double wqes(struct pair *p, long n, int direct) {
   struct ibv_sge s = {(uintptr_t)g_buf, sizeof g_buf, 1};
   struct ibv_send_wr w, *bad;
   memset(&w, 0, sizeof w);
@@ -121,22 +107,32 @@ static double batch(struct pair *p, int direct) {
   struct ibv_wc wc;
   struct ibv_context_ops *volatile ops = &g_direct;
   double t0 = now_ns();
-  if (direct) {
-    for (long i = 0; i < PAIR_BATCH; i++) {
-      w.wr_id = (uint64_t)i;
-      if (ops->post_send(p->a, &w, &bad)) exit(2);
-      while (ops->poll_cq(p->cq, 1, &wc) != 1) {
-      }
-    }
-  } else {
-    for (long i = 0; i < PAIR_BATCH; i++) {
-      w.wr_id = (uint64_t)i;
-      if (ibv_post_send(p->a, &w, &bad)) exit(2);
-      while (ibv_poll_cq(p->cq, 1, &wc) != 1) {
-      }
+  for (long i = 0; i < n; i++) {
+    w.wr_id = (uint64_t)i;
+    if (direct ? ops->post_send(p->a, &w, &bad) : ibv_post_send(p->a, &w, &bad)) exit(2);
+    while ((direct ? ops->poll_cq(p->cq, 1, &wc) : ibv_poll_cq(p->cq, 1, &wc)) != 1) {
     }
   }
-  return (now_ns() - t0) / PAIR_BATCH;
+  return (now_ns() - t0) / (double)n;
+}
+
+/* The loop; returns ns per WQE (the best of g_reps). */
+static double loop(struct pair *p) {
+  double best = 1e30;
+  for (int r = 0; r < g_reps; r++) {
+    double ns = wqes(p, g_iters, 0);
+    if (ns < best) best = ns;
+  }
+  return best;
+}
+
+/* The in-process pairing: batches of PAIR_BATCH WQEs, alternately through the context's ops
+ * (the preload's wrappers) and straight into the provider's own functions (what the ops hold
+ * without the preload), on the same QP and CQ. Every batch drains its completions, so the
+ * preload never sees the direct batches' WRs. */
+#define PAIR_BATCH 2048
+static double batch(struct pair *p, int direct) {
+  return direct ? wqes(p, PAIR_BATCH, 1) : wqes(p, PAIR_BATCH, 0);
 }
 
 /* rdtsc's cost here, ns per read (the N=1 budget counts two per WQE). */
@@ -154,12 +150,7 @@ static double tsc_ns(void) {
 static int cmp_d(const void *a, const void *b);
 static double quantile(double *v, int n, double q);
 static int child_pair(int pairs) {
-  int n = 0;
-  struct ibv_device **l = ibv_get_device_list(&n);
-  g_ctx = l && n ? ibv_open_device(l[0]) : NULL;
-  if (!g_ctx) return 1;
-  ibv_free_device_list(l);
-  g_pd = ibv_alloc_pd(g_ctx);
+  if (open_first_device()) return 1;
   fakeverbs_provider_ops(&g_direct);
   struct pair p;
   mk(&p);
@@ -197,12 +188,7 @@ static void *thr(void *arg) {
 }
 
 static int child(int threads) {
-  int n = 0;
-  struct ibv_device **l = ibv_get_device_list(&n);
-  g_ctx = l && n ? ibv_open_device(l[0]) : NULL;
-  if (!g_ctx) return 1;
-  ibv_free_device_list(l);
-  g_pd = ibv_alloc_pd(g_ctx);
+  if (open_first_device()) return 1;
   double ns;
   if (threads == 1) {
     struct pair p;
@@ -251,71 +237,61 @@ struct mode {
   double tsc, cg;
 };
 
-static int run(struct mode *m, const char *so, const char *self, const char *outdir) {
+/* Runs this program again as a child: preloaded with so (NULL: nothing), telemetry on or
+ * off, sampling 1 in sample, the output in outdir, with args after argv[0]; its first line of
+ * output goes into line. 0 when it printed one and exited 0. */
+static int spawn(const char *self, const char *so, int enable, int sample, const char *outdir, char *const *args,
+                 char *line, int len) {
   int fd[2];
   if (pipe(fd)) return -1;
   pid_t pid = fork();
   if (pid == 0) {
     dup2(fd[1], 1);
     close(fd[0]);
-    if (m->preload) setenv("LD_PRELOAD", so, 1);
+    if (so) setenv("LD_PRELOAD", so, 1);
     else unsetenv("LD_PRELOAD");
-    if (m->enable) setenv("RCCL_TELEMETRY_ENABLE", "1", 1);
+    if (enable) setenv("RCCL_TELEMETRY_ENABLE", "1", 1);
     else unsetenv("RCCL_TELEMETRY_ENABLE");
     char s[16];
-    snprintf(s, sizeof s, "%d", m->sample);
+    snprintf(s, sizeof s, "%d", sample);
     setenv("RCCL_TELEMETRY_LATENCY_SAMPLE", s, 1);
     setenv("RCCL_TELEMETRY_OUTPUT_DIR", outdir, 1);
     setenv("RCCL_TELEMETRY_SIGNALS", "0", 1);
-    char it[32], reps[16], th[8];
-    snprintf(it, sizeof it, "%ld", g_iters);
-    snprintf(reps, sizeof reps, "%d", g_reps);
-    snprintf(th, sizeof th, "%d", m->threads);
-    execl(self, self, "--child", it, reps, th, (char *)NULL);
+    execv(self, args);
     _exit(127);
   }
   close(fd[1]);
-  char buf[256] = {0};
   FILE *f = fdopen(fd[0], "r");
-  unsigned long long dummy;
-  int ok = f && fgets(buf, sizeof buf, f) && sscanf(buf, "%lf %d %lf %lf %llu", &m->ns, &m->pristine, &m->tsc, &m->cg, &dummy) == 5;
+  int ok = f && fgets(line, len, f);
   if (f) fclose(f);
+  else close(fd[0]);
   int st;
   waitpid(pid, &st, 0);
   return ok && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
-/* One --child pair run at sampling n: its median difference and rdtsc's cost, or -1. */
+static int run(struct mode *m, const char *so, const char *self, const char *outdir) {
+  char it[32], reps[16], th[8], buf[256];
+  snprintf(it, sizeof it, "%ld", g_iters);
+  snprintf(reps, sizeof reps, "%d", g_reps);
+  snprintf(th, sizeof th, "%d", m->threads);
+  char *args[] = {(char *)self, "--child", it, reps, th, NULL};
+  if (spawn(self, m->preload ? so : NULL, m->enable, m->sample, outdir, args, buf, sizeof buf)) return -1;
+  unsigned long long dummy;
+  return sscanf(buf, "%lf %d %lf %lf %llu", &m->ns, &m->pristine, &m->tsc, &m->cg, &dummy) == 5 ? 0 : -1;
+}
+
+/* One --child pair run at sampling 1 in sample: its median difference, its unwrapped speed
+ * and rdtsc's cost; -1 when it failed or found the ops unwrapped (then it paired nothing). */
 static int run_pair(int sample, const char *so, const char *self, const char *outdir, int pairs, double *diff,
                     double *base, double *tsc) {
-  int fd[2];
-  if (pipe(fd)) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fd[1], 1);
-    close(fd[0]);
-    setenv("LD_PRELOAD", so, 1);
-    setenv("RCCL_TELEMETRY_ENABLE", "1", 1);
-    char s[16], p[16];
-    snprintf(s, sizeof s, "%d", sample);
-    snprintf(p, sizeof p, "%d", pairs);
-    setenv("RCCL_TELEMETRY_LATENCY_SAMPLE", s, 1);
-    setenv("RCCL_TELEMETRY_OUTPUT_DIR", outdir, 1);
-    setenv("RCCL_TELEMETRY_SIGNALS", "0", 1);
-    execl(self, self, "--child", "pair", p, (char *)NULL);
-    _exit(127);
-  }
-  close(fd[1]);
-  char buf[256] = {0};
-  FILE *f = fdopen(fd[0], "r");
+  char p[16], buf[256];
+  snprintf(p, sizeof p, "%d", pairs);
+  char *args[] = {(char *)self, "--child", "pair", p, NULL};
+  if (spawn(self, so, 1, sample, outdir, args, buf, sizeof buf)) return -1;
   double q1, q3;
   int pristine = 1;
-  int ok = f && fgets(buf, sizeof buf, f) && sscanf(buf, "%lf %lf %lf %lf %lf %d", diff, &q1, &q3, base, tsc, &pristine) == 6;
-  if (f) fclose(f);
-  int st;
-  waitpid(pid, &st, 0);
-  /* pristine must be 0: the pairing is only meaningful when the ops are wrapped */
-  return ok && !pristine && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+  return sscanf(buf, "%lf %lf %lf %lf %lf %d", diff, &q1, &q3, base, tsc, &pristine) == 6 && !pristine ? 0 : -1;
 }
 
 int main(int argc, char **argv) {
