@@ -899,7 +899,7 @@ static int w_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
     int64_t tok = e->token;
     __atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
     if (LIKELY(tok <= RCCL_TELEMETRY_TS_UNSAMPLED)) ADD(q->wqe_rcvd, 1);
-    else complete_sampled(q, tok, &now);
+    else rcclTelemetryQpWqeCompleteAt((RcclQpStats *)(void *)q, tok, rcclTelemetryPollTs());
   } else {
     complete_rest(r, dev, cq, wc->status, wc->opcode, wc->byte_len, wc->wr_id, &now, tp);
   }
