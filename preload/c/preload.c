@@ -638,10 +638,27 @@ static inline int64_t retire_error(struct rqp *r) {
   }
 }
 
-/* A sampled send completion, measured to the poll's clock reading (read on first need). */
-static __attribute__((noinline)) void complete_sampled(rcclTelemetryQp_ *q, int64_t tok, int64_t *now) {
-  if (*now <= RCCL_TELEMETRY_TS_UNSAMPLED) *now = rcclTelemetryPollTs();
-  rcclTelemetryQpWqeCompleteAt((RcclQpStats *)(void *)q, tok, *now);
+/* The common completion, inside the QP's completing side: a successful send completion
+ * that retires the oldest entry, signalled, with no untracked WRs before it; a sampled one is
+ * measured to the poll's clock reading *now (read on first need). 1 when it was that and is
+ * counted; 0 when it is complete_rest's. */
+static inline __attribute__((always_inline)) int complete_common(struct rqp *r, int status, int opcode, int64_t *now) {
+  uint64_t h = r->head;
+  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)r->slot;
+  struct ent *e = &r->ring[h & (r->ring_cap - 1)];
+  if (UNLIKELY(status != IBV_WC_SUCCESS) || UNLIKELY(opcode & IBV_WC_RECV) || UNLIKELY(q == NULL) ||
+      UNLIKELY(h == __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE)) || UNLIKELY(LD(e->flags) != ENT_SIG) ||
+      UNLIKELY(e->gap != r->gap_done))
+    return 0;
+  int64_t tok = e->token;
+  __atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
+  if (LIKELY(tok <= RCCL_TELEMETRY_TS_UNSAMPLED)) {
+    ADD(q->wqe_rcvd, 1);
+  } else {
+    if (*now <= RCCL_TELEMETRY_TS_UNSAMPLED) *now = rcclTelemetryPollTs();
+    rcclTelemetryQpWqeCompleteAt((RcclQpStats *)(void *)q, tok, *now);
+  }
+  return 1;
 }
 
 /* The rest of complete(): receives, errors, and the latency of a sampled send (all but the
@@ -691,8 +708,7 @@ static __attribute__((noinline)) void complete_rest(struct rqp *r, int dev, stru
 }
 
 /* One completion of device dev's CQ cq, by the thread tp. now: the poll's clock reading,
- * read on first need. The common case, a successful send completion that retires the
- * oldest entry, signalled, with no untracked WRs before it, is handled inline. */
+ * read on first need. The common case (complete_common) is handled inline. */
 static inline __attribute__((always_inline)) void complete(int dev, struct ibv_cq *cq, uint32_t qpn, int status,
                                                            int opcode, uint32_t byte_len, uint64_t wr_id, int64_t *now,
                                                            uintptr_t tp) {
@@ -703,19 +719,7 @@ static inline __attribute__((always_inline)) void complete(int dev, struct ibv_c
     return;
   }
   int locked = side_enter(&r->cs, tp);
-  uint64_t h = r->head;
-  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)r->slot;
-  struct ent *e = &r->ring[h & (r->ring_cap - 1)];
-  if (LIKELY(status == IBV_WC_SUCCESS) && LIKELY(!(opcode & IBV_WC_RECV)) && LIKELY(q != NULL) &&
-      LIKELY(h != __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE)) && LIKELY(LD(e->flags) == ENT_SIG) &&
-      LIKELY(e->gap == r->gap_done)) {
-    int64_t tok = e->token;
-    __atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
-    if (LIKELY(tok <= RCCL_TELEMETRY_TS_UNSAMPLED)) ADD(q->wqe_rcvd, 1);
-    else complete_sampled(q, tok, now);
-  } else {
-    complete_rest(r, dev, cq, status, opcode, byte_len, wr_id, now, tp);
-  }
+  if (UNLIKELY(!complete_common(r, status, opcode, now))) complete_rest(r, dev, cq, status, opcode, byte_len, wr_id, now, tp);
   side_exit(&r->cs, locked);
 }
 
@@ -726,9 +730,10 @@ static inline int signalled_wr(const struct rqp *r, const struct ibv_send_wr *w)
   return r->sig_all || (w->send_flags & IBV_SEND_SIGNALED);
 }
 
-/* A post by one of the QP's posting side (held: locked as side_enter said) that is not the
- * common one: a chain, a record without room, or a thread without its own device stripe.
- * Counted after the provider's call, for the WRs it took. */
+/* Any post but the common one (see w_post_send), inside the QP's posting side (entered
+ * already; locked as side_enter said): a chain, a record without room, a shared side, a
+ * thread without its own device stripe. Counted after the provider's call, for the WRs it
+ * took. */
 static __attribute__((noinline)) int post_general(struct rqp *r, struct ibv_qp *qp, struct ibv_send_wr *wr,
                                                   struct ibv_send_wr **bad, int locked, uintptr_t tp) {
   int dev = r->dev;
@@ -871,10 +876,9 @@ static __attribute__((noinline)) int poll_counted(struct rctx *c, struct ibv_cq 
 }
 
 /*
- * The common poll: one successful send completion, the oldest entry of its QP's record,
- * signalled, with no untracked WRs before it, polled by the thread that owns the QP's
- * completing side and its device stripe: counted inline. Anything else, poll_counted (or,
- * once inside the side, complete_rest and complete_sampled).
+ * The common poll: one completion, on a QP whose completing side and device stripe the
+ * calling thread owns, counted inline (complete_common, else complete_rest). Any other poll,
+ * poll_counted.
  */
 static int w_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
   struct rctx *c = ctx_of(cq->context);
@@ -889,20 +893,9 @@ static int w_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
   if (UNLIKELY(r == NULL) || UNLIKELY(LD(r->cs.owner) != tp) || UNLIKELY(!side_enter_owned(&r->cs)))
     return poll_counted(c, cq, got, wc);
   ADD(st->own.cq_polls, 1);
-  uint64_t h = r->head;
-  rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)r->slot;
-  struct ent *e = &r->ring[h & (r->ring_cap - 1)];
-  int64_t now = 0;
-  if (LIKELY(wc->status == IBV_WC_SUCCESS) && LIKELY(!(wc->opcode & IBV_WC_RECV)) && LIKELY(q != NULL) &&
-      LIKELY(h != __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE)) && LIKELY(LD(e->flags) == ENT_SIG) &&
-      LIKELY(e->gap == r->gap_done)) {
-    int64_t tok = e->token;
-    __atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
-    if (LIKELY(tok <= RCCL_TELEMETRY_TS_UNSAMPLED)) ADD(q->wqe_rcvd, 1);
-    else rcclTelemetryQpWqeCompleteAt((RcclQpStats *)(void *)q, tok, rcclTelemetryPollTs());
-  } else {
-    complete_rest(r, dev, cq, wc->status, wc->opcode, wc->byte_len, wc->wr_id, &now, tp);
-  }
+  int64_t now = 0, now_rest = 0; /* two, so that only the rare path's lives in memory */
+  if (UNLIKELY(!complete_common(r, wc->status, wc->opcode, &now)))
+    complete_rest(r, dev, cq, wc->status, wc->opcode, wc->byte_len, wc->wr_id, &now_rest, tp);
   side_exit(&r->cs, 0);
   return 1;
 }
