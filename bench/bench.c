@@ -550,7 +550,7 @@ static int child_pollts(const char* cfg, int reps, int nreq) {
  * the latency family (PostTs + QpWqeComplete) on a channel whose QP slots record into its
  * log-scale histogram against the same loop on a channel whose slots do not, beside the no-hook
  * loop, interleaved like child_hot. The second channel's slots get their histogram address
- * cleared (role bits kept), which is what RCCL_TELEMETRY_LOG_HISTOGRAM=0 leaves in every slot,
+ * cleared, which is what RCCL_TELEMETRY_LOG_HISTOGRAM=0 leaves in every slot,
  * so the hot path runs exactly the seed-only code there. `swap` (0/1) picks which of the two
  * channels loses its histogram, so the drivers' alternate rounds cancel placement effects.
  * Separate children (the loghist_* rows) compare the configurations as a user sets them, but a
@@ -577,8 +577,8 @@ static int child_logpair(const char* cfg, int reps, int nreq, int swap) {
     rcclTelemetryQp_* w = (rcclTelemetryQp_*)(void*)ctx[LP_WITH]->lqp[j];
     rcclTelemetryQp_* o = (rcclTelemetryQp_*)(void*)ctx[LP_WITHOUT]->lqp[j];
     if (!w || !o) continue;
-    recording &= __atomic_load_n(&w->log_role, __ATOMIC_RELAXED) > 63;
-    __atomic_store_n(&o->log_role, __atomic_load_n(&o->log_role, __ATOMIC_RELAXED) & 63, __ATOMIC_RELAXED);
+    recording &= __atomic_load_n(&w->log_hist, __ATOMIC_RELAXED) != 0;
+    __atomic_store_n(&o->log_hist, 0, __ATOMIC_RELAXED);
     cleared++;
   }
 #endif

@@ -80,7 +80,7 @@ int main(void) {
   (rcclTelemetryBytes)(-1, 0, 1);
 #ifdef RCCL_TELEMETRY_INLINE_HOOKS
   /* Disabled: no device publishes a stripe table, so the inline device forms do nothing. */
-  for (int d = 0; d < RCCL_TELEMETRY_MAX_DEVS; d++) fails += rcclTelemetryHotV2.stripes[d] != NULL;
+  for (int d = 0; d < RCCL_TELEMETRY_MAX_DEVS; d++) fails += rcclTelemetryHotV3.stripes[d] != NULL;
 #endif
   /* Disabled: no thread, and nothing kept on the heap beyond a few bytes. */
   size_t heap1 = mallinfo2().uordblks;

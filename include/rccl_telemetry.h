@@ -251,7 +251,7 @@ int rcclTelemetrySwCapture(struct RcclTelemetrySwSnapshot *out, int maxDevs);
 /* PostTs reads the TSC inline; the device forms count into the calling thread's stripe  */
 /* when it owns it and call the library otherwise (first use, or a shared stripe).       */
 /* The names with a trailing underscore are the library's internals: their layout is     */
-/* tied to the library through the symbol rcclTelemetryHotV2, which a layout change      */
+/* tied to the library through the symbol rcclTelemetryHotV3, which a layout change      */
 /* renames, so a mismatched header and library fail to link instead of miscounting.      */
 /* Define RCCL_TELEMETRY_NO_INLINE (or the older RCCL_TELEMETRY_NO_INLINE_GUARDS) to      */
 /* call the exported functions instead: same counts, one call per hook. Taking a hook's   */
@@ -271,12 +271,12 @@ extern "C" {
 #endif
 /* Mirror of the library's QP slot (256 bytes, 4 cache lines): what every WQE touches    */
 /* (sample_mask is N - 1 for 1-in-N sampling), what rare and sampled events touch        */
-/* (untracked: completions that matched no posting; log_role: the address of the         */
-/* channel's log-scale histogram, 64-byte aligned, OR'ed with the QP's role), the seed's  */
-/* linear histogram.                                                                      */
+/* (untracked: completions that matched no posting; log_hist: the address of the         */
+/* channel's log-scale histogram, 0 when the slot records none), the seed's linear        */
+/* histogram.                                                                             */
 typedef struct rcclTelemetryQp_ {
   uint64_t sent_write, sent_imm, recv_wqe, cts_signalled, cts_unsignalled, post_seq, wqe_rcvd, sample_mask;
-  uint64_t untracked, lat_min_inv, lat_max, slot_miss, library_only_[3], log_role;
+  uint64_t untracked, lat_min_inv, lat_max, slot_miss, library_only_[3], log_hist;
   uint64_t hist[16];
 } rcclTelemetryQp_;
 /* Mirror of a channel's log-scale completion histogram: the thread that owns counts[]     */
@@ -309,7 +309,7 @@ typedef struct rcclTelemetryHot_ {
   uint64_t sample_mask, ns_mult, div_mul, div_shift, last_bucket, use_tsc, enabled, reserved_[1];
   rcclTelemetryStripe_ *stripes[32];
 } rcclTelemetryHot_;
-extern rcclTelemetryHot_ rcclTelemetryHotV2;
+extern rcclTelemetryHot_ rcclTelemetryHotV3;
 #ifdef __cplusplus
 }
 #endif
@@ -334,7 +334,7 @@ extern rcclTelemetryHot_ rcclTelemetryHotV2;
 
 static inline int64_t rcclTelemetryNow_(void) {
 #if defined(__x86_64__)
-  if (RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.use_tsc)) {
+  if (RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.use_tsc)) {
     uint64_t t = RCCL_TELEMETRY_AS_(uint64_t, __builtin_ia32_rdtsc()) & RCCL_TELEMETRY_AS_(uint64_t, INT64_MAX);
     return t < 2 ? 2 : RCCL_TELEMETRY_AS_(int64_t, t);
   }
@@ -355,14 +355,14 @@ static inline uintptr_t rcclTelemetryThreadPointer_(void) {
 /* The calling thread's stripe of device devIdx, or NULL when the device is not counting. */
 static inline rcclTelemetryStripe_ *rcclTelemetryStripe_of_(int devIdx, uintptr_t tp) {
   if (RCCL_TELEMETRY_AS_(unsigned, devIdx) >= 32u) return RCCL_TELEMETRY_NULL_;
-  rcclTelemetryStripe_ *s = __atomic_load_n(&rcclTelemetryHotV2.stripes[devIdx], __ATOMIC_ACQUIRE);
+  rcclTelemetryStripe_ *s = __atomic_load_n(&rcclTelemetryHotV3.stripes[devIdx], __ATOMIC_ACQUIRE);
   return s ? s + (((tp >> 12) * 0x9E3779B97F4A7C15ull) >> 60) : s;
 }
 
 /* rcclTelemetryOn: the word the library sets at Init and clears when the final file is claimed
  * (or in a forked child), so RCCL's `if (rcclTelemetryOn())` guards cost one load, no call. */
 static inline int rcclTelemetryOn_inline_(void) {
-  return RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.enabled) != 0;
+  return RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.enabled) != 0;
 }
 static inline int64_t rcclTelemetryPostTs_inline_(RcclQpStats *qp) {
   rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
@@ -432,11 +432,10 @@ static inline int rcclTelemetryOwnsLog_(const rcclTelemetryLog_ *lh) {
   return RCCL_TELEMETRY_LD_(lh->owner) == rcclTelemetryThreadPointer_();
 #endif
 }
-/* Counts bucket li of the channel histogram whose log_role word is lr (> 63): inline when the */
-/* calling thread owns it, else through the library.                                          */
-static inline void rcclTelemetryLogRecord_(uint64_t lr, uint64_t li) {
-  __asm__("" : "+r"(lr)); /* keeps the masking below off the path of a slot without a histogram */
-  rcclTelemetryLog_ *lh = RCCL_TELEMETRY_INT_PTR_(rcclTelemetryLog_ *, lr & ~RCCL_TELEMETRY_AS_(uint64_t, 63));
+/* Counts bucket li of the channel histogram at address la (a slot's non-zero log_hist word): */
+/* inline when the calling thread owns it, else through the library.                         */
+static inline void rcclTelemetryLogRecord_(uint64_t la, uint64_t li) {
+  rcclTelemetryLog_ *lh = RCCL_TELEMETRY_INT_PTR_(rcclTelemetryLog_ *, la);
   if (__builtin_expect(rcclTelemetryOwnsLog_(lh), 1)) RCCL_TELEMETRY_INC_(lh->counts[li]);
   else rcclTelemetryLogAdd_(lh, li);
 }
@@ -450,22 +449,22 @@ static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs, in
   /* ns = (dt * ns_mult) >> 32, saturated; one 64-bit multiply when it cannot overflow
    * (dt below 2^32 ticks, a clock of at least 1 tick per ns: every TSC, and ns tokens).
    * There ns is below 2^32, so its log-scale bucket (<= 239) needs no clamp. */
-  uint64_t mult = RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.ns_mult), ns;
-  uint64_t lr = RCCL_TELEMETRY_LD_(q->log_role);
+  uint64_t mult = RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.ns_mult), ns;
+  uint64_t la = RCCL_TELEMETRY_LD_(q->log_hist);
   if (__builtin_expect((dt >> 32) == 0 && mult <= (RCCL_TELEMETRY_AS_(uint64_t, 1) << 32), 1)) {
     ns = (dt * mult) >> 32;
-    if (__builtin_expect(lr > 63u, 1)) rcclTelemetryLogRecord_(lr, rcclTelemetryLogIndexRaw_(ns));
+    if (__builtin_expect(la != 0, 1)) rcclTelemetryLogRecord_(la, rcclTelemetryLogIndexRaw_(ns));
   } else {
     u128_ p = RCCL_TELEMETRY_AS_(u128_, dt) * mult;
     ns = (p >> 96) ? UINT64_MAX : RCCL_TELEMETRY_AS_(uint64_t, p >> 32);
-    if (lr > 63u) rcclTelemetryLogRecord_(lr, rcclTelemetryLogIndex_(ns));
+    if (la) rcclTelemetryLogRecord_(la, rcclTelemetryLogIndex_(ns));
   }
-  uint64_t shift = RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.div_shift), b = ns;
+  uint64_t shift = RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.div_shift), b = ns;
   if (shift) {
-    uint64_t t = RCCL_TELEMETRY_AS_(uint64_t, (RCCL_TELEMETRY_AS_(u128_, RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.div_mul)) * ns) >> 64);
+    uint64_t t = RCCL_TELEMETRY_AS_(uint64_t, (RCCL_TELEMETRY_AS_(u128_, RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.div_mul)) * ns) >> 64);
     b = (t + ((ns - t) >> 1)) >> (shift - 1);
   }
-  uint64_t last = RCCL_TELEMETRY_LD_(rcclTelemetryHotV2.last_bucket);
+  uint64_t last = RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.last_bucket);
   RCCL_TELEMETRY_ADD_(q->hist[(b < last ? b : last) & 15], 1);
   if (~ns > RCCL_TELEMETRY_LD_(q->lat_min_inv)) __atomic_store_n(&q->lat_min_inv, ~ns, __ATOMIC_RELAXED);
   if (ns > RCCL_TELEMETRY_LD_(q->lat_max)) __atomic_store_n(&q->lat_max, ns, __ATOMIC_RELAXED);

@@ -100,6 +100,6 @@ fn slots_handles_and_untracked_accounting() {
 }
 
 fn published_devices() -> Vec<usize> {
-    let hot = &rccl_telemetry::hot::rcclTelemetryHotV2;
+    let hot = &rccl_telemetry::hot::rcclTelemetryHotV3;
     (0..32).filter(|&d| !hot.stripes[d].load(std::sync::atomic::Ordering::Relaxed).is_null()).collect()
 }

@@ -162,8 +162,8 @@ pub unsafe extern "C" fn rcclTelemetrySetupChannel(devIdx: c_int, chIdx: c_int, 
 #[no_mangle]
 pub extern "C" fn rcclTelemetrySetQpRole(devIdx: c_int, chIdx: c_int, qpIdx: c_int, isDataQp: c_int) {
     boundary!("rcclTelemetrySetQpRole", (), {
-        if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
-            q.set_role(if isDataQp != 0 { ROLE_DATA } else { ROLE_CTS });
+        if crate::is_on() {
+            registry::set_qp_role(devIdx, chIdx, qpIdx, if isDataQp != 0 { ROLE_DATA } else { ROLE_CTS });
         }
     })
 }

@@ -25,12 +25,11 @@ pub fn bump(c: &AtomicU64, by: u64) {
     c.store(c.load(Relaxed).wrapping_add(by), Relaxed);
 }
 
-/// QP role, as told by rcclTelemetrySetQpRole.
+/// QP role, as told by rcclTelemetrySetQpRole. Kept beside the slot, in its channel's arena
+/// (`SlotArena::role`), not in it: nothing on the hot path reads it.
 pub const ROLE_UNKNOWN: u8 = 0;
 pub const ROLE_DATA: u8 = 1;
 pub const ROLE_CTS: u8 = 2;
-/// The bits of `RcclQpStats::log_role` that hold the role; the rest is the histogram's address.
-pub const ROLE_BITS: u64 = 63;
 
 /// Per-QP statistics slot. Opaque to C (`RcclQpStats*`); its address never changes.
 ///
@@ -67,9 +66,10 @@ pub struct RcclQpStats {
     /// rcclTelemetryWriteWqe: an opcode without num_wqe_sent.
     pub idx_write: AtomicU64,
     pub idx_imm: AtomicU64,
-    /// The address of the channel's log-scale histogram (`LogHist`, 64-byte aligned; 0 in a
-    /// slot no channel owns) OR'ed with the QP's role in the low bits (`ROLE_BITS`).
-    pub log_role: AtomicU64,
+    /// The address of the channel's log-scale histogram (`LogHist`), nothing else: 0 when the
+    /// slot records none (RCCL_TELEMETRY_LOG_HISTOGRAM=0), so the inline hook tests the word
+    /// and uses it as the pointer as it is.
+    pub log_hist: AtomicU64,
     // Lines 2-3.
     pub hist: [AtomicU64; HIST],
 }
@@ -78,26 +78,15 @@ const _: () = assert!(std::mem::size_of::<RcclQpStats>() == 256);
 const _: () = assert!(std::mem::align_of::<RcclQpStats>() == 64);
 
 impl RcclQpStats {
-    /// The role told by rcclTelemetrySetQpRole (ROLE_*).
-    pub fn role(&self) -> u8 {
-        (self.log_role.load(Relaxed) & ROLE_BITS) as u8
-    }
-
-    pub fn set_role(&self, role: u8) {
-        let _ = self.log_role.fetch_update(Relaxed, Relaxed, |w| Some((w & !ROLE_BITS) | (u64::from(role) & ROLE_BITS)));
-    }
-
     /// Points the slot at its channel's log-scale histogram (before the slot is handed out).
     pub fn set_log_hist(&self, h: &'static LogHist) {
-        let a = h as *const LogHist as u64;
-        debug_assert_eq!(a & ROLE_BITS, 0);
-        let _ = self.log_role.fetch_update(Relaxed, Relaxed, |w| Some((w & ROLE_BITS) | a));
+        self.log_hist.store(h as *const LogHist as u64, Relaxed);
     }
 
     /// The channel's log-scale histogram this slot records into, if any.
     #[inline(always)]
     pub fn log_hist(&self) -> Option<&'static LogHist> {
-        let a = self.log_role.load(Relaxed) & !ROLE_BITS;
+        let a = self.log_hist.load(Relaxed);
         // SAFETY: a non-zero address was stored by set_log_hist from a &'static LogHist.
         (a != 0).then(|| unsafe { &*(a as usize as *const LogHist) })
     }
@@ -228,7 +217,6 @@ impl RcclQpStats {
             lat_min,
             lat_max,
             hist,
-            role: self.role(),
         }
     }
 }
@@ -253,7 +241,6 @@ pub struct QpSnapshot {
     pub lat_min: i64,
     pub lat_max: i64,
     pub hist: [u64; HIST],
-    pub role: u8,
 }
 
 impl Default for QpSnapshot {
@@ -271,7 +258,6 @@ impl Default for QpSnapshot {
             lat_min: -1,
             lat_max: -1,
             hist: [0; HIST],
-            role: ROLE_UNKNOWN,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The hot parameter block: what the data path reads on every call, on both sides of the C ABI.
 //!
-//! One exported object, `rcclTelemetryHotV2`, holds the sampling, clock and histogram
+//! One exported object, `rcclTelemetryHotV3`, holds the sampling, clock and histogram
 //! parameters written once at Init and each device's stripe table, published at registration
 //! (NULL while the device is unregistered or telemetry is off). The library's own hot path
 //! (`latency`, `registry`) and the header's inline hooks both read it; `inline_abi` pins its
@@ -45,7 +45,7 @@ pub struct HotParams {
 /// The one instance, read by the header's inline hooks. Read-only for callers.
 #[no_mangle]
 #[allow(non_upper_case_globals)]
-pub static rcclTelemetryHotV2: HotParams = HotParams {
+pub static rcclTelemetryHotV3: HotParams = HotParams {
     sample_mask: AtomicU64::new(0),
     ns_mult: AtomicU64::new(1 << 32),
     div_mul: AtomicU64::new(0),

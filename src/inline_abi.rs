@@ -10,8 +10,8 @@
 //!   the handle forms;
 //! - one device-form stripe (`DevShard`): the owner word and the owner's counter set;
 //! - a channel's log-scale histogram (`LogHist`): the owner word and the owner's counts;
-//!   the QP slot holds its address (with the QP's role in the 6 low bits);
-//! - [`HotParams`] (module `hot`), exported as `rcclTelemetryHotV2`: sampling, clock and histogram
+//!   the QP slot holds its address alone (0 when the slot records none);
+//! - [`HotParams`] (module `hot`), exported as `rcclTelemetryHotV3`: sampling, clock and histogram
 //!   parameters written once at Init, and each device's stripe table, published at
 //!   registration (NULL while the device is unregistered or telemetry is off).
 //!
@@ -21,7 +21,7 @@
 //! counting into the wrong fields. The offsets are pinned here at compile time and compared
 //! with the header's C structs by `rust_tests/c_abi.rs`.
 //!
-//! A (PIE or non-PIE) executable that reads `rcclTelemetryHotV2` usually gets a copy of it by
+//! A (PIE or non-PIE) executable that reads `rcclTelemetryHotV3` usually gets a copy of it by
 //! a copy relocation; the library reaches the symbol through its GOT (`R_X86_64_GLOB_DAT`), so
 //! both sides use that one copy. Its size is part of the layout for the same reason. The
 //! equivalence test in `rust_tests/c_abi.rs` would fail if they ever saw two objects (the
@@ -35,7 +35,8 @@ use crate::loghist::{LogHist, LOG_BUCKETS};
 use crate::registry::{DevCounters, DevShard, STRIPES};
 
 // The layouts the header mirrors, each field with its offset and the name the C test prints.
-// Changing a number here means changing the header's structs and renaming rcclTelemetryHotV2.
+// Changing a number (or what a field means) here means changing the header's structs and
+// renaming the layout symbol (now rcclTelemetryHotV3).
 macro_rules! mirrored {
     ($($name:literal: $t:ty, $f:ident @ $off:expr;)*) => {
         $(const _: () = assert!(offset_of!($t, $f) == $off);)*
@@ -63,7 +64,7 @@ mirrored! {
     "qp.lat_min_inv": RcclQpStats, lat_min_inv @ 72;
     "qp.lat_max": RcclQpStats, lat_max @ 80;
     "qp.slot_miss": RcclQpStats, slot_miss @ 88;
-    "qp.log_role": RcclQpStats, log_role @ 120;
+    "qp.log_hist": RcclQpStats, log_hist @ 120;
     "qp.hist": RcclQpStats, hist @ 128;
     "log.owner": LogHist, owner @ 0;
     "log.counts": LogHist, counts @ 64;
@@ -87,4 +88,4 @@ mirrored! {
 const _: () = assert!(size_of::<RcclQpStats>() == 256 && HIST == 16);
 const _: () = assert!(size_of::<DevShard>() == 1152 && STRIPES == 16 && SIZE_BUCKETS == 66);
 const _: () = assert!(size_of::<HotParams>() == 320 && MAX_DEVS == 32);
-const _: () = assert!(size_of::<LogHist>() == 2112 && LOG_BUCKETS == 256 && crate::counters::ROLE_BITS == 63);
+const _: () = assert!(size_of::<LogHist>() == 2112 && LOG_BUCKETS == 256);

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering::Relaxed;
 pub const TS_UNSAMPLED: i64 = 1;
 
 // The parameters live in `hot::HotParams`: the header's inline hooks read them too.
-use crate::hot::rcclTelemetryHotV2 as PARAMS;
+use crate::hot::rcclTelemetryHotV3 as PARAMS;
 
 /// Publishes the latency parameters (called once from Init). `sysfs_root` is where the
 /// kernel's clocksource is read (RCCL_TELEMETRY_SYSFS_ROOT).

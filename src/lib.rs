@@ -118,12 +118,12 @@ fn note_fork() {
 
 /// Clears everything the entry points and the header's inline hooks read to decide that
 /// telemetry counts: the state (rcclTelemetryOn, every cold entry point, the library's data
-/// path), `rcclTelemetryHotV2.enabled` (what an inline rcclTelemetryOn reads), and each
+/// path), `rcclTelemetryHotV3.enabled` (what an inline rcclTelemetryOn reads), and each
 /// device's published stripes (so the inline device forms call the library, which is inert).
 fn go_inert(state: u8) {
     STATE.store(state, Release);
-    hot::rcclTelemetryHotV2.enabled.store(0, Release);
-    for s in &hot::rcclTelemetryHotV2.stripes {
+    hot::rcclTelemetryHotV3.enabled.store(0, Release);
+    for s in &hot::rcclTelemetryHotV3.stripes {
         s.store(std::ptr::null_mut(), Release);
     }
 }
@@ -201,7 +201,7 @@ pub fn init() -> i32 {
     let outcome = match started {
         Ok(Ok(())) => {
             STATE.store(ON, Release);
-            hot::rcclTelemetryHotV2.enabled.store(1, Release);
+            hot::rcclTelemetryHotV3.enabled.store(1, Release);
             return 0;
         }
         Ok(Err(reason)) => reason,

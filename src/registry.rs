@@ -7,7 +7,7 @@
 
 use std::alloc::{alloc_zeroed, Layout};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::Once;
 
 use parking_lot::Mutex;
@@ -52,6 +52,10 @@ pub struct SlotArena {
     segs: [AtomicPtr<RcclQpStats>; SEGMENTS],
     /// Parallel segments of `QpExt`, only when `verbs_keys()`.
     ext_segs: [AtomicPtr<QpExt>; SEGMENTS],
+    /// Parallel segments of each slot's role (ROLE_*, one byte a slot): told once at setup,
+    /// read by the report, never by the hot path, so it stays out of the slot and the slot's
+    /// histogram word is a bare address.
+    role_segs: [AtomicPtr<AtomicU8>; SEGMENTS],
     len: AtomicU64,
     grow: Mutex<()>,
 }
@@ -71,6 +75,7 @@ impl SlotArena {
         SlotArena {
             segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             ext_segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            role_segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             len: AtomicU64::new(0),
             grow: Mutex::new(()),
         }
@@ -82,7 +87,7 @@ impl SlotArena {
         let _g = self.grow.lock();
         let first = self.len.load(Relaxed);
         let want = n.min(MAX_QPS_PER_CHANNEL.saturating_sub(first));
-        let mask = crate::hot::rcclTelemetryHotV2.sample_mask.load(Relaxed);
+        let mask = crate::hot::rcclTelemetryHotV3.sample_mask.load(Relaxed);
         let mut granted = 0;
         while granted < want {
             let (seg, off) = locate(first + granted);
@@ -94,6 +99,15 @@ impl SlotArena {
                     break; // out of memory: the rest are untracked
                 }
                 self.segs[seg].store(p, Release);
+            }
+            if self.role_segs[seg].load(Relaxed).is_null() {
+                let layout = Layout::array::<AtomicU8>(seg_len(seg) as usize).expect("segment layout");
+                // SAFETY: non-zero size; zero is ROLE_UNKNOWN.
+                let p = unsafe { alloc_zeroed(layout) } as *mut AtomicU8;
+                if p.is_null() {
+                    break;
+                }
+                self.role_segs[seg].store(p, Release);
             }
             if verbs_keys() && self.ext_segs[seg].load(Relaxed).is_null() {
                 let layout = Layout::array::<QpExt>(seg_len(seg) as usize).expect("segment layout");
@@ -136,6 +150,26 @@ impl SlotArena {
         let (seg, off) = locate(i);
         let p = self.segs[seg].load(Acquire);
         // SAFETY: segments below len are allocated, never freed, and hold seg_len(seg) slots.
+        (!p.is_null()).then(|| unsafe { &*p.add(off as usize) })
+    }
+
+    /// The role of slot `i` as rcclTelemetrySetQpRole told it (ROLE_UNKNOWN until then).
+    pub fn role(&self, i: u64) -> u8 {
+        self.role_cell(i).map_or(crate::counters::ROLE_UNKNOWN, |r| r.load(Relaxed))
+    }
+
+    /// Records the role of slot `i`; false when no such slot is reserved.
+    pub fn set_role(&self, i: u64, role: u8) -> bool {
+        self.role_cell(i).map(|r| r.store(role, Relaxed)).is_some()
+    }
+
+    fn role_cell(&self, i: u64) -> Option<&'static AtomicU8> {
+        if i >= self.reserved() {
+            return None;
+        }
+        let (seg, off) = locate(i);
+        let p = self.role_segs[seg].load(Acquire);
+        // SAFETY: as for get(): allocated before len covered i, never freed.
         (!p.is_null()).then(|| unsafe { &*p.add(off as usize) })
     }
 
@@ -266,7 +300,7 @@ pub fn register(id: i32, roce_device: &str, transport: &str, hw: &HwSettings) ->
     }));
     DEVICES[idx].store(d, Release);
     // The header's inline device forms count for this device from now on.
-    crate::hot::rcclTelemetryHotV2.stripes[idx].store(d.stripes.as_ptr() as *mut DevShard as *mut std::ffi::c_void, Release);
+    crate::hot::rcclTelemetryHotV3.stripes[idx].store(d.stripes.as_ptr() as *mut DevShard as *mut std::ffi::c_void, Release);
     Ok(id)
 }
 
@@ -294,6 +328,12 @@ pub fn setup_channel(dev: i32, ch: i32, num_qps: i32) -> Option<(u64, u64)> {
 #[inline]
 pub fn qp(dev: i32, ch: i32, qp: i32) -> Option<&'static RcclQpStats> {
     device(dev)?.channel(ch)?.slots.get(u64::try_from(qp).ok()?)
+}
+
+/// Records the role of QP slot `qp` of (dev, ch); false when the indices name no slot.
+pub fn set_qp_role(dev: i32, ch: i32, qp: i32, role: u8) -> bool {
+    let (Some(c), Ok(i)) = (channel(dev, ch), u64::try_from(qp)) else { return false };
+    c.slots.set_role(i, role)
 }
 
 pub fn channel(dev: i32, ch: i32) -> Option<&'static Channel> {
@@ -447,6 +487,35 @@ mod tests {
         for i in 0..10_003 {
             assert!(seen.insert(a.get(i).unwrap() as *const RcclQpStats as usize));
         }
+    }
+
+    #[test]
+    fn roles_live_beside_the_slots_and_leave_the_histogram_word_a_bare_address() {
+        use crate::counters::{ROLE_CTS, ROLE_DATA, ROLE_UNKNOWN};
+        let log: &'static LogHist = Box::leak(Box::new(LogHist::new()));
+        let a = SlotArena::new();
+        // 40 slots span the first two segments (16 + 32).
+        assert_eq!(a.reserve(40, Some(log)), (0, 40));
+        assert!(!a.set_role(40, ROLE_DATA), "no slot 40");
+        assert_eq!(a.role(40), ROLE_UNKNOWN);
+        for i in 0..40 {
+            assert_eq!(a.role(i), ROLE_UNKNOWN, "slot {i} before its role is told");
+            assert!(a.set_role(i, if i % 3 == 0 { ROLE_CTS } else { ROLE_DATA }));
+        }
+        a.set_role(7, ROLE_CTS); // told again: the last word wins
+        for i in 0..40 {
+            let want = if i % 3 == 0 || i == 7 { ROLE_CTS } else { ROLE_DATA };
+            assert_eq!(a.role(i), want, "slot {i}");
+            let q = a.get(i).unwrap();
+            assert_eq!(q.log_hist.load(Relaxed), log as *const LogHist as u64, "slot {i}: the word the inline hook uses as the pointer");
+            assert!(std::ptr::eq(q.log_hist().unwrap(), log));
+        }
+        let b = SlotArena::new();
+        b.reserve(2, None);
+        b.set_role(1, ROLE_DATA);
+        assert_eq!(b.get(1).unwrap().log_hist.load(Relaxed), 0, "no histogram: the word is 0, whatever the role");
+        assert!(b.get(1).unwrap().log_hist().is_none());
+        assert_eq!((b.role(0), b.role(1)), (ROLE_UNKNOWN, ROLE_DATA));
     }
 
     #[test]

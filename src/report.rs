@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
-use crate::counters::{size_bucket_max, ExtSnapshot, QpSnapshot, ROLE_CTS, ROLE_DATA};
+use crate::counters::{size_bucket_max, ExtSnapshot, QpSnapshot, ROLE_CTS, ROLE_DATA, ROLE_UNKNOWN};
 use crate::hw::{HwReport, HwSamples, HwValue};
 use crate::loghist::{self, LOG_BUCKETS};
 use crate::registry::{self, Device};
@@ -227,10 +227,10 @@ fn role_name(r: u8) -> Option<&'static str> {
     }
 }
 
-fn qp_report(id: u64, s: &QpSnapshot, buckets: usize, sampled: bool) -> QpReport {
+fn qp_report(id: u64, role: u8, s: &QpSnapshot, buckets: usize, sampled: bool) -> QpReport {
     QpReport {
         id,
-        role: role_name(s.role),
+        role: role_name(role),
         num_wqe_sent: s.wqe_sent,
         num_recv_wqe: s.recv_wqe,
         num_wqe_rcvd: s.wqe_rcvd,
@@ -266,10 +266,11 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
         let mut qps = Vec::with_capacity(c.slots.reserved() as usize);
         for (i, slot) in c.slots.iter() {
             let s = slot.snapshot();
+            let role = c.slots.role(i);
             total.accumulate(&s);
-            data += u64::from(s.role == ROLE_DATA);
-            cts += u64::from(s.role == ROLE_CTS);
-            let mut r = qp_report(i, &s, buckets, sampled);
+            data += u64::from(role == ROLE_DATA);
+            cts += u64::from(role == ROLE_CTS);
+            let mut r = qp_report(i, role, &s, buckets, sampled);
             if verbs {
                 let e = c.slots.ext(i).map(|e| e.snapshot()).unwrap_or_default();
                 ext_total.accumulate(&e);
@@ -281,7 +282,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
         active += u64::from(total.active() || req > 0);
         let ch_untracked = c.untracked.load(Relaxed);
         untracked += ch_untracked;
-        let t = qp_report(0, &total, buckets, sampled);
+        let t = qp_report(0, ROLE_UNKNOWN, &total, buckets, sampled);
         let log = c.log.map(|h| h.snapshot());
         for (a, b) in dev_log.iter_mut().zip(log.iter().flatten()) {
             *a = a.wrapping_add(*b);
