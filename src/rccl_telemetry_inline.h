@@ -165,10 +165,7 @@ static inline void rcclTelemetryQpSlotMiss_inline_(RcclQpStats *qp) {
 static inline uint64_t rcclTelemetryLogIndexRaw_(uint64_t ns) {
   uint64_t h;
 #if defined(__x86_64__)
-  /* 63 - clz without a zero-extension; the or is in the asm on a copy of ns the compiler may */
-  /* take from a register it no longer needs, so the block costs no register move           */
-  uint64_t t = ns;
-  __asm__("orq $15, %1\n\tbsrq %1, %0" : "=r"(h), "+r"(t) : : "cc");
+  __asm__("bsrq %1, %0" : "=r"(h) : "r"(ns | 15u) : "cc"); /* 63 - clz without a zero-extension */
 #else
   h = 63u - RCCL_TELEMETRY_AS_(uint64_t, RCCL_TELEMETRY_AS_(unsigned, __builtin_clzll(ns | 15u)));
 #endif
