@@ -818,8 +818,8 @@ static int w_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
   record(r, t0, wr->wr_id, signalled_wr(r, wr));
   __atomic_store_n(&r->tail, t0 + 1, __ATOMIC_RELEASE);
   uint64_t b = wr_bytes(wr);
-  ADD(st->own.sizes[rcclTelemetrySizeBucket_(b)], 1);
-  ADD(st->own.tx_bytes, b);
+  wqe_size(st, r->dev, b); /* st is not NULL here: the stores only */
+  tx_bytes(st, r->dev, b);
   count_send_op(r, wr->opcode, 1);
   int rc = post(qp, wr, bad);
   if (UNLIKELY(rc != 0)) post_refused(r, wr);
