@@ -754,7 +754,9 @@ static void sc_peers(void) {
   xa.qp_type = IBV_QPT_RC;
   xa.cap.max_send_wr = 64;
   xa.pd = pd0;
-  xa.comp_mask = IBV_QP_INIT_ATTR_PD;
+  /* With IBV_QP_INIT_ATTR_PD alone, verbs.h's ibv_create_qp_ex calls ibv_create_qp. */
+  xa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  xa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
   struct ibv_qp *cx = ibv_create_qp_ex(c0, &xa);
   if (!cx) FAIL("create_qp_ex");
   struct ibv_qp *d = mk_typed_qp(pd0, cq0, IBV_QPT_UD), *e = mk_typed_qp(pd0, cq0, IBV_QPT_RC),
