@@ -818,9 +818,13 @@ static void sc_peers(void) {
   }
   if (g_modify_bad) FAIL("%d modify calls went wrong (stderr)", g_modify_bad);
 
+  /* Whose ibv_modify_qp the program called. */
+  Dl_info di;
+  const char *from = dladdr(*(void **)&V.modify_qp, &di) && di.dli_fname ? di.dli_fname : "?";
+  const char *base = strrchr(from, '/');
   char extra[512];
-  snprintf(extra, sizeof extra, "\"qpn0\":[%u,%u,%u,%u,%u,%u],\"qpn1\":[%u],\"queries\":%lu", a->qp_num, b->qp_num, cx->qp_num,
-           d->qp_num, e->qp_num, f->qp_num, g->qp_num, V.queries());
+  snprintf(extra, sizeof extra, "\"qpn0\":[%u,%u,%u,%u,%u,%u],\"qpn1\":[%u],\"queries\":%lu,\"modify_from\":\"%s\"", a->qp_num,
+           b->qp_num, cx->qp_num, d->qp_num, e->qp_num, f->qp_num, g->qp_num, V.queries(), base ? base + 1 : from);
   struct ibv_qp *all[] = {a, b, cx, d, e, f, g};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) V.destroy_qp(all[i]);
   V.destroy_cq(cq0);
