@@ -274,6 +274,8 @@ pub fn channel_log(c: &Channel) -> Option<[u64; LOG_BUCKETS]> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DevPeer {
     pub key: PeerKey,
+    /// The NIC's LID: the key's, or the first non-zero one its QPs were told (0: unknown).
+    pub lid: u16,
     /// QPs of the device whose current peer is this NIC.
     pub num_qps: u64,
     /// Those of them whose completions went to a channel's shared "other peers" histogram
@@ -286,7 +288,7 @@ pub struct DevPeer {
 /// A device's peers, one per remote NIC, in key order (GIDs, then LIDs, then unknown).
 pub fn device_peers<'a>(channels: impl IntoIterator<Item = &'a Channel>, log_histogram: bool) -> Vec<DevPeer> {
     fn entry(m: &mut BTreeMap<PeerKey, DevPeer>, key: PeerKey, log_histogram: bool) -> &mut DevPeer {
-        m.entry(key).or_insert_with(|| DevPeer { key, num_qps: 0, num_qps_shared: 0, hist: log_histogram.then_some([0; LOG_BUCKETS]) })
+        m.entry(key).or_insert_with(|| DevPeer { key, lid: if let PeerKey::Lid(l) = key { l } else { 0 }, num_qps: 0, num_qps_shared: 0, hist: log_histogram.then_some([0; LOG_BUCKETS]) })
     }
     let mut m: BTreeMap<PeerKey, DevPeer> = BTreeMap::new();
     for c in channels {
@@ -305,6 +307,9 @@ pub fn device_peers<'a>(channels: impl IntoIterator<Item = &'a Channel>, log_his
             let own = g.hists.iter().any(|(k, _)| *k == key);
             let e = entry(&mut m, key, log_histogram);
             e.num_qps += 1;
+            if e.lid == 0 {
+                e.lid = r.lid;
+            }
             e.num_qps_shared += u64::from(has_hists && !own);
         }
     }
@@ -369,6 +374,139 @@ mod tests {
         assert_eq!(PeerKey::of(None, 7), PeerKey::Lid(7));
         assert_eq!(PeerKey::of(None, 0), PeerKey::Unknown);
         assert_eq!(nonzero(Some([0; 16])), None);
+    }
+
+    /// A registered device with one channel of `n` slots (device ids 20.. are this module's).
+    fn channel(dev: i32, n: i32) -> (&'static Channel, Vec<&'static RcclQpStats>) {
+        let hw = crate::hw::HwSettings { sysfs_root: "/nonexistent-sysfs".into(), ..Default::default() };
+        registry::register(dev, &format!("peers_test_{dev}"), "IB-CAST", &hw).unwrap();
+        let (first, granted) = registry::setup_channel(dev, 3, n).unwrap();
+        assert_eq!((first, granted), (0, n as u64));
+        let c = registry::channel(dev, 3).unwrap();
+        let slots = (0..n as u64).map(|i| c.slots.get(i).unwrap()).collect();
+        (c, slots)
+    }
+
+    fn info(qpn: u32, rgid: Option<[u8; 16]>, rlid: u16) -> PeerInfo {
+        PeerInfo {
+            qp_num: qpn,
+            local_gid: Some(gid("fe80::1")),
+            local_lid: 0,
+            port: Some(1),
+            gid_index: Some(3),
+            remote_qp_num: qpn + 1000,
+            remote_gid: rgid,
+            remote_lid: rlid,
+        }
+    }
+
+    fn word(q: &RcclQpStats) -> u64 {
+        q.log_hist.load(Relaxed)
+    }
+
+    #[test]
+    fn set_peer_repoints_per_peer_and_replaces() {
+        let (c, q) = channel(20, 12);
+        let base = c.log.unwrap() as *const LogHist as u64;
+        assert!(q.iter().all(|s| word(s) == base), "before any peer: the channel's histogram");
+        let (a, b) = (gid("::ffff:10.0.1.1"), gid("::ffff:10.0.1.2"));
+        set_peer(q[0], info(10, Some(a), 0));
+        set_peer(q[1], info(11, Some(a), 0));
+        set_peer(q[2], info(12, Some(b), 0));
+        set_peer(q[3], info(13, None, 9));
+        assert_ne!(word(q[0]), base);
+        assert_eq!(word(q[0]), word(q[1]), "one histogram per (channel, peer NIC)");
+        assert_ne!(word(q[0]), word(q[2]));
+        assert_ne!(word(q[3]), word(q[0]));
+        assert_eq!(word(q[4]), base, "an unpeered QP keeps the channel's");
+        assert_eq!(
+            peer_of(q[1]),
+            Some(PeerView { qp_num: Some(11), remote_qp_num: 1011, remote_gid: Some(a), remote_lid: 0 })
+        );
+        assert_eq!(peer_of(q[4]), None);
+        let i1 = c.peers.qp(1).unwrap();
+        assert_eq!((i1.port, i1.gid_index, i1.local_gid), (Some(1), Some(3), Some(gid("fe80::1"))));
+        assert_eq!(dev_local(20), DevLocal { port: Some(1), gid_index: Some(3), gid: Some(gid("fe80::1")), lid: 0 });
+        // Completions before and after a replacement: the channel's sum keeps all of them.
+        for s in &q[..5] {
+            s.log_hist().unwrap().record(1_000);
+        }
+        set_peer(q[1], info(11, Some(b), 0)); // re-connected elsewhere: the second call wins
+        assert_eq!(word(q[1]), word(q[2]));
+        q[1].log_hist().unwrap().record(2_000);
+        assert_eq!(channel_log(c).unwrap().iter().sum::<u64>(), 6);
+        let peers = device_peers([c], true);
+        let keys: Vec<_> = peers.iter().map(|p| (p.key, p.num_qps, p.hist.unwrap().iter().sum::<u64>())).collect();
+        assert_eq!(keys, vec![(PeerKey::Gid(a), 1, 2), (PeerKey::Gid(b), 2, 2), (PeerKey::Lid(9), 1, 1)]);
+        assert_eq!(peers[2].lid, 9);
+        // set_local and set_qp_type fill in without a peer; a stray address is ignored.
+        set_local(q[5], 77, Some(2));
+        set_qp_type(q[5], "ud");
+        assert_eq!(c.peers.qp(5).unwrap(), QpInfo { qp_num: Some(77), port: Some(2), qp_type: Some("ud"), ..QpInfo::default() });
+        let stray: &'static RcclQpStats = Box::leak(Box::new(unsafe { std::mem::zeroed::<RcclQpStats>() }));
+        set_peer(stray, info(1, Some(a), 0));
+        assert_eq!((word(stray), peer_of(stray)), (0, None));
+    }
+
+    #[test]
+    fn beyond_the_cap_peers_share_one_histogram_and_a_zero_word_stays_zero() {
+        let (c, q) = channel(21, 14);
+        let g = |k: u8| {
+            let mut x = gid("::ffff:10.9.0.0");
+            x[15] = k;
+            x
+        };
+        for k in 0..12 {
+            set_peer(q[k], info(k as u32, Some(g(k as u8 + 1)), 0));
+        }
+        let words: std::collections::HashSet<u64> = q[..12].iter().map(|s| word(s)).collect();
+        assert_eq!(words.len(), PEER_HISTS_PER_CHANNEL + 1, "8 own histograms and one shared");
+        assert_eq!(word(q[8]), word(q[11]));
+        let (hists, other) = c.peers.hists();
+        assert_eq!((hists.len(), other.map(|h| h as *const LogHist as u64)), (PEER_HISTS_PER_CHANNEL, Some(word(q[9]))));
+        let peers = device_peers([c], true);
+        assert_eq!(peers.len(), 12);
+        assert_eq!(peers.iter().map(|p| p.num_qps_shared).sum::<u64>(), 4);
+        // RCCL_TELEMETRY_LOG_HISTOGRAM=0's word: never re-pointed.
+        q[13].log_hist.store(0, Relaxed);
+        set_peer(q[13], info(99, Some(g(1)), 0));
+        assert_eq!(word(q[13]), 0);
+        assert_eq!(peer_of(q[13]).map(|p| p.remote_qp_num), Some(1099), "the peer is still told");
+        let peers = device_peers([c], false);
+        assert!(peers.iter().all(|p| p.hist.is_none()));
+    }
+
+    #[test]
+    fn a_completion_racing_a_repoint_lands_in_some_histogram_of_the_channel() {
+        crate::latency::configure(1, 5, 30_000, std::path::Path::new("/sys"));
+        let (c, q) = channel(22, 2);
+        let before = channel_log(c).unwrap().iter().sum::<u64>();
+        const N: u64 = 200_000;
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                // The QP's thread: sampled completions through the hot path (token > 1).
+                for i in 0..N {
+                    q[0].wqe_complete_at(2, 2 + (i % 5_000) as i64);
+                }
+                done.store(true, Release);
+            });
+            sc.spawn(|| {
+                // The setup thread: re-points the same slot over and over, past the cap.
+                let mut k = 0u8;
+                while !done.load(Acquire) {
+                    let mut g = gid("::ffff:10.8.0.0");
+                    g[15] = 1 + k % 11;
+                    set_peer(q[0], info(5, Some(g), 0));
+                    k = k.wrapping_add(1);
+                }
+            });
+        });
+        let after = channel_log(c).unwrap();
+        assert_eq!(after.iter().sum::<u64>() - before, N, "no completion lost whatever the re-points");
+        assert_eq!(q[0].snapshot().sampled(), N);
+        let lost: u64 = c.peers.hists().0.iter().map(|(_, h)| h.lost.load(Relaxed)).sum();
+        assert_eq!(lost, 0);
     }
 
     proptest! {
