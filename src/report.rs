@@ -13,10 +13,14 @@ use serde::Serialize;
 use crate::counters::{size_bucket_max, ExtSnapshot, QpSnapshot, ROLE_CTS, ROLE_DATA, ROLE_UNKNOWN};
 use crate::hw::{HwReport, HwSamples, HwValue};
 use crate::loghist::{self, LOG_BUCKETS};
+use crate::peers;
 use crate::registry::{self, Device};
 
 /// 2: adds `wqe_completion_log_histogram` to every channel and device (version 1 files lack it).
-pub const FORMAT_VERSION: u32 = 2;
+/// 3: adds each QP's identity and peer, and each device's local identity and per-peer latency
+/// ("qp_num", "local_gid", "peer", "qp_type"; "port", "gid_index", "gid", "gid_ip", "lid",
+/// "peers"), after every older key of their object.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Process facts captured at Init.
 #[derive(Debug, Clone)]
@@ -80,6 +84,74 @@ pub struct DeviceReport {
     /// Only in files written by the verbs interposer (librccl_telemetry_preload.so).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub verbs: Option<DeviceVerbsReport>,
+    /// Version 3: the local port, GID index, GID and LID its QPs use (the first told).
+    pub port: Option<u8>,
+    pub gid_index: Option<u32>,
+    pub gid: Option<String>,
+    pub gid_ip: Option<String>,
+    pub lid: Option<u16>,
+    /// Version 3: one entry per remote NIC its QPs were told of, with their latency.
+    pub peers: Vec<PeerReport>,
+}
+
+/// A remote NIC of a device (device "peers").
+#[derive(Serialize)]
+pub struct PeerReport {
+    pub gid: Option<String>,
+    pub gid_ip: Option<String>,
+    pub lid: Option<u16>,
+    pub num_qps: u64,
+    /// Those of num_qps whose channel had reached its per-peer histogram cap: their
+    /// completions are in the channel's sum but not in this entry's histogram.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_qps_shared: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wqe_completion_log_histogram: Option<LogBuckets>,
+}
+
+/// A QP's peer (queue pair "peer").
+#[derive(Serialize)]
+pub struct QpPeerReport {
+    pub qp_num: u32,
+    pub gid: Option<String>,
+    pub gid_ip: Option<String>,
+    pub lid: Option<u16>,
+}
+
+/// Version 3 queue-pair keys, after every older one.
+#[derive(Serialize)]
+pub struct QpIdentity {
+    pub qp_num: Option<u32>,
+    /// Only when it differs from the device's "gid".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_gid: Option<String>,
+    pub peer: Option<QpPeerReport>,
+    /// Only in the verbs interposer's files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qp_type: Option<&'static str>,
+}
+
+fn gid_keys(g: Option<[u8; 16]>) -> (Option<String>, Option<String>) {
+    let g = peers::nonzero(g);
+    (g.as_ref().map(peers::gid_text), g.as_ref().and_then(peers::gid_ip))
+}
+
+fn lid_key(l: u16) -> Option<u16> {
+    (l != 0).then_some(l)
+}
+
+fn qp_identity(q: Option<peers::QpInfo>, dev_gid: Option<[u8; 16]>, verbs: bool) -> QpIdentity {
+    let q = q.unwrap_or_default();
+    let ud = q.qp_type == Some("ud");
+    QpIdentity {
+        qp_num: q.qp_num,
+        local_gid: q.local_gid.filter(|g| Some(*g) != dev_gid).as_ref().map(peers::gid_text),
+        peer: q.peer.filter(|_| !ud).map(|r| {
+            let (gid, gid_ip) = gid_keys(r.gid);
+            QpPeerReport { qp_num: r.qp_num, gid, gid_ip, lid: lid_key(r.lid) }
+        }),
+        qp_type: if verbs { q.qp_type } else { None },
+    }
 }
 
 /// The verbs interposer's device keys, after the seed's.
@@ -182,6 +254,9 @@ pub struct QpReport {
     pub wqe_completion_histogram: Vec<u64>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub verbs: Option<VerbsCounters>,
+    /// Version 3 (per QP only; None in the channel totals built from a QpReport).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<QpIdentity>,
 }
 
 /// "hw_counters": the hw module's ordered keys.
@@ -246,6 +321,7 @@ fn qp_report(id: u64, role: u8, s: &QpSnapshot, buckets: usize, sampled: bool) -
         wqe_completion_ns_max: s.lat_max,
         wqe_completion_histogram: s.hist[..buckets].to_vec(),
         verbs: None,
+        identity: None,
     }
 }
 
@@ -259,7 +335,9 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
     let mut active = 0;
     let mut untracked = d.untracked_no_channel.load(Relaxed);
     let mut dev_log = [0u64; LOG_BUCKETS];
+    let local = peers::dev_local(d.id);
     for c in d.channels() {
+        let told = c.peers.qps();
         let mut total = QpSnapshot::default();
         let mut ext_total = ExtSnapshot::default();
         let (mut data, mut cts) = (0, 0);
@@ -276,6 +354,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
                 ext_total.accumulate(&e);
                 r.verbs = Some((&e).into());
             }
+            r.identity = Some(qp_identity(told.get(&i).copied(), local.gid, verbs));
             qps.push(r);
         }
         let req = c.stats.req_completed.load(Relaxed);
@@ -283,7 +362,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
         let ch_untracked = c.untracked.load(Relaxed);
         untracked += ch_untracked;
         let t = qp_report(0, ROLE_UNKNOWN, &total, buckets, sampled);
-        let log = c.log.map(|h| h.snapshot());
+        let log = peers::channel_log(c);
         for (a, b) in dev_log.iter_mut().zip(log.iter().flatten()) {
             *a = a.wrapping_add(*b);
         }
@@ -313,6 +392,22 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
         });
     }
     let totals = registry::dev_totals(d);
+    let (gid, gid_ip) = gid_keys(local.gid);
+    let peer_list = peers::device_peers(d.channels(), id.log_histogram)
+        .into_iter()
+        .map(|p| {
+            let g = if let peers::PeerKey::Gid(g) = p.key { Some(g) } else { None };
+            let (gid, gid_ip) = gid_keys(g);
+            PeerReport {
+                gid,
+                gid_ip,
+                lid: lid_key(p.lid),
+                num_qps: p.num_qps,
+                num_qps_shared: (p.num_qps_shared > 0).then_some(p.num_qps_shared),
+                wqe_completion_log_histogram: p.hist.as_ref().map(LogBuckets::of),
+            }
+        })
+        .collect();
     DeviceReport {
         device_id: d.id,
         roce_device: d.roce_device.clone(),
@@ -339,6 +434,12 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             num_srq_recv_wqe: d.verbs.srq_recv_wqe.load(Relaxed),
             num_wc_unknown_qp: d.verbs.wc_unknown_qp.load(Relaxed),
         }),
+        port: local.port,
+        gid_index: local.gid_index,
+        gid,
+        gid_ip,
+        lid: lid_key(local.lid),
+        peers: peer_list,
     }
 }
 
