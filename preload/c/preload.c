@@ -136,13 +136,14 @@ struct rqp {
   struct rctx *c;
   uint32_t qpn;
   int dev;
-  uint8_t port; /* the port its INIT transition named (IBV_QP_PORT), 0 before */
   RcclQpStats *slot;
   rtp_qpext *ext;
   struct ibv_cq *scq, *rcq;
   int has_srq, sig_all;
   struct ent *ring;
   uint32_t ring_cap; /* power of two */
+  uint8_t port;      /* the port its INIT transition named (IBV_QP_PORT), 0 before; in the
+                        padding before recv_out, so the hot fields keep their cache lines */
   uint64_t recv_out; /* receives posted and not completed (atomic) */
   /* Posting side: the record's tail (published with release after its entries), the WRs
    * that found the record full (monotonic; entries snapshot them). */
