@@ -286,6 +286,7 @@ pub struct DevPeer {
 }
 
 /// A device's peers, one per remote NIC, in key order (GIDs, then LIDs, then unknown).
+/// A NIC whose QPs all moved to another peer before completing anything is left out.
 pub fn device_peers<'a>(channels: impl IntoIterator<Item = &'a Channel>, log_histogram: bool) -> Vec<DevPeer> {
     fn entry(m: &mut BTreeMap<PeerKey, DevPeer>, key: PeerKey, log_histogram: bool) -> &mut DevPeer {
         m.entry(key).or_insert_with(|| DevPeer { key, lid: if let PeerKey::Lid(l) = key { l } else { 0 }, num_qps: 0, num_qps_shared: 0, hist: log_histogram.then_some([0; LOG_BUCKETS]) })
@@ -313,7 +314,9 @@ pub fn device_peers<'a>(channels: impl IntoIterator<Item = &'a Channel>, log_his
             e.num_qps_shared += u64::from(has_hists && !own);
         }
     }
-    m.into_values().collect()
+    // A NIC no QP points at any more (its QPs re-told another peer) is listed only while its
+    // histograms hold completions.
+    m.into_values().filter(|p| p.num_qps > 0 || p.hist.is_some_and(|h| h.iter().any(|&n| n > 0))).collect()
 }
 
 /// A GID as ibv_devinfo prints it: 8 groups of 4 lower-case hex digits joined by ':'.
