@@ -27,7 +27,7 @@
 //! the new histogram loses nothing either. A slot whose word is 0 (the log-scale histogram
 //! off) is never re-pointed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering::*};
 
@@ -109,7 +109,8 @@ pub struct ChannelPeers {
 
 #[derive(Default)]
 struct Inner {
-    qps: HashMap<u64, QpInfo>,
+    /// By slot index (a channel's slots are dense: a vector, grown to the highest told slot).
+    qps: Vec<Option<QpInfo>>,
     /// Per-peer histograms in creation order (at most PEER_HISTS_PER_CHANNEL).
     hists: Vec<(PeerKey, &'static LogHist)>,
     /// The "other peers" histogram, once the cap was reached.
@@ -129,18 +130,35 @@ impl ChannelPeers {
 
     /// What was told about slot `i` (None when nothing was).
     pub fn qp(&self, i: u64) -> Option<QpInfo> {
-        self.inner.lock().qps.get(&i).copied()
+        self.inner.lock().qps.get(i as usize).copied().flatten()
     }
 
     /// Every told slot, by slot index.
     pub fn qps(&self) -> BTreeMap<u64, QpInfo> {
-        self.inner.lock().qps.iter().map(|(&i, &q)| (i, q)).collect()
+        self.inner.lock().qps.iter().enumerate().filter_map(|(i, q)| Some((i as u64, (*q)?))).collect()
+    }
+
+    /// What was told about the slots, indexed by slot (shorter than the channel's slots when
+    /// the last ones were told nothing).
+    pub fn by_slot(&self) -> Vec<Option<QpInfo>> {
+        self.inner.lock().qps.clone()
     }
 
     /// The per-peer histograms (key, histogram) and the shared "other peers" one.
     pub fn hists(&self) -> (Vec<(PeerKey, &'static LogHist)>, Option<&'static LogHist>) {
         let g = self.inner.lock();
         (g.hists.clone(), g.other)
+    }
+}
+
+impl Inner {
+    /// Slot `i`'s record, created empty on first use.
+    fn entry(&mut self, i: u64) -> &mut QpInfo {
+        let i = i as usize;
+        if self.qps.len() <= i {
+            self.qps.resize(i + 1, None);
+        }
+        self.qps[i].get_or_insert_with(QpInfo::default)
     }
 }
 
@@ -202,7 +220,7 @@ pub fn set_peer(qp: &'static RcclQpStats, p: PeerInfo) {
     note_dev(dev, p.port, p.gid_index, local_gid, p.local_lid);
     let key = PeerKey::of(remote_gid, p.remote_lid);
     let mut g = c.peers.inner.lock();
-    let e = g.qps.entry(i).or_default();
+    let e = g.entry(i);
     e.qp_num = Some(p.qp_num);
     e.local_gid = local_gid;
     e.local_lid = p.local_lid;
@@ -234,7 +252,7 @@ fn repoint(qp: &RcclQpStats, c: &Channel, g: &mut Inner, key: PeerKey) {
 /// Preload only: the QP's type ("rc", "uc", "ud", "xrc_send", "xrc_recv", "raw_packet", ...).
 pub fn set_qp_type(qp: &'static RcclQpStats, t: &'static str) {
     if let Some((_, c, i)) = registry::slot_home(qp) {
-        c.peers.inner.lock().qps.entry(i).or_default().qp_type = Some(t);
+        c.peers.inner.lock().entry(i).qp_type = Some(t);
     }
 }
 
@@ -243,7 +261,7 @@ pub fn set_local(qp: &'static RcclQpStats, qp_num: u32, port: Option<u8>) {
     if let Some((dev, c, i)) = registry::slot_home(qp) {
         note_dev(dev, port, None, None, 0);
         let mut g = c.peers.inner.lock();
-        let e = g.qps.entry(i).or_default();
+        let e = g.entry(i);
         e.qp_num = Some(qp_num);
         e.port = port.or(e.port);
     }
@@ -288,59 +306,122 @@ pub struct DevPeer {
 /// A device's peers, one per remote NIC, in key order (GIDs, then LIDs, then unknown).
 /// A NIC whose QPs all moved to another peer before completing anything is left out.
 pub fn device_peers<'a>(channels: impl IntoIterator<Item = &'a Channel>, log_histogram: bool) -> Vec<DevPeer> {
-    fn entry(m: &mut BTreeMap<PeerKey, DevPeer>, key: PeerKey, log_histogram: bool) -> &mut DevPeer {
-        m.entry(key).or_insert_with(|| DevPeer { key, lid: if let PeerKey::Lid(l) = key { l } else { 0 }, num_qps: 0, num_qps_shared: 0, hist: log_histogram.then_some([0; LOG_BUCKETS]) })
-    }
-    let mut m: BTreeMap<PeerKey, DevPeer> = BTreeMap::new();
+    let mut acc = DevPeers::new(log_histogram);
     for c in channels {
+        acc.add_channel(c);
+    }
+    acc.finish()
+}
+
+/// Builds a device's peers channel by channel, reading each histogram once (the report also
+/// needs each channel's sum of them).
+pub struct DevPeers {
+    m: BTreeMap<PeerKey, DevPeer>,
+    log_histogram: bool,
+}
+
+impl DevPeers {
+    pub fn new(log_histogram: bool) -> DevPeers {
+        DevPeers { m: BTreeMap::new(), log_histogram }
+    }
+
+    fn entry(&mut self, key: PeerKey) -> &mut DevPeer {
+        let log_histogram = self.log_histogram;
+        self.m.entry(key).or_insert_with(|| DevPeer {
+            key,
+            lid: if let PeerKey::Lid(l) = key { l } else { 0 },
+            num_qps: 0,
+            num_qps_shared: 0,
+            hist: log_histogram.then_some([0; LOG_BUCKETS]),
+        })
+    }
+
+    /// Adds channel `c`'s QPs and per-peer histograms; returns the channel's log-scale
+    /// histogram as the file shows it (what [`channel_log`] returns), None when it has none.
+    pub fn add_channel(&mut self, c: &Channel) -> Option<[u64; LOG_BUCKETS]> {
+        let mut total = c.log.map(|h| h.snapshot());
         let g = c.peers.inner.lock();
         for (key, h) in &g.hists {
-            if let Some(t) = entry(&mut m, *key, log_histogram).hist.as_mut() {
-                for (a, b) in t.iter_mut().zip(h.snapshot()) {
-                    *a = a.wrapping_add(b);
+            let snap = h.snapshot();
+            if let Some(t) = total.as_mut() {
+                for (a, b) in t.iter_mut().zip(&snap) {
+                    *a = a.wrapping_add(*b);
+                }
+            }
+            if let Some(t) = self.entry(*key).hist.as_mut() {
+                for (a, b) in t.iter_mut().zip(&snap) {
+                    *a = a.wrapping_add(*b);
                 }
             }
         }
+        if let (Some(t), Some(o)) = (total.as_mut(), g.other) {
+            for (a, b) in t.iter_mut().zip(o.snapshot()) {
+                *a = a.wrapping_add(b);
+            }
+        }
         let has_hists = c.log.is_some();
-        for q in g.qps.values() {
+        for q in g.qps.iter().flatten() {
             let Some(r) = q.peer else { continue };
             let key = PeerKey::of(r.gid, r.lid);
             let own = g.hists.iter().any(|(k, _)| *k == key);
-            let e = entry(&mut m, key, log_histogram);
+            let e = self.entry(key);
             e.num_qps += 1;
             if e.lid == 0 {
                 e.lid = r.lid;
             }
             e.num_qps_shared += u64::from(has_hists && !own);
         }
+        total
     }
-    // A NIC no QP points at any more (its QPs re-told another peer) is listed only while its
-    // histograms hold completions.
-    m.into_values().filter(|p| p.num_qps > 0 || p.hist.is_some_and(|h| h.iter().any(|&n| n > 0))).collect()
+
+    /// The peers, in key order. A NIC no QP points at any more (its QPs re-told another
+    /// peer) is listed only while its histograms hold completions.
+    pub fn finish(self) -> Vec<DevPeer> {
+        self.m.into_values().filter(|p| p.num_qps > 0 || p.hist.is_some_and(|h| h.iter().any(|&n| n > 0))).collect()
+    }
 }
 
 /// A GID as ibv_devinfo prints it: 8 groups of 4 lower-case hex digits joined by ':'.
 pub fn gid_text(g: &[u8; 16]) -> String {
-    let mut s = String::with_capacity(39);
-    for (i, pair) in g.chunks_exact(2).enumerate() {
-        if i > 0 {
-            s.push(':');
+    let mut buf = [0u8; GID_TEXT_LEN];
+    gid_text_into(g, &mut buf).to_owned()
+}
+
+/// Length of a GID's text form.
+pub const GID_TEXT_LEN: usize = 39;
+
+/// [`gid_text`] into a caller's buffer, without allocating (the report writes one per QP).
+pub fn gid_text_into<'a>(g: &[u8; 16], buf: &'a mut [u8; GID_TEXT_LEN]) -> &'a str {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut at = 0;
+    for (i, b) in g.iter().enumerate() {
+        if i > 0 && i % 2 == 0 {
+            buf[at] = b':';
+            at += 1;
         }
-        s.push_str(&format!("{:02x}{:02x}", pair[0], pair[1]));
+        buf[at] = HEX[usize::from(b >> 4)];
+        buf[at + 1] = HEX[usize::from(b & 15)];
+        at += 2;
     }
-    s
+    // Only ASCII hex digits and ':' were written.
+    std::str::from_utf8(&buf[..]).expect("ASCII")
 }
 
 /// The address a GID encodes: dotted quad for an IPv4-mapped GID (::ffff:a.b.c.d), else the
 /// IPv6 form; None for the all-zero GID.
 pub fn gid_ip(g: &[u8; 16]) -> Option<String> {
+    gid_addr(g).map(|a| a.to_string())
+}
+
+/// The address a GID encodes (what [`gid_ip`] prints), None for the all-zero GID.
+pub fn gid_addr(g: &[u8; 16]) -> Option<std::net::IpAddr> {
     if g.iter().all(|&b| b == 0) {
         return None;
     }
     if g[..10].iter().all(|&b| b == 0) && g[10] == 0xff && g[11] == 0xff {
-        return Some(Ipv4Addr::new(g[12], g[13], g[14], g[15]).to_string());
+        return Some(Ipv4Addr::new(g[12], g[13], g[14], g[15]).into());
     }
-    Some(Ipv6Addr::from(*g).to_string())
+    Some(Ipv6Addr::from(*g).into())
 }
 
 #[cfg(test)]
@@ -484,30 +565,32 @@ mod tests {
         crate::latency::configure(1, 5, 30_000, std::path::Path::new("/sys"));
         let (c, q) = channel(22, 2);
         let before = channel_log(c).unwrap().iter().sum::<u64>();
-        const N: u64 = 200_000;
+        // The QP's thread records sampled completions through the hot path (token > 1) until
+        // the setup thread has re-pointed the slot thousands of times (past the cap, so the
+        // shared histogram too), all while it records.
+        let repoints = AtomicU64::new(0);
         let done = std::sync::atomic::AtomicBool::new(false);
+        let mut recorded = 0u64;
         std::thread::scope(|sc| {
             sc.spawn(|| {
-                // The QP's thread: sampled completions through the hot path (token > 1).
-                for i in 0..N {
-                    q[0].wqe_complete_at(2, 2 + (i % 5_000) as i64);
-                }
-                done.store(true, Release);
-            });
-            sc.spawn(|| {
-                // The setup thread: re-points the same slot over and over, past the cap.
                 let mut k = 0u8;
                 while !done.load(Acquire) {
                     let mut g = gid("::ffff:10.8.0.0");
                     g[15] = 1 + k % 11;
                     set_peer(q[0], info(5, Some(g), 0));
                     k = k.wrapping_add(1);
+                    repoints.fetch_add(1, Relaxed);
                 }
             });
+            while recorded < 50_000 || repoints.load(Relaxed) < 5_000 {
+                q[0].wqe_complete_at(2, 2 + (recorded % 5_000) as i64);
+                recorded += 1;
+            }
+            done.store(true, Release);
         });
         let after = channel_log(c).unwrap();
-        assert_eq!(after.iter().sum::<u64>() - before, N, "no completion lost whatever the re-points");
-        assert_eq!(q[0].snapshot().sampled(), N);
+        assert_eq!(after.iter().sum::<u64>() - before, recorded, "no completion lost whatever the re-points");
+        assert_eq!(q[0].snapshot().sampled(), recorded);
         let lost: u64 = c.peers.hists().0.iter().map(|(_, h)| h.lost.load(Relaxed)).sum();
         assert_eq!(lost, 0);
     }

@@ -87,18 +87,41 @@ pub struct DeviceReport {
     /// Version 3: the local port, GID index, GID and LID its QPs use (the first told).
     pub port: Option<u8>,
     pub gid_index: Option<u32>,
-    pub gid: Option<String>,
-    pub gid_ip: Option<String>,
+    pub gid: Option<GidText>,
+    pub gid_ip: Option<GidIp>,
     pub lid: Option<u16>,
     /// Version 3: one entry per remote NIC its QPs were told of, with their latency.
     pub peers: Vec<PeerReport>,
 }
 
+/// A GID in the file: its text form, written straight from the 16 bytes (no allocation).
+pub struct GidText(pub [u8; 16]);
+
+impl Serialize for GidText {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut buf = [0u8; peers::GID_TEXT_LEN];
+        s.serialize_str(peers::gid_text_into(&self.0, &mut buf))
+    }
+}
+
+/// The address a GID encodes, in the file (see `peers::gid_ip`).
+pub struct GidIp(pub std::net::IpAddr);
+
+impl Serialize for GidIp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut buf = [0u8; 64];
+        let mut w = &mut buf[..];
+        write!(w, "{}", self.0).map_err(serde::ser::Error::custom)?;
+        let n = 64 - w.len();
+        s.serialize_str(std::str::from_utf8(&buf[..n]).map_err(serde::ser::Error::custom)?)
+    }
+}
+
 /// A remote NIC of a device (device "peers").
 #[derive(Serialize)]
 pub struct PeerReport {
-    pub gid: Option<String>,
-    pub gid_ip: Option<String>,
+    pub gid: Option<GidText>,
+    pub gid_ip: Option<GidIp>,
     pub lid: Option<u16>,
     pub num_qps: u64,
     /// Those of num_qps whose channel had reached its per-peer histogram cap: their
@@ -113,8 +136,8 @@ pub struct PeerReport {
 #[derive(Serialize)]
 pub struct QpPeerReport {
     pub qp_num: u32,
-    pub gid: Option<String>,
-    pub gid_ip: Option<String>,
+    pub gid: Option<GidText>,
+    pub gid_ip: Option<GidIp>,
     pub lid: Option<u16>,
 }
 
@@ -124,16 +147,16 @@ pub struct QpIdentity {
     pub qp_num: Option<u32>,
     /// Only when it differs from the device's "gid".
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub local_gid: Option<String>,
+    pub local_gid: Option<GidText>,
     pub peer: Option<QpPeerReport>,
     /// Only in the verbs interposer's files.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub qp_type: Option<&'static str>,
 }
 
-fn gid_keys(g: Option<[u8; 16]>) -> (Option<String>, Option<String>) {
+fn gid_keys(g: Option<[u8; 16]>) -> (Option<GidText>, Option<GidIp>) {
     let g = peers::nonzero(g);
-    (g.as_ref().map(peers::gid_text), g.as_ref().and_then(peers::gid_ip))
+    (g.map(GidText), g.as_ref().and_then(peers::gid_addr).map(GidIp))
 }
 
 fn lid_key(l: u16) -> Option<u16> {
@@ -145,7 +168,7 @@ fn qp_identity(q: Option<peers::QpInfo>, dev_gid: Option<[u8; 16]>, verbs: bool)
     let ud = q.qp_type == Some("ud");
     QpIdentity {
         qp_num: q.qp_num,
-        local_gid: q.local_gid.filter(|g| Some(*g) != dev_gid).as_ref().map(peers::gid_text),
+        local_gid: q.local_gid.filter(|g| Some(*g) != dev_gid).map(GidText),
         peer: q.peer.filter(|_| !ud).map(|r| {
             let (gid, gid_ip) = gid_keys(r.gid);
             QpPeerReport { qp_num: r.qp_num, gid, gid_ip, lid: lid_key(r.lid) }
@@ -336,8 +359,9 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
     let mut untracked = d.untracked_no_channel.load(Relaxed);
     let mut dev_log = [0u64; LOG_BUCKETS];
     let local = peers::dev_local(d.id);
+    let mut dev_peers = peers::DevPeers::new(id.log_histogram);
     for c in d.channels() {
-        let told = c.peers.qps();
+        let told = c.peers.by_slot();
         let mut total = QpSnapshot::default();
         let mut ext_total = ExtSnapshot::default();
         let (mut data, mut cts) = (0, 0);
@@ -354,7 +378,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
                 ext_total.accumulate(&e);
                 r.verbs = Some((&e).into());
             }
-            r.identity = Some(qp_identity(told.get(&i).copied(), local.gid, verbs));
+            r.identity = Some(qp_identity(told.get(i as usize).copied().flatten(), local.gid, verbs));
             qps.push(r);
         }
         let req = c.stats.req_completed.load(Relaxed);
@@ -362,7 +386,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
         let ch_untracked = c.untracked.load(Relaxed);
         untracked += ch_untracked;
         let t = qp_report(0, ROLE_UNKNOWN, &total, buckets, sampled);
-        let log = peers::channel_log(c);
+        let log = dev_peers.add_channel(c);
         for (a, b) in dev_log.iter_mut().zip(log.iter().flatten()) {
             *a = a.wrapping_add(*b);
         }
@@ -393,7 +417,8 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
     }
     let totals = registry::dev_totals(d);
     let (gid, gid_ip) = gid_keys(local.gid);
-    let peer_list = peers::device_peers(d.channels(), id.log_histogram)
+    let peer_list = dev_peers
+        .finish()
         .into_iter()
         .map(|p| {
             let g = if let peers::PeerKey::Gid(g) = p.key { Some(g) } else { None };
