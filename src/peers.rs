@@ -11,7 +11,8 @@
 //! Per-peer latency: at SetPeer the slot's log-histogram word (`RcclQpStats::log_hist`, the
 //! address the hot path records a sampled completion into) is re-pointed from the channel's
 //! histogram at a `LogHist` for (this channel, the peer NIC), created on demand, at most
-//! [`PEER_HISTS_PER_CHANNEL`] per channel; QPs towards further peers share one "other peers"
+//! [`PEER_HISTS_PER_CHANNEL`] per channel ([`PEER_HISTS_PER_PRELOAD_CHANNEL`] in the verbs
+//! interposer, whose one channel per device is the whole NIC); QPs towards further peers share one "other peers"
 //! histogram of the channel. The hot path is unchanged: it still loads the word once and
 //! records once. The channel's `wqe_completion_log_histogram` is the sum of all of its
 //! histograms (the channel's own, the per-peer ones, the shared one), so it counts exactly
@@ -41,6 +42,21 @@ use crate::registry::{self, Channel};
 /// "other peers" histogram. Rings and trees give a channel 2-3 peers per device; 8 leaves room
 /// for wider patterns while bounding the memory at (8 + 2) x 2112 bytes per channel.
 pub const PEER_HISTS_PER_CHANNEL: usize = 8;
+
+/// The same cap for the verbs interposer, whose QPs all sit in one channel per device: there
+/// the channel is the whole NIC, so the cap is the number of remote NICs a device gets its own
+/// latency for (256 x 2112 bytes = 528 KiB per device at most, for a process talking to that
+/// many NICs).
+pub const PEER_HISTS_PER_PRELOAD_CHANNEL: usize = 256;
+
+/// The cap in force for this process's channels.
+pub fn peer_hists_per_channel() -> usize {
+    if registry::verbs_keys() {
+        PEER_HISTS_PER_PRELOAD_CHANNEL
+    } else {
+        PEER_HISTS_PER_CHANNEL
+    }
+}
 
 /// What the transport (or the preload's modify_qp wrapper) knows about one connected QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,7 +254,7 @@ fn repoint(qp: &RcclQpStats, c: &Channel, g: &mut Inner, key: PeerKey) {
     }
     let h = match g.hists.iter().find(|(k, _)| *k == key) {
         Some(&(_, h)) => h,
-        None if g.hists.len() < PEER_HISTS_PER_CHANNEL => {
+        None if g.hists.len() < peer_hists_per_channel() => {
             let h = new_hist();
             g.hists.push((key, h));
             h

@@ -836,8 +836,47 @@ static void sc_peers(void) {
   report(extra);
 }
 
+/*
+ * peers-wide: one device connected to N (default 12) remote NICs, one RC QP each, more than
+ * the engine's per-channel cap for hook channels (8): the interposer's one channel per device
+ * is the whole NIC, so each remote NIC keeps a histogram of its own. QP i goes to remote QPN
+ * 0x4000 + i at GID fe80::5054:ff:fe12:3410 + i and completes i + 1 signalled writes (its
+ * partner, for the fake's traffic, is the next QP).
+ */
+static void sc_peers_wide(int n) {
+  if (n < 1 || n > 64) FAIL("peers-wide: 1..64 QPs");
+  struct ibv_context *c0 = open_dev(0);
+  if (V.set_gid(c0, 1, 0, GID_LL_LOCAL)) FAIL("fake GID set-up");
+  struct ibv_pd *pd = V.alloc_pd(c0);
+  struct ibv_cq *cq = V.create_cq(c0, 256, NULL, NULL, 0);
+  if (!pd || !cq) FAIL("pd/cq");
+  struct ibv_qp *q[64];
+  for (int i = 0; i < n; i++) {
+    uint8_t rgid[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x50, 0x54, 0x00, 0xff, 0xfe, 0x12, 0x34, (uint8_t)(0x10 + i)};
+    q[i] = mk_typed_qp(pd, cq, IBV_QPT_RC);
+    to_init(q[i], 1);
+    to_rtr(q[i], 0x4000u + (uint32_t)i, 0, rgid, 0, 1, 0);
+    to_rts(q[i]);
+  }
+  for (int i = 0; i < n; i++) V.connect(q[i], q[(i + 1) % n]);
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k <= i; k++) {
+      struct ibv_send_wr w, *bad = NULL;
+      struct ibv_sge sg;
+      set_wr(&w, &sg, IBV_WR_RDMA_WRITE, 256, 1, (uint64_t)k);
+      if (ibv_post_send(q[i], &w, &bad)) FAIL("post_send");
+      drain(cq, 1, IBV_WC_SUCCESS);
+    }
+  if (g_modify_bad) FAIL("%d modify calls went wrong (stderr)", g_modify_bad);
+  for (int i = 0; i < n; i++) V.destroy_qp(q[i]);
+  V.destroy_cq(cq);
+  V.dealloc_pd(pd);
+  V.close_device(c0);
+  report(NULL);
+}
+
 int main(int argc, char **argv) {
-  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|reopen|qploop|srq|full|disabled|dlnext|peers [N]");
+  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|reopen|qploop|srq|full|disabled|dlnext|peers|peers-wide [N]");
   load();
   const char *s = argv[1];
   int n = argc > 2 ? atoi(argv[2]) : 100;
@@ -853,6 +892,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "disabled")) sc_disabled();
   else if (!strcmp(s, "dlnext")) sc_dlnext();
   else if (!strcmp(s, "peers")) sc_peers();
+  else if (!strcmp(s, "peers-wide")) sc_peers_wide(argc > 2 ? atoi(argv[2]) : 12);
   else FAIL("unknown scenario %s", s);
   return 0;
 }

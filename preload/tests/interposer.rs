@@ -599,3 +599,28 @@ fn peers_telemetry_off_modify_qp_is_a_pure_call_through() {
         assert_eq!(r.said["qpn0"], on.said["qpn0"]);
     }
 }
+
+#[test]
+fn peers_wide_each_remote_nic_keeps_its_histogram_past_the_hook_cap() {
+    let Some(b) = bins("peers_wide_each_remote_nic_keeps_its_histogram_past_the_hook_cap") else { return };
+    let n = 12u64;
+    assert!(n as usize > rccl_telemetry::peers::PEER_HISTS_PER_CHANNEL, "the scenario must go past the hooks' cap");
+    let r = run(&b.direct, &b, &["peers-wide", &n.to_string()], &[], true);
+    let d0 = dev(only(&r), 0);
+    // One entry per remote NIC, each with its own QP and exactly its QP's completions (QP i
+    // completes i + 1 signalled writes, every one timed at the default N = 1).
+    let mut got: Vec<(String, u64, u64)> = d0["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let hist: u64 = p["wqe_completion_log_histogram"].as_array().unwrap().iter().map(|b| b[2].as_u64().unwrap()).sum();
+            assert!(p.get("num_qps_shared").is_none(), "no NIC shares the 'other peers' histogram: {p}");
+            (p["gid"].as_str().unwrap().to_owned(), p["num_qps"].as_u64().unwrap(), hist)
+        })
+        .collect();
+    got.sort();
+    let want: Vec<(String, u64, u64)> =
+        (0..n).map(|i| (format!("fe80:0000:0000:0000:5054:00ff:fe12:34{:02x}", 0x10 + i), 1, i + 1)).collect();
+    assert_eq!(got, want);
+}
