@@ -16,7 +16,8 @@ use crate::loghist::{self, LOG_BUCKETS};
 use crate::registry::{self, Device};
 
 /// 2: adds `wqe_completion_log_histogram` to every channel and device (version 1 files lack it).
-pub const FORMAT_VERSION: u32 = 2;
+/// 3: peers (issue 22) and stalls (issue 23): see SPEC_R6 / the README.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Process facts captured at Init.
 #[derive(Debug, Clone)]
@@ -55,6 +56,8 @@ pub struct FileReport {
     pub hw_samples: Option<Vec<SampleReport>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hw_samples_dropped: Option<u64>,
+    /// RCCL_TELEMETRY_STALL_MS in effect (0: stall detection off).
+    pub stall_ms: u64,
 }
 
 #[derive(Serialize)]
@@ -80,6 +83,42 @@ pub struct DeviceReport {
     /// Only in files written by the verbs interposer (librccl_telemetry_preload.so).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub verbs: Option<DeviceVerbsReport>,
+    /// Stall detection's keys (absent with RCCL_TELEMETRY_STALL_MS=0).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<DeviceStallReport>,
+}
+
+/// A device's stall keys, as of the detector's last tick.
+#[derive(Serialize)]
+pub struct DeviceStallReport {
+    pub num_wqe_outstanding: u64,
+    pub num_qps_stalled: u64,
+}
+
+/// A QP's stall keys, as of the detector's last tick.
+#[derive(Serialize)]
+pub struct QpStallReport {
+    pub num_wqe_outstanding: u64,
+    /// Only in the interposer's files (the key is absent in the hooks').
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest_outstanding_ms: Option<Option<u64>>,
+    pub stalled: bool,
+    pub stalled_since: Option<String>,
+    pub longest_stall_ms: u64,
+    pub longest_stall_start: Option<String>,
+}
+
+impl QpStallReport {
+    pub fn of(st: &crate::stall::QpState, view: &crate::stall::DevView, preload: bool) -> QpStallReport {
+        QpStallReport {
+            num_wqe_outstanding: st.outstanding,
+            oldest_outstanding_ms: preload.then(|| crate::stall::token_age_ms(st.oldest_token)),
+            stalled: st.stalled(),
+            stalled_since: st.stall_start.map(|s| rfc3339(view.wall(s))),
+            longest_stall_ms: st.longest_ns / 1_000_000,
+            longest_stall_start: (st.longest_ns > 0).then(|| rfc3339(view.wall(st.longest_start))),
+        }
+    }
 }
 
 /// The verbs interposer's device keys, after the seed's.
@@ -182,6 +221,8 @@ pub struct QpReport {
     pub wqe_completion_histogram: Vec<u64>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub verbs: Option<VerbsCounters>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<QpStallReport>,
 }
 
 /// "hw_counters": the hw module's ordered keys.
@@ -246,6 +287,7 @@ fn qp_report(id: u64, role: u8, s: &QpSnapshot, buckets: usize, sampled: bool) -
         wqe_completion_ns_max: s.lat_max,
         wqe_completion_histogram: s.hist[..buckets].to_vec(),
         verbs: None,
+        stall: None,
     }
 }
 
@@ -259,6 +301,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
     let mut active = 0;
     let mut untracked = d.untracked_no_channel.load(Relaxed);
     let mut dev_log = [0u64; LOG_BUCKETS];
+    let stall_view = crate::stall::device_view(d.id);
     for c in d.channels() {
         let mut total = QpSnapshot::default();
         let mut ext_total = ExtSnapshot::default();
@@ -275,6 +318,10 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
                 let e = c.slots.ext(i).map(|e| e.snapshot()).unwrap_or_default();
                 ext_total.accumulate(&e);
                 r.verbs = Some((&e).into());
+            }
+            if let Some(v) = &stall_view {
+                let st = v.state.qp(c.id, i).copied().unwrap_or_default();
+                r.stall = Some(QpStallReport::of(&st, v, verbs));
             }
             qps.push(r);
         }
@@ -339,11 +386,14 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             num_srq_recv_wqe: d.verbs.srq_recv_wqe.load(Relaxed),
             num_wc_unknown_qp: d.verbs.wc_unknown_qp.load(Relaxed),
         }),
+        stall: stall_view.map(|v| DeviceStallReport { num_wqe_outstanding: v.state.outstanding, num_qps_stalled: v.state.stalled }),
     }
 }
 
 /// Builds the whole file from the registry.
 pub fn build(id: &Identity, end_wall_ns: u64, samples: Option<HwSamples>, is_final: bool, trigger: &str) -> FileReport {
+    // The stall keys as of now, not of the last tick.
+    crate::stall::tick();
     let devices: Vec<DeviceReport> = registry::devices().map(|d| device_report(d, id, d.hw.final_report())).collect();
     let transport = registry::devices().map(|d| d.transport.clone()).find(|t| !t.is_empty());
     let (hw_samples, hw_samples_dropped) = match samples {
@@ -373,6 +423,7 @@ pub fn build(id: &Identity, end_wall_ns: u64, samples: Option<HwSamples>, is_fin
         devices,
         hw_samples,
         hw_samples_dropped,
+        stall_ms: crate::stall::stall_ms(),
     }
 }
 
