@@ -195,12 +195,13 @@ struct Detector {
     /// wall - mono at the last tick, to turn monotonic instants into wall time.
     wall_offset: i128,
     ticked: bool,
+    tick_mono: u64,
     /// (device, channel, slot) of every QP stalled at the last tick, in order.
     stalled_set: Vec<(u32, u32, u64)>,
     lines: u64,
 }
 
-static DET: Mutex<Detector> = Mutex::new(Detector { devs: Vec::new(), wall_offset: 0, ticked: false, stalled_set: Vec::new(), lines: 0 });
+static DET: Mutex<Detector> = Mutex::new(Detector { devs: Vec::new(), wall_offset: 0, ticked: false, tick_mono: 0, stalled_set: Vec::new(), lines: 0 });
 
 /// A stall that started at a tick, for its stderr line.
 struct Started {
@@ -237,6 +238,7 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
     }
     det.wall_offset = i128::from(wall) - i128::from(mono);
     det.ticked = true;
+    det.tick_mono = mono;
     let mut started = Vec::new();
     let mut set = Vec::with_capacity(det.stalled_set.len());
     for d in registry::devices() {
@@ -325,6 +327,8 @@ pub fn peer_labels(_slot: &RcclQpStats) -> PeerLabels {
 pub struct DevView {
     pub state: DevState,
     wall_offset: i128,
+    /// The last tick (monotonic ns).
+    pub tick_mono: u64,
 }
 
 impl DevView {
@@ -341,9 +345,9 @@ pub fn device_view(dev: u32) -> Option<DevView> {
     }
     let det = DET.lock();
     if !det.ticked {
-        return Some(DevView { state: DevState::default(), wall_offset: 0 });
+        return Some(DevView { state: DevState::default(), wall_offset: 0, tick_mono: 0 });
     }
-    Some(DevView { state: det.devs.get(dev as usize).cloned().unwrap_or_default(), wall_offset: det.wall_offset })
+    Some(DevView { state: det.devs.get(dev as usize).cloned().unwrap_or_default(), wall_offset: det.wall_offset, tick_mono: det.tick_mono })
 }
 
 /// (outstanding WRs, stalled QPs) of a device at the last tick, for hw_samples.
