@@ -198,10 +198,9 @@ struct Detector {
     tick_mono: u64,
     /// (device, channel, slot) of every QP stalled at the last tick, in order.
     stalled_set: Vec<(u32, u32, u64)>,
-    lines: u64,
 }
 
-static DET: Mutex<Detector> = Mutex::new(Detector { devs: Vec::new(), wall_offset: 0, ticked: false, tick_mono: 0, stalled_set: Vec::new(), lines: 0 });
+static DET: Mutex<Detector> = Mutex::new(Detector { devs: Vec::new(), wall_offset: 0, ticked: false, tick_mono: 0, stalled_set: Vec::new() });
 
 /// A stall that started at a tick, for its stderr line.
 struct Started {
@@ -276,16 +275,14 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
     }
     let changed = set != det.stalled_set;
     det.stalled_set = set;
-    let lines = det.lines;
-    det.lines += started.len() as u64;
     drop(det);
-    say(&started, lines);
+    say(&started);
     changed
 }
 
 /// The stderr lines of the stalls that started at a tick: at most LINES_PER_TICK named, one
 /// line for the rest.
-fn say(started: &[Started], _before: u64) {
+fn say(started: &[Started]) {
     for s in started.iter().take(LINES_PER_TICK) {
         let dev = registry::device(s.dev as i32).map(|d| d.roce_device.clone()).unwrap_or_default();
         let p = peer_labels(s.slot);
@@ -296,12 +293,12 @@ fn say(started: &[Started], _before: u64) {
             _ => "peer unknown".to_owned(),
         };
         diag::warn(&format!(
-            "stall: device {} ({dev}) channel {} QP {} (qp_num {qpn}), {peer}: {} WRs outstanding, no completion for {:.1} s",
+            "stall: device {} ({dev}) channel {} QP {} (qp_num {qpn}), {peer}: {} WRs outstanding, no completion for {} ms",
             s.dev,
             s.ch,
             s.idx,
             s.outstanding,
-            s.waited_ns as f64 / 1e9
+            s.waited_ns / 1_000_000
         ));
     }
     if started.len() > LINES_PER_TICK {
