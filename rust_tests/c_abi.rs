@@ -92,6 +92,10 @@ fn check_against_tally(file: &Value, tally: &Value, sample_n: u64, unknown_chann
                 } else {
                     assert!(0 <= mn && mn <= mx, "qp {i}: min {mn} max {mx}");
                 }
+                // A clean run leaves nothing outstanding and never stalls (hooks: WRITE_WITH_IMM
+                // postings against completions; CTS and receives are not counted).
+                assert_eq!((u(&q["num_wqe_outstanding"]), &q["stalled"], u(&q["longest_stall_ms"])), (0, &Value::Bool(false), 0), "qp {i}");
+                assert!(q.get("oldest_outstanding_ms").is_none(), "a hooks file has no oldest_outstanding_ms");
                 hist_sum += h;
                 data += u64::from(q["role"] == "data");
                 cts += u64::from(q["role"] == "cts");
