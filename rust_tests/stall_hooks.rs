@@ -67,6 +67,8 @@ fn a_stall_appears_and_disappears_and_its_duration_stays() {
         rcclTelemetryPostTs(q[1]);
         rcclTelemetryQpSendPosted(q[1], 0);
         rcclTelemetryQpSendPosted(q[1], 1);
+        let (lgid, rgid) = ([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1u8], [0u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2]);
+        rcclTelemetryQpSetPeer(q[1], 4660, lgid.as_ptr().cast(), 0, 77, rgid.as_ptr().cast(), 0);
         // QP 2: signalled CTS with no completion hook call (RCCL's call sites).
         for _ in 0..5 {
             rcclTelemetryQpCtsSent(q[2], 1);
@@ -92,7 +94,7 @@ fn a_stall_appears_and_disappears_and_its_duration_stays() {
     assert!(out_g.len() == 1 && out_g[0].ends_with(" 1"), "{out_g:?}");
     let per_qp = series(&text, "rccl_telemetry_qp_stalled_seconds");
     assert_eq!(per_qp.len(), 1, "{text}");
-    assert!(per_qp[0].contains(",channel=\"2\",qp=\"1\",qp_num=\"\",peer_gid=\"\",peer_qp_num=\"\"} 1.5"), "{}", per_qp[0]);
+    assert!(per_qp[0].contains(",channel=\"2\",qp=\"1\",qp_num=\"4660\",peer_gid=\"0000:0000:0000:0000:0000:ffff:0a00:0002\",peer_qp_num=\"77\"} 1.5"), "{}", per_qp[0]);
     let per_qp_out = series(&text, "rccl_telemetry_qp_stall_outstanding");
     assert!(per_qp_out.len() == 1 && per_qp_out[0].ends_with(" 1"), "{per_qp_out:?}");
     assert!(text.contains("rccl_telemetry_stalled_qp_series_dropped{") && series(&text, "rccl_telemetry_stalled_qp_series_dropped")[0].ends_with(" 0"));
