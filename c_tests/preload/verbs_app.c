@@ -607,8 +607,9 @@ static void sc_dlnext(void) {
  * unsignalled writes and a signalled one drained at once throughout the pause (retired by the
  * later completion: never a stall), then 2 unsignalled writes with nothing after them
  * (outstanding, never a stall); slots 4/5 (pair r): one signalled WR never polled, and r.a
- * destroyed while it is outstanding (its stall ends). Then PAUSE ms more for the detector to
- * see all that. Prints the milliseconds the scenario took. */
+ * destroyed while it is outstanding (its stall ends); slots 6/7 (pair w): a signalled WR never
+ * polled (still stalled when the file is written). Then PAUSE ms more for
+ * the detector to see all that. Prints the milliseconds the scenario took. */
 static long ms_now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -626,12 +627,14 @@ static void post_run(struct ibv_qp *qp, int unsig, int sig) {
 }
 static void sc_stall(int pause_ms) {
   long t0 = ms_now();
-  struct pair p, q, r;
+  struct pair p, q, r, w;
   mk_pair(&p, 0);
   mk_pair(&q, 0);
   mk_pair(&r, 0);
+  mk_pair(&w, 0);
   post_run(p.a, 3, 1);
   post_run(r.a, 0, 1);
+  post_run(w.a, 0, 1);
   while (ms_now() - t0 < pause_ms) {
     post_run(q.a, 5, 1);
     drain(q.cqa, 1, IBV_WC_SUCCESS);

@@ -480,7 +480,7 @@ fn stalled_qps_are_named_recovered_and_destroyed_ones_end() {
         assert_eq!(f["stall_ms"], STALL_MS);
         let d = dev(f, 0);
         let q = qps(d);
-        assert_eq!(q.len(), 6);
+        assert_eq!(q.len(), 8);
         let elapsed = r.said["elapsed_ms"].as_u64().unwrap();
         let ms = |i: usize| q[i]["longest_stall_ms"].as_u64().unwrap();
         // p.a: stalled while its completion was held, then drained.
@@ -493,10 +493,19 @@ fn stalled_qps_are_named_recovered_and_destroyed_ones_end() {
         assert_eq!(ms(2), 0, "{}", q[2]);
         assert_eq!(q[2]["num_wqe_outstanding"], 2);
         assert!(q[2]["oldest_outstanding_ms"].is_null());
+        // w.a: still stalled when the file is written; its oldest WR is signalled, so its age
+        // is known (from its PostTs token); since when it waits; the ongoing stall is its longest.
+        assert_eq!((q[6]["stalled"].as_bool(), q[6]["num_wqe_outstanding"].as_u64()), (Some(true), Some(1)), "{}", q[6]);
+        assert!(q[6]["oldest_outstanding_ms"].as_u64().is_some_and(|a| a >= STALL_MS) && q[6]["stalled_since"].is_string(), "{}", q[6]);
+        assert_eq!(q[6]["stalled_since"], q[6]["longest_stall_start"]);
+        assert!(ms(6) >= ms(0), "the ongoing stall is the longest: {} < {}", ms(6), ms(0));
         for (i, x) in q.iter().enumerate() {
+            assert!(x.get("oldest_outstanding_ms").is_some(), "preload files carry oldest_outstanding_ms");
+            if i == 6 {
+                continue;
+            }
             assert_eq!(x["stalled"], false, "QP {i}: {x}");
             assert!(x["stalled_since"].is_null());
-            assert!(x.get("oldest_outstanding_ms").is_some(), "preload files carry oldest_outstanding_ms");
             if i != 2 {
                 assert_eq!(x["num_wqe_outstanding"], 0, "QP {i}: {x}");
             }
@@ -504,10 +513,10 @@ fn stalled_qps_are_named_recovered_and_destroyed_ones_end() {
                 assert_eq!(ms(i), 0, "receiving QP {i} never stalls");
             }
         }
-        assert_eq!((d["num_qps_stalled"].as_u64(), d["num_wqe_outstanding"].as_u64()), (Some(0), Some(2)));
+        assert_eq!((d["num_qps_stalled"].as_u64(), d["num_wqe_outstanding"].as_u64()), (Some(1), Some(3)));
         // One line per episode, naming the device, the QP and the outstanding count.
         let lines: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("rccl-telemetry: stall: ")).collect();
-        assert_eq!(lines.len(), 2, "{}", r.stderr);
+        assert_eq!(lines.len(), 3, "{}", r.stderr);
         assert!(lines.iter().any(|l| l.contains("device 0 (fake0) channel 0 QP 0 ") && l.contains(": 4 WRs outstanding, no completion for ")), "{lines:?}");
         for l in &lines {
             let waited: u64 = l.rsplit_once("no completion for ").unwrap().1.trim_end_matches(" ms").parse().unwrap();
