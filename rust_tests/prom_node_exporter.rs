@@ -73,9 +73,14 @@ fn value(text: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
     hits.first().copied()
 }
 
-fn rank(prom_dir: &Path, out_dir: &Path, sysfs: &Path, extra: &[(&str, &str)]) -> (Child, BufReader<std::process::ChildStdout>) {
+/// c_tests/prom_rank.c, compiled once per test binary (the tests run in parallel).
+fn prom_rank() -> &'static Path {
     static PROG: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let prog = PROG.get_or_init(|| c_program("prom_rank", &[]));
+    PROG.get_or_init(|| c_program("prom_rank", &[]))
+}
+
+fn rank(prom_dir: &Path, out_dir: &Path, sysfs: &Path, extra: &[(&str, &str)]) -> (Child, BufReader<std::process::ChildStdout>) {
+    let prog = prom_rank();
     let mut env = vec![
         ("RCCL_TELEMETRY_ENABLE", "1"),
         ("RCCL_TELEMETRY_OUTPUT_DIR", out_dir.to_str().unwrap()),
@@ -293,7 +298,7 @@ fn a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes() {
             .unwrap(),
     );
     wait_for("node_exporter to listen", 30, || scrape(port));
-    let prog = c_program("prom_rank", &[]);
+    let prog = prom_rank();
     let env = [
         ("RCCL_TELEMETRY_ENABLE", "1"),
         ("RCCL_TELEMETRY_OUTPUT_DIR", outdir.path().to_str().unwrap()),
@@ -302,7 +307,7 @@ fn a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes() {
         ("RCCL_TELEMETRY_SYSFS_ROOT", sysfs.path().to_str().unwrap()),
         ("RCCL_TELEMETRY_STALL_MS", "300"),
     ];
-    let mut cmd = command(&prog, &["20", "stall"], &env);
+    let mut cmd = command(prog, &["20", "stall"], &env);
     for v in RANK_VARS {
         cmd.env_remove(v);
     }

@@ -46,6 +46,15 @@ static STALL_MS: AtomicU64 = AtomicU64::new(0);
 static MANUAL: AtomicBool = AtomicBool::new(false);
 /// The preload's walk: publishes its send records into the slots' `QpExt` (under its lock).
 static WALKER: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+/// The set of stalled QPs changed at a tick since [`take_changed`] last looked (whichever
+/// thread ticked: the writer, or a file's build).
+static CHANGED: AtomicBool = AtomicBool::new(false);
+
+/// Whether the set of stalled QPs changed since the last call (the writer rewrites the
+/// textfile then).
+pub fn take_changed() -> bool {
+    CHANGED.swap(false, Relaxed)
+}
 
 /// Turns detection on (`ms` > 0) or off; at Init.
 pub fn configure(ms: u64) {
@@ -275,6 +284,9 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
     }
     let changed = set != det.stalled_set;
     det.stalled_set = set;
+    if changed {
+        CHANGED.store(true, Relaxed);
+    }
     drop(det);
     say(&started);
     changed

@@ -940,15 +940,17 @@ static void patch_qpx(struct rqp *r, struct ibv_qp_ex *qpx);
  * (entries between head and tail that are not void, then the untracked WRs not yet accounted
  * for) and whether a signalled one is among them (else no completion will come), and the
  * PostTs token of the oldest when it is a recorded signalled WR, published into its QpExt.
- * Under g_mu, so no record is recycled meanwhile; the record itself is read with relaxed and
- * acquire loads while both sides keep working, so a count is a reading at the tick, not a
- * snapshot. At most WALK_SCAN entries a QP are looked at; beyond them every entry counts as
+ * Under g_mu, so no record is recycled meanwhile, taken only if free: a tick never waits for
+ * a QP being created or destroyed (a signal's file write may come from a thread interrupted
+ * there); it keeps the previous tick's values instead. The record itself is read with
+ * relaxed and acquire loads while both sides keep working, so a count is a reading at the
+ * tick, not a snapshot. At most WALK_SCAN entries a QP are looked at; beyond them every entry counts as
  * not void and as expecting a completion.
  */
 #define WALK_SCAN 4096u
 #define STALL_EXPECT (1ull << 63)
 static void stall_walk(void) {
-  pthread_mutex_lock(&g_mu);
+  if (pthread_mutex_trylock(&g_mu) != 0) return;
   for (struct rqp *r = g_all_qps; r; r = r->all_next) {
     if (!LD(r->qp) || !r->ext || !r->ring) continue;
     uint64_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
