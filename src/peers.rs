@@ -27,7 +27,7 @@
 //! the new histogram loses nothing either. A slot whose word is 0 (the log-scale histogram
 //! off) is never re-pointed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering::*};
 
@@ -109,7 +109,8 @@ pub struct ChannelPeers {
 
 #[derive(Default)]
 struct Inner {
-    qps: HashMap<u64, QpInfo>,
+    /// By slot index (a channel's slots are dense: a vector, grown to the highest told slot).
+    qps: Vec<Option<QpInfo>>,
     /// Per-peer histograms in creation order (at most PEER_HISTS_PER_CHANNEL).
     hists: Vec<(PeerKey, &'static LogHist)>,
     /// The "other peers" histogram, once the cap was reached.
@@ -129,18 +130,35 @@ impl ChannelPeers {
 
     /// What was told about slot `i` (None when nothing was).
     pub fn qp(&self, i: u64) -> Option<QpInfo> {
-        self.inner.lock().qps.get(&i).copied()
+        self.inner.lock().qps.get(i as usize).copied().flatten()
     }
 
     /// Every told slot, by slot index.
     pub fn qps(&self) -> BTreeMap<u64, QpInfo> {
-        self.inner.lock().qps.iter().map(|(&i, &q)| (i, q)).collect()
+        self.inner.lock().qps.iter().enumerate().filter_map(|(i, q)| Some((i as u64, (*q)?))).collect()
+    }
+
+    /// What was told about the slots, indexed by slot (shorter than the channel's slots when
+    /// the last ones were told nothing).
+    pub fn by_slot(&self) -> Vec<Option<QpInfo>> {
+        self.inner.lock().qps.clone()
     }
 
     /// The per-peer histograms (key, histogram) and the shared "other peers" one.
     pub fn hists(&self) -> (Vec<(PeerKey, &'static LogHist)>, Option<&'static LogHist>) {
         let g = self.inner.lock();
         (g.hists.clone(), g.other)
+    }
+}
+
+impl Inner {
+    /// Slot `i`'s record, created empty on first use.
+    fn entry(&mut self, i: u64) -> &mut QpInfo {
+        let i = i as usize;
+        if self.qps.len() <= i {
+            self.qps.resize(i + 1, None);
+        }
+        self.qps[i].get_or_insert_with(QpInfo::default)
     }
 }
 
@@ -202,7 +220,7 @@ pub fn set_peer(qp: &'static RcclQpStats, p: PeerInfo) {
     note_dev(dev, p.port, p.gid_index, local_gid, p.local_lid);
     let key = PeerKey::of(remote_gid, p.remote_lid);
     let mut g = c.peers.inner.lock();
-    let e = g.qps.entry(i).or_default();
+    let e = g.entry(i);
     e.qp_num = Some(p.qp_num);
     e.local_gid = local_gid;
     e.local_lid = p.local_lid;
@@ -234,7 +252,7 @@ fn repoint(qp: &RcclQpStats, c: &Channel, g: &mut Inner, key: PeerKey) {
 /// Preload only: the QP's type ("rc", "uc", "ud", "xrc_send", "xrc_recv", "raw_packet", ...).
 pub fn set_qp_type(qp: &'static RcclQpStats, t: &'static str) {
     if let Some((_, c, i)) = registry::slot_home(qp) {
-        c.peers.inner.lock().qps.entry(i).or_default().qp_type = Some(t);
+        c.peers.inner.lock().entry(i).qp_type = Some(t);
     }
 }
 
@@ -243,7 +261,7 @@ pub fn set_local(qp: &'static RcclQpStats, qp_num: u32, port: Option<u8>) {
     if let Some((dev, c, i)) = registry::slot_home(qp) {
         note_dev(dev, port, None, None, 0);
         let mut g = c.peers.inner.lock();
-        let e = g.qps.entry(i).or_default();
+        let e = g.entry(i);
         e.qp_num = Some(qp_num);
         e.port = port.or(e.port);
     }
@@ -274,6 +292,8 @@ pub fn channel_log(c: &Channel) -> Option<[u64; LOG_BUCKETS]> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DevPeer {
     pub key: PeerKey,
+    /// The NIC's LID: the key's, or the first non-zero one its QPs were told (0: unknown).
+    pub lid: u16,
     /// QPs of the device whose current peer is this NIC.
     pub num_qps: u64,
     /// Those of them whose completions went to a channel's shared "other peers" histogram
@@ -284,55 +304,124 @@ pub struct DevPeer {
 }
 
 /// A device's peers, one per remote NIC, in key order (GIDs, then LIDs, then unknown).
+/// A NIC whose QPs all moved to another peer before completing anything is left out.
 pub fn device_peers<'a>(channels: impl IntoIterator<Item = &'a Channel>, log_histogram: bool) -> Vec<DevPeer> {
-    fn entry(m: &mut BTreeMap<PeerKey, DevPeer>, key: PeerKey, log_histogram: bool) -> &mut DevPeer {
-        m.entry(key).or_insert_with(|| DevPeer { key, num_qps: 0, num_qps_shared: 0, hist: log_histogram.then_some([0; LOG_BUCKETS]) })
-    }
-    let mut m: BTreeMap<PeerKey, DevPeer> = BTreeMap::new();
+    let mut acc = DevPeers::new(log_histogram);
     for c in channels {
+        acc.add_channel(c);
+    }
+    acc.finish()
+}
+
+/// Builds a device's peers channel by channel, reading each histogram once (the report also
+/// needs each channel's sum of them).
+pub struct DevPeers {
+    m: BTreeMap<PeerKey, DevPeer>,
+    log_histogram: bool,
+}
+
+impl DevPeers {
+    pub fn new(log_histogram: bool) -> DevPeers {
+        DevPeers { m: BTreeMap::new(), log_histogram }
+    }
+
+    fn entry(&mut self, key: PeerKey) -> &mut DevPeer {
+        let log_histogram = self.log_histogram;
+        self.m.entry(key).or_insert_with(|| DevPeer {
+            key,
+            lid: if let PeerKey::Lid(l) = key { l } else { 0 },
+            num_qps: 0,
+            num_qps_shared: 0,
+            hist: log_histogram.then_some([0; LOG_BUCKETS]),
+        })
+    }
+
+    /// Adds channel `c`'s QPs and per-peer histograms; returns the channel's log-scale
+    /// histogram as the file shows it (what [`channel_log`] returns), None when it has none.
+    pub fn add_channel(&mut self, c: &Channel) -> Option<[u64; LOG_BUCKETS]> {
+        let mut total = c.log.map(|h| h.snapshot());
         let g = c.peers.inner.lock();
         for (key, h) in &g.hists {
-            if let Some(t) = entry(&mut m, *key, log_histogram).hist.as_mut() {
-                for (a, b) in t.iter_mut().zip(h.snapshot()) {
-                    *a = a.wrapping_add(b);
+            let snap = h.snapshot();
+            if let Some(t) = total.as_mut() {
+                for (a, b) in t.iter_mut().zip(&snap) {
+                    *a = a.wrapping_add(*b);
+                }
+            }
+            if let Some(t) = self.entry(*key).hist.as_mut() {
+                for (a, b) in t.iter_mut().zip(&snap) {
+                    *a = a.wrapping_add(*b);
                 }
             }
         }
+        if let (Some(t), Some(o)) = (total.as_mut(), g.other) {
+            for (a, b) in t.iter_mut().zip(o.snapshot()) {
+                *a = a.wrapping_add(b);
+            }
+        }
         let has_hists = c.log.is_some();
-        for q in g.qps.values() {
+        for q in g.qps.iter().flatten() {
             let Some(r) = q.peer else { continue };
             let key = PeerKey::of(r.gid, r.lid);
             let own = g.hists.iter().any(|(k, _)| *k == key);
-            let e = entry(&mut m, key, log_histogram);
+            let e = self.entry(key);
             e.num_qps += 1;
+            if e.lid == 0 {
+                e.lid = r.lid;
+            }
             e.num_qps_shared += u64::from(has_hists && !own);
         }
+        total
     }
-    m.into_values().collect()
+
+    /// The peers, in key order. A NIC no QP points at any more (its QPs re-told another
+    /// peer) is listed only while its histograms hold completions.
+    pub fn finish(self) -> Vec<DevPeer> {
+        self.m.into_values().filter(|p| p.num_qps > 0 || p.hist.is_some_and(|h| h.iter().any(|&n| n > 0))).collect()
+    }
 }
 
 /// A GID as ibv_devinfo prints it: 8 groups of 4 lower-case hex digits joined by ':'.
 pub fn gid_text(g: &[u8; 16]) -> String {
-    let mut s = String::with_capacity(39);
-    for (i, pair) in g.chunks_exact(2).enumerate() {
-        if i > 0 {
-            s.push(':');
+    let mut buf = [0u8; GID_TEXT_LEN];
+    gid_text_into(g, &mut buf).to_owned()
+}
+
+/// Length of a GID's text form.
+pub const GID_TEXT_LEN: usize = 39;
+
+/// [`gid_text`] into a caller's buffer, without allocating (the report writes one per QP).
+pub fn gid_text_into<'a>(g: &[u8; 16], buf: &'a mut [u8; GID_TEXT_LEN]) -> &'a str {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut at = 0;
+    for (i, b) in g.iter().enumerate() {
+        if i > 0 && i % 2 == 0 {
+            buf[at] = b':';
+            at += 1;
         }
-        s.push_str(&format!("{:02x}{:02x}", pair[0], pair[1]));
+        buf[at] = HEX[usize::from(b >> 4)];
+        buf[at + 1] = HEX[usize::from(b & 15)];
+        at += 2;
     }
-    s
+    // Only ASCII hex digits and ':' were written.
+    std::str::from_utf8(&buf[..]).expect("ASCII")
 }
 
 /// The address a GID encodes: dotted quad for an IPv4-mapped GID (::ffff:a.b.c.d), else the
 /// IPv6 form; None for the all-zero GID.
 pub fn gid_ip(g: &[u8; 16]) -> Option<String> {
+    gid_addr(g).map(|a| a.to_string())
+}
+
+/// The address a GID encodes (what [`gid_ip`] prints), None for the all-zero GID.
+pub fn gid_addr(g: &[u8; 16]) -> Option<std::net::IpAddr> {
     if g.iter().all(|&b| b == 0) {
         return None;
     }
     if g[..10].iter().all(|&b| b == 0) && g[10] == 0xff && g[11] == 0xff {
-        return Some(Ipv4Addr::new(g[12], g[13], g[14], g[15]).to_string());
+        return Some(Ipv4Addr::new(g[12], g[13], g[14], g[15]).into());
     }
-    Some(Ipv6Addr::from(*g).to_string())
+    Some(Ipv6Addr::from(*g).into())
 }
 
 #[cfg(test)]
@@ -369,6 +458,141 @@ mod tests {
         assert_eq!(PeerKey::of(None, 7), PeerKey::Lid(7));
         assert_eq!(PeerKey::of(None, 0), PeerKey::Unknown);
         assert_eq!(nonzero(Some([0; 16])), None);
+    }
+
+    /// A registered device with one channel of `n` slots (device ids 20.. are this module's).
+    fn channel(dev: i32, n: i32) -> (&'static Channel, Vec<&'static RcclQpStats>) {
+        let hw = crate::hw::HwSettings { sysfs_root: "/nonexistent-sysfs".into(), ..Default::default() };
+        registry::register(dev, &format!("peers_test_{dev}"), "IB-CAST", &hw).unwrap();
+        let (first, granted) = registry::setup_channel(dev, 3, n).unwrap();
+        assert_eq!((first, granted), (0, n as u64));
+        let c = registry::channel(dev, 3).unwrap();
+        let slots = (0..n as u64).map(|i| c.slots.get(i).unwrap()).collect();
+        (c, slots)
+    }
+
+    fn info(qpn: u32, rgid: Option<[u8; 16]>, rlid: u16) -> PeerInfo {
+        PeerInfo {
+            qp_num: qpn,
+            local_gid: Some(gid("fe80::1")),
+            local_lid: 0,
+            port: Some(1),
+            gid_index: Some(3),
+            remote_qp_num: qpn + 1000,
+            remote_gid: rgid,
+            remote_lid: rlid,
+        }
+    }
+
+    fn word(q: &RcclQpStats) -> u64 {
+        q.log_hist.load(Relaxed)
+    }
+
+    #[test]
+    fn set_peer_repoints_per_peer_and_replaces() {
+        let (c, q) = channel(20, 12);
+        let base = c.log.unwrap() as *const LogHist as u64;
+        assert!(q.iter().all(|s| word(s) == base), "before any peer: the channel's histogram");
+        let (a, b) = (gid("::ffff:10.0.1.1"), gid("::ffff:10.0.1.2"));
+        set_peer(q[0], info(10, Some(a), 0));
+        set_peer(q[1], info(11, Some(a), 0));
+        set_peer(q[2], info(12, Some(b), 0));
+        set_peer(q[3], info(13, None, 9));
+        assert_ne!(word(q[0]), base);
+        assert_eq!(word(q[0]), word(q[1]), "one histogram per (channel, peer NIC)");
+        assert_ne!(word(q[0]), word(q[2]));
+        assert_ne!(word(q[3]), word(q[0]));
+        assert_eq!(word(q[4]), base, "an unpeered QP keeps the channel's");
+        assert_eq!(
+            peer_of(q[1]),
+            Some(PeerView { qp_num: Some(11), remote_qp_num: 1011, remote_gid: Some(a), remote_lid: 0 })
+        );
+        assert_eq!(peer_of(q[4]), None);
+        let i1 = c.peers.qp(1).unwrap();
+        assert_eq!((i1.port, i1.gid_index, i1.local_gid), (Some(1), Some(3), Some(gid("fe80::1"))));
+        assert_eq!(dev_local(20), DevLocal { port: Some(1), gid_index: Some(3), gid: Some(gid("fe80::1")), lid: 0 });
+        // Completions before and after a replacement: the channel's sum keeps all of them.
+        for s in &q[..5] {
+            s.log_hist().unwrap().record(1_000);
+        }
+        set_peer(q[1], info(11, Some(b), 0)); // re-connected elsewhere: the second call wins
+        assert_eq!(word(q[1]), word(q[2]));
+        q[1].log_hist().unwrap().record(2_000);
+        assert_eq!(channel_log(c).unwrap().iter().sum::<u64>(), 6);
+        let peers = device_peers([c], true);
+        let keys: Vec<_> = peers.iter().map(|p| (p.key, p.num_qps, p.hist.unwrap().iter().sum::<u64>())).collect();
+        assert_eq!(keys, vec![(PeerKey::Gid(a), 1, 2), (PeerKey::Gid(b), 2, 2), (PeerKey::Lid(9), 1, 1)]);
+        assert_eq!(peers[2].lid, 9);
+        // set_local and set_qp_type fill in without a peer; a stray address is ignored.
+        set_local(q[5], 77, Some(2));
+        set_qp_type(q[5], "ud");
+        assert_eq!(c.peers.qp(5).unwrap(), QpInfo { qp_num: Some(77), port: Some(2), qp_type: Some("ud"), ..QpInfo::default() });
+        let stray: &'static RcclQpStats = Box::leak(Box::new(unsafe { std::mem::zeroed::<RcclQpStats>() }));
+        set_peer(stray, info(1, Some(a), 0));
+        assert_eq!((word(stray), peer_of(stray)), (0, None));
+    }
+
+    #[test]
+    fn beyond_the_cap_peers_share_one_histogram_and_a_zero_word_stays_zero() {
+        let (c, q) = channel(21, 14);
+        let g = |k: u8| {
+            let mut x = gid("::ffff:10.9.0.0");
+            x[15] = k;
+            x
+        };
+        for k in 0..12 {
+            set_peer(q[k], info(k as u32, Some(g(k as u8 + 1)), 0));
+        }
+        let words: std::collections::HashSet<u64> = q[..12].iter().map(|s| word(s)).collect();
+        assert_eq!(words.len(), PEER_HISTS_PER_CHANNEL + 1, "8 own histograms and one shared");
+        assert_eq!(word(q[8]), word(q[11]));
+        let (hists, other) = c.peers.hists();
+        assert_eq!((hists.len(), other.map(|h| h as *const LogHist as u64)), (PEER_HISTS_PER_CHANNEL, Some(word(q[9]))));
+        let peers = device_peers([c], true);
+        assert_eq!(peers.len(), 12);
+        assert_eq!(peers.iter().map(|p| p.num_qps_shared).sum::<u64>(), 4);
+        // RCCL_TELEMETRY_LOG_HISTOGRAM=0's word: never re-pointed.
+        q[13].log_hist.store(0, Relaxed);
+        set_peer(q[13], info(99, Some(g(1)), 0));
+        assert_eq!(word(q[13]), 0);
+        assert_eq!(peer_of(q[13]).map(|p| p.remote_qp_num), Some(1099), "the peer is still told");
+        let peers = device_peers([c], false);
+        assert!(peers.iter().all(|p| p.hist.is_none()));
+    }
+
+    #[test]
+    fn a_completion_racing_a_repoint_lands_in_some_histogram_of_the_channel() {
+        crate::latency::configure(1, 5, 30_000, std::path::Path::new("/sys"));
+        let (c, q) = channel(22, 2);
+        let before = channel_log(c).unwrap().iter().sum::<u64>();
+        // The QP's thread records sampled completions through the hot path (token > 1) until
+        // the setup thread has re-pointed the slot thousands of times (past the cap, so the
+        // shared histogram too), all while it records.
+        let repoints = AtomicU64::new(0);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let mut recorded = 0u64;
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                let mut k = 0u8;
+                while !done.load(Acquire) {
+                    let mut g = gid("::ffff:10.8.0.0");
+                    g[15] = 1 + k % 11;
+                    set_peer(q[0], info(5, Some(g), 0));
+                    k = k.wrapping_add(1);
+                    repoints.fetch_add(1, Relaxed);
+                }
+            });
+            while recorded < 50_000 || repoints.load(Relaxed) < 5_000 {
+                q[0].wqe_complete_at(2, 2 + (recorded % 5_000) as i64);
+                recorded += 1;
+            }
+            done.store(true, Release);
+        });
+        let after = channel_log(c).unwrap();
+        assert_eq!(after.iter().sum::<u64>() - before, recorded, "no completion lost whatever the re-points");
+        assert_eq!(q[0].snapshot().sampled(), recorded);
+        let lost: u64 = c.peers.hists().0.iter().map(|(_, h)| h.lost.load(Relaxed)).sum();
+        assert_eq!(lost, 0);
     }
 
     proptest! {
