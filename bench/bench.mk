@@ -9,6 +9,8 @@
 #                         anything about time.
 #   make bench-prom       the live Prometheus textfile's write cost (benches/prom_write.rs),
 #                         also run by bench and bench-quick
+#   make bench-stall      the stall detector's cost per tick at 8x64x16 and 32x512x16 QP slots
+#                         (benches/stall_tick.rs), also run by bench and bench-quick
 #   make bench-callgrind  instructions per WQE of every library function on the hot path
 #                         (valgrind --tool=callgrind), to find which hook is expensive
 #
@@ -27,7 +29,7 @@ BENCH_BIN     := $(BENCH_BUILD)/bench
 # the last commit that changed the library itself (+ -dirty for uncommitted library changes)
 BENCH_REV      = $(shell git log -1 --format=%h -- src include build.rs Cargo.toml 2>/dev/null)$(shell git diff --quiet HEAD -- src include build.rs Cargo.toml 2>/dev/null || echo -dirty)
 
-.PHONY: bench bench-quick bench-prom bench-build bench-install bench-callgrind bench-clean bench-preload bench-preload-build
+.PHONY: bench bench-quick bench-prom bench-stall bench-build bench-install bench-callgrind bench-clean bench-preload bench-preload-build
 
 # Installs the library (release build) exactly where the bench will find it.
 bench-install:
@@ -42,11 +44,13 @@ bench-build: bench-install
 bench: bench-build bench-preload
 	BENCH_LIB_REV=$(BENCH_REV) $(BENCH_BIN) --json $(BENCH_DIR)/results.json
 	$(MAKE) --no-print-directory bench-prom
+	$(MAKE) --no-print-directory bench-stall
 
 bench-quick: bench-build bench-preload-build
 	BENCH_LIB_REV=$(BENCH_REV) $(BENCH_BIN) --quick --json $(BENCH_BUILD)/results-quick.json
 	$(BENCH_BUILD)/preload_bench $(abspath $(PRELOAD_SO)) $(abspath $(PRELOAD_CC_SO)) --quick
 	$(MAKE) --no-print-directory bench-prom BENCH_PROM_ARGS=--quick
+	$(MAKE) --no-print-directory bench-stall BENCH_PROM_ARGS=--quick
 
 # The LD_PRELOAD interposer over the fake libibverbs (see bench/README.md). PRELOAD_CC_SO is
 # the same interposer with a counter for a clock (RTP_BENCH_COUNTER_CLOCK in preload.c), built
@@ -70,6 +74,11 @@ bench-preload: bench-preload-build
 # same slots in the same run (benches/prom_write.rs; the writer thread's cost, not the hot path).
 bench-prom:
 	$(CARGO) bench -p rccl-telemetry --bench prom_write -- $(BENCH_PROM_ARGS)
+
+# The stall detector: one tick over every QP slot at 8x64x16 and 32x512x16 (benches/stall_tick.rs;
+# the writer thread's cost every RCCL_TELEMETRY_STALL_MS / 2, not the hot path).
+bench-stall:
+	$(CARGO) bench -p rccl-telemetry --bench stall_tick -- $(BENCH_PROM_ARGS)
 
 bench-callgrind: bench-build
 	$(BENCH_DIR)/profile_hooks.sh $(BENCH_BIN)

@@ -1,16 +1,22 @@
 /* prom_rank: a rank that stays alive with traffic, for the node_exporter test
  * (rust_tests/prom_node_exporter.rs). It includes the generated header as RCCL does.
  *
- *   prom_rank REQUESTS
+ *   prom_rank REQUESTS [stall]
  *
  * mlx5_0: two channels of two data QPs and a CTS QP; REQUESTS requests on each channel, each
  * one receive, one CTS (signalled every 4th), two 32 KiB sends (the second with immediate
  * data) and 64 KiB each way. Then "ready" on stdout, and from then on one such request on
  * mlx5_1 (one channel) every 10 ms, until a signal ends the process: mlx5_0's counters stay
  * at known values while mlx5_1's keep moving. Telemetry must be enabled in the environment.
+ * With "stall": mlx5_0 also gets a channel 2 with one data QP (QPN 4660, peer fe80::2 QPN 77)
+ * whose write + WRITE_WITH_IMM pair
+ * gets no completion (a stall) until a line "complete" arrives on stdin; then "completed".
  */
 #define _POSIX_C_SOURCE 200809L
+#include <poll.h>
 #include <stdint.h>
+#include <string.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -55,8 +61,9 @@ static void request(int dev, const struct chan *c, uint64_t r) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s REQUESTS\n", argv[0]);
+  int stall = argc == 3 && strcmp(argv[2], "stall") == 0;
+  if (argc != 2 && !stall) {
+    fprintf(stderr, "usage: %s REQUESTS [stall]\n", argv[0]);
     return 2;
   }
   uint64_t requests = strtoull(argv[1], NULL, 10);
@@ -75,11 +82,36 @@ int main(int argc, char **argv) {
   }
   for (int ch = 0; ch < 2; ch++)
     for (uint64_t r = 0; r < requests; r++) request(0, &c0[ch], r);
+  struct RcclQpStats *stuck = NULL;
+  int64_t stuck_ts = 0;
+  if (stall) {
+    int n = 0;
+    int first = rcclTelemetrySetupChannel(0, 2, 1, &n);
+    if (first < 0 || n != 1) return 1;
+    rcclTelemetrySetQpRole(0, 2, first, 1);
+    stuck = rcclTelemetryResolveQp(0, 2, first);
+    static const uint8_t lgid[16] = {0xfe, 0x80, [15] = 1}, rgid[16] = {0xfe, 0x80, [15] = 2};
+    rcclTelemetryQpSetPeer(stuck, 4660, lgid, 0, 77, rgid, 0);
+    stuck_ts = rcclTelemetryPostTs(stuck);
+    rcclTelemetryQpSendPosted(stuck, 0);
+    rcclTelemetryQpSendPosted(stuck, 1);
+  }
   printf("ready\n");
   fflush(stdout);
   struct timespec tick = {0, 10 * 1000 * 1000};
   for (uint64_t r = 0;; r++) {
     request(1, &c1, r);
-    nanosleep(&tick, NULL);
+    if (!stuck) {
+      nanosleep(&tick, NULL);
+      continue;
+    }
+    struct pollfd pfd = {0, POLLIN, 0};
+    char buf[64];
+    if (poll(&pfd, 1, 10) == 1 && read(0, buf, sizeof buf) > 0 && strncmp(buf, "complete", 8) == 0) {
+      rcclTelemetryQpWqeComplete(stuck, stuck_ts);
+      stuck = NULL;
+      printf("completed\n");
+      fflush(stdout);
+    }
   }
 }

@@ -94,6 +94,10 @@ fn check_against_tally(file: &Value, tally: &Value, sample_n: u64, unknown_chann
                 } else {
                     assert!(0 <= mn && mn <= mx, "qp {i}: min {mn} max {mx}");
                 }
+                // A clean run leaves nothing outstanding and never stalls (hooks: WRITE_WITH_IMM
+                // postings against completions; CTS and receives are not counted).
+                assert_eq!((u(&q["num_wqe_outstanding"]), &q["stalled"], u(&q["longest_stall_ms"])), (0, &Value::Bool(false), 0), "qp {i}");
+                assert!(q.get("oldest_outstanding_ms").is_none(), "a hooks file has no oldest_outstanding_ms");
                 hist_sum += h;
                 data += u64::from(q["role"] == "data");
                 cts += u64::from(q["role"] == "cts");
@@ -165,21 +169,31 @@ fn keys_at(text: &str, depth: usize) -> Vec<String> {
 
 #[test]
 fn version_3_keys_follow_every_older_key() {
-    let d = tempfile::tempdir().unwrap();
-    run_sim(d.path(), &["--requests", "50"], &[]);
-    let text = std::fs::read_to_string(&telemetry_files(d.path())[0]).unwrap();
-    let dev = keys_at(&text, 2);
-    let at = dev.iter().position(|k| k == "port").unwrap();
-    assert_eq!(dev[at..], ["port", "gid_index", "gid", "gid_ip", "lid", "peers"], "{dev:?}");
-    assert!(dev[..at].iter().any(|k| k == "hw_counters") && dev[..at].iter().any(|k| k == "wqe_completion_log_histogram"));
-    let qp = keys_at(&text, 4);
-    assert_eq!(qp[qp.len() - 2..], ["qp_num", "peer"], "{qp:?}");
-    assert_eq!(qp[0], "id");
-    let peer = keys_at(&text, 5);
-    assert_eq!(peer, ["qp_num", "gid", "gid_ip", "lid"]);
-    // The device's peers entries: the keys under the device's "peers" list.
-    let at = text.find("\"peers\": [").unwrap();
-    assert_eq!(keys_at(&text[at..], 3)[..5], ["gid", "gid_ip", "lid", "num_qps", "wqe_completion_log_histogram"]);
+    // With stall detection on (the default) its keys come last; with it off they are absent.
+    for (stall_ms, dev_stall, qp_stall) in [
+        ("1000", &["num_wqe_outstanding", "num_qps_stalled"][..], &["num_wqe_outstanding", "stalled", "stalled_since", "longest_stall_ms", "longest_stall_start"][..]),
+        ("0", &[][..], &[][..]),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        run_sim(d.path(), &["--requests", "50"], &[("RCCL_TELEMETRY_STALL_MS", stall_ms)]);
+        let text = std::fs::read_to_string(&telemetry_files(d.path())[0]).unwrap();
+        let top = keys_at(&text, 1);
+        assert_eq!(top.last().map(String::as_str), Some("stall_ms"), "{top:?}");
+        let dev = keys_at(&text, 2);
+        let at = dev.iter().position(|k| k == "port").unwrap();
+        let want: Vec<&str> = ["port", "gid_index", "gid", "gid_ip", "lid", "peers"].iter().chain(dev_stall).copied().collect();
+        assert_eq!(dev[at..], want, "{dev:?}");
+        assert!(dev[..at].iter().any(|k| k == "hw_counters") && dev[..at].iter().any(|k| k == "wqe_completion_log_histogram"));
+        let qp = keys_at(&text, 4);
+        let want: Vec<&str> = ["qp_num", "peer"].iter().chain(qp_stall).copied().collect();
+        assert_eq!(qp[qp.len() - want.len()..], want, "{qp:?}");
+        assert_eq!(qp[0], "id");
+        let peer = keys_at(&text, 5);
+        assert_eq!(peer, ["qp_num", "gid", "gid_ip", "lid"]);
+        // The device's peers entries: the keys under the device's "peers" list.
+        let at = text.find("\"peers\": [").unwrap();
+        assert_eq!(keys_at(&text[at..], 3)[..5], ["gid", "gid_ip", "lid", "num_qps", "wqe_completion_log_histogram"]);
+    }
 }
 
 fn run_sim(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (std::process::Output, Value) {

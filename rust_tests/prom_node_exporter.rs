@@ -73,9 +73,14 @@ fn value(text: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
     hits.first().copied()
 }
 
-fn rank(prom_dir: &Path, out_dir: &Path, sysfs: &Path, extra: &[(&str, &str)]) -> (Child, BufReader<std::process::ChildStdout>) {
+/// c_tests/prom_rank.c, compiled once per test binary (the tests run in parallel).
+fn prom_rank() -> &'static Path {
     static PROG: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let prog = PROG.get_or_init(|| c_program("prom_rank", &[]));
+    PROG.get_or_init(|| c_program("prom_rank", &[]))
+}
+
+fn rank(prom_dir: &Path, out_dir: &Path, sysfs: &Path, extra: &[(&str, &str)]) -> (Child, BufReader<std::process::ChildStdout>) {
+    let prog = prom_rank();
     let mut env = vec![
         ("RCCL_TELEMETRY_ENABLE", "1"),
         ("RCCL_TELEMETRY_OUTPUT_DIR", out_dir.to_str().unwrap()),
@@ -265,4 +270,88 @@ fn an_unusable_directory_is_one_line_and_the_json_file_is_still_written() {
     assert_eq!(lines.len(), 1, "one line at Init, and the failing writes quiet: {err}");
     assert!(lines[0].contains("Prometheus directory"), "{err}");
     assert_eq!(load_valid(&telemetry_files(outdir.path())[0])["final"], true);
+}
+
+/// A stalled QP through the real node_exporter: with the textfile's interval at an hour, the
+/// file is written because the set of stalled QPs changed; the scrape shows the device's
+/// gauges and the QP's series with its labels; after the completion the series is gone from
+/// the next scrape, and the final file keeps the stall's duration; one stderr line named it.
+#[test]
+fn a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes() {
+    let test = "a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes";
+    let Some(exporter) = which("prometheus-node-exporter") else {
+        return skip::skip(test, "prometheus-node-exporter not installed (Debian package prometheus-node-exporter)", false, true);
+    };
+    let textdir = tempfile::tempdir().unwrap();
+    let outdir = tempfile::tempdir().unwrap();
+    let sysfs = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let exporter = Reaper(
+        Command::new(exporter)
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--collector.disable-defaults")
+            .arg("--collector.textfile")
+            .arg(format!("--collector.textfile.directory={}", textdir.path().display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("node_exporter to listen", 30, || scrape(port));
+    let prog = prom_rank();
+    let env = [
+        ("RCCL_TELEMETRY_ENABLE", "1"),
+        ("RCCL_TELEMETRY_OUTPUT_DIR", outdir.path().to_str().unwrap()),
+        ("RCCL_TELEMETRY_PROMETHEUS_DIR", textdir.path().to_str().unwrap()),
+        ("RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S", "3600"),
+        ("RCCL_TELEMETRY_SYSFS_ROOT", sysfs.path().to_str().unwrap()),
+        ("RCCL_TELEMETRY_STALL_MS", "300"),
+    ];
+    let mut cmd = command(prog, &["20", "stall"], &env);
+    for v in RANK_VARS {
+        cmd.env_remove(v);
+    }
+    let mut child = Reaper(cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let pid = child.0.id().to_string();
+    let dev0 = [("pid", pid.as_str()), ("device", "mlx5_0")];
+    let qp = [dev0[0], dev0[1], ("channel", "2"), ("qp", "0")];
+    let m = wait_for("the stalled QP in a scrape", 30, || {
+        scrape(port).filter(|m| value(m, "rccl_telemetry_stalled_qps", &dev0) == Some(1.0))
+    });
+    assert_eq!(value(&m, "node_textfile_scrape_error", &[]), Some(0.0));
+    assert!(value(&m, "rccl_telemetry_qp_stalled_seconds", &qp).is_some_and(|s| s >= 0.3), "{m}");
+    assert_eq!(value(&m, "rccl_telemetry_qp_stall_outstanding", &qp), Some(1.0));
+    let named = [qp[0], qp[2], ("qp_num", "4660"), ("peer_gid", "fe80:0000:0000:0000:0000:0000:0000:0002"), ("peer_qp_num", "77")];
+    assert_eq!(value(&m, "rccl_telemetry_qp_stall_outstanding", &named), Some(1.0), "the QP and its peer are named");
+    assert_eq!(value(&m, "rccl_telemetry_wqe_outstanding", &dev0), Some(1.0));
+    assert_eq!(value(&m, "rccl_telemetry_stalled_qps", &[dev0[0], ("device", "mlx5_1")]), Some(0.0));
+
+    child.0.stdin.as_mut().unwrap().write_all(b"complete\n").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "completed\n");
+    let m = wait_for("the stall gone from a scrape", 30, || {
+        scrape(port).filter(|m| value(m, "rccl_telemetry_stalled_qps", &dev0) == Some(0.0))
+    });
+    assert_eq!(value(&m, "rccl_telemetry_qp_stalled_seconds", &qp), None, "{m}");
+
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) }, 0);
+    child.0.wait().unwrap();
+    let mut err = String::new();
+    child.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let named: Vec<&str> = err.lines().filter(|l| l.starts_with("rccl-telemetry: stall: ")).collect();
+    assert_eq!(named.len(), 1, "{err}");
+    assert!(named[0].contains("device 0 (mlx5_0) channel 2 QP 0 (qp_num 4660), peer gid fe80:0000:0000:0000:0000:0000:0000:0002 qp_num 77: 1 WRs outstanding"), "{}", named[0]);
+    let json = load_valid(&telemetry_files(outdir.path())[0]);
+    let ch2 = json["devices"][0]["channels"].as_array().unwrap().iter().find(|c| c["id"] == 2).unwrap().clone();
+    let q = &ch2["queue_pairs"][0];
+    assert_eq!(q["stalled"], false);
+    assert!(q["longest_stall_ms"].as_u64().unwrap() >= 300, "{q}");
+    assert_eq!(json["devices"][0]["num_qps_stalled"], 0);
+    drop(exporter);
 }

@@ -26,6 +26,7 @@ pub const ENV_SNAPSHOT_SIGNAL: &str = "RCCL_TELEMETRY_SNAPSHOT_SIGNAL";
 pub const ENV_PROM_DIR: &str = "RCCL_TELEMETRY_PROMETHEUS_DIR";
 pub const ENV_PROM_INTERVAL: &str = "RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S";
 pub const ENV_PROM_QP: &str = "RCCL_TELEMETRY_PROMETHEUS_QP";
+pub const ENV_STALL_MS: &str = "RCCL_TELEMETRY_STALL_MS";
 
 pub const DEFAULT_OUTPUT_DIR: &str = "/tmp";
 pub const DEFAULT_BUCKETS: u32 = 5;
@@ -42,6 +43,11 @@ pub const MAX_FLUSH_INTERVAL_S: u64 = 86_400;
 /// and its bounds: 1 s, and one hour (a textfile older than that is no live view).
 pub const DEFAULT_PROM_INTERVAL_S: u64 = 15;
 pub const MAX_PROM_INTERVAL_S: u64 = 3_600;
+/// RCCL_TELEMETRY_STALL_MS: the default (see README, "Stalls": far above any completion
+/// latency of a healthy fabric, well below the transport's retry exhaustion), and the
+/// largest accepted value (one day). 0 turns stall detection off.
+pub const DEFAULT_STALL_MS: u64 = 1_000;
+pub const MAX_STALL_MS: u64 = 86_400_000;
 /// The termination signals whose arrival writes the file (RCCL_TELEMETRY_SIGNALS).
 pub const TERMINATION_SIGNALS: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
@@ -84,6 +90,9 @@ pub struct Config {
     pub prometheus_interval_s: u64,
     /// RCCL_TELEMETRY_PROMETHEUS_QP=1: per-QP series in the textfile too.
     pub prometheus_qp: bool,
+    /// RCCL_TELEMETRY_STALL_MS: a QP with work outstanding and no completion for this long is
+    /// stalled (0 = detection off).
+    pub stall_ms: u64,
 }
 
 impl Default for Config {
@@ -103,6 +112,7 @@ impl Default for Config {
             prometheus_dir: None,
             prometheus_interval_s: DEFAULT_PROM_INTERVAL_S,
             prometheus_qp: false,
+            stall_ms: DEFAULT_STALL_MS,
         }
     }
 }
@@ -215,6 +225,8 @@ impl Config {
                 _ => diags.push(format!("{ENV_PROM_QP}={} is not 0 or 1; using the default 0 (no per-QP series)", show(&v))),
             }
         }
+
+        c.stall_ms = parse_u64(&get, ENV_STALL_MS, DEFAULT_STALL_MS, 0, MAX_STALL_MS, &mut diags);
 
         c.debug = matches!(get(ENV_DEBUG), Some(v) if v != "0");
         c.hw.debug = c.debug;
@@ -465,6 +477,23 @@ mod tests {
         assert!(c.prometheus_dir.is_none() && !c.prometheus_qp);
         assert_eq!(d.len(), 2, "{d:?}");
         assert!(d[0].contains(ENV_PROM_DIR) && d[1].contains(ENV_PROM_QP), "{d:?}");
+    }
+
+    #[test]
+    fn stall_ms_setting() {
+        let (c, d) = parse(&[]);
+        assert_eq!((c.stall_ms, d.len()), (DEFAULT_STALL_MS, 0));
+        let (c, d) = parse(&[(ENV_STALL_MS, "0")]);
+        assert_eq!((c.stall_ms, d.len()), (0, 0));
+        let (c, d) = parse(&[(ENV_STALL_MS, "250")]);
+        assert_eq!((c.stall_ms, d.len()), (250, 0));
+        for bad in ["x", "-5", "1.5", ""] {
+            let (c, d) = parse(&[(ENV_STALL_MS, bad)]);
+            assert_eq!(c.stall_ms, DEFAULT_STALL_MS, "{bad}");
+            assert!(d.len() == 1 && d[0].contains(ENV_STALL_MS), "{bad}: {d:?}");
+        }
+        let (c, d) = parse(&[(ENV_STALL_MS, "99999999999")]);
+        assert_eq!((c.stall_ms, d.len()), (MAX_STALL_MS, 1));
     }
 
     #[test]

@@ -322,7 +322,13 @@ pub struct QpExt {
     /// Signalled send WRs that found the QP's bounded in-flight record full: counted, not
     /// matched (their completion counts as untracked).
     pub track_full: AtomicU64,
-    _pad: [u64; 2],
+    /// Written only by the interposer's walk of its send records, which the stall detector's
+    /// tick runs (never the data path): the send WRs outstanding, with bit 63
+    /// (`stall::EXPECT_BIT`) set when a signalled one is among them; cleared when the QP is
+    /// destroyed.
+    pub stall_out: AtomicU64,
+    /// The PostTs token of the oldest outstanding send WR (> 1: a clock reading; else 0).
+    pub stall_oldest: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<QpExt>() == 64);

@@ -21,6 +21,7 @@ pub mod promtext;
 pub mod registry;
 pub mod report;
 pub mod signals;
+pub mod stall;
 pub mod writer;
 
 use std::cell::RefCell;
@@ -229,6 +230,7 @@ fn start() -> Result<(), String> {
     }
     latency::configure(cfg.latency_sample, cfg.histogram_buckets, cfg.histogram_interval_ns, &cfg.hw.sysfs_root);
     registry::set_log_histogram(cfg.log_histogram);
+    stall::configure(cfg.stall_ms);
     if let Err(e) = report::probe_dir(&cfg.output_dir) {
         diag::warn(&e);
     }
@@ -255,7 +257,9 @@ fn start() -> Result<(), String> {
     });
     hw::sampler_start(&cfg.hw);
     let prom_interval = prom::configure(&cfg, &id.host_name);
-    let want_writer = cfg.signals || cfg.flush_interval_s > 0 || cfg.snapshot_signal.is_some() || prom_interval > 0;
+    // The stall detector ticks on the writer thread: with detection on (the default) the
+    // writer runs even when nothing else asks for it.
+    let want_writer = cfg.signals || cfg.flush_interval_s > 0 || cfg.snapshot_signal.is_some() || prom_interval > 0 || cfg.stall_ms > 0;
     let (signals, snapshot_signal, interval) = (cfg.signals, cfg.snapshot_signal, cfg.flush_interval_s);
     if RUNTIME.set(Runtime { cfg, id }).is_err() {
         return Err("initialised twice".into());
@@ -269,7 +273,7 @@ fn start() -> Result<(), String> {
         diag::debug(|| "could not register the fork handler; a forked child still writes nothing".into());
     }
     if want_writer {
-        match writer::start(interval, prom_interval) {
+        match writer::start(interval, prom_interval, stall::tick_period_ms(stall::stall_ms())) {
             Ok(()) => {
                 for d in signals::install(signals, snapshot_signal) {
                     diag::warn(&d);

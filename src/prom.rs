@@ -93,7 +93,10 @@ pub fn render_now(level: Level) -> String {
     let Some(rt) = crate::RUNTIME.get() else { return String::new() };
     let rank = LIVE.get().and_then(|l| l.rank.clone());
     let mut out = String::with_capacity(1 << 16);
-    promtext::render(&[snapshot(&rt.id, rank)], level, &mut out);
+    let r = snapshot(&rt.id, rank);
+    promtext::render(std::slice::from_ref(&r), level, &mut out);
+    let stalls = stall_devices(&r);
+    promtext::render_stalls(&r, &stalls, &mut out);
     out
 }
 
@@ -194,6 +197,41 @@ fn snapshot(id: &Identity, rank: Option<String>) -> promtext::Rank {
         hist_interval_ns: id.histogram_interval_ns,
         devices,
     }
+}
+
+/// Stall detection's numbers of the devices the textfile shows (none when detection is off).
+fn stall_devices(r: &promtext::Rank) -> Vec<promtext::DevStall> {
+    let mut out = Vec::new();
+    for d in registry::devices() {
+        let Some(v) = crate::stall::device_view(d.id) else { return out };
+        let Some(shown) = r.devices.iter().find(|x| x.id == d.id) else { continue };
+        let unknown = d.channels_unknown.load(std::sync::atomic::Ordering::Relaxed);
+        let mut qps = Vec::new();
+        for (pos, c) in d.channels().enumerate() {
+            let Some(states) = v.state.channels.get(c.id as usize) else { continue };
+            for (i, st) in states.iter().enumerate() {
+                let Some(start) = st.stall_start else { continue };
+                let p = crate::stall::peer_labels(c, i as u64);
+                qps.push(promtext::StalledQp {
+                    channel: if unknown { format!("unknown_{pos}") } else { c.id.to_string() },
+                    qp: i as u64,
+                    qp_num: p.qp_num,
+                    peer_gid: p.peer_gid,
+                    peer_qp_num: p.peer_qp_num,
+                    outstanding: st.outstanding,
+                    stalled_s: v.tick_mono.saturating_sub(start) as f64 / 1e9,
+                });
+            }
+        }
+        out.push(promtext::DevStall {
+            name: shown.name.clone(),
+            hw_type: shown.hw_type.clone(),
+            outstanding: v.state.outstanding,
+            stalled: v.state.stalled,
+            qps,
+        });
+    }
+    out
 }
 
 fn hw_values(r: &hw::HwReport) -> Vec<(String, promtext::Hw)> {

@@ -19,7 +19,8 @@ use crate::registry::{self, Device};
 /// 2: adds `wqe_completion_log_histogram` to every channel and device (version 1 files lack it).
 /// 3: adds each QP's identity and peer, and each device's local identity and per-peer latency
 /// ("qp_num", "local_gid", "peer", "qp_type"; "port", "gid_index", "gid", "gid_ip", "lid",
-/// "peers"), after every older key of their object.
+/// "peers"), after every older key of their object; and, with stall detection on, each QP's and
+/// device's stall keys after those, and "stall_ms" (always) at the top.
 pub const FORMAT_VERSION: u32 = 3;
 
 /// Process facts captured at Init.
@@ -59,6 +60,8 @@ pub struct FileReport {
     pub hw_samples: Option<Vec<SampleReport>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hw_samples_dropped: Option<u64>,
+    /// RCCL_TELEMETRY_STALL_MS in effect (0: stall detection off).
+    pub stall_ms: u64,
 }
 
 #[derive(Serialize)]
@@ -92,6 +95,42 @@ pub struct DeviceReport {
     pub lid: Option<u16>,
     /// Version 3: one entry per remote NIC its QPs were told of, with their latency.
     pub peers: Vec<PeerReport>,
+    /// Stall detection's keys (absent with RCCL_TELEMETRY_STALL_MS=0).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<DeviceStallReport>,
+}
+
+/// A device's stall keys, as of the detector's last tick.
+#[derive(Serialize)]
+pub struct DeviceStallReport {
+    pub num_wqe_outstanding: u64,
+    pub num_qps_stalled: u64,
+}
+
+/// A QP's stall keys, as of the detector's last tick.
+#[derive(Serialize)]
+pub struct QpStallReport {
+    pub num_wqe_outstanding: u64,
+    /// Only in the interposer's files (the key is absent in the hooks').
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest_outstanding_ms: Option<Option<u64>>,
+    pub stalled: bool,
+    pub stalled_since: Option<String>,
+    pub longest_stall_ms: u64,
+    pub longest_stall_start: Option<String>,
+}
+
+impl QpStallReport {
+    pub fn of(st: &crate::stall::QpState, view: &crate::stall::DevView, preload: bool) -> QpStallReport {
+        QpStallReport {
+            num_wqe_outstanding: st.outstanding,
+            oldest_outstanding_ms: preload.then(|| crate::stall::token_age_ms(st.oldest_token)),
+            stalled: st.stalled(),
+            stalled_since: st.stall_start.map(|s| rfc3339(view.wall(s))),
+            longest_stall_ms: st.longest_ns / 1_000_000,
+            longest_stall_start: (st.longest_ns > 0).then(|| rfc3339(view.wall(st.longest_start))),
+        }
+    }
 }
 
 /// A GID in the file: its text form, written straight from the 16 bytes (no allocation).
@@ -280,6 +319,9 @@ pub struct QpReport {
     /// Version 3 (per QP only; None in the channel totals built from a QpReport).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub identity: Option<QpIdentity>,
+    /// Stall detection's keys (per QP only; absent with RCCL_TELEMETRY_STALL_MS=0).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<QpStallReport>,
 }
 
 /// "hw_counters": the hw module's ordered keys.
@@ -345,6 +387,7 @@ fn qp_report(id: u64, role: u8, s: &QpSnapshot, buckets: usize, sampled: bool) -
         wqe_completion_histogram: s.hist[..buckets].to_vec(),
         verbs: None,
         identity: None,
+        stall: None,
     }
 }
 
@@ -358,6 +401,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
     let mut active = 0;
     let mut untracked = d.untracked_no_channel.load(Relaxed);
     let mut dev_log = [0u64; LOG_BUCKETS];
+    let stall_view = crate::stall::device_view(d.id);
     let local = peers::dev_local(d.id);
     let mut dev_peers = peers::DevPeers::new(id.log_histogram);
     for c in d.channels() {
@@ -379,6 +423,10 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
                 r.verbs = Some((&e).into());
             }
             r.identity = Some(qp_identity(told.get(i as usize).copied().flatten(), local.gid, verbs));
+            if let Some(v) = &stall_view {
+                let st = v.state.qp(c.id, i).copied().unwrap_or_default();
+                r.stall = Some(QpStallReport::of(&st, v, verbs));
+            }
             qps.push(r);
         }
         let req = c.stats.req_completed.load(Relaxed);
@@ -465,11 +513,14 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
         gid_ip,
         lid: lid_key(local.lid),
         peers: peer_list,
+        stall: stall_view.map(|v| DeviceStallReport { num_wqe_outstanding: v.state.outstanding, num_qps_stalled: v.state.stalled }),
     }
 }
 
 /// Builds the whole file from the registry.
 pub fn build(id: &Identity, end_wall_ns: u64, samples: Option<HwSamples>, is_final: bool, trigger: &str) -> FileReport {
+    // The stall keys as of now, not of the last tick.
+    crate::stall::tick();
     let devices: Vec<DeviceReport> = registry::devices().map(|d| device_report(d, id, d.hw.final_report())).collect();
     let transport = registry::devices().map(|d| d.transport.clone()).find(|t| !t.is_empty());
     let (hw_samples, hw_samples_dropped) = match samples {
@@ -499,6 +550,7 @@ pub fn build(id: &Identity, end_wall_ns: u64, samples: Option<HwSamples>, is_fin
         devices,
         hw_samples,
         hw_samples_dropped,
+        stall_ms: crate::stall::stall_ms(),
     }
 }
 

@@ -48,15 +48,16 @@ fn pipe(flags_write_end: i32) -> Result<(i32, i32), String> {
 }
 
 /// Starts the writer thread. `interval_s` = 0: no periodic JSON snapshot; `prom_interval_s`
-/// = 0: no Prometheus textfile; both 0: it only serves requests.
-pub fn start(interval_s: u64, prom_interval_s: u64) -> Result<(), String> {
+/// = 0: no Prometheus textfile; `stall_tick_ms` = 0: no stall detector tick; all 0: it only
+/// serves requests.
+pub fn start(interval_s: u64, prom_interval_s: u64, stall_tick_ms: u64) -> Result<(), String> {
     let (rr, rw) = pipe(libc::O_NONBLOCK)?;
     let (ar, aw) = pipe(libc::O_NONBLOCK)?;
     REQ_R.store(rr, Relaxed);
     REQ_W.store(rw, Relaxed);
     ACK_R.store(ar, Relaxed);
     ACK_W.store(aw, Relaxed);
-    let handle = spawn_quiet("rccl-tel-writer", move || serve(rr, aw, interval_s, prom_interval_s))
+    let handle = spawn_quiet("rccl-tel-writer", move || serve(rr, aw, interval_s, prom_interval_s, stall_tick_ms))
         .map_err(|e| format!("cannot start the writer thread: {e}"))?;
     *THREAD.lock() = Some(handle);
     Ok(())
@@ -70,7 +71,11 @@ struct Every {
 
 impl Every {
     fn new(secs: u64) -> Option<Every> {
-        (secs > 0).then(|| Every { period: Duration::from_secs(secs), next: Instant::now() + Duration::from_secs(secs) })
+        Every::ms(secs.saturating_mul(1000))
+    }
+
+    fn ms(ms: u64) -> Option<Every> {
+        (ms > 0).then(|| Every { period: Duration::from_millis(ms), next: Instant::now() + Duration::from_millis(ms) })
     }
 
     /// True (and the next time set) when due.
@@ -87,11 +92,12 @@ impl Every {
     }
 }
 
-fn serve(req: i32, ack: i32, interval_s: u64, prom_interval_s: u64) {
+fn serve(req: i32, ack: i32, interval_s: u64, prom_interval_s: u64, stall_tick_ms: u64) {
     let mut json = Every::new(interval_s);
     let mut prom = Every::new(prom_interval_s);
+    let mut stall = Every::ms(stall_tick_ms);
     loop {
-        let next = [&json, &prom].into_iter().flatten().map(|e| e.next).min();
+        let next = [&json, &prom, &stall].into_iter().flatten().map(|e| e.next).min();
         let timeout_ms = match next {
             None => -1,
             // Rounded up: waking before the deadline would spin until it passes.
@@ -105,7 +111,17 @@ fn serve(req: i32, ack: i32, interval_s: u64, prom_interval_s: u64) {
                 crate::write_file(Trigger::Interval, false);
             }
             // The textfile is never written from the data path: only here, and on its own lock.
-            if prom.as_mut().is_some_and(Every::due) {
+            let mut prom_due = prom.as_mut().is_some_and(Every::due);
+            // A change in the set of stalled QPs rewrites the textfile at once, so a stall
+            // shows (and an ended one goes) within two ticks, not at the next interval.
+            if stall.as_mut().is_some_and(Every::due) {
+                crate::stall::tick();
+            }
+            // (also a change seen by the tick before a file was built)
+            if crate::stall::take_changed() && prom.is_some() {
+                prom_due = true;
+            }
+            if prom_due {
                 crate::prom::write_periodic();
             }
             continue;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fake_verbs.h"
@@ -875,8 +876,56 @@ static void sc_peers_wide(int n) {
   report(NULL);
 }
 
+/* Stall detection (the test sets RCCL_TELEMETRY_STALL_MS small), on device 0 in slot order:
+ * slots 0/1 (pair p): 3 unsignalled WRs and a signalled one on p.a whose completion is not
+ * polled for PAUSE ms, then drained (a stall that ends); slots 2/3 (pair q): runs of 5
+ * unsignalled writes and a signalled one drained at once throughout the pause (retired by the
+ * later completion: never a stall), then 2 unsignalled writes with nothing after them
+ * (outstanding, never a stall); slots 4/5 (pair r): one signalled WR never polled, and r.a
+ * destroyed while it is outstanding (its stall ends); slots 6/7 (pair w): a signalled WR never
+ * polled (still stalled when the file is written). Then PAUSE ms more for
+ * the detector to see all that. Prints the milliseconds the scenario took. */
+static long ms_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
+}
+static void post_run(struct ibv_qp *qp, int unsig, int sig) {
+  struct ibv_send_wr w[8], *bad = NULL;
+  struct ibv_sge s[8];
+  int n = unsig + sig;
+  for (int i = 0; i < n; i++) {
+    set_wr(&w[i], &s[i], IBV_WR_RDMA_WRITE, 64, i >= unsig, 100 + i);
+    w[i].next = i + 1 < n ? &w[i + 1] : NULL;
+  }
+  if (ibv_post_send(qp, w, &bad)) FAIL("post_send");
+}
+static void sc_stall(int pause_ms) {
+  long t0 = ms_now();
+  struct pair p, q, r, w;
+  mk_pair(&p, 0);
+  mk_pair(&q, 0);
+  mk_pair(&r, 0);
+  mk_pair(&w, 0);
+  post_run(p.a, 3, 1);
+  post_run(r.a, 0, 1);
+  post_run(w.a, 0, 1);
+  while (ms_now() - t0 < pause_ms) {
+    post_run(q.a, 5, 1);
+    drain(q.cqa, 1, IBV_WC_SUCCESS);
+    usleep(1000);
+  }
+  V.destroy_qp(r.a);
+  drain(p.cqa, 1, IBV_WC_SUCCESS);
+  post_run(q.a, 2, 0);
+  usleep((useconds_t)pause_ms * 1000);
+  char extra[64];
+  snprintf(extra, sizeof extra, "\"elapsed_ms\":%ld", ms_now() - t0);
+  report(extra);
+}
+
 int main(int argc, char **argv) {
-  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|reopen|qploop|srq|full|disabled|dlnext|peers|peers-wide [N]");
+  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|reopen|qploop|srq|full|disabled|dlnext|peers|peers-wide|stall [N]");
   load();
   const char *s = argv[1];
   int n = argc > 2 ? atoi(argv[2]) : 100;
@@ -893,6 +942,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "dlnext")) sc_dlnext();
   else if (!strcmp(s, "peers")) sc_peers();
   else if (!strcmp(s, "peers-wide")) sc_peers_wide(argc > 2 ? atoi(argv[2]) : 12);
+  else if (!strcmp(s, "stall")) sc_stall(n);
   else FAIL("unknown scenario %s", s);
   return 0;
 }

@@ -161,8 +161,10 @@ struct rqp {
   struct pend *pend;
   uint32_t npend, pend_cap, pend_lost;
   struct rqp *next_free;
+  struct rqp *all_next; /* every record ever allocated (never freed), for stall_walk */
 };
 static struct rqp *g_free_qps;
+static struct rqp *g_all_qps;
 
 /* One ibv_cq_ex: the provider's polling functions, the session's clock reading. */
 struct rcq {
@@ -397,6 +399,8 @@ __attribute__((constructor)) static void rtp_ctor(void) {
 /* Whether to count: decided at the first device opened (so a process that never opens one
  * starts no engine and writes no file), then the engine's own word (0 in a forked child and
  * once the final file is claimed). */
+static void stall_walk(void);
+
 static int start(void) {
   int s = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
   if (s == 0) {
@@ -418,6 +422,7 @@ static int start(void) {
         g_fast = q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
                  syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
         if (!g_fast) rtp_diag(1, "verbs interposer: no expedited membarrier; every QP takes a lock per post and completion");
+        rtp_stall_walker(stall_walk);
         s = 1;
       }
       __atomic_store_n(&g_state, s, __ATOMIC_RELEASE);
@@ -925,11 +930,65 @@ static void free_qp_locked(struct rqp *r) {
   struct rqp **cell = qpn_cell(r->dev, r->qpn);
   if (cell && *cell == r) __atomic_store_n(cell, NULL, __ATOMIC_RELEASE);
   ST(r->qp, NULL);
+  /* A destroyed QP has nothing outstanding: a stall of it ends at the detector's next tick. */
+  if (r->ext) {
+    ST(r->ext->stall_out, 0);
+    ST(r->ext->stall_oldest, 0);
+  }
   r->next_free = g_free_qps;
   g_free_qps = r;
 }
 
 static void patch_qpx(struct rqp *r, struct ibv_qp_ex *qpx);
+
+/*
+ * The stall detector's walk (README, "Stalls"), called by the engine's tick on its writer
+ * thread, never on the data path: for every live QP, the send WRs outstanding in its record
+ * (entries between head and tail that are not void, then the untracked WRs not yet accounted
+ * for) and whether a signalled one is among them (else no completion will come), and the
+ * PostTs token of the oldest when it is a recorded signalled WR, published into its QpExt.
+ * Under g_mu, so no record is recycled meanwhile, taken only if free: a tick never waits for
+ * a QP being created or destroyed (a signal's file write may come from a thread interrupted
+ * there); it keeps the previous tick's values instead. The record itself is read with
+ * relaxed and acquire loads while both sides keep working, so a count is a reading at the
+ * tick, not a snapshot. At most WALK_SCAN entries a QP are looked at; beyond them every entry counts as
+ * not void and as expecting a completion.
+ */
+#define WALK_SCAN 4096u
+#define STALL_EXPECT (1ull << 63)
+static void stall_walk(void) {
+  if (pthread_mutex_trylock(&g_mu) != 0) return;
+  for (struct rqp *r = g_all_qps; r; r = r->all_next) {
+    if (!LD(r->qp) || !r->ext || !r->ring) continue;
+    uint64_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+    uint64_t gd = LD(r->gap_done);
+    uint64_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+    uint64_t gt = __atomic_load_n(&r->gap_total, __ATOMIC_ACQUIRE);
+    uint64_t n = t - h;
+    if (n > r->ring_cap) n = 0; /* head moved past the tail read: nothing left of those */
+    uint64_t scan = n < WALK_SCAN ? n : WALK_SCAN, out = n - scan;
+    int expect = n > scan, first = 1;
+    int64_t oldest = 0;
+    for (uint64_t k = 0; k < scan; k++) {
+      struct ent *e = &r->ring[(h + k) & (r->ring_cap - 1)];
+      uint32_t fl = LD(e->flags);
+      if (fl & ENT_VOID) continue;
+      out++;
+      if (fl & ENT_SIG) expect = 1;
+      if (first) {
+        first = 0;
+        if ((fl & ENT_SIG) && LD(e->gap) == gd) oldest = LD(e->token);
+      }
+    }
+    uint32_t us = GAP_U(gt) - GAP_U(gd), ss = GAP_S(gt) - GAP_S(gd);
+    out += (uint64_t)us + ss;
+    if (ss) expect = 1;
+    if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != h) oldest = 0; /* retired meanwhile */
+    ST(r->ext->stall_out, (out & ~STALL_EXPECT) | (expect && out ? STALL_EXPECT : 0));
+    ST(r->ext->stall_oldest, (uint64_t)(oldest > RCCL_TELEMETRY_TS_UNSAMPLED ? oldest : 0));
+  }
+  pthread_mutex_unlock(&g_mu);
+}
 
 /* A QP just created on context c: its record (slot, in-order record), before the program
  * sees the QP. */
@@ -955,6 +1014,8 @@ static void track_qp(struct rctx *c, struct ibv_qp *qp, struct ibv_cq *scq, stru
       diagf(0, "verbs interposer: out of memory; QP %u is not counted", qp->qp_num);
       return;
     }
+    r->all_next = g_all_qps;
+    g_all_qps = r;
   }
   if (r->ring_cap < cap) {
     free(r->ring);

@@ -249,6 +249,15 @@ pub unsafe extern "C" fn rtp_qp_set_peer(
     })
 }
 
+/// Registers the interposer's walk of its send records, which the stall detector's tick calls
+/// (on the writer thread) before it reads the slots' `QpExt::stall_out` / `stall_oldest`.
+#[no_mangle]
+pub extern "C" fn rtp_stall_walker(walk: Option<extern "C" fn()>) {
+    if let Some(f) = walk {
+        rccl_telemetry::stall::set_walker(f);
+    }
+}
+
 /// The size of `QpExt` and the offsets of its fields, in declaration order, for the C side's
 /// check of its mirror: [size, send, read, atomic, other, retired, track_full], then the offset
 /// in the QP slot of `idx_sent` (num_wqe_sent without an opcode key of the seed's).

@@ -90,7 +90,19 @@ pub(super) fn register(dev: &'static HwDevice) {
 fn sample_all(ring: &Mutex<Ring>, clock: &Clock) {
     let devices: Vec<&'static HwDevice> = USED.lock().clone();
     for d in devices {
-        if let Some(counters) = d.sample_counters() {
+        // Stall detection's per-device numbers as of its last tick (README, "Stalls"): in
+        // every row, also of a device whose hardware counters cannot be sampled.
+        let stall = crate::stall::device_summary(d.device_id);
+        let hw = d.sample_counters();
+        if hw.is_none() && stall.is_none() {
+            continue;
+        }
+        {
+            let mut counters = hw.unwrap_or_default();
+            if let Some((out, stalled)) = stall {
+                counters.push(("num_wqe_outstanding", i64::try_from(out).unwrap_or(i64::MAX)));
+                counters.push(("num_qps_stalled", i64::try_from(stalled).unwrap_or(i64::MAX)));
+            }
             let s = HwSample { device_id: d.device_id, timestamp_ns: clock.now_ns(), counters };
             ring.lock().push(s);
         }

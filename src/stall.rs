@@ -1,0 +1,511 @@
+//! Stalled queue pairs (RCCL_TELEMETRY_STALL_MS): which QPs have work outstanding and have
+//! seen no completion for at least that long, computed off the data path.
+//!
+//! A *tick* runs on the writer thread (see `writer.rs`) every [`tick_period_ms`] = STALL_MS / 2
+//! (at least 5 ms), and once more before every file is built. It reads, per QP slot, counters
+//! the data path keeps anyway and compares them with the previous tick's; nothing is added to
+//! the post or completion path. Per QP it keeps, here (not in the slot, whose layout the
+//! header mirrors): the completion count last seen, since when the QP has been waiting, the
+//! current stall's start and the longest stall of the run.
+//!
+//! What each mode can know (README, "Stalls"):
+//! - hooks: outstanding = max(0, WRITE_WITH_IMM postings - completions drained). IB-CAST signals
+//!   exactly one WR per post, the WRITE_WITH_IMM that ends it, and takes one completion for it;
+//!   plain writes are unsignalled companions of that WR and CTS writes are signalled only one
+//!   in many, with no completion hook call for it in RCCL's call sites, so neither counts.
+//!   Receives are not counted (they are pre-posted and wait for the peer).
+//!   A lower bound: a QP whose receive completions land on it too can hide its sends.
+//! - preload: the interposer's in-order record of send WRs: the entries between its head and
+//!   tail that are not void, plus the WRs that went untracked (record full) and are not yet
+//!   accounted for, published into the slot's `QpExt` by the interposer's walk, which this tick
+//!   calls first ([`set_walker`]). A completion is expected only when a signalled WR is among
+//!   them: a trailing run of unsignalled WRs with no signalled one after it never completes on
+//!   its own, so it is outstanding but never a stall. Receives are not a criterion.
+//!
+//! Stalled: a completion is expected (outstanding > 0) and the QP's completion count has not
+//! moved for at least STALL_MS, counted from the later of its last observed completion and
+//! the tick that first saw it waiting. Detection latency: the count is compared at ticks, so a
+//! stall is detected at most two ticks (one STALL_MS) after the threshold is crossed, and a
+//! recorded duration is within one tick of the real pause.
+
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::*};
+
+use parking_lot::Mutex;
+
+use crate::counters::{QpExt, RcclQpStats};
+use crate::{diag, latency, registry};
+
+/// Bit 63 of `QpExt::stall_out`: a signalled WR is among the outstanding ones.
+pub const EXPECT_BIT: u64 = 1 << 63;
+
+/// Named stderr lines at most per tick (one more line counts the rest).
+pub const LINES_PER_TICK: usize = 8;
+
+static STALL_MS: AtomicU64 = AtomicU64::new(0);
+/// Set by a test that drives [`tick_at`] with its own clock: the automatic ticks stop.
+static MANUAL: AtomicBool = AtomicBool::new(false);
+/// The preload's walk: publishes its send records into the slots' `QpExt` (under its lock).
+static WALKER: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+/// The set of stalled QPs changed at a tick since [`take_changed`] last looked (whichever
+/// thread ticked: the writer, or a file's build).
+static CHANGED: AtomicBool = AtomicBool::new(false);
+
+/// Whether the set of stalled QPs changed since the last call (the writer rewrites the
+/// textfile then).
+pub fn take_changed() -> bool {
+    CHANGED.swap(false, Relaxed)
+}
+
+/// Turns detection on (`ms` > 0) or off; at Init.
+pub fn configure(ms: u64) {
+    STALL_MS.store(ms, Relaxed);
+}
+
+/// The RCCL_TELEMETRY_STALL_MS in effect (0: off).
+pub fn stall_ms() -> u64 {
+    STALL_MS.load(Relaxed)
+}
+
+pub fn enabled() -> bool {
+    stall_ms() > 0
+}
+
+/// The tick period: half the threshold, at least 5 ms; 0 when off.
+pub fn tick_period_ms(stall_ms: u64) -> u64 {
+    if stall_ms == 0 { 0 } else { (stall_ms / 2).max(5) }
+}
+
+/// Registers the preload's walk (called by its engine at start).
+pub fn set_walker(f: extern "C" fn()) {
+    WALKER.store(f as *mut (), Release);
+}
+
+/// Stops the automatic ticks: the caller drives [`tick_at`] with an injected clock (tests).
+pub fn manual_clock() {
+    MANUAL.store(true, Relaxed);
+}
+
+// ---------------------------------------------------------------------------- per QP
+
+/// What a tick reads of one QP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// Moves on every completion of the QP (num_wqe_rcvd).
+    pub progress: u64,
+    pub outstanding: u64,
+    /// A completion is expected for one of the outstanding WRs.
+    pub expect: bool,
+    /// Preload: the PostTs token of the oldest outstanding send WR (> 1: a clock reading).
+    pub oldest_token: i64,
+}
+
+/// Reads one slot: through its `QpExt` (preload) or from the hooks' counters.
+pub fn read(slot: &RcclQpStats, ext: Option<&QpExt>) -> Reading {
+    // The completion count first: a post between the two loads shows as outstanding, never a
+    // completion as missing.
+    let progress = slot.wqe_rcvd.load(Relaxed);
+    match ext {
+        Some(e) => {
+            let out = e.stall_out.load(Relaxed);
+            Reading { progress, outstanding: out & !EXPECT_BIT, expect: out & EXPECT_BIT != 0, oldest_token: e.stall_oldest.load(Relaxed) as i64 }
+        }
+        None => {
+            let imm = slot.sent_imm.load(Relaxed).wrapping_add(slot.idx_imm.load(Relaxed));
+            let outstanding = imm.saturating_sub(progress);
+            Reading { progress, outstanding, expect: outstanding > 0, oldest_token: 0 }
+        }
+    }
+}
+
+/// The detector's state of one QP (monotonic ns).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QpState {
+    seen: bool,
+    last_progress: u64,
+    /// Since when the QP has been waiting for a completion with none seen: the first tick
+    /// that saw it waiting, or the last that saw a completion.
+    wait_since: u64,
+    waiting: bool,
+    /// The current stall's start (= wait_since when it was declared).
+    pub stall_start: Option<u64>,
+    pub longest_ns: u64,
+    pub longest_start: u64,
+    pub outstanding: u64,
+    pub oldest_token: i64,
+}
+
+impl QpState {
+    /// One tick at `now`. True when a stall episode starts at this tick.
+    pub fn step(&mut self, r: &Reading, now: u64, stall_ns: u64) -> bool {
+        if !self.seen {
+            self.seen = true;
+            self.last_progress = r.progress;
+            self.wait_since = now;
+        }
+        let progressed = r.progress != self.last_progress;
+        self.last_progress = r.progress;
+        self.outstanding = r.outstanding;
+        self.oldest_token = if r.outstanding > 0 { r.oldest_token } else { 0 };
+        if progressed || !r.expect {
+            if let Some(s) = self.stall_start.take() {
+                self.note(s, now);
+            }
+            self.wait_since = now;
+            self.waiting = r.expect;
+            return false;
+        }
+        if !self.waiting {
+            self.waiting = true;
+            self.wait_since = now;
+        }
+        let mut started = false;
+        if self.stall_start.is_none() && now.saturating_sub(self.wait_since) >= stall_ns {
+            self.stall_start = Some(self.wait_since);
+            started = true;
+        }
+        if let Some(s) = self.stall_start {
+            self.note(s, now);
+        }
+        started
+    }
+
+    fn note(&mut self, start: u64, end: u64) {
+        let d = end.saturating_sub(start);
+        if d > self.longest_ns {
+            self.longest_ns = d;
+            self.longest_start = start;
+        }
+    }
+
+    pub fn stalled(&self) -> bool {
+        self.stall_start.is_some()
+    }
+}
+
+// ------------------------------------------------------------------------- the detector
+
+/// One device's QPs, by channel id then slot index.
+#[derive(Default, Clone)]
+pub struct DevState {
+    pub channels: Vec<Vec<QpState>>,
+    pub outstanding: u64,
+    pub stalled: u64,
+}
+
+impl DevState {
+    pub fn qp(&self, ch: u32, i: u64) -> Option<&QpState> {
+        self.channels.get(ch as usize)?.get(i as usize)
+    }
+}
+
+#[derive(Default)]
+struct Detector {
+    devs: Vec<DevState>,
+    /// wall - mono at the last tick, to turn monotonic instants into wall time.
+    wall_offset: i128,
+    ticked: bool,
+    tick_mono: u64,
+    /// (device, channel, slot) of every QP stalled at the last tick, in order.
+    stalled_set: Vec<(u32, u32, u64)>,
+}
+
+static DET: Mutex<Detector> = Mutex::new(Detector { devs: Vec::new(), wall_offset: 0, ticked: false, tick_mono: 0, stalled_set: Vec::new() });
+
+/// A stall that started at a tick, for its stderr line.
+struct Started {
+    dev: u32,
+    ch: u32,
+    idx: u64,
+    outstanding: u64,
+    waited_ns: u64,
+    channel: &'static registry::Channel,
+}
+
+/// The automatic tick (writer thread, and before each file): the real clocks. True when
+/// the set of stalled QPs changed.
+pub fn tick() -> bool {
+    if !enabled() || MANUAL.load(Relaxed) {
+        return false;
+    }
+    tick_at(latency::monotonic_ns(), latency::realtime_ns())
+}
+
+/// One tick at the given instants (monotonic and wall ns). True when the set of stalled QPs
+/// changed since the previous tick.
+pub fn tick_at(mono: u64, wall: u64) -> bool {
+    let stall_ns = stall_ms().saturating_mul(1_000_000);
+    if stall_ns == 0 {
+        return false;
+    }
+    let mut det = DET.lock();
+    let w = WALKER.load(Acquire);
+    if !w.is_null() {
+        // SAFETY: set_walker stored an `extern "C" fn()`.
+        let f: extern "C" fn() = unsafe { std::mem::transmute(w) };
+        f();
+    }
+    det.wall_offset = i128::from(wall) - i128::from(mono);
+    det.ticked = true;
+    det.tick_mono = mono;
+    let mut started = Vec::new();
+    let mut set = Vec::with_capacity(det.stalled_set.len());
+    for d in registry::devices() {
+        let di = d.id as usize;
+        if det.devs.len() <= di {
+            det.devs.resize_with(di + 1, DevState::default);
+        }
+        let ds = &mut det.devs[di];
+        let (mut out, mut stalled) = (0u64, 0u64);
+        for c in d.channels() {
+            let ci = c.id as usize;
+            if ds.channels.len() <= ci {
+                ds.channels.resize_with(ci + 1, Vec::new);
+            }
+            let qs = &mut ds.channels[ci];
+            let n = c.slots.reserved() as usize;
+            if qs.len() < n {
+                qs.resize(n, QpState::default());
+            }
+            for (i, slot) in c.slots.iter() {
+                let st = &mut qs[i as usize];
+                let r = read(slot, c.slots.ext(i));
+                if st.step(&r, mono, stall_ns) {
+                    started.push(Started { dev: d.id, ch: c.id, idx: i, outstanding: r.outstanding, waited_ns: mono - st.stall_start.unwrap_or(mono), channel: c });
+                }
+                out = out.wrapping_add(st.outstanding);
+                if st.stalled() {
+                    stalled += 1;
+                    set.push((d.id, c.id, i));
+                }
+            }
+        }
+        ds.outstanding = out;
+        ds.stalled = stalled;
+    }
+    let changed = set != det.stalled_set;
+    det.stalled_set = set;
+    if changed {
+        CHANGED.store(true, Relaxed);
+    }
+    drop(det);
+    say(&started);
+    changed
+}
+
+/// The stderr lines of the stalls that started at a tick: at most LINES_PER_TICK named, one
+/// line for the rest.
+fn say(started: &[Started]) {
+    for s in started.iter().take(LINES_PER_TICK) {
+        let dev = registry::device(s.dev as i32).map(|d| d.roce_device.clone()).unwrap_or_default();
+        let p = peer_labels(s.channel, s.idx);
+        let qpn = p.qp_num.map_or_else(|| "unknown".to_owned(), |n| n.to_string());
+        let peer = match (&p.peer_gid, p.peer_lid, p.peer_qp_num) {
+            (Some(g), _, Some(n)) => format!("peer gid {g} qp_num {n}"),
+            (None, Some(l), Some(n)) => format!("peer lid {l} qp_num {n}"),
+            (None, None, Some(n)) => format!("peer qp_num {n}"),
+            _ => "peer unknown".to_owned(),
+        };
+        diag::warn(&format!(
+            "stall: device {} ({dev}) channel {} QP {} (qp_num {qpn}), {peer}: {} WRs outstanding, no completion for {} ms",
+            s.dev,
+            s.ch,
+            s.idx,
+            s.outstanding,
+            s.waited_ns / 1_000_000
+        ));
+    }
+    if started.len() > LINES_PER_TICK {
+        diag::warn(&format!("stall: {} more QPs stalled at this check (not named; see the textfile or a snapshot)", started.len() - LINES_PER_TICK));
+    }
+}
+
+/// What names a QP and its peer (what `rcclTelemetryQpSetPeer` / the preload told).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerLabels {
+    pub qp_num: Option<u32>,
+    pub peer_gid: Option<String>,
+    pub peer_qp_num: Option<u32>,
+    pub peer_lid: Option<u16>,
+}
+
+/// Slot `i` of channel `c`: its QPN and its peer's GID (text form), QPN and LID, when told.
+pub fn peer_labels(c: &registry::Channel, i: u64) -> PeerLabels {
+    let Some(q) = c.peers.qp(i) else { return PeerLabels::default() };
+    let r = q.peer;
+    PeerLabels {
+        qp_num: q.qp_num,
+        peer_gid: r.and_then(|r| crate::peers::nonzero(r.gid)).map(|g| crate::peers::gid_text(&g)),
+        peer_qp_num: r.map(|r| r.qp_num),
+        peer_lid: r.map(|r| r.lid).filter(|&l| l != 0),
+    }
+}
+
+// ------------------------------------------------------------------------ what files read
+
+/// A copy of one device's states as of the last tick, and the wall offset to read them.
+pub struct DevView {
+    pub state: DevState,
+    wall_offset: i128,
+    /// The last tick (monotonic ns).
+    pub tick_mono: u64,
+}
+
+impl DevView {
+    /// Wall ns of a monotonic instant of the detector.
+    pub fn wall(&self, mono: u64) -> u64 {
+        u64::try_from(i128::from(mono) + self.wall_offset).unwrap_or(0)
+    }
+}
+
+/// The device's states (None when detection is off, or before the first tick).
+pub fn device_view(dev: u32) -> Option<DevView> {
+    if !enabled() {
+        return None;
+    }
+    let det = DET.lock();
+    if !det.ticked {
+        return Some(DevView { state: DevState::default(), wall_offset: 0, tick_mono: 0 });
+    }
+    Some(DevView { state: det.devs.get(dev as usize).cloned().unwrap_or_default(), wall_offset: det.wall_offset, tick_mono: det.tick_mono })
+}
+
+/// (outstanding WRs, stalled QPs) of a device at the last tick, for hw_samples.
+pub fn device_summary(dev: u32) -> Option<(u64, u64)> {
+    if !enabled() {
+        return None;
+    }
+    let det = DET.lock();
+    Some(det.devs.get(dev as usize).map_or((0, 0), |d| (d.outstanding, d.stalled)))
+}
+
+/// Age in ms of a token's clock reading, now (None when it is no clock reading).
+pub fn token_age_ms(token: i64) -> Option<u64> {
+    (token > latency::TS_UNSAMPLED).then(|| latency::elapsed_ns(token) / 1_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn r(progress: u64, outstanding: u64) -> Reading {
+        Reading { progress, outstanding, expect: outstanding > 0, oldest_token: 0 }
+    }
+
+    #[test]
+    fn outstanding_without_progress_stalls_after_the_threshold() {
+        let mut s = QpState::default();
+        assert!(!s.step(&r(5, 0), 0, 1000 * MS));
+        assert!(!s.step(&r(5, 3), 500 * MS, 1000 * MS)); // waiting since 500
+        assert!(!s.step(&r(5, 3), 1000 * MS, 1000 * MS));
+        assert!(s.step(&r(5, 3), 1500 * MS, 1000 * MS));
+        assert_eq!(s.stall_start, Some(500 * MS));
+        assert!(!s.step(&r(5, 3), 2000 * MS, 1000 * MS));
+        assert_eq!(s.longest_ns, 1500 * MS, "ongoing included");
+        // A completion ends it.
+        assert!(!s.step(&r(6, 2), 2500 * MS, 1000 * MS));
+        assert!(!s.stalled());
+        assert_eq!((s.longest_ns, s.longest_start), (2000 * MS, 500 * MS));
+    }
+
+    #[test]
+    fn progress_without_outstanding_or_idle_never_stalls() {
+        let mut s = QpState::default();
+        for t in 0..100 {
+            assert!(!s.step(&r(t, 0), t * 500 * MS, 1000 * MS));
+            assert!(!s.stalled());
+        }
+        // Idle for an hour, then one post: the wait counts from the tick that saw it.
+        let t0 = 100 * 500 * MS + 3_600_000 * MS;
+        assert!(!s.step(&r(99, 1), t0, 1000 * MS));
+        assert!(!s.step(&r(100, 0), t0 + 500 * MS, 1000 * MS));
+        assert_eq!(s.longest_ns, 0);
+    }
+
+    #[test]
+    fn outstanding_that_expects_no_completion_is_no_stall() {
+        let mut s = QpState::default();
+        let unsignalled = Reading { progress: 1, outstanding: 4, expect: false, oldest_token: 0 };
+        for t in 0..20 {
+            assert!(!s.step(&unsignalled, t * 500 * MS, 1000 * MS));
+        }
+        assert_eq!((s.outstanding, s.longest_ns), (4, 0));
+    }
+
+    #[test]
+    fn a_stall_ends_when_the_work_goes_away() {
+        // A destroyed QP: its published outstanding count is cleared.
+        let mut s = QpState::default();
+        s.step(&r(0, 2), 0, 100 * MS);
+        assert!(s.step(&r(0, 2), 100 * MS, 100 * MS));
+        assert!(!s.step(&r(0, 0), 150 * MS, 100 * MS));
+        assert!(!s.stalled());
+        assert_eq!(s.longest_ns, 150 * MS);
+    }
+
+    #[test]
+    fn hooks_count_write_with_imm_against_completions() {
+        let slot: RcclQpStats = unsafe { std::mem::zeroed() };
+        slot.sent_imm.store(3, Relaxed);
+        slot.sent_write.store(3, Relaxed);
+        slot.idx_imm.store(1, Relaxed);
+        slot.wqe_rcvd.store(2, Relaxed);
+        slot.cts_signalled.store(9, Relaxed);
+        assert_eq!(read(&slot, None), Reading { progress: 2, outstanding: 2, expect: true, oldest_token: 0 });
+        slot.wqe_rcvd.store(10, Relaxed); // receive completions on the same QP: a lower bound
+        assert_eq!(read(&slot, None).outstanding, 0);
+    }
+
+    #[test]
+    fn preload_readings_come_from_the_published_fields() {
+        let slot: RcclQpStats = unsafe { std::mem::zeroed() };
+        let ext = QpExt::default();
+        ext.stall_out.store(EXPECT_BIT | 7, Relaxed);
+        ext.stall_oldest.store(12345, Relaxed);
+        slot.sent_imm.store(100, Relaxed); // not used in this mode
+        assert_eq!(read(&slot, Some(&ext)), Reading { progress: 0, outstanding: 7, expect: true, oldest_token: 12345 });
+        ext.stall_out.store(3, Relaxed);
+        assert_eq!(read(&slot, Some(&ext)).expect, false);
+    }
+
+    #[test]
+    fn tick_period_is_half_the_threshold() {
+        assert_eq!(tick_period_ms(0), 0);
+        assert_eq!(tick_period_ms(1000), 500);
+        assert_eq!(tick_period_ms(3), 5);
+    }
+
+    proptest! {
+        /// Completions flow, pause for `pause` ns with work outstanding, and resume: the
+        /// recorded stall equals the pause within one tick, and none is recorded below the
+        /// threshold minus a tick.
+        #[test]
+        fn recorded_duration_is_the_pause_within_one_tick(
+            tick_ms in 5u64..200, stall_ms in 5u64..2000, pause_ms in 0u64..5000, offset_ms in 0u64..200, qps in 1usize..6,
+        ) {
+            let (tick, stall, pause) = (tick_ms * MS, stall_ms * MS, pause_ms * MS);
+            let pause_at = 1000 * MS + offset_ms * MS; // the last completion
+            let resume = pause_at + pause;
+            let mut st = vec![QpState::default(); qps];
+            let mut t = 0;
+            while t < resume + 4 * tick + stall {
+                for (k, s) in st.iter_mut().enumerate() {
+                    // QP k's completion count: one per ms, except during the pause.
+                    let done = if t <= pause_at { t / MS } else if t < resume { pause_at / MS } else { pause_at / MS + 1 + (t - resume) / MS };
+                    s.step(&r(done * (k as u64 + 1), 1), t, stall);
+                }
+                t += tick;
+            }
+            for s in &st {
+                prop_assert!(!s.stalled());
+                if s.longest_ns > 0 {
+                    prop_assert!(s.longest_ns + tick >= pause && s.longest_ns <= pause + tick, "{} vs {}", s.longest_ns, pause);
+                } else {
+                    prop_assert!(pause < stall + 2 * tick, "a pause of {pause} went unrecorded (stall {stall}, tick {tick})");
+                }
+            }
+        }
+    }
+}
