@@ -257,6 +257,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                     channels: Vec::new(),
                     hw_counters: unavailable_counters(),
                     wqe_completion_log_histogram: None,
+                    ..Default::default()
                 });
                 continue;
             }
@@ -306,7 +307,9 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                             wqe_completion_ns_min: mn,
                             wqe_completion_ns_max: mx,
                             wqe_completion_histogram: h,
+                            ..Default::default()
                         },
+                        ..Default::default()
                     });
                     qp_id += 1;
                 }
@@ -331,7 +334,9 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                             wqe_completion_ns_min: -1,
                             wqe_completion_ns_max: -1,
                             wqe_completion_histogram: vec![0; o.buckets],
+                            ..Default::default()
                         },
+                        ..Default::default()
                     });
                     qp_id += 1;
                 }
@@ -346,6 +351,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                     counters,
                     queue_pairs: qps,
                     wqe_completion_log_histogram: None,
+                    ..Default::default()
                 });
             }
 
@@ -447,6 +453,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                 channels,
                 hw_counters: hw,
                 wqe_completion_log_histogram: None,
+                ..Default::default()
             });
             if let Some(kind) = plant {
                 planted.push(Planted {
@@ -476,6 +483,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
             devices,
             hw_samples: (o.samples > 0).then_some(samples),
             hw_samples_dropped: dropped,
+            ..Default::default()
         };
         let path = dir.join(format!("rccl_telemetry_{host}_1000_{pid}.json"));
         let text = serde_json::to_string_pretty(&f).map_err(|e| format!("cannot serialise: {e}"))?;
