@@ -9,6 +9,7 @@ mod fuzz;
 mod generated_runs;
 mod intree_files;
 mod library_files;
+mod links_fabric;
 mod mixed_formats;
 mod prom_shared;
 mod report_axes;
