@@ -1,7 +1,7 @@
 //! The `rccl-telemetry` command line.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use rccl_telemetry_tool::{check, export, generate, layout, links, load, outliers, promgc, report, summary};
+use rccl_telemetry_tool::{check, export, generate, layout, links, load, outliers, promgc, report, stalls, summary};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -77,6 +77,21 @@ enum Cmd {
         top: usize,
         #[arg(long)]
         wide: bool,
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
+    /// What is stuck: every stalled QP (snapshot files of a hang, final files, live *.prom
+    /// textfiles), grouped by link, longest first, with the ranks waiting on them; and the
+    /// longest stall of every rank. Exit 1 when a QP is stalled now.
+    Stalls {
+        #[arg(long)]
+        json: bool,
+        /// Links and ranks shown (0 = all).
+        #[arg(long, default_value_t = 30)]
+        top: usize,
+        #[arg(long)]
+        wide: bool,
+        /// Files and directories: rccl_telemetry_*.json and *.prom.
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
     },
@@ -208,7 +223,12 @@ fn main() -> ExitCode {
                     Err(c) => c,
                 }
             } else {
-                print(&summary::render_text_layout(&s, layout::Layout::from_flag(wide)))
+                let mut text = summary::render_text_layout(&s, layout::Layout::from_flag(wide));
+                if let Some(line) = stalls::one_line(&stalls::find(&run, &[])) {
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+                print(&text)
             }
         }
         Cmd::Check { json, inputs } => {
@@ -282,6 +302,29 @@ fn main() -> ExitCode {
             } else {
                 print(&links::render_text(&r, top, layout::Layout::from_flag(wide)))
             }
+        }
+        Cmd::Stalls { json, top, wide, inputs } => {
+            let proms = stalls::prom_inputs(&inputs);
+            let run = if stalls::only_prom(&inputs) {
+                load::Run::default()
+            } else {
+                match load(&inputs) {
+                    Some(r) => r,
+                    None if !proms.is_empty() => load::Run::default(),
+                    None => return ExitCode::from(2),
+                }
+            };
+            let r = stalls::find(&run, &proms);
+            let code = if json {
+                match to_json(&r) {
+                    Ok(t) => print(&t),
+                    Err(c) => return c,
+                }
+            } else {
+                print(&stalls::render_text(&r, top, layout::Layout::from_flag(wide)))
+            };
+            let _ = code;
+            if r.stalled_qps > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
         }
         Cmd::Export { format, level, output, inputs } => {
             let Some(run) = load(&inputs) else { return ExitCode::from(2) };

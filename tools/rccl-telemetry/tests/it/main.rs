@@ -13,6 +13,7 @@ mod links_fabric;
 mod mixed_formats;
 mod prom_shared;
 mod report_axes;
+mod stalls_cmd;
 mod report_log_axis;
 mod report_render;
 mod terminal_tables;
