@@ -106,6 +106,11 @@ enum Cmd {
         /// Write here instead of stdout.
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Export the links (joined QPs, as `links --json` has them) instead of the files: one
+        /// row per link (CSV, NDJSON), or rccl_telemetry_link_* series with src_host,
+        /// src_device, dst_host, dst_device labels (Prometheus; one series per link and family).
+        #[arg(long)]
+        links: bool,
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
     },
@@ -326,7 +331,7 @@ fn main() -> ExitCode {
             let _ = code;
             if r.stalled_qps > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
         }
-        Cmd::Export { format, level, output, inputs } => {
+        Cmd::Export { format, level, output, links, inputs } => {
             let Some(run) = load(&inputs) else { return ExitCode::from(2) };
             let mut sink: Box<dyn Write> = match &output {
                 Some(p) => match std::fs::File::create(p) {
@@ -336,6 +341,9 @@ fn main() -> ExitCode {
                 None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
             };
             let r = match format {
+                Format::Prometheus if links => sink.write_all(export::prometheus_links(&run).as_bytes()).map_err(|e| e.to_string()),
+                Format::Csv if links => export::write_link_rows(&run, false, &mut sink),
+                Format::Ndjson if links => export::write_link_rows(&run, true, &mut sink),
                 Format::Prometheus => {
                     let (text, dups) = export::prometheus_at(&run, level.unwrap_or(export::Level::Channel));
                     if dups > 0 {

@@ -1,7 +1,7 @@
 //! The join of QPs into links and the NIC / link / host classification, on generated runs
 //! with peers (format version 3), over several sizes and seeds.
 
-use crate::common::{run, stdout};
+use crate::common::{run, run as run_cli, stdout};
 use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Planted};
 use rccl_telemetry_tool::links::{join, LinkReport};
 use rccl_telemetry_tool::load::{load_run, Run};
@@ -200,4 +200,54 @@ fn three_nics_as_in_the_e2e_a_slow_path_is_a_link_not_its_ends() {
         let (_d, p, run) = fabric(3, 1, seed, &["slow_nic"]);
         assert_eq!(fabric_findings(&run), vec![("slow_nic".to_string(), nic_of(&p[0]))], "seed {seed}");
     }
+}
+
+#[test]
+fn report_heat_map_outlines_the_culprit_and_aggregates_large_runs() {
+    let (d, p, run) = fabric(12, 4, 9, &["slow_link"]);
+    let html = rccl_telemetry_tool::report::matrix_section(&run);
+    assert!(html.contains("id=\"matrix-p99\"") && html.contains("id=\"matrix-bytes\"") && html.contains("id=\"hm-bytes\""));
+    // The two directions of the slow link are outlined, nothing else.
+    assert_eq!(html.matches("class=\"culprit\"").count(), 2, "{}", &html[..400.min(html.len())]);
+    // Every NIC is a label, and the slow link's cell is the darkest colour.
+    assert!(html.contains(&format!(">{}:mlx5_{}</text>", p[0].host, p[0].device_id)));
+    assert!(html.contains(&rccl_telemetry_tool::report::ratio_colour(8.0)));
+    drop(d);
+    // A clean run: nothing outlined. No peers: no section.
+    let (_d, _p, run) = fabric(12, 4, 9, &[]);
+    assert_eq!(rccl_telemetry_tool::report::matrix_section(&run).matches("class=\"culprit\"").count(), 0);
+    let dir = tempfile::tempdir().expect("tempdir");
+    rccl_telemetry_tool::generate::generate(dir.path(), &GenOptions { ranks: 4, ..Default::default() }).expect("gen");
+    assert_eq!(rccl_telemetry_tool::report::matrix_section(&load_run(&[dir.path().to_path_buf()])), "");
+    // Beyond HEATMAP_MAX_NICS NICs, one row per host.
+    assert!(rccl_telemetry_tool::report::HEATMAP_MAX_NICS < 320);
+    let (_d, _p, run) = {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let o = GenOptions { ranks: 320, ranks_per_host: 8, devices_per_rank: 8, seed: 1, plants: vec![], ..Default::default() };
+        // One QP per pair keeps this large run quick.
+        let planted = generate_fabric(dir.path(), &o, 1).expect("generate");
+        let run = load_run(&[dir.path().to_path_buf()]);
+        (dir, planted, run)
+    };
+    let html = rccl_telemetry_tool::report::matrix_section(&run);
+    assert!(html.contains("drawn per host (40 hosts"), "{}", &html[..600.min(html.len())]);
+    assert!(html.contains(">gpu_node_039</text>") && !html.contains(">gpu_node_039:mlx5_0</text>"));
+}
+
+#[test]
+fn export_link_rows() {
+    let (d, _p, run) = fabric(6, 2, 1, &[]);
+    let r = join(&run);
+    let path = d.path().to_str().expect("utf-8");
+    let out = run_cli(&["export", "--format", "csv", "--links", path]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    assert!(text.starts_with("src_host,src_pids,src_device,src_gid"));
+    assert_eq!(text.lines().count(), 1 + r.links.len());
+    let out = run_cli(&["export", "--format", "ndjson", "--links", path]);
+    assert_eq!(stdout(&out).lines().count(), r.links.len());
+    let out = run_cli(&["export", "--format", "prometheus", "--links", path]);
+    let t = stdout(&out);
+    assert_eq!(t.lines().filter(|l| l.starts_with("rccl_telemetry_link_p99_completion_seconds{")).count(), r.links.len());
+    assert!(t.contains("src_host=\"gpu_node_000\"") && t.contains("dst_device=\""));
 }
