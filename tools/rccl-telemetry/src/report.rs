@@ -747,9 +747,11 @@ fn matrix_svg(id: &str, labels: &[String], vals: &[Vec<Option<f64>>], colour: &d
             s.push_str("</rect>");
         }
     }
+    // Outlines at least 12 px wide, so a culprit cell of a large matrix still catches the eye.
+    let ring = cell.max(12.0);
     for (a, b) in outline {
-        let (x, y) = (margin + cell * *b as f64, margin + cell * *a as f64);
-        let _ = write!(s, "<rect class=\"culprit\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{cell:.2}\" height=\"{cell:.2}\" fill=\"none\" stroke=\"#000\" stroke-width=\"{:.1}\"/>", (cell / 8.0).clamp(0.6, 2.0));
+        let (x, y) = (margin + cell * (*b as f64 + 0.5) - ring / 2.0, margin + cell * (*a as f64 + 0.5) - ring / 2.0);
+        let _ = write!(s, "<rect class=\"culprit\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{ring:.2}\" height=\"{ring:.2}\" fill=\"none\" stroke=\"#000\" stroke-width=\"{:.1}\"/>", (ring / 8.0).clamp(1.2, 2.0));
     }
     s.push_str("</svg>");
     s
