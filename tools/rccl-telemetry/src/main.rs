@@ -320,15 +320,14 @@ fn main() -> ExitCode {
                 }
             };
             let r = stalls::find(&run, &proms);
-            let code = if json {
+            if json {
                 match to_json(&r) {
                     Ok(t) => print(&t),
                     Err(c) => return c,
-                }
+                };
             } else {
-                print(&stalls::render_text(&r, top, layout::Layout::from_flag(wide)))
-            };
-            let _ = code;
+                print(&stalls::render_text(&r, top, layout::Layout::from_flag(wide)));
+            }
             if r.stalled_qps > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
         }
         Cmd::Export { format, level, output, links, inputs } => {

@@ -309,7 +309,7 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
     rep.groups = groups
         .into_iter()
         .map(|((src, dst), mut qps)| {
-            qps.sort_by(|a, b| b.stalled_ms.cmp(&a.stalled_ms));
+            qps.sort_by_key(|q| std::cmp::Reverse(q.stalled_ms));
             let mut waiting: Vec<String> = qps.iter().map(|q| format!("{}:{}", q.host, q.pid)).collect();
             waiting.sort();
             waiting.dedup();
@@ -439,6 +439,6 @@ pub fn render_text(r: &StallReport, top: usize, layout: Layout) -> String {
 /// The textfile inputs of a path list that has no JSON file: `stalls` accepts a directory of
 /// textfiles alone.
 pub fn only_prom(inputs: &[PathBuf]) -> bool {
-    !inputs.is_empty() && prom_inputs(inputs).len() > 0 && crate::load::expand_inputs(inputs).0.is_empty()
+    !inputs.is_empty() && !prom_inputs(inputs).is_empty() && crate::load::expand_inputs(inputs).0.is_empty()
 }
 
