@@ -90,6 +90,39 @@ pub fn prom_rank(tf: &TelemetryFile) -> promtext::Rank {
     }
 }
 
+/// One file's stall numbers as the live textfile showed them when the file was written: the
+/// devices the rank's series show (the used ones), each with its outstanding WRs and stalled QPs, and the QPs
+/// stalled then (stalled for `end_time - stalled_since`). Empty when detection was off.
+fn stall_devices(tf: &TelemetryFile, r: &promtext::Rank) -> Vec<promtext::DevStall> {
+    let end = parse_timestamp_ns(&tf.end_time);
+    let mut out = Vec::new();
+    for d in &tf.devices {
+        let (Some(outstanding), Some(stalled)) = (d.num_wqe_outstanding, d.num_qps_stalled) else { return Vec::new() };
+        let Some(shown) = r.devices.iter().find(|x| x.id == d.device_id && x.is_used()) else { continue };
+        let mut qps = Vec::new();
+        for (pos, c) in d.channels.iter().enumerate() {
+            for q in c.queue_pairs.iter().filter(|q| q.stalled == Some(true)) {
+                let since = q.stalled_since.as_deref().and_then(parse_timestamp_ns);
+                let stalled_s = match (end, since) {
+                    (Some(e), Some(s)) if e > s => (e - s) as f64 / 1e9,
+                    _ => 0.0,
+                };
+                qps.push(promtext::StalledQp {
+                    channel: c.id.map_or_else(|| format!("unknown_{pos}"), |id| id.to_string()),
+                    qp: q.id,
+                    qp_num: q.qp_num.and_then(|n| u32::try_from(n).ok()),
+                    peer_gid: q.peer.as_ref().and_then(|p| p.gid.clone()),
+                    peer_qp_num: q.peer.as_ref().and_then(|p| u32::try_from(p.qp_num).ok()),
+                    outstanding: q.num_wqe_outstanding.unwrap_or(0),
+                    stalled_s,
+                });
+            }
+        }
+        out.push(promtext::DevStall { name: shown.name.clone(), hw_type: shown.hw_type.clone(), outstanding, stalled, qps });
+    }
+    out
+}
+
 /// Renders the run as Prometheus text exposition format (version 0.0.4) at the default depth
 /// (device and channel series, as the library's live textfile).
 pub fn prometheus(run: &Run) -> String {
@@ -105,6 +138,11 @@ pub fn prometheus_at(run: &Run, level: Level) -> (String, usize) {
     let ranks: Vec<promtext::Rank> = run.files.iter().map(|l| prom_rank(&l.file)).collect();
     let mut out = String::new();
     let dups = promtext::render(&ranks, level.into(), &mut out);
+    // The stall families after each rank's, as the live textfile has them (files written with
+    // stall detection on only).
+    for (l, r) in run.files.iter().zip(&ranks) {
+        promtext::render_stalls(r, &stall_devices(&l.file, r), &mut out);
+    }
 
     let mut hosts: BTreeMap<&str, usize> = BTreeMap::new();
     let (mut start, mut end): (Option<i128>, Option<i128>) = (None, None);
