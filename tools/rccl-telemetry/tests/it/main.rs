@@ -10,6 +10,7 @@ mod generated_runs;
 mod intree_files;
 mod library_files;
 mod mixed_formats;
+mod parquet_export;
 mod prom_shared;
 mod report_axes;
 mod report_log_axis;

@@ -1,0 +1,176 @@
+//! `export --format parquet`: every table read back with DuckDB and with pyarrow
+//! (tests/parquet_check.py) and compared with `summary --json`, for generated runs, the
+//! library's own files and the in-tree fixtures; a tree of jobs queried as one dataset; the
+//! README's worked example run for real. Needs Python's duckdb and pyarrow: a SKIP otherwise
+//! (required under CI, whose pip line installs both).
+
+use crate::common::*;
+use rccl_telemetry_tool::generate::{GenOptions, PLANTS};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/parquet_check.py");
+const README: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+
+/// python3 with duckdb and pyarrow, or None after recording the skip.
+fn python(test: &str) -> Option<&'static str> {
+    let py = if have("python3") { "python3" } else { "python" };
+    let ok = Command::new(py).args(["-c", "import duckdb, pyarrow"]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    if ok {
+        Some(py)
+    } else {
+        skip(test, "python3 with duckdb and pyarrow not installed (pip install duckdb pyarrow)");
+        None
+    }
+}
+
+fn export(args: &[&str]) {
+    let mut a = vec!["export", "--format", "parquet"];
+    a.extend_from_slice(args);
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "export {args:?}: {}", stderr(&out));
+}
+
+fn summary(dir: &Path) -> Value {
+    let out = run(&["summary", "--json", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("summary json")
+}
+
+fn dir_name(p: &Path) -> String {
+    std::fs::canonicalize(p).unwrap().file_name().unwrap().to_str().unwrap().to_string()
+}
+
+/// Runs the checker over `out` against the summaries of `jobs` (job id -> run directory).
+fn check(py: &str, out: &Path, jobs: &BTreeMap<String, PathBuf>, partitioned: bool) -> String {
+    let summaries: BTreeMap<&String, Value> = jobs.iter().map(|(j, d)| (j, summary(d))).collect();
+    let sp = out.with_extension("summaries.json");
+    std::fs::write(&sp, serde_json::to_vec(&summaries).unwrap()).unwrap();
+    let o = Command::new(py)
+        .args([SCRIPT, "check", out.to_str().unwrap(), sp.to_str().unwrap(), if partitioned { "1" } else { "0" }])
+        .output()
+        .expect("python");
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("all ok"), "{text}");
+    // Every table, and every job's comparisons, were made.
+    assert_eq!(text.matches("read by duckdb and pyarrow").count(), 7, "{text}");
+    assert_eq!(text.matches("agree with summary --json ok").count(), jobs.len(), "{text}");
+    text
+}
+
+#[test]
+fn generated_runs_read_back_in_duckdb_and_pyarrow_as_the_summary_says() {
+    let Some(py) = python("generated_runs_read_back_in_duckdb_and_pyarrow_as_the_summary_says") else { return };
+    let plants: Vec<String> = PLANTS.iter().map(|s| s.to_string()).collect();
+    // Version 1 with samples and every anomaly (-1 counters, untracked QPs, a snapshot); a
+    // version-2 run (log-scale histograms); thor2, whose single channel has no id.
+    let runs = [
+        gen(GenOptions { ranks: 40, seed: 3, samples: 5, plants: plants.clone(), ..Default::default() }),
+        {
+            let g = gen(GenOptions { ranks: 24, seed: 4, samples: 2, plants: vec!["tail".into(), "unavailable".into()], ..Default::default() });
+            to_version2(&g);
+            g
+        },
+        gen(GenOptions { ranks: 16, seed: 5, hw_type: "thor2".into(), plants: vec!["cnp".into()], ..Default::default() }),
+    ];
+    for g in &runs {
+        let out = g.path().join("parquet");
+        export(&["-o", out.to_str().unwrap(), g.arg()]);
+        let jobs = BTreeMap::from([(dir_name(g.path()), g.path().to_path_buf())]);
+        check(py, &out, &jobs, false);
+    }
+    // The planted -1 counters are NULLs in hw_counters (and the checker found no negative value).
+    let out = runs[0].path().join("parquet");
+    let py_null = Command::new(py)
+        .args(["-c", &format!("import duckdb; print(duckdb.sql(\"select count(*) from '{}/hw_counters.parquet' where value is null\").fetchall()[0][0])", out.display())])
+        .output()
+        .expect("python");
+    let nulls: u64 = String::from_utf8_lossy(&py_null.stdout).trim().parse().expect("a count");
+    assert!(nulls > 0, "the planted unavailable counters should be NULL");
+}
+
+#[test]
+fn library_files_and_intree_files_read_back_as_two_jobs() {
+    let Some(py) = python("library_files_and_intree_files_read_back_as_two_jobs") else { return };
+    let root = tempfile::tempdir().unwrap();
+    let lib = root.path().join("lib-job");
+    std::fs::create_dir(&lib).unwrap();
+    crate::library_files::spawn_ranks(&lib);
+    let intree = root.path().join("intree-job");
+    std::fs::create_dir(&intree).unwrap();
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/intree");
+    std::fs::copy(fixtures.join("rccl_telemetry_n1_1000_42.json"), intree.join("rccl_telemetry_n1_1000_42.json")).unwrap();
+    std::fs::copy(fixtures.join("sampled_rccl_telemetry_n3_1000_45.json"), intree.join("rccl_telemetry_n3_1000_45.json")).unwrap();
+    let out = root.path().join("parquet");
+    export(&["-o", out.to_str().unwrap(), lib.to_str().unwrap(), intree.to_str().unwrap()]);
+    let jobs = BTreeMap::from([("lib-job".to_string(), lib), ("intree-job".to_string(), intree)]);
+    check(py, &out, &jobs, false);
+}
+
+#[test]
+fn a_tree_of_jobs_is_one_dataset_and_the_worked_example_finds_the_planted_nics() {
+    let Some(py) = python("a_tree_of_jobs_is_one_dataset_and_the_worked_example_finds_the_planted_nics") else { return };
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("telemetry");
+    let mut jobs = BTreeMap::new();
+    let mut planted = Vec::new();
+    for (i, plants) in [vec![], vec!["cnp".to_string(), "tail".to_string()], vec![]].into_iter().enumerate() {
+        let job = format!("job-2026-12-0{}", i + 1);
+        let dir = root.path().join("runs").join(&job);
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = rccl_telemetry_tool::generate::generate(&dir, &GenOptions { ranks: 32, seed: 10 + i as u64, plants, samples: 2, ..Default::default() }).unwrap();
+        planted.extend(p);
+        // One export per job into the same tree, as a nightly job would.
+        export(&["-o", out.to_str().unwrap(), "--partition", "job,host", dir.to_str().unwrap()]);
+        jobs.insert(job, dir);
+    }
+    // Hive layout: a directory per table, then job=, then host=.
+    let hosts = root.path().join("telemetry/devices/job=job-2026-12-02");
+    let n = std::fs::read_dir(&hosts).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_str().unwrap().starts_with("host=")).count();
+    assert_eq!(n, 4, "32 ranks at 8 per host");
+    assert!(hosts.join("host=gpu_node_000/devices.parquet").is_file());
+    check(py, &out, &jobs, true);
+
+    // The README's DuckDB query, as written there, over the tree.
+    let o = Command::new(py).args([SCRIPT, "example", README, out.to_str().unwrap()]).output().expect("python");
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let rows: Vec<Value> = String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON row")).collect();
+    assert!(!rows.is_empty() && rows.len() <= 20, "{rows:#?}");
+    let s = summary(&jobs["job-2026-12-02"]);
+    let nic = |kind: &str| {
+        let p = planted.iter().find(|p| p.kind == kind).unwrap();
+        let d = s["devices"].as_array().unwrap().iter().find(|d| d["host"] == p.host.as_str() && d["pid"] == p.pid && d["device_id"] == p.device_id).unwrap();
+        (p.host.clone(), d["roce_device"].as_str().unwrap().to_string())
+    };
+    let top = |rank_col: &str| {
+        let r = rows.iter().find(|r| r[rank_col] == 1).unwrap_or_else(|| panic!("no {rank_col} 1: {rows:#?}"));
+        (r["host"].as_str().unwrap().to_string(), r["roce_device"].as_str().unwrap().to_string())
+    };
+    assert_eq!(top("p99_rank"), nic("tail"), "{rows:#?}");
+    assert_eq!(top("cnp_rank"), nic("cnp"), "{rows:#?}");
+    // Every NIC was seen in all three jobs (the same hosts every night).
+    assert!(rows.iter().all(|r| r["jobs"] == 3), "{rows:#?}");
+}
+
+#[test]
+fn bad_parquet_arguments_get_one_line_and_exit_2() {
+    let g = gen(GenOptions { ranks: 2, ..Default::default() });
+    let file = g.path().join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    for args in [
+        vec!["export", "--format", "parquet", g.arg()],
+        vec!["export", "--format", "parquet", "-o", file.to_str().unwrap(), g.arg()],
+        vec!["export", "--format", "parquet", "--partition", "rank", "-o", "/tmp/unused-rt-parquet", g.arg()],
+        vec!["export", "--format", "csv", "--partition", "job", g.arg()],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("rccl-telemetry: "), "{err}");
+    }
+    assert!(!Path::new("/tmp/unused-rt-parquet").exists(), "a refused export must not write");
+}
