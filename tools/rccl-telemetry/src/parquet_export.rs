@@ -215,14 +215,30 @@ struct Column {
     vals: Vals,
     /// Definition levels (1 = value, 0 = NULL), for nullable columns.
     defs: Vec<i16>,
+    /// The last string pushed: a repeat (the identifiers, row after row) shares its bytes.
+    last: Option<ByteArray>,
+}
+
+/// Rows buffered before they are written as a row group: bounds the memory of a big table.
+pub const ROW_GROUP_ROWS: usize = 128 * 1024;
+
+struct Sink {
+    w: SerializedFileWriter<std::io::BufWriter<std::fs::File>>,
+    path: PathBuf,
+    skip: Vec<&'static str>,
 }
 
 /// A table being built row by row: each row pushes one value per column, in column order.
+/// Created with [`Table::create`], it writes a row group every [`ROW_GROUP_ROWS`] rows and the
+/// rest at [`Table::finish`].
 pub struct Table {
     pub name: &'static str,
     cols: Vec<Column>,
     rows: usize,
+    buffered: usize,
     cursor: usize,
+    sink: Option<Sink>,
+    err: Option<String>,
 }
 
 impl Table {
@@ -239,9 +255,29 @@ impl Table {
                     Str => Vals::Str(Vec::new()),
                 },
                 defs: Vec::new(),
+                last: None,
             })
             .collect();
-        Table { name, cols, rows: 0, cursor: 0 }
+        Table { name, cols, rows: 0, buffered: 0, cursor: 0, sink: None, err: None }
+    }
+
+    /// A table written to `path` as it fills, without the columns in `skip` (those a hive
+    /// partition's directory names carry).
+    pub fn create(name: &'static str, cols: Vec<Col>, path: &Path, skip: &[&'static str]) -> Result<Table, String> {
+        let mut t = Table::new(name, cols);
+        let schema = Arc::new(t.schema(skip)?);
+        let props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_created_by(format!("rccl-telemetry {}", env!("CARGO_PKG_VERSION")))
+            .set_key_value_metadata(Some(vec![
+                KeyValue::new(SCHEMA_VERSION_KEY.to_string(), SCHEMA_VERSION.to_string()),
+                KeyValue::new(TABLE_KEY.to_string(), name.to_string()),
+            ]))
+            .build();
+        let file = std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let w = SerializedFileWriter::new(std::io::BufWriter::new(file), schema, Arc::new(props)).map_err(|e| format!("{}: {e}", path.display()))?;
+        t.sink = Some(Sink { w, path: path.to_path_buf(), skip: skip.to_vec() });
+        Ok(t)
     }
 
     pub fn rows(&self) -> usize {
@@ -267,7 +303,17 @@ impl Table {
                     (Vals::I32(a), V::I32(x)) => a.push(x),
                     (Vals::I64(a), V::I64(x)) => a.push(x),
                     (Vals::F64(a), V::F64(x)) => a.push(x),
-                    (Vals::Str(a), V::S(x)) => a.push(ByteArray::from(x)),
+                    (Vals::Str(a), V::S(x)) => {
+                        let v = match &c.last {
+                            Some(l) if l.data() == x.as_bytes() => l.clone(),
+                            _ => {
+                                let v = ByteArray::from(x);
+                                c.last = Some(v.clone());
+                                v
+                            }
+                        };
+                        a.push(v)
+                    }
                     _ => panic!("table {}: wrong type for column {}", self.name, c.col.name),
                 }
             }
@@ -279,6 +325,12 @@ impl Table {
         assert_eq!(self.cursor, self.cols.len(), "table {}: row has {} of {} values", self.name, self.cursor, self.cols.len());
         self.cursor = 0;
         self.rows += 1;
+        self.buffered += 1;
+        if self.buffered >= ROW_GROUP_ROWS && self.sink.is_some() && self.err.is_none() {
+            if let Err(e) = self.flush() {
+                self.err = Some(e);
+            }
+        }
     }
 
     // Shorthands.
@@ -346,25 +398,19 @@ impl Table {
         Type::group_type_builder("rccl_telemetry").with_fields(fields).build().map_err(|e| e.to_string())
     }
 
-    /// Writes the table to `path` (one row group), leaving out the columns in `skip` (those a
-    /// hive partition's directory names carry).
-    pub fn write(&self, path: &Path, skip: &[&str]) -> Result<(), String> {
-        let err = |e: ::parquet::errors::ParquetError| format!("{}: {e}", path.display());
-        let schema = Arc::new(self.schema(skip)?);
-        let props = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .set_created_by(format!("rccl-telemetry {}", env!("CARGO_PKG_VERSION")))
-            .set_key_value_metadata(Some(vec![
-                KeyValue::new(SCHEMA_VERSION_KEY.to_string(), SCHEMA_VERSION.to_string()),
-                KeyValue::new(TABLE_KEY.to_string(), self.name.to_string()),
-            ]))
-            .build();
-        let file = std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-        let mut w = SerializedFileWriter::new(std::io::BufWriter::new(file), schema, Arc::new(props)).map_err(err)?;
-        if self.rows > 0 {
-            let mut rg = w.next_row_group().map_err(err)?;
-            for c in self.cols.iter().filter(|c| !skip.contains(&c.col.name)) {
-                let Some(mut cw) = rg.next_column().map_err(err)? else { return Err(format!("{}: fewer columns than the schema", path.display())) };
+    /// Writes the buffered rows as one row group and empties the buffers.
+    fn flush(&mut self) -> Result<(), String> {
+        let Table { cols, sink, buffered, .. } = self;
+        let Some(sink) = sink else { return Ok(()) };
+        if *buffered == 0 {
+            return Ok(());
+        }
+        let path = sink.path.display().to_string();
+        let err = |e: ::parquet::errors::ParquetError| format!("{path}: {e}");
+        let mut rg = sink.w.next_row_group().map_err(err)?;
+        for c in cols.iter_mut() {
+            if !sink.skip.contains(&c.col.name) {
+                let Some(mut cw) = rg.next_column().map_err(err)? else { return Err(format!("{path}: fewer columns than the schema")) };
                 let defs = c.col.nullable.then_some(c.defs.as_slice());
                 match &c.vals {
                     Vals::Bool(v) => cw.typed::<BoolType>().write_batch(v, defs, None),
@@ -376,10 +422,31 @@ impl Table {
                 .map_err(err)?;
                 cw.close().map_err(err)?;
             }
-            rg.close().map_err(err)?;
+            match &mut c.vals {
+                Vals::Bool(v) => v.clear(),
+                Vals::I32(v) => v.clear(),
+                Vals::I64(v) => v.clear(),
+                Vals::F64(v) => v.clear(),
+                Vals::Str(v) => v.clear(),
+            }
+            c.defs.clear();
+            c.last = None;
         }
-        w.close().map_err(err)?;
+        rg.close().map_err(err)?;
+        *buffered = 0;
         Ok(())
+    }
+
+    /// Writes what is left and closes the file; returns the number of rows.
+    pub fn finish(mut self) -> Result<usize, String> {
+        if let Some(e) = self.err.take() {
+            return Err(e);
+        }
+        self.flush()?;
+        if let Some(sink) = self.sink.take() {
+            sink.w.close().map_err(|e| format!("{}: {e}", sink.path.display()))?;
+        }
+        Ok(self.rows)
     }
 }
 
@@ -411,8 +478,8 @@ impl Rank<'_> {
     }
 }
 
-/// Builds one table from a group of rank files.
-pub type Builder = fn(&[Rank<'_>]) -> Table;
+/// Fills one table (made with the table's [`columns`]) from a group of rank files.
+pub type Builder = fn(&[Rank<'_>], &mut Table);
 
 /// Every table the export writes, in order. Links and stalls (from the link model) are added
 /// here as they land.
@@ -426,11 +493,10 @@ pub const TABLES: &[(&str, Builder)] = &[
     ("histograms", histograms),
 ];
 
-fn ranks(group: &[Rank<'_>]) -> Table {
-    let mut t = Table::new("ranks", columns("ranks"));
+fn ranks(group: &[Rank<'_>], t: &mut Table) {
     for r in group {
         let f = r.f();
-        r.ids(&mut t);
+        r.ids(t);
         let (start, end) = (r.wall_ns(&f.start_time), r.wall_ns(&f.end_time));
         t.s(&f.process_name).s(f.format.label()).ob(f.is_final).os(f.trigger.as_deref()).os(f.transport.as_deref());
         t.ts(start).ts(end).f64(start.zip(end).map(|(s, e)| (e - s) as f64 / 1e9));
@@ -439,7 +505,6 @@ fn ranks(group: &[Rank<'_>]) -> Table {
         t.u64(f.hw_samples.as_ref().map_or(0, |s| s.len() as u64)).ou64(f.hw_samples_dropped);
         t.end_row();
     }
-    t
 }
 
 fn percentiles(t: &mut Table, l: Option<&Latency>) {
@@ -448,12 +513,11 @@ fn percentiles(t: &mut Table, l: Option<&Latency>) {
     }
 }
 
-fn devices(group: &[Rank<'_>]) -> Table {
-    let mut t = Table::new("devices", columns("devices"));
+fn devices(group: &[Rank<'_>], t: &mut Table) {
     for r in group {
         let f = r.f();
         for d in &f.devices {
-            r.ids(&mut t);
+            r.ids(t);
             let (mn, mx) = d.latency_min_max();
             let lat = Latency::of(&d.histogram(), f.histogram_interval_ns, mn, mx);
             let log = d.log_histogram().map(|h| Latency::of_log(&h, mn, mx));
@@ -463,14 +527,13 @@ fn devices(group: &[Rank<'_>]) -> Table {
             t.u64(d.sum_channels(|c| c.counters.num_wqe_sent)).u64(d.sum_channels(|c| c.counters.num_wqe_completed));
             t.u64(d.sum_channels(|c| c.counters.num_slot_miss)).u64(f.histogram_interval_ns);
             t.u64(lat.samples).oi64(mn).oi64(mx);
-            percentiles(&mut t, Some(&lat));
+            percentiles(t, Some(&lat));
             t.b(lat.percentiles.iter().any(|p| p.open_bucket));
             t.ou64(log.as_ref().map(|l| l.samples));
-            percentiles(&mut t, log.as_ref());
+            percentiles(t, log.as_ref());
             t.end_row();
         }
     }
-    t
 }
 
 fn counters(t: &mut Table, c: &Counters) {
@@ -479,37 +542,33 @@ fn counters(t: &mut Table, c: &Counters) {
     t.u64(c.num_write_wqe).u64(c.num_write_imm_wqe).avail(c.wqe_completion_ns_min).avail(c.wqe_completion_ns_max);
 }
 
-fn channels(group: &[Rank<'_>]) -> Table {
-    let mut t = Table::new("channels", columns("channels"));
+fn channels(group: &[Rank<'_>], t: &mut Table) {
     for r in group {
         for d in &r.f().devices {
             for (i, c) in d.channels.iter().enumerate() {
-                r.ids(&mut t);
+                r.ids(t);
                 t.i32(d.device_id as i64).ou64(c.id).i32(i as i64);
-                counters(&mut t, &c.counters);
+                counters(t, &c.counters);
                 t.u64(c.num_req_completed).u64(c.num_data_qp).u64(c.num_cts_qp).u64(c.num_qp_untracked).i32(c.queue_pairs.len() as i64);
                 t.end_row();
             }
         }
     }
-    t
 }
 
-fn qps(group: &[Rank<'_>]) -> Table {
-    let mut t = Table::new("qps", columns("qps"));
+fn qps(group: &[Rank<'_>], t: &mut Table) {
     for r in group {
         for d in &r.f().devices {
             for (i, c) in d.channels.iter().enumerate() {
                 for q in &c.queue_pairs {
-                    r.ids(&mut t);
+                    r.ids(t);
                     t.i32(d.device_id as i64).ou64(c.id).i32(i as i64).u64(q.id).os(q.role.as_deref());
-                    counters(&mut t, &q.counters);
+                    counters(t, &q.counters);
                     t.end_row();
                 }
             }
         }
     }
-    t
 }
 
 fn category(name: &str) -> &'static str {
@@ -527,9 +586,8 @@ fn category(name: &str) -> &'static str {
     }
 }
 
-fn hw_counters(group: &[Rank<'_>]) -> Table {
+fn hw_counters(group: &[Rank<'_>], t: &mut Table) {
     use crate::model::HwValue;
-    let mut t = Table::new("hw_counters", columns("hw_counters"));
     for r in group {
         for d in &r.f().devices {
             for (name, v) in &d.hw_counters {
@@ -538,34 +596,31 @@ fn hw_counters(group: &[Rank<'_>]) -> Table {
                     HwValue::PerPrio(a) => a.iter().enumerate().map(|(i, x)| (Some(i as i64), *x)).collect(),
                 };
                 for (prio, x) in vals {
-                    r.ids(&mut t);
+                    r.ids(t);
                     t.i32(d.device_id as i64).s(&d.roce_device).s(name).s(category(name)).oi32(prio).avail(x);
                     t.end_row();
                 }
             }
         }
     }
-    t
 }
 
 fn device_name(f: &TelemetryFile, id: u32) -> &str {
     f.devices.iter().find(|d| d.device_id == id).map_or("", |d| d.roce_device.as_str())
 }
 
-fn hw_samples(group: &[Rank<'_>]) -> Table {
-    let mut t = Table::new("hw_samples", columns("hw_samples"));
+fn hw_samples(group: &[Rank<'_>], t: &mut Table) {
     for r in group {
         let f = r.f();
         for s in f.hw_samples.iter().flatten() {
             let wall = f.format.has_wall_clock().then_some(s.timestamp_ns as i128);
             for (name, v) in &s.counters {
-                r.ids(&mut t);
+                r.ids(t);
                 t.i32(s.device_id as i64).s(device_name(f, s.device_id)).ts(wall).u64(s.timestamp_ns).s(name).s(category(name)).avail(*v);
                 t.end_row();
             }
         }
     }
-    t
 }
 
 /// Where a histogram belongs: (channel id, channel index, qp) or none of them for the device.
@@ -591,26 +646,24 @@ fn log_rows(t: &mut Table, r: &Rank<'_>, d: &Device, at: HistAt, level: &str, h:
     }
 }
 
-fn histograms(group: &[Rank<'_>]) -> Table {
-    let mut t = Table::new("histograms", columns("histograms"));
+fn histograms(group: &[Rank<'_>], t: &mut Table) {
     for r in group {
         for d in &r.f().devices {
-            linear_rows(&mut t, r, d, (None, None, None), "device", &d.histogram());
+            linear_rows(t, r, d, (None, None, None), "device", &d.histogram());
             if let Some(h) = d.log_histogram() {
-                log_rows(&mut t, r, d, (None, None, None), "device", &h);
+                log_rows(t, r, d, (None, None, None), "device", &h);
             }
             for (i, c) in d.channels.iter().enumerate() {
-                linear_rows(&mut t, r, d, (c.id, Some(i), None), "channel", &c.counters.wqe_completion_histogram);
+                linear_rows(t, r, d, (c.id, Some(i), None), "channel", &c.counters.wqe_completion_histogram);
                 if let Some(h) = &c.wqe_completion_log_histogram {
-                    log_rows(&mut t, r, d, (c.id, Some(i), None), "channel", h);
+                    log_rows(t, r, d, (c.id, Some(i), None), "channel", h);
                 }
                 for q in &c.queue_pairs {
-                    linear_rows(&mut t, r, d, (c.id, Some(i), Some(q.id)), "qp", &q.counters.wqe_completion_histogram);
+                    linear_rows(t, r, d, (c.id, Some(i), Some(q.id)), "qp", &q.counters.wqe_completion_histogram);
                 }
             }
         }
     }
-    t
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -664,17 +717,15 @@ pub struct Written {
 /// dataset of its own (what Spark, Trino and DuckDB expect) and several jobs exported into one
 /// DIR form one dataset; exporting a job again replaces its files.
 pub fn write(files: &[Loaded], o: &Options) -> Result<Written, String> {
+    let mut keys: Vec<&'static str> = Vec::new();
     for p in &o.partition {
-        if !PARTITION_KEYS.contains(&p.as_str()) {
+        let Some(k) = PARTITION_KEYS.iter().find(|k| **k == p.as_str()) else {
             return Err(format!("--partition {p}: not a partition key (use job, host or job,host)"));
-        }
-    }
-    let mut keys: Vec<&str> = Vec::new();
-    for p in &o.partition {
-        if keys.contains(&p.as_str()) {
+        };
+        if keys.contains(k) {
             return Err(format!("--partition names {p} twice"));
         }
-        keys.push(p);
+        keys.push(k);
     }
     if o.dir.exists() && !o.dir.is_dir() {
         return Err(format!("{} exists and is not a directory", o.dir.display()));
@@ -696,7 +747,6 @@ pub fn write(files: &[Loaded], o: &Options) -> Result<Written, String> {
     let results: Vec<Result<(PathBuf, &'static str, usize), String>> = tasks
         .par_iter()
         .map(|(key, group, (name, build))| {
-            let table = build(group);
             let path = if keys.is_empty() {
                 o.dir.join(format!("{name}.parquet"))
             } else {
@@ -709,8 +759,10 @@ pub fn write(files: &[Loaded], o: &Options) -> Result<Written, String> {
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
             }
-            table.write(&path, &keys)?;
-            Ok((path, table.name, table.rows()))
+            let mut table = Table::create(name, columns(name), &path, &keys)?;
+            build(group, &mut table);
+            let rows = table.finish()?;
+            Ok((path, *name, rows))
         })
         .collect();
     let mut w = Written::default();
@@ -764,6 +816,39 @@ mod tests {
         let Vals::I64(v) = &t.cols[0].vals else { panic!() };
         assert_eq!(v, &[0]);
         assert_eq!(t.cols[0].defs, [0, 1]);
+    }
+
+    #[test]
+    fn a_big_table_is_written_in_row_groups_and_reads_back() {
+        use ::parquet::file::reader::{FileReader, SerializedFileReader};
+        use ::parquet::record::RowAccessor;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.parquet");
+        let n = 2 * ROW_GROUP_ROWS + 5;
+        let mut t = Table::create("t", vec![col("s", Str), null("v", I64)], &path, &[]).unwrap();
+        for i in 0..n {
+            t.s(if i % 3 == 0 { "a" } else { "bb" }).avail(if i % 7 == 0 { -1 } else { i as i64 }).end_row();
+        }
+        assert_eq!(t.finish().unwrap(), n);
+        let r = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+        let md = r.metadata();
+        assert_eq!(md.num_row_groups(), 3);
+        assert_eq!(md.file_metadata().num_rows(), n as i64);
+        let kv = md.file_metadata().key_value_metadata().unwrap();
+        assert!(kv.iter().any(|k| k.key == SCHEMA_VERSION_KEY && k.value.as_deref() == Some("1")));
+        let (mut nulls, mut sum, mut a) = (0, 0i64, 0);
+        for (i, row) in r.get_row_iter(None).unwrap().enumerate() {
+            let row = row.unwrap();
+            match row.get_long(1) {
+                Ok(v) => sum += v,
+                Err(_) => nulls += 1,
+            }
+            a += usize::from(row.get_string(0).unwrap() == "a");
+            assert_eq!(row.get_string(0).unwrap() == "a", i % 3 == 0);
+        }
+        assert_eq!(nulls, (0..n).filter(|i| i % 7 == 0).count());
+        assert_eq!(sum, (0..n as i64).filter(|i| i % 7 != 0).sum::<i64>());
+        assert_eq!(a, (0..n).filter(|i| i % 3 == 0).count());
     }
 
     #[test]

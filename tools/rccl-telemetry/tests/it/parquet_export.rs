@@ -110,49 +110,97 @@ fn library_files_and_intree_files_read_back_as_two_jobs() {
     check(py, &out, &jobs, false);
 }
 
+/// Three nights of jobs on the same four hosts, each exported into one tree with
+/// `--partition job,host`; the second night has a NIC with a CNP storm and one with a latency tail.
+struct JobTree {
+    root: tempfile::TempDir,
+    jobs: BTreeMap<String, PathBuf>,
+    planted: Vec<rccl_telemetry_tool::generate::Planted>,
+}
+
+impl JobTree {
+    fn new() -> JobTree {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("telemetry");
+        let mut jobs = BTreeMap::new();
+        let mut planted = Vec::new();
+        for (i, plants) in [vec![], vec!["cnp".to_string(), "tail".to_string()], vec![]].into_iter().enumerate() {
+            let job = format!("job-2026-12-0{}", i + 1);
+            let dir = root.path().join("runs").join(&job);
+            std::fs::create_dir_all(&dir).unwrap();
+            let o = GenOptions { ranks: 32, seed: 10 + i as u64, plants, samples: 2, ..Default::default() };
+            planted.extend(rccl_telemetry_tool::generate::generate(&dir, &o).unwrap());
+            // One export per job into the same tree, as a nightly job would.
+            export(&["-o", out.to_str().unwrap(), "--partition", "job,host", dir.to_str().unwrap()]);
+            jobs.insert(job, dir);
+        }
+        JobTree { root, jobs, planted }
+    }
+
+    fn out(&self) -> PathBuf {
+        self.root.path().join("telemetry")
+    }
+
+    /// The (host, roce_device) of the NIC planted with `kind`.
+    fn nic(&self, kind: &str) -> (String, String) {
+        let s = summary(&self.jobs["job-2026-12-02"]);
+        let p = self.planted.iter().find(|p| p.kind == kind).unwrap();
+        let d = s["devices"].as_array().unwrap().iter().find(|d| d["host"] == p.host.as_str() && d["pid"] == p.pid && d["device_id"] == p.device_id).unwrap();
+        (p.host.clone(), d["roce_device"].as_str().unwrap().to_string())
+    }
+
+    /// Runs a worked-example script; its JSON rows.
+    fn example(&self, py: &str, args: &[&str]) -> Vec<Value> {
+        let o = Command::new(py).args(args).arg(self.out()).output().expect("python");
+        assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON row")).collect()
+    }
+
+    /// The example's answer: the planted NICs first by p99 and by CNP rate, seen in every job.
+    fn assert_finds_the_planted_nics(&self, rows: &[Value]) {
+        assert!(!rows.is_empty() && rows.len() <= 20, "{rows:#?}");
+        let top = |rank_col: &str| {
+            let r = rows.iter().find(|r| r[rank_col] == 1).unwrap_or_else(|| panic!("no {rank_col} 1: {rows:#?}"));
+            (r["host"].as_str().unwrap().to_string(), r["roce_device"].as_str().unwrap().to_string())
+        };
+        assert_eq!(top("p99_rank"), self.nic("tail"), "{rows:#?}");
+        assert_eq!(top("cnp_rank"), self.nic("cnp"), "{rows:#?}");
+        assert!(rows.iter().all(|r| r["jobs"] == 3), "{rows:#?}");
+    }
+}
+
+/// The rows' identity and ranks, for comparing engines.
+fn ranks_of(rows: &[Value]) -> Vec<String> {
+    rows.iter().map(|r| format!("{} {} {} {} {}", r["host"], r["roce_device"], r["jobs"], r["p99_rank"], r["cnp_rank"])).collect()
+}
+
 #[test]
 fn a_tree_of_jobs_is_one_dataset_and_the_worked_example_finds_the_planted_nics() {
     let Some(py) = python("a_tree_of_jobs_is_one_dataset_and_the_worked_example_finds_the_planted_nics") else { return };
-    let root = tempfile::tempdir().unwrap();
-    let out = root.path().join("telemetry");
-    let mut jobs = BTreeMap::new();
-    let mut planted = Vec::new();
-    for (i, plants) in [vec![], vec!["cnp".to_string(), "tail".to_string()], vec![]].into_iter().enumerate() {
-        let job = format!("job-2026-12-0{}", i + 1);
-        let dir = root.path().join("runs").join(&job);
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = rccl_telemetry_tool::generate::generate(&dir, &GenOptions { ranks: 32, seed: 10 + i as u64, plants, samples: 2, ..Default::default() }).unwrap();
-        planted.extend(p);
-        // One export per job into the same tree, as a nightly job would.
-        export(&["-o", out.to_str().unwrap(), "--partition", "job,host", dir.to_str().unwrap()]);
-        jobs.insert(job, dir);
-    }
+    let t = JobTree::new();
     // Hive layout: a directory per table, then job=, then host=.
-    let hosts = root.path().join("telemetry/devices/job=job-2026-12-02");
+    let hosts = t.out().join("devices/job=job-2026-12-02");
     let n = std::fs::read_dir(&hosts).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_str().unwrap().starts_with("host=")).count();
     assert_eq!(n, 4, "32 ranks at 8 per host");
     assert!(hosts.join("host=gpu_node_000/devices.parquet").is_file());
-    check(py, &out, &jobs, true);
-
+    check(py, &t.out(), &t.jobs, true);
     // The README's DuckDB query, as written there, over the tree.
-    let o = Command::new(py).args([SCRIPT, "example", README, out.to_str().unwrap()]).output().expect("python");
-    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    let rows: Vec<Value> = String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON row")).collect();
-    assert!(!rows.is_empty() && rows.len() <= 20, "{rows:#?}");
-    let s = summary(&jobs["job-2026-12-02"]);
-    let nic = |kind: &str| {
-        let p = planted.iter().find(|p| p.kind == kind).unwrap();
-        let d = s["devices"].as_array().unwrap().iter().find(|d| d["host"] == p.host.as_str() && d["pid"] == p.pid && d["device_id"] == p.device_id).unwrap();
-        (p.host.clone(), d["roce_device"].as_str().unwrap().to_string())
-    };
-    let top = |rank_col: &str| {
-        let r = rows.iter().find(|r| r[rank_col] == 1).unwrap_or_else(|| panic!("no {rank_col} 1: {rows:#?}"));
-        (r["host"].as_str().unwrap().to_string(), r["roce_device"].as_str().unwrap().to_string())
-    };
-    assert_eq!(top("p99_rank"), nic("tail"), "{rows:#?}");
-    assert_eq!(top("cnp_rank"), nic("cnp"), "{rows:#?}");
-    // Every NIC was seen in all three jobs (the same hosts every night).
-    assert!(rows.iter().all(|r| r["jobs"] == 3), "{rows:#?}");
+    let rows = t.example(py, &[SCRIPT, "example", README]);
+    t.assert_finds_the_planted_nics(&rows);
+}
+
+#[test]
+fn the_spark_sql_example_gives_the_rows_duckdb_gives() {
+    let test = "the_spark_sql_example_gives_the_rows_duckdb_gives";
+    let Some(py) = python(test) else { return };
+    if !Command::new(py).args(["-c", "import pyspark"]).stderr(Stdio::null()).status().is_ok_and(|s| s.success()) || !have("java") {
+        return skip_optional(test, "pyspark or java not installed (pip install 'pyspark>=3.5,<4'; not installed by CI)");
+    }
+    let t = JobTree::new();
+    let spark = t.example(py, &[concat!(env!("CARGO_MANIFEST_DIR"), "/tests/parquet_spark.py"), README]);
+    t.assert_finds_the_planted_nics(&spark);
+    let duck = t.example(py, &[SCRIPT, "example", README]);
+    assert_eq!(ranks_of(&spark), ranks_of(&duck));
 }
 
 #[test]
