@@ -10,6 +10,7 @@ pub mod generate;
 pub mod hwclass;
 pub mod intree;
 pub mod layout;
+pub mod links;
 pub mod load;
 pub mod model;
 pub mod outliers;

@@ -1,7 +1,7 @@
 //! The `rccl-telemetry` command line.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use rccl_telemetry_tool::{check, export, generate, layout, load, outliers, promgc, report, summary};
+use rccl_telemetry_tool::{check, export, generate, layout, links, load, outliers, promgc, report, summary};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,6 +60,21 @@ enum Cmd {
         #[arg(long, default_value_t = 50)]
         top: usize,
         /// Every column, nothing wrapped (the default fits the terminal, COLUMNS, or 100).
+        #[arg(long)]
+        wide: bool,
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
+    /// Join every QP to its peer's QP in the other files (by GID and QPN, LID without a GID)
+    /// and print one row per link (ordered NIC pair): QPs, WRs each way, the sending side's
+    /// completion latency, stalls; then the QPs whose peer is in no file, and the ambiguous ones.
+    Links {
+        /// One JSON object: every link (both ends by host, pids, device, GID), unmatched, ambiguous.
+        #[arg(long)]
+        json: bool,
+        /// Links shown in the table, slowest p99 first (0 = all); beyond it, per host pair.
+        #[arg(long, default_value_t = 30)]
+        top: usize,
         #[arg(long)]
         wide: bool,
         #[arg(required = true)]
@@ -139,6 +154,14 @@ enum Cmd {
         /// hw_samples per rank (0: the sampler did not run).
         #[arg(long, default_value_t = 0)]
         samples: usize,
+        /// Format version 3 with peers: every rank has its own NIC and QPs to every rank of
+        /// the other hosts, each QP naming its peer. Plants are then: slow_nic, slow_link,
+        /// slow_host, missing_peer, ambiguous_peer, lid_only, stall, recovered_stall.
+        #[arg(long)]
+        peers: bool,
+        /// With --peers: QPs per connected pair of ranks.
+        #[arg(long, default_value_t = 2)]
+        qps_per_peer: usize,
         dir: PathBuf,
     },
 }
@@ -256,6 +279,18 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
+        Cmd::Links { json, top, wide, inputs } => {
+            let Some(run) = load(&inputs) else { return ExitCode::from(2) };
+            let r = links::join(&run);
+            if json {
+                match to_json(&r) {
+                    Ok(t) => print(&t),
+                    Err(c) => c,
+                }
+            } else {
+                print(&links::render_text(&r, top, layout::Layout::from_flag(wide)))
+            }
+        }
         Cmd::Export { format, level, output, partition, job, inputs } => {
             if matches!(format, Format::Parquet) {
                 let Some(dir) = output else { return fail("--format parquet needs -o DIR (the directory the tables go to)") };
@@ -338,8 +373,11 @@ fn main() -> ExitCode {
                 Err(e) => fail(format!("cannot write {}: {e}", output.display())),
             }
         }
-        Cmd::Generate { ranks, ranks_per_host, devices_per_rank, seed, plant, hw_type, latency_sample, buckets, interval_ns, samples, dir } => {
-            let plants: Vec<String> = if plant.iter().any(|p| p == "all") {
+        Cmd::Generate { ranks, ranks_per_host, devices_per_rank, seed, plant, hw_type, latency_sample, buckets, interval_ns, samples, peers, qps_per_peer, dir } => {
+            let plants: Vec<String> = if peers && plant.iter().any(|p| p == "all") {
+                // Every fabric plant but the ones that change what the others look like.
+                ["slow_nic", "slow_link", "slow_host", "missing_peer", "ambiguous_peer", "lid_only", "recovered_stall"].iter().map(|p| p.to_string()).collect()
+            } else if plant.iter().any(|p| p == "all") {
                 generate::PLANTS.iter().filter(|p| samples > 0 || **p != "samples_dropped").map(|p| p.to_string()).collect()
             } else {
                 plant.into_iter().filter(|p| !p.is_empty()).collect()
@@ -348,10 +386,19 @@ fn main() -> ExitCode {
                 return fail(format!("--latency-sample {latency_sample} is not a power of two"));
             }
             let o = generate::GenOptions { ranks, ranks_per_host, seed, plants, hw_type, latency_sample, buckets, interval_ns, samples, devices_per_rank };
-            match generate::generate(&dir, &o) {
+            let r = if peers { generate::generate_fabric(&dir, &o, qps_per_peer.max(1)) } else { generate::generate(&dir, &o) };
+            match r {
                 Ok(planted) => {
                     for p in &planted {
-                        eprintln!("planted {:<16} {}:{} dev {}{}", p.kind, p.host, p.pid, p.device_id, p.counter.as_ref().map_or(String::new(), |c| format!(" ({c})")));
+                        eprintln!(
+                            "planted {:<16} {}:{} dev {}{}{}",
+                            p.kind,
+                            p.host,
+                            p.pid,
+                            p.device_id,
+                            p.peer.as_ref().map_or(String::new(), |c| format!(" <-> {c}")),
+                            p.counter.as_ref().map_or(String::new(), |c| format!(" ({c})"))
+                        );
                     }
                     eprintln!("rccl-telemetry: wrote {ranks} rank files and planted.json to {}", dir.display());
                     ExitCode::SUCCESS

@@ -9,7 +9,7 @@
 use crate::hwclass::{classify, Category};
 use crate::load::Run;
 use crate::model::{Device, HwValue, TelemetryFile};
-use crate::stats::{fmt_bytes, fmt_count, fmt_ns, Robust};
+use crate::stats::{fmt_bytes, fmt_count, fmt_ns, median, Robust};
 use crate::summary::{rank_label, Latency};
 use crate::layout::{col, table, Column, Layout};
 use serde::Serialize;
@@ -418,6 +418,21 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
         }
     }
 
+    // Files with peers: name the slow NIC, link or host from the NIC-by-NIC matrix. A device
+    // that is an end of a slow link, or one NIC of a slow host, is not also reported for its
+    // device-wide latency tail: the link (host) explains it.
+    let links = crate::links::join(run);
+    if !links.links.is_empty() {
+        let culprits = classify_fabric(&links, opt);
+        let mut explained: Vec<(String, String)> = Vec::new();
+        for c in culprits.iter().filter(|c| c.kind != "slow_nic") {
+            explained.extend(c.nics.iter().map(|i| (links.nics[*i].host.clone(), links.nics[*i].device.clone())));
+        }
+        out.retain(|f| {
+            f.kind != "latency_tail" || !explained.iter().any(|(h, d)| *h == f.host && Some(d) == f.roce_device.as_ref())
+        });
+        out.extend(fabric_findings(run, &links, &culprits));
+    }
     out.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| (a.kind, &a.rank, a.device_id).cmp(&(b.kind, &b.rank, b.device_id))));
     let mut flagged: Vec<&str> = out.iter().map(|f| f.rank.as_str()).collect();
     flagged.sort_unstable();
@@ -554,4 +569,238 @@ pub fn render_text_layout(r: &OutlierReport, top: usize, layout: Layout) -> Stri
         out.push('\n');
     }
     out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Naming the bad one: NIC, link or host, from the NIC-by-NIC matrix of per-link p99 latency
+
+/// What the matrix classification found.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Culprit {
+    /// "slow_nic", "slow_link" or "slow_host".
+    pub kind: &'static str,
+    /// NIC indices into [`crate::links::LinkReport::nics`]: one NIC, the two ends of a link, or
+    /// every NIC of a host.
+    pub nics: Vec<usize>,
+    pub host: String,
+    /// The culprit's p99 (the NIC's median over its links, the link's worse direction).
+    pub p99_ns: f64,
+    /// What it is compared with: the median over the healthy NICs (NIC, host) or links (link).
+    pub baseline_ns: f64,
+    pub z: f64,
+    pub evidence: String,
+}
+
+/// Links with fewer sampled completions than this have no p99 worth comparing.
+pub const MIN_LINK_SAMPLES: u64 = 10;
+
+/// The smallest spread the classification divides by: ln(1 + 1/8), the log histogram's error.
+fn log_floor() -> f64 {
+    (1.125f64).ln()
+}
+
+/// Classifies what is slow from the links' p99 (log scale, so a ratio is a difference).
+///
+/// 1. NICs, one at a time: a NIC's level is the median of the p99 of every link it is an end
+///    of (its row and its column), over the peers not yet flagged; it is flagged when that
+///    level stands above the median level of the unflagged NICs by `min_ratio` and by
+///    `threshold` robust z (MAD, floored at the histogram's 1/8 error). The worst is taken
+///    first and the levels recomputed without it, so a slow NIC does not drag its peers.
+/// 2. Hosts: a host with two or more NICs in the matrix, all of them flagged, is one finding.
+/// 3. Links: among links whose two ends are not flagged, a link whose p99 stands above the
+///    median link by `min_ratio` and `threshold` robust z is flagged; both directions of a
+///    NIC pair are one finding.
+///
+/// Limits: a NIC needs at least three NICs in the matrix to be told from its peers, a host
+/// at least three hosts (with two, "host A slow" and "host B slow" look the same).
+pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<Culprit> {
+    let n = links.nics.len();
+    let m = links.matrix(|l| {
+        l.latency.as_ref().filter(|x| x.samples >= MIN_LINK_SAMPLES).and_then(|x| x.p99_ns).filter(|p| *p > 0.0).map(f64::ln)
+    });
+    let label = |i: usize| links.nics[i].label();
+    let present: Vec<bool> = (0..n).map(|a| (0..n).any(|b| m[a][b].is_some() || m[b][a].is_some())).collect();
+    let mut flagged = vec![false; n];
+    let mut nic_found: Vec<(usize, f64, f64, f64, f64, f64)> = Vec::new(); // (nic, level, mu, z, row, col)
+    let min_gap = opt.min_ratio.max(1.0).ln();
+    let level_of = |a: usize, flagged: &[bool]| -> Option<f64> {
+        let mut v = Vec::new();
+        for b in 0..n {
+            if b != a && !flagged[b] {
+                v.extend(m[a][b]);
+                v.extend(m[b][a]);
+            }
+        }
+        median(&v)
+    };
+    let row_col = |a: usize, flagged: &[bool]| -> (Option<f64>, Option<f64>) {
+        let row: Vec<f64> = (0..n).filter(|b| !flagged[*b] && *b != a).filter_map(|b| m[a][b]).collect();
+        let col: Vec<f64> = (0..n).filter(|b| !flagged[*b] && *b != a).filter_map(|b| m[b][a]).collect();
+        (median(&row), median(&col))
+    };
+    for _ in 0..n {
+        let levels: Vec<(usize, f64)> = (0..n).filter(|a| present[*a] && !flagged[*a]).filter_map(|a| level_of(a, &flagged).map(|l| (a, l))).collect();
+        if levels.len() < 3 {
+            break;
+        }
+        let vals: Vec<f64> = levels.iter().map(|x| x.1).collect();
+        let Some(mu) = median(&vals) else { break };
+        let scale = (1.4826 * crate::stats::mad(&vals, mu)).max(log_floor());
+        let Some(&(a, lvl)) = levels.iter().max_by(|x, y| x.1.total_cmp(&y.1)) else { break };
+        let z = (lvl - mu) / scale;
+        if lvl - mu < min_gap || z < opt.threshold {
+            break;
+        }
+        let (row, col) = row_col(a, &flagged);
+        flagged[a] = true;
+        nic_found.push((a, lvl, mu, z, row.unwrap_or(f64::NAN), col.unwrap_or(f64::NAN)));
+    }
+    let ns = |x: f64| fmt_ns(x.exp());
+    let mut out = Vec::new();
+    // Hosts whose every NIC in the matrix is flagged.
+    let mut by_host: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for a in (0..n).filter(|a| present[*a]) {
+        by_host.entry(links.nics[a].host.as_str()).or_default().push(a);
+    }
+    let mut in_host = vec![false; n];
+    for (h, members) in &by_host {
+        if members.len() >= 2 && members.iter().all(|a| flagged[*a]) {
+            let mine: Vec<&(usize, f64, f64, f64, f64, f64)> = nic_found.iter().filter(|x| members.contains(&x.0)).collect();
+            let lv: Vec<f64> = mine.iter().map(|x| x.1).collect();
+            let level = median(&lv).unwrap_or(f64::NAN);
+            let mu = mine.first().map_or(f64::NAN, |x| x.2);
+            let z = mine.iter().map(|x| x.3).fold(f64::INFINITY, f64::min);
+            for a in members {
+                in_host[*a] = true;
+            }
+            out.push(Culprit {
+                kind: "slow_host",
+                nics: members.clone(),
+                host: h.to_string(),
+                p99_ns: level.exp(),
+                baseline_ns: mu.exp(),
+                z,
+                evidence: format!(
+                    "all {} NICs of {h} are slow towards their peers: median link p99 {} ({:.1}x the healthy NICs' median {}, robust z >= {:.1})",
+                    members.len(),
+                    ns(level),
+                    (level - mu).exp(),
+                    ns(mu),
+                    z
+                ),
+            });
+        }
+    }
+    for &(a, lvl, mu, z, row, col) in &nic_found {
+        if in_host[a] {
+            continue;
+        }
+        out.push(Culprit {
+            kind: "slow_nic",
+            nics: vec![a],
+            host: links.nics[a].host.clone(),
+            p99_ns: lvl.exp(),
+            baseline_ns: mu.exp(),
+            z,
+            evidence: format!(
+                "{} is slow towards most of its peers: median p99 of its links {} ({:.1}x the other NICs' median {}, robust z {:.1}); its row (as sender) {}, its column (as peer) {}",
+                label(a),
+                ns(lvl),
+                (lvl - mu).exp(),
+                ns(mu),
+                z,
+                ns(row),
+                ns(col)
+            ),
+        });
+    }
+    // Links between NICs not flagged.
+    let cells: Vec<(usize, usize, f64)> =
+        (0..n).flat_map(|a| (0..n).map(move |b| (a, b))).filter(|(a, b)| !flagged[*a] && !flagged[*b]).filter_map(|(a, b)| m[a][b].map(|v| (a, b, v))).collect();
+    let vals: Vec<f64> = cells.iter().map(|c| c.2).collect();
+    if vals.len() >= 3 {
+        let mu = median(&vals).unwrap_or(0.0);
+        let scale = (1.4826 * crate::stats::mad(&vals, mu)).max(log_floor());
+        let mut pairs: BTreeMap<(usize, usize), Vec<(usize, usize, f64, f64)>> = BTreeMap::new();
+        for &(a, b, v) in &cells {
+            let z = (v - mu) / scale;
+            if v - mu >= min_gap && z >= opt.threshold {
+                pairs.entry((a.min(b), a.max(b))).or_default().push((a, b, v, z));
+            }
+        }
+        for ((a, b), dirs) in pairs {
+            let worst = dirs.iter().copied().max_by(|x, y| x.2.total_cmp(&y.2)).unwrap_or((a, b, 0.0, 0.0));
+            let (s, d, v, z) = worst;
+            let (row, _) = row_col(s, &flagged);
+            let (_, col) = row_col(d, &flagged);
+            let other = m[d][s];
+            let both = dirs.len() == 2;
+            out.push(Culprit {
+                kind: "slow_link",
+                nics: vec![a, b],
+                host: links.nics[s].host.clone(),
+                p99_ns: v.exp(),
+                baseline_ns: mu.exp(),
+                z,
+                evidence: format!(
+                    "{} -> {} p99 {} ({:.1}x the median link {}, robust z {:.1}) against {}'s row median {} and {}'s column median {}; {} -> {} {}{}",
+                    label(s),
+                    label(d),
+                    ns(v),
+                    (v - mu).exp(),
+                    ns(mu),
+                    z,
+                    label(s),
+                    row.map_or("-".into(), ns),
+                    label(d),
+                    col.map_or("-".into(), ns),
+                    label(d),
+                    label(s),
+                    other.map_or("-".into(), ns),
+                    if both { " (slow both ways)" } else { "" }
+                ),
+            });
+        }
+    }
+    out.sort_by(|x, y| y.z.total_cmp(&x.z));
+    out
+}
+
+/// The classification as outlier findings (one per culprit).
+fn fabric_findings(run: &Run, links: &crate::links::LinkReport, culprits: &[Culprit]) -> Vec<Finding> {
+    culprits
+        .iter()
+        .map(|c| {
+            let nic = &links.nics[c.nics[0]];
+            let pid = nic.pids.first().copied().unwrap_or(0);
+            let file = run
+                .files
+                .iter()
+                .find(|l| l.file.host_name == nic.host && l.file.process_id == pid)
+                .map_or(String::new(), |l| l.path.display().to_string());
+            let rank = match c.kind {
+                "slow_host" => c.host.clone(),
+                "slow_link" => format!("{} <-> {}", nic.label(), links.nics[c.nics[1]].label()),
+                _ => nic.label(),
+            };
+            Finding {
+                kind: c.kind,
+                category: None,
+                rank,
+                host: c.host.clone(),
+                pid,
+                file,
+                device_id: (c.kind != "slow_host").then_some(nic.device_id),
+                roce_device: (c.kind != "slow_host").then(|| nic.device.clone()),
+                metric: "link_p99_completion_ns".into(),
+                value: c.p99_ns,
+                population: links.nics.len(),
+                median: Some(c.baseline_ns),
+                mad: None,
+                z: Some(c.z),
+                score: c.z,
+                evidence: c.evidence.clone(),
+            }
+        })
+        .collect()
 }
