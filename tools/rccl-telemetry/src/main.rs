@@ -299,7 +299,7 @@ fn main() -> ExitCode {
                     eprintln!("rccl-telemetry: --level is ignored for parquet (every table is written)");
                 }
                 let o = rccl_telemetry_tool::parquet_export::Options { dir, job, partition };
-                return match rccl_telemetry_tool::parquet_export::write(&run.files, &o) {
+                return match rccl_telemetry_tool::parquet_export::write(&run, &o) {
                     Ok(w) => {
                         let rows: Vec<String> = w.rows.iter().map(|(t, n)| format!("{t} {n}")).collect();
                         eprintln!("rccl-telemetry: wrote {} Parquet files to {} (rows: {})", w.files.len(), o.dir.display(), rows.join(", "));

@@ -10,11 +10,12 @@
 //! NANOS timestamps, so the exact nanoseconds are kept in a plain INT64 column beside them).
 //! A hardware counter or latency the file gives as -1 ("not available") is NULL, never 0.
 //!
-//! New tables (links and stalls, from the link model) are one more entry in [`TABLES`]: a
-//! name and a function that turns a group of rank files into a [`Table`].
+//! Each table is one entry in [`TABLES`]: a name and a function that fills it from a group of
+//! rank files (and the links `links::join` found between the job's files).
 
 use crate::hwclass::classify;
-use crate::load::Loaded;
+use crate::links::Link;
+use crate::load::{Loaded, Run};
 use crate::model::{parse_timestamp_ns, Counters, Device, TelemetryFile};
 use crate::summary::Latency;
 use ::parquet::basic::{Compression, LogicalType, Repetition, TimeUnit, Type as Physical};
@@ -175,6 +176,57 @@ const HISTOGRAMS: &[Col] = &[
     col("count", I64),
 ];
 
+/// The columns the links table starts with: a link belongs to a job and to its sending host.
+pub const LINK_IDS: &[Col] = &[col("schema_version", I32), col("job", Str), col("host", Str)];
+
+const LINKS: &[Col] = &[
+    col("device_id", I32),
+    col("roce_device", Str),
+    col("pids", Str),
+    null("gid", Str),
+    null("lid", I64),
+    col("dst_host", Str),
+    col("dst_device_id", I32),
+    col("dst_roce_device", Str),
+    col("dst_pids", Str),
+    null("dst_gid", Str),
+    null("dst_lid", I64),
+    col("qps", I64),
+    col("wrs_sent", I64),
+    col("wrs_completed", I64),
+    col("wrs_received_by_dst", I64),
+    col("tx_bytes_est", I64),
+    null("latency_source", Str),
+    null("latency_samples", I64),
+    null("latency_p50_ns", F64),
+    null("latency_p90_ns", F64),
+    null("latency_p99_ns", F64),
+    null("latency_p99_open", Bool),
+    null("latency_max_ns", I64),
+    null("retired_unsignalled", I64),
+    null("wrs_outstanding", I64),
+    null("qps_stalled", I64),
+    null("longest_stall_ms", I64),
+];
+
+const STALLS: &[Col] = &[
+    col("device_id", I32),
+    col("roce_device", Str),
+    null("channel", I64),
+    col("channel_index", I32),
+    col("qp", I64),
+    null("qp_num", I64),
+    null("peer_gid", Str),
+    null("peer_lid", I64),
+    null("peer_qp_num", I64),
+    null("stalled", Bool),
+    null("stalled_since", TsMicros),
+    null("num_wqe_outstanding", I64),
+    null("oldest_outstanding_ms", I64),
+    null("longest_stall_ms", I64),
+    null("longest_stall_start", TsMicros),
+];
+
 /// A table's columns, in order (without the identifiers a partition takes away).
 pub fn columns(table: &str) -> Vec<Col> {
     let parts: &[&[Col]] = match table {
@@ -185,6 +237,8 @@ pub fn columns(table: &str) -> Vec<Col> {
         "hw_counters" => &[IDS, HW_COUNTERS],
         "hw_samples" => &[IDS, HW_SAMPLES],
         "histograms" => &[IDS, HISTOGRAMS],
+        "links" => &[LINK_IDS, LINKS],
+        "stalls" => &[IDS, STALLS],
         _ => &[],
     };
     parts.iter().flat_map(|p| p.iter().copied()).collect()
@@ -478,19 +532,28 @@ impl Rank<'_> {
     }
 }
 
-/// Fills one table (made with the table's [`columns`]) from a group of rank files.
-pub type Builder = fn(&[Rank<'_>], &mut Table);
+/// The rank files of one output file (a partition, or the whole run) and the links whose
+/// sending NIC is on them, each with its job.
+#[derive(Default)]
+pub struct Group<'a> {
+    pub ranks: Vec<Rank<'a>>,
+    pub links: Vec<(&'a str, &'a Link)>,
+}
 
-/// Every table the export writes, in order. Links and stalls (from the link model) are added
-/// here as they land.
+/// Fills one table (made with the table's [`columns`]) from a group.
+pub type Builder = fn(&Group<'_>, &mut Table);
+
+/// Every table the export writes, in order; a new table is one more entry here.
 pub const TABLES: &[(&str, Builder)] = &[
-    ("ranks", ranks),
-    ("devices", devices),
-    ("channels", channels),
-    ("qps", qps),
-    ("hw_counters", hw_counters),
-    ("hw_samples", hw_samples),
-    ("histograms", histograms),
+    ("ranks", |g, t| ranks(&g.ranks, t)),
+    ("devices", |g, t| devices(&g.ranks, t)),
+    ("channels", |g, t| channels(&g.ranks, t)),
+    ("qps", |g, t| qps(&g.ranks, t)),
+    ("hw_counters", |g, t| hw_counters(&g.ranks, t)),
+    ("hw_samples", |g, t| hw_samples(&g.ranks, t)),
+    ("histograms", |g, t| histograms(&g.ranks, t)),
+    ("links", |g, t| links(&g.links, t)),
+    ("stalls", |g, t| stalls(&g.ranks, t)),
 ];
 
 fn ranks(group: &[Rank<'_>], t: &mut Table) {
@@ -666,6 +729,46 @@ fn histograms(group: &[Rank<'_>], t: &mut Table) {
     }
 }
 
+fn links(group: &[(&str, &Link)], t: &mut Table) {
+    let pids = |p: &[i64]| p.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",");
+    for (job, l) in group {
+        t.i32(SCHEMA_VERSION as i64).s(job).s(&l.src.host);
+        t.i32(l.src.device_id as i64).s(&l.src.device).s(&pids(&l.src.pids)).os(l.src.gid.as_deref()).ou64(l.src.lid);
+        t.s(&l.dst.host).i32(l.dst.device_id as i64).s(&l.dst.device).s(&pids(&l.dst.pids)).os(l.dst.gid.as_deref()).ou64(l.dst.lid);
+        t.u64(l.qps).u64(l.wrs_sent).u64(l.wrs_completed).u64(l.wrs_received_by_dst).u64(l.tx_bytes_est);
+        let lat = l.latency.as_ref();
+        t.os(lat.map(|x| x.source)).ou64(lat.map(|x| x.samples));
+        t.f64(lat.and_then(|x| x.p50_ns)).f64(lat.and_then(|x| x.p90_ns)).f64(lat.and_then(|x| x.p99_ns));
+        t.ob(lat.map(|x| x.p99_open)).oi64(lat.and_then(|x| x.max_ns));
+        t.ou64(l.retired_unsignalled).ou64(l.wrs_outstanding).ou64(l.qps_stalled).ou64(l.longest_stall_ms);
+        t.end_row();
+    }
+}
+
+/// The QPs stalled when the file was written, or that had a stall that ended (version 3 with
+/// stall detection on).
+fn stalls(group: &[Rank<'_>], t: &mut Table) {
+    for r in group {
+        for d in &r.f().devices {
+            for (i, c) in d.channels.iter().enumerate() {
+                for q in &c.queue_pairs {
+                    if q.stalled != Some(true) && q.longest_stall_ms.unwrap_or(0) == 0 {
+                        continue;
+                    }
+                    r.ids(t);
+                    t.i32(d.device_id as i64).s(&d.roce_device).ou64(c.id).i32(i as i64).u64(q.id).ou64(q.qp_num);
+                    let peer = q.peer.as_ref();
+                    t.os(peer.and_then(|p| p.gid.as_deref())).ou64(peer.and_then(|p| p.lid)).ou64(peer.map(|p| p.qp_num));
+                    t.ob(q.stalled).ts(q.stalled_since.as_deref().and_then(|s| r.wall_ns(s)));
+                    t.ou64(q.num_wqe_outstanding).ou64(q.oldest_outstanding_ms).ou64(q.longest_stall_ms);
+                    t.ts(q.longest_stall_start.as_deref().and_then(|s| r.wall_ns(s)));
+                    t.end_row();
+                }
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Jobs, partitions, files
 
@@ -716,7 +819,8 @@ pub struct Written {
 /// DIR/<table>/job=<job>/host=<host>/<table>.parquet, so each table is a hive-partitioned
 /// dataset of its own (what Spark, Trino and DuckDB expect) and several jobs exported into one
 /// DIR form one dataset; exporting a job again replaces its files.
-pub fn write(files: &[Loaded], o: &Options) -> Result<Written, String> {
+pub fn write(run: &Run, o: &Options) -> Result<Written, String> {
+    let files = &run.files;
     let mut keys: Vec<&'static str> = Vec::new();
     for p in &o.partition {
         let Some(k) = PARTITION_KEYS.iter().find(|k| **k == p.as_str()) else {
@@ -731,18 +835,37 @@ pub fn write(files: &[Loaded], o: &Options) -> Result<Written, String> {
         return Err(format!("{} exists and is not a directory", o.dir.display()));
     }
     let jobs: Vec<String> = files.iter().map(|l| o.job.clone().unwrap_or_else(|| job_of(&l.path))).collect();
+    // The links of each job: QPs are joined within a job, never across jobs.
+    let job_names: std::collections::BTreeSet<&String> = jobs.iter().collect();
+    let reports: BTreeMap<&String, crate::links::LinkReport> = if job_names.len() <= 1 {
+        job_names.iter().map(|j| (*j, crate::links::join(run))).collect()
+    } else {
+        job_names
+            .iter()
+            .map(|j| {
+                let files: Vec<Loaded> = files.iter().zip(&jobs).filter(|(_, jj)| jj == j).map(|(l, _)| l.clone()).collect();
+                (*j, crate::links::join(&Run { files, bad: Vec::new(), found: 0 }))
+            })
+            .collect()
+    };
+    let key_of = |job: &String, host: &String| -> Vec<String> { keys.iter().map(|k| if *k == "job" { job.clone() } else { host.clone() }).collect() };
     // Group the files by their partition values (one group without partitions).
-    let mut groups: BTreeMap<Vec<String>, Vec<Rank<'_>>> = BTreeMap::new();
+    let mut groups: BTreeMap<Vec<String>, Group<'_>> = BTreeMap::new();
     for (l, job) in files.iter().zip(&jobs) {
-        let key: Vec<String> = keys.iter().map(|k| if *k == "job" { job.clone() } else { l.file.host_name.clone() }).collect();
         let rank_file = l.path.file_name().map_or_else(|| l.path.display().to_string(), |n| n.to_string_lossy().into_owned());
-        groups.entry(key).or_default().push(Rank { job, rank_file, loaded: l });
+        groups.entry(key_of(job, &l.file.host_name)).or_default().ranks.push(Rank { job, rank_file, loaded: l });
+    }
+    for (job, rep) in &reports {
+        for link in &rep.links {
+            // A link goes with its sending host's files.
+            groups.entry(key_of(job, &link.src.host)).or_default().links.push((job.as_str(), link));
+        }
     }
     if groups.is_empty() && keys.is_empty() {
         // No rank file: the tables still get written, empty, with their schema.
-        groups.insert(Vec::new(), Vec::new());
+        groups.insert(Vec::new(), Group::default());
     }
-    let tasks: Vec<(&Vec<String>, &Vec<Rank<'_>>, &(&str, Builder))> =
+    let tasks: Vec<(&Vec<String>, &Group<'_>, &(&str, Builder))> =
         groups.iter().flat_map(|(k, g)| TABLES.iter().map(move |t| (k, g, t))).collect();
     let results: Vec<Result<(PathBuf, &'static str, usize), String>> = tasks
         .par_iter()
@@ -782,8 +905,9 @@ mod tests {
     fn every_table_has_the_identifiers_first_and_unique_names() {
         for (name, _) in TABLES {
             let cols = columns(name);
-            assert!(cols.len() > IDS.len(), "{name}");
-            for (c, id) in cols.iter().zip(IDS) {
+            let ids = if *name == "links" { LINK_IDS } else { IDS };
+            assert!(cols.len() > ids.len(), "{name}");
+            for (c, id) in cols.iter().zip(ids) {
                 assert_eq!(c.name, id.name, "{name}");
             }
             let mut names: Vec<&str> = cols.iter().map(|c| c.name).collect();
@@ -856,7 +980,7 @@ mod tests {
         let dir = std::env::temp_dir().join("rccl-telemetry-parquet-unit");
         for p in [vec!["rank".to_string()], vec!["job".into(), "job".into()]] {
             let o = Options { dir: dir.clone(), job: None, partition: p };
-            assert!(write(&[], &o).is_err());
+            assert!(write(&Run::default(), &o).is_err());
         }
     }
 }

@@ -3,7 +3,8 @@
 
 usage:
   parquet_check.py check DIR SUMMARIES_JSON PARTITIONED(0|1)
-      SUMMARIES_JSON maps each job id to that job's `summary --json`. Prints one "<what> ok"
+      SUMMARIES_JSON maps each job id to {"summary": its `summary --json`, "links": its
+      `links --json`, "dir": its directory of rank files}. Prints one "<what> ok"
       line per comparison; exit 1 on the first disagreement.
   parquet_check.py example README DIR
       Runs the README's DuckDB worked example over DIR (its 'telemetry/' paths pointed at DIR)
@@ -19,7 +20,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-TABLES = ["ranks", "devices", "channels", "qps", "hw_counters", "hw_samples", "histograms"]
+TABLES = ["ranks", "devices", "channels", "qps", "hw_counters", "hw_samples", "histograms", "links", "stalls"]
 SCHEMA_VERSION = 1
 
 
@@ -64,7 +65,7 @@ def check(out_dir, summaries_path, partitioned):
             md = pq.read_metadata(f).metadata or {}
             same(f"{t} metadata schema version", md.get(b"rccl_telemetry.schema_version"), str(SCHEMA_VERSION).encode())
             same(f"{t} metadata table", md.get(b"rccl_telemetry.table"), t.encode())
-        versions = set(table.column("schema_version").to_pylist())
+        versions = set(table.column("schema_version").to_pylist()) if table.num_rows else set()
         if table.num_rows and versions != {SCHEMA_VERSION}:
             fail(f"{t}: schema_version {versions}")
         for field in table.schema:
@@ -90,7 +91,8 @@ def check(out_dir, summaries_path, partitioned):
 
     jobs = [r[0] for r in con.execute("select distinct job from ranks order by 1").fetchall()]
     same("jobs", jobs, sorted(summaries))
-    for job, s in sorted(summaries.items()):
+    for job, j in sorted(summaries.items()):
+        s, links = j["summary"], j["links"]
         q = lambda sql: con.execute(sql, [job]).fetchall()
         one = lambda sql: q(sql)[0][0]
         same(f"{job} ranks", one("select count(*) from ranks where job = ?"), s["files"])
@@ -162,6 +164,27 @@ def check(out_dir, summaries_path, partitioned):
         same(f"{job} in-tree times are null",
              one("select count(*) from ranks where job = ? and source_format = 'intree-1.0' and start_time is not null"), 0)
         print(f"{job}: timestamps ok")
+        # Links, as `links --json` joins them; stalls, as the rank files list them.
+        same(f"{job} links", one("select count(*) from links where job = ?"), len(links["links"]))
+        for k in ["qps", "wrs_sent", "wrs_completed", "wrs_received_by_dst", "tx_bytes_est", "qps_stalled"]:
+            got = one(f"select sum({k}) from links where job = ?")
+            want = sum(l[k] for l in links["links"] if l.get(k) is not None) if any(l.get(k) is not None for l in links["links"]) else None
+            same(f"{job} links {k}", None if got is None else int(got), want)
+        p99 = {(r[0], r[1], r[2], r[3]): r[4] for r in q(
+            "select host, roce_device, dst_host, dst_roce_device, latency_p99_ns from links where job = ?")}
+        for l in links["links"]:
+            key = (l["src"]["host"], l["src"]["device"], l["dst"]["host"], l["dst"]["device"])
+            same(f"{job} link {key} p99", p99.get(key), (l.get("latency") or {}).get("p99_ns"))
+        stalled = 0
+        for name in os.listdir(j["dir"]):
+            if name.startswith("rccl_telemetry_") and name.endswith(".json"):
+                f = json.load(open(os.path.join(j["dir"], name)))
+                for d in f.get("devices", []):
+                    for c in d.get("channels", []):
+                        for qp in c.get("queue_pairs", []):
+                            stalled += qp.get("stalled") is True or (qp.get("longest_stall_ms") or 0) > 0
+        same(f"{job} stalls", one("select count(*) from stalls where job = ?"), stalled)
+        print(f"{job}: {len(links['links'])} links and {stalled} stalled QPs ok")
     print("all ok")
 
 

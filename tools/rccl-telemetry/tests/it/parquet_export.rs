@@ -45,7 +45,15 @@ fn dir_name(p: &Path) -> String {
 
 /// Runs the checker over `out` against the summaries of `jobs` (job id -> run directory).
 fn check(py: &str, out: &Path, jobs: &BTreeMap<String, PathBuf>, partitioned: bool) -> String {
-    let summaries: BTreeMap<&String, Value> = jobs.iter().map(|(j, d)| (j, summary(d))).collect();
+    let summaries: BTreeMap<&String, Value> = jobs
+        .iter()
+        .map(|(j, d)| {
+            let links = run(&["links", "--json", d.to_str().unwrap()]);
+            assert_eq!(links.status.code(), Some(0), "{}", stderr(&links));
+            let links: Value = serde_json::from_slice(&links.stdout).expect("links json");
+            (j, serde_json::json!({"summary": summary(d), "links": links, "dir": d}))
+        })
+        .collect();
     let sp = out.with_extension("summaries.json");
     std::fs::write(&sp, serde_json::to_vec(&summaries).unwrap()).unwrap();
     let o = Command::new(py)
@@ -56,7 +64,8 @@ fn check(py: &str, out: &Path, jobs: &BTreeMap<String, PathBuf>, partitioned: bo
     assert!(o.status.success(), "{text}");
     assert!(text.contains("all ok"), "{text}");
     // Every table, and every job's comparisons, were made.
-    assert_eq!(text.matches("read by duckdb and pyarrow").count(), 7, "{text}");
+    assert_eq!(text.matches("read by duckdb and pyarrow").count(), 9, "{text}");
+    assert_eq!(text.matches("stalled QPs ok").count(), jobs.len(), "{text}");
     assert_eq!(text.matches("agree with summary --json ok").count(), jobs.len(), "{text}");
     text
 }
@@ -76,6 +85,8 @@ fn generated_runs_read_back_in_duckdb_and_pyarrow_as_the_summary_says() {
         },
         gen(GenOptions { ranks: 16, seed: 5, hw_type: "thor2".into(), plants: vec!["cnp".into()], ..Default::default() }),
     ];
+    // Version 3 with peers: the links table (as `links` joins them) and the stalls table (a
+    // link stalled now, another whose stall ended), in a separate test below.
     for g in &runs {
         let out = g.path().join("parquet");
         export(&["-o", out.to_str().unwrap(), g.arg()]);
@@ -90,6 +101,27 @@ fn generated_runs_read_back_in_duckdb_and_pyarrow_as_the_summary_says() {
         .expect("python");
     let nulls: u64 = String::from_utf8_lossy(&py_null.stdout).trim().parse().expect("a count");
     assert!(nulls > 0, "the planted unavailable counters should be NULL");
+}
+
+#[test]
+fn links_and_stalls_of_a_run_with_peers_read_back() {
+    let Some(py) = python("links_and_stalls_of_a_run_with_peers_read_back") else { return };
+    let root = tempfile::tempdir().unwrap();
+    let mut jobs = BTreeMap::new();
+    for (job, plants) in [("night-1", "stall,slow_link"), ("night-2", "recovered_stall,missing_peer")] {
+        let dir = root.path().join(job);
+        let out = run(&["generate", "--peers", "--ranks", "24", "--plant", plants, dir.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        jobs.insert(job.to_string(), dir);
+    }
+    let out = root.path().join("parquet");
+    for dir in jobs.values() {
+        export(&["-o", out.to_str().unwrap(), "--partition", "job,host", dir.to_str().unwrap()]);
+    }
+    let text = check(py, &out, &jobs, true);
+    // Both nights had a stall: the stalled QPs are in the table, not just counted as zero.
+    assert!(!text.contains("and 0 stalled QPs ok"), "{text}");
+    assert!(!text.contains(": 0 links and"), "{text}");
 }
 
 #[test]
