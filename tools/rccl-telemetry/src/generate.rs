@@ -679,7 +679,7 @@ pub fn generate_fabric(dir: &Path, o: &GenOptions, qps_per_peer: usize) -> Resul
             let n = 300 + rng.u64(0..40);
             let samples: Vec<u64> = (0..n)
                 .map(|_| {
-                    let tail = if rng.f64() < 0.003 { 3.0 } else { 1.0 };
+                    let tail = if rng.f64() < 0.001 { 3.0 } else { 1.0 };
                     (base_ns * e.factor * tail * (0.15 * noise(&mut rng)).exp()) as u64
                 })
                 .collect();

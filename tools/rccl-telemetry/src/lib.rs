@@ -21,5 +21,6 @@ pub mod promgc;
 #[path = "../../../src/promtext.rs"]
 pub mod promtext;
 pub mod report;
+pub mod stalls;
 pub mod stats;
 pub mod summary;

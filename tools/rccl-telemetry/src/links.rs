@@ -614,3 +614,34 @@ fn host_pairs(r: &LinkReport, top: usize, layout: Layout) -> String {
     out.push('\n');
     out
 }
+
+/// Who holds a (GID or LID, QPN) in the run: "host:pid device" of every QP claiming it.
+pub type QpIndex = HashMap<(Addr, u64), Vec<(String, i64, String)>>;
+
+/// Indexes every QP of the run under its GID and its LID, with its QPN.
+pub fn qp_index(run: &Run) -> QpIndex {
+    let mut idx: QpIndex = HashMap::new();
+    for l in &run.files {
+        let f = &l.file;
+        for d in &f.devices {
+            for c in &d.channels {
+                for q in &c.queue_pairs {
+                    let Some(qpn) = q.qp_num else { continue };
+                    let who = (f.host_name.clone(), f.process_id, d.roce_device.clone());
+                    if let Some(g) = norm_gid(q.local_gid.as_deref().or(d.gid.as_deref())) {
+                        idx.entry((Addr::Gid(g), qpn)).or_default().push(who.clone());
+                    }
+                    if let Some(lid) = d.lid.filter(|l| *l > 0) {
+                        idx.entry((Addr::Lid(lid), qpn)).or_default().push(who);
+                    }
+                }
+            }
+        }
+    }
+    idx
+}
+
+/// The QPs claiming a peer identity (empty: in no file; more than one: ambiguous).
+pub fn lookup<'a>(idx: &'a QpIndex, gid: Option<&str>, lid: Option<u64>, qpn: u64) -> &'a [(String, i64, String)] {
+    addr(gid, lid).and_then(|a| idx.get(&(a, qpn))).map_or(&[], |v| v.as_slice())
+}

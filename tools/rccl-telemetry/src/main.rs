@@ -1,7 +1,7 @@
 //! The `rccl-telemetry` command line.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use rccl_telemetry_tool::{check, export, generate, layout, links, load, outliers, promgc, report, summary};
+use rccl_telemetry_tool::{check, export, generate, layout, links, load, outliers, promgc, report, stalls, summary};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -80,6 +80,21 @@ enum Cmd {
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
     },
+    /// What is stuck: every stalled QP (snapshot files of a hang, final files, live *.prom
+    /// textfiles), grouped by link, longest first, with the ranks waiting on them; and the
+    /// longest stall of every rank. Exit 1 when a QP is stalled now.
+    Stalls {
+        #[arg(long)]
+        json: bool,
+        /// Links and ranks shown (0 = all).
+        #[arg(long, default_value_t = 30)]
+        top: usize,
+        #[arg(long)]
+        wide: bool,
+        /// Files and directories: rccl_telemetry_*.json and *.prom.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
     /// Export as Prometheus text, as long tidy CSV / NDJSON, or as Parquet tables (-o DIR).
     Export {
         #[arg(long, value_enum)]
@@ -98,6 +113,11 @@ enum Cmd {
         /// Parquet: the job id of every input file [default: the name of each file's directory].
         #[arg(long)]
         job: Option<String>,
+        /// Export the links (joined QPs, as `links --json` has them) instead of the files: one
+        /// row per link (CSV, NDJSON), or rccl_telemetry_link_* series with src_host,
+        /// src_device, dst_host, dst_device labels (Prometheus; one series per link and family).
+        #[arg(long)]
+        links: bool,
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
     },
@@ -216,7 +236,12 @@ fn main() -> ExitCode {
                     Err(c) => c,
                 }
             } else {
-                print(&summary::render_text_layout(&s, layout::Layout::from_flag(wide)))
+                let mut text = summary::render_text_layout(&s, layout::Layout::from_flag(wide));
+                if let Some(line) = stalls::one_line(&stalls::find(&run, &[])) {
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+                print(&text)
             }
         }
         Cmd::Check { json, inputs } => {
@@ -291,10 +316,36 @@ fn main() -> ExitCode {
                 print(&links::render_text(&r, top, layout::Layout::from_flag(wide)))
             }
         }
-        Cmd::Export { format, level, output, partition, job, inputs } => {
+        Cmd::Stalls { json, top, wide, inputs } => {
+            let proms = stalls::prom_inputs(&inputs);
+            let run = if stalls::only_prom(&inputs) {
+                load::Run::default()
+            } else {
+                match load(&inputs) {
+                    Some(r) => r,
+                    None if !proms.is_empty() => load::Run::default(),
+                    None => return ExitCode::from(2),
+                }
+            };
+            let r = stalls::find(&run, &proms);
+            let code = if json {
+                match to_json(&r) {
+                    Ok(t) => print(&t),
+                    Err(c) => return c,
+                }
+            } else {
+                print(&stalls::render_text(&r, top, layout::Layout::from_flag(wide)))
+            };
+            let _ = code;
+            if r.stalled_qps > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+        }
+        Cmd::Export { format, level, output, partition, job, links, inputs } => {
             if matches!(format, Format::Parquet) {
                 let Some(dir) = output else { return fail("--format parquet needs -o DIR (the directory the tables go to)") };
                 let Some(run) = load(&inputs) else { return ExitCode::from(2) };
+                if links {
+                    eprintln!("rccl-telemetry: --links is not needed for parquet (it always writes the links table)");
+                }
                 if level.is_some() {
                     eprintln!("rccl-telemetry: --level is ignored for parquet (every table is written)");
                 }
@@ -320,6 +371,9 @@ fn main() -> ExitCode {
                 None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
             };
             let r = match format {
+                Format::Prometheus if links => sink.write_all(export::prometheus_links(&run).as_bytes()).map_err(|e| e.to_string()),
+                Format::Csv if links => export::write_link_rows(&run, false, &mut sink),
+                Format::Ndjson if links => export::write_link_rows(&run, true, &mut sink),
                 Format::Prometheus => {
                     let (text, dups) = export::prometheus_at(&run, level.unwrap_or(export::Level::Channel));
                     if dups > 0 {

@@ -601,75 +601,72 @@ fn log_floor() -> f64 {
 
 /// Classifies what is slow from the links' p99 (log scale, so a ratio is a difference).
 ///
-/// 1. NICs, one at a time: a NIC's level is the median of the p99 of every link it is an end
-///    of (its row and its column), over the peers not yet flagged; it is flagged when that
-///    level stands above the median level of the unflagged NICs by `min_ratio` and by
-///    `threshold` robust z (MAD, floored at the histogram's 1/8 error). The worst is taken
-///    first and the levels recomputed without it, so a slow NIC does not drag its peers.
-/// 2. Hosts: a host with two or more NICs in the matrix, all of them flagged, is one finding.
-/// 3. Links: among links whose two ends are not flagged, a link whose p99 stands above the
-///    median link by `min_ratio` and `threshold` robust z is flagged; both directions of a
-///    NIC pair are one finding.
+/// The baseline is the fast half of the matrix: its median (the lower quartile of every link)
+/// and its spread (1.4826 x its MAD, doubled for the cut at the median, floored at the log
+/// histogram's 1/8 error). A slow NIC or host makes up to 2/3 of the links of a small run
+/// slow (one host of three), which a median over every link or over a NIC's row would take as
+/// normal; the lower quartile stays on healthy links while fewer than 3/4 are slow.
 ///
-/// Limits: a NIC needs at least three NICs in the matrix to be told from its peers, a host
-/// at least three hosts (with two, "host A slow" and "host B slow" look the same).
+/// 1. A link (one direction) is slow when its p99 stands above the baseline by `min_ratio`
+///    and by `threshold` robust z.
+/// 2. A NIC is slow when more than half of its links (its row and its column: as sender and
+///    as peer) are slow: towards most of its peers, not one. A NIC with exactly half slow (the
+///    ends of a slow link in a run of three NICs, the healthy NICs next to a slow host of
+///    three) is not.
+/// 3. A host is slow when it has two or more NICs in the matrix and every one of them is slow;
+///    it is then one finding, not one per NIC.
+/// 4. The slow links whose two ends are not slow NICs are links (paths): one finding per NIC
+///    pair, with the pair's p99 against its row and column medians. Both directions must be
+///    slow when both are measured (a completion waits for the round trip, so a slow path
+///    shows both ways; one slow direction alone is the noise of one p99).
+///
+/// Limits: with two NICs (or two hosts) nothing can say which end is slow; links with fewer
+/// than [`MIN_LINK_SAMPLES`] completions are left out.
 pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<Culprit> {
     let n = links.nics.len();
     let m = links.matrix(|l| {
         l.latency.as_ref().filter(|x| x.samples >= MIN_LINK_SAMPLES).and_then(|x| x.p99_ns).filter(|p| *p > 0.0).map(f64::ln)
     });
     let label = |i: usize| links.nics[i].label();
-    let present: Vec<bool> = (0..n).map(|a| (0..n).any(|b| m[a][b].is_some() || m[b][a].is_some())).collect();
-    let mut flagged = vec![false; n];
-    let mut nic_found: Vec<(usize, f64, f64, f64, f64, f64)> = Vec::new(); // (nic, level, mu, z, row, col)
+    let all: Vec<f64> = m.iter().flatten().flatten().copied().collect();
+    if all.len() < 3 {
+        return Vec::new();
+    }
+    let mid = median(&all).unwrap_or(0.0);
+    let fast: Vec<f64> = all.iter().copied().filter(|v| *v <= mid).collect();
+    let base = median(&fast).unwrap_or(mid);
+    let scale = (2.0 * 1.4826 * crate::stats::mad(&fast, base)).max(log_floor());
     let min_gap = opt.min_ratio.max(1.0).ln();
-    let level_of = |a: usize, flagged: &[bool]| -> Option<f64> {
-        let mut v = Vec::new();
-        for b in 0..n {
-            if b != a && !flagged[b] {
-                v.extend(m[a][b]);
-                v.extend(m[b][a]);
-            }
-        }
-        median(&v)
-    };
-    let row_col = |a: usize, flagged: &[bool]| -> (Option<f64>, Option<f64>) {
-        let row: Vec<f64> = (0..n).filter(|b| !flagged[*b] && *b != a).filter_map(|b| m[a][b]).collect();
-        let col: Vec<f64> = (0..n).filter(|b| !flagged[*b] && *b != a).filter_map(|b| m[b][a]).collect();
+    let z_of = |v: f64| (v - base) / scale;
+    let slow = |v: f64| v - base >= min_gap && z_of(v) >= opt.threshold;
+    let ns = |x: f64| fmt_ns(x.exp());
+    let row_col = |a: usize| -> (Option<f64>, Option<f64>) {
+        let row: Vec<f64> = (0..n).filter(|b| *b != a).filter_map(|b| m[a][b]).collect();
+        let col: Vec<f64> = (0..n).filter(|b| *b != a).filter_map(|b| m[b][a]).collect();
         (median(&row), median(&col))
     };
-    for _ in 0..n {
-        let levels: Vec<(usize, f64)> = (0..n).filter(|a| present[*a] && !flagged[*a]).filter_map(|a| level_of(a, &flagged).map(|l| (a, l))).collect();
-        if levels.len() < 3 {
-            break;
+    // NICs: the share of their links that are slow.
+    let mut nic_slow = vec![false; n];
+    let mut level = vec![f64::NAN; n];
+    for a in 0..n {
+        let mine: Vec<f64> = (0..n).filter(|b| *b != a).flat_map(|b| [m[a][b], m[b][a]]).flatten().collect();
+        if mine.is_empty() {
+            continue;
         }
-        let vals: Vec<f64> = levels.iter().map(|x| x.1).collect();
-        let Some(mu) = median(&vals) else { break };
-        let scale = (1.4826 * crate::stats::mad(&vals, mu)).max(log_floor());
-        let Some(&(a, lvl)) = levels.iter().max_by(|x, y| x.1.total_cmp(&y.1)) else { break };
-        let z = (lvl - mu) / scale;
-        if lvl - mu < min_gap || z < opt.threshold {
-            break;
-        }
-        let (row, col) = row_col(a, &flagged);
-        flagged[a] = true;
-        nic_found.push((a, lvl, mu, z, row.unwrap_or(f64::NAN), col.unwrap_or(f64::NAN)));
+        level[a] = median(&mine).unwrap_or(f64::NAN);
+        let k = mine.iter().filter(|v| slow(**v)).count();
+        nic_slow[a] = 2 * k > mine.len() && slow(level[a]);
     }
-    let ns = |x: f64| fmt_ns(x.exp());
     let mut out = Vec::new();
-    // Hosts whose every NIC in the matrix is flagged.
     let mut by_host: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for a in (0..n).filter(|a| present[*a]) {
+    for a in (0..n).filter(|a| !level[*a].is_nan()) {
         by_host.entry(links.nics[a].host.as_str()).or_default().push(a);
     }
     let mut in_host = vec![false; n];
     for (h, members) in &by_host {
-        if members.len() >= 2 && members.iter().all(|a| flagged[*a]) {
-            let mine: Vec<&(usize, f64, f64, f64, f64, f64)> = nic_found.iter().filter(|x| members.contains(&x.0)).collect();
-            let lv: Vec<f64> = mine.iter().map(|x| x.1).collect();
-            let level = median(&lv).unwrap_or(f64::NAN);
-            let mu = mine.first().map_or(f64::NAN, |x| x.2);
-            let z = mine.iter().map(|x| x.3).fold(f64::INFINITY, f64::min);
+        if members.len() >= 2 && members.iter().all(|a| nic_slow[*a]) {
+            let lv: Vec<f64> = members.iter().map(|a| level[*a]).collect();
+            let lvl = median(&lv).unwrap_or(f64::NAN);
             for a in members {
                 in_host[*a] = true;
             }
@@ -677,90 +674,90 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
                 kind: "slow_host",
                 nics: members.clone(),
                 host: h.to_string(),
-                p99_ns: level.exp(),
-                baseline_ns: mu.exp(),
-                z,
+                p99_ns: lvl.exp(),
+                baseline_ns: base.exp(),
+                z: z_of(lvl),
                 evidence: format!(
-                    "all {} NICs of {h} are slow towards their peers: median link p99 {} ({:.1}x the healthy NICs' median {}, robust z >= {:.1})",
+                    "all {} NICs of {h} are slow towards most of their peers: median p99 of their links {} ({:.1}x the healthy links' {}, robust z {:.1})",
                     members.len(),
-                    ns(level),
-                    (level - mu).exp(),
-                    ns(mu),
-                    z
+                    ns(lvl),
+                    (lvl - base).exp(),
+                    ns(base),
+                    z_of(lvl)
                 ),
             });
         }
     }
-    for &(a, lvl, mu, z, row, col) in &nic_found {
-        if in_host[a] {
-            continue;
-        }
+    for a in (0..n).filter(|a| nic_slow[*a] && !in_host[*a]) {
+        let (row, col) = row_col(a);
+        let mine: Vec<f64> = (0..n).filter(|b| *b != a).flat_map(|b| [m[a][b], m[b][a]]).flatten().collect();
+        let k = mine.iter().filter(|v| slow(**v)).count();
         out.push(Culprit {
             kind: "slow_nic",
             nics: vec![a],
             host: links.nics[a].host.clone(),
-            p99_ns: lvl.exp(),
-            baseline_ns: mu.exp(),
-            z,
+            p99_ns: level[a].exp(),
+            baseline_ns: base.exp(),
+            z: z_of(level[a]),
             evidence: format!(
-                "{} is slow towards most of its peers: median p99 of its links {} ({:.1}x the other NICs' median {}, robust z {:.1}); its row (as sender) {}, its column (as peer) {}",
+                "{} is slow towards most of its peers ({k} of its {} links): median p99 {} ({:.1}x the healthy links' {}, robust z {:.1}); its row (as sender) {}, its column (as peer) {}",
                 label(a),
-                ns(lvl),
-                (lvl - mu).exp(),
-                ns(mu),
-                z,
-                ns(row),
-                ns(col)
+                mine.len(),
+                ns(level[a]),
+                (level[a] - base).exp(),
+                ns(base),
+                z_of(level[a]),
+                row.map_or("-".into(), ns),
+                col.map_or("-".into(), ns)
             ),
         });
     }
-    // Links between NICs not flagged.
-    let cells: Vec<(usize, usize, f64)> =
-        (0..n).flat_map(|a| (0..n).map(move |b| (a, b))).filter(|(a, b)| !flagged[*a] && !flagged[*b]).filter_map(|(a, b)| m[a][b].map(|v| (a, b, v))).collect();
-    let vals: Vec<f64> = cells.iter().map(|c| c.2).collect();
-    if vals.len() >= 3 {
-        let mu = median(&vals).unwrap_or(0.0);
-        let scale = (1.4826 * crate::stats::mad(&vals, mu)).max(log_floor());
-        let mut pairs: BTreeMap<(usize, usize), Vec<(usize, usize, f64, f64)>> = BTreeMap::new();
-        for &(a, b, v) in &cells {
-            let z = (v - mu) / scale;
-            if v - mu >= min_gap && z >= opt.threshold {
-                pairs.entry((a.min(b), a.max(b))).or_default().push((a, b, v, z));
+    // Slow links between NICs that are not slow themselves.
+    let mut pairs: BTreeMap<(usize, usize), Vec<(usize, usize, f64)>> = BTreeMap::new();
+    for a in 0..n {
+        for b in 0..n {
+            if let Some(v) = m[a][b] {
+                if a != b && !nic_slow[a] && !nic_slow[b] && slow(v) {
+                    pairs.entry((a.min(b), a.max(b))).or_default().push((a, b, v));
+                }
             }
         }
-        for ((a, b), dirs) in pairs {
-            let worst = dirs.iter().copied().max_by(|x, y| x.2.total_cmp(&y.2)).unwrap_or((a, b, 0.0, 0.0));
-            let (s, d, v, z) = worst;
-            let (row, _) = row_col(s, &flagged);
-            let (_, col) = row_col(d, &flagged);
-            let other = m[d][s];
-            let both = dirs.len() == 2;
-            out.push(Culprit {
-                kind: "slow_link",
-                nics: vec![a, b],
-                host: links.nics[s].host.clone(),
-                p99_ns: v.exp(),
-                baseline_ns: mu.exp(),
-                z,
-                evidence: format!(
-                    "{} -> {} p99 {} ({:.1}x the median link {}, robust z {:.1}) against {}'s row median {} and {}'s column median {}; {} -> {} {}{}",
-                    label(s),
-                    label(d),
-                    ns(v),
-                    (v - mu).exp(),
-                    ns(mu),
-                    z,
-                    label(s),
-                    row.map_or("-".into(), ns),
-                    label(d),
-                    col.map_or("-".into(), ns),
-                    label(d),
-                    label(s),
-                    other.map_or("-".into(), ns),
-                    if both { " (slow both ways)" } else { "" }
-                ),
-            });
+    }
+    for ((a, b), dirs) in pairs {
+        // Completion latency is a round trip: a slow path delays both directions' completions
+        // (data one way, ACKs the other). One slow direction while the other is measured and
+        // normal is the tail noise of one p99, not a path.
+        if dirs.len() == 1 && m[dirs[0].1][dirs[0].0].is_some() {
+            continue;
         }
+        let (s, d, v) = dirs.iter().copied().max_by(|x, y| x.2.total_cmp(&y.2)).unwrap_or((a, b, 0.0));
+        let (row, _) = row_col(s);
+        let (_, col) = row_col(d);
+        out.push(Culprit {
+            kind: "slow_link",
+            nics: vec![a, b],
+            host: links.nics[s].host.clone(),
+            p99_ns: v.exp(),
+            baseline_ns: base.exp(),
+            z: z_of(v),
+            evidence: format!(
+                "{} -> {} p99 {} ({:.1}x the healthy links' {}, robust z {:.1}) against {}'s row median {} and {}'s column median {}; {} -> {} {}{}",
+                label(s),
+                label(d),
+                ns(v),
+                (v - base).exp(),
+                ns(base),
+                z_of(v),
+                label(s),
+                row.map_or("-".into(), ns),
+                label(d),
+                col.map_or("-".into(), ns),
+                label(d),
+                label(s),
+                m[d][s].map_or("-".into(), ns),
+                if dirs.len() == 2 { " (slow both ways)" } else { "" }
+            ),
+        });
     }
     out.sort_by(|x, y| y.z.total_cmp(&x.z));
     out
