@@ -2,7 +2,7 @@
 #   make tool-test      its tests (unit, generated runs, check, fuzz, promtool, DuckDB, Chromium)
 #   make tool-demo      a generated 64-rank run with planted anomalies, through every command
 #   make tool-bench     times every command on a generated run of RT_BENCH_RANKS ranks
-#   make tool-ci-deps   installs what the tool's tests need (Debian: prometheus, chromium; PyPI: duckdb)
+#   make tool-ci-deps   installs what the tool's tests need (Debian: prometheus, chromium; PyPI: duckdb, pyarrow)
 
 CARGO          ?= cargo
 RT_TOOL        ?= target/release/rccl-telemetry
@@ -21,7 +21,7 @@ tool-test:
 # Every external tool the tests use; without them those tests print SKIP instead of running.
 tool-ci-deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus chromium fonts-dejavu-core >/dev/null
-	python3 -m pip install -q duckdb
+	python3 -m pip install -q duckdb pyarrow
 
 tool-demo: tool-build
 	@rm -rf $(RT_DEMO) && mkdir -p $(RT_DEMO)
@@ -39,7 +39,8 @@ tool-bench: tool-build
 	$(RT_TOOL) generate --ranks $(RT_BENCH_RANKS) --samples 20 --plant all $(RT_BENCH)/run
 	@du -sh $(RT_BENCH)/run
 	@for cmd in "summary --json" "check" "outliers --json" "export --format csv -o $(RT_BENCH)/run.csv" \
-	            "export --format prometheus -o $(RT_BENCH)/run.prom" "report -o $(RT_BENCH)/report.html"; do \
+	            "export --format prometheus -o $(RT_BENCH)/run.prom" "export --format parquet -o $(RT_BENCH)/parquet" \
+	            "report -o $(RT_BENCH)/report.html"; do \
 	  start=$$(date +%s.%N); $(RT_TOOL) $$cmd $(RT_BENCH)/run >/dev/null 2>&1; rc=$$?; end=$$(date +%s.%N); \
 	  awk -v c="$$cmd" -v r=$$rc -v s=$$start -v e=$$end 'BEGIN { printf "%-56s exit %d  %6.2f s\n", c, r, e - s }'; \
 	done

@@ -95,7 +95,7 @@ enum Cmd {
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
     },
-    /// Export as Prometheus text, or as long tidy CSV / NDJSON.
+    /// Export as Prometheus text, as long tidy CSV / NDJSON, or as Parquet tables (-o DIR).
     Export {
         #[arg(long, value_enum)]
         format: Format,
@@ -103,9 +103,16 @@ enum Cmd {
         /// live textfile), qp for csv and ndjson].
         #[arg(long, value_enum)]
         level: Option<export::Level>,
-        /// Write here instead of stdout.
+        /// Write here instead of stdout (parquet: the directory the tables go to, required).
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Parquet: split each table into hive directories by these keys (job, host; comma
+        /// separated, in directory order): DIR/<table>/job=J/host=H/<table>.parquet.
+        #[arg(long, value_delimiter = ',')]
+        partition: Vec<String>,
+        /// Parquet: the job id of every input file [default: the name of each file's directory].
+        #[arg(long)]
+        job: Option<String>,
         /// Export the links (joined QPs, as `links --json` has them) instead of the files: one
         /// row per link (CSV, NDJSON), or rccl_telemetry_link_* series with src_host,
         /// src_device, dst_host, dst_device labels (Prometheus; one series per link and family).
@@ -184,6 +191,7 @@ enum Format {
     Prometheus,
     Csv,
     Ndjson,
+    Parquet,
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
@@ -330,7 +338,29 @@ fn main() -> ExitCode {
             }
             if r.stalled_qps > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
         }
-        Cmd::Export { format, level, output, links, inputs } => {
+        Cmd::Export { format, level, output, partition, job, links, inputs } => {
+            if matches!(format, Format::Parquet) {
+                let Some(dir) = output else { return fail("--format parquet needs -o DIR (the directory the tables go to)") };
+                let Some(run) = load(&inputs) else { return ExitCode::from(2) };
+                if links {
+                    eprintln!("rccl-telemetry: --links is not needed for parquet (it always writes the links table)");
+                }
+                if level.is_some() {
+                    eprintln!("rccl-telemetry: --level is ignored for parquet (every table is written)");
+                }
+                let o = rccl_telemetry_tool::parquet_export::Options { dir, job, partition };
+                return match rccl_telemetry_tool::parquet_export::write(&run, &o) {
+                    Ok(w) => {
+                        let rows: Vec<String> = w.rows.iter().map(|(t, n)| format!("{t} {n}")).collect();
+                        eprintln!("rccl-telemetry: wrote {} Parquet files to {} (rows: {})", w.files.len(), o.dir.display(), rows.join(", "));
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => fail(format!("export failed: {e}")),
+                };
+            }
+            if !partition.is_empty() || job.is_some() {
+                return fail("--partition and --job apply to --format parquet only");
+            }
             let Some(run) = load(&inputs) else { return ExitCode::from(2) };
             let mut sink: Box<dyn Write> = match &output {
                 Some(p) => match std::fs::File::create(p) {
@@ -352,6 +382,7 @@ fn main() -> ExitCode {
                 }
                 Format::Csv => export::write_tidy(&run, level.unwrap_or(export::Level::Qp), false, &mut sink),
                 Format::Ndjson => export::write_tidy(&run, level.unwrap_or(export::Level::Qp), true, &mut sink),
+                Format::Parquet => unreachable!("dispatched above"),
             };
             match r.and_then(|_| sink.flush().map_err(|e| e.to_string())) {
                 Ok(()) => ExitCode::SUCCESS,

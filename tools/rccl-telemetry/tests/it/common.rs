@@ -102,3 +102,9 @@ mod visible_skip;
 pub fn skip(test: &str, why: &str) {
     visible_skip::skip(&format!("rccl-telemetry-tool::{test}"), why, false, true);
 }
+
+/// Records a visible skip of a test whose dependency CI does not install either (e.g. pyspark):
+/// never required.
+pub fn skip_optional(test: &str, why: &str) {
+    visible_skip::skip(&format!("rccl-telemetry-tool::{test}"), why, false, false);
+}

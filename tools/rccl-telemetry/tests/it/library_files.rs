@@ -80,7 +80,7 @@ fn child_rank() {
     assert_eq!(rcclTelemetryFlush(), 0);
 }
 
-fn spawn_ranks(dir: &Path) -> Vec<u32> {
+pub(crate) fn spawn_ranks(dir: &Path) -> Vec<u32> {
     let exe = std::env::current_exe().expect("test binary");
     let children: Vec<_> = (0..RANKS)
         .map(|rank| {

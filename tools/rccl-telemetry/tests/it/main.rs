@@ -11,6 +11,7 @@ mod intree_files;
 mod library_files;
 mod links_fabric;
 mod mixed_formats;
+mod parquet_export;
 mod prom_shared;
 mod report_axes;
 mod stalls_cmd;
