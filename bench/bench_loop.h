@@ -1,7 +1,7 @@
 /*
  * bench_loop.h -- the stand-in transport loop, instantiated once per hook family.
  *
- * Included by bench.c with LOOP_NAME (the function to generate) and FAM_LAT, FAM_SEND,
+ * Included by bench_loops.c with LOOP_NAME (the function to generate) and FAM_LAT, FAM_SEND,
  * FAM_SIZE, FAM_REQ, FAM_GUARD each set to a hook-set prefix (N = no hook, L = library,
  * LA = library with one clock read per poll, R = reference) that picks, per hook family,
  * these hooks (c is the Ctx*, j a QP index 0..3):
@@ -42,7 +42,7 @@
 #define H_BYTES BL_CAT(FAM_REQ, _BYTES)
 #define H_REQDONE BL_CAT(FAM_REQ, _REQDONE)
 
-__attribute__((noinline)) static void LOOP_NAME(Ctx* c, int nreq) {
+__attribute__((noinline)) void LOOP_NAME(Ctx* c, int nreq) {
   for (int r = 0; r < nreq; r++) {
     uint64_t seq = c->seq++;
     FakeWc wc[BENCH_QPS];

@@ -19,11 +19,7 @@ use crate::loghist::LogHist;
 /// Number of histogram buckets a slot holds (the configured count is 1..=16).
 pub const HIST: usize = 16;
 
-/// Adds to a counter that only the calling thread writes.
-#[inline(always)]
-pub fn bump(c: &AtomicU64, by: u64) {
-    c.store(c.load(Relaxed).wrapping_add(by), Relaxed);
-}
+pub use crate::thread::bump;
 
 /// QP role, as told by rcclTelemetrySetQpRole. Kept beside the slot, in its channel's arena
 /// (`SlotArena::role`), not in it: nothing on the hot path reads it.

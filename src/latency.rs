@@ -103,7 +103,7 @@ fn invariant_tsc() -> bool {
 /// current_clocksource` under the sysfs root), or an empty string when it cannot be read.
 fn kernel_clocksource(sysfs_root: &std::path::Path) -> String {
     let p = sysfs_root.join("devices/system/clocksource/clocksource0/current_clocksource");
-    crate::hw::sysfs_text(&p).map(|t| t.trim().to_owned()).unwrap_or_default()
+    crate::sysfs::read_text(&p).map(|t| t.trim().to_owned()).unwrap_or_default()
 }
 
 /// Chooses the time source: the TSC only where the CPU says it is invariant AND the kernel

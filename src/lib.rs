@@ -5,7 +5,39 @@
 //! (`capi`, through resolved handles) ; `hw` (baselines on first use, finals at flush) ;
 //! at exit or Flush: snapshot every slot -> `report` -> JSON -> temp file -> rename.
 //! The hot path never calls into `hw` or `report`.
+//!
+//! Layers, bottom to top; a module imports only from its own layer or below, and nothing
+//! imports in a circle ([`LAYERS`] is the table; `rust_tests/layers.rs` checks every
+//! `crate::` path of `src/` against it):
+//!
+//! 1. leaves, what everyone borrows: `diag` (stderr lines), `panics` (the boundary's panic
+//!    line), `hot` (the header's hot parameters), `thread` (the thread pointer, the owner's
+//!    relaxed add, `spawn_quiet`), `sysfs` (bounded attribute reads), `promtext` (the
+//!    Prometheus text format, shared with the tool);
+//! 2. hot data: `latency` (clock, tokens, linear histogram), `loghist`, `counters` (the
+//!    slots), `peer_table` (a channel's told identities and per-peer histograms);
+//! 3. hardware: `hw` (its sampler takes stall numbers through a source `stall` installs);
+//! 4. state: `config` (the environment), `registry` (devices, channels, slots);
+//! 5. observers built on the registry: `peers` (SetPeer, per-peer sums), `stall` (detection);
+//! 6. outputs: `atomic_file`, `report` (JSON), `prom` (textfile), `writer` (the thread; the
+//!    runtime hands it its writes as `writer::Jobs`);
+//! 7. entry points: this file (the runtime: Init, Flush, the final write), `capi`,
+//!    `signals`, `inline_abi`.
 
+/// The layer table (bottom first) that `rust_tests/layers.rs` holds `src/` to; `lib` is this
+/// file. A new module gets a row here.
+#[doc(hidden)]
+pub const LAYERS: &[(&str, &[&str])] = &[
+    ("leaves", &["diag", "panics", "hot", "thread", "sysfs", "promtext"]),
+    ("hot data", &["latency", "loghist", "counters", "peer_table"]),
+    ("hardware", &["hw"]),
+    ("state", &["config", "registry"]),
+    ("observers", &["peers", "stall"]),
+    ("outputs", &["atomic_file", "report", "prom", "writer"]),
+    ("entry points", &["lib", "capi", "signals", "inline_abi"]),
+];
+
+pub mod atomic_file;
 pub mod capi;
 pub mod config;
 pub mod counters;
@@ -15,6 +47,8 @@ pub mod hw;
 pub mod inline_abi;
 pub mod latency;
 pub mod loghist;
+pub mod panics;
+pub mod peer_table;
 pub mod peers;
 pub mod prom;
 pub mod promtext;
@@ -22,10 +56,11 @@ pub mod registry;
 pub mod report;
 pub mod signals;
 pub mod stall;
+mod sysfs;
+pub mod thread;
 pub mod writer;
 
-use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::*};
 use std::sync::OnceLock;
 
 use parking_lot::Mutex;
@@ -56,29 +91,7 @@ static WRITE_LOCK: Mutex<()> = Mutex::new(());
 /// Whether this forked child has said that it is one.
 static FORK_NOTED: AtomicBool = AtomicBool::new(false);
 
-/// What caused a write; recorded in the file as "trigger".
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trigger {
-    /// The exit handler (atexit, or dlclose of the library).
-    Exit,
-    /// rcclTelemetryFlush.
-    Flush,
-    /// RCCL_TELEMETRY_FLUSH_INTERVAL_S.
-    Interval,
-    /// A termination signal, or RCCL_TELEMETRY_SNAPSHOT_SIGNAL.
-    Signal(i32),
-}
-
-impl Trigger {
-    pub fn name(self) -> String {
-        match self {
-            Trigger::Exit => "exit".into(),
-            Trigger::Flush => "rcclTelemetryFlush".into(),
-            Trigger::Interval => "interval".into(),
-            Trigger::Signal(s) => config::signal_name(s),
-        }
-    }
-}
+pub use writer::Trigger;
 
 /// What Init established; set once, only when telemetry is on.
 pub struct Runtime {
@@ -138,35 +151,8 @@ extern "C" fn in_forked_child() {
     }
 }
 
-thread_local! {
-    static PANIC_MSG: RefCell<Option<String>> = const { RefCell::new(None) };
-}
-
-/// Replaces Rust's default panic output with a record that the boundary turns into one
-/// prefixed line (this library's std is its own, so no application hook is affected).
-fn install_panic_hook() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        std::panic::set_hook(Box::new(|info| {
-            let msg = match (info.payload().downcast_ref::<&str>(), info.payload().downcast_ref::<String>()) {
-                (Some(s), _) => (*s).to_owned(),
-                (_, Some(s)) => s.clone(),
-                _ => "unknown panic".to_owned(),
-            };
-            let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-            let _ = PANIC_MSG.try_with(|m| *m.borrow_mut() = Some(format!("{msg}{at}")));
-        }));
-    });
-}
-
-/// Called by the C boundary when it caught a panic: one line, at most a few times.
-pub fn contained_panic(entry: &str) {
-    static REPORTED: AtomicU32 = AtomicU32::new(0);
-    let msg = PANIC_MSG.try_with(|m| m.borrow_mut().take()).ok().flatten().unwrap_or_default();
-    if REPORTED.fetch_add(1, Relaxed) < 16 {
-        diag::warn(&format!("internal error in {entry} contained, call ignored: {msg}"));
-    }
-}
+pub use panics::contained_panic;
+use panics::install_panic_hook;
 
 /// rcclTelemetryInit: 0 on success or when disabled, -1 when asked for but not started.
 /// Init's answer once it has run: 0 (on or disabled), -1 (failed), None (not yet).
@@ -208,7 +194,7 @@ pub fn init() -> i32 {
         }
         Ok(Err(reason)) => reason,
         Err(_) => {
-            let msg = PANIC_MSG.try_with(|m| m.borrow_mut().take()).ok().flatten().unwrap_or_default();
+            let msg = panics::take_message();
             format!("internal error: {msg}")
         }
     };
@@ -256,7 +242,7 @@ fn start() -> Result<(), String> {
         )
     });
     hw::sampler_start(&cfg.hw);
-    let prom_interval = prom::configure(&cfg, &id.host_name);
+    let prom_interval = prom::configure(&cfg, &id);
     // The stall detector ticks on the writer thread: with detection on (the default) the
     // writer runs even when nothing else asks for it.
     let want_writer = cfg.signals || cfg.flush_interval_s > 0 || cfg.snapshot_signal.is_some() || prom_interval > 0 || cfg.stall_ms > 0;
@@ -273,7 +259,8 @@ fn start() -> Result<(), String> {
         diag::debug(|| "could not register the fork handler; a forked child still writes nothing".into());
     }
     if want_writer {
-        match writer::start(interval, prom_interval, stall::tick_period_ms(stall::stall_ms())) {
+        let jobs = writer::Jobs { write_file, snapshot_signal: crate::snapshot_signal, prom: prom_periodic };
+        match writer::start(interval, prom_interval, stall::tick_period_ms(stall::stall_ms()), jobs) {
             Ok(()) => {
                 for d in signals::install(signals, snapshot_signal) {
                     diag::warn(&d);
@@ -288,6 +275,13 @@ fn start() -> Result<(), String> {
 /// The snapshot signal in effect (0 when none).
 pub fn snapshot_signal() -> i32 {
     signals::snapshot_signal()
+}
+
+/// The writer thread's periodic textfile write, while telemetry is on.
+fn prom_periodic() {
+    if is_on() {
+        prom::write_periodic();
+    }
 }
 
 /// Runs at process exit, and at dlclose of the library: the final file, then every thread

@@ -95,8 +95,8 @@ impl LogHist {
     #[inline(always)]
     pub fn record(&self, ns: u64) {
         let i = clamp_index(ns, LOG_BUCKETS);
-        if self.owner.load(Relaxed) == crate::registry::thread_pointer() {
-            crate::counters::bump(&self.counts.0[i], 1);
+        if self.owner.load(Relaxed) == crate::thread::thread_pointer() {
+            crate::thread::bump(&self.counts.0[i], 1);
         } else {
             self.record_other(i);
         }
@@ -107,10 +107,10 @@ impl LogHist {
     #[cold]
     pub fn record_other(&self, i: usize) {
         let i = i.min(LOG_BUCKETS - 1);
-        let tp = crate::registry::thread_pointer();
+        let tp = crate::thread::thread_pointer();
         let o = self.owner.load(Relaxed);
         if o == tp || (o == 0 && self.owner.compare_exchange(0, tp, Relaxed, Relaxed).is_ok()) {
-            crate::counters::bump(&self.counts.0[i], 1);
+            crate::thread::bump(&self.counts.0[i], 1);
         } else {
             self.record_shared_index(i);
         }

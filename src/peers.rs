@@ -3,7 +3,8 @@
 //! (rcclTelemetryQpSetPeer, or the preload's modify_qp wrapper), and the per-peer latency.
 //!
 //! Storage: nothing in the slot (its 256-byte layout is mirrored by the header). Each channel
-//! keeps a side table (`ChannelPeers`, in `registry::Channel`) behind one mutex: the told
+//! keeps a side table (`ChannelPeers`, in `registry::Channel`; its type is the leaf-ward
+//! `peer_table`, below the registry, this module above it) behind one mutex: the told
 //! identities by slot index, and the channel's per-peer log-scale histograms. A handle leads
 //! back to its channel through the registry's slot index (`registry::slot_home`). Every access
 //! is cold: a setup call per QP, a report per file.
@@ -35,6 +36,8 @@ use std::sync::atomic::{AtomicU64, Ordering::*};
 use parking_lot::Mutex;
 
 use crate::counters::RcclQpStats;
+pub use crate::peer_table::{nonzero, ChannelPeers, PeerKey, QpInfo, Remote};
+use crate::peer_table::Inner;
 use crate::loghist::{LogHist, LOG_BUCKETS};
 use crate::registry::{self, Channel};
 
@@ -80,104 +83,6 @@ pub struct PeerView {
     pub remote_lid: u16,
 }
 
-/// The remote NIC a peer histogram is for: its GID, else its LID, else unknown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum PeerKey {
-    Gid([u8; 16]),
-    Lid(u16),
-    Unknown,
-}
-
-impl PeerKey {
-    pub fn of(gid: Option<[u8; 16]>, lid: u16) -> PeerKey {
-        match (nonzero(gid), lid) {
-            (Some(g), _) => PeerKey::Gid(g),
-            (None, 0) => PeerKey::Unknown,
-            (None, l) => PeerKey::Lid(l),
-        }
-    }
-}
-
-/// The remote end of one QP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Remote {
-    pub qp_num: u32,
-    pub gid: Option<[u8; 16]>,
-    pub lid: u16,
-}
-
-/// Everything told about one QP slot.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct QpInfo {
-    pub qp_num: Option<u32>,
-    pub local_gid: Option<[u8; 16]>,
-    pub local_lid: u16,
-    pub port: Option<u8>,
-    pub gid_index: Option<u32>,
-    pub qp_type: Option<&'static str>,
-    pub peer: Option<Remote>,
-}
-
-/// One channel's side table.
-pub struct ChannelPeers {
-    inner: Mutex<Inner>,
-}
-
-#[derive(Default)]
-struct Inner {
-    /// By slot index (a channel's slots are dense: a vector, grown to the highest told slot).
-    qps: Vec<Option<QpInfo>>,
-    /// Per-peer histograms in creation order (at most PEER_HISTS_PER_CHANNEL).
-    hists: Vec<(PeerKey, &'static LogHist)>,
-    /// The "other peers" histogram, once the cap was reached.
-    other: Option<&'static LogHist>,
-}
-
-impl Default for ChannelPeers {
-    fn default() -> Self {
-        ChannelPeers::new()
-    }
-}
-
-impl ChannelPeers {
-    pub fn new() -> ChannelPeers {
-        ChannelPeers { inner: Mutex::new(Inner::default()) }
-    }
-
-    /// What was told about slot `i` (None when nothing was).
-    pub fn qp(&self, i: u64) -> Option<QpInfo> {
-        self.inner.lock().qps.get(i as usize).copied().flatten()
-    }
-
-    /// Every told slot, by slot index.
-    pub fn qps(&self) -> BTreeMap<u64, QpInfo> {
-        self.inner.lock().qps.iter().enumerate().filter_map(|(i, q)| Some((i as u64, (*q)?))).collect()
-    }
-
-    /// What was told about the slots, indexed by slot (shorter than the channel's slots when
-    /// the last ones were told nothing).
-    pub fn by_slot(&self) -> Vec<Option<QpInfo>> {
-        self.inner.lock().qps.clone()
-    }
-
-    /// The per-peer histograms (key, histogram) and the shared "other peers" one.
-    pub fn hists(&self) -> (Vec<(PeerKey, &'static LogHist)>, Option<&'static LogHist>) {
-        let g = self.inner.lock();
-        (g.hists.clone(), g.other)
-    }
-}
-
-impl Inner {
-    /// Slot `i`'s record, created empty on first use.
-    fn entry(&mut self, i: u64) -> &mut QpInfo {
-        let i = i as usize;
-        if self.qps.len() <= i {
-            self.qps.resize(i + 1, None);
-        }
-        self.qps[i].get_or_insert_with(QpInfo::default)
-    }
-}
-
 /// Bytes of per-peer and "other peers" histograms allocated so far (their memory cost).
 static HIST_BYTES: AtomicU64 = AtomicU64::new(0);
 
@@ -218,10 +123,6 @@ fn note_dev(dev: u32, port: Option<u8>, gid_index: Option<u32>, gid: Option<[u8;
     }
 }
 
-/// An all-zero GID counts as none.
-pub fn nonzero(g: Option<[u8; 16]>) -> Option<[u8; 16]> {
-    g.filter(|g| g.iter().any(|&b| b != 0))
-}
 
 /// Tells slot `qp` its identity and its peer (cold path). A second call replaces the first:
 /// the QP's later completions count towards the new peer. A handle that is no reserved slot

@@ -3,7 +3,7 @@
 //! Every `RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S` the writer thread (never the data path)
 //! snapshots the slots, renders them with [`crate::promtext`] (the definition the tool's
 //! `export --format prometheus` shares) and writes
-//! `<dir>/rccl_telemetry_<hostname>_<uid>_<pid>.prom` with [`crate::writer::write_atomic_mode`]:
+//! `<dir>/rccl_telemetry_<hostname>_<uid>_<pid>.prom` with [`crate::atomic_file::write_atomic_mode`]:
 //! a temporary file in the same directory, renamed over the name (never following a planted
 //! symlink), mode 0644 so node_exporter's own user can read it.
 //!
@@ -33,6 +33,8 @@ struct Live {
 }
 
 static LIVE: OnceLock<Live> = OnceLock::new();
+/// The process facts of every series, set at Init (whether or not a textfile is written).
+static ID: OnceLock<Identity> = OnceLock::new();
 
 #[derive(Default)]
 struct State {
@@ -62,7 +64,9 @@ pub fn rank_from(get: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<Str
 
 /// At Init: remembers where the textfile goes, and says at once (one line) when the
 /// directory is unusable. Returns the interval in seconds, 0 when the textfile is off.
-pub fn configure(cfg: &Config, host: &str) -> u64 {
+pub fn configure(cfg: &Config, id: &Identity) -> u64 {
+    let _ = ID.set(id.clone());
+    let host = id.host_name.as_str();
     let Some(dir) = &cfg.prometheus_dir else { return 0 };
     if let Err(e) = probe(dir) {
         diag::warn(&e);
@@ -90,21 +94,19 @@ fn probe(dir: &Path) -> Result<(), String> {
 
 /// The rank's series now, at `level` (for the writer, the tests and the bench).
 pub fn render_now(level: Level) -> String {
-    let Some(rt) = crate::RUNTIME.get() else { return String::new() };
+    let Some(id) = ID.get() else { return String::new() };
     let rank = LIVE.get().and_then(|l| l.rank.clone());
     let mut out = String::with_capacity(1 << 16);
-    let r = snapshot(&rt.id, rank);
+    let r = snapshot(id, rank);
     promtext::render(std::slice::from_ref(&r), level, &mut out);
     let stalls = stall_devices(&r);
     promtext::render_stalls(&r, &stalls, &mut out);
     out
 }
 
-/// The writer thread's periodic write. Quiet about a failure it already reported.
+/// The writer thread's periodic write (the runtime calls it only while telemetry is on).
+/// Quiet about a failure it already reported.
 pub fn write_periodic() {
-    if !crate::is_on() {
-        return;
-    }
     let _ = write_now();
 }
 
@@ -126,7 +128,7 @@ pub fn write_at(level: Level) -> Result<PathBuf, String> {
     }
     let written = std::panic::catch_unwind(|| {
         let text = render_now(level);
-        crate::writer::write_atomic_mode(&live.path, Some(0o644), |w| w.write_all(text.as_bytes()))
+        crate::atomic_file::write_atomic_mode(&live.path, Some(0o644), |w| w.write_all(text.as_bytes()))
     });
     match written {
         Ok(Ok(w)) => {
@@ -151,7 +153,7 @@ pub fn write_at(level: Level) -> Result<PathBuf, String> {
             Err(line)
         }
         Err(_) => {
-            crate::contained_panic("the Prometheus textfile");
+            crate::panics::contained_panic("the Prometheus textfile");
             Err("internal error".into())
         }
     }

@@ -15,6 +15,7 @@ use parking_lot::Mutex;
 use crate::counters::{QpExt, RcclChannelStats, RcclQpStats, SIZE_BUCKETS};
 use crate::hw::{HwDevice, HwSettings};
 use crate::loghist::LogHist;
+use crate::thread::thread_pointer;
 
 pub use crate::hot::MAX_DEVS;
 pub const MAX_CHANNELS: usize = 512;
@@ -240,7 +241,7 @@ pub struct Channel {
     pub log: Option<&'static LogHist>,
     /// What rcclTelemetryQpSetPeer told about the channel's QPs, and the per-peer log-scale
     /// histograms their slots record into (see `peers`).
-    pub peers: crate::peers::ChannelPeers,
+    pub peers: crate::peer_table::ChannelPeers,
 }
 
 pub struct Device {
@@ -289,7 +290,7 @@ impl Device {
             id: ch as u32,
             slots: SlotArena::with_home(self.id, ch as u32),
             untracked: AtomicU64::new(0),
-            peers: crate::peers::ChannelPeers::new(),
+            peers: crate::peer_table::ChannelPeers::new(),
             log: LOG_HISTOGRAM.load(Acquire).then(|| &*Box::leak(Box::new(LogHist::new()))),
         }));
         self.channels[ch].store(c as *const Channel as *mut Channel, Release);
@@ -438,27 +439,6 @@ impl DevShard {
     }
 }
 
-/// The calling thread's thread pointer: unique among live threads.
-#[inline(always)]
-pub(crate) fn thread_pointer() -> usize {
-    let tp: usize;
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: the x86-64 TLS ABI stores the thread pointer itself at %fs:0.
-    unsafe {
-        std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags, pure));
-    }
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: reading the thread-pointer register has no side effect.
-    unsafe {
-        std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nostack, nomem, preserves_flags, pure));
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        // SAFETY: pthread_self cannot fail.
-        tp = unsafe { libc::pthread_self() } as usize;
-    }
-    tp
-}
 
 /// The stripe of the calling thread.
 #[inline(always)]
@@ -472,7 +452,7 @@ pub fn stripe() -> usize {
 #[inline(always)]
 pub fn add(c: &AtomicU64, v: u64, owner: bool) {
     if owner {
-        crate::counters::bump(c, v);
+        crate::thread::bump(c, v);
     } else {
         c.fetch_add(v, Relaxed);
     }

@@ -1,5 +1,5 @@
 //! The JSON file: its model (keys in the seed's order), the snapshot of every slot, the
-//! layout, and the file's write (through `writer::write_atomic_with`).
+//! layout, and the file's write (through `atomic_file::write_atomic_with`).
 
 use std::ffi::CString;
 use std::io::{self, Write};
@@ -649,12 +649,12 @@ pub fn to_writer<W: Write, T: Serialize>(w: W, v: &T) -> io::Result<()> {
     v.serialize(&mut ser).map_err(io::Error::other)
 }
 
-/// Writes `report` to `dir/name` with [`crate::writer::write_atomic_with`]: a private
+/// Writes `report` to `dir/name` with [`crate::atomic_file::write_atomic_with`]: a private
 /// temporary file with an unpredictable name, renamed into place (or to the fallback name
 /// when the final name cannot be taken), the directory fsync'ed. Returns where it went, or
 /// one line with the path and the reason.
-pub fn write_atomic<T: Serialize>(dir: &Path, name: &str, report: &T) -> Result<crate::writer::Written, String> {
-    crate::writer::write_atomic_with(&dir.join(name), |w| {
+pub fn write_atomic<T: Serialize>(dir: &Path, name: &str, report: &T) -> Result<crate::atomic_file::Written, String> {
+    crate::atomic_file::write_atomic_with(&dir.join(name), |w| {
         to_writer(&mut *w, report)?;
         w.write_all(b"\n")
     })

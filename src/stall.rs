@@ -59,6 +59,8 @@ pub fn take_changed() -> bool {
 /// Turns detection on (`ms` > 0) or off; at Init.
 pub fn configure(ms: u64) {
     STALL_MS.store(ms, Relaxed);
+    // hw (below) reads the per-device numbers for its sampler rows through this.
+    crate::hw::set_stall_rows((ms > 0).then_some(device_summary as crate::hw::StallRows));
 }
 
 /// The RCCL_TELEMETRY_STALL_MS in effect (0: off).

@@ -98,9 +98,9 @@ impl Plan {
 pub fn read(ctx: &ReadCtx<'_>, plan: &Plan) -> (Snapshot, Vec<String>) {
     let mut snap = Snapshot::default();
     let mut notes = Vec::new();
-    let ib = super::sysfs::ib_dir(ctx.root, ctx.ibdev);
+    let ib = crate::sysfs::ib_dir(ctx.root, ctx.ibdev);
     let port_dir = ib.join("ports").join(ctx.port.to_string());
-    let net = if ctx.netdev.is_empty() { None } else { Some(super::sysfs::net_dir(ctx.root, ctx.netdev)) };
+    let net = if ctx.netdev.is_empty() { None } else { Some(crate::sysfs::net_dir(ctx.root, ctx.netdev)) };
 
     let eth = if plan.needs(Src::Ethtool) {
         if ctx.netdev.is_empty() {
@@ -122,11 +122,11 @@ pub fn read(ctx: &ReadCtx<'_>, plan: &Plan) -> (Snapshot, Vec<String>) {
     for (src, name) in &plan.items {
         let v = match src {
             Src::Ethtool => eth.as_ref().and_then(|m| m.get(name).copied()),
-            Src::HwCounters => super::sysfs::read_counter(&port_dir.join("hw_counters").join(name))
-                .or_else(|| super::sysfs::read_counter(&ib.join("hw_counters").join(name))),
-            Src::PmaCounters => super::sysfs::read_counter(&port_dir.join("counters").join(name)),
-            Src::NetStat => net.as_ref().and_then(|n| super::sysfs::read_counter(&n.join("statistics").join(name))),
-            Src::NetAttr => net.as_ref().and_then(|n| super::sysfs::read_counter(&n.join(name))),
+            Src::HwCounters => crate::sysfs::read_counter(&port_dir.join("hw_counters").join(name))
+                .or_else(|| crate::sysfs::read_counter(&ib.join("hw_counters").join(name))),
+            Src::PmaCounters => crate::sysfs::read_counter(&port_dir.join("counters").join(name)),
+            Src::NetStat => net.as_ref().and_then(|n| crate::sysfs::read_counter(&n.join("statistics").join(name))),
+            Src::NetAttr => net.as_ref().and_then(|n| crate::sysfs::read_counter(&n.join(name))),
         };
         if let Some(v) = v {
             snap.vals.insert((*src, name.clone()), v);

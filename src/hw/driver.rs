@@ -1,6 +1,6 @@
 //! Which driver family runs a RoCE device, and which port to read.
 
-use super::sysfs;
+use crate::sysfs;
 use super::vocab;
 use std::path::Path;
 

@@ -12,7 +12,8 @@
 //! Nothing here is ever called from the data path.
 //!
 //! Submodules: `driver` (hw_type), `netdev` (eth_device), `ethtool` (SIOCETHTOOL),
-//! `sysfs` (bounded attribute readers), `vocab` (the canonical keys and per-driver
+//! (the bounded attribute readers are the leaf `crate::sysfs`),
+//! `vocab` (the canonical keys and per-driver
 //! sources, as data), `baseline` (snapshots, wrap and reset), `sampler` (the thread).
 
 mod baseline;
@@ -20,8 +21,9 @@ mod driver;
 mod ethtool;
 mod netdev;
 mod sampler;
-mod sysfs;
 mod vocab;
+
+use crate::sysfs;
 
 use baseline::{Eval, Plan, ReadCtx, Snapshot};
 use std::collections::HashSet;
@@ -202,7 +204,7 @@ impl HwDevice {
             self.read(&self.plan, "baseline")
         });
         // A device with nothing to sample still gets rows for stall detection's counters.
-        if first && (!self.sample_plan.is_empty() || crate::stall::enabled()) {
+        if first && (!self.sample_plan.is_empty() || stall_rows().is_some()) {
             sampler::register(self);
         }
     }
@@ -292,6 +294,22 @@ pub fn sampler_snapshot() -> Option<HwSamples> {
 /// Stops and joins the sampler; None when it never ran.
 pub fn sampler_stop() -> Option<HwSamples> {
     sampler::stop()
+}
+
+/// Stall detection's per-device numbers (outstanding WRs, stalled QPs) for the sampler's
+/// rows. Stall detection sits above this layer (it walks the registry), so it installs its
+/// source here (`stall::configure`) instead of this module calling up; None: detection off.
+pub type StallRows = fn(u32) -> Option<(u64, u64)>;
+
+static STALL_ROWS: parking_lot::Mutex<Option<StallRows>> = parking_lot::Mutex::new(None);
+
+/// Installs (or with None removes) stall detection's source of per-device numbers.
+pub fn set_stall_rows(f: Option<StallRows>) {
+    *STALL_ROWS.lock() = f;
+}
+
+fn stall_rows() -> Option<StallRows> {
+    *STALL_ROWS.lock()
 }
 
 /// A small sysfs text attribute under the same rules as the counters (non-blocking open,

@@ -1,7 +1,7 @@
 //! The Ethernet netdev behind a RoCE device.
 
 use super::driver::HwType;
-use super::sysfs;
+use crate::sysfs;
 use std::path::Path;
 
 /// Linux netdev names are at most 15 bytes (IFNAMSIZ - 1).

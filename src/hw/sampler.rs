@@ -92,7 +92,7 @@ fn sample_all(ring: &Mutex<Ring>, clock: &Clock) {
     for d in devices {
         // Stall detection's per-device numbers as of its last tick (README, "Stalls"): in
         // every row, also of a device whose hardware counters cannot be sampled.
-        let stall = crate::stall::device_summary(d.device_id);
+        let stall = super::stall_rows().and_then(|f| f(d.device_id));
         let hw = d.sample_counters();
         if hw.is_none() && stall.is_none() {
             continue;
@@ -152,7 +152,7 @@ pub fn start_with_capacity(settings: &HwSettings, capacity: usize) {
     let interval = Duration::from_millis(settings.sample_ms);
     let clock = Clock::start();
     let s2 = Arc::clone(&shared);
-    let handle = crate::writer::spawn_quiet("rccl-tel-hwsample", move || run(s2, interval, clock));
+    let handle = crate::thread::spawn_quiet("rccl-tel-hwsample", move || run(s2, interval, clock));
     let handle = match handle {
         Ok(h) => Some(h),
         Err(e) => {

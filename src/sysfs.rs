@@ -1,5 +1,6 @@
 //! Small, bounded sysfs readers. Every path is built by the caller from the injectable
-//! root (RCCL_TELEMETRY_SYSFS_ROOT); nothing here knows about "/sys".
+//! root (RCCL_TELEMETRY_SYSFS_ROOT); nothing here knows about "/sys". A leaf (it only
+//! reports through `diag`): `hw` reads its counters with it, `latency` the clock source.
 
 use std::fs::File;
 use std::io::Read;

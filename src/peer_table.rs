@@ -1,0 +1,112 @@
+//! The per-channel side table of told QP identities and per-peer histograms (`ChannelPeers`)
+//! and the types it holds. Only data: it sits below the registry, whose channels embed it;
+//! `peers` (above the registry) tells and reads it. See `peers` for the design.
+
+use std::collections::BTreeMap;
+
+use parking_lot::Mutex;
+
+use crate::loghist::LogHist;
+
+/// The remote NIC a peer histogram is for: its GID, else its LID, else unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PeerKey {
+    Gid([u8; 16]),
+    Lid(u16),
+    Unknown,
+}
+
+impl PeerKey {
+    pub fn of(gid: Option<[u8; 16]>, lid: u16) -> PeerKey {
+        match (nonzero(gid), lid) {
+            (Some(g), _) => PeerKey::Gid(g),
+            (None, 0) => PeerKey::Unknown,
+            (None, l) => PeerKey::Lid(l),
+        }
+    }
+}
+
+/// The remote end of one QP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Remote {
+    pub qp_num: u32,
+    pub gid: Option<[u8; 16]>,
+    pub lid: u16,
+}
+
+/// Everything told about one QP slot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QpInfo {
+    pub qp_num: Option<u32>,
+    pub local_gid: Option<[u8; 16]>,
+    pub local_lid: u16,
+    pub port: Option<u8>,
+    pub gid_index: Option<u32>,
+    pub qp_type: Option<&'static str>,
+    pub peer: Option<Remote>,
+}
+
+/// One channel's side table.
+pub struct ChannelPeers {
+    pub(crate) inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+pub(crate) struct Inner {
+    /// By slot index (a channel's slots are dense: a vector, grown to the highest told slot).
+    pub(crate) qps: Vec<Option<QpInfo>>,
+    /// Per-peer histograms in creation order (at most PEER_HISTS_PER_CHANNEL).
+    pub(crate) hists: Vec<(PeerKey, &'static LogHist)>,
+    /// The "other peers" histogram, once the cap was reached.
+    pub(crate) other: Option<&'static LogHist>,
+}
+
+impl Default for ChannelPeers {
+    fn default() -> Self {
+        ChannelPeers::new()
+    }
+}
+
+impl ChannelPeers {
+    pub fn new() -> ChannelPeers {
+        ChannelPeers { inner: Mutex::new(Inner::default()) }
+    }
+
+    /// What was told about slot `i` (None when nothing was).
+    pub fn qp(&self, i: u64) -> Option<QpInfo> {
+        self.inner.lock().qps.get(i as usize).copied().flatten()
+    }
+
+    /// Every told slot, by slot index.
+    pub fn qps(&self) -> BTreeMap<u64, QpInfo> {
+        self.inner.lock().qps.iter().enumerate().filter_map(|(i, q)| Some((i as u64, (*q)?))).collect()
+    }
+
+    /// What was told about the slots, indexed by slot (shorter than the channel's slots when
+    /// the last ones were told nothing).
+    pub fn by_slot(&self) -> Vec<Option<QpInfo>> {
+        self.inner.lock().qps.clone()
+    }
+
+    /// The per-peer histograms (key, histogram) and the shared "other peers" one.
+    pub fn hists(&self) -> (Vec<(PeerKey, &'static LogHist)>, Option<&'static LogHist>) {
+        let g = self.inner.lock();
+        (g.hists.clone(), g.other)
+    }
+}
+
+impl Inner {
+    /// Slot `i`'s record, created empty on first use.
+    pub(crate) fn entry(&mut self, i: u64) -> &mut QpInfo {
+        let i = i as usize;
+        if self.qps.len() <= i {
+            self.qps.resize(i + 1, None);
+        }
+        self.qps[i].get_or_insert_with(QpInfo::default)
+    }
+}
+
+/// An all-zero GID counts as none.
+pub fn nonzero(g: Option<[u8; 16]>) -> Option<[u8; 16]> {
+    g.filter(|g| g.iter().any(|&b| b != 0))
+}
