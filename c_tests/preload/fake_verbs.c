@@ -24,6 +24,9 @@
  * ibv_query_gid (the library's own, as libibverbs reads sysfs) and the provider's
  * query_port (reached through verbs_context.query_port or the exported ibv_query_port);
  * fakeverbs_queries() counts those reads.
+ * Cues (fakeverbs_hold / fakeverbs_wait_held / fakeverbs_release): the next call reaching a
+ * named point blocks there until released, so that a test can stop a thread inside a
+ * provider call (and whatever the interposer holds around it) and act meanwhile.
  * Knobs (environment): FAKEVERBS_SEND_WR_CAP=n reports cap.max_send_wr = n while taking any
  * number of WRs; FAKEVERBS_WC_FLAGS_ALLOWED=mask refuses ibv_cq_ex wc_flags outside mask.
  *
@@ -37,6 +40,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fake_verbs.h"
 
@@ -480,8 +484,52 @@ static struct ibv_qp *f_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init
   return &q->qpx.qp_base;
 }
 
+/* Cues (fake_verbs.h). The blocked call waits on a condition variable of its own, holding no
+ * lock of the fake's. */
+static pthread_mutex_t g_cue_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cue_cv = PTHREAD_COND_INITIALIZER;
+static int g_cue_armed, g_cue_held, g_cue_go;
+
+static void cue(int point) {
+  if (__atomic_load_n(&g_cue_armed, __ATOMIC_ACQUIRE) != point) return;
+  pthread_mutex_lock(&g_cue_mu);
+  if (g_cue_armed == point) {
+    __atomic_store_n(&g_cue_armed, 0, __ATOMIC_RELEASE);
+    g_cue_held = point;
+    pthread_cond_broadcast(&g_cue_cv);
+    while (!g_cue_go) pthread_cond_wait(&g_cue_cv, &g_cue_mu);
+    g_cue_go = 0;
+    g_cue_held = 0;
+  }
+  pthread_mutex_unlock(&g_cue_mu);
+}
+EXPORT void fakeverbs_hold(int point) {
+  pthread_mutex_lock(&g_cue_mu);
+  g_cue_go = 0;
+  __atomic_store_n(&g_cue_armed, point, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&g_cue_mu);
+}
+EXPORT int fakeverbs_wait_held(int point, int seconds) {
+  struct timespec end;
+  clock_gettime(CLOCK_REALTIME, &end);
+  end.tv_sec += seconds;
+  int rc = 0;
+  pthread_mutex_lock(&g_cue_mu);
+  while (g_cue_held != point && rc == 0) rc = pthread_cond_timedwait(&g_cue_cv, &g_cue_mu, &end);
+  int held = g_cue_held == point;
+  pthread_mutex_unlock(&g_cue_mu);
+  return held ? 0 : -1;
+}
+EXPORT void fakeverbs_release(void) {
+  pthread_mutex_lock(&g_cue_mu);
+  g_cue_go = 1;
+  pthread_cond_broadcast(&g_cue_cv);
+  pthread_mutex_unlock(&g_cue_mu);
+}
+
 EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp) {
   struct fqp *q = (struct fqp *)qp;
+  cue(FAKEVERBS_AT_QP_TO_QP_EX);
   return q->ex ? &q->qpx : NULL;
 }
 

@@ -50,6 +50,9 @@ static struct {
   int (*set_gid)(struct ibv_context *, uint8_t, int, const void *);
   int (*set_lid)(struct ibv_context *, uint8_t, uint16_t);
   unsigned long (*queries)(void);
+  void (*hold)(int);
+  int (*wait_held)(int, int);
+  void (*release)(void);
 } V;
 
 #define FAIL(...)                                                                        \
@@ -95,6 +98,9 @@ static void load(void) {
   S(set_gid, "fakeverbs_set_gid", NULL);
   S(set_lid, "fakeverbs_set_lid", NULL);
   S(queries, "fakeverbs_queries", NULL);
+  S(hold, "fakeverbs_hold", NULL);
+  S(wait_held, "fakeverbs_wait_held", NULL);
+  S(release, "fakeverbs_release", NULL);
 #undef S
 }
 #else
@@ -124,6 +130,9 @@ static void load(void) {
   V.set_gid = fakeverbs_set_gid;
   V.set_lid = fakeverbs_set_lid;
   V.queries = fakeverbs_queries;
+  V.hold = fakeverbs_hold;
+  V.wait_held = fakeverbs_wait_held;
+  V.release = fakeverbs_release;
 }
 #endif
 
@@ -469,6 +478,54 @@ static void sc_fork(int with_fork_init) {
   int st;
   if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) FAIL("child status %d", st);
   chain_round(&p);
+  free_pair(&p);
+  report(NULL);
+}
+
+/* fork while another thread is inside the interposer's global lock: thread T creates an
+ * ibv_qp_ex QP, whose record the interposer fills under that lock, calling the provider's
+ * ibv_qp_to_qp_ex, where the fake holds T on cue. The child, forked meanwhile, destroys its
+ * copies of the QPs and CQs and closes the device (every wrapper that takes the lock): it
+ * must exit, not hang (an alarm turns a hang into a failure). Then T goes on. Under the
+ * preload with telemetry on only (without it nothing calls ibv_qp_to_qp_ex there). */
+static void *create_qp_ex_thread(void *arg) {
+  struct pair *p = arg;
+  struct ibv_qp_init_attr_ex qa;
+  memset(&qa, 0, sizeof qa);
+  qa.send_cq = qa.recv_cq = p->cqa;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = 64;
+  qa.pd = p->pd;
+  qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  qa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+  return ibv_create_qp_ex(p->c, &qa);
+}
+static void sc_fork_locked(void) {
+  struct pair p;
+  mk_pair(&p, 0);
+  chain_round(&p);
+  V.hold(FAKEVERBS_AT_QP_TO_QP_EX);
+  pthread_t t;
+  if (pthread_create(&t, NULL, create_qp_ex_thread, &p)) FAIL("pthread_create");
+  if (V.wait_held(FAKEVERBS_AT_QP_TO_QP_EX, 60)) FAIL("the interposer never called ibv_qp_to_qp_ex (not preloaded?)");
+  pid_t pid = fork();
+  if (pid < 0) FAIL("fork");
+  if (pid == 0) {
+    alarm(10); /* a hang becomes SIGALRM (the calls themselves take microseconds) */
+    int bad = V.destroy_qp(p.a) || V.destroy_qp(p.b) || V.destroy_cq(p.cqa) || V.destroy_cq(p.cqb) ||
+              V.dealloc_pd(p.pd) || V.close_device(p.c);
+    _exit(bad ? 3 : 0);
+  }
+  int st;
+  if (waitpid(pid, &st, 0) != pid) FAIL("waitpid");
+  if (WIFSIGNALED(st)) FAIL("the child hung in a destroy or close (signal %d)", WTERMSIG(st));
+  if (!WIFEXITED(st) || WEXITSTATUS(st)) FAIL("child status %d", st);
+  V.release();
+  void *q = NULL;
+  pthread_join(t, &q);
+  if (!q) FAIL("create_qp_ex");
+  chain_round(&p);
+  if (V.destroy_qp(q)) FAIL("destroy_qp");
   free_pair(&p);
   report(NULL);
 }
@@ -925,7 +982,7 @@ static void sc_stall(int pause_ms) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|reopen|qploop|srq|full|disabled|dlnext|peers|peers-wide|stall [N]");
+  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|fork-locked|reopen|qploop|srq|full|disabled|dlnext|peers|peers-wide|stall [N]");
   load();
   const char *s = argv[1];
   int n = argc > 2 ? atoi(argv[2]) : 100;
@@ -934,6 +991,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "ex")) sc_ex(n);
   else if (!strcmp(s, "threads")) sc_threads(argc > 3 ? atoi(argv[3]) : 4, n);
   else if (!strcmp(s, "fork")) sc_fork(n);
+  else if (!strcmp(s, "fork-locked")) sc_fork_locked();
   else if (!strcmp(s, "reopen")) sc_reopen();
   else if (!strcmp(s, "qploop")) sc_qploop(n);
   else if (!strcmp(s, "srq")) sc_srq(n);

@@ -68,6 +68,10 @@ static inline uint64_t rtp_bench_tsc(void) { return rtp_bench_clock += 1000; }
 /* 0: not decided, 1: telemetry on (tables are patched), -1: off for good. */
 static int g_state;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+/* 1 in a child forked after start: inert. Its copy of g_mu may have been held by a thread
+ * that does not exist in it, and its records may be half-written: no wrapper of the child
+ * takes g_mu or touches a record (only the provider's call is made). */
+static int g_forked;
 
 /* The slot's idx_sent (num_wqe_sent without an opcode of the seed's), found by offset. */
 static size_t g_idx_sent_off;
@@ -401,6 +405,14 @@ __attribute__((constructor)) static void rtp_ctor(void) {
  * once the final file is claimed). */
 static void stall_walk(void);
 
+/* pthread_atfork's child handler (the forking thread, alone in the child): inert from here,
+ * with a fresh g_mu should anything still reach it. */
+static void in_forked_child(void) {
+  ST(g_forked, 1);
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  memcpy(&g_mu, &fresh, sizeof fresh);
+}
+
 static int start(void) {
   int s = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
   if (s == 0) {
@@ -423,16 +435,21 @@ static int start(void) {
                  syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
         if (!g_fast) rtp_diag(1, "verbs interposer: no expedited membarrier; every QP takes a lock per post and completion");
         rtp_stall_walker(stall_walk);
+        if (pthread_atfork(NULL, NULL, in_forked_child) != 0)
+          rtp_diag(1, "verbs interposer: no fork handler; a child forked while a QP is being created may hang in destroy");
         s = 1;
       }
       __atomic_store_n(&g_state, s, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&g_mu);
   }
-  return s == 1 && rcclTelemetryOn();
+  return s == 1 && !LD(g_forked) && rcclTelemetryOn();
 }
 
-static inline int on(void) { return LD(g_state) == 1 && rcclTelemetryOn(); }
+static inline int on(void) { return LD(g_state) == 1 && !LD(g_forked) && rcclTelemetryOn(); }
+/* The cold wrappers' bookkeeping (records, g_mu): only where telemetry started, not in a
+ * forked child. */
+static inline int book(void) { return LD(g_state) == 1 && !LD(g_forked); }
 /* In a wrapper of a patched table, where g_state is 1 already. */
 static inline int counting(void) { return rcclTelemetryOn(); }
 
@@ -1493,7 +1510,7 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device) {
 EXPORT int ibv_close_device(struct ibv_context *ctx) {
   int (*f)(struct ibv_context *) = real_ibv_close_device();
   if (!f) return ENOSYS;
-  struct rctx *c = ctx ? ctx_of(ctx) : NULL;
+  struct rctx *c = ctx && book() ? ctx_of(ctx) : NULL;
   int rc = f(ctx);
   if (c && rc == 0) {
     pthread_mutex_lock(&g_mu);
@@ -1550,7 +1567,7 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) 
 EXPORT int ibv_destroy_qp(struct ibv_qp *qp) {
   int (*f)(struct ibv_qp *) = real_ibv_destroy_qp();
   if (!f) return ENOSYS;
-  struct rqp *r = qp ? qp_rec(qp) : NULL;
+  struct rqp *r = qp && book() ? qp_rec(qp) : NULL;
   int rc = f(qp);
   if (r && rc == 0) {
     pthread_mutex_lock(&g_mu);
@@ -1563,7 +1580,7 @@ EXPORT int ibv_destroy_qp(struct ibv_qp *qp) {
 EXPORT int ibv_destroy_cq(struct ibv_cq *cq) {
   int (*f)(struct ibv_cq *) = real_ibv_destroy_cq();
   if (!f) return ENOSYS;
-  struct rctx *c = cq ? ctx_of(cq->context) : NULL;
+  struct rctx *c = cq && book() ? ctx_of(cq->context) : NULL;
   struct rcq *q = c ? cq_rec(c, (struct ibv_cq_ex *)cq) : NULL;
   uint32_t handle = cq ? cq->handle : 0;
   int rc = f(cq);
