@@ -22,6 +22,8 @@ int fakeverbs_qpx_pristine(struct ibv_qp_ex *qpx);
  * fakeverbs_release(); fakeverbs_wait_held(point, s) returns 0 once a call is blocked there,
  * -1 when none came within s seconds (a guard against a hang, not a measurement). */
 #define FAKEVERBS_AT_QP_TO_QP_EX 1 /* ibv_qp_to_qp_ex, on entry */
+#define FAKEVERBS_AT_COMPLETION 2  /* the interposer's test build, inside a QP's completion */
+void fakeverbs_cue(int point); /* where a point is reached (the fake's own, or a caller's) */
 void fakeverbs_hold(int point);
 int fakeverbs_wait_held(int point, int seconds);
 void fakeverbs_release(void);

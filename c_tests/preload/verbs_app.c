@@ -151,7 +151,8 @@ static struct ibv_context *open_dev(int idx) {
 
 static int dev_of(struct ibv_context *c) { return strcmp(c->device->name, "fake1") == 0; }
 
-static struct ibv_qp *mk_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq, struct ibv_srq *srq, int sig_all) {
+static struct ibv_qp *mk_qp_depth(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq, struct ibv_srq *srq,
+                                  int sig_all, uint32_t depth) {
   struct ibv_qp_init_attr a;
   memset(&a, 0, sizeof a);
   a.send_cq = scq;
@@ -159,13 +160,16 @@ static struct ibv_qp *mk_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq
   a.srq = srq;
   a.sq_sig_all = sig_all;
   a.qp_type = IBV_QPT_RC;
-  a.cap.max_send_wr = 256;
+  a.cap.max_send_wr = depth;
   a.cap.max_recv_wr = 256;
   a.cap.max_send_sge = 2;
   a.cap.max_recv_sge = 1;
   struct ibv_qp *q = V.create_qp(pd, &a);
   if (!q) FAIL("create_qp");
   return q;
+}
+static struct ibv_qp *mk_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq, struct ibv_srq *srq, int sig_all) {
+  return mk_qp_depth(pd, scq, rcq, srq, sig_all, 256);
 }
 
 static char g_buf[1 << 16];
@@ -528,6 +532,54 @@ static void sc_fork_locked(void) {
   if (V.destroy_qp(q)) FAIL("destroy_qp");
   free_pair(&p);
   report(NULL);
+}
+
+/* A destroyed QP's record and a thread still inside it (README, "Threading and lifecycle"):
+ * a poller stopped, on the fake's cue, inside the last completion of QP X (only the
+ * interposer's test build, librccl_telemetry_preload_hooks.so, reaches that cue); X destroyed;
+ * Y created with a deeper send queue (4096); the poller resumes; Y then posts and completes
+ * n signalled writes one at a time. Both QPs' counts must be exact. */
+static void *poll_one(void *cq) {
+  struct ibv_wc wc;
+  int k;
+  while ((k = ibv_poll_cq(cq, 1, &wc)) == 0) {
+  }
+  return (void *)(intptr_t)(k == 1 && wc.status == IBV_WC_SUCCESS);
+}
+static void sc_reuse(int n) {
+  alarm(60); /* a hang (a poller spinning on a record that changed under it) becomes SIGALRM */
+  struct ibv_context *c = open_dev(0);
+  struct ibv_pd *pd = V.alloc_pd(c);
+  struct ibv_cq *cq = V.create_cq(c, 4096, NULL, NULL, 0);
+  if (!pd || !cq) FAIL("pd/cq");
+  struct ibv_qp *x = mk_qp(pd, cq, cq, NULL, 0);
+  struct ibv_send_wr w, *bad = NULL;
+  struct ibv_sge sg;
+  set_wr(&w, &sg, IBV_WR_RDMA_WRITE, 64, 1, 1);
+  if (ibv_post_send(x, &w, &bad)) FAIL("post_send X");
+  V.hold(FAKEVERBS_AT_COMPLETION);
+  pthread_t t;
+  if (pthread_create(&t, NULL, poll_one, cq)) FAIL("pthread_create");
+  if (V.wait_held(FAKEVERBS_AT_COMPLETION, 60)) FAIL("no completion reached the cue (not the hooks build?)");
+  uint32_t xn = x->qp_num;
+  if (V.destroy_qp(x)) FAIL("destroy_qp X");
+  struct ibv_qp *y = mk_qp_depth(pd, cq, cq, NULL, 0, 4096);
+  V.release();
+  void *ok = NULL;
+  pthread_join(t, &ok);
+  if (!ok) FAIL("the poller's completion");
+  for (int i = 0; i < n; i++) {
+    set_wr(&w, &sg, IBV_WR_RDMA_WRITE, 64, 1, 2);
+    if (ibv_post_send(y, &w, &bad)) FAIL("post_send Y");
+    drain(cq, 1, IBV_WC_SUCCESS);
+  }
+  char extra[64];
+  snprintf(extra, sizeof extra, "\"x\":%u,\"y\":%u", xn, y->qp_num);
+  V.destroy_qp(y);
+  V.destroy_cq(cq);
+  V.dealloc_pd(pd);
+  V.close_device(c);
+  report(extra);
 }
 
 /* Close and reopen a device; device ids follow ibv_get_device_list, not the opening order. */
@@ -982,7 +1034,7 @@ static void sc_stall(int pause_ms) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|fork-locked|reopen|qploop|srq|full|disabled|dlnext|peers|peers-wide|stall [N]");
+  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|fork-locked|reuse|reopen|qploop|srq|full|disabled|dlnext|peers|peers-wide|stall [N]");
   load();
   const char *s = argv[1];
   int n = argc > 2 ? atoi(argv[2]) : 100;
@@ -992,6 +1044,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "threads")) sc_threads(argc > 3 ? atoi(argv[3]) : 4, n);
   else if (!strcmp(s, "fork")) sc_fork(n);
   else if (!strcmp(s, "fork-locked")) sc_fork_locked();
+  else if (!strcmp(s, "reuse")) sc_reuse(argc > 2 ? n : 10);
   else if (!strcmp(s, "reopen")) sc_reopen();
   else if (!strcmp(s, "qploop")) sc_qploop(n);
   else if (!strcmp(s, "srq")) sc_srq(n);

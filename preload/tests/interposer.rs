@@ -21,6 +21,8 @@ struct Bins {
     nccl: PathBuf,
     fake_dir: PathBuf,
     static_app: PathBuf,
+    /// The same interposer with the fake provider's cues inside its own sections.
+    hooks: PathBuf,
 }
 
 fn bins(test: &str) -> Option<Bins> {
@@ -31,8 +33,9 @@ fn bins(test: &str) -> Option<Bins> {
         nccl: r.join("build/preload/verbs_app_nccl"),
         fake_dir: r.join("build/preload/fakeverbs"),
         static_app: r.join("build/preload/verbs_app_static"),
+        hooks: r.join("build/preload/librccl_telemetry_preload_hooks.so"),
     };
-    for p in [&b.so, &b.direct, &b.nccl, &b.fake_dir, &b.static_app] {
+    for p in [&b.so, &b.direct, &b.nccl, &b.fake_dir, &b.static_app, &b.hooks] {
         if !p.exists() {
             // `make test` builds them first: a missing one is a broken build, not an
             // environment this machine lacks.
@@ -372,6 +375,28 @@ fn fork_while_another_thread_holds_the_lock_leaves_a_child_that_can_close() {
             ("num_read_wqe", 2), ("num_atomic_wqe", 4), ("num_wqe_rcvd", 2), ("num_wqe_completed", 2), ("num_wqe_retired_unsignalled", 18)]);
         expect("fork-locked B", &q[1], &[("num_recv_wqe", 6), ("num_wqe_rcvd", 6), ("num_wqe_completed", 6)]);
         expect("fork-locked C", &q[2], &[]);
+    }
+}
+
+/// A poller stopped inside the last completion of QP X (the hooks build, on the fake's cue),
+/// X destroyed, Y created deeper, the poller resumed: X's record is not Y's while the poller
+/// is in it, so X's completion is X's and Y's counts are exact (recycling the record at once
+/// left Y's head past its tail: one of Y's completions unmatched, or a retire loop spinning).
+#[test]
+fn a_destroyed_qps_record_is_not_reused_while_a_poller_is_inside_it() {
+    let Some(b) = bins("a_destroyed_qps_record_is_not_reused_while_a_poller_is_inside_it") else { return };
+    let hooked = Bins { so: b.hooks.clone(), ..b };
+    for app in [&hooked.direct, &hooked.nccl] {
+        let r = run(app, &hooked, &["reuse", "10"], &[], true);
+        let f = only(&r);
+        let d = dev(f, 0);
+        let q = qps(d);
+        assert_eq!(q.len(), 2);
+        assert_eq!(q[0]["qp_num"], r.said["x"]);
+        assert_eq!(q[1]["qp_num"], r.said["y"]);
+        expect("reuse X", &q[0], &[("num_wqe_sent", 1), ("num_write_wqe", 1), ("num_wqe_rcvd", 1), ("num_wqe_completed", 1)]);
+        expect("reuse Y", &q[1], &[("num_wqe_sent", 10), ("num_write_wqe", 10), ("num_wqe_rcvd", 10), ("num_wqe_completed", 10)]);
+        assert_eq!(d["num_wc_unknown_qp"], 0);
     }
 }
 
