@@ -27,6 +27,7 @@
  * Cues (fakeverbs_hold / fakeverbs_wait_held / fakeverbs_release): the next call reaching a
  * named point blocks there until released, so that a test can stop a thread inside a
  * provider call (and whatever the interposer holds around it) and act meanwhile.
+ * QP numbers are spread over the 24-bit space (qp_new), not consecutive.
  * Knobs (environment): FAKEVERBS_SEND_WR_CAP=n reports cap.max_send_wr = n while taking any
  * number of WRs; FAKEVERBS_WC_FLAGS_ALLOWED=mask refuses ibv_cq_ex wc_flags outside mask.
  *
@@ -443,7 +444,13 @@ static struct fqp *qp_new(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv
   b->handle = __atomic_fetch_add(&g_handles, 1, __ATOMIC_RELAXED);
   int d = dev_index(ctx);
   pthread_mutex_lock(&g_mu);
-  b->qp_num = g_next_qpn[d]++;
+  b->qp_num = g_next_qpn[d];
+  /* Spread over the 24-bit space, as a provider's round-robin numbers are after long churn:
+   * an odd stride visits every number once before any repeats (0 and 1 are skipped), and
+   * consecutive QPs fall 4096 + 512 + 1 apart (another 256-number block, another 4 KiB of a
+   * 4096-number page each time). */
+  do g_next_qpn[d] = (g_next_qpn[d] + 0x1201) & 0xFFFFFF;
+  while (g_next_qpn[d] < 2);
   pthread_mutex_unlock(&g_mu);
   q->scq = (struct fcq *)scq;
   q->rcq = (struct fcq *)rcq;

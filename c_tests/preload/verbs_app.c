@@ -613,7 +613,7 @@ static long rss_kib(void) {
 static void sc_qploop(int n) {
   struct pair p;
   mk_pair(&p, 0);
-  long rss_mid = 0;
+  long rss_mid = 0, rss_start = rss_kib();
   for (int i = 0; i < n; i++) {
     struct ibv_qp *q = mk_qp(p.pd, p.cqa, p.cqa, NULL, 0);
     struct ibv_send_wr w, *bad = NULL;
@@ -625,7 +625,8 @@ static void sc_qploop(int n) {
     if (i == n / 5) rss_mid = rss_kib();
   }
   char extra[128];
-  snprintf(extra, sizeof extra, "\"rss_mid_kib\":%ld,\"rss_end_kib\":%ld", rss_mid, rss_kib());
+  snprintf(extra, sizeof extra, "\"rss_start_kib\":%ld,\"rss_mid_kib\":%ld,\"rss_end_kib\":%ld", rss_start, rss_mid,
+           rss_kib());
   free_pair(&p);
   report(extra);
 }

@@ -94,8 +94,19 @@ struct rctx {
 static struct rctx g_ctx[MAX_CTX];
 static int g_nctx; /* entries in use or used before (a high-water mark) */
 
-/* QP records by device and qp_num: two-level, pages allocated on demand, never freed. */
-static struct rqp **g_qpn[32][RADIX];
+/* QP records by device and qp_num: qp_num (24 bits) = top (16 bits) : leaf index (8 bits).
+ * A leaf (2 KiB) exists while a QP of its 256 numbers is live: the last one's destroy
+ * unlinks it into the same limbo as the records (a poller may be reading it), so memory
+ * follows the live QPs however the provider spreads their numbers over the 24-bit space:
+ * at most 2 KiB per live QP plus the touched part of the top array (512 KiB per device). */
+#define QLEAF 256
+#define QTOP (1u << 16)
+struct qleaf {
+  struct rqp *cell[QLEAF];
+  uint32_t live; /* cells in use (under g_mu) */
+  struct qleaf *next_free;
+};
+static struct qleaf *g_qpn[32][QTOP];
 
 /* One send WR outstanding on a QP's send queue, in posting order. gap: how many signalled
  * (high half) and unsignalled (low half) WRs had gone untracked (record full) when this one
@@ -317,6 +328,7 @@ static struct snap {
 } *g_snap;
 static size_t g_nsnap, g_snap_cap;
 static uint64_t g_limbo_count; /* records in limbo (both lists), for the tests' account */
+static struct qleaf *g_leaf_limbo_new, *g_leaf_limbo_wait; /* unlinked leaves, likewise */
 
 static void diagf(int debug_only, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #include <stdarg.h>
@@ -540,15 +552,35 @@ static inline struct rctx *ctx_of(struct ibv_context *ctx) {
   return NULL;
 }
 
+/* Inside a poll's window (or under g_mu): the leaf it reads cannot be freed meanwhile. */
 static inline struct rqp *qp_by_num(int dev, uint32_t qpn) {
-  struct rqp **page = __atomic_load_n(&g_qpn[dev & 31][(qpn >> 12) & (RADIX - 1)], __ATOMIC_ACQUIRE);
-  return page ? __atomic_load_n(&page[qpn & (RADIX - 1)], __ATOMIC_ACQUIRE) : NULL;
+  struct qleaf *l = __atomic_load_n(&g_qpn[dev & 31][(qpn >> 8) & (QTOP - 1)], __ATOMIC_ACQUIRE);
+  return l ? __atomic_load_n(&l->cell[qpn & (QLEAF - 1)], __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* qp_by_num anywhere else (cold: a cache miss, a create, a modify): in a window of its own,
+ * or under g_mu when the thread has no node. Records are never freed, so the one returned
+ * stays readable. */
+static struct tnode *tnode_slow(void);
+static __attribute__((noinline)) struct rqp *qp_find(int dev, uint32_t qpn) {
+  struct tnode *tn = t_node;
+  if (!tn) tn = tnode_slow();
+  if (!tn) {
+    pthread_mutex_lock(&g_mu);
+    struct rqp *r = qp_by_num(dev, qpn);
+    pthread_mutex_unlock(&g_mu);
+    return r;
+  }
+  uint64_t out = window_enter(tn);
+  struct rqp *r = qp_by_num(dev, qpn);
+  window_exit(tn, out);
+  return r;
 }
 
 static inline struct rqp *qp_rec(struct ibv_qp *qp) {
   struct rctx *c = ctx_of(qp->context);
   if (!c) return NULL;
-  struct rqp *r = qp_by_num(c->dev, qp->qp_num);
+  struct rqp *r = qp_find(c->dev, qp->qp_num);
   return r && LD(r->qp) == qp ? r : NULL;
 }
 
@@ -1034,20 +1066,29 @@ static int w_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
 /* ------------------------------------------------------------------------------------ */
 /* QP records                                                                           */
 
-static struct rqp **qpn_cell(int dev, uint32_t qpn) {
-  struct rqp ***pp = &g_qpn[dev][(qpn >> 12) & (RADIX - 1)];
-  struct rqp **page = *pp;
-  if (!page) {
-    page = calloc(RADIX, sizeof *page);
-    if (!page) return NULL;
-    __atomic_store_n(pp, page, __ATOMIC_RELEASE);
+/* Under g_mu: the leaf of (dev, qpn), made when absent; NULL when out of memory. */
+static struct qleaf *qpn_leaf(int dev, uint32_t qpn) {
+  struct qleaf **pp = &g_qpn[dev & 31][(qpn >> 8) & (QTOP - 1)];
+  struct qleaf *l = *pp;
+  if (!l) {
+    l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    __atomic_store_n(pp, l, __ATOMIC_RELEASE);
   }
-  return &page[qpn & (RADIX - 1)];
+  return l;
 }
 
 static void free_qp_locked(struct rqp *r) {
-  struct rqp **cell = qpn_cell(r->dev, r->qpn);
-  if (cell && *cell == r) __atomic_store_n(cell, NULL, __ATOMIC_RELEASE);
+  struct qleaf **pp = &g_qpn[r->dev & 31][(r->qpn >> 8) & (QTOP - 1)];
+  struct qleaf *l = *pp;
+  if (l && l->cell[r->qpn & (QLEAF - 1)] == r) {
+    __atomic_store_n(&l->cell[r->qpn & (QLEAF - 1)], NULL, __ATOMIC_RELEASE);
+    if (--l->live == 0) { /* its last QP: unlinked, freed once no poller can be reading it */
+      __atomic_store_n(pp, NULL, __ATOMIC_RELEASE);
+      l->next_free = g_leaf_limbo_new;
+      g_leaf_limbo_new = l;
+    }
+  }
   ST(r->qp, NULL);
   /* A destroyed QP has nothing outstanding: a stall of it ends at the detector's next tick. */
   if (r->ext) {
@@ -1073,8 +1114,13 @@ static void reclaim_locked(void) {
         g_free_qps = r;
         g_limbo_count--;
       }
+      while (g_leaf_limbo_wait) {
+        struct qleaf *l = g_leaf_limbo_wait;
+        g_leaf_limbo_wait = l->next_free;
+        free(l);
+      }
     }
-    if (!g_limbo_new) return;
+    if (!g_limbo_new && !g_leaf_limbo_new) return;
     /* Every thread's odd seq store before this is visible below, and a lookup after it
      * cannot find a record unlinked before it. */
     if (LD(g_fast)) syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
@@ -1096,6 +1142,8 @@ static void reclaim_locked(void) {
     g_nsnap = n;
     g_limbo_wait = g_limbo_new;
     g_limbo_new = NULL;
+    g_leaf_limbo_wait = g_leaf_limbo_new;
+    g_leaf_limbo_new = NULL;
   }
 }
 
@@ -1156,12 +1204,21 @@ static void track_qp(struct rctx *c, struct ibv_qp *qp, struct ibv_cq *scq, stru
                      int sig_all, uint32_t max_send_wr, int ex) {
   if (!qp || c->dev < 0) return;
   pthread_mutex_lock(&g_mu);
-  struct rqp **cell = qpn_cell(c->dev, qp->qp_num);
+  struct qleaf *leaf = qpn_leaf(c->dev, qp->qp_num);
+  struct rqp **cell = leaf ? &leaf->cell[qp->qp_num & (QLEAF - 1)] : NULL;
   if (!cell || (*cell && (*cell)->qp == qp)) { /* no memory, or seen already (nested create) */
     pthread_mutex_unlock(&g_mu);
     return;
   }
-  if (*cell) free_qp_locked(*cell); /* a destroyed QP this file did not see go */
+  if (*cell) { /* a destroyed QP this file did not see go (its leaf may go with it) */
+    free_qp_locked(*cell);
+    leaf = qpn_leaf(c->dev, qp->qp_num);
+    cell = leaf ? &leaf->cell[qp->qp_num & (QLEAF - 1)] : NULL;
+    if (!cell) {
+      pthread_mutex_unlock(&g_mu);
+      return;
+    }
+  }
   uint32_t cap = 64;
   while (cap < max_send_wr && cap < (1u << 16)) cap <<= 1;
   reclaim_locked();
@@ -1208,6 +1265,7 @@ static void track_qp(struct rctx *c, struct ibv_qp *qp, struct ibv_cq *scq, stru
   r->qpx = NULL;
   r->npend = r->pend_lost = 0;
   __atomic_store_n(&r->qp, qp, __ATOMIC_RELEASE);
+  leaf->live++;
   __atomic_store_n(cell, r, __ATOMIC_RELEASE);
   if (ex) {
     struct ibv_qp_ex *(*to_ex)(struct ibv_qp *) = real_ibv_qp_to_qp_ex();
@@ -1308,7 +1366,7 @@ static void qp_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int m
  */
 static inline struct rqp *qpx_rec(struct ibv_qp_ex *qpx) {
   struct rctx *c = ctx_of(qpx->qp_base.context);
-  struct rqp *r = c ? qp_by_num(c->dev, qpx->qp_base.qp_num) : NULL;
+  struct rqp *r = c ? qp_find(c->dev, qpx->qp_base.qp_num) : NULL;
   return r && r->qpx == qpx ? r : NULL;
 }
 
@@ -1663,11 +1721,12 @@ EXPORT int ibv_close_device(struct ibv_context *ctx) {
   if (c && rc == 0) {
     pthread_mutex_lock(&g_mu);
     /* QPs the program did not destroy go with their context. */
-    for (int p = 0; p < RADIX; p++) {
-      struct rqp **page = g_qpn[c->dev][p];
-      for (int i = 0; page && i < RADIX; i++)
-        if (page[i] && page[i]->c == c) free_qp_locked(page[i]);
+    for (uint32_t p = 0; p < QTOP; p++) {
+      struct qleaf *l = g_qpn[c->dev & 31][p]; /* an unlinked leaf stays readable until reclaimed */
+      for (int i = 0; l && i < QLEAF; i++)
+        if (l->cell[i] && l->cell[i]->c == c) free_qp_locked(l->cell[i]);
     }
+    reclaim_locked();
     for (int p = 0; p < RADIX; p++) {
       struct rcq **page = c->cqs[p];
       for (int i = 0; page && i < RADIX; i++)
