@@ -495,27 +495,29 @@ static struct ibv_qp *f_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init
  * lock of the fake's. */
 static pthread_mutex_t g_cue_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cue_cv = PTHREAD_COND_INITIALIZER;
-static int g_cue_armed, g_cue_held, g_cue_go;
+#define CUES 8 /* points 1..7, each armed, held and released on its own */
+static int g_cue_armed[CUES], g_cue_held[CUES], g_cue_go[CUES];
 
 EXPORT void fakeverbs_cue(int point);
 #define cue fakeverbs_cue
 EXPORT void fakeverbs_cue(int point) {
-  if (__atomic_load_n(&g_cue_armed, __ATOMIC_ACQUIRE) != point) return;
+  if (point <= 0 || point >= CUES || !__atomic_load_n(&g_cue_armed[point], __ATOMIC_ACQUIRE)) return;
   pthread_mutex_lock(&g_cue_mu);
-  if (g_cue_armed == point) {
-    __atomic_store_n(&g_cue_armed, 0, __ATOMIC_RELEASE);
-    g_cue_held = point;
+  if (g_cue_armed[point]) {
+    __atomic_store_n(&g_cue_armed[point], 0, __ATOMIC_RELEASE);
+    g_cue_held[point] = 1;
     pthread_cond_broadcast(&g_cue_cv);
-    while (!g_cue_go) pthread_cond_wait(&g_cue_cv, &g_cue_mu);
-    g_cue_go = 0;
-    g_cue_held = 0;
+    while (!g_cue_go[point]) pthread_cond_wait(&g_cue_cv, &g_cue_mu);
+    g_cue_go[point] = 0;
+    g_cue_held[point] = 0;
   }
   pthread_mutex_unlock(&g_cue_mu);
 }
 EXPORT void fakeverbs_hold(int point) {
+  if (point <= 0 || point >= CUES) return;
   pthread_mutex_lock(&g_cue_mu);
-  g_cue_go = 0;
-  __atomic_store_n(&g_cue_armed, point, __ATOMIC_RELEASE);
+  g_cue_go[point] = 0;
+  __atomic_store_n(&g_cue_armed[point], 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&g_cue_mu);
 }
 EXPORT int fakeverbs_wait_held(int point, int seconds) {
@@ -524,14 +526,16 @@ EXPORT int fakeverbs_wait_held(int point, int seconds) {
   end.tv_sec += seconds;
   int rc = 0;
   pthread_mutex_lock(&g_cue_mu);
-  while (g_cue_held != point && rc == 0) rc = pthread_cond_timedwait(&g_cue_cv, &g_cue_mu, &end);
-  int held = g_cue_held == point;
+  if (point <= 0 || point >= CUES) return -1;
+  while (!g_cue_held[point] && rc == 0) rc = pthread_cond_timedwait(&g_cue_cv, &g_cue_mu, &end);
+  int held = g_cue_held[point];
   pthread_mutex_unlock(&g_cue_mu);
   return held ? 0 : -1;
 }
-EXPORT void fakeverbs_release(void) {
+EXPORT void fakeverbs_release(int point) {
+  if (point <= 0 || point >= CUES) return;
   pthread_mutex_lock(&g_cue_mu);
-  g_cue_go = 1;
+  g_cue_go[point] = 1;
   pthread_cond_broadcast(&g_cue_cv);
   pthread_mutex_unlock(&g_cue_mu);
 }
@@ -702,8 +706,17 @@ static const struct ibv_context_ops g_ops = {
     .post_srq_recv = f_post_srq_recv,
 };
 
+/* A closed context's memory goes to the next open (as an allocator may do), so that a
+ * context reopened by another thread can get the address of one just closed. */
+static struct fctx *g_free_ctx;
+
 EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev) {
-  struct fctx *c = calloc(1, sizeof *c);
+  pthread_mutex_lock(&g_mu);
+  struct fctx *c = g_free_ctx;
+  if (c) g_free_ctx = *(struct fctx **)c;
+  pthread_mutex_unlock(&g_mu);
+  if (c) memset(c, 0, sizeof *c);
+  else c = calloc(1, sizeof *c);
   if (!c) return NULL;
   c->priv.modify_qp = f_modify_qp;
   c->priv.query_port = f_query_port;
@@ -723,7 +736,11 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev) {
 EXPORT int ibv_close_device(struct ibv_context *ctx) {
   struct fctx *c = fctx_of(ctx);
   pthread_mutex_destroy(&ctx->mutex);
-  free(c);
+  pthread_mutex_lock(&g_mu);
+  *(struct fctx **)c = g_free_ctx;
+  g_free_ctx = c;
+  pthread_mutex_unlock(&g_mu);
+  cue(FAKEVERBS_AT_CLOSED); /* the context is gone, the call not yet returned */
   return 0;
 }
 

@@ -52,7 +52,7 @@ static struct {
   unsigned long (*queries)(void);
   void (*hold)(int);
   int (*wait_held)(int, int);
-  void (*release)(void);
+  void (*release)(int);
 } V;
 
 #define FAIL(...)                                                                        \
@@ -524,7 +524,7 @@ static void sc_fork_locked(void) {
   if (waitpid(pid, &st, 0) != pid) FAIL("waitpid");
   if (WIFSIGNALED(st)) FAIL("the child hung in a destroy or close (signal %d)", WTERMSIG(st));
   if (!WIFEXITED(st) || WEXITSTATUS(st)) FAIL("child status %d", st);
-  V.release();
+  V.release(FAKEVERBS_AT_QP_TO_QP_EX);
   void *q = NULL;
   pthread_join(t, &q);
   if (!q) FAIL("create_qp_ex");
@@ -564,7 +564,7 @@ static void sc_reuse(int n) {
   uint32_t xn = x->qp_num;
   if (V.destroy_qp(x)) FAIL("destroy_qp X");
   struct ibv_qp *y = mk_qp_depth(pd, cq, cq, NULL, 0, 4096);
-  V.release();
+  V.release(FAKEVERBS_AT_COMPLETION);
   void *ok = NULL;
   pthread_join(t, &ok);
   if (!ok) FAIL("the poller's completion");
@@ -580,6 +580,50 @@ static void sc_reuse(int n) {
   V.dealloc_pd(pd);
   V.close_device(c);
   report(extra);
+}
+
+/* A context closed by one thread and a device opened by another that gets the closed
+ * context's address (the fake recycles context memory): thread C closes device 0's context
+ * and is held, on the fake's cue, inside the provider's close after the context is freed;
+ * thread O opens device 1 meanwhile, makes a pair and runs a chain round. O's context must be
+ * counted as device 1's from the start, and C's close must not take O's QPs with it. O is
+ * given up to 2 s before C is let go (the interposer makes O's open wait for the close). */
+static int g_reopened;
+static void *close_ctx(void *c) { return (void *)(intptr_t)V.close_device(c); }
+static void *open_and_run(void *arg) {
+  struct pair *p = arg;
+  mk_pair(p, 1);
+  chain_round(p);
+  __atomic_store_n(&g_reopened, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+static void sc_reopen_race(void) {
+  alarm(60);
+  struct pair a;
+  mk_pair(&a, 0);
+  chain_round(&a);
+  struct ibv_context *ca = a.c;
+  V.destroy_qp(a.a);
+  V.destroy_qp(a.b);
+  V.destroy_cq(a.cqa);
+  V.destroy_cq(a.cqb);
+  V.dealloc_pd(a.pd);
+  V.hold(FAKEVERBS_AT_CLOSED);
+  pthread_t tc, to;
+  if (pthread_create(&tc, NULL, close_ctx, ca)) FAIL("pthread_create");
+  if (V.wait_held(FAKEVERBS_AT_CLOSED, 60)) FAIL("the close never reached the cue");
+  struct pair b;
+  if (pthread_create(&to, NULL, open_and_run, &b)) FAIL("pthread_create");
+  for (int i = 0; i < 200 && !__atomic_load_n(&g_reopened, __ATOMIC_ACQUIRE); i++) usleep(10000);
+  V.release(FAKEVERBS_AT_CLOSED);
+  void *rc = NULL;
+  pthread_join(tc, &rc);
+  if (rc) FAIL("close_device: %d", (int)(intptr_t)rc);
+  pthread_join(to, NULL);
+  if (b.c != ca) FAIL("the new context did not get the closed one's address");
+  chain_round(&b);
+  free_pair(&b);
+  report(NULL);
 }
 
 /* Close and reopen a device; device ids follow ibv_get_device_list, not the opening order. */
@@ -1035,7 +1079,7 @@ static void sc_stall(int pause_ms) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|fork-locked|reuse|reopen|qploop|srq|full|disabled|dlnext|peers|peers-wide|stall [N]");
+  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|fork-locked|reuse|reopen|reopen-race|qploop|srq|full|disabled|dlnext|peers|peers-wide|stall [N]");
   load();
   const char *s = argv[1];
   int n = argc > 2 ? atoi(argv[2]) : 100;
@@ -1047,6 +1091,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "fork-locked")) sc_fork_locked();
   else if (!strcmp(s, "reuse")) sc_reuse(argc > 2 ? n : 10);
   else if (!strcmp(s, "reopen")) sc_reopen();
+  else if (!strcmp(s, "reopen-race")) sc_reopen_race();
   else if (!strcmp(s, "qploop")) sc_qploop(n);
   else if (!strcmp(s, "srq")) sc_srq(n);
   else if (!strcmp(s, "full")) sc_full();

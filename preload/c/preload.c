@@ -1717,9 +1717,18 @@ EXPORT int ibv_close_device(struct ibv_context *ctx) {
   int (*f)(struct ibv_context *) = real_ibv_close_device();
   if (!f) return ENOSYS;
   struct rctx *c = ctx && book() ? ctx_of(ctx) : NULL;
+  if (!c) return f(ctx);
+  /* g_mu is held across the provider's close: a device opened meanwhile by another thread
+   * can get this context's address as soon as the provider frees it, and must not find this
+   * entry still holding it (its QPs would be counted on this device, then freed with it);
+   * its open waits here until the entry is free. */
+  pthread_mutex_lock(&g_mu);
   int rc = f(ctx);
-  if (c && rc == 0) {
-    pthread_mutex_lock(&g_mu);
+  if (rc != 0) {
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+  }
+  {
     /* QPs the program did not destroy go with their context. */
     for (uint32_t p = 0; p < QTOP; p++) {
       struct qleaf *l = g_qpn[c->dev & 31][p]; /* an unlinked leaf stays readable until reclaimed */

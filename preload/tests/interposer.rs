@@ -400,6 +400,29 @@ fn a_destroyed_qps_record_is_not_reused_while_a_poller_is_inside_it() {
     }
 }
 
+/// A context closed by one thread (held inside the provider's close after the context is
+/// freed) and a device opened by another that gets the same address: the new context's QPs
+/// are device 1's from the start and survive the close (the stale entry took them before).
+#[test]
+fn a_context_reopened_at_a_closed_ones_address_is_its_own_device() {
+    let Some(b) = bins("a_context_reopened_at_a_closed_ones_address_is_its_own_device") else { return };
+    for app in [&b.direct, &b.nccl] {
+        let r = run(app, &b, &["reopen-race"], &[], true);
+        let f = only(&r);
+        let one = [("num_wqe_sent", 10), ("num_write_wqe", 4), ("num_write_imm_wqe", 1), ("num_send_wqe", 2), ("num_read_wqe", 1),
+            ("num_atomic_wqe", 2), ("num_wqe_rcvd", 1), ("num_wqe_completed", 1), ("num_wqe_retired_unsignalled", 9)];
+        let q0 = qps(dev(f, 0));
+        assert_eq!(q0.len(), 2, "device 0: the closed context's pair only");
+        expect("closed A", &q0[0], &one);
+        expect("closed B", &q0[1], &[("num_recv_wqe", 3), ("num_wqe_rcvd", 3), ("num_wqe_completed", 3)]);
+        let q1 = qps(dev(f, 1));
+        assert_eq!(q1.len(), 2, "device 1: the reopened context's pair");
+        let two: Vec<(&str, u64)> = one.iter().map(|(k, v)| (*k, 2 * v)).collect();
+        expect("reopened A", &q1[0], &two);
+        expect("reopened B", &q1[1], &[("num_recv_wqe", 6), ("num_wqe_rcvd", 6), ("num_wqe_completed", 6)]);
+    }
+}
+
 #[test]
 fn devices_closed_and_reopened_keep_their_list_order_ids() {
     let Some(b) = bins("devices_closed_and_reopened_keep_their_list_order_ids") else { return };
