@@ -711,6 +711,51 @@ static void sc_srq(int n) {
   report(NULL);
 }
 
+/* One SRQ shared by two receiving QPs, B1 and B2, fed by A1 and A2: n receives posted up
+ * front, then n SENDs, every third from A2: each B's receive completions are of WRs posted
+ * in between the other's, in no order of its own. */
+static void sc_srq_shared(int n) {
+  struct ibv_context *c = open_dev(0);
+  struct ibv_pd *pd = V.alloc_pd(c);
+  struct ibv_cq *cqa = V.create_cq(c, 4096, NULL, NULL, 0), *cqb = V.create_cq(c, 4096, NULL, NULL, 0);
+  struct ibv_srq_init_attr sa;
+  memset(&sa, 0, sizeof sa);
+  sa.attr.max_wr = 4096;
+  struct ibv_srq *srq = V.create_srq(pd, &sa);
+  if (!srq) FAIL("create_srq");
+  struct ibv_qp *a1 = mk_qp(pd, cqa, cqa, NULL, 1), *a2 = mk_qp(pd, cqa, cqa, NULL, 1);
+  struct ibv_qp *b1 = mk_qp(pd, cqb, cqb, srq, 0), *b2 = mk_qp(pd, cqb, cqb, srq, 0);
+  V.connect(a1, b1);
+  V.connect(a2, b2);
+  for (int i = 0; i < n; i++) {
+    struct ibv_recv_wr r, *rbad = NULL;
+    struct ibv_sge rs = {(uintptr_t)g_buf, 4096, 1};
+    memset(&r, 0, sizeof r);
+    r.wr_id = (uint64_t)i;
+    r.sg_list = &rs;
+    r.num_sge = 1;
+    if (ibv_post_srq_recv(srq, &r, &rbad)) FAIL("post_srq_recv");
+  }
+  for (int i = 0; i < n; i++) {
+    struct ibv_send_wr w, *bad = NULL;
+    struct ibv_sge sg;
+    set_wr(&w, &sg, IBV_WR_SEND, 128, 0, 5);
+    if (ibv_post_send(i % 3 == 0 ? a2 : a1, &w, &bad)) FAIL("post_send");
+  }
+  drain(cqa, n, IBV_WC_SUCCESS);
+  drain(cqb, n, IBV_WC_SUCCESS);
+  V.destroy_qp(a1);
+  V.destroy_qp(a2);
+  V.destroy_qp(b1);
+  V.destroy_qp(b2);
+  V.destroy_srq(srq);
+  V.destroy_cq(cqa);
+  V.destroy_cq(cqb);
+  V.dealloc_pd(pd);
+  V.close_device(c);
+  report(NULL);
+}
+
 /* More WRs outstanding than the send queue's reported depth: 100 unsignalled + 1 signalled,
  * then one more signalled (run with FAKEVERBS_SEND_WR_CAP=1: a record of 64). */
 static void sc_full(void) {
@@ -1079,7 +1124,7 @@ static void sc_stall(int pause_ms) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|fork-locked|reuse|reopen|reopen-race|qploop|srq|full|disabled|dlnext|peers|peers-wide|stall [N]");
+  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|fork-locked|reuse|reopen|reopen-race|qploop|srq|srq-shared|full|disabled|dlnext|peers|peers-wide|stall [N]");
   load();
   const char *s = argv[1];
   int n = argc > 2 ? atoi(argv[2]) : 100;
@@ -1094,6 +1139,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "reopen-race")) sc_reopen_race();
   else if (!strcmp(s, "qploop")) sc_qploop(n);
   else if (!strcmp(s, "srq")) sc_srq(n);
+  else if (!strcmp(s, "srq-shared")) sc_srq_shared(n);
   else if (!strcmp(s, "full")) sc_full();
   else if (!strcmp(s, "disabled")) sc_disabled();
   else if (!strcmp(s, "dlnext")) sc_dlnext();

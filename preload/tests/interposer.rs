@@ -480,6 +480,22 @@ fn srq_receives_are_counted_per_device_and_completed_per_qp() {
     expect("srq device", d, &[("num_srq_recv_wqe", 100), ("rx_bytes", 25600), ("tx_bytes", 25600)]);
 }
 
+/// Two QPs sharing an SRQ take its receives interleaved: each QP's receive completions are
+/// counted and completed on it whatever their order (never matched by posting order).
+#[test]
+fn srq_receives_taken_out_of_order_by_two_qps_complete_on_each() {
+    let Some(b) = bins("srq_receives_taken_out_of_order_by_two_qps_complete_on_each") else { return };
+    let r = run(&b.direct, &b, &["srq-shared", "99"], &[], true);
+    let d = dev(only(&r), 0);
+    let q = qps(d);
+    assert_eq!(q.len(), 4);
+    expect("srq A1", &q[0], &[("num_wqe_sent", 66), ("num_send_wqe", 66), ("num_wqe_rcvd", 66), ("num_wqe_completed", 66)]);
+    expect("srq A2", &q[1], &[("num_wqe_sent", 33), ("num_send_wqe", 33), ("num_wqe_rcvd", 33), ("num_wqe_completed", 33)]);
+    expect("srq B1", &q[2], &[("num_wqe_rcvd", 66), ("num_wqe_completed", 66)]);
+    expect("srq B2", &q[3], &[("num_wqe_rcvd", 33), ("num_wqe_completed", 33)]);
+    expect("srq device", d, &[("num_srq_recv_wqe", 99), ("rx_bytes", 99 * 128), ("tx_bytes", 99 * 128), ("num_wc_unknown_qp", 0)]);
+}
+
 #[test]
 fn a_full_send_record_is_counted_not_mismatched() {
     let Some(b) = bins("a_full_send_record_is_counted_not_mismatched") else { return };
