@@ -626,6 +626,46 @@ static void sc_reopen_race(void) {
   report(NULL);
 }
 
+/* QP churn under a progress thread: the main thread creates a QP on a shared CQ, posts one
+ * signalled write and destroys the QP at once, n times; another thread polls the CQ until
+ * it has all n completions, each of a QP that may be gone (and its record on the way to a new
+ * QP) by then. Every completion counts once: on its QP, or as of an unknown QP. */
+static int g_churn_n;
+static void *churn_poller(void *cq) {
+  struct ibv_wc wc[8];
+  for (int got = 0; got < g_churn_n;) {
+    int k = ibv_poll_cq(cq, 8, wc);
+    if (k < 0) FAIL("poll_cq");
+    for (int i = 0; i < k; i++)
+      if (wc[i].status != IBV_WC_SUCCESS) FAIL("status %d", wc[i].status);
+    got += k;
+  }
+  return NULL;
+}
+static void sc_churn(int n) {
+  alarm(120);
+  struct ibv_context *c = open_dev(0);
+  struct ibv_pd *pd = V.alloc_pd(c);
+  struct ibv_cq *cq = V.create_cq(c, 1 << 16, NULL, NULL, 0);
+  if (!pd || !cq) FAIL("pd/cq");
+  g_churn_n = n;
+  pthread_t t;
+  if (pthread_create(&t, NULL, churn_poller, cq)) FAIL("pthread_create");
+  for (int i = 0; i < n; i++) {
+    struct ibv_qp *q = mk_qp_depth(pd, cq, cq, NULL, 0, i % 2 ? 64 : 4096);
+    struct ibv_send_wr w, *bad = NULL;
+    struct ibv_sge sg;
+    set_wr(&w, &sg, IBV_WR_RDMA_WRITE, 8, 1, 1);
+    if (ibv_post_send(q, &w, &bad)) FAIL("post_send");
+    if (V.destroy_qp(q)) FAIL("destroy_qp");
+  }
+  pthread_join(t, NULL);
+  V.destroy_cq(cq);
+  V.dealloc_pd(pd);
+  V.close_device(c);
+  report(NULL);
+}
+
 /* Close and reopen a device; device ids follow ibv_get_device_list, not the opening order. */
 static void sc_reopen(void) {
   struct pair p1;
@@ -1124,7 +1164,7 @@ static void sc_stall(int pause_ms) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|fork-locked|reuse|reopen|reopen-race|qploop|srq|srq-shared|full|disabled|dlnext|peers|peers-wide|stall [N]");
+  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|fork-locked|reuse|reopen|reopen-race|churn|qploop|srq|srq-shared|full|disabled|dlnext|peers|peers-wide|stall [N]");
   load();
   const char *s = argv[1];
   int n = argc > 2 ? atoi(argv[2]) : 100;
@@ -1136,6 +1176,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "fork-locked")) sc_fork_locked();
   else if (!strcmp(s, "reuse")) sc_reuse(argc > 2 ? n : 10);
   else if (!strcmp(s, "reopen")) sc_reopen();
+  else if (!strcmp(s, "churn")) sc_churn(n);
   else if (!strcmp(s, "reopen-race")) sc_reopen_race();
   else if (!strcmp(s, "qploop")) sc_qploop(n);
   else if (!strcmp(s, "srq")) sc_srq(n);
