@@ -35,6 +35,15 @@ $(PRELOAD_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_E
 	  -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 	@! readelf -d $@ | grep -q 'NEEDED.*ibverbs' || { echo "$@ must not need libibverbs"; exit 1; }
 
+# The same interposer with test hooks (RTP_TEST_HOOKS in preload.c: the fake provider's cues
+# inside the interposer's own sections), for preload/tests/interposer.rs only; never installed.
+PRELOAD_HOOKS_SO := $(PB)/librccl_telemetry_preload_hooks.so
+$(PRELOAD_HOOKS_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_ENGINE)
+	@mkdir -p $(dir $@)
+	$(CC) $(PRELOAD_CFLAGS) -DRTP_TEST_HOOKS -shared -o $@ $(PRELOAD_SRCS) $(PRELOAD_ENGINE) \
+	  -Wl,--version-script=preload/c/exports.map -Wl,-z,defs -Wl,--gc-sections \
+	  -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+
 $(FAKEVERBS): c_tests/preload/fake_verbs.c c_tests/preload/fake_verbs.h c_tests/preload/fake_verbs.map
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -fPIC -shared -fvisibility=hidden $(CWARN) -Wl,-soname,libibverbs.so.1 \
@@ -58,7 +67,7 @@ $(PB)/static/libibverbs.a: c_tests/preload/fake_verbs.c c_tests/preload/fake_ver
 $(PB)/verbs_app_static: c_tests/preload/verbs_app.c c_tests/preload/fake_verbs.h $(PB)/static/libibverbs.a
 	$(CC) -std=gnu11 -O2 -g $(CWARN) -static $< -o $@ -L$(PB)/static -libverbs -lpthread
 
-preload-test-bins: $(FAKEVERBS) $(PB)/verbs_app $(PB)/verbs_app_nccl $(PB)/verbs_app_static
+preload-test-bins: $(FAKEVERBS) $(PRELOAD_HOOKS_SO) $(PB)/verbs_app $(PB)/verbs_app_nccl $(PB)/verbs_app_static
 
 # Included before the top-level Makefile's first rule, this file must not become its default goal.
 ifeq ($(.DEFAULT_GOAL),preload-engine)

@@ -24,6 +24,10 @@
  * ibv_query_gid (the library's own, as libibverbs reads sysfs) and the provider's
  * query_port (reached through verbs_context.query_port or the exported ibv_query_port);
  * fakeverbs_queries() counts those reads.
+ * Cues (fakeverbs_hold / fakeverbs_wait_held / fakeverbs_release): the next call reaching a
+ * named point blocks there until released, so that a test can stop a thread inside a
+ * provider call (and whatever the interposer holds around it) and act meanwhile.
+ * QP numbers are spread over the 24-bit space (qp_new), not consecutive.
  * Knobs (environment): FAKEVERBS_SEND_WR_CAP=n reports cap.max_send_wr = n while taking any
  * number of WRs; FAKEVERBS_WC_FLAGS_ALLOWED=mask refuses ibv_cq_ex wc_flags outside mask.
  *
@@ -37,6 +41,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fake_verbs.h"
 
@@ -439,7 +444,13 @@ static struct fqp *qp_new(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv
   b->handle = __atomic_fetch_add(&g_handles, 1, __ATOMIC_RELAXED);
   int d = dev_index(ctx);
   pthread_mutex_lock(&g_mu);
-  b->qp_num = g_next_qpn[d]++;
+  b->qp_num = g_next_qpn[d];
+  /* Spread over the 24-bit space, as a provider's round-robin numbers are after long churn:
+   * an odd stride visits every number once before any repeats (0 and 1 are skipped), and
+   * consecutive QPs fall 4096 + 512 + 1 apart (another 256-number block, another 4 KiB of a
+   * 4096-number page each time). */
+  do g_next_qpn[d] = (g_next_qpn[d] + 0x1201) & 0xFFFFFF;
+  while (g_next_qpn[d] < 2);
   pthread_mutex_unlock(&g_mu);
   q->scq = (struct fcq *)scq;
   q->rcq = (struct fcq *)rcq;
@@ -480,8 +491,58 @@ static struct ibv_qp *f_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init
   return &q->qpx.qp_base;
 }
 
+/* Cues (fake_verbs.h). The blocked call waits on a condition variable of its own, holding no
+ * lock of the fake's. */
+static pthread_mutex_t g_cue_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cue_cv = PTHREAD_COND_INITIALIZER;
+#define CUES 8 /* points 1..7, each armed, held and released on its own */
+static int g_cue_armed[CUES], g_cue_held[CUES], g_cue_go[CUES];
+
+EXPORT void fakeverbs_cue(int point);
+#define cue fakeverbs_cue
+EXPORT void fakeverbs_cue(int point) {
+  if (point <= 0 || point >= CUES || !__atomic_load_n(&g_cue_armed[point], __ATOMIC_ACQUIRE)) return;
+  pthread_mutex_lock(&g_cue_mu);
+  if (g_cue_armed[point]) {
+    __atomic_store_n(&g_cue_armed[point], 0, __ATOMIC_RELEASE);
+    g_cue_held[point] = 1;
+    pthread_cond_broadcast(&g_cue_cv);
+    while (!g_cue_go[point]) pthread_cond_wait(&g_cue_cv, &g_cue_mu);
+    g_cue_go[point] = 0;
+    g_cue_held[point] = 0;
+  }
+  pthread_mutex_unlock(&g_cue_mu);
+}
+EXPORT void fakeverbs_hold(int point) {
+  if (point <= 0 || point >= CUES) return;
+  pthread_mutex_lock(&g_cue_mu);
+  g_cue_go[point] = 0;
+  __atomic_store_n(&g_cue_armed[point], 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&g_cue_mu);
+}
+EXPORT int fakeverbs_wait_held(int point, int seconds) {
+  struct timespec end;
+  clock_gettime(CLOCK_REALTIME, &end);
+  end.tv_sec += seconds;
+  int rc = 0;
+  pthread_mutex_lock(&g_cue_mu);
+  if (point <= 0 || point >= CUES) return -1;
+  while (!g_cue_held[point] && rc == 0) rc = pthread_cond_timedwait(&g_cue_cv, &g_cue_mu, &end);
+  int held = g_cue_held[point];
+  pthread_mutex_unlock(&g_cue_mu);
+  return held ? 0 : -1;
+}
+EXPORT void fakeverbs_release(int point) {
+  if (point <= 0 || point >= CUES) return;
+  pthread_mutex_lock(&g_cue_mu);
+  g_cue_go[point] = 1;
+  pthread_cond_broadcast(&g_cue_cv);
+  pthread_mutex_unlock(&g_cue_mu);
+}
+
 EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp) {
   struct fqp *q = (struct fqp *)qp;
+  cue(FAKEVERBS_AT_QP_TO_QP_EX);
   return q->ex ? &q->qpx : NULL;
 }
 
@@ -645,8 +706,17 @@ static const struct ibv_context_ops g_ops = {
     .post_srq_recv = f_post_srq_recv,
 };
 
+/* A closed context's memory goes to the next open (as an allocator may do), so that a
+ * context reopened by another thread can get the address of one just closed. */
+static struct fctx *g_free_ctx;
+
 EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev) {
-  struct fctx *c = calloc(1, sizeof *c);
+  pthread_mutex_lock(&g_mu);
+  struct fctx *c = g_free_ctx;
+  if (c) g_free_ctx = *(struct fctx **)c;
+  pthread_mutex_unlock(&g_mu);
+  if (c) memset(c, 0, sizeof *c);
+  else c = calloc(1, sizeof *c);
   if (!c) return NULL;
   c->priv.modify_qp = f_modify_qp;
   c->priv.query_port = f_query_port;
@@ -666,7 +736,11 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev) {
 EXPORT int ibv_close_device(struct ibv_context *ctx) {
   struct fctx *c = fctx_of(ctx);
   pthread_mutex_destroy(&ctx->mutex);
-  free(c);
+  pthread_mutex_lock(&g_mu);
+  *(struct fctx **)c = g_free_ctx;
+  g_free_ctx = c;
+  pthread_mutex_unlock(&g_mu);
+  cue(FAKEVERBS_AT_CLOSED); /* the context is gone, the call not yet returned */
   return 0;
 }
 

@@ -50,6 +50,9 @@ static struct {
   int (*set_gid)(struct ibv_context *, uint8_t, int, const void *);
   int (*set_lid)(struct ibv_context *, uint8_t, uint16_t);
   unsigned long (*queries)(void);
+  void (*hold)(int);
+  int (*wait_held)(int, int);
+  void (*release)(int);
 } V;
 
 #define FAIL(...)                                                                        \
@@ -95,6 +98,9 @@ static void load(void) {
   S(set_gid, "fakeverbs_set_gid", NULL);
   S(set_lid, "fakeverbs_set_lid", NULL);
   S(queries, "fakeverbs_queries", NULL);
+  S(hold, "fakeverbs_hold", NULL);
+  S(wait_held, "fakeverbs_wait_held", NULL);
+  S(release, "fakeverbs_release", NULL);
 #undef S
 }
 #else
@@ -124,6 +130,9 @@ static void load(void) {
   V.set_gid = fakeverbs_set_gid;
   V.set_lid = fakeverbs_set_lid;
   V.queries = fakeverbs_queries;
+  V.hold = fakeverbs_hold;
+  V.wait_held = fakeverbs_wait_held;
+  V.release = fakeverbs_release;
 }
 #endif
 
@@ -142,7 +151,8 @@ static struct ibv_context *open_dev(int idx) {
 
 static int dev_of(struct ibv_context *c) { return strcmp(c->device->name, "fake1") == 0; }
 
-static struct ibv_qp *mk_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq, struct ibv_srq *srq, int sig_all) {
+static struct ibv_qp *mk_qp_depth(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq, struct ibv_srq *srq,
+                                  int sig_all, uint32_t depth) {
   struct ibv_qp_init_attr a;
   memset(&a, 0, sizeof a);
   a.send_cq = scq;
@@ -150,13 +160,16 @@ static struct ibv_qp *mk_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq
   a.srq = srq;
   a.sq_sig_all = sig_all;
   a.qp_type = IBV_QPT_RC;
-  a.cap.max_send_wr = 256;
+  a.cap.max_send_wr = depth;
   a.cap.max_recv_wr = 256;
   a.cap.max_send_sge = 2;
   a.cap.max_recv_sge = 1;
   struct ibv_qp *q = V.create_qp(pd, &a);
   if (!q) FAIL("create_qp");
   return q;
+}
+static struct ibv_qp *mk_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq, struct ibv_srq *srq, int sig_all) {
+  return mk_qp_depth(pd, scq, rcq, srq, sig_all, 256);
 }
 
 static char g_buf[1 << 16];
@@ -473,6 +486,186 @@ static void sc_fork(int with_fork_init) {
   report(NULL);
 }
 
+/* fork while another thread is inside the interposer's global lock: thread T creates an
+ * ibv_qp_ex QP, whose record the interposer fills under that lock, calling the provider's
+ * ibv_qp_to_qp_ex, where the fake holds T on cue. The child, forked meanwhile, destroys its
+ * copies of the QPs and CQs and closes the device (every wrapper that takes the lock): it
+ * must exit, not hang (an alarm turns a hang into a failure). Then T goes on. Under the
+ * preload with telemetry on only (without it nothing calls ibv_qp_to_qp_ex there). */
+static void *create_qp_ex_thread(void *arg) {
+  struct pair *p = arg;
+  struct ibv_qp_init_attr_ex qa;
+  memset(&qa, 0, sizeof qa);
+  qa.send_cq = qa.recv_cq = p->cqa;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = 64;
+  qa.pd = p->pd;
+  qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  qa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+  return ibv_create_qp_ex(p->c, &qa);
+}
+static void sc_fork_locked(void) {
+  struct pair p;
+  mk_pair(&p, 0);
+  chain_round(&p);
+  V.hold(FAKEVERBS_AT_QP_TO_QP_EX);
+  pthread_t t;
+  if (pthread_create(&t, NULL, create_qp_ex_thread, &p)) FAIL("pthread_create");
+  if (V.wait_held(FAKEVERBS_AT_QP_TO_QP_EX, 60)) FAIL("the interposer never called ibv_qp_to_qp_ex (not preloaded?)");
+  pid_t pid = fork();
+  if (pid < 0) FAIL("fork");
+  if (pid == 0) {
+    alarm(10); /* a hang becomes SIGALRM (the calls themselves take microseconds) */
+    int bad = V.destroy_qp(p.a) || V.destroy_qp(p.b) || V.destroy_cq(p.cqa) || V.destroy_cq(p.cqb) ||
+              V.dealloc_pd(p.pd) || V.close_device(p.c);
+    _exit(bad ? 3 : 0);
+  }
+  int st;
+  if (waitpid(pid, &st, 0) != pid) FAIL("waitpid");
+  if (WIFSIGNALED(st)) FAIL("the child hung in a destroy or close (signal %d)", WTERMSIG(st));
+  if (!WIFEXITED(st) || WEXITSTATUS(st)) FAIL("child status %d", st);
+  V.release(FAKEVERBS_AT_QP_TO_QP_EX);
+  void *q = NULL;
+  pthread_join(t, &q);
+  if (!q) FAIL("create_qp_ex");
+  chain_round(&p);
+  if (V.destroy_qp(q)) FAIL("destroy_qp");
+  free_pair(&p);
+  report(NULL);
+}
+
+/* A destroyed QP's record and a thread still inside it (README, "Threading and lifecycle"):
+ * a poller stopped, on the fake's cue, inside the last completion of QP X (only the
+ * interposer's test build, librccl_telemetry_preload_hooks.so, reaches that cue); X destroyed;
+ * Y created with a deeper send queue (4096); the poller resumes; Y then posts and completes
+ * n signalled writes one at a time. Both QPs' counts must be exact. */
+static void *poll_one(void *cq) {
+  struct ibv_wc wc;
+  int k;
+  while ((k = ibv_poll_cq(cq, 1, &wc)) == 0) {
+  }
+  return (void *)(intptr_t)(k == 1 && wc.status == IBV_WC_SUCCESS);
+}
+static void sc_reuse(int n) {
+  alarm(60); /* a hang (a poller spinning on a record that changed under it) becomes SIGALRM */
+  struct ibv_context *c = open_dev(0);
+  struct ibv_pd *pd = V.alloc_pd(c);
+  struct ibv_cq *cq = V.create_cq(c, 4096, NULL, NULL, 0);
+  if (!pd || !cq) FAIL("pd/cq");
+  struct ibv_qp *x = mk_qp(pd, cq, cq, NULL, 0);
+  struct ibv_send_wr w, *bad = NULL;
+  struct ibv_sge sg;
+  set_wr(&w, &sg, IBV_WR_RDMA_WRITE, 64, 1, 1);
+  if (ibv_post_send(x, &w, &bad)) FAIL("post_send X");
+  V.hold(FAKEVERBS_AT_COMPLETION);
+  pthread_t t;
+  if (pthread_create(&t, NULL, poll_one, cq)) FAIL("pthread_create");
+  if (V.wait_held(FAKEVERBS_AT_COMPLETION, 60)) FAIL("no completion reached the cue (not the hooks build?)");
+  uint32_t xn = x->qp_num;
+  if (V.destroy_qp(x)) FAIL("destroy_qp X");
+  struct ibv_qp *y = mk_qp_depth(pd, cq, cq, NULL, 0, 4096);
+  V.release(FAKEVERBS_AT_COMPLETION);
+  void *ok = NULL;
+  pthread_join(t, &ok);
+  if (!ok) FAIL("the poller's completion");
+  for (int i = 0; i < n; i++) {
+    set_wr(&w, &sg, IBV_WR_RDMA_WRITE, 64, 1, 2);
+    if (ibv_post_send(y, &w, &bad)) FAIL("post_send Y");
+    drain(cq, 1, IBV_WC_SUCCESS);
+  }
+  char extra[64];
+  snprintf(extra, sizeof extra, "\"x\":%u,\"y\":%u", xn, y->qp_num);
+  V.destroy_qp(y);
+  V.destroy_cq(cq);
+  V.dealloc_pd(pd);
+  V.close_device(c);
+  report(extra);
+}
+
+/* A context closed by one thread and a device opened by another that gets the closed
+ * context's address (the fake recycles context memory): thread C closes device 0's context
+ * and is held, on the fake's cue, inside the provider's close after the context is freed;
+ * thread O opens device 1 meanwhile, makes a pair and runs a chain round. O's context must be
+ * counted as device 1's from the start, and C's close must not take O's QPs with it. O is
+ * given up to 2 s before C is let go (the interposer makes O's open wait for the close). */
+static int g_reopened;
+static void *close_ctx(void *c) { return (void *)(intptr_t)V.close_device(c); }
+static void *open_and_run(void *arg) {
+  struct pair *p = arg;
+  mk_pair(p, 1);
+  chain_round(p);
+  __atomic_store_n(&g_reopened, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+static void sc_reopen_race(void) {
+  alarm(60);
+  struct pair a;
+  mk_pair(&a, 0);
+  chain_round(&a);
+  struct ibv_context *ca = a.c;
+  V.destroy_qp(a.a);
+  V.destroy_qp(a.b);
+  V.destroy_cq(a.cqa);
+  V.destroy_cq(a.cqb);
+  V.dealloc_pd(a.pd);
+  V.hold(FAKEVERBS_AT_CLOSED);
+  pthread_t tc, to;
+  if (pthread_create(&tc, NULL, close_ctx, ca)) FAIL("pthread_create");
+  if (V.wait_held(FAKEVERBS_AT_CLOSED, 60)) FAIL("the close never reached the cue");
+  struct pair b;
+  if (pthread_create(&to, NULL, open_and_run, &b)) FAIL("pthread_create");
+  for (int i = 0; i < 200 && !__atomic_load_n(&g_reopened, __ATOMIC_ACQUIRE); i++) usleep(10000);
+  V.release(FAKEVERBS_AT_CLOSED);
+  void *rc = NULL;
+  pthread_join(tc, &rc);
+  if (rc) FAIL("close_device: %d", (int)(intptr_t)rc);
+  pthread_join(to, NULL);
+  if (b.c != ca) FAIL("the new context did not get the closed one's address");
+  chain_round(&b);
+  free_pair(&b);
+  report(NULL);
+}
+
+/* QP churn under a progress thread: the main thread creates a QP on a shared CQ, posts one
+ * signalled write and destroys the QP at once, n times; another thread polls the CQ until
+ * it has all n completions, each of a QP that may be gone (and its record on the way to a new
+ * QP) by then. Every completion counts once: on its QP, or as of an unknown QP. */
+static int g_churn_n;
+static void *churn_poller(void *cq) {
+  struct ibv_wc wc[8];
+  for (int got = 0; got < g_churn_n;) {
+    int k = ibv_poll_cq(cq, 8, wc);
+    if (k < 0) FAIL("poll_cq");
+    for (int i = 0; i < k; i++)
+      if (wc[i].status != IBV_WC_SUCCESS) FAIL("status %d", wc[i].status);
+    got += k;
+  }
+  return NULL;
+}
+static void sc_churn(int n) {
+  alarm(120);
+  struct ibv_context *c = open_dev(0);
+  struct ibv_pd *pd = V.alloc_pd(c);
+  struct ibv_cq *cq = V.create_cq(c, 1 << 16, NULL, NULL, 0);
+  if (!pd || !cq) FAIL("pd/cq");
+  g_churn_n = n;
+  pthread_t t;
+  if (pthread_create(&t, NULL, churn_poller, cq)) FAIL("pthread_create");
+  for (int i = 0; i < n; i++) {
+    struct ibv_qp *q = mk_qp_depth(pd, cq, cq, NULL, 0, i % 2 ? 64 : 4096);
+    struct ibv_send_wr w, *bad = NULL;
+    struct ibv_sge sg;
+    set_wr(&w, &sg, IBV_WR_RDMA_WRITE, 8, 1, 1);
+    if (ibv_post_send(q, &w, &bad)) FAIL("post_send");
+    if (V.destroy_qp(q)) FAIL("destroy_qp");
+  }
+  pthread_join(t, NULL);
+  V.destroy_cq(cq);
+  V.dealloc_pd(pd);
+  V.close_device(c);
+  report(NULL);
+}
+
 /* Close and reopen a device; device ids follow ibv_get_device_list, not the opening order. */
 static void sc_reopen(void) {
   struct pair p1;
@@ -504,7 +697,7 @@ static long rss_kib(void) {
 static void sc_qploop(int n) {
   struct pair p;
   mk_pair(&p, 0);
-  long rss_mid = 0;
+  long rss_mid = 0, rss_start = rss_kib();
   for (int i = 0; i < n; i++) {
     struct ibv_qp *q = mk_qp(p.pd, p.cqa, p.cqa, NULL, 0);
     struct ibv_send_wr w, *bad = NULL;
@@ -516,7 +709,8 @@ static void sc_qploop(int n) {
     if (i == n / 5) rss_mid = rss_kib();
   }
   char extra[128];
-  snprintf(extra, sizeof extra, "\"rss_mid_kib\":%ld,\"rss_end_kib\":%ld", rss_mid, rss_kib());
+  snprintf(extra, sizeof extra, "\"rss_start_kib\":%ld,\"rss_mid_kib\":%ld,\"rss_end_kib\":%ld", rss_start, rss_mid,
+           rss_kib());
   free_pair(&p);
   report(extra);
 }
@@ -549,6 +743,51 @@ static void sc_srq(int n) {
   }
   V.destroy_qp(a);
   V.destroy_qp(b);
+  V.destroy_srq(srq);
+  V.destroy_cq(cqa);
+  V.destroy_cq(cqb);
+  V.dealloc_pd(pd);
+  V.close_device(c);
+  report(NULL);
+}
+
+/* One SRQ shared by two receiving QPs, B1 and B2, fed by A1 and A2: n receives posted up
+ * front, then n SENDs, every third from A2: each B's receive completions are of WRs posted
+ * in between the other's, in no order of its own. */
+static void sc_srq_shared(int n) {
+  struct ibv_context *c = open_dev(0);
+  struct ibv_pd *pd = V.alloc_pd(c);
+  struct ibv_cq *cqa = V.create_cq(c, 4096, NULL, NULL, 0), *cqb = V.create_cq(c, 4096, NULL, NULL, 0);
+  struct ibv_srq_init_attr sa;
+  memset(&sa, 0, sizeof sa);
+  sa.attr.max_wr = 4096;
+  struct ibv_srq *srq = V.create_srq(pd, &sa);
+  if (!srq) FAIL("create_srq");
+  struct ibv_qp *a1 = mk_qp(pd, cqa, cqa, NULL, 1), *a2 = mk_qp(pd, cqa, cqa, NULL, 1);
+  struct ibv_qp *b1 = mk_qp(pd, cqb, cqb, srq, 0), *b2 = mk_qp(pd, cqb, cqb, srq, 0);
+  V.connect(a1, b1);
+  V.connect(a2, b2);
+  for (int i = 0; i < n; i++) {
+    struct ibv_recv_wr r, *rbad = NULL;
+    struct ibv_sge rs = {(uintptr_t)g_buf, 4096, 1};
+    memset(&r, 0, sizeof r);
+    r.wr_id = (uint64_t)i;
+    r.sg_list = &rs;
+    r.num_sge = 1;
+    if (ibv_post_srq_recv(srq, &r, &rbad)) FAIL("post_srq_recv");
+  }
+  for (int i = 0; i < n; i++) {
+    struct ibv_send_wr w, *bad = NULL;
+    struct ibv_sge sg;
+    set_wr(&w, &sg, IBV_WR_SEND, 128, 0, 5);
+    if (ibv_post_send(i % 3 == 0 ? a2 : a1, &w, &bad)) FAIL("post_send");
+  }
+  drain(cqa, n, IBV_WC_SUCCESS);
+  drain(cqb, n, IBV_WC_SUCCESS);
+  V.destroy_qp(a1);
+  V.destroy_qp(a2);
+  V.destroy_qp(b1);
+  V.destroy_qp(b2);
   V.destroy_srq(srq);
   V.destroy_cq(cqa);
   V.destroy_cq(cqb);
@@ -925,7 +1164,7 @@ static void sc_stall(int pause_ms) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|reopen|qploop|srq|full|disabled|dlnext|peers|peers-wide|stall [N]");
+  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|fork-locked|reuse|reopen|reopen-race|churn|qploop|srq|srq-shared|full|disabled|dlnext|peers|peers-wide|stall [N]");
   load();
   const char *s = argv[1];
   int n = argc > 2 ? atoi(argv[2]) : 100;
@@ -934,9 +1173,14 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "ex")) sc_ex(n);
   else if (!strcmp(s, "threads")) sc_threads(argc > 3 ? atoi(argv[3]) : 4, n);
   else if (!strcmp(s, "fork")) sc_fork(n);
+  else if (!strcmp(s, "fork-locked")) sc_fork_locked();
+  else if (!strcmp(s, "reuse")) sc_reuse(argc > 2 ? n : 10);
   else if (!strcmp(s, "reopen")) sc_reopen();
+  else if (!strcmp(s, "churn")) sc_churn(n);
+  else if (!strcmp(s, "reopen-race")) sc_reopen_race();
   else if (!strcmp(s, "qploop")) sc_qploop(n);
   else if (!strcmp(s, "srq")) sc_srq(n);
+  else if (!strcmp(s, "srq-shared")) sc_srq_shared(n);
   else if (!strcmp(s, "full")) sc_full();
   else if (!strcmp(s, "disabled")) sc_disabled();
   else if (!strcmp(s, "dlnext")) sc_dlnext();

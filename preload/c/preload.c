@@ -68,6 +68,10 @@ static inline uint64_t rtp_bench_tsc(void) { return rtp_bench_clock += 1000; }
 /* 0: not decided, 1: telemetry on (tables are patched), -1: off for good. */
 static int g_state;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+/* 1 in a child forked after start: inert. Its copy of g_mu may have been held by a thread
+ * that does not exist in it, and its records may be half-written: no wrapper of the child
+ * takes g_mu or touches a record (only the provider's call is made). */
+static int g_forked;
 
 /* The slot's idx_sent (num_wqe_sent without an opcode of the seed's), found by offset. */
 static size_t g_idx_sent_off;
@@ -90,8 +94,19 @@ struct rctx {
 static struct rctx g_ctx[MAX_CTX];
 static int g_nctx; /* entries in use or used before (a high-water mark) */
 
-/* QP records by device and qp_num: two-level, pages allocated on demand, never freed. */
-static struct rqp **g_qpn[32][RADIX];
+/* QP records by device and qp_num: qp_num (24 bits) = top (16 bits) : leaf index (8 bits).
+ * A leaf (2 KiB) exists while a QP of its 256 numbers is live: the last one's destroy
+ * unlinks it into the same limbo as the records (a poller may be reading it), so memory
+ * follows the live QPs however the provider spreads their numbers over the 24-bit space:
+ * at most 2 KiB per live QP plus the touched part of the top array (512 KiB per device). */
+#define QLEAF 256
+#define QTOP (1u << 16)
+struct qleaf {
+  struct rqp *cell[QLEAF];
+  uint32_t live; /* cells in use (under g_mu) */
+  struct qleaf *next_free;
+};
+static struct qleaf *g_qpn[32][QTOP];
 
 /* One send WR outstanding on a QP's send queue, in posting order. gap: how many signalled
  * (high half) and unsignalled (low half) WRs had gone untracked (record full) when this one
@@ -238,6 +253,82 @@ static void side_reset(struct side *s) {
   ST(s->shared, !g_fast);
   ST(s->lock, 0);
 }
+
+/*
+ * Record reuse. A poller reaches a QP's record through the completion's qp_num and cannot
+ * know that another thread has just destroyed that QP, so a destroyed QP's record is not
+ * handed to a new QP until every thread that may still hold it has left. Each polling thread
+ * has a node whose seq it makes odd before it looks a completion's record up and even once it
+ * has left the record's completing side (plain stores by the owner thread; a cost of a few
+ * instructions a poll). ibv_destroy_qp unlinks the record and puts it in limbo; the next QP
+ * create (or destroy) under g_mu, after a membarrier (which orders every thread's odd store
+ * before its lookup against the unlink), notes the threads whose seq is odd and moves the
+ * limbo to the free list once each of them has moved on. Meanwhile a new QP gets a new
+ * record; a late poller finishes on the old one (the destroyed QP's own counters).
+ * Posting-side holders are the program's own: a QP it posts to while destroying it.
+ */
+struct tnode {
+  uint64_t seq; /* odd: inside a poll's lookup-to-exit window */
+  int used;     /* a live thread has it (0: free for the next thread that polls) */
+  struct tnode *next;
+} __attribute__((aligned(64)));
+static struct tnode *g_tnodes; /* every node ever made (never freed), newest first */
+static __thread struct tnode *t_node __attribute__((tls_model("initial-exec")));
+static pthread_key_t g_tnode_key; /* its destructor gives an exiting thread's node back */
+static int g_tnode_key_ok;
+
+static void tnode_release(void *p) { __atomic_store_n(&((struct tnode *)p)->used, 0, __ATOMIC_RELEASE); }
+
+/* The calling thread's node, made (or taken from an exited thread) on its first poll; NULL
+ * when out of memory (that poll's completions are then not counted). */
+static __attribute__((noinline)) struct tnode *tnode_slow(void) {
+  struct tnode *n;
+  for (n = __atomic_load_n(&g_tnodes, __ATOMIC_ACQUIRE); n; n = n->next) {
+    int z = 0;
+    if (!LD(n->used) && __atomic_compare_exchange_n(&n->used, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) break;
+  }
+  if (!n) {
+    if (posix_memalign((void **)&n, 64, sizeof *n) != 0) return NULL;
+    memset(n, 0, sizeof *n);
+    n->used = 1;
+    n->next = __atomic_load_n(&g_tnodes, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&g_tnodes, &n->next, n, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+    }
+  }
+  if (g_tnode_key_ok) pthread_setspecific(g_tnode_key, n);
+  t_node = n;
+  return n;
+}
+
+/* Into the window: seq odd, ordered before the lookups that follow (by the reclaimer's
+ * membarrier, or by a fence where there is none). Returns the value to leave with. */
+static inline uint64_t window_enter(struct tnode *n) {
+  uint64_t s = n->seq;
+  ST(n->seq, s + 1);
+  if (UNLIKELY(!LD(g_fast))) __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  else __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  return s + 2;
+}
+/* The same where membarrier is known to be on (w_poll_cq's short path: a side can only be
+ * owned when it is). */
+static inline uint64_t window_enter_fast(struct tnode *n) {
+  uint64_t s = n->seq;
+  ST(n->seq, s + 1);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  return s + 2;
+}
+static inline void window_exit(struct tnode *n, uint64_t s) { __atomic_store_n(&n->seq, s, __ATOMIC_RELEASE); }
+
+struct rqp;
+static struct rqp *g_limbo_new;  /* destroyed since the last look at the threads */
+static struct rqp *g_limbo_wait; /* destroyed before it: free once g_snap's threads moved on */
+static struct snap {
+  struct tnode *n;
+  uint64_t seq;
+} *g_snap;
+static size_t g_nsnap, g_snap_cap;
+static uint64_t g_limbo_count; /* records in limbo (both lists), for the tests' account */
+static struct qleaf *g_leaf_limbo_new, *g_leaf_limbo_wait; /* unlinked leaves, likewise */
 
 static void diagf(int debug_only, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #include <stdarg.h>
@@ -401,6 +492,14 @@ __attribute__((constructor)) static void rtp_ctor(void) {
  * once the final file is claimed). */
 static void stall_walk(void);
 
+/* pthread_atfork's child handler (the forking thread, alone in the child): inert from here,
+ * with a fresh g_mu should anything still reach it. */
+static void in_forked_child(void) {
+  ST(g_forked, 1);
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  memcpy(&g_mu, &fresh, sizeof fresh);
+}
+
 static int start(void) {
   int s = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
   if (s == 0) {
@@ -423,16 +522,22 @@ static int start(void) {
                  syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
         if (!g_fast) rtp_diag(1, "verbs interposer: no expedited membarrier; every QP takes a lock per post and completion");
         rtp_stall_walker(stall_walk);
+        g_tnode_key_ok = pthread_key_create(&g_tnode_key, tnode_release) == 0;
+        if (pthread_atfork(NULL, NULL, in_forked_child) != 0)
+          rtp_diag(1, "verbs interposer: no fork handler; a child forked while a QP is being created may hang in destroy");
         s = 1;
       }
       __atomic_store_n(&g_state, s, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&g_mu);
   }
-  return s == 1 && rcclTelemetryOn();
+  return s == 1 && !LD(g_forked) && rcclTelemetryOn();
 }
 
-static inline int on(void) { return LD(g_state) == 1 && rcclTelemetryOn(); }
+static inline int on(void) { return LD(g_state) == 1 && !LD(g_forked) && rcclTelemetryOn(); }
+/* The cold wrappers' bookkeeping (records, g_mu): only where telemetry started, not in a
+ * forked child. */
+static inline int book(void) { return LD(g_state) == 1 && !LD(g_forked); }
 /* In a wrapper of a patched table, where g_state is 1 already. */
 static inline int counting(void) { return rcclTelemetryOn(); }
 
@@ -447,15 +552,35 @@ static inline struct rctx *ctx_of(struct ibv_context *ctx) {
   return NULL;
 }
 
+/* Inside a poll's window (or under g_mu): the leaf it reads cannot be freed meanwhile. */
 static inline struct rqp *qp_by_num(int dev, uint32_t qpn) {
-  struct rqp **page = __atomic_load_n(&g_qpn[dev & 31][(qpn >> 12) & (RADIX - 1)], __ATOMIC_ACQUIRE);
-  return page ? __atomic_load_n(&page[qpn & (RADIX - 1)], __ATOMIC_ACQUIRE) : NULL;
+  struct qleaf *l = __atomic_load_n(&g_qpn[dev & 31][(qpn >> 8) & (QTOP - 1)], __ATOMIC_ACQUIRE);
+  return l ? __atomic_load_n(&l->cell[qpn & (QLEAF - 1)], __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* qp_by_num anywhere else (cold: a cache miss, a create, a modify): in a window of its own,
+ * or under g_mu when the thread has no node. Records are never freed, so the one returned
+ * stays readable. */
+static struct tnode *tnode_slow(void);
+static __attribute__((noinline)) struct rqp *qp_find(int dev, uint32_t qpn) {
+  struct tnode *tn = t_node;
+  if (!tn) tn = tnode_slow();
+  if (!tn) {
+    pthread_mutex_lock(&g_mu);
+    struct rqp *r = qp_by_num(dev, qpn);
+    pthread_mutex_unlock(&g_mu);
+    return r;
+  }
+  uint64_t out = window_enter(tn);
+  struct rqp *r = qp_by_num(dev, qpn);
+  window_exit(tn, out);
+  return r;
 }
 
 static inline struct rqp *qp_rec(struct ibv_qp *qp) {
   struct rctx *c = ctx_of(qp->context);
   if (!c) return NULL;
-  struct rqp *r = qp_by_num(c->dev, qp->qp_num);
+  struct rqp *r = qp_find(c->dev, qp->qp_num);
   return r && LD(r->qp) == qp ? r : NULL;
 }
 
@@ -650,6 +775,21 @@ static inline int64_t retire_error(struct rqp *r) {
   }
 }
 
+#ifdef RTP_TEST_HOOKS
+/* A build for the host tests only (preload/preload.mk: build/preload/
+ * librccl_telemetry_preload_hooks.so; never installed): at the points named, the fake
+ * provider's fakeverbs_cue may hold the calling thread on a test's cue. */
+#define RTP_AT_COMPLETION 2 /* = FAKEVERBS_AT_COMPLETION */
+static void test_hook(int point) {
+  static void (*cue)(int);
+  if (!cue && real_dlsym && verbs_handle()) cue = (void (*)(int))real_dlsym(verbs_handle(), "fakeverbs_cue");
+  if (cue) cue(point);
+}
+#define TEST_HOOK(p) test_hook(p)
+#else
+#define TEST_HOOK(p) ((void)0)
+#endif
+
 /* The common completion, inside the QP's completing side: a successful send completion
  * that retires the oldest entry, signalled, with no untracked WRs before it; a sampled one is
  * measured to the poll's clock reading *now (read on first need). 1 when it was that and is
@@ -663,6 +803,7 @@ static inline __attribute__((always_inline)) int complete_common(struct rqp *r, 
       UNLIKELY(e->gap != r->gap_done))
     return 0;
   int64_t tok = e->token;
+  TEST_HOOK(RTP_AT_COMPLETION); /* the record read, its head not yet moved */
   __atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
   if (LIKELY(tok <= RCCL_TELEMETRY_TS_UNSAMPLED)) {
     ADD(q->wqe_rcvd, 1);
@@ -881,9 +1022,14 @@ static __attribute__((noinline)) int poll_counted(struct rctx *c, struct ibv_cq 
   rcclTelemetryStripe_ *st = own_stripe(dev, tp);
   if (LIKELY(st != NULL)) ADD(st->own.cq_polls, 1);
   else (rcclTelemetryAddCqPolls)(dev, 1);
+  if (got <= 0) return got;
+  struct tnode *tn = t_node;
+  if (!tn && !(tn = tnode_slow())) return got;
+  uint64_t out = window_enter(tn);
   int64_t now = 0;
   for (int i = 0; i < got; i++)
     complete(dev, cq, wc[i].qp_num, wc[i].status, wc[i].opcode, wc[i].byte_len, wc[i].wr_id, &now, tp);
+  window_exit(tn, out);
   return got;
 }
 
@@ -899,44 +1045,106 @@ static int w_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
   if (UNLIKELY(!counting())) return got;
   int dev = c->dev;
   rcclTelemetryStripe_ *st = t_stripe[dev & 31];
-  if (UNLIKELY(got != 1) || UNLIKELY(st == NULL)) return poll_counted(c, cq, got, wc);
+  struct tnode *tn = t_node;
+  if (UNLIKELY(got != 1) || UNLIKELY(st == NULL) || UNLIKELY(tn == NULL)) return poll_counted(c, cq, got, wc);
   uintptr_t tp = self_tp();
+  uint64_t out = window_enter_fast(tn);
   struct rqp *r = qp_by_num(dev, wc->qp_num);
-  if (UNLIKELY(r == NULL) || UNLIKELY(LD(r->cs.owner) != tp) || UNLIKELY(!side_enter_owned(&r->cs)))
+  if (UNLIKELY(r == NULL) || UNLIKELY(LD(r->cs.owner) != tp) || UNLIKELY(!side_enter_owned(&r->cs))) {
+    window_exit(tn, out);
     return poll_counted(c, cq, got, wc);
+  }
   ADD(st->own.cq_polls, 1);
   int64_t now = 0, now_rest = 0; /* two, so that only the rare path's lives in memory */
   if (UNLIKELY(!complete_common(r, wc->status, wc->opcode, &now)))
     complete_rest(r, dev, cq, wc->status, wc->opcode, wc->byte_len, wc->wr_id, &now_rest, tp);
   side_exit(&r->cs, 0);
+  window_exit(tn, out);
   return 1;
 }
 
 /* ------------------------------------------------------------------------------------ */
 /* QP records                                                                           */
 
-static struct rqp **qpn_cell(int dev, uint32_t qpn) {
-  struct rqp ***pp = &g_qpn[dev][(qpn >> 12) & (RADIX - 1)];
-  struct rqp **page = *pp;
-  if (!page) {
-    page = calloc(RADIX, sizeof *page);
-    if (!page) return NULL;
-    __atomic_store_n(pp, page, __ATOMIC_RELEASE);
+/* Under g_mu: the leaf of (dev, qpn), made when absent; NULL when out of memory. */
+static struct qleaf *qpn_leaf(int dev, uint32_t qpn) {
+  struct qleaf **pp = &g_qpn[dev & 31][(qpn >> 8) & (QTOP - 1)];
+  struct qleaf *l = *pp;
+  if (!l) {
+    l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    __atomic_store_n(pp, l, __ATOMIC_RELEASE);
   }
-  return &page[qpn & (RADIX - 1)];
+  return l;
 }
 
 static void free_qp_locked(struct rqp *r) {
-  struct rqp **cell = qpn_cell(r->dev, r->qpn);
-  if (cell && *cell == r) __atomic_store_n(cell, NULL, __ATOMIC_RELEASE);
+  struct qleaf **pp = &g_qpn[r->dev & 31][(r->qpn >> 8) & (QTOP - 1)];
+  struct qleaf *l = *pp;
+  if (l && l->cell[r->qpn & (QLEAF - 1)] == r) {
+    __atomic_store_n(&l->cell[r->qpn & (QLEAF - 1)], NULL, __ATOMIC_RELEASE);
+    if (--l->live == 0) { /* its last QP: unlinked, freed once no poller can be reading it */
+      __atomic_store_n(pp, NULL, __ATOMIC_RELEASE);
+      l->next_free = g_leaf_limbo_new;
+      g_leaf_limbo_new = l;
+    }
+  }
   ST(r->qp, NULL);
   /* A destroyed QP has nothing outstanding: a stall of it ends at the detector's next tick. */
   if (r->ext) {
     ST(r->ext->stall_out, 0);
     ST(r->ext->stall_oldest, 0);
   }
-  r->next_free = g_free_qps;
-  g_free_qps = r;
+  r->next_free = g_limbo_new;
+  g_limbo_new = r;
+  g_limbo_count++;
+}
+
+/* Under g_mu: limbo records whose pollers have all moved on go to the free list (see
+ * "Record reuse" above). Never waits. */
+static void reclaim_locked(void) {
+  for (int round = 0; round < 2; round++) {
+    if (g_limbo_wait) {
+      for (size_t i = 0; i < g_nsnap; i++)
+        if (__atomic_load_n(&g_snap[i].n->seq, __ATOMIC_ACQUIRE) == g_snap[i].seq) return;
+      while (g_limbo_wait) {
+        struct rqp *r = g_limbo_wait;
+        g_limbo_wait = r->next_free;
+        r->next_free = g_free_qps;
+        g_free_qps = r;
+        g_limbo_count--;
+      }
+      while (g_leaf_limbo_wait) {
+        struct qleaf *l = g_leaf_limbo_wait;
+        g_leaf_limbo_wait = l->next_free;
+        free(l);
+      }
+    }
+    if (!g_limbo_new && !g_leaf_limbo_new) return;
+    /* Every thread's odd seq store before this is visible below, and a lookup after it
+     * cannot find a record unlinked before it. */
+    if (LD(g_fast)) syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    else __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    size_t n = 0;
+    for (struct tnode *t = __atomic_load_n(&g_tnodes, __ATOMIC_ACQUIRE); t; t = t->next) {
+      uint64_t q = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
+      if (!(q & 1)) continue;
+      if (n == g_snap_cap) {
+        size_t c = g_snap_cap ? 2 * g_snap_cap : 16;
+        struct snap *p = realloc(g_snap, c * sizeof *p);
+        if (!p) return; /* out of memory: the limbo waits for a later call */
+        g_snap = p;
+        g_snap_cap = c;
+      }
+      g_snap[n].n = t;
+      g_snap[n++].seq = q;
+    }
+    g_nsnap = n;
+    g_limbo_wait = g_limbo_new;
+    g_limbo_new = NULL;
+    g_leaf_limbo_wait = g_leaf_limbo_new;
+    g_leaf_limbo_new = NULL;
+  }
 }
 
 static void patch_qpx(struct rqp *r, struct ibv_qp_ex *qpx);
@@ -996,14 +1204,24 @@ static void track_qp(struct rctx *c, struct ibv_qp *qp, struct ibv_cq *scq, stru
                      int sig_all, uint32_t max_send_wr, int ex) {
   if (!qp || c->dev < 0) return;
   pthread_mutex_lock(&g_mu);
-  struct rqp **cell = qpn_cell(c->dev, qp->qp_num);
+  struct qleaf *leaf = qpn_leaf(c->dev, qp->qp_num);
+  struct rqp **cell = leaf ? &leaf->cell[qp->qp_num & (QLEAF - 1)] : NULL;
   if (!cell || (*cell && (*cell)->qp == qp)) { /* no memory, or seen already (nested create) */
     pthread_mutex_unlock(&g_mu);
     return;
   }
-  if (*cell) free_qp_locked(*cell); /* a destroyed QP this file did not see go */
+  if (*cell) { /* a destroyed QP this file did not see go (its leaf may go with it) */
+    free_qp_locked(*cell);
+    leaf = qpn_leaf(c->dev, qp->qp_num);
+    cell = leaf ? &leaf->cell[qp->qp_num & (QLEAF - 1)] : NULL;
+    if (!cell) {
+      pthread_mutex_unlock(&g_mu);
+      return;
+    }
+  }
   uint32_t cap = 64;
   while (cap < max_send_wr && cap < (1u << 16)) cap <<= 1;
+  reclaim_locked();
   struct rqp *r = g_free_qps;
   if (r) {
     g_free_qps = r->next_free;
@@ -1047,6 +1265,7 @@ static void track_qp(struct rctx *c, struct ibv_qp *qp, struct ibv_cq *scq, stru
   r->qpx = NULL;
   r->npend = r->pend_lost = 0;
   __atomic_store_n(&r->qp, qp, __ATOMIC_RELEASE);
+  leaf->live++;
   __atomic_store_n(cell, r, __ATOMIC_RELEASE);
   if (ex) {
     struct ibv_qp_ex *(*to_ex)(struct ibv_qp *) = real_ibv_qp_to_qp_ex();
@@ -1147,7 +1366,7 @@ static void qp_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int m
  */
 static inline struct rqp *qpx_rec(struct ibv_qp_ex *qpx) {
   struct rctx *c = ctx_of(qpx->qp_base.context);
-  struct rqp *r = c ? qp_by_num(c->dev, qpx->qp_base.qp_num) : NULL;
+  struct rqp *r = c ? qp_find(c->dev, qpx->qp_base.qp_num) : NULL;
   return r && r->qpx == qpx ? r : NULL;
 }
 
@@ -1315,7 +1534,11 @@ static inline void cqx_one(struct rcq *q, struct ibv_cq_ex *cq) {
   uint32_t qpn = q->read_qp_num(cq);
   int op = q->read_opcode ? (int)q->read_opcode(cq) : 0;
   uint32_t len = (cq->status == IBV_WC_SUCCESS && q->have_len && (op & IBV_WC_RECV)) ? q->read_byte_len(cq) : 0;
+  struct tnode *tn = t_node;
+  if (UNLIKELY(!tn) && !(tn = tnode_slow())) return;
+  uint64_t out = window_enter(tn);
   complete(q->dev, ibv_cq_ex_to_cq(cq), qpn, cq->status, op, len, cq->wr_id, &q->now, self_tp());
+  window_exit(tn, out);
 }
 
 static int cx_start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr) {
@@ -1493,16 +1716,26 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device) {
 EXPORT int ibv_close_device(struct ibv_context *ctx) {
   int (*f)(struct ibv_context *) = real_ibv_close_device();
   if (!f) return ENOSYS;
-  struct rctx *c = ctx ? ctx_of(ctx) : NULL;
+  struct rctx *c = ctx && book() ? ctx_of(ctx) : NULL;
+  if (!c) return f(ctx);
+  /* g_mu is held across the provider's close: a device opened meanwhile by another thread
+   * can get this context's address as soon as the provider frees it, and must not find this
+   * entry still holding it (its QPs would be counted on this device, then freed with it);
+   * its open waits here until the entry is free. */
+  pthread_mutex_lock(&g_mu);
   int rc = f(ctx);
-  if (c && rc == 0) {
-    pthread_mutex_lock(&g_mu);
+  if (rc != 0) {
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+  }
+  {
     /* QPs the program did not destroy go with their context. */
-    for (int p = 0; p < RADIX; p++) {
-      struct rqp **page = g_qpn[c->dev][p];
-      for (int i = 0; page && i < RADIX; i++)
-        if (page[i] && page[i]->c == c) free_qp_locked(page[i]);
+    for (uint32_t p = 0; p < QTOP; p++) {
+      struct qleaf *l = g_qpn[c->dev & 31][p]; /* an unlinked leaf stays readable until reclaimed */
+      for (int i = 0; l && i < QLEAF; i++)
+        if (l->cell[i] && l->cell[i]->c == c) free_qp_locked(l->cell[i]);
     }
+    reclaim_locked();
     for (int p = 0; p < RADIX; p++) {
       struct rcq **page = c->cqs[p];
       for (int i = 0; page && i < RADIX; i++)
@@ -1550,11 +1783,12 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) 
 EXPORT int ibv_destroy_qp(struct ibv_qp *qp) {
   int (*f)(struct ibv_qp *) = real_ibv_destroy_qp();
   if (!f) return ENOSYS;
-  struct rqp *r = qp ? qp_rec(qp) : NULL;
+  struct rqp *r = qp && book() ? qp_rec(qp) : NULL;
   int rc = f(qp);
   if (r && rc == 0) {
     pthread_mutex_lock(&g_mu);
     if (r->qp == qp) free_qp_locked(r);
+    reclaim_locked();
     pthread_mutex_unlock(&g_mu);
   }
   return rc;
@@ -1563,7 +1797,7 @@ EXPORT int ibv_destroy_qp(struct ibv_qp *qp) {
 EXPORT int ibv_destroy_cq(struct ibv_cq *cq) {
   int (*f)(struct ibv_cq *) = real_ibv_destroy_cq();
   if (!f) return ENOSYS;
-  struct rctx *c = cq ? ctx_of(cq->context) : NULL;
+  struct rctx *c = cq && book() ? ctx_of(cq->context) : NULL;
   struct rcq *q = c ? cq_rec(c, (struct ibv_cq_ex *)cq) : NULL;
   uint32_t handle = cq ? cq->handle : 0;
   int rc = f(cq);
