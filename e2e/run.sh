@@ -122,6 +122,9 @@ want pair && scenario pair "both pair guests booted, ran and powered off" "conso
 
 stage "three guests on one L2 segment: links clean and with netem delay a->c, a stall under netem loss"
 if want trio; then
+  # the checker reads the files through rccl-telemetry links / outliers
+  if cargo build --release -p rccl-telemetry-tool -q 2>"$B/cargo-tool.err"; then pass "rccl-telemetry (the tool) builds"
+  else fail "rccl-telemetry (the tool) builds: $(tail -3 "$B/cargo-tool.err")"; fi
   if bash e2e/run_guest.sh trio "$B/image" "$B/result-trio"; then
     pass "the three trio guests booted, ran and powered off"
     python3 e2e/check_trio.py "$B/result-trio" | tee "$B/check-trio.log"

@@ -4,14 +4,14 @@
 #   ibcast/{telemetry,prom,tally.json,stdout.txt,stderr.txt,rc,pid,env}
 #   prom_snaps/NNN.prom + prom_snaps/index (NNN uptime)   the live textfile, every 0.25 s
 #   snap_during/   the telemetry file right after a SIGUSR1 snapshot taken during a stall
-#   wbw_<pair>/    ib_write_bw under the interposer (tools.sh's launch layout)
+#   sbw_<pair>/    ib_send_bw under the interposer (tools.sh's launch layout)
 #   fault.txt      (a only) what was injected, with /proc/uptime stamps
 #   {rxe,ethtool,netdev,netstack}_{before,after}.txt
 
 ip_of() { case $1 in a) echo 192.0.2.1 ;; b) echo 192.0.2.2 ;; c) echo 192.0.2.3 ;; esac; }
 up() { cut -d' ' -f1 /proc/uptime; }
 # sleep_until T: until /proc/uptime reaches T seconds
-sleep_until() { sl=$(awk -v t="$1" -v n="$(up)" 'BEGIN { x = t - n; printf "%.2f", x > 0 ? x : 0 }'); sleep $sl; }
+sleep_until() { sl=$(awk -v t="$1" -v n="$(up)" 'BEGIN { x = t - n; printf "%.2f", (x > 0 ? x : 0) }'); sleep $sl; }
 plus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a + b }'; }
 
 # The channels of each link (distinct per rank): a-b 0,3; a-c 5,17; b-c 8,11.
@@ -83,7 +83,9 @@ prom_watch() {
   done
 }
 
-# trio_ibcast DIR PORT EXTRA_ENV -- ARGS: this guest's rank in the background; $IBPID
+# trio_ibcast DIR PORT EXTRA_ENV -- ARGS: this guest's rank in the background; $IBPID.
+# Ranks run at nice 19: each guest has one vCPU and a busy-polling rank would otherwise starve
+# the fault injector and the textfile copies (seen: tc taking 20 s to install the netem).
 # (shell functions share their variables: each helper uses names of its own)
 trio_ibcast() {
   ibd=$1/ibcast; ibport=$2; ibvars=$3; shift 4
@@ -91,14 +93,17 @@ trio_ibcast() {
   echo "$ibvars" > $ibd/env
   env RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$ibd/telemetry RCCL_TELEMETRY_PROMETHEUS_DIR=$ibd/prom \
       RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S=1 RCCL_TELEMETRY_SNAPSHOT_SIGNAL=SIGUSR1 $ibvars \
-    /usr/local/bin/ibcast_e2e --tally $ibd/tally.json $(trio_links $ibport) "$@" > $ibd/stdout.txt 2> $ibd/stderr.txt &
+    nice -n 19 /usr/local/bin/ibcast_e2e --tally $ibd/tally.json $(trio_links $ibport) "$@" > $ibd/stdout.txt 2> $ibd/stderr.txt &
   IBPID=$!
   echo $IBPID > $ibd/pid
 }
 
-# ib_write_bw between every pair under the interposer, all three at once: a serves b and
-# c, b serves c. Server guest: launch, wait for its port, offer "ready" on a control port.
-trio_wbw() {
+# ib_send_bw between every pair under the interposer, all three at once: a serves b and
+# c, b serves c. SENDs, so the receiving side's file counts the bytes it received (an
+# RDMA_WRITE leaves no trace in the responder's file). -Q 10: a completion every 10 WRs
+# (perftest's default 100 is 400 KB between completions, which three pairs on loaded TCG
+# guests can take over a second to move: a stall by definition, seen at 2.4 s). Server guest: launch, wait for its port, offer "ready" on a control port.
+trio_sbw() {
   wdd=$1; wbase=$2
   [ -e $PRELOAD_SO ] || { log "no $PRELOAD_SO: no third-party trio runs"; return; }
   G=$(roce_gid)
@@ -106,10 +111,10 @@ trio_wbw() {
   for pr in ab:0 ac:1 bc:2; do
     s=${pr%%:*}; srv=${s%?}; cli=${s#?}; k=${pr#*:}
     wport=$((wbase + k)); ctl=$((wbase + 10 + k))
-    wd=$wdd/wbw_$s; args="-d rxe0 -x $G -s 4096 -n 200 -F -p $wport"
+    wd=$wdd/sbw_$s; args="-d rxe0 -x $G -s 4096 -n 200 -Q 10 -F -p $wport"
     if [ "$E2E_ROLE" = $srv ]; then
       mkdir -p $wd; : > $wd/preload
-      ( launch $wd server 1 "" -- ib_write_bw $args &
+      ( launch $wd server 1 "" -- nice -n 19 ib_send_bw $args &
         sp=$!
         wait_ready tcp $wport
         echo ready | timeout 120 nc -l -p $ctl > /dev/null
@@ -121,22 +126,22 @@ trio_wbw() {
         until timeout 5 nc $(ip_of $srv) $ctl < /dev/null 2>/dev/null | grep -q ready; do
           i=$((i + 1)); [ $i -gt 300 ] && { log "no ready from $srv:$ctl"; break; }; sleep 0.2
         done
-        launch $wd client 1 "" -- ib_write_bw $args $(ip_of $srv) ) &
+        launch $wd client 1 "" -- nice -n 19 ib_send_bw $args $(ip_of $srv) ) &
       pids="$pids $!"
     fi
   done
   for p in $pids; do wait $p; done
-  log "trio wbw $(basename $wdd): rc $(cat $wdd/wbw_*/*/rc 2>/dev/null | tr '\n' ' ')"
+  log "trio sbw $(basename $wdd): rc $(cat $wdd/sbw_*/*/rc 2>/dev/null | tr '\n' ' ')"
 }
 
-# links scenarios: every rank to both peers (ibcast), then ib_write_bw pairs
+# links scenarios: every rank to both peers (ibcast), then ib_send_bw pairs
 trio_links_run() {
   name=$1; port=$2; d=/out/trio/$name; mkdir -p $d
   snap $d before
   trio_ibcast $d $port "" -- $TRIO_WORKLOAD
   wait $IBPID; echo $? > $d/ibcast/rc
   log "trio $name ibcast: rc=$(cat $d/ibcast/rc) $(tail -1 $d/ibcast/stdout.txt)"
-  trio_wbw $d $((port + 3))
+  trio_sbw $d $((port + 3))
   snap $d after
 }
 
