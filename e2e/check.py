@@ -392,8 +392,10 @@ def single(res):
         # the run's identity and clocks, the hardware deltas (TCG timing changes
         # retries and ACK coalescing), and two polling races: num_slot_miss (the
         # seed says so) and cq_poll_count (how often the proxy loop found its CQ empty).
+        # (format 3) QP numbers are the device's, new in every process: qp_num and each
+        # QP's peer (its QPN) differ too; the device's GID and peers list do not.
         drop = LATENCY_KEYS | {"process_id", "start_time", "end_time", "hw_counters", "num_slot_miss",
-                               "cq_poll_count"}
+                               "cq_poll_count", "qp_num", "peer"}
         diffs = diff_paths(strip_run(got[0], drop), strip_run(got16[0], drop))
         C.ok("lat16 vs main: only the latency fields differ", not diffs, "; ".join(diffs[:6]))
         lat_main = [q.get("wqe_completion_histogram") for c in got[1]["channels"] for q in c["queue_pairs"]]

@@ -426,6 +426,71 @@ def stall(res, scen, ne):
            lo <= longest <= hi, f"want {lo:.2f}..{hi:.2f} s")
 
 
+def stall_stop(res, scen, ne):
+    """c's ib_send_bw server frozen (SIGSTOP) for a few seconds under a's client's SENDs."""
+    a = os.path.join(res, "a", "out", "trio", scen)
+    c = os.path.join(res, "c", "out", "trio", scen)
+    fault = {}
+    for line in K.read(os.path.join(c, "fault.txt")).splitlines():
+        parts = line.split()
+        if parts:
+            fault[parts[0]] = [float(x) for x in parts[1:]]
+    if not ok(f"{scen}: c stopped its server and let it go on", "stop_start" in fault and "stop_end" in fault,
+              K.read(os.path.join(c, "fault.txt"))):
+        return
+    injected = fault["stop_end"][0] - fault["stop_start"][1]
+    injected_hi = fault["stop_end"][1] - fault["stop_start"][0]
+    print(f"INFO {scen}: c's server stopped for {injected:.2f}..{injected_hi:.2f} s")
+    tick = 0.5
+    docs = {}
+    for side, d in [("client", a), ("server", c)]:
+        nm = f"{scen} ib_send_bw {side}"
+        wd = os.path.join(d, side)
+        rc = K.read(os.path.join(wd, "rc")).strip()
+        ok(f"{nm}: exited 0", rc == "0", f"rc={rc!r}: {K.read(os.path.join(wd, 'stderr'))[-300:]}")
+        pid = K.read(os.path.join(wd, "pid")).strip()
+        files = glob.glob(os.path.join(wd, "telemetry", f"rccl_telemetry_*_{pid}.json"))
+        if ok(f"{nm}: the interposer wrote its file", len(files) == 1, f"{files}"):
+            docs[side] = K.load(files[0])
+            K.validate(f"{nm}: file validates against the schema", docs[side])
+    srv, cli = docs.get("server"), docs.get("client")
+    if srv:
+        p = stall_problems(srv)
+        ok(f"{scen}: the frozen server's file records no stall (receives are no stall criterion)", not p, "; ".join(p[:3]))
+    if not cli:
+        return
+    rcq = [q for _, _, q in qps_of(cli) if q.get("qp_type", "rc") == "rc"]
+    longest = max([q.get("longest_stall_ms", 0) for q in rcq] or [0]) / 1000
+    lo, hi = injected - tick, injected_hi + tick
+    ok(f"{scen}: the client's final file records a stall of {longest:.2f} s for the {injected:.2f} s freeze "
+       f"(within one tick, {tick} s)", lo <= longest <= hi, f"want {lo:.2f}..{hi:.2f} s")
+    ok(f"{scen}: no QP of the client stalled at exit", not any(q.get("stalled") for q in rcq), "")
+    srv_id = None
+    if srv and any(q.get("qp_num") for _, _, q in qps_of(srv)):
+        sq = [q for _, _, q in qps_of(srv) if q.get("qp_type", "rc") == "rc"]
+        srv_id = (srv["devices"][0].get("gid"), sq[0].get("qp_num") if sq else None)
+    snaps = sorted(glob.glob(os.path.join(a, "prom_snaps", "*.prom")))
+    if ne.error:
+        ok(f"{scen}: node_exporter serves the textfiles", False, ne.error)
+    elif ok(f"{scen}: live textfile copies of the client", len(snaps) >= 2, f"{len(snaps)}"):
+        views = [prom_view(ne.scrape(x)) for x in snaps]
+        ok(f"{scen}: node_exporter parses every copy", all(v[0] for v in views), "a scrape error")
+        st = [v for v in views if v[1]]
+        ok(f"{scen}: a copy during the freeze shows the client's stalled QP", bool(st), "none")
+        if srv_id and srv_id[1] is not None:
+            bad = [x for v in st for x in v[2] if (x.get("peer_gid"), x.get("peer_qp_num")) != (srv_id[0], str(srv_id[1]))]
+            ok(f"{scen}: the stalled series name the server's QP as the peer", st and not bad, f"{bad[:2]} want {srv_id}")
+        else:
+            skip(f"{scen}: the stalled series name the server's QP as the peer", "no peers in the files")
+    sd = glob.glob(os.path.join(a, "snap_during", "*.json"))
+    if ok(f"{scen}: a snapshot of the client was taken during the freeze", len(sd) == 1, f"{sd}"):
+        sdoc = K.load(sd[0])
+        stq = [q for _, _, q in qps_of(sdoc) if q.get("stalled")]
+        ok(f"{scen}: the snapshot (SIGUSR1) names the stalled QP with WRs outstanding and their oldest age",
+           sdoc.get("trigger") == "SIGUSR1" and stq and all(q.get("num_wqe_outstanding", 0) > 0 and "oldest_outstanding_ms" in q
+                                                           for q in stq), f"trigger {sdoc.get('trigger')}, stalled {stq[:1]}")
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -438,6 +503,7 @@ def main():
     ne = NodeExporter()
     try:
         stall(res, "stall_loss", ne)
+        stall_stop(res, "stall_stop", ne)
     finally:
         ne.close()
     print(f"check_trio.py: {K.C.passed} passed, {K.C.failed} failed")

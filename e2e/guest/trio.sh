@@ -61,13 +61,15 @@ fault() {
     /usr/sbin/tc filter add dev eth0 parent 1:0 protocol ip prio 1 u32 match ip dst $(ip_of c)/32 flowid 1:3
 }
 
-# prom_watch DIR PID: copy the live textfile every 0.25 s while PID lives; the first time
-# it shows a stalled QP, ask for a snapshot (SIGUSR1) and keep the file it writes.
+# prom_watch DIR PID [RUNDIR]: copy the live textfile (RUNDIR/prom, default DIR/ibcast) every
+# 0.25 s while PID lives; the first time it shows a stalled QP, ask for a snapshot (SIGUSR1)
+# and keep the file it writes (RUNDIR/telemetry).
 prom_watch() {
   w=$1/prom_snaps; mkdir -p $w; : > $w/index
+  rd=${3:-$1/ibcast}
   n=0; snapped=0
   while kill -0 $2 2>/dev/null; do
-    for f in $1/ibcast/prom/*.prom; do
+    for f in $rd/prom/*.prom; do
       [ -e "$f" ] || continue
       n=$((n + 1)); nn=$(printf '%03d' $n)
       cp "$f" $w/$nn.prom 2>/dev/null && echo "$nn $(up)" >> $w/index
@@ -76,7 +78,7 @@ prom_watch() {
         echo "$(up) stall seen in $nn.prom: SIGUSR1" > $1/snap_during.txt
         kill -USR1 $2
         sleep 0.5
-        mkdir -p $1/snap_during && cp $1/ibcast/telemetry/*.json $1/snap_during/ 2>/dev/null
+        mkdir -p $1/snap_during && cp $rd/telemetry/*.json $1/snap_during/ 2>/dev/null
       fi
     done
     sleep 0.25
@@ -179,10 +181,56 @@ trio_stall_loss() {
   log "trio $name ibcast: rc=$(cat $d/ibcast/rc) $(tail -1 $d/ibcast/stdout.txt)"
 }
 
+# The receiver frozen: ib_send_bw, c serving a with 16 receives posted at a time; once the
+# traffic flows c stops its server (SIGSTOP) for STOP_S seconds: a's SENDs meet no receive
+# (RNR NAKs, rnr_retry 7 = forever) and stay outstanding until SIGCONT.
+trio_stall_stop() {
+  name=$1; port=$2; d=/out/trio/$name; mkdir -p $d
+  snap $d before
+  G=$(roce_gid)
+  args="-d rxe0 -x $G -s 1024 -n 4000 -r 16 -Q 10 -F -p $port"
+  sside=server; [ "$E2E_ROLE" = a ] && sside=client
+  pvars="RCCL_TELEMETRY_STALL_MS=$TRIO_STALL_MS RCCL_TELEMETRY_PROMETHEUS_DIR=$d/$sside/prom RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S=1 RCCL_TELEMETRY_SNAPSHOT_SIGNAL=SIGUSR1"
+  case $E2E_ROLE in
+    c)
+      mkdir -p $d/server/prom; : > $d/preload
+      launch $d server 1 "$pvars" -- nice -n 19 ib_send_bw $args &
+      sp=$!
+      wait_ready tcp $port
+      echo ready | timeout 120 nc -l -p $((port + 10)) > /dev/null
+      spid=$(cat $d/server/pid)
+      r0=$(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts)
+      i=0
+      while [ $(($(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts) - r0)) -lt 300 ] && [ $i -lt 600 ]; do
+        i=$((i + 1)); sleep 0.05
+      done
+      t0=$(up); kill -STOP $spid; t1=$(up)
+      echo "stop_start $t0 $t1" > $d/fault.txt
+      sleep_until $(plus $t0 $TRIO_STOP_S)
+      t2=$(up); kill -CONT $spid; echo "stop_end $t2 $(up)" >> $d/fault.txt
+      wait $sp ;;
+    a)
+      mkdir -p $d/client/prom; : > $d/preload
+      i=0
+      until timeout 5 nc $(ip_of c) $((port + 10)) < /dev/null 2>/dev/null | grep -q ready; do
+        i=$((i + 1)); [ $i -gt 300 ] && { log "no ready from c"; break; }; sleep 0.2
+      done
+      launch $d client 1 "$pvars" -- nice -n 19 ib_send_bw $args $(ip_of c) &
+      cp=$!
+      i=0; until [ -s $d/client/pid ] || [ $i -gt 100 ]; do i=$((i + 1)); sleep 0.05; done
+      prom_watch $d $(cat $d/client/pid) $d/client &
+      wp=$!
+      wait $cp; wait $wp ;;
+  esac
+  snap $d after
+  log "trio $name ($E2E_ROLE): rc=$(cat $d/*/rc 2>/dev/null | tr '\n' ' ')"
+}
+
 TRIO_WORKLOAD="--index-channel 17 --reqs 16 --max-size 32768 --inflight 2"
 TRIO_STALL_WORKLOAD="--index-channel 17 --reqs 64 --max-size 16384 --inflight 2 --timeout 17"
 TRIO_STALL_MS=1000
 TRIO_LOSS_S=3.0
+TRIO_STOP_S=3.0
 TRIO_DELAY=${E2E_TRIO_DELAY:-5ms}
 
 run_trio() {
@@ -207,4 +255,6 @@ run_trio() {
   trio_barrier 5
   trio_stall_loss stall_loss 18740
   trio_barrier 6
+  trio_stall_stop stall_stop 18760
+  trio_barrier 7
 }
