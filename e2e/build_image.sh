@@ -120,8 +120,8 @@ put() {
     install -D -m 755 "$real" "$R$(dirname "$lib" | sed 's#^/lib#/usr/lib#')/$(basename "$lib")"
   done
 }
-for b in /usr/bin/rdma /usr/sbin/ip /usr/sbin/ethtool /usr/sbin/tc; do
-  [ -x "$b" ] || die "$b missing (iproute2 / ethtool)"
+for b in /usr/bin/rdma /usr/sbin/ip /usr/sbin/ethtool /usr/sbin/tc /usr/bin/nice; do
+  [ -x "$b" ] || die "$b missing (iproute2 / ethtool / coreutils: busybox has no nice)"
   put "$b" "$b"
 done
 RXE=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
