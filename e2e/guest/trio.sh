@@ -48,10 +48,13 @@ trio_barrier() {
 }
 
 # fault KIND [ARGS]: tc netem on the a -> c path only (a's egress, filtered by destination
-# c); "clear" removes it. Logged with uptime stamps into $2's fault.txt by the callers.
+# c); "clear" removes it; "change ARGS" replaces the installed netem's parameters in one
+# netlink request (a loss switched on mid-run: installing prio + netem + filter takes
+# seconds on a loaded TCG guest). Logged with uptime stamps by the callers.
 fault() {
   case $1 in
     clear) /usr/sbin/tc qdisc del dev eth0 root 2>/dev/null; return 0 ;;
+    change) shift; /usr/sbin/tc qdisc change dev eth0 parent 1:3 handle 30: netem "$@"; return ;;
   esac
   /usr/sbin/tc qdisc del dev eth0 root 2>/dev/null
   # prio's band 3 gets the netem; the u32 filter sends only what goes to c there, the rest
@@ -61,13 +64,20 @@ fault() {
     /usr/sbin/tc filter add dev eth0 parent 1:0 protocol ip prio 1 u32 match ip dst $(ip_of c)/32 flowid 1:3
 }
 
-# prom_watch DIR PID [RUNDIR]: copy the live textfile (RUNDIR/prom, default DIR/ibcast) every
+# snap_copy FROM TO: wait (up to 5 s) for the SIGUSR1 snapshot in FROM, copy it to TO
+snap_copy() {
+  i=0; until grep -qs '"trigger": *"SIGUSR1"' $1/*.json || [ $i -gt 50 ]; do i=$((i + 1)); sleep 0.1; done
+  mkdir -p $2 && cp $1/*.json $2/ 2>/dev/null
+  echo "$(up) snapshot copied" >> $2/../snap_during.txt
+}
+
+# prom_watch DIR PID [RUNDIR [1]]: copy the live textfile (RUNDIR/prom, default DIR/ibcast) every
 # 0.25 s while PID lives; the first time it shows a stalled QP, ask for a snapshot (SIGUSR1)
 # and keep the file it writes (RUNDIR/telemetry).
 prom_watch() {
   w=$1/prom_snaps; mkdir -p $w; : > $w/index
   rd=${3:-$1/ibcast}
-  n=0; snapped=0
+  n=0; snapped=${4:-0}   # 1: no snapshot from here
   while kill -0 $2 2>/dev/null; do
     for f in $rd/prom/*.prom; do
       [ -e "$f" ] || continue
@@ -77,8 +87,7 @@ prom_watch() {
         snapped=1
         echo "$(up) stall seen in $nn.prom: SIGUSR1" > $1/snap_during.txt
         kill -USR1 $2
-        sleep 0.5
-        mkdir -p $1/snap_during && cp $rd/telemetry/*.json $1/snap_during/ 2>/dev/null
+        snap_copy $rd/telemetry $1/snap_during
       fi
     done
     sleep 0.25
@@ -152,21 +161,26 @@ trio_links_run() {
 trio_stall_loss() {
   name=$1; port=$2; d=/out/trio/$name; mkdir -p $d
   snap $d before
+  # a: the netem armed (no impairment yet) before the traffic
+  [ "$E2E_ROLE" = a ] && { fault delay 0ms || log "tc netem arm failed"; }
   trio_ibcast $d $port "RCCL_TELEMETRY_STALL_MS=$TRIO_STALL_MS" -- $TRIO_STALL_WORKLOAD
-  prom_watch $d $IBPID &
+  prom_watch $d $IBPID $d/ibcast 1 &
   wp=$!
   if [ "$E2E_ROLE" = a ]; then
     i=0; until grep -q 'channels' $d/ibcast/stdout.txt 2>/dev/null; do i=$((i + 1)); [ $i -gt 600 ] && break; sleep 0.1; done
     sleep 0.3
     t0=$(up)
-    fault loss 100% || log "tc netem loss failed"
+    fault change loss 100% || log "tc netem loss failed"
     t1=$(up)
     echo "loss_start $t0 $t1" > $d/fault.txt
-    # the threshold plus two detector ticks (STALL_MS / 2 each) after the loss began
-    sleep_until $(plus $t0 $(awk -v s=$TRIO_STALL_MS 'BEGIN { print 2 * s / 1000 }'))
+    # the threshold plus two detector ticks (STALL_MS / 2 each) after the loss began: the
+    # textfile, and a snapshot (SIGUSR1) while the loss lasts
+    sleep_until $(plus $t1 $(awk -v s=$TRIO_STALL_MS 'BEGIN { print 2 * s / 1000 }'))
     for f in $d/ibcast/prom/*.prom; do cp "$f" $d/prom_two_ticks.prom; done
     echo "two_ticks $(up)" >> $d/fault.txt
-    sleep_until $(plus $t0 $TRIO_LOSS_S)
+    kill -USR1 $IBPID
+    snap_copy $d/ibcast/telemetry $d/snap_during
+    sleep_until $(plus $t1 $TRIO_LOSS_S)
     t2=$(up)
     fault clear
     echo "loss_end $t2 $(up)" >> $d/fault.txt
@@ -226,12 +240,15 @@ trio_stall_stop() {
   log "trio $name ($E2E_ROLE): rc=$(cat $d/*/rc 2>/dev/null | tr '\n' ' ')"
 }
 
-TRIO_WORKLOAD="--index-channel 17 --reqs 16 --max-size 32768 --inflight 2"
+# --timeout 21 (8.6 s): the delayed path's round trip (2 s + TCG's own) stays under it
+TRIO_WORKLOAD="--index-channel 17 --reqs 16 --max-size 32768 --inflight 2 --timeout 21"
 TRIO_STALL_WORKLOAD="--index-channel 17 --reqs 64 --max-size 16384 --inflight 2 --timeout 17"
 TRIO_STALL_MS=1000
 TRIO_LOSS_S=3.0
-TRIO_STOP_S=3.0
-TRIO_DELAY=${E2E_TRIO_DELAY:-5ms}
+TRIO_STOP_S=4.5
+# Measured on loaded TCG guests: completion p50 0.2-0.4 s, p99 0.7-1.2 s on every link; 5 ms
+# was invisible. 2 s doubles and more the a<->c links' p99.
+TRIO_DELAY=${E2E_TRIO_DELAY:-2000ms}
 
 run_trio() {
   mkdir -p /out/trio
