@@ -31,7 +31,7 @@ trio_barrier() {
   if [ "$E2E_ROLE" = a ]; then
     for g in b c; do
       i=0
-      until timeout 5 nc $(ip_of $g) $p < /dev/null 2>/dev/null | grep -q here; do
+      until timeout 20 nc $(ip_of $g) $p < /dev/null 2>/dev/null | grep -q here; do
         i=$((i + 1)); [ $i -gt 1500 ] && { log "barrier $1: no $g"; break; }; sleep 0.2
       done
     done
@@ -40,7 +40,7 @@ trio_barrier() {
   else
     echo here | timeout 300 nc -l -p $p > /dev/null
     i=0
-    until timeout 5 nc 192.0.2.1 $((p + 1)) < /dev/null 2>/dev/null | grep -q go; do
+    until timeout 20 nc 192.0.2.1 $((p + 1)) < /dev/null 2>/dev/null | grep -q go; do
       i=$((i + 1)); [ $i -gt 1500 ] && { log "barrier $1: no go from a"; break; }; sleep 0.2
     done
   fi
@@ -263,12 +263,14 @@ run_trio() {
   fi
   trio_barrier 3
   trio_links_run links_delay 18720
-  trio_barrier 4
+  # a's part of every a-c run is over: the delay goes before the barrier (whose own TCP
+  # exchanges with c it would slow past their timeouts)
   if [ "$E2E_ROLE" = a ]; then
     /usr/sbin/tc -s qdisc show dev eth0 > /out/trio/links_delay/tc_stats.txt 2>&1
     /usr/sbin/tc -s filter show dev eth0 >> /out/trio/links_delay/tc_stats.txt 2>&1
     fault clear
   fi
+  trio_barrier 4
   trio_barrier 5
   trio_stall_loss stall_loss 18740
   trio_barrier 6
