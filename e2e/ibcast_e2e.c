@@ -846,7 +846,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: ibcast_e2e --tally FILE [--dev rxe0] [--gid 1] [--channels 0,3,17] [--reqs 24]\n"
             "                  [--index-channel ID] [--max-size BYTES] [--inflight 1..4] [--error-probe]\n"
-            "                  [--timeout 1..31] [--peer IP --port P [--listen]] [--rank R]\n"
+            "                  [--timeout 1..31] [--linger-ms MS] [--peer IP --port P [--listen]] [--rank R]\n"
             "                  [--link listen:PORT:CHANNELS | --link IP:PORT:CHANNELS ...]\n");
     exit(2);
 }
@@ -864,7 +864,7 @@ static void all_barrier(void) {
 
 int main(int argc, char **argv) {
     const char *tally = NULL, *devname = "rxe0", *peer = NULL, *chlist = "0,3,17";
-    int nreq = 24, port = 18515, listen_side = 0, rank = 0, index_ch = -1, error_probe = 0;
+    int nreq = 24, port = 18515, listen_side = 0, rank = 0, index_ch = -1, error_probe = 0, linger_ms = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--listen")) { listen_side = 1; continue; }
@@ -882,6 +882,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--max-size")) max_size = (uint32_t)atoi(v);
         else if (!strcmp(a, "--inflight")) inflight = atoi(v);
         else if (!strcmp(a, "--timeout")) qp_timeout = atoi(v);
+        else if (!strcmp(a, "--linger-ms")) linger_ms = atoi(v);
         else if (!strcmp(a, "--link")) {
             /* listen:PORT:CHANNELS or IP:PORT:CHANNELS */
             if (nlinks == MAX_LINKS) usage();
@@ -1076,6 +1077,8 @@ int main(int argc, char **argv) {
     ibv_dealloc_pd(pd);
     ibv_close_device(ctx);
     ibv_free_device_list(list);
+    /* --linger-ms: stay alive (idle) so the live textfile outlives a fault's recovery */
+    if (linger_ms > 0) usleep((useconds_t)linger_ms * 1000);
     if (T.payload_errors) return 1;
     return 0;   /* the library writes its JSON from its atexit handler */
 }

@@ -242,7 +242,9 @@ trio_stall_stop() {
 
 # --timeout 21 (8.6 s): the delayed path's round trip (2 s + TCG's own) stays under it
 TRIO_WORKLOAD="--index-channel 17 --reqs 16 --max-size 32768 --inflight 2 --timeout 21"
-TRIO_STALL_WORKLOAD="--index-channel 17 --reqs 64 --max-size 16384 --inflight 2 --timeout 17"
+# --linger-ms: the rank idles 4 s after its traffic, so its textfile is still there (and
+# rewritten without the stall) when a copies it after the recovery
+TRIO_STALL_WORKLOAD="--index-channel 17 --reqs 64 --max-size 16384 --inflight 2 --timeout 17 --linger-ms 4000"
 TRIO_STALL_MS=1000
 TRIO_LOSS_S=3.0
 TRIO_STOP_S=4.5
