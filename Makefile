@@ -161,7 +161,7 @@ demo: lib tool $(B)/ibcast_sim
 	@rm -rf $(DEMO) && mkdir -p $(DEMO)
 	@for rank in 0 1; do \
 	  RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(DEMO) RCCL_TELEMETRY_LATENCY_SAMPLE=4 \
-	    $(B)/ibcast_sim $(B)/demo_tally_$$rank.json --devices 2 --channels 4 --data-qps 2 --requests 500 & \
+	    $(B)/ibcast_sim $(B)/demo_tally_$$rank.json --rank $$rank --devices 2 --channels 4 --data-qps 2 --requests 500 & \
 	done; wait
 	@echo "telemetry files written by the two ranks:"
 	@ls -1 $(DEMO)/rccl_telemetry_*.json

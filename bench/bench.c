@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/utsname.h>
@@ -755,9 +756,12 @@ static int child_scale(int reps, int window_ms) {
 
 /* ------------------------------------------------------------------ child: flush, exit */
 
-/* Register devs x chs x qps slots and put a little traffic on every one. */
+/* Register devs x chs x qps slots and put a little traffic on every one. BENCH_PEERS=1 first
+ * tells every QP a peer (rcclTelemetryQpSetPeer): QP i of a channel talks to remote NIC i % 2
+ * (a ring's two neighbours); BENCH_PEERS=16: to NIC i % 16 (more peers than a channel's cap). */
 static uint64_t populate(int devs, int chs, int qps) {
   uint64_t slots = 0;
+  const int peers = env_int("BENCH_PEERS", 0);
   for (int d = 0; d < devs; d++) {
     lib_register(d);
     for (int c = 0; c < chs; c++) {
@@ -769,6 +773,14 @@ static uint64_t populate(int devs, int chs, int qps) {
         int q = first + i;
         rcclTelemetrySetQpRole(d, c, q, i != granted - 1);
         RcclQpStats* h = rcclTelemetryResolveQp(d, c, q);
+        if (peers > 0) {
+          unsigned char lg[16] = {0}, rg[16] = {0};
+          lg[10] = rg[10] = 0xff;
+          lg[11] = rg[11] = 0xff;
+          lg[12] = 10, lg[14] = 1, lg[15] = (unsigned char)(d + 1);
+          rg[12] = 10, rg[13] = (unsigned char)(i % peers + 1), rg[15] = (unsigned char)(d + 1);
+          rcclTelemetryQpSetPeer(h, (uint32_t)(0x100 + c * qps + i), lg, 0, (uint32_t)(0x200 + c * qps + i), rg, 0);
+        }
         int64_t ts[3];
         for (int k = 0; k < 3; k++) {
           ts[k] = rcclTelemetryPostTs(h);
@@ -824,10 +836,17 @@ static int child_flush(const char* tag, int devs, int chs, int qps, int capture_
 
   char path[1024];
   telemetry_path(path, sizeof path);
+  struct rusage ru0, ru1;
+  getrusage(RUSAGE_SELF, &ru0);
   int64_t a = now_ns();
   int rc = rcclTelemetryFlush();
   int64_t b = now_ns();
+  getrusage(RUSAGE_SELF, &ru1);
   printf("S %s.flush_ms %.3f\n", tag, (double)(b - a) / 1e6);
+  /* CPU time (user + system) of the Flush: what it costs when the machine is shared */
+  double cpu0 = (double)(ru0.ru_utime.tv_sec + ru0.ru_stime.tv_sec) * 1e3 + (double)(ru0.ru_utime.tv_usec + ru0.ru_stime.tv_usec) / 1e3;
+  double cpu1 = (double)(ru1.ru_utime.tv_sec + ru1.ru_stime.tv_sec) * 1e3 + (double)(ru1.ru_utime.tv_usec + ru1.ru_stime.tv_usec) / 1e3;
+  printf("S %s.flush_cpu_ms %.3f\n", tag, cpu1 - cpu0);
   printf("M %s.flush_rc %d\n", tag, rc);
   struct stat st;
   if (stat(path, &st) == 0) {
@@ -1758,6 +1777,23 @@ int main(int argc, char** argv) {
     run_child(env_on, a);
   }
   loghist_flush_children(quick);
+  {
+    /* Every QP told its peer: the per-peer histograms' Flush and memory cost. */
+    const char* env_p2[] = {"RCCL_TELEMETRY_ENABLE=1", "BENCH_PEERS=2", NULL};
+    const char* env_p16[] = {"RCCL_TELEMETRY_ENABLE=1", "BENCH_PEERS=16", NULL};
+    for (int r = 0; r < flush_small_reps; r++) {
+      const char* a[] = {"flush", "small_peers2", "8", "64", "16", "1", NULL};
+      run_child(env_p2, a);
+      const char* b[] = {"flush", "small_peers16", "8", "64", "16", "1", NULL};
+      run_child(env_p16, b);
+    }
+    for (int r = 0; r < flush_big_reps; r++) {
+      const char* a[] = {"flush", "big_peers2", "32", "512", "16", "1", NULL};
+      run_child(env_p2, a);
+      const char* b[] = {"flush", "big_peers16", "32", "512", "16", "1", NULL};
+      run_child(env_p16, b);
+    }
+  }
   const int exit_small_reps = quick ? 1 : 5, exit_big_reps = quick ? 1 : 2;
   for (int r = 0; r < exit_small_reps; r++) {
     const char* a[] = {"exit", "8", "64", "16", NULL};
@@ -1938,6 +1974,12 @@ int main(int argc, char** argv) {
   printf("\nFlush, snapshot, memory, exit:\n");
   print_stats_row("Flush 8x64x16 (8192 QP slots)", flush_small, "ms");
   print_stats_row("Flush 32x512x16 (262144 QP slots)", flush_big, "ms");
+  print_stats_row("Flush 8x64x16, every QP told 1 of 2 peers", stats("small_peers2.flush_ms"), "ms");
+  print_stats_row("Flush 8x64x16, every QP told 1 of 16 peers", stats("small_peers16.flush_ms"), "ms");
+  print_stats_row("Flush 32x512x16, every QP told 1 of 2 peers", stats("big_peers2.flush_ms"), "ms");
+  print_stats_row("Flush 32x512x16, every QP told 1 of 16 peers", stats("big_peers16.flush_ms"), "ms");
+  print_stats_row("RSS per QP slot (32x512x16, 2 peers)", stats("big_peers2.rss_per_slot"), "B");
+  print_stats_row("RSS per QP slot (32x512x16, 16 peers)", stats("big_peers16.rss_per_slot"), "B");
   print_stats_row("JSON file 8x64x16", stats("small.file_bytes"), "B");
   print_stats_row("JSON file 32x512x16", stats("big.file_bytes"), "B");
   print_stats_row("SwCapture 8x64x16", stats("small.swcapture_us"), "us");
@@ -2121,6 +2163,23 @@ int main(int argc, char** argv) {
       j_close(&j, '}');
     }
     j_num(&j, "reference_bytes_per_qp_slot", (double)sizeof(RefQpStats));
+    j_close(&j, '}');
+    /* every QP told its peer (rcclTelemetryQpSetPeer): 2 or 16 remote NICs per channel */
+    j_open(&j, "flush_peers", '{');
+    const char* ptags[4] = {"small_peers2", "small_peers16", "big_peers2", "big_peers16"};
+    for (int s = 0; s < 4; s++) {
+      char k[64];
+      j_open(&j, ptags[s], '{');
+      snprintf(k, sizeof k, "%s.flush_ms", ptags[s]);
+      j_stats(&j, "flush_ms", stats(k));
+      snprintf(k, sizeof k, "%s.file_bytes", ptags[s]);
+      j_stats(&j, "file_bytes", stats(k));
+      snprintf(k, sizeof k, "%s.setup_ms", ptags[s]);
+      j_stats(&j, "setup_ms", stats(k));
+      snprintf(k, sizeof k, "%s.rss_per_slot", ptags[s]);
+      j_stats(&j, "rss_bytes_per_qp_slot", stats(k));
+      j_close(&j, '}');
+    }
     j_close(&j, '}');
 
     loghist_json(&j);

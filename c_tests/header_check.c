@@ -69,6 +69,7 @@ int main(void) {
   rcclTelemetrySlotMiss(0, 0, 0);
   rcclTelemetryCtsSent(0, 0, 0, 1);
   rcclTelemetryWriteWqe(0, 0, 0, 0);
+  { unsigned char gid[16] = {0xfe, 0x80}; rcclTelemetryQpSetPeer(qp, 17, gid, 0, 18, gid, 0); }
   fails += rcclTelemetryPostTsIdx(0, 0, 0) != 0;
   fails += rcclTelemetrySwCapture(snap, 2) != -1;
   fails += rcclTelemetryFlush() != 0;
@@ -77,6 +78,7 @@ int main(void) {
   (rcclTelemetryQpSendPosted)(NULL, 0);
   (rcclTelemetryQpWqeComplete)(NULL, 5);
   (rcclTelemetryChRequestCompleted)(NULL);
+  (rcclTelemetryQpSetPeer)(NULL, 1, NULL, 0, 2, NULL, 0);
   (rcclTelemetryBytes)(-1, 0, 1);
 #ifdef RCCL_TELEMETRY_INLINE_HOOKS
   /* Disabled: no device publishes a stripe table, so the inline device forms do nothing. */

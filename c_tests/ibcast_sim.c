@@ -18,6 +18,13 @@
  *   --no-flush         do not call rcclTelemetryFlush (the exit handler writes the file)
  *   --signal-snapshots with --threads: the main thread also raises SIGUSR1 while the hooks run
  *                      (run with RCCL_TELEMETRY_SNAPSHOT_SIGNAL=SIGUSR1: signal-driven writes)
+ *   --rank R           this rank (0 or 1, default 0) of a simulated two-rank job: each QP is
+ *                      told its identity and its peer on rank 1-R (rcclTelemetryQpSetPeer at
+ *                      connect/accept), so the two ranks' files join QP by QP
+ *
+ * Identities (RoCE v2, IPv4-mapped GIDs, no LIDs): device d of rank R has the GID
+ * ::ffff:10.0.R.(d+1); QP slot i of channel c has QPN 0x1000 * (R + 1) + 17 * c + i. The send
+ * comm's data QP q connects to the peer's recv comm data QP q and back; the CTS QPs pair up.
  * The tally is written as JSON in the library's layout, so a checker compares key by key.
  * Exit status: 0 when every self-check held.
  */
@@ -41,6 +48,8 @@
 typedef struct {
   uint64_t sent, recv, rcvd, completed, sampled, cts_sig, cts_unsig, slot_miss, write, write_imm;
   int role; /* 0 none, 1 data, 2 cts */
+  uint32_t qpn, peer_qpn; /* what rcclTelemetryQpSetPeer was last told */
+  int peer_dev;           /* the peer rank's device (its GID) */
 } QpTally;
 
 typedef struct {
@@ -61,7 +70,7 @@ typedef struct {
 } Device;
 
 static int g_ndev = 2, g_nch = 4, g_ndata = 2, g_nreq = 64;
-static int g_threads, g_unknown, g_bad, g_noflush, g_sigsnap;
+static int g_threads, g_unknown, g_bad, g_noflush, g_sigsnap, g_rank;
 static Device g_dev[MAX_DEV];
 static int g_fail;
 
@@ -176,6 +185,43 @@ static void *thread_main(void *arg) {
   return NULL;
 }
 
+/* The GID of device d of rank r, as the transport holds it (union ibv_gid: 16 raw bytes). */
+static void rank_gid(int r, int d, unsigned char gid[16]) {
+  memset(gid, 0, 16);
+  gid[10] = 0xff;
+  gid[11] = 0xff;
+  gid[12] = 10;
+  gid[14] = (unsigned char)r;
+  gid[15] = (unsigned char)(d + 1);
+}
+
+static void gid_text(const unsigned char g[16], char out[40]) {
+  for (int i = 0; i < 8; i++) sprintf(out + 5 * i, "%02x%02x%s", g[2 * i], g[2 * i + 1], i < 7 ? ":" : "");
+}
+
+static uint32_t qp_num(int r, int c, int i) { return 0x1000u * (uint32_t)(r + 1) + 17u * (uint32_t)c + (uint32_t)i; }
+
+/* The peer's QP slot for ours: send data q <-> recv data q, CTS <-> CTS. */
+static int peer_slot(int i) { return i < g_ndata ? i + g_ndata : i < 2 * g_ndata ? i - g_ndata : i; }
+
+/* Connection data exchanged: tell each QP who it is and who is on the other end. Channel 0's
+ * QPs are first told a wrong peer (as if re-connected): the second call must win. */
+static void set_peers(Device *d, Channel *c) {
+  unsigned char local[16], remote[16], wrong[16];
+  int peer = 1 - g_rank;
+  rank_gid(g_rank, d->id, local);
+  rank_gid(peer, d->id, remote);
+  rank_gid(7, 7, wrong);
+  for (int q = 0; q < c->nqp; q++) {
+    uint32_t qpn = qp_num(g_rank, c->id, q), rqpn = qp_num(peer, c->id, peer_slot(q));
+    if (c->id == 0) rcclTelemetryQpSetPeer(c->qp[q], qpn, local, 0, 0xdead, wrong, 0);
+    rcclTelemetryQpSetPeer(c->qp[q], qpn, local, 0, rqpn, remote, 0);
+    c->t[q].qpn = qpn;
+    c->t[q].peer_qpn = rqpn;
+    c->t[q].peer_dev = d->id;
+  }
+}
+
 static void connect_all(void) {
   for (int di = 0; di < g_ndev; di++) {
     Device *d = &g_dev[di];
@@ -208,6 +254,7 @@ static void connect_all(void) {
       c->first_recv = g_ndata;
       c->ch = rcclTelemetryResolveChannel(d->id, chIdx);
       CHECK(c->ch != NULL);
+      set_peers(d, c);
     }
   }
 }
@@ -246,6 +293,12 @@ static void bad_calls(void) {
   rcclTelemetryWriteWqe(12, 0, 0, 1);
   rcclTelemetrySetQpRole(0, 0, 1 << 30, 1);
   rcclTelemetryMarkChannelsUnknown(-1);
+  rcclTelemetryQpSetPeer(NULL, 1, NULL, 0, 2, NULL, 0);
+  { /* not a handle of the library's: ignored */
+    static char stray[512] __attribute__((aligned(64)));
+    unsigned char g[16] = {0xfe, 0x80};
+    rcclTelemetryQpSetPeer((RcclQpStats *)(void *)stray, 1, g, 0, 2, g, 0);
+  }
   CHECK(rcclTelemetrySwCapture(NULL, 4) == -1);
   RcclTelemetrySwSnapshot s[1];
   CHECK(rcclTelemetrySwCapture(s, -1) == -1);
@@ -266,9 +319,14 @@ static void write_tally(const char *path) {
       tx += c->tx_bytes; rx += c->rx_bytes; err += c->cq_errors; polls += c->polls;
       for (int b = 0; b < 66; b++) sizes[b] += c->sizes[b];
     }
-    fprintf(f, "%s{\"device_id\": %d, \"roce_device\": \"%s\", \"tx_bytes\": %llu, \"rx_bytes\": %llu, "
+    unsigned char g[16];
+    char gt[40];
+    rank_gid(g_rank, d->id, g);
+    gid_text(g, gt);
+    fprintf(f, "%s{\"gid\": \"%s\", \"gid_ip\": \"10.0.%d.%d\", ", di ? ", " : "", gt, g_rank, d->id + 1);
+    fprintf(f, "\"device_id\": %d, \"roce_device\": \"%s\", \"tx_bytes\": %llu, \"rx_bytes\": %llu, "
                "\"num_cq_errors\": %llu, \"cq_poll_count\": %llu, \"num_qp_untracked\": %d, \"size_buckets\": [",
-            di ? ", " : "", d->id, d->name, (unsigned long long)tx, (unsigned long long)rx,
+            d->id, d->name, (unsigned long long)tx, (unsigned long long)rx,
             (unsigned long long)err, (unsigned long long)polls, (g_bad && d->id == 0) ? 3 : 0);
     for (int b = 0; b < 66; b++) fprintf(f, "%s%llu", b ? ", " : "", (unsigned long long)sizes[b]);
     fprintf(f, "], \"channels\": [");
@@ -278,11 +336,15 @@ static void write_tally(const char *path) {
               (unsigned long long)c->req_completed);
       for (int q = 0; q < c->nqp; q++) {
         QpTally *t = &c->t[q];
-        fprintf(f, "%s{\"role\": \"%s\", \"num_wqe_sent\": %llu, \"num_recv_wqe\": %llu, \"num_wqe_rcvd\": %llu, "
+        rank_gid(1 - g_rank, t->peer_dev, g);
+        gid_text(g, gt);
+        fprintf(f, "%s{\"qp_num\": %u, \"peer\": {\"qp_num\": %u, \"gid\": \"%s\", \"gid_ip\": \"10.0.%d.%d\", \"lid\": null}, ",
+                q ? ", " : "", t->qpn, t->peer_qpn, gt, 1 - g_rank, t->peer_dev + 1);
+        fprintf(f, "\"role\": \"%s\", \"num_wqe_sent\": %llu, \"num_recv_wqe\": %llu, \"num_wqe_rcvd\": %llu, "
                    "\"num_wqe_completed\": %llu, \"sampled\": %llu, \"num_cts_sent_signalled\": %llu, "
                    "\"num_cts_sent_unsignalled\": %llu, \"num_slot_miss\": %llu, \"num_write_wqe\": %llu, "
                    "\"num_write_imm_wqe\": %llu}",
-                q ? ", " : "", t->role == 1 ? "data" : "cts", (unsigned long long)t->sent,
+                t->role == 1 ? "data" : "cts", (unsigned long long)t->sent,
                 (unsigned long long)t->recv, (unsigned long long)t->rcvd, (unsigned long long)t->completed,
                 (unsigned long long)t->sampled, (unsigned long long)t->cts_sig, (unsigned long long)t->cts_unsig,
                 (unsigned long long)t->slot_miss, (unsigned long long)t->write, (unsigned long long)t->write_imm);
@@ -338,10 +400,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--bad-calls")) g_bad = 1;
     else if (!strcmp(argv[i], "--no-flush")) g_noflush = 1;
     else if (!strcmp(argv[i], "--signal-snapshots")) g_sigsnap = 1;
+    else if (!strcmp(argv[i], "--rank") && i + 1 < argc) g_rank = atoi(argv[++i]);
     else { fprintf(stderr, "ibcast_sim: unknown option %s\n", argv[i]); return 2; }
   }
   if (g_ndev < 1 || g_ndev > MAX_DEV || g_nch < 1 || g_nch > MAX_CH || g_ndata < 1 || g_ndata > MAX_DATA ||
-      g_nreq < 0 || (g_unknown && g_nch != 1)) {
+      g_nreq < 0 || (g_unknown && g_nch != 1) || g_rank < 0 || g_rank > 1) {
     fprintf(stderr, "ibcast_sim: workload out of range\n");
     return 2;
   }

@@ -8,7 +8,8 @@
  * data) and 64 KiB each way. Then "ready" on stdout, and from then on one such request on
  * mlx5_1 (one channel) every 10 ms, until a signal ends the process: mlx5_0's counters stay
  * at known values while mlx5_1's keep moving. Telemetry must be enabled in the environment.
- * With "stall": mlx5_0 also gets a channel 2 with one data QP whose write + WRITE_WITH_IMM pair
+ * With "stall": mlx5_0 also gets a channel 2 with one data QP (QPN 4660, peer fe80::2 QPN 77)
+ * whose write + WRITE_WITH_IMM pair
  * gets no completion (a stall) until a line "complete" arrives on stdin; then "completed".
  */
 #define _POSIX_C_SOURCE 200809L
@@ -89,6 +90,8 @@ int main(int argc, char **argv) {
     if (first < 0 || n != 1) return 1;
     rcclTelemetrySetQpRole(0, 2, first, 1);
     stuck = rcclTelemetryResolveQp(0, 2, first);
+    static const uint8_t lgid[16] = {0xfe, 0x80, [15] = 1}, rgid[16] = {0xfe, 0x80, [15] = 2};
+    rcclTelemetryQpSetPeer(stuck, 4660, lgid, 0, 77, rgid, 0);
     stuck_ts = rcclTelemetryPostTs(stuck);
     rcclTelemetryQpSendPosted(stuck, 0);
     rcclTelemetryQpSendPosted(stuck, 1);

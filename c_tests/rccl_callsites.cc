@@ -11,6 +11,13 @@
 // rcclTelemetryOn() is checked against the exported function before Init, after Init and after
 // the final Flush.
 //
+// Connection setup: each side fills its connection metadata (the QPNs of its QPs and its
+// device's port, LID and GID, the GID held as the 16 raw bytes of a `union ibv_gid`), the two
+// sides swap it, and once a QP is moved to RTR with the peer's QPN/GID/LID the transport calls
+// rcclTelemetryQpSetPeer with both ends. Device 0 is RoCE (GIDs, no LIDs), device 1
+// InfiniBand without GRH (LIDs, an all-zero GID). After the final Flush the file is read back
+// and must show, per QP, exactly the QPNs, GIDs and LIDs passed.
+//
 // Usage: rccl_callsites. With RCCL_TELEMETRY_ENABLE=1 (and RCCL_TELEMETRY_OUTPUT_DIR) it
 // exits 0 when the library's live totals equal the counts this program made; disabled, when
 // setup refuses as documented (-1, NULL handles) and the same data path runs harmlessly.
@@ -20,6 +27,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <unistd.h>
 
 namespace {
 
@@ -27,8 +36,64 @@ constexpr int kDevs = 2, kChannels = 2, kQps = 3;  // per channel: 2 data QPs an
 
 struct ncclIbQp {               // the transport's QP wrapper, holding its telemetry handle
   void *qp = nullptr;
+  uint32_t qpn = 0;             // qp->qp_num once created
   RcclQpStats *telQp = nullptr;
 };
+
+// The connection data the two ends exchange (the shape of IB-CAST's metadata: per-QP info,
+// per-device info with the GID as `union ibv_gid` keeps it; no verbs header needed).
+union ibGid {
+  uint8_t raw[16];
+  struct {
+    uint64_t subnet_prefix, interface_id;
+  } global;
+};
+struct ncclIbQpInfo {
+  uint32_t qpn;
+};
+struct ncclIbDevInfo {
+  uint16_t lid;
+  uint8_t ib_port, link_layer;  // link_layer: 1 InfiniBand, 2 Ethernet (RoCE)
+  union ibGid gid;
+};
+struct ncclIbConnectionMetadata {
+  ncclIbQpInfo qpInfo[kQps];
+  ncclIbDevInfo devs[1];
+};
+
+// Both ends' metadata for (dev, channel); `side` 0 is this rank, 1 the remote one.
+ncclIbConnectionMetadata makeMeta(int d, int c, int side) {
+  ncclIbConnectionMetadata m;
+  std::memset(&m, 0, sizeof m);
+  for (int q = 0; q < kQps; q++) m.qpInfo[q].qpn = static_cast<uint32_t>(0x300 + 0x400 * side + 0x40 * d + 4 * c + q);
+  m.devs[0].ib_port = 1;
+  if (d == 0) {                 // RoCE v2: ::ffff:192.168.<side+1>.<d+1>, no LID
+    m.devs[0].link_layer = 2;
+    m.devs[0].gid.raw[10] = 0xff;
+    m.devs[0].gid.raw[11] = 0xff;
+    m.devs[0].gid.raw[12] = 192;
+    m.devs[0].gid.raw[13] = 168;
+    m.devs[0].gid.raw[14] = static_cast<uint8_t>(side + 1);
+    m.devs[0].gid.raw[15] = static_cast<uint8_t>(d + 1);
+  } else {                      // InfiniBand without GRH: a LID, the GID left zero
+    m.devs[0].link_layer = 1;
+    m.devs[0].lid = static_cast<uint16_t>(0x20 + 0x10 * side + d);
+  }
+  return m;
+}
+
+std::string gidText(const union ibGid &g) {
+  char out[40];
+  for (int i = 0; i < 8; i++)
+    std::snprintf(out + 5 * i, sizeof out - static_cast<size_t>(5 * i), "%02x%02x%s", g.raw[2 * i], g.raw[2 * i + 1], i < 7 ? ":" : "");
+  return out;
+}
+
+// Finds `needle` in `text` at or after `from`, before `limit`; npos when absent.
+size_t findIn(const std::string &text, const std::string &needle, size_t from, size_t limit) {
+  size_t at = text.find(needle, from);
+  return at != std::string::npos && at < limit ? at : std::string::npos;
+}
 
 struct ncclIbRequest {
   int type = 0;                 // 0 = send, 1 = recv
@@ -85,6 +150,17 @@ int main() {
       }
       comm->telCh = rcclTelemetryResolveChannel(d, c);
       if ((comm->telCh != nullptr) != on) return fail("ResolveChannel");
+
+      // connect/accept: exchange the metadata, move each QP to RTR, tell telemetry who is on
+      // the other end (cold path, once per QP).
+      ncclIbConnectionMetadata local = makeMeta(d, c, 0);
+      ncclIbConnectionMetadata remote = makeMeta(d, c, 1);
+      for (int q = 0; q < kQps; q++) {
+        ncclIbQp *qp = &comm->qps[q];
+        qp->qpn = local.qpInfo[q].qpn;
+        rcclTelemetryQpSetPeer(qp->telQp, qp->qpn, &local.devs[0].gid, local.devs[0].lid,
+                               remote.qpInfo[q].qpn, &remote.devs[0].gid, remote.devs[0].lid);
+      }
     }
   }
 
@@ -156,6 +232,53 @@ int main() {
   }
   if (rcclTelemetryFlush() != 0) return fail("Flush");
   if (rcclTelemetryOn() != 0 || (rcclTelemetryOn)() != 0) return fail("On after the final Flush");
+  // After the final write the hook is inert (and a NULL handle always is).
+  rcclTelemetryQpSetPeer(comms[0][0].qps[0].telQp, 1, nullptr, 0, 2, nullptr, 0);
+  rcclTelemetryQpSetPeer(nullptr, 1, nullptr, 0, 2, nullptr, 0);
+
+  // The file records what was passed.
+  char host[256] = "unknown";
+  gethostname(host, sizeof host - 1);
+  const char *dir = std::getenv("RCCL_TELEMETRY_OUTPUT_DIR");
+  std::string path = std::string(dir && *dir ? dir : ".") + "/rccl_telemetry_" + host + "_" +
+                     std::to_string(getuid()) + "_" + std::to_string(getpid()) + ".json";
+  std::string text;
+  if (FILE *f = std::fopen(path.c_str(), "r")) {
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    std::fclose(f);
+  } else {
+    return fail("no telemetry file after Flush");
+  }
+  if (text.find("\"version\": 3,") == std::string::npos) return fail("file version 3");
+  for (int d = 0; d < kDevs; d++) {
+    for (int c = 0; c < kChannels; c++) {
+      ncclIbConnectionMetadata remote = makeMeta(d, c, 1);
+      for (int q = 0; q < kQps; q++) {
+        size_t at = text.find("\"qp_num\": " + std::to_string(comms[d][c].qps[q].qpn) + ",");
+        size_t end = findIn(text, "}", at, std::string::npos);
+        if (at == std::string::npos || end == std::string::npos) return fail("a QP's qp_num in the file");
+        at = findIn(text, "\"peer\": {", at, end);
+        if (at == std::string::npos) return fail("a QP's peer in the file");
+        at = findIn(text, "\"qp_num\": " + std::to_string(remote.qpInfo[q].qpn) + ",", at, end);
+        bool roce = remote.devs[0].link_layer == 2;
+        std::string gid = roce ? "\"gid\": \"" + gidText(remote.devs[0].gid) + "\"" : "\"gid\": null";
+        std::string ip = roce ? "\"gid_ip\": \"192.168.2." + std::to_string(d + 1) + "\"" : "\"gid_ip\": null";
+        std::string lid = "\"lid\": " + (roce ? std::string("null") : std::to_string(remote.devs[0].lid));
+        for (const std::string &k : {gid, ip, lid}) {
+          if (at != std::string::npos) at = findIn(text, k, at, end);
+        }
+        if (at == std::string::npos) return fail("a QP's peer QPN, GID, address or LID in the file");
+      }
+    }
+  }
+  // The devices' own identity: device 0's GID, device 1's LID.
+  ncclIbConnectionMetadata l0 = makeMeta(0, 0, 0), l1 = makeMeta(1, 0, 0);
+  if (text.find("\"gid\": \"" + gidText(l0.devs[0].gid) + "\",\n    \"gid_ip\": \"192.168.1.1\",\n    \"lid\": null") == std::string::npos)
+    return fail("device 0's GID");
+  if (text.find("\"gid\": null,\n    \"gid_ip\": null,\n    \"lid\": " + std::to_string(l1.devs[0].lid)) == std::string::npos)
+    return fail("device 1's LID");
   std::printf("rccl_callsites: ok (%s hooks)\n",
 #ifdef RCCL_TELEMETRY_INLINE_HOOKS
               "inline"

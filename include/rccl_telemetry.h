@@ -121,6 +121,19 @@ struct RcclQpStats *rcclTelemetryResolveQp(int devIdx, int chIdx, int qpIdx);
 // up there; valid for the life of the process.
 struct RcclChannelStats *rcclTelemetryResolveChannel(int devIdx, int chIdx);
 
+// Tells a QP's identity and its peer's, once the transport has exchanged connection data
+// (cold path; never on the data path). qpNum: the local QPN; localGid/remoteGid: 16 raw GID
+// bytes (`union ibv_gid`) or NULL (an all-zero GID counts as NULL); localLid/remoteLid: 0
+// when unknown (RoCE). The file then shows the QP's "qp_num" and "peer", the device's
+// "gid"/"lid", and the QP's later sampled completions in the device's "peers" latency for
+// that remote NIC. A second call replaces the first. NULL handle, telemetry off or after
+// the final write: no-op.
+//
+// # Safety
+// `qp` is NULL or a handle from rcclTelemetryResolveQp; `localGid` and `remoteGid` are NULL
+// or point to 16 readable bytes.
+void rcclTelemetryQpSetPeer(struct RcclQpStats *qp, uint32_t qpNum, const void *localGid, uint16_t localLid, uint32_t remoteQpNum, const void *remoteGid, uint16_t remoteLid);
+
 // The token to store with a posted work request: RCCL_TELEMETRY_TS_UNSAMPLED (1) when
 // 1-in-N sampling skips this posting, otherwise a clock reading (> 1) to hand back to
 // rcclTelemetryQpWqeComplete. 0 for a NULL handle.

@@ -28,10 +28,12 @@ fn check_against_tally(file: &Value, tally: &Value, sample_n: u64, unknown_chann
     if sample_n > 1 {
         assert_eq!(u(&file["latency_sample_interval"]), sample_n);
     }
+    assert_eq!(file["version"], 3);
     for (f, t) in fd.iter().zip(td) {
         for k in ["device_id", "roce_device", "tx_bytes", "rx_bytes", "num_cq_errors", "cq_poll_count", "num_qp_untracked"] {
             assert_eq!(f[k], t[k], "device key {k}");
         }
+        check_identity(f, t);
         // Hardware counters belong to the hw module; here each key is a number >= -1.
         for (k, v) in f["hw_counters"].as_object().unwrap() {
             let ok = v.as_i64().is_some_and(|x| x >= -1) || v.as_array().is_some_and(|a| a.iter().all(|x| x.as_i64().unwrap() >= -1));
@@ -110,6 +112,87 @@ fn check_against_tally(file: &Value, tally: &Value, sample_n: u64, unknown_chann
             assert_eq!((u(&fc["num_data_qp"]), u(&fc["num_cts_qp"])), (data, cts));
             assert_eq!(u(&fc["num_qp_untracked"]), 0);
         }
+    }
+}
+
+/// Version 3: the identities rcclTelemetryQpSetPeer told (the last call of each QP), the
+/// device's local GID, and one peer NIC per device whose histogram holds every sampled
+/// completion of the device (every QP of the simulation has a peer).
+fn check_identity(f: &Value, t: &Value) {
+    let dev = f["device_id"].as_u64().unwrap();
+    for k in ["gid", "gid_ip"] {
+        assert_eq!(f[k], t[k], "device {dev} key {k}");
+    }
+    for k in ["port", "gid_index", "lid"] {
+        assert!(f[k].is_null(), "device {dev}: the hooks do not tell {k}");
+    }
+    let mut qps = 0;
+    let mut sampled = 0;
+    for (fc, tc) in f["channels"].as_array().unwrap().iter().zip(t["channels"].as_array().unwrap()) {
+        for (q, tq) in fc["queue_pairs"].as_array().unwrap().iter().zip(tc["queue_pairs"].as_array().unwrap()) {
+            assert_eq!(q["qp_num"], tq["qp_num"]);
+            assert_eq!(q["peer"], tq["peer"], "the second rcclTelemetryQpSetPeer replaced the first");
+            assert!(q.get("local_gid").is_none(), "same GID as the device: no local_gid");
+            assert!(q.get("qp_type").is_none(), "qp_type only in preload files");
+            qps += 1;
+            sampled += u(&tq["sampled"]);
+        }
+    }
+    let peers = f["peers"].as_array().unwrap();
+    assert_eq!(peers.len(), 1, "device {dev}: one peer NIC (the wrong peer first told had no completion): {peers:?}");
+    let p = &peers[0];
+    let tq = &t["channels"][0]["queue_pairs"][0]["peer"];
+    assert_eq!((&p["gid"], &p["gid_ip"], &p["lid"]), (&tq["gid"], &tq["gid_ip"], &Value::Null));
+    assert_eq!(u(&p["num_qps"]), qps);
+    assert!(p.get("num_qps_shared").is_none());
+    if let Some(h) = p.get("wqe_completion_log_histogram") {
+        assert_eq!(log_total(h), sampled, "device {dev}: the peer's histogram holds every sampled completion");
+        assert_eq!(log_total(h), log_total(&f["wqe_completion_log_histogram"]));
+    }
+}
+
+/// The keys of the first object whose keys sit at `depth` in the file's layout (one key a
+/// line, two spaces an indent), in the file's order.
+fn keys_at(text: &str, depth: usize) -> Vec<String> {
+    let pad = " ".repeat(2 * depth);
+    let mut keys: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(&pad).filter(|r| r.starts_with('"')) else { continue };
+        let k = rest[1..].split('"').next().unwrap().to_owned();
+        if keys.contains(&k) {
+            break; // the next object at this depth
+        }
+        keys.push(k);
+    }
+    keys
+}
+
+#[test]
+fn version_3_keys_follow_every_older_key() {
+    // With stall detection on (the default) its keys come last; with it off they are absent.
+    for (stall_ms, dev_stall, qp_stall) in [
+        ("1000", &["num_wqe_outstanding", "num_qps_stalled"][..], &["num_wqe_outstanding", "stalled", "stalled_since", "longest_stall_ms", "longest_stall_start"][..]),
+        ("0", &[][..], &[][..]),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        run_sim(d.path(), &["--requests", "50"], &[("RCCL_TELEMETRY_STALL_MS", stall_ms)]);
+        let text = std::fs::read_to_string(&telemetry_files(d.path())[0]).unwrap();
+        let top = keys_at(&text, 1);
+        assert_eq!(top.last().map(String::as_str), Some("stall_ms"), "{top:?}");
+        let dev = keys_at(&text, 2);
+        let at = dev.iter().position(|k| k == "port").unwrap();
+        let want: Vec<&str> = ["port", "gid_index", "gid", "gid_ip", "lid", "peers"].iter().chain(dev_stall).copied().collect();
+        assert_eq!(dev[at..], want, "{dev:?}");
+        assert!(dev[..at].iter().any(|k| k == "hw_counters") && dev[..at].iter().any(|k| k == "wqe_completion_log_histogram"));
+        let qp = keys_at(&text, 4);
+        let want: Vec<&str> = ["qp_num", "peer"].iter().chain(qp_stall).copied().collect();
+        assert_eq!(qp[qp.len() - want.len()..], want, "{qp:?}");
+        assert_eq!(qp[0], "id");
+        let peer = keys_at(&text, 5);
+        assert_eq!(peer, ["qp_num", "gid", "gid_ip", "lid"]);
+        // The device's peers entries: the keys under the device's "peers" list.
+        let at = text.find("\"peers\": [").unwrap();
+        assert_eq!(keys_at(&text[at..], 3)[..5], ["gid", "gid_ip", "lid", "num_qps", "wqe_completion_log_histogram"]);
     }
 }
 
@@ -339,6 +422,9 @@ fn sampling_moves_only_the_latency_fields() {
         v.as_object_mut().unwrap().retain(|k, _| k == "devices");
         for d in v["devices"].as_array_mut().unwrap() {
             d.as_object_mut().unwrap().remove("wqe_completion_log_histogram");
+            for p in d["peers"].as_array_mut().unwrap() {
+                p.as_object_mut().unwrap().remove("wqe_completion_log_histogram");
+            }
             for c in d["channels"].as_array_mut().unwrap() {
                 let o = c.as_object_mut().unwrap();
                 for k in ["wqe_completion_ns_min", "wqe_completion_ns_max", "wqe_completion_histogram", "num_wqe_sampled", "wqe_completion_log_histogram"] {
@@ -396,6 +482,9 @@ fn log_histogram_off_leaves_no_key_and_changes_nothing_else() {
         let mut keys = 0;
         for dev in f["devices"].as_array_mut().unwrap() {
             keys += u64::from(dev.as_object_mut().unwrap().remove("wqe_completion_log_histogram").is_some());
+            for p in dev["peers"].as_array_mut().unwrap() {
+                keys += u64::from(p.as_object_mut().unwrap().remove("wqe_completion_log_histogram").is_some());
+            }
             for c in dev["channels"].as_array_mut().unwrap() {
                 let o = c.as_object_mut().unwrap();
                 keys += u64::from(o.remove("wqe_completion_log_histogram").is_some());

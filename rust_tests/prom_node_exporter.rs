@@ -73,9 +73,14 @@ fn value(text: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
     hits.first().copied()
 }
 
-fn rank(prom_dir: &Path, out_dir: &Path, sysfs: &Path, extra: &[(&str, &str)]) -> (Child, BufReader<std::process::ChildStdout>) {
+/// c_tests/prom_rank.c, compiled once per test binary (the tests run in parallel).
+fn prom_rank() -> &'static Path {
     static PROG: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let prog = PROG.get_or_init(|| c_program("prom_rank", &[]));
+    PROG.get_or_init(|| c_program("prom_rank", &[]))
+}
+
+fn rank(prom_dir: &Path, out_dir: &Path, sysfs: &Path, extra: &[(&str, &str)]) -> (Child, BufReader<std::process::ChildStdout>) {
+    let prog = prom_rank();
     let mut env = vec![
         ("RCCL_TELEMETRY_ENABLE", "1"),
         ("RCCL_TELEMETRY_OUTPUT_DIR", out_dir.to_str().unwrap()),
@@ -293,7 +298,7 @@ fn a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes() {
             .unwrap(),
     );
     wait_for("node_exporter to listen", 30, || scrape(port));
-    let prog = c_program("prom_rank", &[]);
+    let prog = prom_rank();
     let env = [
         ("RCCL_TELEMETRY_ENABLE", "1"),
         ("RCCL_TELEMETRY_OUTPUT_DIR", outdir.path().to_str().unwrap()),
@@ -302,7 +307,7 @@ fn a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes() {
         ("RCCL_TELEMETRY_SYSFS_ROOT", sysfs.path().to_str().unwrap()),
         ("RCCL_TELEMETRY_STALL_MS", "300"),
     ];
-    let mut cmd = command(&prog, &["20", "stall"], &env);
+    let mut cmd = command(prog, &["20", "stall"], &env);
     for v in RANK_VARS {
         cmd.env_remove(v);
     }
@@ -320,6 +325,8 @@ fn a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes() {
     assert_eq!(value(&m, "node_textfile_scrape_error", &[]), Some(0.0));
     assert!(value(&m, "rccl_telemetry_qp_stalled_seconds", &qp).is_some_and(|s| s >= 0.3), "{m}");
     assert_eq!(value(&m, "rccl_telemetry_qp_stall_outstanding", &qp), Some(1.0));
+    let named = [qp[0], qp[2], ("qp_num", "4660"), ("peer_gid", "fe80:0000:0000:0000:0000:0000:0000:0002"), ("peer_qp_num", "77")];
+    assert_eq!(value(&m, "rccl_telemetry_qp_stall_outstanding", &named), Some(1.0), "the QP and its peer are named");
     assert_eq!(value(&m, "rccl_telemetry_wqe_outstanding", &dev0), Some(1.0));
     assert_eq!(value(&m, "rccl_telemetry_stalled_qps", &[dev0[0], ("device", "mlx5_1")]), Some(0.0));
 
@@ -339,7 +346,7 @@ fn a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes() {
     child.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     let named: Vec<&str> = err.lines().filter(|l| l.starts_with("rccl-telemetry: stall: ")).collect();
     assert_eq!(named.len(), 1, "{err}");
-    assert!(named[0].contains("device 0 (mlx5_0) channel 2 QP 0 ") && named[0].contains(": 1 WRs outstanding"), "{}", named[0]);
+    assert!(named[0].contains("device 0 (mlx5_0) channel 2 QP 0 (qp_num 4660), peer gid fe80:0000:0000:0000:0000:0000:0000:0002 qp_num 77: 1 WRs outstanding"), "{}", named[0]);
     let json = load_valid(&telemetry_files(outdir.path())[0]);
     let ch2 = json["devices"][0]["channels"].as_array().unwrap().iter().find(|c| c["id"] == 2).unwrap().clone();
     let q = &ch2["queue_pairs"][0];

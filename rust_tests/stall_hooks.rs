@@ -17,7 +17,7 @@ const WALL0: u64 = 1_796_210_131_000_000_000;
 
 fn snapshot() -> Value {
     let rt = rccl_telemetry::runtime().expect("on");
-    let f = report::build(&rt.id, WALL0, None, false, "test");
+    let f = report::build(&rt.id, WALL0, rccl_telemetry::hw::sampler_snapshot(), false, "test");
     let mut out = Vec::new();
     report::to_writer(&mut out, &f).unwrap();
     serde_json::from_slice(&out).unwrap()
@@ -38,6 +38,7 @@ fn a_stall_appears_and_disappears_and_its_duration_stays() {
         std::env::set_var("RCCL_TELEMETRY_PROMETHEUS_DIR", promdir.path());
         std::env::set_var("RCCL_TELEMETRY_SIGNALS", "0");
         std::env::set_var("RCCL_TELEMETRY_STALL_MS", "1000");
+        std::env::set_var("RCCL_TELEMETRY_SAMPLE_MS", "1");
     }
     stall::manual_clock();
     assert_eq!(rcclTelemetryInit(), 0);
@@ -66,6 +67,8 @@ fn a_stall_appears_and_disappears_and_its_duration_stays() {
         rcclTelemetryPostTs(q[1]);
         rcclTelemetryQpSendPosted(q[1], 0);
         rcclTelemetryQpSendPosted(q[1], 1);
+        let (lgid, rgid) = ([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1u8], [0u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2]);
+        rcclTelemetryQpSetPeer(q[1], 4660, lgid.as_ptr().cast(), 0, 77, rgid.as_ptr().cast(), 0);
         // QP 2: signalled CTS with no completion hook call (RCCL's call sites).
         for _ in 0..5 {
             rcclTelemetryQpCtsSent(q[2], 1);
@@ -91,13 +94,27 @@ fn a_stall_appears_and_disappears_and_its_duration_stays() {
     assert!(out_g.len() == 1 && out_g[0].ends_with(" 1"), "{out_g:?}");
     let per_qp = series(&text, "rccl_telemetry_qp_stalled_seconds");
     assert_eq!(per_qp.len(), 1, "{text}");
-    assert!(per_qp[0].contains(",channel=\"2\",qp=\"1\",qp_num=\"\",peer_gid=\"\",peer_qp_num=\"\"} 1.5"), "{}", per_qp[0]);
+    assert!(per_qp[0].contains(",channel=\"2\",qp=\"1\",qp_num=\"4660\",peer_gid=\"0000:0000:0000:0000:0000:ffff:0a00:0002\",peer_qp_num=\"77\"} 1.5"), "{}", per_qp[0]);
     let per_qp_out = series(&text, "rccl_telemetry_qp_stall_outstanding");
     assert!(per_qp_out.len() == 1 && per_qp_out[0].ends_with(" 1"), "{per_qp_out:?}");
     assert!(text.contains("rccl_telemetry_stalled_qp_series_dropped{") && series(&text, "rccl_telemetry_stalled_qp_series_dropped")[0].ends_with(" 0"));
 
+    // hw_samples rows carry the device's outstanding WRs and stalled QPs (liveness only: wait
+    // for a row taken after the stall was declared).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let f = loop {
+        let f = snapshot();
+        let rows = f["hw_samples"].as_array().expect("hw_samples with RCCL_TELEMETRY_SAMPLE_MS").clone();
+        if rows.iter().any(|r| r["counters"]["num_qps_stalled"] == 1) {
+            let r = rows.iter().rev().find(|r| r["counters"]["num_qps_stalled"] == 1).unwrap();
+            assert_eq!((r["device_id"].as_u64(), r["counters"]["num_wqe_outstanding"].as_u64()), (Some(0), Some(1)), "{r}");
+            assert!(rows.iter().all(|r| r["counters"]["num_qps_stalled"].is_u64()), "every row has the stall counters");
+            break f;
+        }
+        assert!(std::time::Instant::now() < deadline, "no hw_samples row with the stall in 60 s: {rows:?}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
     // A snapshot names it, since when, and the ongoing duration.
-    let f = snapshot();
     assert_eq!((f["version"].as_u64(), f["stall_ms"].as_u64()), (Some(3), Some(1000)));
     let d = &f["devices"][0];
     assert_eq!((d["num_qps_stalled"].as_u64(), d["num_wqe_outstanding"].as_u64()), (Some(1), Some(1)));

@@ -197,6 +197,58 @@ pub extern "C" fn rcclTelemetryResolveChannel(devIdx: c_int, chIdx: c_int) -> *m
     })
 }
 
+/// Tells a QP's identity and its peer's, once the transport has exchanged connection data
+/// (cold path; never on the data path). qpNum: the local QPN; localGid/remoteGid: 16 raw GID
+/// bytes (`union ibv_gid`) or NULL (an all-zero GID counts as NULL); localLid/remoteLid: 0
+/// when unknown (RoCE). The file then shows the QP's "qp_num" and "peer", the device's
+/// "gid"/"lid", and the QP's later sampled completions in the device's "peers" latency for
+/// that remote NIC. A second call replaces the first. NULL handle, telemetry off or after
+/// the final write: no-op.
+///
+/// # Safety
+/// `qp` is NULL or a handle from rcclTelemetryResolveQp; `localGid` and `remoteGid` are NULL
+/// or point to 16 readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryQpSetPeer(
+    qp: *mut RcclQpStats,
+    qpNum: u32,
+    localGid: *const std::ffi::c_void,
+    localLid: u16,
+    remoteQpNum: u32,
+    remoteGid: *const std::ffi::c_void,
+    remoteLid: u16,
+) {
+    boundary!("rcclTelemetryQpSetPeer", (), {
+        if !crate::is_on() {
+            return;
+        }
+        // SAFETY: handles are NULL or stable slot addresses, valid for the process.
+        let Some(q) = (unsafe { (qp as *const RcclQpStats).as_ref() }) else { return };
+        // SAFETY: per the caller's contract, each GID is NULL or 16 readable bytes.
+        let (local_gid, remote_gid) = unsafe { (gid16(localGid), gid16(remoteGid)) };
+        crate::peers::set_peer(
+            q,
+            crate::peers::PeerInfo {
+                qp_num: qpNum,
+                local_gid,
+                local_lid: localLid,
+                port: None,
+                gid_index: None,
+                remote_qp_num: remoteQpNum,
+                remote_gid,
+                remote_lid: remoteLid,
+            },
+        );
+    })
+}
+
+/// # Safety
+/// `p` is NULL or points to 16 readable bytes.
+unsafe fn gid16(p: *const std::ffi::c_void) -> Option<[u8; 16]> {
+    // SAFETY: per the caller's contract; read_unaligned, as a GID has no alignment.
+    (!p.is_null()).then(|| unsafe { (p as *const [u8; 16]).read_unaligned() })
+}
+
 // ------------------------------------------------------------------ data path: handle forms
 
 /// The token to store with a posted work request: RCCL_TELEMETRY_TS_UNSAMPLED (1) when

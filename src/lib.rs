@@ -15,6 +15,7 @@ pub mod hw;
 pub mod inline_abi;
 pub mod latency;
 pub mod loghist;
+pub mod peers;
 pub mod prom;
 pub mod promtext;
 pub mod registry;

@@ -210,8 +210,8 @@ fn stall_devices(r: &promtext::Rank) -> Vec<promtext::DevStall> {
         for (pos, c) in d.channels().enumerate() {
             let Some(states) = v.state.channels.get(c.id as usize) else { continue };
             for (i, st) in states.iter().enumerate() {
-                let (Some(start), Some(slot)) = (st.stall_start, c.slots.get(i as u64)) else { continue };
-                let p = crate::stall::peer_labels(slot);
+                let Some(start) = st.stall_start else { continue };
+                let p = crate::stall::peer_labels(c, i as u64);
                 qps.push(promtext::StalledQp {
                     channel: if unknown { format!("unknown_{pos}") } else { c.id.to_string() },
                     qp: i as u64,

@@ -58,6 +58,41 @@ pub struct SlotArena {
     role_segs: [AtomicPtr<AtomicU8>; SEGMENTS],
     len: AtomicU64,
     grow: Mutex<()>,
+    /// (device, channel) of the arena, when it belongs to a registered channel: its segments
+    /// are then listed in the slot index (`slot_home`), so a handle leads back to its channel.
+    home: Option<(u32, u32)>,
+}
+
+/// Where a slot segment lives: (device, channel, index of its first slot, slots in it).
+#[derive(Clone, Copy)]
+struct SegHome {
+    dev: u32,
+    ch: u32,
+    first: u64,
+    len: u64,
+}
+
+/// Every registered channel's slot segments by start address: the reverse of a handle, for
+/// the cold entry points that receive a bare `RcclQpStats*` (rcclTelemetryQpSetPeer). About
+/// one entry per channel per doubling of its slots; looked up only off the data path.
+static SLOT_INDEX: Mutex<std::collections::BTreeMap<usize, SegHome>> = Mutex::new(std::collections::BTreeMap::new());
+
+/// The device id, channel and slot index of a slot handle; None for an address that is no
+/// reserved slot of a registered channel (a stray pointer, or an arena of a unit test).
+pub fn slot_home(q: *const RcclQpStats) -> Option<(u32, &'static Channel, u64)> {
+    let a = q as usize;
+    let h = {
+        let idx = SLOT_INDEX.lock();
+        let (&start, &h) = idx.range(..=a).next_back()?;
+        let off = a - start;
+        let size = std::mem::size_of::<RcclQpStats>();
+        if off % size != 0 || (off / size) as u64 >= h.len {
+            return None;
+        }
+        SegHome { first: h.first + (off / size) as u64, ..h }
+    };
+    let c = channel(h.dev as i32, h.ch as i32)?;
+    (h.first < c.slots.reserved()).then_some((h.dev, c, h.first))
 }
 
 fn locate(i: u64) -> (usize, u64) {
@@ -78,7 +113,12 @@ impl SlotArena {
             role_segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             len: AtomicU64::new(0),
             grow: Mutex::new(()),
+            home: None,
         }
+    }
+
+    fn with_home(dev: u32, ch: u32) -> SlotArena {
+        SlotArena { home: Some((dev, ch)), ..SlotArena::new() }
     }
 
     /// Reserves up to `n` consecutive slots, each recording its latencies into `log` as
@@ -99,6 +139,10 @@ impl SlotArena {
                     break; // out of memory: the rest are untracked
                 }
                 self.segs[seg].store(p, Release);
+                if let Some((dev, ch)) = self.home {
+                    let first = FIRST_SEG * ((1 << seg) - 1);
+                    SLOT_INDEX.lock().insert(p as usize, SegHome { dev, ch, first, len: seg_len(seg) });
+                }
             }
             if self.role_segs[seg].load(Relaxed).is_null() {
                 let layout = Layout::array::<AtomicU8>(seg_len(seg) as usize).expect("segment layout");
@@ -194,6 +238,9 @@ pub struct Channel {
     /// The log-scale completion histogram every slot of the channel records into (None with
     /// RCCL_TELEMETRY_LOG_HISTOGRAM=0: then it costs no memory either).
     pub log: Option<&'static LogHist>,
+    /// What rcclTelemetryQpSetPeer told about the channel's QPs, and the per-peer log-scale
+    /// histograms their slots record into (see `peers`).
+    pub peers: crate::peers::ChannelPeers,
 }
 
 pub struct Device {
@@ -240,8 +287,9 @@ impl Device {
         let c: &'static Channel = Box::leak(Box::new(Channel {
             stats: RcclChannelStats { req_completed: AtomicU64::new(0) },
             id: ch as u32,
-            slots: SlotArena::new(),
+            slots: SlotArena::with_home(self.id, ch as u32),
             untracked: AtomicU64::new(0),
+            peers: crate::peers::ChannelPeers::new(),
             log: LOG_HISTOGRAM.load(Acquire).then(|| &*Box::leak(Box::new(LogHist::new()))),
         }));
         self.channels[ch].store(c as *const Channel as *mut Channel, Release);

@@ -13,10 +13,14 @@ use serde::Serialize;
 use crate::counters::{size_bucket_max, ExtSnapshot, QpSnapshot, ROLE_CTS, ROLE_DATA, ROLE_UNKNOWN};
 use crate::hw::{HwReport, HwSamples, HwValue};
 use crate::loghist::{self, LOG_BUCKETS};
+use crate::peers;
 use crate::registry::{self, Device};
 
 /// 2: adds `wqe_completion_log_histogram` to every channel and device (version 1 files lack it).
-/// 3: peers (issue 22) and stalls (issue 23): see SPEC_R6 / the README.
+/// 3: adds each QP's identity and peer, and each device's local identity and per-peer latency
+/// ("qp_num", "local_gid", "peer", "qp_type"; "port", "gid_index", "gid", "gid_ip", "lid",
+/// "peers"), after every older key of their object; and, with stall detection on, each QP's and
+/// device's stall keys after those, and "stall_ms" (always) at the top.
 pub const FORMAT_VERSION: u32 = 3;
 
 /// Process facts captured at Init.
@@ -83,6 +87,14 @@ pub struct DeviceReport {
     /// Only in files written by the verbs interposer (librccl_telemetry_preload.so).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub verbs: Option<DeviceVerbsReport>,
+    /// Version 3: the local port, GID index, GID and LID its QPs use (the first told).
+    pub port: Option<u8>,
+    pub gid_index: Option<u32>,
+    pub gid: Option<GidText>,
+    pub gid_ip: Option<GidIp>,
+    pub lid: Option<u16>,
+    /// Version 3: one entry per remote NIC its QPs were told of, with their latency.
+    pub peers: Vec<PeerReport>,
     /// Stall detection's keys (absent with RCCL_TELEMETRY_STALL_MS=0).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub stall: Option<DeviceStallReport>,
@@ -118,6 +130,89 @@ impl QpStallReport {
             longest_stall_ms: st.longest_ns / 1_000_000,
             longest_stall_start: (st.longest_ns > 0).then(|| rfc3339(view.wall(st.longest_start))),
         }
+    }
+}
+
+/// A GID in the file: its text form, written straight from the 16 bytes (no allocation).
+pub struct GidText(pub [u8; 16]);
+
+impl Serialize for GidText {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut buf = [0u8; peers::GID_TEXT_LEN];
+        s.serialize_str(peers::gid_text_into(&self.0, &mut buf))
+    }
+}
+
+/// The address a GID encodes, in the file (see `peers::gid_ip`).
+pub struct GidIp(pub std::net::IpAddr);
+
+impl Serialize for GidIp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut buf = [0u8; 64];
+        let mut w = &mut buf[..];
+        write!(w, "{}", self.0).map_err(serde::ser::Error::custom)?;
+        let n = 64 - w.len();
+        s.serialize_str(std::str::from_utf8(&buf[..n]).map_err(serde::ser::Error::custom)?)
+    }
+}
+
+/// A remote NIC of a device (device "peers").
+#[derive(Serialize)]
+pub struct PeerReport {
+    pub gid: Option<GidText>,
+    pub gid_ip: Option<GidIp>,
+    pub lid: Option<u16>,
+    pub num_qps: u64,
+    /// Those of num_qps whose channel had reached its per-peer histogram cap: their
+    /// completions are in the channel's sum but not in this entry's histogram.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_qps_shared: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wqe_completion_log_histogram: Option<LogBuckets>,
+}
+
+/// A QP's peer (queue pair "peer").
+#[derive(Serialize)]
+pub struct QpPeerReport {
+    pub qp_num: u32,
+    pub gid: Option<GidText>,
+    pub gid_ip: Option<GidIp>,
+    pub lid: Option<u16>,
+}
+
+/// Version 3 queue-pair keys, after every older one.
+#[derive(Serialize)]
+pub struct QpIdentity {
+    pub qp_num: Option<u32>,
+    /// Only when it differs from the device's "gid".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_gid: Option<GidText>,
+    pub peer: Option<QpPeerReport>,
+    /// Only in the verbs interposer's files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qp_type: Option<&'static str>,
+}
+
+fn gid_keys(g: Option<[u8; 16]>) -> (Option<GidText>, Option<GidIp>) {
+    let g = peers::nonzero(g);
+    (g.map(GidText), g.as_ref().and_then(peers::gid_addr).map(GidIp))
+}
+
+fn lid_key(l: u16) -> Option<u16> {
+    (l != 0).then_some(l)
+}
+
+fn qp_identity(q: Option<peers::QpInfo>, dev_gid: Option<[u8; 16]>, verbs: bool) -> QpIdentity {
+    let q = q.unwrap_or_default();
+    let ud = q.qp_type == Some("ud");
+    QpIdentity {
+        qp_num: q.qp_num,
+        local_gid: q.local_gid.filter(|g| Some(*g) != dev_gid).map(GidText),
+        peer: q.peer.filter(|_| !ud).map(|r| {
+            let (gid, gid_ip) = gid_keys(r.gid);
+            QpPeerReport { qp_num: r.qp_num, gid, gid_ip, lid: lid_key(r.lid) }
+        }),
+        qp_type: if verbs { q.qp_type } else { None },
     }
 }
 
@@ -221,6 +316,10 @@ pub struct QpReport {
     pub wqe_completion_histogram: Vec<u64>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub verbs: Option<VerbsCounters>,
+    /// Version 3 (per QP only; None in the channel totals built from a QpReport).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<QpIdentity>,
+    /// Stall detection's keys (per QP only; absent with RCCL_TELEMETRY_STALL_MS=0).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub stall: Option<QpStallReport>,
 }
@@ -287,6 +386,7 @@ fn qp_report(id: u64, role: u8, s: &QpSnapshot, buckets: usize, sampled: bool) -
         wqe_completion_ns_max: s.lat_max,
         wqe_completion_histogram: s.hist[..buckets].to_vec(),
         verbs: None,
+        identity: None,
         stall: None,
     }
 }
@@ -302,7 +402,10 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
     let mut untracked = d.untracked_no_channel.load(Relaxed);
     let mut dev_log = [0u64; LOG_BUCKETS];
     let stall_view = crate::stall::device_view(d.id);
+    let local = peers::dev_local(d.id);
+    let mut dev_peers = peers::DevPeers::new(id.log_histogram);
     for c in d.channels() {
+        let told = c.peers.by_slot();
         let mut total = QpSnapshot::default();
         let mut ext_total = ExtSnapshot::default();
         let (mut data, mut cts) = (0, 0);
@@ -319,6 +422,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
                 ext_total.accumulate(&e);
                 r.verbs = Some((&e).into());
             }
+            r.identity = Some(qp_identity(told.get(i as usize).copied().flatten(), local.gid, verbs));
             if let Some(v) = &stall_view {
                 let st = v.state.qp(c.id, i).copied().unwrap_or_default();
                 r.stall = Some(QpStallReport::of(&st, v, verbs));
@@ -330,7 +434,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
         let ch_untracked = c.untracked.load(Relaxed);
         untracked += ch_untracked;
         let t = qp_report(0, ROLE_UNKNOWN, &total, buckets, sampled);
-        let log = c.log.map(|h| h.snapshot());
+        let log = dev_peers.add_channel(c);
         for (a, b) in dev_log.iter_mut().zip(log.iter().flatten()) {
             *a = a.wrapping_add(*b);
         }
@@ -360,6 +464,23 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
         });
     }
     let totals = registry::dev_totals(d);
+    let (gid, gid_ip) = gid_keys(local.gid);
+    let peer_list = dev_peers
+        .finish()
+        .into_iter()
+        .map(|p| {
+            let g = if let peers::PeerKey::Gid(g) = p.key { Some(g) } else { None };
+            let (gid, gid_ip) = gid_keys(g);
+            PeerReport {
+                gid,
+                gid_ip,
+                lid: lid_key(p.lid),
+                num_qps: p.num_qps,
+                num_qps_shared: (p.num_qps_shared > 0).then_some(p.num_qps_shared),
+                wqe_completion_log_histogram: p.hist.as_ref().map(LogBuckets::of),
+            }
+        })
+        .collect();
     DeviceReport {
         device_id: d.id,
         roce_device: d.roce_device.clone(),
@@ -386,6 +507,12 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             num_srq_recv_wqe: d.verbs.srq_recv_wqe.load(Relaxed),
             num_wc_unknown_qp: d.verbs.wc_unknown_qp.load(Relaxed),
         }),
+        port: local.port,
+        gid_index: local.gid_index,
+        gid,
+        gid_ip,
+        lid: lid_key(local.lid),
+        peers: peer_list,
         stall: stall_view.map(|v| DeviceStallReport { num_wqe_outstanding: v.state.outstanding, num_qps_stalled: v.state.stalled }),
     }
 }

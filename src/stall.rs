@@ -46,6 +46,15 @@ static STALL_MS: AtomicU64 = AtomicU64::new(0);
 static MANUAL: AtomicBool = AtomicBool::new(false);
 /// The preload's walk: publishes its send records into the slots' `QpExt` (under its lock).
 static WALKER: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+/// The set of stalled QPs changed at a tick since [`take_changed`] last looked (whichever
+/// thread ticked: the writer, or a file's build).
+static CHANGED: AtomicBool = AtomicBool::new(false);
+
+/// Whether the set of stalled QPs changed since the last call (the writer rewrites the
+/// textfile then).
+pub fn take_changed() -> bool {
+    CHANGED.swap(false, Relaxed)
+}
 
 /// Turns detection on (`ms` > 0) or off; at Init.
 pub fn configure(ms: u64) {
@@ -209,7 +218,7 @@ struct Started {
     idx: u64,
     outstanding: u64,
     waited_ns: u64,
-    slot: &'static RcclQpStats,
+    channel: &'static registry::Channel,
 }
 
 /// The automatic tick (writer thread, and before each file): the real clocks. True when
@@ -261,7 +270,7 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
                 let st = &mut qs[i as usize];
                 let r = read(slot, c.slots.ext(i));
                 if st.step(&r, mono, stall_ns) {
-                    started.push(Started { dev: d.id, ch: c.id, idx: i, outstanding: r.outstanding, waited_ns: mono - st.stall_start.unwrap_or(mono), slot });
+                    started.push(Started { dev: d.id, ch: c.id, idx: i, outstanding: r.outstanding, waited_ns: mono - st.stall_start.unwrap_or(mono), channel: c });
                 }
                 out = out.wrapping_add(st.outstanding);
                 if st.stalled() {
@@ -275,6 +284,9 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
     }
     let changed = set != det.stalled_set;
     det.stalled_set = set;
+    if changed {
+        CHANGED.store(true, Relaxed);
+    }
     drop(det);
     say(&started);
     changed
@@ -285,11 +297,12 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
 fn say(started: &[Started]) {
     for s in started.iter().take(LINES_PER_TICK) {
         let dev = registry::device(s.dev as i32).map(|d| d.roce_device.clone()).unwrap_or_default();
-        let p = peer_labels(s.slot);
+        let p = peer_labels(s.channel, s.idx);
         let qpn = p.qp_num.map_or_else(|| "unknown".to_owned(), |n| n.to_string());
-        let peer = match (&p.peer_gid, p.peer_qp_num) {
-            (Some(g), Some(n)) => format!("peer gid {g} qp_num {n}"),
-            (None, Some(n)) => format!("peer qp_num {n}"),
+        let peer = match (&p.peer_gid, p.peer_lid, p.peer_qp_num) {
+            (Some(g), _, Some(n)) => format!("peer gid {g} qp_num {n}"),
+            (None, Some(l), Some(n)) => format!("peer lid {l} qp_num {n}"),
+            (None, None, Some(n)) => format!("peer qp_num {n}"),
             _ => "peer unknown".to_owned(),
         };
         diag::warn(&format!(
@@ -306,16 +319,25 @@ fn say(started: &[Started]) {
     }
 }
 
-/// The labels naming a QP and its peer (from `peers::peer_of` once that module exists).
+/// What names a QP and its peer (what `rcclTelemetryQpSetPeer` / the preload told).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PeerLabels {
     pub qp_num: Option<u32>,
     pub peer_gid: Option<String>,
     pub peer_qp_num: Option<u32>,
+    pub peer_lid: Option<u16>,
 }
 
-pub fn peer_labels(_slot: &RcclQpStats) -> PeerLabels {
-    PeerLabels::default()
+/// Slot `i` of channel `c`: its QPN and its peer's GID (text form), QPN and LID, when told.
+pub fn peer_labels(c: &registry::Channel, i: u64) -> PeerLabels {
+    let Some(q) = c.peers.qp(i) else { return PeerLabels::default() };
+    let r = q.peer;
+    PeerLabels {
+        qp_num: q.qp_num,
+        peer_gid: r.and_then(|r| crate::peers::nonzero(r.gid)).map(|g| crate::peers::gid_text(&g)),
+        peer_qp_num: r.map(|r| r.qp_num),
+        peer_lid: r.map(|r| r.lid).filter(|&l| l != 0),
+    }
 }
 
 // ------------------------------------------------------------------------ what files read

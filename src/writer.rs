@@ -114,7 +114,11 @@ fn serve(req: i32, ack: i32, interval_s: u64, prom_interval_s: u64, stall_tick_m
             let mut prom_due = prom.as_mut().is_some_and(Every::due);
             // A change in the set of stalled QPs rewrites the textfile at once, so a stall
             // shows (and an ended one goes) within two ticks, not at the next interval.
-            if stall.as_mut().is_some_and(Every::due) && crate::stall::tick() && prom.is_some() {
+            if stall.as_mut().is_some_and(Every::due) {
+                crate::stall::tick();
+            }
+            // (also a change seen by the tick before a file was built)
+            if crate::stall::take_changed() && prom.is_some() {
                 prom_due = true;
             }
             if prom_due {

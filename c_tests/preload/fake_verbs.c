@@ -13,6 +13,17 @@
  * - a send WR whose wr_id is FAKEVERBS_REJECT_WR_ID is refused (EINVAL, *bad_wr = it; the
  *   WRs before it were posted);
  * - fakeverbs_inject(cq, qp_num) queues a successful completion for any qp_num.
+ * QP state: the exported ibv_modify_qp calls the provider's modify_qp through a table
+ * private to the library (as libibverbs does: struct verbs_ex_private, not ctx->ops) and, on
+ * success, sets qp->state. The provider's modify_qp checks the transition (to RESET or ERR
+ * from anywhere; RESET->INIT->RTR->RTS; INIT->INIT, RTS->RTS), a port (1..2) where one is
+ * named, IBV_QP_AV and IBV_QP_DEST_QPN at INIT->RTR of a connected QP and its sgid_index
+ * (< 16) when is_global; a wrong one is EINVAL, and fakeverbs_fail_modify(qp, err) makes the
+ * QP's next modify fail with err. Each device has 2 ports, each a GID table of 16 entries
+ * (all zeros until fakeverbs_set_gid) and a LID (0 until fakeverbs_set_lid), read by
+ * ibv_query_gid (the library's own, as libibverbs reads sysfs) and the provider's
+ * query_port (reached through verbs_context.query_port or the exported ibv_query_port);
+ * fakeverbs_queries() counts those reads.
  * Knobs (environment): FAKEVERBS_SEND_WR_CAP=n reports cap.max_send_wr = n while taking any
  * number of WRs; FAKEVERBS_WC_FLAGS_ALLOWED=mask refuses ibv_cq_ex wc_flags outside mask.
  *
@@ -57,6 +68,8 @@ struct fqp {
   struct fsrq *srq;
   struct fqp *peer;
   int sig_all, error, fail_next, ex;
+  int fail_modify; /* the error the next modify_qp returns, 0 none */
+  uint8_t port;    /* from IBV_QP_PORT */
   uint64_t *rq; /* receive wr_ids, FIFO */
   size_t rcap, rhead, rtail;
   /* ibv_wr_* session */
@@ -65,12 +78,28 @@ struct fqp {
   size_t nwr, wcap;
 };
 
+/* The provider's entry points the library keeps to itself (libibverbs: get_ops(ctx)). */
+struct verbs_ex_private {
+  int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+  int (*query_port)(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
+};
+
 struct fctx {
+  struct verbs_ex_private priv;
   struct verbs_context v; /* v.context last: the ibv_context the program holds */
 };
 
 static struct ibv_device g_devs[2];
 static uint32_t g_next_qpn[2] = {0x100, 0x100};
+
+/* Per device and port (1..FAKE_PORTS): the GID table and the LID ("sysfs"). */
+#define FAKE_PORTS 2
+#define FAKE_GIDS 16
+static union ibv_gid g_gid[2][FAKE_PORTS + 1][FAKE_GIDS];
+static uint16_t g_lid[2][FAKE_PORTS + 1];
+static unsigned long g_queries;
+
+static int dev_index(struct ibv_context *ctx) { return (int)(ctx->device - g_devs); }
 
 static void cq_push(struct fcq *c, const struct ibv_wc *wc) {
   pthread_mutex_lock(&c->mu);
@@ -408,7 +437,7 @@ static struct fqp *qp_new(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv
   b->qp_type = type;
   b->state = IBV_QPS_RESET;
   b->handle = __atomic_fetch_add(&g_handles, 1, __ATOMIC_RELAXED);
-  int d = (int)(ctx->device - g_devs);
+  int d = dev_index(ctx);
   pthread_mutex_lock(&g_mu);
   b->qp_num = g_next_qpn[d]++;
   pthread_mutex_unlock(&g_mu);
@@ -468,7 +497,93 @@ EXPORT int ibv_destroy_qp(struct ibv_qp *qp) {
   return 0;
 }
 
+static struct fctx *fctx_of(struct ibv_context *ctx) {
+  return (struct fctx *)((char *)ctx - offsetof(struct fctx, v) - offsetof(struct verbs_context, context));
+}
+
+static int transition_ok(enum ibv_qp_state cur, enum ibv_qp_state nxt) {
+  if (nxt == IBV_QPS_RESET || nxt == IBV_QPS_ERR) return 1;
+  switch (cur) {
+  case IBV_QPS_RESET: return nxt == IBV_QPS_INIT;
+  case IBV_QPS_INIT: return nxt == IBV_QPS_INIT || nxt == IBV_QPS_RTR;
+  case IBV_QPS_RTR: return nxt == IBV_QPS_RTS;
+  case IBV_QPS_RTS: return nxt == IBV_QPS_RTS;
+  default: return 0;
+  }
+}
+
+/* The provider's modify_qp: checks, remembers the port; the library sets qp->state. */
+static int f_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
+  struct fqp *q = (struct fqp *)qp;
+  int err = 0;
+  pthread_mutex_lock(&g_mu);
+  enum ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
+  enum ibv_qp_state nxt = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+  int connected = qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC || qp->qp_type == IBV_QPT_XRC_SEND ||
+                  qp->qp_type == IBV_QPT_XRC_RECV;
+  if (q->fail_modify) {
+    err = q->fail_modify;
+    q->fail_modify = 0;
+  } else if (!transition_ok(cur, nxt)) {
+    err = EINVAL;
+  } else if ((mask & IBV_QP_PORT) && (attr->port_num < 1 || attr->port_num > FAKE_PORTS)) {
+    err = EINVAL;
+  } else if (cur == IBV_QPS_RESET && nxt == IBV_QPS_INIT && !(mask & IBV_QP_PORT) && qp->qp_type != IBV_QPT_RAW_PACKET) {
+    err = EINVAL;
+  } else if (cur == IBV_QPS_INIT && nxt == IBV_QPS_RTR && connected) {
+    if ((mask & (IBV_QP_AV | IBV_QP_DEST_QPN)) != (IBV_QP_AV | IBV_QP_DEST_QPN)) err = EINVAL;
+    else if (attr->ah_attr.port_num > FAKE_PORTS) err = EINVAL;
+    else if (attr->ah_attr.is_global && attr->ah_attr.grh.sgid_index >= FAKE_GIDS) err = EINVAL;
+  }
+  if (!err && (mask & IBV_QP_PORT)) q->port = attr->port_num;
+  pthread_mutex_unlock(&g_mu);
+  return err;
+}
+
+static int f_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr) {
+  int d = dev_index(ctx);
+  __atomic_fetch_add(&g_queries, 1, __ATOMIC_RELAXED);
+  if (port < 1 || port > FAKE_PORTS) return EINVAL;
+  memset(attr, 0, sizeof *attr);
+  attr->state = IBV_PORT_ACTIVE;
+  attr->max_mtu = attr->active_mtu = IBV_MTU_1024;
+  attr->gid_tbl_len = FAKE_GIDS;
+  attr->lid = g_lid[d][port];
+  attr->link_layer = g_lid[d][port] ? IBV_LINK_LAYER_INFINIBAND : IBV_LINK_LAYER_ETHERNET;
+  return 0;
+}
+
+/* verbs_context.query_port, the library's: as much of the provider's answer as fits. */
+static int lib_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr, size_t len) {
+  struct ibv_port_attr a;
+  int rc = fctx_of(ctx)->priv.query_port(ctx, port, &a);
+  if (!rc) memcpy(attr, &a, len < sizeof a ? len : sizeof a);
+  return rc;
+}
+
+/* The exported one takes the old, shorter structure (verbs.h makes the name a macro). */
+#undef ibv_query_port
+struct _compat_ibv_port_attr;
+EXPORT int ibv_query_port(struct ibv_context *ctx, uint8_t port, struct _compat_ibv_port_attr *attr) {
+  return lib_query_port(ctx, port, (struct ibv_port_attr *)(void *)attr, offsetof(struct ibv_port_attr, flags) + 1);
+}
+
+EXPORT int ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid) {
+  int d = dev_index(ctx);
+  __atomic_fetch_add(&g_queries, 1, __ATOMIC_RELAXED);
+  if (port < 1 || port > FAKE_PORTS || index < 0 || index >= FAKE_GIDS) {
+    errno = EINVAL;
+    return -1;
+  }
+  pthread_mutex_lock(&g_mu);
+  *gid = g_gid[d][port][index];
+  pthread_mutex_unlock(&g_mu);
+  return 0;
+}
+
 EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
+  int rc = fctx_of(qp->context)->priv.modify_qp(qp, attr, mask);
+  if (rc) return rc;
   if (mask & IBV_QP_STATE) qp->state = attr->qp_state;
   return 0;
 }
@@ -533,9 +648,13 @@ static const struct ibv_context_ops g_ops = {
 EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev) {
   struct fctx *c = calloc(1, sizeof *c);
   if (!c) return NULL;
+  c->priv.modify_qp = f_modify_qp;
+  c->priv.query_port = f_query_port;
+  c->v.priv = &c->priv;
   c->v.sz = sizeof c->v;
   c->v.create_qp_ex = f_create_qp_ex;
   c->v.create_cq_ex = f_create_cq_ex;
+  c->v.query_port = lib_query_port;
   c->v.context.device = dev;
   c->v.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
   c->v.context.ops = g_ops;
@@ -545,7 +664,7 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev) {
 }
 
 EXPORT int ibv_close_device(struct ibv_context *ctx) {
-  struct fctx *c = (struct fctx *)((char *)ctx - offsetof(struct verbs_context, context));
+  struct fctx *c = fctx_of(ctx);
   pthread_mutex_destroy(&ctx->mutex);
   free(c);
   return 0;
@@ -565,6 +684,28 @@ EXPORT void fakeverbs_fail_next(struct ibv_qp *qp) {
   ((struct fqp *)qp)->fail_next = 1;
   pthread_mutex_unlock(&g_mu);
 }
+
+EXPORT void fakeverbs_fail_modify(struct ibv_qp *qp, int err) {
+  pthread_mutex_lock(&g_mu);
+  ((struct fqp *)qp)->fail_modify = err;
+  pthread_mutex_unlock(&g_mu);
+}
+
+EXPORT int fakeverbs_set_gid(struct ibv_context *ctx, uint8_t port, int index, const void *gid16) {
+  if (port < 1 || port > FAKE_PORTS || index < 0 || index >= FAKE_GIDS) return EINVAL;
+  pthread_mutex_lock(&g_mu);
+  memcpy(g_gid[dev_index(ctx)][port][index].raw, gid16, 16);
+  pthread_mutex_unlock(&g_mu);
+  return 0;
+}
+
+EXPORT int fakeverbs_set_lid(struct ibv_context *ctx, uint8_t port, uint16_t lid) {
+  if (port < 1 || port > FAKE_PORTS) return EINVAL;
+  g_lid[dev_index(ctx)][port] = lid;
+  return 0;
+}
+
+EXPORT unsigned long fakeverbs_queries(void) { return __atomic_load_n(&g_queries, __ATOMIC_RELAXED); }
 
 EXPORT void fakeverbs_inject(struct ibv_cq *cq, uint32_t qp_num) {
   struct ibv_wc wc;

@@ -22,6 +22,13 @@ void rtp_latency(const RcclQpStats *slot, int64_t token);
 void rtp_srq_recv(int dev, uint64_t n);
 void rtp_wc_unknown(int dev, uint64_t n);
 void rtp_diag(int debug_only, const char *msg);
+/* A QP's identity and peer (cold path; slot from rtp_qp_slot, NULL: no-op). type: "rc", "uc",
+ * "ud", ... (a static string). port: -1 unknown; gid_index: -1 unknown; GIDs are 16 raw bytes
+ * or NULL; LIDs 0 unknown. A second call replaces the first. */
+void rtp_qp_set_type(RcclQpStats *slot, const char *type);
+void rtp_qp_set_local(RcclQpStats *slot, uint32_t qp_num, int port);
+void rtp_qp_set_peer(RcclQpStats *slot, uint32_t qp_num, const uint8_t *local_gid, uint16_t local_lid, int port,
+                     int gid_index, uint32_t remote_qp_num, const uint8_t *remote_gid, uint16_t remote_lid);
 /* Registers the walk the stall detector's tick calls (preload.c: stall_walk). */
 void rtp_stall_walker(void (*walk)(void));
 /* [size, send, read, atomic, other, retired, track_full, offset of idx_sent in the slot] */

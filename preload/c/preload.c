@@ -11,6 +11,8 @@
  * wrappers, keeping the originals per context / per object. Programs that load libibverbs
  * with dlopen + dlsym (NCCL's and RCCL's ibvwrap) are caught by interposing dlsym/dlvsym.
  *
+ * ibv_modify_qp is interposed too (cold path): the RTR transition names each QP's peer.
+ *
  * Nothing here links against libibverbs: every real entry point is found at run time in the
  * already-loaded libibverbs.so.1. With RCCL_TELEMETRY_ENABLE unset (or not "1") no table is
  * touched: the exported wrappers call straight through.
@@ -140,6 +142,8 @@ struct rqp {
   int has_srq, sig_all;
   struct ent *ring;
   uint32_t ring_cap; /* power of two */
+  uint8_t port;      /* the port its INIT transition named (IBV_QP_PORT), 0 before; in the
+                        padding before recv_out, so the hot fields keep their cache lines */
   uint64_t recv_out; /* receives posted and not completed (atomic) */
   /* Posting side: the record's tail (published with release after its entries), the WRs
    * that found the record full (monotonic; entries snapshot them). */
@@ -379,6 +383,9 @@ REAL(ibv_create_qp)
 REAL(ibv_destroy_qp)
 REAL(ibv_destroy_cq)
 REAL(ibv_qp_to_qp_ex)
+REAL(ibv_modify_qp)
+REAL(ibv_query_gid)
+REAL(ibv_query_port)
 
 /* ------------------------------------------------------------------------------------ */
 /* Start-up                                                                             */
@@ -940,15 +947,17 @@ static void patch_qpx(struct rqp *r, struct ibv_qp_ex *qpx);
  * (entries between head and tail that are not void, then the untracked WRs not yet accounted
  * for) and whether a signalled one is among them (else no completion will come), and the
  * PostTs token of the oldest when it is a recorded signalled WR, published into its QpExt.
- * Under g_mu, so no record is recycled meanwhile; the record itself is read with relaxed and
- * acquire loads while both sides keep working, so a count is a reading at the tick, not a
- * snapshot. At most WALK_SCAN entries a QP are looked at; beyond them every entry counts as
+ * Under g_mu, so no record is recycled meanwhile, taken only if free: a tick never waits for
+ * a QP being created or destroyed (a signal's file write may come from a thread interrupted
+ * there); it keeps the previous tick's values instead. The record itself is read with
+ * relaxed and acquire loads while both sides keep working, so a count is a reading at the
+ * tick, not a snapshot. At most WALK_SCAN entries a QP are looked at; beyond them every entry counts as
  * not void and as expecting a completion.
  */
 #define WALK_SCAN 4096u
 #define STALL_EXPECT (1ull << 63)
 static void stall_walk(void) {
-  pthread_mutex_lock(&g_mu);
+  if (pthread_mutex_trylock(&g_mu) != 0) return;
   for (struct rqp *r = g_all_qps; r; r = r->all_next) {
     if (!LD(r->qp) || !r->ext || !r->ring) continue;
     uint64_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
@@ -1045,6 +1054,87 @@ static void track_qp(struct rctx *c, struct ibv_qp *qp, struct ibv_cq *scq, stru
     if (qpx) patch_qpx(r, qpx);
   }
   pthread_mutex_unlock(&g_mu);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* QP identity and peer (cold path: create and ibv_modify_qp)                           */
+/*
+ * A QP's type and number are told to the engine at create; its port at the INIT transition
+ * (IBV_QP_PORT); its peer at the transition to RTR, from what the program passed to a
+ * successful ibv_modify_qp: dest_qp_num and ah_attr (the remote GID when is_global, the
+ * remote LID), with the local GID read back from the GID table (sgid_index on the port) and
+ * the port's LID. Nothing the program passes or gets back is touched, errno included; a
+ * modify that failed records nothing. UD QPs have no single peer (each send names its own
+ * address handle): they keep "peer": null.
+ */
+
+static const char *qp_type_name(enum ibv_qp_type t) {
+  switch (t) {
+  case IBV_QPT_RC: return "rc";
+  case IBV_QPT_UC: return "uc";
+  case IBV_QPT_UD: return "ud";
+  case IBV_QPT_RAW_PACKET: return "raw_packet";
+  case IBV_QPT_XRC_SEND: return "xrc_send";
+  case IBV_QPT_XRC_RECV: return "xrc_recv";
+  case IBV_QPT_DRIVER: return "driver";
+  default: return "other";
+  }
+}
+
+/* A QP just created (and recorded by track_qp): its type and number. */
+static void qp_identity(struct ibv_qp *qp, enum ibv_qp_type type) {
+  struct rqp *r = qp_rec(qp);
+  if (!r) return;
+  ST(r->port, 0);
+  if (!r->slot) return;
+  rtp_qp_set_type(r->slot, qp_type_name(type));
+  rtp_qp_set_local(r->slot, qp->qp_num, -1);
+}
+
+/* The LID of port `port` of ctx, 0 when unknown: through the context's query_port when it
+ * has one (as <infiniband/verbs.h>'s ibv_query_port does), else libibverbs' exported one. */
+static uint16_t port_lid(struct ibv_context *ctx, uint8_t port) {
+  struct ibv_port_attr pa;
+  memset(&pa, 0, sizeof pa);
+  int rc = -1;
+  struct verbs_context *v = verbs_get_ctx_op(ctx, query_port);
+  if (v) {
+    rc = v->query_port(ctx, port, &pa, sizeof pa);
+  } else {
+    int (*f)(struct ibv_context *, uint8_t, struct _compat_ibv_port_attr *) = real_ibv_query_port();
+    if (f) rc = f(ctx, port, (struct _compat_ibv_port_attr *)(void *)&pa);
+  }
+  return rc == 0 ? pa.lid : 0;
+}
+
+/* After a successful ibv_modify_qp(qp, attr, mask), telemetry on. */
+static void qp_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int mask) {
+  struct rqp *r = qp_rec(qp);
+  if (!r || !r->slot) return;
+  int saved = errno;
+  if (mask & IBV_QP_PORT) {
+    ST(r->port, attr->port_num);
+    rtp_qp_set_local(r->slot, qp->qp_num, attr->port_num ? attr->port_num : -1);
+  }
+  /* The peer is named at INIT -> RTR (RC, UC, XRC): the address vector and the remote QPN
+   * are both required there; a QP without them (UD, raw packet) has no single peer. */
+  if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTR && (mask & IBV_QP_AV) && (mask & IBV_QP_DEST_QPN) &&
+      qp->qp_type != IBV_QPT_UD) {
+    const struct ibv_ah_attr *ah = &attr->ah_attr;
+    int port = ah->port_num ? ah->port_num : LD(r->port);
+    const uint8_t *lgid = NULL;
+    union ibv_gid g;
+    int gidx = -1;
+    if (ah->is_global) {
+      gidx = ah->grh.sgid_index;
+      int (*qg)(struct ibv_context *, uint8_t, int, union ibv_gid *) = real_ibv_query_gid();
+      if (port > 0 && qg && qg(qp->context, (uint8_t)port, gidx, &g) == 0) lgid = g.raw;
+    }
+    uint16_t llid = port > 0 ? port_lid(qp->context, (uint8_t)port) : 0;
+    rtp_qp_set_peer(r->slot, qp->qp_num, lgid, llid, port > 0 ? port : -1, gidx, attr->dest_qp_num,
+                    ah->is_global ? ah->grh.dgid.raw : NULL, ah->dlid);
+  }
+  errno = saved;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1324,9 +1414,11 @@ static struct ibv_qp *w_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init
   struct rctx *c = ctx_of(ctx);
   if (!c) return NULL;
   struct ibv_qp *qp = c->orig_create_qp_ex(ctx, attr);
-  if (qp && attr && on())
+  if (qp && attr && on()) {
     track_qp(c, qp, attr->send_cq, attr->recv_cq, attr->srq != NULL, attr->sq_sig_all, attr->cap.max_send_wr,
              (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0);
+    qp_identity(qp, attr->qp_type);
+  }
   return qp;
 }
 
@@ -1436,9 +1528,23 @@ EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
   struct ibv_qp *qp = f(pd, attr);
   if (qp && attr && on()) {
     struct rctx *c = ctx_of(pd->context);
-    if (c) track_qp(c, qp, attr->send_cq, attr->recv_cq, attr->srq != NULL, attr->sq_sig_all, attr->cap.max_send_wr, 0);
+    if (c) {
+      track_qp(c, qp, attr->send_cq, attr->recv_cq, attr->srq != NULL, attr->sq_sig_all, attr->cap.max_send_wr, 0);
+      qp_identity(qp, attr->qp_type);
+    }
   }
   return qp;
+}
+
+/* libibverbs' ibv_modify_qp reaches the provider through a table private to libibverbs (not
+ * ctx->ops), so the exported symbol is the one place every state change passes: the
+ * program's own calls, NCCL's through dlvsym, librdmacm's (rdma_connect, rdma_accept). */
+EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
+  int (*f)(struct ibv_qp *, struct ibv_qp_attr *, int) = real_ibv_modify_qp();
+  if (!f) return ENOSYS;
+  int rc = f(qp, attr, mask);
+  if (rc == 0 && qp && attr && on()) qp_modified(qp, attr, mask);
+  return rc;
 }
 
 EXPORT int ibv_destroy_qp(struct ibv_qp *qp) {
@@ -1503,6 +1609,7 @@ static const struct {
     {"ibv_destroy_qp", (void *)ibv_destroy_qp, &real_ibv_destroy_qp_p},
     {"ibv_destroy_cq", (void *)ibv_destroy_cq, &real_ibv_destroy_cq_p},
     {"ibv_qp_to_qp_ex", (void *)ibv_qp_to_qp_ex, &real_ibv_qp_to_qp_ex_p},
+    {"ibv_modify_qp", (void *)ibv_modify_qp, &real_ibv_modify_qp_p},
 };
 
 /* sym: what the real lookup of name found in handle. Ours when it is libibverbs' default

@@ -154,6 +154,101 @@ pub unsafe extern "C" fn rtp_diag(debug_only: c_int, msg: *const c_char) {
     }
 }
 
+/// The QP types the interposer names (`"qp_type"`); anything else is `"other"`.
+const QP_TYPES: &[&str] = &["rc", "uc", "ud", "raw_packet", "xrc_send", "xrc_recv", "driver"];
+
+/// The slot a C caller passed, if any.
+///
+/// # Safety
+/// `slot` is NULL or a slot from rtp_qp_slot (stable for the life of the process).
+unsafe fn slot_ref(slot: *const RcclQpStats) -> Option<&'static RcclQpStats> {
+    // SAFETY: per the caller's contract.
+    unsafe { slot.as_ref() }
+}
+
+/// 16 raw bytes, or None for NULL.
+///
+/// # Safety
+/// `p` is NULL or points to 16 readable bytes.
+unsafe fn gid16(p: *const u8) -> Option<[u8; 16]> {
+    if p.is_null() {
+        return None;
+    }
+    let mut g = [0u8; 16];
+    // SAFETY: per the caller's contract.
+    unsafe { std::ptr::copy_nonoverlapping(p, g.as_mut_ptr(), 16) };
+    Some(g)
+}
+
+/// A QP's type at create (`type_`: "rc", "uc", "ud", ...; unknown names are "other").
+///
+/// # Safety
+/// `slot` is NULL or a slot from rtp_qp_slot; `type_` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn rtp_qp_set_type(slot: *const RcclQpStats, type_: *const c_char) {
+    boundary!("rtp_qp_set_type", (), {
+        // SAFETY: per the caller's contract.
+        let Some(q) = (unsafe { slot_ref(slot) }) else { return };
+        if type_.is_null() {
+            return;
+        }
+        // SAFETY: per the caller's contract.
+        let t = unsafe { CStr::from_ptr(type_) }.to_bytes();
+        let name = QP_TYPES.iter().find(|n| n.as_bytes() == t).copied().unwrap_or("other");
+        rccl_telemetry::peers::set_qp_type(q, name);
+    })
+}
+
+/// A QP's number (at create) and port (at its INIT transition; -1 unknown).
+///
+/// # Safety
+/// `slot` is NULL or a slot from rtp_qp_slot.
+#[no_mangle]
+pub unsafe extern "C" fn rtp_qp_set_local(slot: *const RcclQpStats, qp_num: u32, port: c_int) {
+    boundary!("rtp_qp_set_local", (), {
+        // SAFETY: per the caller's contract.
+        let Some(q) = (unsafe { slot_ref(slot) }) else { return };
+        rccl_telemetry::peers::set_local(q, qp_num, u8::try_from(port).ok().filter(|p| *p > 0));
+    })
+}
+
+/// A QP's peer, from its transition to RTR: its own number, local GID (16 bytes or NULL) and
+/// LID, port and GID index (-1 unknown), the remote QP number, GID (16 bytes or NULL) and LID.
+/// Replaces what an earlier call said.
+///
+/// # Safety
+/// `slot` is NULL or a slot from rtp_qp_slot; each GID is NULL or 16 readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rtp_qp_set_peer(
+    slot: *const RcclQpStats,
+    qp_num: u32,
+    local_gid: *const u8,
+    local_lid: u16,
+    port: c_int,
+    gid_index: c_int,
+    remote_qp_num: u32,
+    remote_gid: *const u8,
+    remote_lid: u16,
+) {
+    boundary!("rtp_qp_set_peer", (), {
+        // SAFETY: per the caller's contract.
+        let Some(q) = (unsafe { slot_ref(slot) }) else { return };
+        let p = rccl_telemetry::peers::PeerInfo {
+            qp_num,
+            // SAFETY: per the caller's contract.
+            local_gid: unsafe { gid16(local_gid) },
+            local_lid,
+            port: u8::try_from(port).ok().filter(|p| *p > 0),
+            gid_index: u32::try_from(gid_index).ok(),
+            remote_qp_num,
+            // SAFETY: per the caller's contract.
+            remote_gid: unsafe { gid16(remote_gid) },
+            remote_lid,
+        };
+        rccl_telemetry::peers::set_peer(q, p);
+    })
+}
+
 /// Registers the interposer's walk of its send records, which the stall detector's tick calls
 /// (on the writer thread) before it reads the slots' `QpExt::stall_out` / `stall_oldest`.
 #[no_mangle]

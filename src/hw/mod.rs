@@ -201,7 +201,8 @@ impl HwDevice {
             first = true;
             self.read(&self.plan, "baseline")
         });
-        if first && !self.sample_plan.is_empty() {
+        // A device with nothing to sample still gets rows for stall detection's counters.
+        if first && (!self.sample_plan.is_empty() || crate::stall::enabled()) {
             sampler::register(self);
         }
     }

@@ -209,6 +209,7 @@ fn qp_counters(q: &ItQp) -> Counters {
         wqe_completion_ns_min: mn,
         wqe_completion_ns_max: mx,
         wqe_completion_histogram: hist,
+        ..Default::default()
     }
 }
 
@@ -216,7 +217,7 @@ fn channel(c: ItChannel) -> Channel {
     let qps: Vec<QueuePair> = c
         .queue_pairs
         .iter()
-        .map(|q| QueuePair { id: q.id, role: Some(if q.data_qp { "data" } else { "cts" }.to_string()), counters: qp_counters(q) })
+        .map(|q| QueuePair { id: q.id, role: Some(if q.data_qp { "data" } else { "cts" }.to_string()), counters: qp_counters(q), ..Default::default() })
         .collect();
     let sum = |g: fn(&Counters) -> u64| qps.iter().fold(0u64, |s, q| s.saturating_add(g(&q.counters)));
     let mut hist = Vec::new();
@@ -241,6 +242,7 @@ fn channel(c: ItChannel) -> Channel {
         wqe_completion_ns_min: mn,
         wqe_completion_ns_max: mx,
         wqe_completion_histogram: hist,
+        ..Default::default()
     };
     Channel {
         id: c.id,
@@ -306,6 +308,7 @@ pub fn to_model(v: &Value) -> Result<TelemetryFile, String> {
             channels: d.channels.into_iter().map(channel).collect(),
             hw_counters: d.hw_counters.into_iter().map(|(k, v)| (our_name(&k).to_string(), v)).collect(),
             wqe_completion_log_histogram: None,
+            ..Default::default()
         })
         .collect();
     Ok(TelemetryFile {
@@ -324,6 +327,7 @@ pub fn to_model(v: &Value) -> Result<TelemetryFile, String> {
         devices,
         hw_samples: f.hw_samples.map(samples),
         hw_samples_dropped: None,
+        stall_ms: None,
     })
 }
 

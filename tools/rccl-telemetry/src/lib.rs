@@ -10,6 +10,7 @@ pub mod generate;
 pub mod hwclass;
 pub mod intree;
 pub mod layout;
+pub mod links;
 pub mod load;
 pub mod model;
 pub mod outliers;
@@ -19,5 +20,6 @@ pub mod promgc;
 #[path = "../../../src/promtext.rs"]
 pub mod promtext;
 pub mod report;
+pub mod stalls;
 pub mod stats;
 pub mod summary;

@@ -1,7 +1,7 @@
 //! The `rccl-telemetry` command line.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use rccl_telemetry_tool::{check, export, generate, layout, load, outliers, promgc, report, summary};
+use rccl_telemetry_tool::{check, export, generate, layout, links, load, outliers, promgc, report, stalls, summary};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,6 +65,36 @@ enum Cmd {
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
     },
+    /// Join every QP to its peer's QP in the other files (by GID and QPN, LID without a GID)
+    /// and print one row per link (ordered NIC pair): QPs, WRs each way, the sending side's
+    /// completion latency, stalls; then the QPs whose peer is in no file, and the ambiguous ones.
+    Links {
+        /// One JSON object: every link (both ends by host, pids, device, GID), unmatched, ambiguous.
+        #[arg(long)]
+        json: bool,
+        /// Links shown in the table, slowest p99 first (0 = all); beyond it, per host pair.
+        #[arg(long, default_value_t = 30)]
+        top: usize,
+        #[arg(long)]
+        wide: bool,
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
+    /// What is stuck: every stalled QP (snapshot files of a hang, final files, live *.prom
+    /// textfiles), grouped by link, longest first, with the ranks waiting on them; and the
+    /// longest stall of every rank. Exit 1 when a QP is stalled now.
+    Stalls {
+        #[arg(long)]
+        json: bool,
+        /// Links and ranks shown (0 = all).
+        #[arg(long, default_value_t = 30)]
+        top: usize,
+        #[arg(long)]
+        wide: bool,
+        /// Files and directories: rccl_telemetry_*.json and *.prom.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
     /// Export as Prometheus text, or as long tidy CSV / NDJSON.
     Export {
         #[arg(long, value_enum)]
@@ -76,6 +106,11 @@ enum Cmd {
         /// Write here instead of stdout.
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Export the links (joined QPs, as `links --json` has them) instead of the files: one
+        /// row per link (CSV, NDJSON), or rccl_telemetry_link_* series with src_host,
+        /// src_device, dst_host, dst_device labels (Prometheus; one series per link and family).
+        #[arg(long)]
+        links: bool,
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
     },
@@ -132,6 +167,14 @@ enum Cmd {
         /// hw_samples per rank (0: the sampler did not run).
         #[arg(long, default_value_t = 0)]
         samples: usize,
+        /// Format version 3 with peers: every rank has its own NIC and QPs to every rank of
+        /// the other hosts, each QP naming its peer. Plants are then: slow_nic, slow_link,
+        /// slow_host, missing_peer, ambiguous_peer, lid_only, stall, recovered_stall.
+        #[arg(long)]
+        peers: bool,
+        /// With --peers: QPs per connected pair of ranks.
+        #[arg(long, default_value_t = 2)]
+        qps_per_peer: usize,
         dir: PathBuf,
     },
 }
@@ -185,7 +228,12 @@ fn main() -> ExitCode {
                     Err(c) => c,
                 }
             } else {
-                print(&summary::render_text_layout(&s, layout::Layout::from_flag(wide)))
+                let mut text = summary::render_text_layout(&s, layout::Layout::from_flag(wide));
+                if let Some(line) = stalls::one_line(&stalls::find(&run, &[])) {
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+                print(&text)
             }
         }
         Cmd::Check { json, inputs } => {
@@ -248,7 +296,41 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
-        Cmd::Export { format, level, output, inputs } => {
+        Cmd::Links { json, top, wide, inputs } => {
+            let Some(run) = load(&inputs) else { return ExitCode::from(2) };
+            let r = links::join(&run);
+            if json {
+                match to_json(&r) {
+                    Ok(t) => print(&t),
+                    Err(c) => c,
+                }
+            } else {
+                print(&links::render_text(&r, top, layout::Layout::from_flag(wide)))
+            }
+        }
+        Cmd::Stalls { json, top, wide, inputs } => {
+            let proms = stalls::prom_inputs(&inputs);
+            let run = if stalls::only_prom(&inputs) {
+                load::Run::default()
+            } else {
+                match load(&inputs) {
+                    Some(r) => r,
+                    None if !proms.is_empty() => load::Run::default(),
+                    None => return ExitCode::from(2),
+                }
+            };
+            let r = stalls::find(&run, &proms);
+            if json {
+                match to_json(&r) {
+                    Ok(t) => print(&t),
+                    Err(c) => return c,
+                };
+            } else {
+                print(&stalls::render_text(&r, top, layout::Layout::from_flag(wide)));
+            }
+            if r.stalled_qps > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+        }
+        Cmd::Export { format, level, output, links, inputs } => {
             let Some(run) = load(&inputs) else { return ExitCode::from(2) };
             let mut sink: Box<dyn Write> = match &output {
                 Some(p) => match std::fs::File::create(p) {
@@ -258,6 +340,9 @@ fn main() -> ExitCode {
                 None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
             };
             let r = match format {
+                Format::Prometheus if links => sink.write_all(export::prometheus_links(&run).as_bytes()).map_err(|e| e.to_string()),
+                Format::Csv if links => export::write_link_rows(&run, false, &mut sink),
+                Format::Ndjson if links => export::write_link_rows(&run, true, &mut sink),
                 Format::Prometheus => {
                     let (text, dups) = export::prometheus_at(&run, level.unwrap_or(export::Level::Channel));
                     if dups > 0 {
@@ -310,8 +395,11 @@ fn main() -> ExitCode {
                 Err(e) => fail(format!("cannot write {}: {e}", output.display())),
             }
         }
-        Cmd::Generate { ranks, ranks_per_host, devices_per_rank, seed, plant, hw_type, latency_sample, buckets, interval_ns, samples, dir } => {
-            let plants: Vec<String> = if plant.iter().any(|p| p == "all") {
+        Cmd::Generate { ranks, ranks_per_host, devices_per_rank, seed, plant, hw_type, latency_sample, buckets, interval_ns, samples, peers, qps_per_peer, dir } => {
+            let plants: Vec<String> = if peers && plant.iter().any(|p| p == "all") {
+                // Every fabric plant but the ones that change what the others look like.
+                ["slow_nic", "slow_link", "slow_host", "missing_peer", "ambiguous_peer", "lid_only", "recovered_stall"].iter().map(|p| p.to_string()).collect()
+            } else if plant.iter().any(|p| p == "all") {
                 generate::PLANTS.iter().filter(|p| samples > 0 || **p != "samples_dropped").map(|p| p.to_string()).collect()
             } else {
                 plant.into_iter().filter(|p| !p.is_empty()).collect()
@@ -320,10 +408,19 @@ fn main() -> ExitCode {
                 return fail(format!("--latency-sample {latency_sample} is not a power of two"));
             }
             let o = generate::GenOptions { ranks, ranks_per_host, seed, plants, hw_type, latency_sample, buckets, interval_ns, samples, devices_per_rank };
-            match generate::generate(&dir, &o) {
+            let r = if peers { generate::generate_fabric(&dir, &o, qps_per_peer.max(1)) } else { generate::generate(&dir, &o) };
+            match r {
                 Ok(planted) => {
                     for p in &planted {
-                        eprintln!("planted {:<16} {}:{} dev {}{}", p.kind, p.host, p.pid, p.device_id, p.counter.as_ref().map_or(String::new(), |c| format!(" ({c})")));
+                        eprintln!(
+                            "planted {:<16} {}:{} dev {}{}{}",
+                            p.kind,
+                            p.host,
+                            p.pid,
+                            p.device_id,
+                            p.peer.as_ref().map_or(String::new(), |c| format!(" <-> {c}")),
+                            p.counter.as_ref().map_or(String::new(), |c| format!(" ({c})"))
+                        );
                     }
                     eprintln!("rccl-telemetry: wrote {ranks} rank files and planted.json to {}", dir.display());
                     ExitCode::SUCCESS

@@ -1,4 +1,4 @@
-//! The per-rank file as typed data (schema version 1).
+//! The per-rank file as typed data (schema versions 1, 2 and 3; the in-tree engine's through `intree`).
 //!
 //! Parsing is lenient where the format may grow: unknown keys are ignored at every level
 //! (a later version adds snapshot keys at the top), and everything `check` needs to say
@@ -17,6 +17,9 @@ pub enum SourceFormat {
     /// Version 2: version 1 plus the log-scale completion histogram of every channel and device.
     #[serde(rename = "v2")]
     V2,
+    /// Version 3: version 2 plus every QP's identity and peer (issue 22) and the stall keys (issue 23).
+    #[serde(rename = "v3")]
+    V3,
     #[serde(rename = "intree-1.0")]
     InTree,
 }
@@ -27,6 +30,7 @@ impl SourceFormat {
         match self {
             SourceFormat::V1 => "v1",
             SourceFormat::V2 => "v2",
+            SourceFormat::V3 => "v3",
             SourceFormat::InTree => "intree-1.0",
         }
     }
@@ -35,12 +39,12 @@ impl SourceFormat {
     /// they compare across hosts. The in-tree engine writes local times without a zone and
     /// CLOCK_MONOTONIC sample times.
     pub fn has_wall_clock(self) -> bool {
-        matches!(self, SourceFormat::V1 | SourceFormat::V2)
+        matches!(self, SourceFormat::V1 | SourceFormat::V2 | SourceFormat::V3)
     }
 }
 
 /// One rccl_telemetry_<host>_<uid>_<pid>.json file.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TelemetryFile {
     /// Who wrote it; not a key of either format (set by the loader).
     #[serde(skip)]
@@ -68,9 +72,12 @@ pub struct TelemetryFile {
     pub hw_samples: Option<Vec<HwSample>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hw_samples_dropped: Option<u64>,
+    /// Version 3: the RCCL_TELEMETRY_STALL_MS in effect (0 = stall detection off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_ms: Option<u64>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Device {
     pub device_id: u32,
     pub roce_device: String,
@@ -90,6 +97,55 @@ pub struct Device {
     /// Version 2: the sum of the channels' log-scale histograms (see [`LogBucket`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wqe_completion_log_histogram: Option<Vec<LogBucket>>,
+    // Version 3 (issue 22): the local identity its QPs use; null or absent where unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gid_index: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gid_ip: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lid: Option<u64>,
+    /// Version 3: one entry per remote NIC its QPs were told of, with the completion latency
+    /// towards it. None in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peers: Option<Vec<DevicePeer>>,
+    /// Version 3 (stall detection on): send WRs outstanding over the device's QPs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_wqe_outstanding: Option<u64>,
+    /// Version 3 (stall detection on): QPs stalled when the file was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_qps_stalled: Option<u64>,
+}
+
+/// A remote NIC a device's QPs talk to (version 3, device "peers").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DevicePeer {
+    #[serde(default)]
+    pub gid: Option<String>,
+    #[serde(default)]
+    pub gid_ip: Option<String>,
+    #[serde(default)]
+    pub lid: Option<u64>,
+    #[serde(default)]
+    pub num_qps: u64,
+    /// The completions of the QPs towards this NIC, log-scale (absent with LOG_HISTOGRAM=0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wqe_completion_log_histogram: Option<Vec<LogBucket>>,
+}
+
+/// A QP's peer (version 3, queue pair "peer").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QpPeer {
+    pub qp_num: u64,
+    #[serde(default)]
+    pub gid: Option<String>,
+    #[serde(default)]
+    pub gid_ip: Option<String>,
+    #[serde(default)]
+    pub lid: Option<u64>,
 }
 
 /// One non-empty bucket of a log-scale completion histogram (file version 2):
@@ -133,9 +189,12 @@ pub struct Counters {
     pub wqe_completion_ns_min: i64,
     pub wqe_completion_ns_max: i64,
     pub wqe_completion_histogram: Vec<u64>,
+    /// Preload files: sends retired by a later signalled completion without one of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_wqe_retired_unsignalled: Option<u64>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Channel {
     pub id: Option<u64>,
     #[serde(flatten)]
@@ -150,12 +209,38 @@ pub struct Channel {
     pub wqe_completion_log_histogram: Option<Vec<LogBucket>>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct QueuePair {
     pub id: u64,
     pub role: Option<String>,
     #[serde(flatten)]
     pub counters: Counters,
+    // Version 3 (issue 22): the QP's identity and its peer; absent or null where unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qp_num: Option<u64>,
+    /// Only when it differs from the device's "gid".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_gid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<QpPeer>,
+    /// Preload files only: "rc", "uc", "ud", ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qp_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_ud_peers: Option<u64>,
+    // Version 3 stall keys (issue 23), present when stall detection was on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_wqe_outstanding: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_outstanding_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled_since: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest_stall_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest_stall_start: Option<String>,
 }
 
 /// A value under "hw_counters": a scalar or a per-priority array; -1 means "not available".

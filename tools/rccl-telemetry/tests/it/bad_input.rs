@@ -22,8 +22,8 @@ fn run_with_bad_files() -> (GenRun, Vec<(String, &'static str)>) {
     put("rccl_telemetry_text_1000_4.json", b"this is not json\n", "not JSON");
     put("rccl_telemetry_binary_1000_5.json", &[0xff, 0xfe, 0x00, 0x7b, 0x22], "not JSON");
     let mut v2: serde_json::Value = serde_json::from_slice(&good).expect("json");
-    v2["version"] = serde_json::json!(3);
-    put("rccl_telemetry_v3_1000_6.json", &serde_json::to_vec(&v2).expect("ser"), "unsupported version 3");
+    v2["version"] = serde_json::json!(4);
+    put("rccl_telemetry_v4_1000_6.json", &serde_json::to_vec(&v2).expect("ser"), "unsupported version 4");
     put("rccl_telemetry_array_1000_7.json", b"[1,2,3]", "top level is not an object");
     let mut shape: serde_json::Value = serde_json::from_slice(&good).expect("json");
     shape["devices"] = serde_json::json!("none");

@@ -120,3 +120,48 @@ fn chromium_renders_the_report_with_its_charts() {
     assert!(dom.matches("<svg").count() >= 10, "rendered DOM has {} svgs", dom.matches("<svg").count());
     assert!(dom.contains("data-chart=\"byte-skew\""));
 }
+
+/// The NIC-by-NIC heat map of a run with a planted slow link: the two cells of the link are
+/// drawn in the darkest red (4x the median and more), and nothing else is.
+#[test]
+fn chromium_shows_the_slow_link_in_the_heat_map() {
+    let browser = ["chromium", "chromium-browser", "google-chrome"].into_iter().find(|b| have(b));
+    let Some(browser) = browser else {
+        return skip("chromium_shows_the_slow_link_in_the_heat_map", "chromium not installed (Debian package chromium)");
+    };
+    let shot = |plants: &[&str]| -> usize {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let o = GenOptions { ranks: 16, ranks_per_host: 4, devices_per_rank: 4, seed: 3, plants: plants.iter().map(|p| p.to_string()).collect(), ..Default::default() };
+        rccl_telemetry_tool::generate::generate_fabric(dir.path(), &o, 2).expect("generate");
+        let html = dir.path().join("r.html");
+        let out = run(&["report", "-o", html.to_str().expect("utf-8"), dir.path().to_str().expect("utf-8")]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let png_path = dir.path().join("shot.png");
+        let profile = tempfile::tempdir().expect("profile dir");
+        let out = Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                "--host-resolver-rules=MAP * ~NOTFOUND",
+                &format!("--user-data-dir={}", profile.path().display()),
+                "--window-size=1400,2000",
+                &format!("--screenshot={}", png_path.display()),
+                &format!("file://{}", html.display()),
+            ])
+            .output()
+            .expect("run chromium");
+        assert!(png_path.exists(), "no screenshot: {}", String::from_utf8_lossy(&out.stderr));
+        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png_path).expect("open png")));
+        let mut reader = decoder.read_info().expect("png header");
+        let mut buf = vec![0; reader.output_buffer_size().expect("size")];
+        let info = reader.next_frame(&mut buf).expect("png frame");
+        let channels = if info.color_type == png::ColorType::Rgba { 4 } else { 3 };
+        count_colour(&buf[..info.buffer_size()], channels, (140, 0, 20), 12)
+    };
+    let slow = shot(&["slow_link"]);
+    let clean = shot(&[]);
+    assert!(slow > 150, "only {slow} dark red pixels for the slow link");
+    assert_eq!(clean, 0, "a clean run has no dark red cell");
+}

@@ -1,0 +1,444 @@
+//! `stalls`: what is stuck. Every QP the files (format version 3, stall detection on) mark
+//! `stalled`, grouped by link (its NIC and its peer's NIC, through the join of `links`),
+//! longest first, with the ranks waiting on them; the longest stall of every rank (so a run
+//! that recovered still shows its worst pause); and the stalled QPs of the live Prometheus
+//! textfiles (`*.prom`: `rccl_telemetry_stalled_qps` per device, and the per-QP series
+//! `rccl_telemetry_qp_stalled_seconds` / `rccl_telemetry_qp_stall_outstanding` with the labels
+//! host, pid, device, channel, qp, qp_num, peer_gid, peer_qp_num).
+
+use crate::links::{lookup, qp_index};
+use crate::load::Run;
+use crate::model::parse_timestamp_ns;
+use crate::stats::fmt_ns;
+use crate::layout::{col, table, Column, Layout};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// One stalled QP.
+#[derive(Debug, Clone, Serialize)]
+pub struct StalledQp {
+    /// "file" (a JSON file) or "prom" (a live textfile).
+    pub source: &'static str,
+    pub host: String,
+    pub pid: i64,
+    pub device: String,
+    pub channel: Option<u64>,
+    pub qp: Option<u64>,
+    pub qp_num: Option<u64>,
+    pub outstanding: Option<u64>,
+    /// How long it has been stalled when the file was written (end_time - stalled_since), or
+    /// the textfile's qp_stalled_seconds.
+    pub stalled_ms: Option<u64>,
+    pub stalled_since: Option<String>,
+    pub oldest_outstanding_ms: Option<u64>,
+    pub peer_gid: Option<String>,
+    pub peer_lid: Option<u64>,
+    pub peer_qp_num: Option<u64>,
+    /// The peer QP's owner, "host:pid device", when one file claims it.
+    pub peer_rank: Option<String>,
+    pub peer_nic: Option<String>,
+}
+
+/// The stalled QPs of one link (or of one NIC towards a peer that is in no file).
+#[derive(Debug, Clone, Serialize)]
+pub struct StallGroup {
+    pub src: String,
+    /// "host:device" of the peer NIC; else its GID/LID and "(not in the files)".
+    pub dst: String,
+    pub qps: Vec<StalledQp>,
+    pub longest_ms: Option<u64>,
+    pub outstanding: u64,
+    /// The ranks whose QPs are stalled here (waiting on a completion), and the ranks at the
+    /// other end.
+    pub waiting_ranks: Vec<String>,
+    pub peer_ranks: Vec<String>,
+}
+
+/// The longest stall of one rank (any file: snapshot or final).
+#[derive(Debug, Clone, Serialize)]
+pub struct RankStall {
+    pub rank: String,
+    pub is_final: bool,
+    pub longest_stall_ms: u64,
+    pub start: Option<String>,
+    pub device: String,
+    pub qp: u64,
+    pub qp_num: Option<u64>,
+    pub peer: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct StallReport {
+    /// JSON files read, those with stall keys, and the snapshots (final = false) among them.
+    pub files: usize,
+    pub files_with_stall_keys: usize,
+    pub snapshots: usize,
+    pub prom_files: usize,
+    pub stalled_qps: usize,
+    /// The textfiles' rccl_telemetry_stalled_qps summed (it counts QPs beyond the per-QP cap too).
+    pub prom_stalled_qps_gauge: Option<u64>,
+    pub groups: Vec<StallGroup>,
+    pub longest_per_rank: Vec<RankStall>,
+    /// Lines of the textfiles that could not be read (the first 10).
+    pub prom_problems: Vec<String>,
+}
+
+/// The *.prom files among the inputs (files given, and those in directories given).
+pub fn prom_inputs(inputs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for i in inputs {
+        if i.is_dir() {
+            if let Ok(rd) = std::fs::read_dir(i) {
+                out.extend(rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "prom")));
+            }
+        } else if i.extension().is_some_and(|x| x == "prom") && i.is_file() {
+            out.push(i.clone());
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// One sample of a Prometheus text line: name, labels, value. None for comments, blank lines
+/// and lines that do not parse (the caller counts those).
+pub fn parse_prom_line(line: &str) -> Option<(String, BTreeMap<String, String>, f64)> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return None;
+    }
+    let name_end = line.find(|c: char| c == '{' || c.is_whitespace())?;
+    let name = line[..name_end].to_string();
+    let mut labels = BTreeMap::new();
+    let mut rest = &line[name_end..];
+    if rest.starts_with('{') {
+        let mut chars = rest[1..].char_indices();
+        let mut key = String::new();
+        let mut val = String::new();
+        let mut in_val = false;
+        let mut end = None;
+        while let Some((i, c)) = chars.next() {
+            if in_val {
+                match c {
+                    '\\' => match chars.next() {
+                        Some((_, 'n')) => val.push('\n'),
+                        Some((_, x)) => val.push(x),
+                        None => return None,
+                    },
+                    '"' => {
+                        labels.insert(std::mem::take(&mut key).trim().to_string(), std::mem::take(&mut val));
+                        in_val = false;
+                    }
+                    _ => val.push(c),
+                }
+            } else {
+                match c {
+                    '}' => {
+                        end = Some(i + 2);
+                        break;
+                    }
+                    '=' => {
+                        if chars.next().map(|x| x.1) != Some('"') {
+                            return None;
+                        }
+                        in_val = true;
+                    }
+                    ',' | ' ' => {}
+                    _ => key.push(c),
+                }
+            }
+        }
+        rest = &rest[end?..];
+    }
+    let v = rest.split_whitespace().next()?;
+    let value = match v {
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        "NaN" => f64::NAN,
+        _ => v.parse().ok()?,
+    };
+    Some((name, labels, value))
+}
+
+fn ms_between(since: &str, until: &str) -> Option<u64> {
+    let (a, b) = (parse_timestamp_ns(since)?, parse_timestamp_ns(until)?);
+    (b >= a).then(|| ((b - a) / 1_000_000) as u64)
+}
+
+/// Finds the stalls of the run and of the textfiles.
+pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
+    let mut rep = StallReport { files: run.files.len(), prom_files: proms.len(), ..Default::default() };
+    let idx = qp_index(run);
+    let mut stalled: Vec<StalledQp> = Vec::new();
+    for l in &run.files {
+        let f = &l.file;
+        let has_keys = f.stall_ms.is_some() || f.devices.iter().any(|d| d.num_qps_stalled.is_some());
+        if !has_keys {
+            continue;
+        }
+        rep.files_with_stall_keys += 1;
+        if f.is_final == Some(false) {
+            rep.snapshots += 1;
+        }
+        let rank = format!("{}:{}", f.host_name, f.process_id);
+        let mut best: Option<RankStall> = None;
+        for d in &f.devices {
+            for c in &d.channels {
+                for q in &c.queue_pairs {
+                    let peer_claims = q.peer.as_ref().map_or(&[][..], |p| lookup(&idx, p.gid.as_deref(), p.lid, p.qp_num));
+                    let peer_one = (peer_claims.len() == 1).then(|| &peer_claims[0]);
+                    let ls = q.longest_stall_ms.unwrap_or(0);
+                    if ls > 0 && best.as_ref().is_none_or(|b| ls > b.longest_stall_ms) {
+                        best = Some(RankStall {
+                            rank: rank.clone(),
+                            is_final: f.is_final != Some(false),
+                            longest_stall_ms: ls,
+                            start: q.longest_stall_start.clone(),
+                            device: d.roce_device.clone(),
+                            qp: q.id,
+                            qp_num: q.qp_num,
+                            peer: peer_one
+                                .map(|p| format!("{}:{} {}", p.0, p.1, p.2))
+                                .or_else(|| q.peer.as_ref().map(|p| format!("{} QPN {}", p.gid.clone().or(p.lid.map(|l| format!("LID {l}"))).unwrap_or_default(), p.qp_num))),
+                        });
+                    }
+                    if q.stalled != Some(true) {
+                        continue;
+                    }
+                    stalled.push(StalledQp {
+                        source: "file",
+                        host: f.host_name.clone(),
+                        pid: f.process_id,
+                        device: d.roce_device.clone(),
+                        channel: c.id,
+                        qp: Some(q.id),
+                        qp_num: q.qp_num,
+                        outstanding: q.num_wqe_outstanding,
+                        stalled_ms: q.stalled_since.as_deref().and_then(|s| ms_between(s, &f.end_time)),
+                        stalled_since: q.stalled_since.clone(),
+                        oldest_outstanding_ms: q.oldest_outstanding_ms,
+                        peer_gid: q.peer.as_ref().and_then(|p| p.gid.clone()),
+                        peer_lid: q.peer.as_ref().and_then(|p| p.lid),
+                        peer_qp_num: q.peer.as_ref().map(|p| p.qp_num),
+                        peer_rank: peer_one.map(|p| format!("{}:{}", p.0, p.1)),
+                        peer_nic: peer_one.map(|p| format!("{}:{}", p.0, p.2)),
+                    });
+                }
+            }
+        }
+        rep.longest_per_rank.extend(best);
+    }
+    // Textfiles.
+    let mut gauge: Option<u64> = None;
+    let mut series: BTreeMap<(String, String, String, String, String), StalledQp> = BTreeMap::new();
+    for p in proms {
+        let Ok(text) = std::fs::read_to_string(p) else {
+            rep.prom_problems.push(format!("{}: cannot read", p.display()));
+            continue;
+        };
+        for (ln, line) in text.lines().enumerate() {
+            let t = line.trim();
+            if t.is_empty() || t.starts_with('#') {
+                continue;
+            }
+            let Some((name, lab, v)) = parse_prom_line(t) else {
+                if rep.prom_problems.len() < 10 {
+                    rep.prom_problems.push(format!("{}:{}: not a sample line", p.display(), ln + 1));
+                }
+                continue;
+            };
+            let get = |k: &str| lab.get(k).cloned().unwrap_or_default();
+            match name.as_str() {
+                "rccl_telemetry_stalled_qps" => *gauge.get_or_insert(0) += v.max(0.0) as u64,
+                "rccl_telemetry_qp_stalled_seconds" | "rccl_telemetry_qp_stall_outstanding" => {
+                    let key = (get("host"), get("pid"), get("device"), get("channel"), get("qp"));
+                    let e = series.entry(key).or_insert_with(|| StalledQp {
+                        source: "prom",
+                        host: get("host"),
+                        pid: get("pid").parse().unwrap_or(-1),
+                        device: get("device"),
+                        channel: get("channel").parse().ok(),
+                        qp: get("qp").parse().ok(),
+                        qp_num: get("qp_num").parse().ok(),
+                        outstanding: None,
+                        stalled_ms: None,
+                        stalled_since: None,
+                        oldest_outstanding_ms: None,
+                        peer_gid: crate::links::norm_gid(lab.get("peer_gid").map(String::as_str)),
+                        peer_lid: None,
+                        peer_qp_num: get("peer_qp_num").parse().ok(),
+                        peer_rank: None,
+                        peer_nic: None,
+                    });
+                    if name.ends_with("seconds") {
+                        e.stalled_ms = (v.is_finite() && v >= 0.0).then(|| (v * 1000.0).round() as u64);
+                    } else {
+                        e.outstanding = (v.is_finite() && v >= 0.0).then_some(v as u64);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    rep.prom_stalled_qps_gauge = gauge;
+    for mut q in series.into_values() {
+        if let Some(qpn) = q.peer_qp_num {
+            let claims = lookup(&idx, q.peer_gid.as_deref(), None, qpn);
+            if claims.len() == 1 {
+                q.peer_rank = Some(format!("{}:{}", claims[0].0, claims[0].1));
+                q.peer_nic = Some(format!("{}:{}", claims[0].0, claims[0].2));
+            }
+        }
+        stalled.push(q);
+    }
+    rep.stalled_qps = stalled.len();
+    // Group by link.
+    let mut groups: BTreeMap<(String, String), Vec<StalledQp>> = BTreeMap::new();
+    for q in stalled {
+        let src = format!("{}:{}", q.host, q.device);
+        let dst = q.peer_nic.clone().unwrap_or_else(|| {
+            let who = q.peer_gid.clone().or(q.peer_lid.map(|l| format!("LID {l}")));
+            match who {
+                Some(w) => format!("{w} (not in the files)"),
+                None => "peer unknown".into(),
+            }
+        });
+        groups.entry((src, dst)).or_default().push(q);
+    }
+    rep.groups = groups
+        .into_iter()
+        .map(|((src, dst), mut qps)| {
+            qps.sort_by_key(|q| std::cmp::Reverse(q.stalled_ms));
+            let mut waiting: Vec<String> = qps.iter().map(|q| format!("{}:{}", q.host, q.pid)).collect();
+            waiting.sort();
+            waiting.dedup();
+            let mut peers: Vec<String> = qps.iter().filter_map(|q| q.peer_rank.clone()).collect();
+            peers.sort();
+            peers.dedup();
+            StallGroup {
+                longest_ms: qps.iter().filter_map(|q| q.stalled_ms).max(),
+                outstanding: qps.iter().filter_map(|q| q.outstanding).sum(),
+                src,
+                dst,
+                qps,
+                waiting_ranks: waiting,
+                peer_ranks: peers,
+            }
+        })
+        .collect();
+    rep.groups.sort_by(|a, b| b.longest_ms.cmp(&a.longest_ms).then_with(|| b.qps.len().cmp(&a.qps.len())));
+    rep.longest_per_rank.sort_by(|a, b| b.longest_stall_ms.cmp(&a.longest_stall_ms));
+    rep
+}
+
+fn ms(v: Option<u64>) -> String {
+    v.map_or("-".into(), |m| fmt_ns(m as f64 * 1e6))
+}
+
+/// One line for `summary`: None when no file has stall keys and no textfile was read.
+pub fn one_line(r: &StallReport) -> Option<String> {
+    if r.files_with_stall_keys == 0 && r.prom_files == 0 {
+        return None;
+    }
+    let worst = r.longest_per_rank.first();
+    Some(format!(
+        "Stalls: {} QPs stalled now on {} links ({} snapshot files); longest stall of the run {}{}",
+        r.stalled_qps,
+        r.groups.len(),
+        r.snapshots,
+        worst.map_or("none".into(), |w| ms(Some(w.longest_stall_ms))),
+        worst.map_or(String::new(), |w| format!(" on {} {} QP {}", w.rank, w.device, w.qp))
+    ))
+}
+
+/// Renders the stalls for people; `top` bounds the groups and ranks shown (0 = all).
+pub fn render_text(r: &StallReport, top: usize, layout: Layout) -> String {
+    let mut out = String::new();
+    out.push_str(&layout.wrap(&format!(
+        "{} stalled QPs on {} links; {} of {} files carry stall keys ({} snapshots), {} textfiles{}",
+        r.stalled_qps,
+        r.groups.len(),
+        r.files_with_stall_keys,
+        r.files,
+        r.snapshots,
+        r.prom_files,
+        r.prom_stalled_qps_gauge.map_or(String::new(), |g| format!(" (rccl_telemetry_stalled_qps sums to {g})"))
+    )));
+    out.push('\n');
+    if r.files > 0 && r.files_with_stall_keys == 0 {
+        out.push_str("No file has stall keys (format version 3 with RCCL_TELEMETRY_STALL_MS > 0).\n");
+    }
+    let lim = |n: usize| if top == 0 { n } else { top.min(n) };
+    if !r.groups.is_empty() {
+        const COLS: [Column; 7] = [
+            col("stalled QPs of", false, 0).whole(),
+            col("towards", false, 0).whole(),
+            col("QPs", true, 0),
+            col("outstanding", true, 1),
+            col("longest", true, 0),
+            col("waiting ranks", false, 2),
+            col("peer ranks", false, 3),
+        ];
+        let cells: Vec<Vec<String>> = r
+            .groups
+            .iter()
+            .take(lim(r.groups.len()))
+            .map(|g| {
+                vec![
+                    g.src.clone(),
+                    g.dst.clone(),
+                    g.qps.len().to_string(),
+                    g.outstanding.to_string(),
+                    ms(g.longest_ms),
+                    g.waiting_ranks.join(" "),
+                    g.peer_ranks.join(" "),
+                ]
+            })
+            .collect();
+        out.push_str(&table(&COLS, &cells, layout).0);
+        out.push('\n');
+        if lim(r.groups.len()) < r.groups.len() {
+            out.push_str(&format!("... and {} more links (--top 0, --json)\n", r.groups.len() - lim(r.groups.len())));
+        }
+    }
+    if !r.longest_per_rank.is_empty() {
+        out.push_str("Longest stall per rank (the run's worst pause, over, or still going in a snapshot):\n");
+        const COLS: [Column; 6] = [
+            col("rank", false, 0).whole(),
+            col("file", false, 2),
+            col("longest", true, 0),
+            col("since", false, 3),
+            col("QP", false, 1),
+            col("peer", false, 1),
+        ];
+        let cells: Vec<Vec<String>> = r
+            .longest_per_rank
+            .iter()
+            .take(lim(r.longest_per_rank.len()))
+            .map(|s| {
+                vec![
+                    s.rank.clone(),
+                    if s.is_final { "final" } else { "snapshot" }.into(),
+                    ms(Some(s.longest_stall_ms)),
+                    s.start.clone().unwrap_or_else(|| "-".into()),
+                    format!("{} QP {}{}", s.device, s.qp, s.qp_num.map_or(String::new(), |n| format!(" (QPN {n})"))),
+                    s.peer.clone().unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect();
+        out.push_str(&table(&COLS, &cells, layout).0);
+        out.push('\n');
+    }
+    for p in &r.prom_problems {
+        out.push_str(&format!("textfile: {p}\n"));
+    }
+    out
+}
+
+/// The textfile inputs of a path list that has no JSON file: `stalls` accepts a directory of
+/// textfiles alone.
+pub fn only_prom(inputs: &[PathBuf]) -> bool {
+    !inputs.is_empty() && !prom_inputs(inputs).is_empty() && crate::load::expand_inputs(inputs).0.is_empty()
+}
+
