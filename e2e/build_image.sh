@@ -71,7 +71,8 @@ KM=$KROOT/lib/modules/$KVER/kernel
 # the crypto API for "crc32" at 'rdma link add' time and fails without it.
 # rdma_ucm (with rdma_cm, ib_cm, iw_cm, configfs) gives /dev/infiniband/rdma_cm to
 # librdmacm (rping).
-WANT="virtio_pci virtio_net virtio_blk crc32_generic rdma_rxe rdma_ucm"
+# sch_prio + cls_u32 + sch_netem: the trio's fault injector (tc netem on one destination).
+WANT="virtio_pci virtio_net virtio_blk crc32_generic rdma_rxe rdma_ucm sch_prio cls_u32 sch_netem"
 declare -A MODPATH=()
 while IFS= read -r f; do
   b=${f##*/}; b=${b%%.ko*}; MODPATH[$b]=$f; MODPATH[${b//-/_}]=$f
@@ -119,8 +120,8 @@ put() {
     install -D -m 755 "$real" "$R$(dirname "$lib" | sed 's#^/lib#/usr/lib#')/$(basename "$lib")"
   done
 }
-for b in /usr/bin/rdma /usr/sbin/ip /usr/sbin/ethtool; do
-  [ -x "$b" ] || die "$b missing (iproute2 / ethtool)"
+for b in /usr/bin/rdma /usr/sbin/ip /usr/sbin/ethtool /usr/sbin/tc /usr/bin/nice; do
+  [ -x "$b" ] || die "$b missing (iproute2 / ethtool / coreutils: busybox has no nice)"
   put "$b" "$b"
 done
 RXE=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
@@ -165,6 +166,7 @@ echo "root:x:0:0:root:/:/bin/sh" > "$R/etc/passwd"
 install -m 755 "$HERE/guest/init" "$R/init"
 install -m 644 "$HERE/guest/scenarios.sh" "$R/scenarios.sh"
 install -m 644 "$HERE/guest/tools.sh" "$R/tools.sh"
+install -m 644 "$HERE/guest/trio.sh" "$R/trio.sh"
 
 (cd "$R" && find . | cpio -o -H newc --quiet | gzip -1 > "$OUT/initrd.gz.tmp") && mv "$OUT/initrd.gz.tmp" "$OUT/initrd.gz"
 echo "build_image: $KPKG, modules: ${ORDER[*]}"

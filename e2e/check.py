@@ -216,6 +216,32 @@ def latency_problems(where, obj, sampled, n):
     return out
 
 
+def stall_problems(doc):
+    """Any stall anywhere in a file (format 3 with detection on): per device
+    num_qps_stalled, per QP stalled / longest_stall_ms."""
+    out = []
+    for dev in doc.get("devices", []):
+        if dev.get("num_qps_stalled", 0):
+            out.append(f"device {dev.get('device_id')} num_qps_stalled {dev['num_qps_stalled']}")
+        for ch in dev.get("channels", []):
+            for q in ch.get("queue_pairs", []):
+                if q.get("stalled") or q.get("longest_stall_ms", 0):
+                    out.append(f"ch {ch.get('id')} qp {q.get('id')}: stalled {q.get('stalled')}, "
+                               f"longest {q.get('longest_stall_ms')} ms")
+    return out
+
+
+def check_no_stall(name, doc):
+    """Clean runs: the stall keys are there (detection is on by default) and name no stall."""
+    if doc.get("version", 0) < 3:
+        return
+    if C.ok(f"{name}: stall detection on (stall_ms > 0, per-QP stall keys)", doc.get("stall_ms", 0) > 0 and all(
+            "longest_stall_ms" in q for d in doc.get("devices", []) for c in d.get("channels", [])
+            for q in c.get("queue_pairs", [])), f"stall_ms {doc.get('stall_ms')}"):
+        p = stall_problems(doc)
+        C.ok(f"{name}: no stall anywhere in the file", not p, "; ".join(p[:3]))
+
+
 def check_capture(name, tally):
     """rcclTelemetrySwCapture, taken by the program before exit, against the same tally."""
     cap = [c for c in tally.get("sw_capture", []) if c["device_id"] == 0]
@@ -299,6 +325,7 @@ def scenario(name, d, netdev, sampled_n=1):
     if doc is None:
         return tally, None
     validate(f"{name}: file validates against the schema", doc)
+    check_no_stall(name, doc)
     dev = compare_sw(name, doc, tally, sampled_n)
     check_capture(name, tally)
     return tally, (doc, dev)
@@ -365,8 +392,10 @@ def single(res):
         # the run's identity and clocks, the hardware deltas (TCG timing changes
         # retries and ACK coalescing), and two polling races: num_slot_miss (the
         # seed says so) and cq_poll_count (how often the proxy loop found its CQ empty).
+        # (format 3) QP numbers are the device's, new in every process: qp_num and each
+        # QP's peer (its QPN) differ too; the device's GID and peers list do not.
         drop = LATENCY_KEYS | {"process_id", "start_time", "end_time", "hw_counters", "num_slot_miss",
-                               "cq_poll_count"}
+                               "cq_poll_count", "qp_num", "peer"}
         diffs = diff_paths(strip_run(got[0], drop), strip_run(got16[0], drop))
         C.ok("lat16 vs main: only the latency fields differ", not diffs, "; ".join(diffs[:6]))
         lat_main = [q.get("wqe_completion_histogram") for c in got[1]["channels"] for q in c["queue_pairs"]]
@@ -431,6 +460,7 @@ def pair(res):
             if doc is None:
                 continue
             validate(f"{name}: file validates against the schema", doc)
+            check_no_stall(name, doc)
             dev = compare_sw(name, doc, tally, 1)
             check_capture(name, tally)
             if dev:

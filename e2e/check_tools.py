@@ -303,6 +303,13 @@ def telemetry_doc(name, sd):
         C.ok(f"{name}: file parses", False, str(e))
         return None
     validate(name, doc)
+    if doc.get("version", 0) >= 3:
+        # every e2e run is a clean one: detection is on by default and names no stall
+        stalls = [f"qp {q.get('qp_num')}: stalled {q.get('stalled')}, longest {q.get('longest_stall_ms')} ms"
+                  for d in doc.get("devices", []) for ch in d.get("channels", []) for q in ch.get("queue_pairs", [])
+                  if q.get("stalled") or q.get("longest_stall_ms", 0)]
+        C.ok(f"{name}: no stall in the file (stall_ms {doc.get('stall_ms')})", doc.get("stall_ms", 0) > 0 and not stalls,
+             "; ".join(stalls[:3]) or "detection off")
     C.ok(f"{name}: process_id and transport", doc.get("process_id") == int(pid) and doc.get("transport") == TRANSPORT,
          f"process_id {doc.get('process_id')}, transport {doc.get('transport')!r}")
     return doc

@@ -58,8 +58,15 @@
 
 #include "rccl_telemetry.h"
 
+/* rcclTelemetryQpSetPeer (C_API.md, issue 22): declared weak so the program still links
+ * against a library built before the entry point existed; the tally says whether it was
+ * there (set_peer_available), and the checker requires it once the files are version 3. */
+void rcclTelemetryQpSetPeer(RcclQpStats *qp, uint32_t qpNum, const void *localGid, uint16_t localLid,
+                            uint32_t remoteQpNum, const void *remoteGid, uint16_t remoteLid) __attribute__((weak));
+
 #define DEV 0               /* telemetry device slot */
 #define MAX_CH 8
+#define MAX_LINKS 4         /* bootstrap connections (peers) of one rank */
 #define MAX_DQP 4
 #define QPS_PER_CH (2 * (MAX_DQP + 1))
 #define FIFO_DEPTH 8        /* CTS FIFO slots per send comm */
@@ -96,6 +103,11 @@ struct QpTally {
     uint64_t cts_sig, cts_unsig, slot_miss, write, write_imm;
     /* for the hardware checks: request packets this QP put on / took off the wire */
     uint64_t pkts_out;
+    /* identity told to rcclTelemetryQpSetPeer: local QPN, the peer's QPN, GID and LID */
+    uint32_t qp_num, peer_qp_num;
+    uint16_t peer_lid;
+    uint8_t peer_gid[16];
+    int peer_set;
 };
 
 struct ChTally {
@@ -171,7 +183,7 @@ typedef struct {
 } Comm;
 
 typedef struct Chan {
-    int id, index_forms;
+    int id, index_forms, link;
     RcclChannelStats *h;
     struct ChTally *t;
     Comm send, recv;
@@ -180,8 +192,9 @@ typedef struct Chan {
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
-static int gid_index = 1, ib_port = 1;
+static int gid_index = 1, ib_port = 1, qp_timeout = 19;
 static union ibv_gid my_gid;
+static uint16_t my_lid;
 static enum ibv_mtu path_mtu;
 static uint32_t mtu_bytes;
 static uint32_t my_tag;
@@ -276,8 +289,9 @@ static void connect_qp(struct ibv_qp *qp, uint32_t rqpn, uint32_t rpsn, uint32_t
                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
         die("modify_qp RTR: %s", strerror(errno));
     a.qp_state = IBV_QPS_RTS;
-    a.timeout = 19;          /* ~2 s: TCG guests on a busy host are slow, and every spurious
-                              * retransmission stresses rxe's duplicate handling */
+    a.timeout = (uint8_t)qp_timeout; /* 19 = ~2 s: TCG guests on a busy host are slow, and every
+                              * spurious retransmission stresses rxe's duplicate handling;
+                              * the stall scenarios shorten it (--timeout) */
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     a.sq_psn = mypsn;
@@ -591,7 +605,7 @@ struct QpInfo { uint32_t qpn, psn; };
 struct CommInfo { struct QpInfo data[MAX_DQP], cts; uint64_t fifo_addr; uint32_t fifo_rkey, ndata; };
 struct PeerInfo {
     uint8_t gid[16];
-    uint32_t tag, nch;
+    uint32_t tag, nch, lid;
     struct { int32_t id; struct CommInfo send, recv; } ch[MAX_CH];
 };
 
@@ -641,12 +655,6 @@ static int bootstrap_connect(const char *peer, int port, int listen_side) {
     return fd;
 }
 
-static void barrier(int fd) {
-    if (fd < 0) return;
-    char b = 'b';
-    xfer(fd, &b, 1, 1);
-    xfer(fd, &b, 1, 0);
-}
 
 /* ------------------------------------------------------------ setup */
 
@@ -689,11 +697,27 @@ static void comm_create(Chan *ch, Comm *c, int is_send, int ndata, int nreq) {
     }
 }
 
-static void comm_connect(Comm *c, const struct CommInfo *peer, const union ibv_gid *rgid) {
+/* After the exchange, as IB-CAST's connect/accept does: tell telemetry who is on the
+ * other end of every QP (cold path, once per QP). */
+static void tell_peer(Qp *q, uint32_t rqpn, const union ibv_gid *rgid, uint16_t rlid) {
+    q->t->qp_num = q->qp->qp_num;
+    q->t->peer_qp_num = rqpn;
+    q->t->peer_lid = rlid;
+    memcpy(q->t->peer_gid, rgid->raw, 16);
+    if (rcclTelemetryQpSetPeer && q->h) {
+        rcclTelemetryQpSetPeer(q->h, q->qp->qp_num, my_gid.raw, my_lid, rqpn, rgid->raw, rlid);
+        q->t->peer_set = 1;
+    }
+}
+
+static void comm_connect(Comm *c, const struct CommInfo *peer, const union ibv_gid *rgid, uint16_t rlid) {
     if ((int)peer->ndata != c->ndata) die("peer comm has %u data QPs, we have %d", peer->ndata, c->ndata);
-    for (int q = 0; q < c->ndata; q++)
+    for (int q = 0; q < c->ndata; q++) {
         connect_qp(c->data[q].qp, peer->data[q].qpn, peer->data[q].psn, psn_of(c->data[q].qp->qp_num), rgid);
+        tell_peer(&c->data[q], peer->data[q].qpn, rgid, rlid);
+    }
     connect_qp(c->cts.qp, peer->cts.qpn, peer->cts.psn, psn_of(c->cts.qp->qp_num), rgid);
+    tell_peer(&c->cts, peer->cts.qpn, rgid, rlid);
 }
 
 static void comm_close(Comm *c) {
@@ -709,6 +733,15 @@ static void comm_close(Comm *c) {
 }
 
 /* ------------------------------------------------------------ tally JSON */
+
+/* ibv_devinfo's form: 8 groups of 4 lower-case hex digits */
+static const char *gid_str(const uint8_t *g) {
+    static char b[4][40];
+    static int k;
+    char *o = b[k++ % 4];
+    for (int i = 0; i < 8; i++) sprintf(o + 5 * i, "%02x%02x%s", g[2 * i], g[2 * i + 1], i < 7 ? ":" : "");
+    return o;
+}
 
 static void write_tally(const char *path, const char *mode, int rank, int nreq, uint64_t ms) {
     FILE *f = fopen(path, "w");
@@ -728,6 +761,8 @@ static void write_tally(const char *path, const char *mode, int rank, int nreq, 
             (unsigned long long)T.recv_completions, (unsigned long long)T.send_pkts_min,
             (unsigned long long)T.recv_pkts_min, (unsigned long long)T.tokens_sampled,
             (unsigned long long)T.tokens_unsampled);
+    fprintf(f, "  \"gid\": \"%s\", \"gid_index\": %d, \"lid\": %u, \"set_peer_available\": %s,\n", gid_str(my_gid.raw),
+            gid_index, my_lid, rcclTelemetryQpSetPeer ? "true" : "false");
     fprintf(f, "  \"devices\": [{\n    \"device_id\": %d, \"roce_device\": \"%s\",\n", DEV, ibv_get_device_name(ctx->device));
     int nuntracked = 0;
     for (int i = 0; i < T.nch; i++) nuntracked += T.ch[i].requested_slots - T.ch[i].granted_slots;
@@ -745,9 +780,9 @@ static void write_tally(const char *path, const char *mode, int rank, int nreq, 
         for (int q = 0; q < QPS_PER_CH; q++)
             if (c->qp[q].used) { if (c->qp[q].is_data) nd++; else nc++; }
         fprintf(f, "      {\"id\": %d, \"num_req_completed\": %llu, \"num_data_qp\": %d, \"num_cts_qp\": %d, "
-                   "\"num_qp_untracked\": %d, \"index_forms\": %s, \"queue_pairs\": [\n",
+                   "\"num_qp_untracked\": %d, \"index_forms\": %s, \"link\": %d, \"queue_pairs\": [\n",
                 c->id, (unsigned long long)c->req_completed, nd, nc, c->requested_slots - c->granted_slots,
-                chans[i].index_forms ? "true" : "false");
+                chans[i].index_forms ? "true" : "false", chans[i].link);
         int first = 1;
         for (int q = 0; q < QPS_PER_CH; q++) {
             struct QpTally *t = &c->qp[q];
@@ -756,13 +791,15 @@ static void write_tally(const char *path, const char *mode, int rank, int nreq, 
                        "\"num_wqe_rcvd\": %llu, \"num_wqe_completed\": %llu, \"num_wqe_sampled\": %llu, "
                        "\"num_cts_sent\": %llu, \"num_cts_sent_signalled\": %llu, \"num_cts_sent_unsignalled\": %llu, "
                        "\"num_slot_miss\": %llu, \"num_write_wqe\": %llu, \"num_write_imm_wqe\": %llu, "
-                       "\"request_pkts_sent_min\": %llu}",
+                       "\"request_pkts_sent_min\": %llu, \"qp_num\": %u, \"peer_qp_num\": %u, \"peer_lid\": %u, "
+                       "\"peer_gid\": \"%s\", \"peer_set\": %s}",
                     first ? "" : ",\n", q, t->is_data ? "data" : "cts", (unsigned long long)t->wqe_sent,
                     (unsigned long long)t->recv_wqe, (unsigned long long)t->wqe_rcvd,
                     (unsigned long long)t->wqe_completed, (unsigned long long)t->wqe_sampled,
                     (unsigned long long)(t->cts_sig + t->cts_unsig), (unsigned long long)t->cts_sig,
                     (unsigned long long)t->cts_unsig, (unsigned long long)t->slot_miss, (unsigned long long)t->write,
-                    (unsigned long long)t->write_imm, (unsigned long long)t->pkts_out);
+                    (unsigned long long)t->write_imm, (unsigned long long)t->pkts_out, t->qp_num, t->peer_qp_num,
+                    t->peer_lid, gid_str(t->peer_gid), t->peer_set ? "true" : "false");
             first = 0;
         }
         fprintf(f, "\n      ]}%s\n", i + 1 < T.nch ? "," : "");
@@ -794,16 +831,40 @@ static void write_tally(const char *path, const char *mode, int rank, int nreq, 
 
 /* ------------------------------------------------------------ main */
 
+/* One bootstrap connection: a peer and the channels this rank shares with it. Several
+ * links make one rank talk to several peers (the trio: each rank to both other guests);
+ * channel ids are distinct across the links of a rank. */
+typedef struct {
+    const char *peer;   /* NULL: listen */
+    int port, fd, first, nch;
+    char chlist[128];
+} Link;
+static Link links[MAX_LINKS];
+static int nlinks;
+
 static void usage(void) {
     fprintf(stderr,
             "usage: ibcast_e2e --tally FILE [--dev rxe0] [--gid 1] [--channels 0,3,17] [--reqs 24]\n"
-            "                  [--index-channel ID] [--max-size BYTES] [--inflight 1..4] [--error-probe] [--peer IP --port P [--listen]] [--rank R]\n");
+            "                  [--index-channel ID] [--max-size BYTES] [--inflight 1..4] [--error-probe]\n"
+            "                  [--timeout 1..31] [--linger-ms MS] [--peer IP --port P [--listen]] [--rank R]\n"
+            "                  [--link listen:PORT:CHANNELS | --link IP:PORT:CHANNELS ...]\n");
     exit(2);
+}
+
+static void all_barrier(void) {
+    for (int l = 0; l < nlinks; l++) {
+        char b = 'b';
+        if (links[l].fd >= 0) xfer(links[l].fd, &b, 1, 1);
+    }
+    for (int l = 0; l < nlinks; l++) {
+        char b;
+        if (links[l].fd >= 0) xfer(links[l].fd, &b, 1, 0);
+    }
 }
 
 int main(int argc, char **argv) {
     const char *tally = NULL, *devname = "rxe0", *peer = NULL, *chlist = "0,3,17";
-    int nreq = 24, port = 18515, listen_side = 0, rank = 0, index_ch = -1, error_probe = 0;
+    int nreq = 24, port = 18515, listen_side = 0, rank = 0, index_ch = -1, error_probe = 0, linger_ms = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--listen")) { listen_side = 1; continue; }
@@ -820,10 +881,36 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--rank")) rank = atoi(v);
         else if (!strcmp(a, "--max-size")) max_size = (uint32_t)atoi(v);
         else if (!strcmp(a, "--inflight")) inflight = atoi(v);
+        else if (!strcmp(a, "--timeout")) qp_timeout = atoi(v);
+        else if (!strcmp(a, "--linger-ms")) linger_ms = atoi(v);
+        else if (!strcmp(a, "--link")) {
+            /* listen:PORT:CHANNELS or IP:PORT:CHANNELS */
+            if (nlinks == MAX_LINKS) usage();
+            Link *l = &links[nlinks++];
+            char *d = strdup(v), *c1 = strchr(d, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+            if (!c2 || !c2[1] || strlen(c2 + 1) >= sizeof l->chlist) usage();
+            *c1 = *c2 = 0;
+            l->peer = strcmp(d, "listen") ? d : NULL;
+            l->port = atoi(c1 + 1);
+            strcpy(l->chlist, c2 + 1);
+        }
         else usage();
         i++;
     }
-    if (!tally || nreq < 1 || max_size > MAX_REQ || inflight < 1 || inflight > INFLIGHT) usage();
+    if (!tally || nreq < 1 || max_size > MAX_REQ || inflight < 1 || inflight > INFLIGHT || qp_timeout < 1 ||
+        qp_timeout > 31 || (nlinks && (peer || listen_side)))
+        usage();
+    if (!nlinks) {   /* the classic forms: one link, or none (single host, loopback) */
+        Link *l = &links[nlinks++];
+        l->peer = peer;
+        l->port = port;
+        l->fd = -2;   /* -2: no bootstrap at all */
+        if (strlen(chlist) >= sizeof l->chlist) usage();
+        strcpy(l->chlist, chlist);
+        if (peer || listen_side) l->fd = -1;
+    } else {
+        for (int l = 0; l < nlinks; l++) links[l].fd = -1;
+    }
     setvbuf(stdout, NULL, _IOLBF, 0);
     uint64_t t0 = now_ms();
 
@@ -845,67 +932,85 @@ int main(int argc, char **argv) {
     if (ibv_query_port(ctx, ib_port, &pa)) die("ibv_query_port");
     path_mtu = pa.active_mtu;
     mtu_bytes = 128u << path_mtu;
+    my_lid = pa.lid;
     if (ibv_query_gid(ctx, ib_port, gid_index, &my_gid)) die("ibv_query_gid %d", gid_index);
     pd = ibv_alloc_pd(ctx);
     if (!pd) die("ibv_alloc_pd");
 
-    int fd = peer || listen_side ? bootstrap_connect(peer, port, listen_side) : -1;
-    my_tag = (uint32_t)(listen_side ? 1000 : 2000) + (uint32_t)rank;
-    if (fd < 0) my_tag = 500 + (uint32_t)rank;
+    int boot = links[0].fd != -2;
+    for (int l = 0; l < nlinks; l++)
+        if (boot) links[l].fd = bootstrap_connect(links[l].peer, links[l].port, links[l].peer == NULL);
+    my_tag = (uint32_t)(nlinks > 1 ? 3000 : links[0].peer ? 2000 : 1000) + (uint32_t)rank;
+    if (!boot) my_tag = 500 + (uint32_t)rank;
 
-    /* channels: "0,3,17"; data QPs per connection alternate 2, 3, 2, ... */
-    char *dup = strdup(chlist), *save = NULL;
-    for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (nchan == MAX_CH) die("too many channels");
-        Chan *ch = &chans[nchan];
-        ch->id = atoi(tok);
-        ch->index_forms = ch->id == index_ch;
-        ch->t = &T.ch[nchan];
-        ch->t->id = ch->id;
-        int ndata = 2 + (nchan % 2);
-        comm_create(ch, &ch->send, 1, ndata, nreq);
-        comm_create(ch, &ch->recv, 0, ndata, nreq);
-        ch->h = rcclTelemetryResolveChannel(DEV, ch->id);
-        nchan++;
+    /* channels per link: "0,3,17"; data QPs per connection alternate 2, 3, 2, ... */
+    for (int l = 0; l < nlinks; l++) {
+        links[l].first = nchan;
+        char *dup = strdup(links[l].chlist), *save = NULL;
+        for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            if (nchan == MAX_CH) die("too many channels");
+            Chan *ch = &chans[nchan];
+            ch->id = atoi(tok);
+            for (int j = 0; j < nchan; j++)
+                if (chans[j].id == ch->id) die("channel %d given twice", ch->id);
+            ch->link = l;
+            ch->index_forms = ch->id == index_ch;
+            ch->t = &T.ch[nchan];
+            ch->t->id = ch->id;
+            int ndata = 2 + (nchan % 2);
+            comm_create(ch, &ch->send, 1, ndata, nreq);
+            comm_create(ch, &ch->recv, 0, ndata, nreq);
+            ch->h = rcclTelemetryResolveChannel(DEV, ch->id);
+            nchan++;
+        }
+        free(dup);
+        links[l].nch = nchan - links[l].first;
     }
     T.nch = nchan;
-    free(dup);
 
-    struct PeerInfo mine, theirs;
-    memset(&mine, 0, sizeof mine);
-    memcpy(mine.gid, my_gid.raw, 16);
-    mine.tag = my_tag;
-    mine.nch = (uint32_t)nchan;
-    for (int i = 0; i < nchan; i++) {
-        mine.ch[i].id = chans[i].id;
-        comm_info(&chans[i].send, &mine.ch[i].send);
-        comm_info(&chans[i].recv, &mine.ch[i].recv);
+    uint32_t peer_tag = 0;
+    for (int l = 0; l < nlinks; l++) {
+        Link *lk = &links[l];
+        struct PeerInfo mine, theirs;
+        memset(&mine, 0, sizeof mine);
+        memcpy(mine.gid, my_gid.raw, 16);
+        mine.tag = my_tag;
+        mine.lid = my_lid;
+        mine.nch = (uint32_t)lk->nch;
+        for (int i = 0; i < lk->nch; i++) {
+            Chan *ch = &chans[lk->first + i];
+            mine.ch[i].id = ch->id;
+            comm_info(&ch->send, &mine.ch[i].send);
+            comm_info(&ch->recv, &mine.ch[i].recv);
+        }
+        if (lk->fd >= 0) {
+            xfer(lk->fd, &mine, sizeof mine, 1);
+            xfer(lk->fd, &theirs, sizeof theirs, 0);
+            if (theirs.nch != mine.nch) die("peer has %u channels, we have %u", theirs.nch, mine.nch);
+        } else {
+            theirs = mine;   /* single host: the send comm talks to our own recv comm */
+        }
+        union ibv_gid rgid;
+        memcpy(rgid.raw, theirs.gid, 16);
+        peer_tag = theirs.tag;
+        for (int i = 0; i < lk->nch; i++) {
+            Chan *ch = &chans[lk->first + i];
+            if (theirs.ch[i].id != ch->id) die("channel order differs from the peer's");
+            ch->peer_tag = theirs.tag;
+            comm_connect(&ch->send, &theirs.ch[i].recv, &rgid, (uint16_t)theirs.lid);
+            comm_connect(&ch->recv, &theirs.ch[i].send, &rgid, (uint16_t)theirs.lid);
+            ch->recv.rfifo_addr = theirs.ch[i].send.fifo_addr;
+            ch->recv.rfifo_rkey = theirs.ch[i].send.fifo_rkey;
+            /* the receive for the peer's closing message, posted before any traffic */
+            struct ibv_sge sge = {.addr = (uintptr_t)ch->recv.fin, .length = sizeof(struct Fin), .lkey = ch->recv.fin_mr->lkey};
+            if (ch->index_forms) rcclTelemetryWqePosted(DEV, ch->id, ch->recv.cts.slot, 0);
+            else rcclTelemetryQpRecvPosted(ch->recv.cts.h);
+            post_recv(&ch->recv.cts, mkid(K_FIN, 0, 0), &sge);
+        }
     }
-    if (fd >= 0) {
-        xfer(fd, &mine, sizeof mine, 1);
-        xfer(fd, &theirs, sizeof theirs, 0);
-        if (theirs.nch != mine.nch) die("peer has %u channels, we have %u", theirs.nch, mine.nch);
-    } else {
-        theirs = mine;   /* single host: the send comm talks to our own recv comm */
-    }
-    union ibv_gid rgid;
-    memcpy(rgid.raw, theirs.gid, 16);
-    for (int i = 0; i < nchan; i++) {
-        Chan *ch = &chans[i];
-        if (theirs.ch[i].id != ch->id) die("channel order differs from the peer's");
-        ch->peer_tag = theirs.tag;
-        comm_connect(&ch->send, &theirs.ch[i].recv, &rgid);
-        comm_connect(&ch->recv, &theirs.ch[i].send, &rgid);
-        ch->recv.rfifo_addr = theirs.ch[i].send.fifo_addr;
-        ch->recv.rfifo_rkey = theirs.ch[i].send.fifo_rkey;
-        /* the receive for the peer's closing message, posted before any traffic */
-        struct ibv_sge sge = {.addr = (uintptr_t)ch->recv.fin, .length = sizeof(struct Fin), .lkey = ch->recv.fin_mr->lkey};
-        if (ch->index_forms) rcclTelemetryWqePosted(DEV, ch->id, ch->recv.cts.slot, 0);
-        else rcclTelemetryQpRecvPosted(ch->recv.cts.h);
-        post_recv(&ch->recv.cts, mkid(K_FIN, 0, 0), &sge);
-    }
-    barrier(fd);   /* every QP of both sides is in RTS before the first write */
-    printf("ibcast_e2e: %d channels, %d requests per comm, mtu %u, peer tag %u\n", nchan, nreq, mtu_bytes, theirs.tag);
+    all_barrier();   /* every QP of both sides is in RTS before the first write */
+    printf("ibcast_e2e: %d channels, %d requests per comm, mtu %u, %d link(s), peer tag %u\n", nchan, nreq, mtu_bytes,
+           nlinks, peer_tag);
 
     /* the proxy loop */
     uint64_t last_change = now_ms();
@@ -956,14 +1061,15 @@ int main(int argc, char **argv) {
         T.recv_pkts_min += 1;   /* the peer runs the same probe against our responder */
         printf("ibcast_e2e: error probe: IBV_WC_REM_ACCESS_ERR as intended\n");
     }
-    barrier(fd);   /* the peer has drained too: safe to tear the QPs down */
+    all_barrier();   /* the peers have drained too: safe to tear the QPs down */
     for (int i = 0; i < nchan; i++) {
         comm_close(&chans[i].send);
         comm_close(&chans[i].recv);
     }
-    if (fd >= 0) close(fd);
+    for (int l = 0; l < nlinks; l++)
+        if (links[l].fd >= 0) close(links[l].fd);
     uint64_t ms = now_ms() - t0;
-    write_tally(tally, fd >= 0 ? "pair" : "single", rank, nreq, ms);
+    write_tally(tally, !boot ? "single" : nlinks > 1 ? "trio" : "pair", rank, nreq, ms);
     printf("ibcast_e2e: done in %llu ms: %llu payload bytes checked, %llu bad; %llu tx / %llu rx bytes; "
            "%llu CQ polls\n", (unsigned long long)ms, (unsigned long long)T.payload_checked,
            (unsigned long long)T.payload_errors, (unsigned long long)T.tx_bytes, (unsigned long long)T.rx_bytes,
@@ -971,6 +1077,8 @@ int main(int argc, char **argv) {
     ibv_dealloc_pd(pd);
     ibv_close_device(ctx);
     ibv_free_device_list(list);
+    /* --linger-ms: stay alive (idle) so the live textfile outlives a fault's recovery */
+    if (linger_ms > 0) usleep((useconds_t)linger_ms * 1000);
     if (T.payload_errors) return 1;
     return 0;   /* the library writes its JSON from its atexit handler */
 }

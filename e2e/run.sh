@@ -5,7 +5,8 @@
 # then two wired-together guests (the same across the wire), and check everything they
 # bring out. Ends with "N passed, M failed".
 # Every stage that cannot run is a failure, never a skip (E2E_NO_PRELOAD=1 skips the
-# interposer runs, visibly).
+# interposer runs, visibly). E2E_STAGES (default "single pair trio") picks the guest stages
+# while developing; any other selection says so in a SKIP line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${E2E_BUILD:-e2e/build}
@@ -106,13 +107,30 @@ scenario() {
   fi
 }
 
+STAGES=${E2E_STAGES:-single pair trio}
+want() { case " $STAGES " in *" $1 "*) return 0 ;; esac; echo "SKIP stage $1: not in E2E_STAGES=$STAGES"; return 1; }
+
 stage "checker self-test (the models against canned real runs and doctored ones)"
 python3 e2e/check_tools.py selftest | tee "$B/check-tools-selftest.log"
 count "$B/check-tools-selftest.log"
 
 stage "single guest: main, LATENCY_SAMPLE=16, SAMPLE_MS=5, unwritable dir; verbs programs"
-scenario single "single guest booted, ran and powered off" "console: $B/result-single/single/console.log"
+want single && scenario single "single guest booted, ran and powered off" "console: $B/result-single/single/console.log"
 
 stage "two guests wired together: 2 ranks per host; verbs programs across the wire"
-scenario pair "both pair guests booted, ran and powered off" "consoles: $B/result-pair/*/console.log"
+want pair && scenario pair "both pair guests booted, ran and powered off" "consoles: $B/result-pair/*/console.log"
+
+stage "three guests on one L2 segment: links clean and with netem delay a->c, a stall under netem loss"
+if want trio; then
+  # the checker reads the files through rccl-telemetry links / outliers
+  if cargo build --release -p rccl-telemetry-tool -q 2>"$B/cargo-tool.err"; then pass "rccl-telemetry (the tool) builds"
+  else fail "rccl-telemetry (the tool) builds: $(tail -3 "$B/cargo-tool.err")"; fi
+  if bash e2e/run_guest.sh trio "$B/image" "$B/result-trio"; then
+    pass "the three trio guests booted, ran and powered off"
+    python3 e2e/check_trio.py "$B/result-trio" | tee "$B/check-trio.log"
+    count "$B/check-trio.log"
+  else
+    fail "the three trio guests booted, ran and powered off (consoles: $B/result-trio/*/console.log)"
+  fi
+fi
 finish

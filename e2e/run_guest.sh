@@ -2,10 +2,11 @@
 # Boot the e2e guest(s) under qemu TCG and bring their /out trees back.
 # Usage: run_guest.sh single IMAGEDIR RESULTDIR
 #        run_guest.sh pair   IMAGEDIR RESULTDIR     (RESULTDIR/server, RESULTDIR/client)
+#        run_guest.sh trio   IMAGEDIR RESULTDIR     (RESULTDIR/a, RESULTDIR/b, RESULTDIR/c)
 # Exit status 0 only when every guest powered off after printing E2E_GUEST_DONE and
 # left a readable result disk; otherwise the console tail is printed and the status is 1.
 set -uo pipefail
-MODE=${1:?single|pair}; IMG=${2:?imagedir}; RES=${3:?resultdir}
+MODE=${1:?single|pair|trio}; IMG=${2:?imagedir}; RES=${3:?resultdir}
 # A fail-safe, not a budget: unloaded, the single guest takes ~2.5 min and the pair ~2 min,
 # but TCG under a loaded host runs several times slower (seen: 5x, with guest soft lockups).
 TIMEOUT=${E2E_GUEST_TIMEOUT:-900}
@@ -74,6 +75,30 @@ pair)
   ok=0
   collect server || ok=1
   collect client || ok=1
+  exit $ok ;;
+trio)
+  # Three guests on one L2 segment: e2e/l2hub.py, a learning switch relaying unix datagrams
+  # between their dgram netdevs (no IP socket on the host, no host address in any guest).
+  S=$(mktemp -d "${TMPDIR:-/tmp}/e2e-trio.XXXXXX")
+  python3 "$(dirname "$0")/l2hub.py" "$S" 3 > "$RES/hub.log" 2>&1 &
+  HUB=$!
+  i=0; while [ ! -e "$S/hub.ready" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+  [ -e "$S/hub.ready" ] || { echo "run_guest: l2hub did not start: $(cat "$RES/hub.log")" >&2; kill $HUB; exit 1; }
+  NEIGH="192.0.2.1@52:54:00:e2:e0:21,192.0.2.2@52:54:00:e2:e0:22,192.0.2.3@52:54:00:e2:e0:23"
+  PIDS=()
+  k=0
+  for g in a b c; do
+    boot $g "E2E_MODE=trio E2E_ROLE=$g E2E_IP=192.0.2.$((k+1)) E2E_NEIGH=$NEIGH" \
+      -netdev "dgram,id=n0,local.type=unix,local.path=$S/g$k,remote.type=unix,remote.path=$S/hub$k" \
+      -device virtio-net-pci,netdev=n0,mac=52:54:00:e2:e0:2$((k+1)) &
+    PIDS+=($!)
+    k=$((k+1))
+  done
+  for p in "${PIDS[@]}"; do wait "$p"; done
+  kill "$HUB" 2>/dev/null; wait "$HUB" 2>/dev/null
+  rm -rf "$S"
+  ok=0
+  for g in a b c; do collect $g || ok=1; done
   exit $ok ;;
 *) echo "run_guest: unknown mode $MODE" >&2; exit 1 ;;
 esac

@@ -1,0 +1,542 @@
+#!/usr/bin/env python3
+"""Check what the three trio guests brought out (run_guest.sh trio, guest/trio.sh).
+
+Usage: check_trio.py RESULTDIR   (RESULTDIR/{a,b,c}/out/trio/<scenario>/...)
+
+Scenarios: links_clean, links_delay (tc netem delay on a -> c), stall_loss (tc netem loss
+100% on a -> c for a few seconds, then restored). Prints "PASS <name>" / "FAIL <name>: why"
+per check (and "SKIP <name>: why" for a check whose feature the files do not carry yet);
+exits 1 if any check failed. The live textfiles are read through the real node_exporter
+(Debian's prometheus-node-exporter, textfile collector only, on a loopback port).
+"""
+import datetime
+import glob
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check as K  # noqa: E402  (the ibcast checks: file vs the program's tally)
+
+GUESTS = ["a", "b", "c"]
+# the channels of each link (guest/trio.sh trio_links)
+LINK_CH = {("a", "b"): {0, 3}, ("a", "c"): {5, 17}, ("b", "c"): {8, 11}}
+FAULT_CH = LINK_CH[("a", "c")]
+RTO_S = 4.096e-6 * (1 << 17)   # the stall run's RC retransmission timeout (--timeout 17)
+
+
+def ok(name, cond, why=""):
+    return K.C.ok(name, cond, why)
+
+
+def skip(name, why):
+    print(f"SKIP {name}: {why}")
+
+
+def qps_of(doc):
+    for dev in doc.get("devices", []):
+        for ch in dev.get("channels", []):
+            for q in ch.get("queue_pairs", []):
+                yield dev, ch, q
+
+
+def stall_problems(doc):
+    """Any stall anywhere in a file: per QP stalled / longest_stall_ms, per device num_qps_stalled."""
+    out = []
+    for dev in doc.get("devices", []):
+        if dev.get("num_qps_stalled", 0):
+            out.append(f"device {dev.get('device_id')} num_qps_stalled {dev['num_qps_stalled']}")
+    for dev, ch, q in qps_of(doc):
+        if q.get("stalled") or q.get("longest_stall_ms", 0):
+            out.append(f"ch {ch.get('id')} qp {q.get('id')}: stalled {q.get('stalled')} longest {q.get('longest_stall_ms')} ms")
+    return out
+
+
+def has_stall_keys(doc):
+    return doc.get("stall_ms", 0) > 0 and any("longest_stall_ms" in q for _, _, q in qps_of(doc))
+
+
+class NodeExporter:
+    """prometheus-node-exporter with only the textfile collector, on 127.0.0.1; scrape(path)
+    puts one .prom file alone in its directory and returns the parsed samples."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="e2e-ne-")
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        exe = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+        self.proc = None
+        self.error = None
+        if not exe:
+            self.error = "prometheus-node-exporter is not installed"
+            return
+        self.proc = subprocess.Popen([exe, f"--web.listen-address=127.0.0.1:{self.port}", "--collector.disable-defaults",
+                                      "--collector.textfile", f"--collector.textfile.directory={self.dir}"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2).read()
+                return
+            except OSError:
+                time.sleep(0.1)
+        self.error = "node_exporter did not answer on its port"
+
+    def scrape(self, path):
+        for f in glob.glob(os.path.join(self.dir, "*.prom")):
+            os.unlink(f)
+        shutil.copy(path, os.path.join(self.dir, "rank.prom"))
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5).read().decode()
+        samples = []
+        for line in text.splitlines():
+            m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$', line)
+            if not m:
+                continue
+            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+            samples.append((m.group(1), labels, float(m.group(3))))
+        return samples
+
+    def close(self):
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def prom_view(samples):
+    """-> (textfile parsed without error, stalled_qps on rxe0, [per-QP stalled series labels])"""
+    err = [v for n, _, v in samples if n == "node_textfile_scrape_error"]
+    stalled = [v for n, l, v in samples if n == "rccl_telemetry_stalled_qps" and l.get("device") == "rxe0"]
+    series = [l for n, l, v in samples if n == "rccl_telemetry_qp_stalled_seconds"]
+    return (err == [0.0]), (stalled[0] if stalled else None), series
+
+
+def ibcast_file(name, d):
+    """check.py's scenario checks for one rank of the trio; -> (tally, doc)"""
+    rc = K.read(os.path.join(d, "rc")).strip()
+    if not ok(f"{name}: program exited 0", rc == "0", f"rc={rc!r}; stderr: {K.read(os.path.join(d, 'stderr.txt'))[-400:]}"):
+        return None, None
+    tally = K.load(os.path.join(d, "tally.json"))
+    ok(f"{name}: payloads from both peers intact", tally["traffic"]["payload_errors"] == 0
+       and tally["traffic"]["payload_bytes_checked"] > 0, str(tally["traffic"]))
+    ok(f"{name}: the rank talked to two peers", tally.get("mode") == "trio" and
+       len({c.get("link") for c in tally["devices"][0]["channels"]}) == 2, f"mode {tally.get('mode')}")
+    doc = K.telemetry_file(name, os.path.join(d, "telemetry"), tally)
+    if doc is None:
+        return tally, None
+    K.validate(f"{name}: file validates against the schema", doc)
+    dev = K.compare_sw(name, doc, tally, 1)
+    K.check_capture(name, tally)
+    if dev:
+        K.check_hw(name, dev, tally, os.path.dirname(d), K.read(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(d))),
+                                                                            "rxe_netdev")).strip(), pair=True)
+    check_peers(name, doc, tally)
+    return tally, doc
+
+
+def check_peers(name, doc, tally):
+    """The identity told through rcclTelemetryQpSetPeer, QP by QP, against the tally."""
+    if not tally.get("set_peer_available"):
+        skip(f"{name}: QP identities and peers in the file",
+             "the library has no rcclTelemetryQpSetPeer yet (issue 22, branch r6-peers-lib)")
+        return
+    bad = []
+    tqs = {(c["id"], q["id"]): q for c in tally["devices"][0]["channels"] for q in c["queue_pairs"]}
+    for _, ch, q in qps_of(doc):
+        t = tqs.get((ch.get("id"), q.get("id")))
+        if t is None:
+            continue
+        p = q.get("peer") or {}
+        got = (q.get("qp_num"), p.get("qp_num"), p.get("gid"))
+        want = (t["qp_num"], t["peer_qp_num"], t["peer_gid"])
+        if got != want:
+            bad.append(f"ch {ch.get('id')} qp {q.get('id')}: (qp_num, peer qp_num, peer gid) {got} != {want}")
+    ok(f"{name}: every QP's qp_num and peer are what the program told", not bad, "; ".join(bad[:4]))
+
+
+def join_links(name, docs):
+    """Every QP of every rank joined to its peer's QP in another rank's file by (GID, QPN),
+    and the WRITE_WITH_IMMs one end sent = the receive completions the other end drained."""
+    index, missing = {}, []
+    for g, doc in docs.items():
+        gid = next((d.get("gid") for d in doc.get("devices", [])), None)
+        for _, ch, q in qps_of(doc):
+            index[(q.get("local_gid") or gid, q.get("qp_num"))] = (g, ch.get("id"), q)
+    if not any(q.get("peer") for doc in docs.values() for _, _, q in qps_of(doc)):
+        skip(f"{name}: every QP joined to its peer", "the files carry no QP peers yet (issue 22)")
+        return
+    bad = []
+    for g, doc in docs.items():
+        for _, ch, q in qps_of(doc):
+            p = q.get("peer") or {}
+            other = index.get((p.get("gid"), p.get("qp_num")))
+            if other is None:
+                missing.append(f"{g} ch {ch.get('id')} qp {q.get('id')} -> {p.get('gid')}/{p.get('qp_num')}")
+                continue
+            og, och, oq = other
+            if og == g or och != ch.get("id"):
+                bad.append(f"{g} ch {ch.get('id')} qp {q.get('id')} joins {og} ch {och}")
+            if q.get("num_write_imm_wqe", 0) and q["num_write_imm_wqe"] != oq.get("num_wqe_rcvd"):
+                bad.append(f"{g} ch {ch.get('id')} qp {q.get('id')}: {q['num_write_imm_wqe']} WRITE_WITH_IMM sent, "
+                           f"{oq.get('num_wqe_rcvd')} completions on the receiving QP")
+    ok(f"{name}: every QP of every file joined to its peer's QP (none unmatched)", not missing, "; ".join(missing[:4]))
+    ok(f"{name}: joined QPs: same channel on both ends, WRITE_WITH_IMMs sent = receive completions", not bad,
+       "; ".join(bad[:4]))
+
+
+def sbw_files(name, d):
+    """ib_send_bw pairs under the interposer: exit status, file, schema, no stall; with peers,
+    each side's QP joined to the other's, and the bytes the client sent (its file) = the
+    bytes the server received (its file)."""
+    docs = {}
+    for pair in ["ab", "ac", "bc"]:
+        for side, g in [("server", pair[0]), ("client", pair[1])]:
+            wd = os.path.join(d[g], f"sbw_{pair}", side)
+            nm = f"{name} ib_send_bw {pair} {side} ({g})"
+            if not os.path.isdir(wd):
+                ok(f"{nm}: ran", False, f"no {wd}")
+                continue
+            rc = K.read(os.path.join(wd, "rc")).strip()
+            ok(f"{nm}: exited 0", rc == "0", f"rc={rc!r}: {K.read(os.path.join(wd, 'stderr'))[-300:]}")
+            pid = K.read(os.path.join(wd, "pid")).strip()
+            files = glob.glob(os.path.join(wd, "telemetry", f"rccl_telemetry_*_{pid}.json"))
+            if not ok(f"{nm}: the interposer wrote its file", len(files) == 1, f"pid {pid}: {files}"):
+                continue
+            doc = K.load(files[0])
+            K.validate(f"{nm}: file validates against the schema", doc)
+            if ok(f"{nm}: file carries the stall keys", has_stall_keys(doc), f"version {doc.get('version')}"):
+                p = stall_problems(doc)
+                if name == "links_delay" and pair == "ac":
+                    pass   # the delayed path: WRs outstanding past STALL_MS are a stall by definition
+                else:
+                    ok(f"{nm}: no stall", not p, "; ".join(p[:3]))
+            docs[(pair, side)] = doc
+        srv, cli = docs.get((pair, "server")), docs.get((pair, "client"))
+        if not (srv and cli):
+            continue
+        nm = f"{name} ib_send_bw {pair}"
+        if not any(q.get("peer") for _, _, q in qps_of(cli)):
+            skip(f"{nm}: the two sides' QPs joined", "the interposer records no peers yet (issue 22, r6-peers-preload)")
+            continue
+        def ident(doc):
+            dev = doc["devices"][0]
+            return {(q.get("local_gid") or dev.get("gid"), q.get("qp_num")) for _, _, q in qps_of(doc)
+                    if q.get("qp_type", "rc") == "rc"}
+        def peers(doc):
+            return {((q.get("peer") or {}).get("gid"), (q.get("peer") or {}).get("qp_num")) for _, _, q in qps_of(doc)
+                    if q.get("qp_type", "rc") == "rc"}
+        ok(f"{nm}: the client's QPs name the server's as peers and the reverse (RC, by GID and QPN)",
+           peers(cli) == ident(srv) and peers(srv) == ident(cli) and ident(cli),
+           f"client {ident(cli)} -> {peers(cli)}; server {ident(srv)} -> {peers(srv)}")
+        tx, rx = cli["devices"][0].get("tx_bytes"), srv["devices"][0].get("rx_bytes")
+        ok(f"{nm}: bytes {pair[1]}->{pair[0]} in the sender's file ({tx}) = the receiver's bytes in its file ({rx})",
+           tx == rx == 200 * 4096, "want 200 x 4096")
+    return docs
+
+
+TOOL = os.path.join(K.ROOT, "target", "release", "rccl-telemetry")
+HOSTS = {g: f"e2e-{g}" for g in GUESTS}
+
+
+def tool_json(*args):
+    """rccl-telemetry ARGS --json -> (exit status, parsed stdout or None, stderr)"""
+    r = subprocess.run([TOOL, *args, "--json"], capture_output=True, text=True, timeout=300)
+    try:
+        return r.returncode, json.loads(r.stdout), r.stderr
+    except ValueError:
+        return r.returncode, None, r.stderr + r.stdout[:300]
+
+
+def tool_checks(name, d, faulted):
+    """The ranks' three files through rccl-telemetry links and outliers."""
+    if not os.access(TOOL, os.X_OK):
+        ok(f"{name}: rccl-telemetry built", False, f"no {TOOL}")
+        return
+    tmp = tempfile.mkdtemp(prefix="e2e-trio-")
+    try:
+        for g in GUESTS:
+            for f in glob.glob(os.path.join(d[g], "ibcast", "telemetry", "*.json")):
+                shutil.copy(f, tmp)
+        rc, lk, err = tool_json("links", tmp)
+        if not ok(f"{name}: rccl-telemetry links --json", rc == 0 and isinstance(lk, dict), f"exit {rc}: {err[-300:]}"):
+            return
+        ok(f"{name}: links: every QP of every file joined to its peer (none unmatched, none ambiguous)",
+           lk.get("qps", 0) > 0 and lk.get("qps_matched") == lk.get("qps_with_peer") == lk.get("qps")
+           and not lk.get("qps_unmatched") and not lk.get("qps_ambiguous"),
+           f"qps {lk.get('qps')}, with peer {lk.get('qps_with_peer')}, matched {lk.get('qps_matched')}, "
+           f"unmatched {lk.get('qps_unmatched')} {lk.get('unmatched', [])[:2]}, ambiguous {lk.get('qps_ambiguous')}")
+        pairs = sorted((l["src"]["host"], l["dst"]["host"]) for l in lk.get("links", []))
+        want = sorted((HOSTS[x], HOSTS[y]) for x in GUESTS for y in GUESTS if x != y)
+        ok(f"{name}: links: the six directed links between the three hosts", pairs == want, f"{pairs}")
+        rc, out, err = tool_json("outliers", tmp)
+        if not ok(f"{name}: rccl-telemetry outliers --json", rc in (0, 1) and isinstance(out, dict), f"exit {rc}: {err[-300:]}"):
+            return
+        fab = [f for f in out.get("findings", []) if f.get("kind") in ("slow_link", "slow_nic", "slow_host")]
+        desc = [f"{f['kind']} {f.get('host')} {f.get('roce_device')}: {f.get('evidence', '')[:160]}" for f in fab]
+        if not faulted:
+            ok(f"{name}: outliers names no slow link, NIC or host on the clean run", not fab, "; ".join(desc))
+            return
+        def names(f, g):
+            return f.get("host") == HOSTS[g] or HOSTS[g] in f.get("evidence", "")
+        ac = [f for f in fab if f["kind"] == "slow_link" and names(f, "a") and names(f, "c")]
+        ok(f"{name}: outliers names the a<->c link", bool(ac), "; ".join(desc) or "no fabric finding")
+        other = [f for f in fab if f["kind"] == "slow_link" and f not in ac]
+        ok(f"{name}: outliers names no other link", not other, "; ".join(desc))
+        nic = [f for f in fab if f["kind"] in ("slow_nic", "slow_host") and f.get("host") in (HOSTS["a"], HOSTS["c"])]
+        ok(f"{name}: outliers names neither NIC a nor NIC c (nor their hosts)", not nic, "; ".join(desc))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def links(res, scen):
+    d = {g: os.path.join(res, g, "out", "trio", scen) for g in GUESTS}
+    docs = {}
+    for g in GUESTS:
+        _, doc = ibcast_file(f"{scen} {g}", os.path.join(d[g], "ibcast"))
+        if doc is None:
+            continue
+        docs[g] = doc
+        if ok(f"{scen} {g}: file carries the stall keys (format 3, STALL_MS on)", has_stall_keys(doc),
+              f"version {doc.get('version')}, stall_ms {doc.get('stall_ms')}"):
+            p = stall_problems(doc)
+            if scen == "links_delay":
+                # a 2 s delay keeps WRs of the a-c link outstanding longer than STALL_MS: a
+                # stall by definition there, and only there
+                p = [x for x in p if not any(x.startswith(f"ch {c} ") for c in FAULT_CH)]
+                ok(f"{scen} {g}: no stall off the a-c link", not p, "; ".join(p[:3]))
+            else:
+                ok(f"{scen} {g}: no stall anywhere in the file", not p, "; ".join(p[:3]))
+    if len(docs) == 3:
+        join_links(f"{scen} ibcast", docs)
+        if any(q.get("peer") for doc in docs.values() for _, _, q in qps_of(doc)):
+            tool_checks(scen, d, scen == "links_delay")
+        else:
+            skip(f"{scen}: rccl-telemetry links / outliers on the three files", "the files carry no QP peers yet")
+    if scen == "links_delay":
+        tc = K.read(os.path.join(d["a"], "tc_stats.txt"))
+        m = re.search(r"qdisc netem 30:.*?Sent (\d+) bytes (\d+) pkt", tc, re.S)
+        ok(f"{scen}: a's netem delay was installed and delayed packets to c", m and int(m.group(2)) > 0, tc[:300])
+    sbw_files(scen, d)
+    return docs
+
+
+def stall(res, scen, ne):
+    d = {g: os.path.join(res, g, "out", "trio", scen) for g in GUESTS}
+    docs, tallies = {}, {}
+    for g in GUESTS:
+        tallies[g], docs[g] = ibcast_file(f"{scen} {g}", os.path.join(d[g], "ibcast"))
+    stall_ms = 1000
+    tick = stall_ms / 2000
+    # the fault as a's guest recorded it (/proc/uptime)
+    fault = {}
+    for line in K.read(os.path.join(d["a"], "fault.txt")).splitlines():
+        parts = line.split()
+        if parts:
+            fault[parts[0]] = [float(x) for x in parts[1:] if re.fullmatch(r"[\d.]+", x)]
+    if not ok(f"{scen}: a injected the loss and restored it", "loss_start" in fault and "loss_end" in fault,
+              K.read(os.path.join(d["a"], "fault.txt"))):
+        return
+    injected = fault["loss_end"][0] - fault["loss_start"][1]
+    injected_hi = fault["loss_end"][1] - fault["loss_start"][0]
+    print(f"INFO {scen}: loss on a->c for {injected:.2f}..{injected_hi:.2f} s (uptime of a)")
+    if ne.error:
+        ok(f"{scen}: node_exporter serves the textfiles", False, ne.error)
+        return
+    gid = {g: (tallies[g] or {}).get("gid") for g in GUESTS}
+    peers_known = all((tallies[g] or {}).get("set_peer_available") for g in GUESTS)
+
+    def series_ok(g, series):
+        """stalled series: only the a-c link's channels, and the peer is the other end"""
+        other = "c" if g == "a" else "a"
+        bad = [s for s in series if int(s.get("channel", -1)) not in FAULT_CH]
+        if peers_known:
+            bad += [s for s in series if s.get("peer_gid") != gid[other]]
+        return bad
+
+    # a: the first textfile copy showing the stall, through node_exporter: written (its own
+    # rccl_telemetry_last_write_timestamp_seconds) within the threshold plus two detector ticks
+    # of the stall's start (stalled_since / longest_stall_start: the last progress seen), both
+    # the guest's wall clock. (The injector's copy at that moment, prom_two_ticks.prom, depends
+    # on the guest's scheduling as well, so it is reported, not judged.)
+    first = None
+    for x in sorted(glob.glob(os.path.join(d["a"], "prom_snaps", "*.prom"))):
+        smp = ne.scrape(x)
+        if prom_view(smp)[1]:
+            first = (x, smp)
+            break
+    starts = [q.get("longest_stall_start") for _, ch, q in qps_of(docs["a"] or {}) if ch.get("id") in FAULT_CH
+              and q.get("longest_stall_start")]
+    if ok(f"{scen} a: a textfile copy shows the stall", first is not None, "none"):
+        clean, stalled, series = prom_view(first[1])
+        ok(f"{scen} a: node_exporter parses the textfile", clean, "node_textfile_scrape_error != 0")
+        wrote = [v for n, _, v in first[1] if n == "rccl_telemetry_last_write_timestamp_seconds"]
+        if ok(f"{scen} a: the final file says when the stall began", bool(starts) and bool(wrote), f"{starts[:1]} {wrote}"):
+            t0 = min(datetime.datetime.fromisoformat(x[:26] + "+00:00").timestamp() for x in starts)
+            lag = wrote[0] - t0
+            ok(f"{scen} a: the textfile named the stall {lag:.2f} s after its start: within the threshold "
+               f"plus two ticks ({stall_ms / 1000 + 2 * tick:.1f} s)", 0 < lag <= stall_ms / 1000 + 2 * tick, "")
+        ok(f"{scen} a: stalled QP series name the a-c link's channels {sorted(FAULT_CH)}"
+           + (" and c's GID as the peer" if peers_known else ""), series and not series_ok("a", series),
+           f"series {series[:3]}; bad {series_ok('a', series)[:2]}")
+    p = os.path.join(d["a"], "prom_two_ticks.prom")
+    if os.path.exists(p):
+        print(f"INFO {scen} a: the injector's copy at threshold + two ticks shows stalled_qps = {prom_view(ne.scrape(p))[1]}")
+        if not peers_known:
+            skip(f"{scen} a: the stalled series' peer_gid is c's GID", "no rcclTelemetryQpSetPeer in the library yet")
+    p = os.path.join(d["a"], "prom_recovered.prom")
+    if ok(f"{scen} a: textfile copied after the recovery", os.path.exists(p), "missing"):
+        clean, stalled, series = prom_view(ne.scrape(p))
+        ok(f"{scen} a: after recovery no stalled QP in the textfile", stalled == 0 and not series,
+           f"stalled_qps = {stalled}, series {series[:2]}")
+    # every guest's textfile over the run (copied every 0.25 s): c stalls too (its ACKs from
+    # a are lost), on the same link; b never
+    for g in GUESTS:
+        snaps = sorted(glob.glob(os.path.join(d[g], "prom_snaps", "*.prom")))
+        if not ok(f"{scen} {g}: live textfile copies", len(snaps) >= 2, f"{len(snaps)} copies"):
+            continue
+        views = [prom_view(ne.scrape(s)) for s in snaps]
+        ok(f"{scen} {g}: node_exporter parses every copy", all(v[0] for v in views), "a scrape error")
+        stalled = [v for v in views if v[1]]
+        if g == "b":
+            ok(f"{scen} b: no stalled QP in any copy of b's textfile", not stalled, f"{len(stalled)} copies with a stall")
+        else:
+            # a's sends lose their packets and must stall; c's only when it had WRs in flight
+            # as the loss began (its CTS from a are lost too, so it may simply stop posting)
+            if g == "a":
+                ok(f"{scen} {g}: a copy during the loss shows stalled QPs", bool(stalled), "none")
+            bad = [b for v in stalled for b in series_ok(g, v[2])]
+            ok(f"{scen} {g}: every stalled series is on the a-c link", not bad, f"{bad[:2]}")
+            ok(f"{scen} {g}: the last copy has no stalled QP (the stall ended)", views[-1][1] == 0 and not views[-1][2],
+               f"stalled_qps {views[-1][1]}")
+        # the snapshot taken when the stall first showed (SIGUSR1)
+        sd = glob.glob(os.path.join(d[g], "snap_during", "*.json"))
+        if g == "a":
+            if ok(f"{scen} {g}: a snapshot was taken during the stall", len(sd) == 1, f"{sd}"):
+                sdoc = K.load(sd[0])
+                ok(f"{scen} {g}: it is a SIGUSR1 snapshot", sdoc.get("final") is False and sdoc.get("trigger") == "SIGUSR1",
+                   f"final {sdoc.get('final')} trigger {sdoc.get('trigger')}")
+                st = [(ch.get("id"), q.get("id")) for _, ch, q in qps_of(sdoc) if q.get("stalled")]
+                ok(f"{scen} {g}: the snapshot names stalled QPs, all on the a-c link", st and all(c in FAULT_CH for c, _ in st),
+                   f"stalled {st}")
+                ok(f"{scen} {g}: the snapshot's stalled QPs have WRs outstanding and a stalled_since",
+                   st and all(q.get("num_wqe_outstanding", 0) > 0 and q.get("stalled_since")
+                              for _, _, q in qps_of(sdoc) if q.get("stalled")), "")
+    # the final files: the recorded duration against the injected one
+    for g in GUESTS:
+        doc = docs[g]
+        if doc is None:
+            continue
+        on_link = [q.get("longest_stall_ms", 0) for _, ch, q in qps_of(doc) if ch.get("id") in FAULT_CH]
+        off_link = [(ch.get("id"), q.get("id"), q.get("longest_stall_ms")) for _, ch, q in qps_of(doc)
+                    if ch.get("id") not in FAULT_CH and q.get("longest_stall_ms", 0)]
+        ok(f"{scen} {g}: no stall off the a-c link", not off_link, f"{off_link[:3]}")
+        ok(f"{scen} {g}: no QP stalled at exit", not any(q.get("stalled") for _, _, q in qps_of(doc)), "")
+        if g == "b":
+            ok("stall_loss b: no stall recorded at all", not any(on_link), f"{on_link}")
+            continue
+        longest = max(on_link or [0]) / 1000
+        lo, hi = injected - tick, injected_hi + RTO_S + tick
+        if g == "c":
+            if not any(on_link):
+                print(f"INFO {scen} c: no stall recorded (nothing in flight towards a when the loss began)")
+                continue
+            lo = 0.0   # c's stall begins when its last WR before the loss went out: at most the loss
+        ok(f"{scen} {g}: the final file's longest stall {longest:.2f} s is the injected {injected:.2f} s "
+           f"(within one tick {tick} s, plus one retransmission timeout {RTO_S:.2f} s after the restore)",
+           lo <= longest <= hi, f"want {lo:.2f}..{hi:.2f} s")
+
+
+def stall_stop(res, scen, ne):
+    """c's ib_send_bw server frozen (SIGSTOP) for a few seconds under a's client's SENDs."""
+    a = os.path.join(res, "a", "out", "trio", scen)
+    c = os.path.join(res, "c", "out", "trio", scen)
+    fault = {}
+    for line in K.read(os.path.join(c, "fault.txt")).splitlines():
+        parts = line.split()
+        if parts:
+            fault[parts[0]] = [float(x) for x in parts[1:]]
+    if not ok(f"{scen}: c stopped its server and let it go on", "stop_start" in fault and "stop_end" in fault,
+              K.read(os.path.join(c, "fault.txt"))):
+        return
+    injected = fault["stop_end"][0] - fault["stop_start"][1]
+    injected_hi = fault["stop_end"][1] - fault["stop_start"][0]
+    print(f"INFO {scen}: c's server stopped for {injected:.2f}..{injected_hi:.2f} s")
+    tick = 0.5
+    docs = {}
+    for side, d in [("client", a), ("server", c)]:
+        nm = f"{scen} ib_send_bw {side}"
+        wd = os.path.join(d, side)
+        rc = K.read(os.path.join(wd, "rc")).strip()
+        ok(f"{nm}: exited 0", rc == "0", f"rc={rc!r}: {K.read(os.path.join(wd, 'stderr'))[-300:]}")
+        pid = K.read(os.path.join(wd, "pid")).strip()
+        files = glob.glob(os.path.join(wd, "telemetry", f"rccl_telemetry_*_{pid}.json"))
+        if ok(f"{nm}: the interposer wrote its file", len(files) == 1, f"{files}"):
+            docs[side] = K.load(files[0])
+            K.validate(f"{nm}: file validates against the schema", docs[side])
+    srv, cli = docs.get("server"), docs.get("client")
+    if srv:
+        p = stall_problems(srv)
+        ok(f"{scen}: the frozen server's file records no stall (receives are no stall criterion)", not p, "; ".join(p[:3]))
+    if not cli:
+        return
+    rcq = [q for _, _, q in qps_of(cli) if q.get("qp_type", "rc") == "rc"]
+    longest = max([q.get("longest_stall_ms", 0) for q in rcq] or [0]) / 1000
+    lo, hi = injected - tick, injected_hi + tick
+    ok(f"{scen}: the client's final file records a stall of {longest:.2f} s for the {injected:.2f} s freeze "
+       f"(within one tick, {tick} s)", lo <= longest <= hi, f"want {lo:.2f}..{hi:.2f} s")
+    ok(f"{scen}: no QP of the client stalled at exit", not any(q.get("stalled") for q in rcq), "")
+    srv_id = None
+    if srv and any(q.get("qp_num") for _, _, q in qps_of(srv)):
+        sq = [q for _, _, q in qps_of(srv) if q.get("qp_type", "rc") == "rc"]
+        srv_id = (srv["devices"][0].get("gid"), sq[0].get("qp_num") if sq else None)
+    snaps = sorted(glob.glob(os.path.join(a, "prom_snaps", "*.prom")))
+    if ne.error:
+        ok(f"{scen}: node_exporter serves the textfiles", False, ne.error)
+    elif ok(f"{scen}: live textfile copies of the client", len(snaps) >= 2, f"{len(snaps)}"):
+        views = [prom_view(ne.scrape(x)) for x in snaps]
+        ok(f"{scen}: node_exporter parses every copy", all(v[0] for v in views), "a scrape error")
+        st = [v for v in views if v[1]]
+        ok(f"{scen}: a copy during the freeze shows the client's stalled QP", bool(st), "none")
+        if srv_id and srv_id[1] is not None:
+            bad = [x for v in st for x in v[2] if (x.get("peer_gid"), x.get("peer_qp_num")) != (srv_id[0], str(srv_id[1]))]
+            ok(f"{scen}: the stalled series name the server's QP as the peer", st and not bad, f"{bad[:2]} want {srv_id}")
+        else:
+            skip(f"{scen}: the stalled series name the server's QP as the peer", "no peers in the files")
+    sd = glob.glob(os.path.join(a, "snap_during", "*.json"))
+    if ok(f"{scen}: a snapshot of the client was taken during the freeze", len(sd) == 1, f"{sd}"):
+        sdoc = K.load(sd[0])
+        stq = [q for _, _, q in qps_of(sdoc) if q.get("stalled")]
+        ok(f"{scen}: the snapshot (SIGUSR1) names the stalled QP with WRs outstanding and their oldest age",
+           sdoc.get("trigger") == "SIGUSR1" and stq and all(q.get("num_wqe_outstanding", 0) > 0 and "oldest_outstanding_ms" in q
+                                                           for q in stq), f"trigger {sdoc.get('trigger')}, stalled {stq[:1]}")
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    res = sys.argv[1]
+    for g in GUESTS:
+        ok(f"guest {g}: trio results present", os.path.isdir(os.path.join(res, g, "out", "trio")), "no out/trio")
+    links(res, "links_clean")
+    links(res, "links_delay")
+    ne = NodeExporter()
+    try:
+        stall(res, "stall_loss", ne)
+        stall_stop(res, "stall_stop", ne)
+    finally:
+        ne.close()
+    print(f"check_trio.py: {K.C.passed} passed, {K.C.failed} failed")
+    return 1 if K.C.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

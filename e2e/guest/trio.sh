@@ -1,0 +1,281 @@
+# Sourced by /init for E2E_MODE=trio: three guests a, b, c (192.0.2.1, .2, .3) on one L2
+# segment (run_guest.sh trio). Every rank talks to both other guests; faults are injected
+# in a's guest on the path a -> c only. Results in /out/trio/<scenario>/ (see e2e/README.md):
+#   ibcast/{telemetry,prom,tally.json,stdout.txt,stderr.txt,rc,pid,env}
+#   prom_snaps/NNN.prom + prom_snaps/index (NNN uptime)   the live textfile, every 0.25 s
+#   snap_during/   the telemetry file right after a SIGUSR1 snapshot taken during a stall
+#   sbw_<pair>/    ib_send_bw under the interposer (tools.sh's launch layout)
+#   fault.txt      (a only) what was injected, with /proc/uptime stamps
+#   {rxe,ethtool,netdev,netstack}_{before,after}.txt
+
+ip_of() { case $1 in a) echo 192.0.2.1 ;; b) echo 192.0.2.2 ;; c) echo 192.0.2.3 ;; esac; }
+up() { cut -d' ' -f1 /proc/uptime; }
+# sleep_until T: until /proc/uptime reaches T seconds
+sleep_until() { sl=$(awk -v t="$1" -v n="$(up)" 'BEGIN { x = t - n; printf "%.2f", (x > 0 ? x : 0) }'); sleep $sl; }
+plus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a + b }'; }
+
+# The channels of each link (distinct per rank): a-b 0,3; a-c 5,17; b-c 8,11.
+# $1 = base port (a-b on it, a-c on +1, b-c on +2)
+trio_links() {
+  case $E2E_ROLE in
+    a) echo "--link listen:$1:0,3 --link listen:$(($1 + 1)):5,17" ;;
+    b) echo "--link 192.0.2.1:$1:0,3 --link listen:$(($1 + 2)):8,11" ;;
+    c) echo "--link 192.0.2.1:$(($1 + 1)):5,17 --link 192.0.2.2:$(($1 + 2)):8,11" ;;
+  esac
+}
+
+# trio_barrier N: all three guests reach this point (b and c offer "here", a collects
+# both, then offers "go" twice). Control ports 19500 + 2N, + 1.
+trio_barrier() {
+  p=$((19500 + 2 * $1))
+  if [ "$E2E_ROLE" = a ]; then
+    for g in b c; do
+      i=0
+      until timeout 20 nc $(ip_of $g) $p < /dev/null 2>/dev/null | grep -q here; do
+        i=$((i + 1)); [ $i -gt 1500 ] && { log "barrier $1: no $g"; break; }; sleep 0.2
+      done
+    done
+    echo go | timeout 300 nc -l -p $((p + 1)) > /dev/null
+    echo go | timeout 300 nc -l -p $((p + 1)) > /dev/null
+  else
+    echo here | timeout 300 nc -l -p $p > /dev/null
+    i=0
+    until timeout 20 nc 192.0.2.1 $((p + 1)) < /dev/null 2>/dev/null | grep -q go; do
+      i=$((i + 1)); [ $i -gt 1500 ] && { log "barrier $1: no go from a"; break; }; sleep 0.2
+    done
+  fi
+  log "barrier $1 passed"
+}
+
+# fault KIND [ARGS]: tc netem on the a -> c path only (a's egress, filtered by destination
+# c); "clear" removes it; "change ARGS" replaces the installed netem's parameters in one
+# netlink request (a loss switched on mid-run: installing prio + netem + filter takes
+# seconds on a loaded TCG guest). Logged with uptime stamps by the callers.
+fault() {
+  case $1 in
+    clear) /usr/sbin/tc qdisc del dev eth0 root 2>/dev/null; return 0 ;;
+    change) shift; /usr/sbin/tc qdisc change dev eth0 parent 1:3 handle 30: netem "$@"; return ;;
+  esac
+  /usr/sbin/tc qdisc del dev eth0 root 2>/dev/null
+  # prio's band 3 gets the netem; the u32 filter sends only what goes to c there, the rest
+  # keeps the priomap's bands 1-2 (no netem)
+  /usr/sbin/tc qdisc add dev eth0 root handle 1: prio &&
+    /usr/sbin/tc qdisc add dev eth0 parent 1:3 handle 30: netem "$@" &&
+    /usr/sbin/tc filter add dev eth0 parent 1:0 protocol ip prio 1 u32 match ip dst $(ip_of c)/32 flowid 1:3
+}
+
+# snap_copy FROM TO: wait (up to 5 s) for the SIGUSR1 snapshot in FROM, copy it to TO
+snap_copy() {
+  i=0; until grep -qs '"trigger": *"SIGUSR1"' $1/*.json || [ $i -gt 50 ]; do i=$((i + 1)); sleep 0.1; done
+  mkdir -p $2 && cp $1/*.json $2/ 2>/dev/null
+  echo "$(up) snapshot copied" >> $2/../snap_during.txt
+}
+
+# prom_watch DIR PID [RUNDIR [1]]: copy the live textfile (RUNDIR/prom, default DIR/ibcast) every
+# 0.25 s while PID lives; the first time it shows a stalled QP, ask for a snapshot (SIGUSR1)
+# and keep the file it writes (RUNDIR/telemetry).
+prom_watch() {
+  w=$1/prom_snaps; mkdir -p $w; : > $w/index
+  rd=${3:-$1/ibcast}
+  n=0; snapped=${4:-0}   # 1: no snapshot from here
+  while kill -0 $2 2>/dev/null; do
+    for f in $rd/prom/*.prom; do
+      [ -e "$f" ] || continue
+      n=$((n + 1)); nn=$(printf '%03d' $n)
+      cp "$f" $w/$nn.prom 2>/dev/null && echo "$nn $(up)" >> $w/index
+      if [ $snapped = 0 ] && grep -q '^rccl_telemetry_stalled_qps{.*} [1-9]' $w/$nn.prom; then
+        snapped=1
+        echo "$(up) stall seen in $nn.prom: SIGUSR1" > $1/snap_during.txt
+        kill -USR1 $2
+        snap_copy $rd/telemetry $1/snap_during
+      fi
+    done
+    sleep 0.25
+  done
+}
+
+# trio_ibcast DIR PORT EXTRA_ENV -- ARGS: this guest's rank in the background; $IBPID.
+# Ranks run at nice 19: each guest has one vCPU and a busy-polling rank would otherwise starve
+# the fault injector and the textfile copies (seen: tc taking 20 s to install the netem).
+# (shell functions share their variables: each helper uses names of its own)
+trio_ibcast() {
+  ibd=$1/ibcast; ibport=$2; ibvars=$3; shift 4
+  mkdir -p $ibd/telemetry $ibd/prom
+  echo "$ibvars" > $ibd/env
+  env RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$ibd/telemetry RCCL_TELEMETRY_PROMETHEUS_DIR=$ibd/prom \
+      RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S=1 RCCL_TELEMETRY_SNAPSHOT_SIGNAL=SIGUSR1 $ibvars \
+    nice -n 19 /usr/local/bin/ibcast_e2e --tally $ibd/tally.json $(trio_links $ibport) "$@" > $ibd/stdout.txt 2> $ibd/stderr.txt &
+  IBPID=$!
+  echo $IBPID > $ibd/pid
+}
+
+# ib_send_bw between every pair under the interposer, all three at once: a serves b and
+# c, b serves c. SENDs, so the receiving side's file counts the bytes it received (an
+# RDMA_WRITE leaves no trace in the responder's file). -Q 10: a completion every 10 WRs
+# (perftest's default 100 is 400 KB between completions, which three pairs on loaded TCG
+# guests can take over a second to move: a stall by definition, seen at 2.4 s). Server guest: launch, wait for its port, offer "ready" on a control port.
+trio_sbw() {
+  wdd=$1; wbase=$2
+  [ -e $PRELOAD_SO ] || { log "no $PRELOAD_SO: no third-party trio runs"; return; }
+  G=$(roce_gid)
+  pids=""
+  for pr in ab:0 ac:1 bc:2; do
+    s=${pr%%:*}; srv=${s%?}; cli=${s#?}; k=${pr#*:}
+    wport=$((wbase + k)); ctl=$((wbase + 10 + k))
+    wd=$wdd/sbw_$s; args="-d rxe0 -x $G -s 4096 -n 200 -Q 10 -F -p $wport"
+    if [ "$E2E_ROLE" = $srv ]; then
+      mkdir -p $wd; : > $wd/preload
+      ( launch $wd server 1 "" -- nice -n 19 ib_send_bw $args &
+        sp=$!
+        wait_ready tcp $wport
+        echo ready | timeout 120 nc -l -p $ctl > /dev/null
+        wait $sp ) &
+      pids="$pids $!"
+    elif [ "$E2E_ROLE" = $cli ]; then
+      mkdir -p $wd; : > $wd/preload
+      ( i=0
+        until timeout 5 nc $(ip_of $srv) $ctl < /dev/null 2>/dev/null | grep -q ready; do
+          i=$((i + 1)); [ $i -gt 300 ] && { log "no ready from $srv:$ctl"; break; }; sleep 0.2
+        done
+        launch $wd client 1 "" -- nice -n 19 ib_send_bw $args $(ip_of $srv) ) &
+      pids="$pids $!"
+    fi
+  done
+  for p in $pids; do wait $p; done
+  log "trio sbw $(basename $wdd): rc $(cat $wdd/sbw_*/*/rc 2>/dev/null | tr '\n' ' ')"
+}
+
+# links scenarios: every rank to both peers (ibcast), then ib_send_bw pairs
+trio_links_run() {
+  name=$1; port=$2; d=/out/trio/$name; mkdir -p $d
+  snap $d before
+  trio_ibcast $d $port "" -- $TRIO_WORKLOAD
+  wait $IBPID; echo $? > $d/ibcast/rc
+  log "trio $name ibcast: rc=$(cat $d/ibcast/rc) $(tail -1 $d/ibcast/stdout.txt)"
+  trio_sbw $d $((port + 3))
+  snap $d after
+}
+
+# 100% loss on a -> c for LOSS_S seconds, mid-run, then restored. RC retransmission timeout
+# 17 (~0.54 s, 8 tries ~ 4.3 s) outlasts the loss, so the traffic recovers.
+trio_stall_loss() {
+  name=$1; port=$2; d=/out/trio/$name; mkdir -p $d
+  snap $d before
+  # a: the netem armed (no impairment yet) before the traffic
+  [ "$E2E_ROLE" = a ] && { fault delay 0ms || log "tc netem arm failed"; }
+  trio_ibcast $d $port "RCCL_TELEMETRY_STALL_MS=$TRIO_STALL_MS" -- $TRIO_STALL_WORKLOAD
+  prom_watch $d $IBPID $d/ibcast 1 &
+  wp=$!
+  if [ "$E2E_ROLE" = a ]; then
+    i=0; until grep -q 'channels' $d/ibcast/stdout.txt 2>/dev/null; do i=$((i + 1)); [ $i -gt 600 ] && break; sleep 0.1; done
+    sleep 0.3
+    t0=$(up)
+    fault change loss 100% || log "tc netem loss failed"
+    t1=$(up)
+    echo "loss_start $t0 $t1" > $d/fault.txt
+    # the threshold plus two detector ticks (STALL_MS / 2 each) after the loss began: the
+    # textfile, and a snapshot (SIGUSR1) while the loss lasts
+    sleep_until $(plus $t1 $(awk -v s=$TRIO_STALL_MS 'BEGIN { print 2 * s / 1000 }'))
+    for f in $d/ibcast/prom/*.prom; do cp "$f" $d/prom_two_ticks.prom; done
+    echo "two_ticks $(up)" >> $d/fault.txt
+    kill -USR1 $IBPID
+    snap_copy $d/ibcast/telemetry $d/snap_during
+    sleep_until $(plus $t1 $TRIO_LOSS_S)
+    t2=$(up)
+    fault clear
+    echo "loss_end $t2 $(up)" >> $d/fault.txt
+    # recovery: one retransmission timeout plus two ticks later the stall must be gone
+    sleep_until $(plus $t2 $(awk -v s=$TRIO_STALL_MS 'BEGIN { print 0.6 + 2 * s / 1000 }'))
+    for f in $d/ibcast/prom/*.prom; do cp "$f" $d/prom_recovered.prom; done
+    echo "recovered_copy $(up)" >> $d/fault.txt
+  fi
+  wait $IBPID; echo $? > $d/ibcast/rc
+  wait $wp
+  snap $d after
+  log "trio $name ibcast: rc=$(cat $d/ibcast/rc) $(tail -1 $d/ibcast/stdout.txt)"
+}
+
+# The receiver frozen: ib_send_bw, c serving a with 16 receives posted at a time; once the
+# traffic flows c stops its server (SIGSTOP) for STOP_S seconds: a's SENDs meet no receive
+# (RNR NAKs, rnr_retry 7 = forever) and stay outstanding until SIGCONT.
+trio_stall_stop() {
+  name=$1; port=$2; d=/out/trio/$name; mkdir -p $d
+  snap $d before
+  G=$(roce_gid)
+  args="-d rxe0 -x $G -s 1024 -n 4000 -r 16 -Q 10 -F -p $port"
+  sside=server; [ "$E2E_ROLE" = a ] && sside=client
+  pvars="RCCL_TELEMETRY_STALL_MS=$TRIO_STALL_MS RCCL_TELEMETRY_PROMETHEUS_DIR=$d/$sside/prom RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S=1 RCCL_TELEMETRY_SNAPSHOT_SIGNAL=SIGUSR1"
+  case $E2E_ROLE in
+    c)
+      mkdir -p $d/server/prom; : > $d/preload
+      launch $d server 1 "$pvars" -- nice -n 19 ib_send_bw $args &
+      sp=$!
+      wait_ready tcp $port
+      echo ready | timeout 120 nc -l -p $((port + 10)) > /dev/null
+      spid=$(cat $d/server/pid)
+      r0=$(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts)
+      i=0
+      while [ $(($(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts) - r0)) -lt 300 ] && [ $i -lt 600 ]; do
+        i=$((i + 1)); sleep 0.05
+      done
+      t0=$(up); kill -STOP $spid; t1=$(up)
+      echo "stop_start $t0 $t1" > $d/fault.txt
+      sleep_until $(plus $t0 $TRIO_STOP_S)
+      t2=$(up); kill -CONT $spid; echo "stop_end $t2 $(up)" >> $d/fault.txt
+      wait $sp ;;
+    a)
+      mkdir -p $d/client/prom; : > $d/preload
+      i=0
+      until timeout 5 nc $(ip_of c) $((port + 10)) < /dev/null 2>/dev/null | grep -q ready; do
+        i=$((i + 1)); [ $i -gt 300 ] && { log "no ready from c"; break; }; sleep 0.2
+      done
+      launch $d client 1 "$pvars" -- nice -n 19 ib_send_bw $args $(ip_of c) &
+      cp=$!
+      i=0; until [ -s $d/client/pid ] || [ $i -gt 100 ]; do i=$((i + 1)); sleep 0.05; done
+      prom_watch $d $(cat $d/client/pid) $d/client &
+      wp=$!
+      wait $cp; wait $wp ;;
+  esac
+  snap $d after
+  log "trio $name ($E2E_ROLE): rc=$(cat $d/*/rc 2>/dev/null | tr '\n' ' ')"
+}
+
+# --timeout 21 (8.6 s): the delayed path's round trip (2 s + TCG's own) stays under it
+TRIO_WORKLOAD="--index-channel 17 --reqs 16 --max-size 32768 --inflight 2 --timeout 21"
+# --linger-ms: the rank idles 4 s after its traffic, so its textfile is still there (and
+# rewritten without the stall) when a copies it after the recovery
+TRIO_STALL_WORKLOAD="--index-channel 17 --reqs 64 --max-size 16384 --inflight 2 --timeout 17 --linger-ms 4000"
+TRIO_STALL_MS=1000
+TRIO_LOSS_S=3.0
+TRIO_STOP_S=4.5
+# Measured on loaded TCG guests: completion p50 0.2-0.4 s, p99 0.7-1.2 s on every link; 5 ms
+# was invisible. 2 s doubles and more the a<->c links' p99.
+TRIO_DELAY=${E2E_TRIO_DELAY:-2000ms}
+
+run_trio() {
+  mkdir -p /out/trio
+  echo "$TRIO_DELAY" > /out/trio/delay
+  trio_barrier 1
+  trio_links_run links_clean 18700
+  trio_barrier 2
+  if [ "$E2E_ROLE" = a ]; then
+    fault delay $TRIO_DELAY || log "tc netem delay failed"
+    echo "delay $TRIO_DELAY to $(ip_of c) from $(up)" > /out/trio/fault_delay.txt
+    /usr/sbin/tc -s qdisc show dev eth0 >> /out/trio/fault_delay.txt 2>&1
+  fi
+  trio_barrier 3
+  trio_links_run links_delay 18720
+  # a's part of every a-c run is over: the delay goes before the barrier (whose own TCP
+  # exchanges with c it would slow past their timeouts)
+  if [ "$E2E_ROLE" = a ]; then
+    /usr/sbin/tc -s qdisc show dev eth0 > /out/trio/links_delay/tc_stats.txt 2>&1
+    /usr/sbin/tc -s filter show dev eth0 >> /out/trio/links_delay/tc_stats.txt 2>&1
+    fault clear
+  fi
+  trio_barrier 4
+  trio_barrier 5
+  trio_stall_loss stall_loss 18740
+  trio_barrier 6
+  trio_stall_stop stall_stop 18760
+  trio_barrier 7
+}
