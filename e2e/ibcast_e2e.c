@@ -58,11 +58,6 @@
 
 #include "rccl_telemetry.h"
 
-/* rcclTelemetryQpSetPeer (C_API.md, issue 22): declared weak so the program still links
- * against a library built before the entry point existed; the tally says whether it was
- * there (set_peer_available), and the checker requires it once the files are version 3. */
-void rcclTelemetryQpSetPeer(RcclQpStats *qp, uint32_t qpNum, const void *localGid, uint16_t localLid,
-                            uint32_t remoteQpNum, const void *remoteGid, uint16_t remoteLid) __attribute__((weak));
 
 #define DEV 0               /* telemetry device slot */
 #define MAX_CH 8
@@ -704,7 +699,7 @@ static void tell_peer(Qp *q, uint32_t rqpn, const union ibv_gid *rgid, uint16_t 
     q->t->peer_qp_num = rqpn;
     q->t->peer_lid = rlid;
     memcpy(q->t->peer_gid, rgid->raw, 16);
-    if (rcclTelemetryQpSetPeer && q->h) {
+    if (q->h) {
         rcclTelemetryQpSetPeer(q->h, q->qp->qp_num, my_gid.raw, my_lid, rqpn, rgid->raw, rlid);
         q->t->peer_set = 1;
     }
@@ -762,7 +757,7 @@ static void write_tally(const char *path, const char *mode, int rank, int nreq, 
             (unsigned long long)T.recv_pkts_min, (unsigned long long)T.tokens_sampled,
             (unsigned long long)T.tokens_unsampled);
     fprintf(f, "  \"gid\": \"%s\", \"gid_index\": %d, \"lid\": %u, \"set_peer_available\": %s,\n", gid_str(my_gid.raw),
-            gid_index, my_lid, rcclTelemetryQpSetPeer ? "true" : "false");
+            gid_index, my_lid, "true");
     fprintf(f, "  \"devices\": [{\n    \"device_id\": %d, \"roce_device\": \"%s\",\n", DEV, ibv_get_device_name(ctx->device));
     int nuntracked = 0;
     for (int i = 0; i < T.nch; i++) nuntracked += T.ch[i].requested_slots - T.ch[i].granted_slots;
