@@ -43,7 +43,7 @@ pub const MAX_FLUSH_INTERVAL_S: u64 = 86_400;
 /// and its bounds: 1 s, and one hour (a textfile older than that is no live view).
 pub const DEFAULT_PROM_INTERVAL_S: u64 = 15;
 pub const MAX_PROM_INTERVAL_S: u64 = 3_600;
-/// RCCL_TELEMETRY_STALL_MS: the default (see README, "Stalls": far above any completion
+/// RCCL_TELEMETRY_STALL_MS: the default (see docs/operators.md, "Stalled queue pairs": far above any completion
 /// latency of a healthy fabric, well below the transport's retry exhaustion), and the
 /// largest accepted value (one day). 0 turns stall detection off.
 pub const DEFAULT_STALL_MS: u64 = 1_000;

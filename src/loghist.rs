@@ -64,7 +64,7 @@ pub const LOG_BUCKETS: usize = 256;
 #[repr(C)]
 pub struct LogCounts(pub [AtomicU64; LOG_BUCKETS]);
 
-/// A channel's log-scale completion histogram (see README: why per channel, not per QP).
+/// A channel's log-scale completion histogram (see docs/format.md: why per channel, not per QP).
 ///
 /// Recording follows the device stripes' rule: the first thread to record owns `counts` and
 /// adds with a plain load and store (the header's inline hook does the same, see

@@ -781,7 +781,7 @@ fn hw_families(out: &mut String, devs: &[(usize, &Device, String)]) {
 
 // ------------------------------------------------------------------------------- stalls
 
-/// Stall detection's families (the live textfile only; README, "Stalls").
+/// Stall detection's families (the live textfile only; docs/operators.md, "Stalled queue pairs").
 pub const WQE_OUTSTANDING: Family = fam(
     "wqe_outstanding",
     Gauge,

@@ -8,7 +8,7 @@
 //! header mirrors): the completion count last seen, since when the QP has been waiting, the
 //! current stall's start and the longest stall of the run.
 //!
-//! What each mode can know (README, "Stalls"):
+//! What each mode can know (docs/operators.md, "Stalled queue pairs"):
 //! - hooks: outstanding = max(0, WRITE_WITH_IMM postings - completions drained). IB-CAST signals
 //!   exactly one WR per post, the WRITE_WITH_IMM that ends it, and takes one completion for it;
 //!   plain writes are unsignalled companions of that WR and CTS writes are signalled only one

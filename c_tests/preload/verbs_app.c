@@ -534,7 +534,7 @@ static void sc_fork_locked(void) {
   report(NULL);
 }
 
-/* A destroyed QP's record and a thread still inside it (README, "Threading and lifecycle"):
+/* A destroyed QP's record and a thread still inside it (docs/preload.md, "Threading and lifecycle"):
  * a poller stopped, on the fake's cue, inside the last completion of QP X (only the
  * interposer's test build, librccl_telemetry_preload_hooks.so, reaches that cue); X destroyed;
  * Y created with a deeper send queue (4096); the poller resumes; Y then posts and completes

@@ -17,7 +17,7 @@
  * already-loaded libibverbs.so.1. With RCCL_TELEMETRY_ENABLE unset (or not "1") no table is
  * touched: the exported wrappers call straight through.
  *
- * Counting (see README, "Telemetry for unmodified verbs programs"):
+ * Counting (see docs/preload.md):
  * - per QP (a slot of the engine, channel unknown): send WRs by opcode, receive WRs, the
  *   completions drained (attributed by wc.qp_num), the send WRs a signalled completion retired
  *   without their own, the latency of 1 in N signalled send WRs;
@@ -1150,7 +1150,7 @@ static void reclaim_locked(void) {
 static void patch_qpx(struct rqp *r, struct ibv_qp_ex *qpx);
 
 /*
- * The stall detector's walk (README, "Stalls"), called by the engine's tick on its writer
+ * The stall detector's walk (docs/operators.md, "Stalled queue pairs"), called by the engine's tick on its writer
  * thread, never on the data path: for every live QP, the send WRs outstanding in its record
  * (entries between head and tail that are not void, then the untracked WRs not yet accounted
  * for) and whether a signalled one is among them (else no completion will come), and the

@@ -90,7 +90,7 @@ pub(super) fn register(dev: &'static HwDevice) {
 fn sample_all(ring: &Mutex<Ring>, clock: &Clock) {
     let devices: Vec<&'static HwDevice> = USED.lock().clone();
     for d in devices {
-        // Stall detection's per-device numbers as of its last tick (README, "Stalls"): in
+        // Stall detection's per-device numbers as of its last tick (docs/operators.md, "Stalled queue pairs"): in
         // every row, also of a device whose hardware counters cannot be sampled.
         let stall = super::stall_rows().and_then(|f| f(d.device_id));
         let hw = d.sample_counters();
