@@ -52,21 +52,14 @@ fn report_is_self_contained_and_has_every_section_and_chart() {
     }
 }
 
-/// Counts pixels within `tol` of `c` in an RGBA or RGB PNG.
-fn count_colour(data: &[u8], channels: usize, c: (u8, u8, u8), tol: i32) -> usize {
-    data.chunks(channels)
-        .filter(|p| (p[0] as i32 - c.0 as i32).abs() <= tol && (p[1] as i32 - c.1 as i32).abs() <= tol && (p[2] as i32 - c.2 as i32).abs() <= tol)
-        .count()
+/// The headless browser on this machine, if any.
+fn browser() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"].into_iter().find(|b| have(b))
 }
 
-#[test]
-fn chromium_renders_the_report_with_its_charts() {
-    let browser = ["chromium", "chromium-browser", "google-chrome"].into_iter().find(|b| have(b));
-    let Some(browser) = browser else {
-        return skip("chromium_renders_the_report_with_its_charts", "chromium not installed (Debian package chromium)");
-    };
-    let (g, _, html_path) = make_report();
-    let png_path = g.path().join("shot.png");
+/// Renders `html` headless at `width`x`height` with no network (the page must not need one)
+/// into `png_path`; returns the decoded pixels and their channels (3 or 4).
+fn screenshot(browser: &str, html: &std::path::Path, png_path: &std::path::Path, width: u32, height: u32) -> (Vec<u8>, usize) {
     let profile = tempfile::tempdir().expect("profile dir");
     let out = Command::new(browser)
         .args([
@@ -77,23 +70,41 @@ fn chromium_renders_the_report_with_its_charts() {
             // Any network request would fail: the page must not need one.
             "--host-resolver-rules=MAP * ~NOTFOUND",
             &format!("--user-data-dir={}", profile.path().display()),
-            "--window-size=1400,2600",
+            &format!("--window-size={width},{height}"),
             &format!("--screenshot={}", png_path.display()),
-            &format!("file://{}", html_path.display()),
+            &format!("file://{}", html.display()),
         ])
         .output()
         .expect("run chromium");
     assert!(png_path.exists(), "no screenshot: {}", String::from_utf8_lossy(&out.stderr));
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png_path).expect("open png")));
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png_path).expect("open png")));
     let mut reader = decoder.read_info().expect("png header");
     let mut buf = vec![0; reader.output_buffer_size().expect("size")];
     let info = reader.next_frame(&mut buf).expect("png frame");
-    let data = &buf[..info.buffer_size()];
     let channels = match info.color_type {
         png::ColorType::Rgba => 4,
         png::ColorType::Rgb => 3,
         other => panic!("unexpected colour type {other:?}"),
     };
+    buf.truncate(info.buffer_size());
+    (buf, channels)
+}
+
+/// Counts pixels within `tol` of `c` in an RGBA or RGB PNG.
+fn count_colour(data: &[u8], channels: usize, c: (u8, u8, u8), tol: i32) -> usize {
+    data.chunks(channels)
+        .filter(|p| (p[0] as i32 - c.0 as i32).abs() <= tol && (p[1] as i32 - c.1 as i32).abs() <= tol && (p[2] as i32 - c.2 as i32).abs() <= tol)
+        .count()
+}
+
+#[test]
+fn chromium_renders_the_report_with_its_charts() {
+    let Some(browser) = browser() else {
+        return skip("chromium_renders_the_report_with_its_charts", "chromium not installed (Debian package chromium)");
+    };
+    let (g, _, html_path) = make_report();
+    let (data, channels) = screenshot(browser, &html_path, &g.path().join("shot.png"), 1400, 2600);
+    let data = &data[..];
     let pixels = data.len() / channels;
     let white = count_colour(data, channels, (255, 255, 255), 3);
     let non_white = pixels - white;
@@ -104,6 +115,7 @@ fn chromium_renders_the_report_with_its_charts() {
     assert!(blue > 2_000, "only {blue} blue chart pixels");
     assert!(red > 500, "only {red} red (flagged) chart pixels");
     // And the DOM chromium built holds the charts.
+    let profile = tempfile::tempdir().expect("profile dir");
     let dom = Command::new(browser)
         .args([
             "--headless",
@@ -125,8 +137,7 @@ fn chromium_renders_the_report_with_its_charts() {
 /// drawn in the darkest red (4x the median and more), and nothing else is.
 #[test]
 fn chromium_shows_the_slow_link_in_the_heat_map() {
-    let browser = ["chromium", "chromium-browser", "google-chrome"].into_iter().find(|b| have(b));
-    let Some(browser) = browser else {
+    let Some(browser) = browser() else {
         return skip("chromium_shows_the_slow_link_in_the_heat_map", "chromium not installed (Debian package chromium)");
     };
     let shot = |plants: &[&str]| -> usize {
@@ -136,29 +147,8 @@ fn chromium_shows_the_slow_link_in_the_heat_map() {
         let html = dir.path().join("r.html");
         let out = run(&["report", "-o", html.to_str().expect("utf-8"), dir.path().to_str().expect("utf-8")]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let png_path = dir.path().join("shot.png");
-        let profile = tempfile::tempdir().expect("profile dir");
-        let out = Command::new(browser)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--hide-scrollbars",
-                "--host-resolver-rules=MAP * ~NOTFOUND",
-                &format!("--user-data-dir={}", profile.path().display()),
-                "--window-size=1400,2000",
-                &format!("--screenshot={}", png_path.display()),
-                &format!("file://{}", html.display()),
-            ])
-            .output()
-            .expect("run chromium");
-        assert!(png_path.exists(), "no screenshot: {}", String::from_utf8_lossy(&out.stderr));
-        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png_path).expect("open png")));
-        let mut reader = decoder.read_info().expect("png header");
-        let mut buf = vec![0; reader.output_buffer_size().expect("size")];
-        let info = reader.next_frame(&mut buf).expect("png frame");
-        let channels = if info.color_type == png::ColorType::Rgba { 4 } else { 3 };
-        count_colour(&buf[..info.buffer_size()], channels, (140, 0, 20), 12)
+        let (data, channels) = screenshot(browser, &html, &dir.path().join("shot.png"), 1400, 2000);
+        count_colour(&data, channels, (140, 0, 20), 12)
     };
     let slow = shot(&["slow_link"]);
     let clean = shot(&[]);
