@@ -111,6 +111,22 @@ fn prom_files(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+
+/// node_exporter with only its textfile collector, reading `textdir`, on a free loopback port;
+/// killed when the returned guard drops.
+fn start_exporter(exporter: &Path, textdir: &Path) -> (u16, Reaper) {
+    let port = free_port();
+    let child = Command::new(exporter)
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--collector.disable-defaults")
+        .arg("--collector.textfile")
+        .arg(format!("--collector.textfile.directory={}", textdir.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (port, Reaper(child))
+}
 #[test]
 fn node_exporter_serves_the_live_rank_and_drops_it_after_sigterm() {
     let test = "node_exporter_serves_the_live_rank_and_drops_it_after_sigterm";
@@ -125,18 +141,7 @@ fn node_exporter_serves_the_live_rank_and_drops_it_after_sigterm() {
     let textdir = tempfile::tempdir().unwrap();
     let outdir = tempfile::tempdir().unwrap();
     let sysfs = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let exporter = Reaper(
-        Command::new(exporter)
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--collector.disable-defaults")
-            .arg("--collector.textfile")
-            .arg(format!("--collector.textfile.directory={}", textdir.path().display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (port, exporter) = start_exporter(&exporter, textdir.path());
     let first = wait_for("node_exporter to listen", 30, || scrape(port));
     assert!(!first.contains("rccl_telemetry_"), "nothing of ours before the rank starts");
 
@@ -285,18 +290,7 @@ fn a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes() {
     let textdir = tempfile::tempdir().unwrap();
     let outdir = tempfile::tempdir().unwrap();
     let sysfs = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let exporter = Reaper(
-        Command::new(exporter)
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--collector.disable-defaults")
-            .arg("--collector.textfile")
-            .arg(format!("--collector.textfile.directory={}", textdir.path().display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (port, exporter) = start_exporter(&exporter, textdir.path());
     wait_for("node_exporter to listen", 30, || scrape(port));
     let prog = prom_rank();
     let env = [
