@@ -7,7 +7,8 @@ use std::path::PathBuf;
 const ABI_MAJOR: &str = "0";
 
 fn main() {
-    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,librccl_telemetry.so.{ABI_MAJOR}");
     // Handles are valid for the life of the process (the C ABI's promise), and background
     // threads and signal handlers run library code: dlclose must never unmap it.
@@ -17,7 +18,8 @@ fn main() {
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-changed=src/rccl_telemetry_inline.h");
 
-    let config = cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml is valid");
+    let config =
+        cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml is valid");
     // Only capi.rs (and the opaque slot types it names) make the header.
     let bindings = cbindgen::Builder::new()
         .with_config(config)
@@ -28,7 +30,10 @@ fn main() {
     let mut header = Vec::new();
     bindings.write(&mut header);
     header.push(b'\n');
-    header.extend(std::fs::read(root.join("src/rccl_telemetry_inline.h")).expect("src/rccl_telemetry_inline.h is readable"));
+    header.extend(
+        std::fs::read(root.join("src/rccl_telemetry_inline.h"))
+            .expect("src/rccl_telemetry_inline.h is readable"),
+    );
     // Rewrite only on a change, so an unchanged header keeps its mtime (make's C-test rules
     // depend on it).
     let out = root.join("include/rccl_telemetry.h");

@@ -43,7 +43,10 @@ fn main() {
     for (k, v) in [
         ("RCCL_TELEMETRY_ENABLE", "1"),
         ("RCCL_TELEMETRY_OUTPUT_DIR", dir.path().to_str().unwrap()),
-        ("RCCL_TELEMETRY_PROMETHEUS_DIR", dir.path().to_str().unwrap()),
+        (
+            "RCCL_TELEMETRY_PROMETHEUS_DIR",
+            dir.path().to_str().unwrap(),
+        ),
         // Only the writes timed here: no periodic write during the run.
         ("RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S", "3600"),
         ("RCCL_TELEMETRY_SYSFS_ROOT", sysfs.path().to_str().unwrap()),
@@ -55,11 +58,17 @@ fn main() {
     let transport = CString::new("IB-CAST").unwrap();
     for dev in 0..DEVICES {
         let name = CString::new(format!("mlx5_{dev}")).unwrap();
-        assert_eq!(unsafe { rcclTelemetryRegisterDevice(dev, name.as_ptr(), transport.as_ptr()) }, dev);
+        assert_eq!(
+            unsafe { rcclTelemetryRegisterDevice(dev, name.as_ptr(), transport.as_ptr()) },
+            dev
+        );
         for ch in 0..CHANNELS {
             let mut n = 0;
             let first = unsafe { rcclTelemetrySetupChannel(dev, ch, QPS, &mut n) };
-            assert!(first >= 0 && n == QPS, "SetupChannel {dev}/{ch}: {first} {n}");
+            assert!(
+                first >= 0 && n == QPS,
+                "SetupChannel {dev}/{ch}: {first} {n}"
+            );
             for q in 0..QPS {
                 rcclTelemetrySetQpRole(dev, ch, first + q, (q + 1 < QPS) as i32);
                 let qp = rcclTelemetryResolveQp(dev, ch, first + q);
@@ -79,7 +88,12 @@ fn main() {
     }
     let slots = DEVICES * CHANNELS * QPS;
 
-    let (json, json_min) = time(reps, || assert_eq!(rccl_telemetry::write_file(rccl_telemetry::Trigger::Interval, false), 0));
+    let (json, json_min) = time(reps, || {
+        assert_eq!(
+            rccl_telemetry::write_file(rccl_telemetry::Trigger::Interval, false),
+            0
+        )
+    });
     let json_bytes = std::fs::read_dir(dir.path())
         .unwrap()
         .filter_map(|e| e.ok())
@@ -87,12 +101,17 @@ fn main() {
         .map(|e| e.metadata().unwrap().len())
         .sum::<u64>();
     let mut rows = Vec::new();
-    for (what, level) in [("device + channel series (default)", Level::Channel), ("+ per-QP series (PROMETHEUS_QP=1)", Level::Qp)] {
+    for (what, level) in [
+        ("device + channel series (default)", Level::Channel),
+        ("+ per-QP series (PROMETHEUS_QP=1)", Level::Qp),
+    ] {
         let (render, _) = time(reps, || {
             std::hint::black_box(rccl_telemetry::prom::render_now(level));
         });
         let mut path = None;
-        let (write, write_min) = time(reps, || path = Some(rccl_telemetry::prom::write_at(level).expect("textfile write")));
+        let (write, write_min) = time(reps, || {
+            path = Some(rccl_telemetry::prom::write_at(level).expect("textfile write"))
+        });
         let text = std::fs::read_to_string(path.unwrap()).unwrap();
         let series = text.lines().filter(|l| !l.starts_with('#')).count();
         rows.push((what, write, write_min, render, text.len(), series));
@@ -100,7 +119,10 @@ fn main() {
 
     println!("Prometheus textfile, {DEVICES}x{CHANNELS}x{QPS} ({slots} QP slots), {reps} reps, median (min) ms per write;");
     println!("baseline: the JSON snapshot of the same slots in this run ({json:.2} ms ({json_min:.2}), {:.1} MB)", json_bytes as f64 / 1e6);
-    println!("{:<36} {:>16} {:>10} {:>9} {:>10} {:>8}", "textfile", "write ms", "render ms", "MB", "series", "vs JSON");
+    println!(
+        "{:<36} {:>16} {:>10} {:>9} {:>10} {:>8}",
+        "textfile", "write ms", "render ms", "MB", "series", "vs JSON"
+    );
     for (what, write, min, render, bytes, series) in &rows {
         println!(
             "{what:<36} {:>16} {render:>10.2} {:>9.2} {series:>10} {:>7.2}x",

@@ -24,11 +24,17 @@ fn populate(devices: std::ops::Range<i32>, channels: i32) {
     let transport = CString::new("IB-CAST").unwrap();
     for dev in devices {
         let name = CString::new(format!("mlx5_{dev}")).unwrap();
-        assert_eq!(unsafe { rcclTelemetryRegisterDevice(dev, name.as_ptr(), transport.as_ptr()) }, dev);
+        assert_eq!(
+            unsafe { rcclTelemetryRegisterDevice(dev, name.as_ptr(), transport.as_ptr()) },
+            dev
+        );
         for ch in 0..channels {
             let mut n = 0;
             let first = unsafe { rcclTelemetrySetupChannel(dev, ch, QPS, &mut n) };
-            assert!(first >= 0 && n == QPS, "SetupChannel {dev}/{ch}: {first} {n}");
+            assert!(
+                first >= 0 && n == QPS,
+                "SetupChannel {dev}/{ch}: {first} {n}"
+            );
             for q in 0..QPS {
                 let qp = rcclTelemetryResolveQp(dev, ch, first + q);
                 unsafe {
@@ -60,7 +66,10 @@ fn main() {
     stall::manual_clock();
     assert_eq!(rcclTelemetryInit(), 0);
     println!("stall detector, one tick over every QP slot ({ticks} ticks after 3 warm-up ticks that detect the stalls), median (min) ms:");
-    println!("{:<24} {:>10} {:>18} {:>14} {:>10}", "slots", "QP slots", "tick ms", "ns per slot", "stalled");
+    println!(
+        "{:<24} {:>10} {:>18} {:>14} {:>10}",
+        "slots", "QP slots", "tick ms", "ns per slot", "stalled"
+    );
     let mut now = 1_000_000_000u64;
     for (label, devs, channels) in [("8x64x16", 0..8, 64), ("32x512x16", 8..32, 512)] {
         if label == "32x512x16" {
@@ -99,9 +108,16 @@ fn main() {
             .collect();
         let min = v.iter().copied().fold(f64::INFINITY, f64::min);
         let med = median(v);
-        let stalled: u64 = (0..devs.end as u32).filter_map(stall::device_summary).map(|(_, s)| s).sum();
+        let stalled: u64 = (0..devs.end as u32)
+            .filter_map(stall::device_summary)
+            .map(|(_, s)| s)
+            .sum();
         assert_eq!(stalled, slots / 64, "1 in 64 QPs is stalled");
-        println!("{label:<24} {slots:>10} {:>18} {:>14.1} {stalled:>10}", format!("{med:.2} ({min:.2})"), med * 1e6 / slots as f64);
+        println!(
+            "{label:<24} {slots:>10} {:>18} {:>14.1} {stalled:>10}",
+            format!("{med:.2} ({min:.2})"),
+            med * 1e6 / slots as f64
+        );
     }
     assert_eq!(rcclTelemetryFlush(), 0);
 }

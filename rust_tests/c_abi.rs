@@ -30,13 +30,23 @@ fn check_against_tally(file: &Value, tally: &Value, sample_n: u64, unknown_chann
     }
     assert_eq!(file["version"], 3);
     for (f, t) in fd.iter().zip(td) {
-        for k in ["device_id", "roce_device", "tx_bytes", "rx_bytes", "num_cq_errors", "cq_poll_count", "num_qp_untracked"] {
+        for k in [
+            "device_id",
+            "roce_device",
+            "tx_bytes",
+            "rx_bytes",
+            "num_cq_errors",
+            "cq_poll_count",
+            "num_qp_untracked",
+        ] {
             assert_eq!(f[k], t[k], "device key {k}");
         }
         check_identity(f, t);
         // Hardware counters belong to the hw module; here each key is a number >= -1.
         for (k, v) in f["hw_counters"].as_object().unwrap() {
-            let ok = v.as_i64().is_some_and(|x| x >= -1) || v.as_array().is_some_and(|a| a.iter().all(|x| x.as_i64().unwrap() >= -1));
+            let ok = v.as_i64().is_some_and(|x| x >= -1)
+                || v.as_array()
+                    .is_some_and(|a| a.iter().all(|x| x.as_i64().unwrap() >= -1));
             assert!(ok, "hw_counters.{k} = {v}");
         }
         let want_sizes: Vec<(u64, u64)> = t["size_buckets"]
@@ -47,8 +57,12 @@ fn check_against_tally(file: &Value, tally: &Value, sample_n: u64, unknown_chann
             .filter(|(_, n)| u(n) > 0)
             .map(|(b, n)| (SIZE_MAX[b], u(n)))
             .collect();
-        let got_sizes: Vec<(u64, u64)> =
-            f["wqe_size_stats"].as_array().unwrap().iter().map(|s| (u(&s["max_wqe_size"]), u(&s["num_wqe"]))).collect();
+        let got_sizes: Vec<(u64, u64)> = f["wqe_size_stats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (u(&s["max_wqe_size"]), u(&s["num_wqe"])))
+            .collect();
         assert_eq!(got_sizes, want_sizes);
 
         let fch = f["channels"].as_array().unwrap();
@@ -59,7 +73,10 @@ fn check_against_tally(file: &Value, tally: &Value, sample_n: u64, unknown_chann
         } else {
             assert_eq!(u(&f["num_channels"]), tch.len() as u64);
         }
-        let active = tch.iter().filter(|c| u(&c["num_req_completed"]) > 0).count() as u64;
+        let active = tch
+            .iter()
+            .filter(|c| u(&c["num_req_completed"]) > 0)
+            .count() as u64;
         assert_eq!(u(&f["active_channels"]), active);
         for (fc, tc) in fch.iter().zip(tch) {
             if unknown_channels {
@@ -76,19 +93,39 @@ fn check_against_tally(file: &Value, tally: &Value, sample_n: u64, unknown_chann
             for (i, (q, tqp)) in fq.iter().zip(tq).enumerate() {
                 assert_eq!(u(&q["id"]), i as u64);
                 assert_eq!(q["role"], tqp["role"]);
-                for k in ["num_wqe_sent", "num_recv_wqe", "num_wqe_rcvd", "num_wqe_completed", "num_cts_sent_signalled",
-                          "num_cts_sent_unsignalled", "num_slot_miss", "num_write_wqe", "num_write_imm_wqe"] {
+                for k in [
+                    "num_wqe_sent",
+                    "num_recv_wqe",
+                    "num_wqe_rcvd",
+                    "num_wqe_completed",
+                    "num_cts_sent_signalled",
+                    "num_cts_sent_unsignalled",
+                    "num_slot_miss",
+                    "num_write_wqe",
+                    "num_write_imm_wqe",
+                ] {
                     assert_eq!(q[k], tqp[k], "qp {i} key {k}");
                     *sums.entry(k).or_default() += u(&q[k]);
                 }
-                assert_eq!(u(&q["num_cts_sent"]), u(&q["num_cts_sent_signalled"]) + u(&q["num_cts_sent_unsignalled"]));
-                let h: u64 = q["wqe_completion_histogram"].as_array().unwrap().iter().map(u).sum();
+                assert_eq!(
+                    u(&q["num_cts_sent"]),
+                    u(&q["num_cts_sent_signalled"]) + u(&q["num_cts_sent_unsignalled"])
+                );
+                let h: u64 = q["wqe_completion_histogram"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(u)
+                    .sum();
                 assert_eq!(h, u(&tqp["sampled"]), "qp {i}: histogram sum is the sample");
                 assert_eq!(q.get("num_wqe_sampled").is_some(), sample_n > 1);
                 if sample_n > 1 {
                     assert_eq!(u(&q["num_wqe_sampled"]), h);
                 }
-                let (mn, mx) = (q["wqe_completion_ns_min"].as_i64().unwrap(), q["wqe_completion_ns_max"].as_i64().unwrap());
+                let (mn, mx) = (
+                    q["wqe_completion_ns_min"].as_i64().unwrap(),
+                    q["wqe_completion_ns_max"].as_i64().unwrap(),
+                );
                 if h == 0 {
                     assert_eq!((mn, mx), (-1, -1));
                 } else {
@@ -96,8 +133,19 @@ fn check_against_tally(file: &Value, tally: &Value, sample_n: u64, unknown_chann
                 }
                 // A clean run leaves nothing outstanding and never stalls (hooks: WRITE_WITH_IMM
                 // postings against completions; CTS and receives are not counted).
-                assert_eq!((u(&q["num_wqe_outstanding"]), &q["stalled"], u(&q["longest_stall_ms"])), (0, &Value::Bool(false), 0), "qp {i}");
-                assert!(q.get("oldest_outstanding_ms").is_none(), "a hooks file has no oldest_outstanding_ms");
+                assert_eq!(
+                    (
+                        u(&q["num_wqe_outstanding"]),
+                        &q["stalled"],
+                        u(&q["longest_stall_ms"])
+                    ),
+                    (0, &Value::Bool(false), 0),
+                    "qp {i}"
+                );
+                assert!(
+                    q.get("oldest_outstanding_ms").is_none(),
+                    "a hooks file has no oldest_outstanding_ms"
+                );
                 hist_sum += h;
                 data += u64::from(q["role"] == "data");
                 cts += u64::from(q["role"] == "cts");
@@ -105,10 +153,23 @@ fn check_against_tally(file: &Value, tally: &Value, sample_n: u64, unknown_chann
             for (k, s) in &sums {
                 assert_eq!(u(&fc[*k]), *s, "channel total {k} is the sum over its QPs");
             }
-            assert_eq!(u(&fc["num_cts_sent"]), sums["num_cts_sent_signalled"] + sums["num_cts_sent_unsignalled"]);
-            let ch_hist: u64 = fc["wqe_completion_histogram"].as_array().unwrap().iter().map(u).sum();
+            assert_eq!(
+                u(&fc["num_cts_sent"]),
+                sums["num_cts_sent_signalled"] + sums["num_cts_sent_unsignalled"]
+            );
+            let ch_hist: u64 = fc["wqe_completion_histogram"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(u)
+                .sum();
             assert_eq!(ch_hist, hist_sum);
-            assert_eq!(log_total(&fc["wqe_completion_log_histogram"]), hist_sum, "channel {:?}: the log-scale histogram counts every sampled completion", fc["id"]);
+            assert_eq!(
+                log_total(&fc["wqe_completion_log_histogram"]),
+                hist_sum,
+                "channel {:?}: the log-scale histogram counts every sampled completion",
+                fc["id"]
+            );
             assert_eq!((u(&fc["num_data_qp"]), u(&fc["num_cts_qp"])), (data, cts));
             assert_eq!(u(&fc["num_qp_untracked"]), 0);
         }
@@ -128,25 +189,52 @@ fn check_identity(f: &Value, t: &Value) {
     }
     let mut qps = 0;
     let mut sampled = 0;
-    for (fc, tc) in f["channels"].as_array().unwrap().iter().zip(t["channels"].as_array().unwrap()) {
-        for (q, tq) in fc["queue_pairs"].as_array().unwrap().iter().zip(tc["queue_pairs"].as_array().unwrap()) {
+    for (fc, tc) in f["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(t["channels"].as_array().unwrap())
+    {
+        for (q, tq) in fc["queue_pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(tc["queue_pairs"].as_array().unwrap())
+        {
             assert_eq!(q["qp_num"], tq["qp_num"]);
-            assert_eq!(q["peer"], tq["peer"], "the second rcclTelemetryQpSetPeer replaced the first");
-            assert!(q.get("local_gid").is_none(), "same GID as the device: no local_gid");
+            assert_eq!(
+                q["peer"], tq["peer"],
+                "the second rcclTelemetryQpSetPeer replaced the first"
+            );
+            assert!(
+                q.get("local_gid").is_none(),
+                "same GID as the device: no local_gid"
+            );
             assert!(q.get("qp_type").is_none(), "qp_type only in preload files");
             qps += 1;
             sampled += u(&tq["sampled"]);
         }
     }
     let peers = f["peers"].as_array().unwrap();
-    assert_eq!(peers.len(), 1, "device {dev}: one peer NIC (the wrong peer first told had no completion): {peers:?}");
+    assert_eq!(
+        peers.len(),
+        1,
+        "device {dev}: one peer NIC (the wrong peer first told had no completion): {peers:?}"
+    );
     let p = &peers[0];
     let tq = &t["channels"][0]["queue_pairs"][0]["peer"];
-    assert_eq!((&p["gid"], &p["gid_ip"], &p["lid"]), (&tq["gid"], &tq["gid_ip"], &Value::Null));
+    assert_eq!(
+        (&p["gid"], &p["gid_ip"], &p["lid"]),
+        (&tq["gid"], &tq["gid_ip"], &Value::Null)
+    );
     assert_eq!(u(&p["num_qps"]), qps);
     assert!(p.get("num_qps_shared").is_none());
     if let Some(h) = p.get("wqe_completion_log_histogram") {
-        assert_eq!(log_total(h), sampled, "device {dev}: the peer's histogram holds every sampled completion");
+        assert_eq!(
+            log_total(h),
+            sampled,
+            "device {dev}: the peer's histogram holds every sampled completion"
+        );
         assert_eq!(log_total(h), log_total(&f["wqe_completion_log_histogram"]));
     }
 }
@@ -157,7 +245,9 @@ fn keys_at(text: &str, depth: usize) -> Vec<String> {
     let pad = " ".repeat(2 * depth);
     let mut keys: Vec<String> = Vec::new();
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix(&pad).filter(|r| r.starts_with('"')) else { continue };
+        let Some(rest) = line.strip_prefix(&pad).filter(|r| r.starts_with('"')) else {
+            continue;
+        };
         let k = rest[1..].split('"').next().unwrap().to_owned();
         if keys.contains(&k) {
             break; // the next object at this depth
@@ -171,19 +261,42 @@ fn keys_at(text: &str, depth: usize) -> Vec<String> {
 fn version_3_keys_follow_every_older_key() {
     // With stall detection on (the default) its keys come last; with it off they are absent.
     for (stall_ms, dev_stall, qp_stall) in [
-        ("1000", &["num_wqe_outstanding", "num_qps_stalled"][..], &["num_wqe_outstanding", "stalled", "stalled_since", "longest_stall_ms", "longest_stall_start"][..]),
+        (
+            "1000",
+            &["num_wqe_outstanding", "num_qps_stalled"][..],
+            &[
+                "num_wqe_outstanding",
+                "stalled",
+                "stalled_since",
+                "longest_stall_ms",
+                "longest_stall_start",
+            ][..],
+        ),
         ("0", &[][..], &[][..]),
     ] {
         let d = tempfile::tempdir().unwrap();
-        run_sim(d.path(), &["--requests", "50"], &[("RCCL_TELEMETRY_STALL_MS", stall_ms)]);
+        run_sim(
+            d.path(),
+            &["--requests", "50"],
+            &[("RCCL_TELEMETRY_STALL_MS", stall_ms)],
+        );
         let text = std::fs::read_to_string(&telemetry_files(d.path())[0]).unwrap();
         let top = keys_at(&text, 1);
         assert_eq!(top.last().map(String::as_str), Some("stall_ms"), "{top:?}");
         let dev = keys_at(&text, 2);
         let at = dev.iter().position(|k| k == "port").unwrap();
-        let want: Vec<&str> = ["port", "gid_index", "gid", "gid_ip", "lid", "peers"].iter().chain(dev_stall).copied().collect();
+        let want: Vec<&str> = ["port", "gid_index", "gid", "gid_ip", "lid", "peers"]
+            .iter()
+            .chain(dev_stall)
+            .copied()
+            .collect();
         assert_eq!(dev[at..], want, "{dev:?}");
-        assert!(dev[..at].iter().any(|k| k == "hw_counters") && dev[..at].iter().any(|k| k == "wqe_completion_log_histogram"));
+        assert!(
+            dev[..at].iter().any(|k| k == "hw_counters")
+                && dev[..at]
+                    .iter()
+                    .any(|k| k == "wqe_completion_log_histogram")
+        );
         let qp = keys_at(&text, 4);
         let want: Vec<&str> = ["qp_num", "peer"].iter().chain(qp_stall).copied().collect();
         assert_eq!(qp[qp.len() - want.len()..], want, "{qp:?}");
@@ -192,7 +305,16 @@ fn version_3_keys_follow_every_older_key() {
         assert_eq!(peer, ["qp_num", "gid", "gid_ip", "lid"]);
         // The device's peers entries: the keys under the device's "peers" list.
         let at = text.find("\"peers\": [").unwrap();
-        assert_eq!(keys_at(&text[at..], 3)[..5], ["gid", "gid_ip", "lid", "num_qps", "wqe_completion_log_histogram"]);
+        assert_eq!(
+            keys_at(&text[at..], 3)[..5],
+            [
+                "gid",
+                "gid_ip",
+                "lid",
+                "num_qps",
+                "wqe_completion_log_histogram"
+            ]
+        );
     }
 }
 
@@ -206,15 +328,28 @@ fn ibcast_sim_calls() -> &'static Path {
     P.get_or_init(|| c_program("ibcast_sim", &["-DRCCL_TELEMETRY_NO_INLINE"]))
 }
 
-fn run_sim_with(prog: &Path, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (std::process::Output, Value) {
+fn run_sim_with(
+    prog: &Path,
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Output, Value) {
     let tally = dir.join("tally.json");
     let out_dir = dir.to_str().unwrap();
-    let mut full_env = vec![("RCCL_TELEMETRY_ENABLE", "1"), ("RCCL_TELEMETRY_OUTPUT_DIR", out_dir)];
+    let mut full_env = vec![
+        ("RCCL_TELEMETRY_ENABLE", "1"),
+        ("RCCL_TELEMETRY_OUTPUT_DIR", out_dir),
+    ];
     full_env.extend_from_slice(env);
     let mut all_args = vec![tally.to_str().unwrap()];
     all_args.extend_from_slice(args);
     let o = run(prog, &all_args, &full_env);
-    assert!(o.status.success(), "{} failed: {}", prog.display(), stderr(&o));
+    assert!(
+        o.status.success(),
+        "{} failed: {}",
+        prog.display(),
+        stderr(&o)
+    );
     let t: Value = serde_json::from_str(&std::fs::read_to_string(&tally).unwrap()).unwrap();
     (o, t)
 }
@@ -226,7 +361,14 @@ fn only_file(dir: &Path) -> Value {
     let v = load_valid(&files[0]);
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    assert_eq!(name, format!("rccl_telemetry_{}_{uid}_{}.json", v["host_name"].as_str().unwrap(), v["process_id"]));
+    assert_eq!(
+        name,
+        format!(
+            "rccl_telemetry_{}_{uid}_{}.json",
+            v["host_name"].as_str().unwrap(),
+            v["process_id"]
+        )
+    );
     v
 }
 
@@ -241,7 +383,10 @@ fn every_counter_matches_the_simulation() {
         // Bad calls are silent no-ops, except the refused registrations, which say why.
         let err = stderr(&o);
         assert_eq!(err.lines().count(), 3, "{err}");
-        assert!(err.lines().all(|l| l.starts_with("rccl-telemetry: ")), "{err}");
+        assert!(
+            err.lines().all(|l| l.starts_with("rccl-telemetry: ")),
+            "{err}"
+        );
         // At N = 1 the file bears no trace of sampling.
         let text = std::fs::read_to_string(&telemetry_files(d.path())[0]).unwrap();
         assert!(!text.contains("sampled") && !text.contains("latency_sample_interval"));
@@ -267,8 +412,14 @@ fn inline_layouts_match_the_library() {
             (k.to_owned(), v.parse().unwrap())
         })
         .collect();
-    let library: Vec<(String, usize)> = rccl_telemetry::inline_abi::layout().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
-    assert_eq!(header, library, "the header's mirrors and the library's layouts differ");
+    let library: Vec<(String, usize)> = rccl_telemetry::inline_abi::layout()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    assert_eq!(
+        header, library,
+        "the header's mirrors and the library's layouts differ"
+    );
 }
 
 #[test]
@@ -284,12 +435,18 @@ fn inline_log_index_matches_the_library() {
         assert_eq!(f.len(), 3, "line {l:?}");
         let (v, i): (u64, usize) = (f[0].parse().unwrap(), f[1].parse().unwrap());
         let want = rccl_telemetry::loghist::clamp_index(v, rccl_telemetry::loghist::LOG_BUCKETS);
-        assert_eq!(i, want, "value {v}: the header says bucket {i}, the library {want}");
+        assert_eq!(
+            i, want,
+            "value {v}: the header says bucket {i}, the library {want}"
+        );
         // The unclamped form the sampled path uses below 2^32 ns (no clamp there).
         if v < 1 << 61 {
             let raw: usize = f[2].parse().unwrap();
             let want = rccl_telemetry::loghist::bucket_index(v);
-            assert_eq!(raw, want, "value {v}: the header's raw index is {raw}, the library's {want}");
+            assert_eq!(
+                raw, want,
+                "value {v}: the header's raw index is {raw}, the library's {want}"
+            );
             if v <= u64::from(u32::MAX) {
                 assert_eq!(raw, i, "value {v} below 2^32 ns needs no clamp");
             }
@@ -302,25 +459,37 @@ fn inline_log_index_matches_the_library() {
     }
     assert!(n > 100_000, "{n} values");
     assert!(raw_checked > 100_000, "{raw_checked} raw values");
-    assert_eq!(seen.len(), rccl_telemetry::loghist::LOG_BUCKETS, "every stored bucket was reached");
+    assert_eq!(
+        seen.len(),
+        rccl_telemetry::loghist::LOG_BUCKETS,
+        "every stored bucket was reached"
+    );
 }
 
 /// The total count of a file's sparse log-scale histogram ([lo, hi, count] triples), after
 /// checking its buckets are the library's, in order.
 fn log_total(v: &Value) -> u64 {
     let mut last = None;
-    v.as_array().unwrap().iter().map(|b| {
-        let b = b.as_array().unwrap();
-        let lo = u(&b[0]);
-        let i = rccl_telemetry::loghist::bucket_index(lo);
-        let (blo, bhi) = rccl_telemetry::loghist::bucket_bounds(i);
-        assert_eq!(lo, blo, "{b:?}");
-        if i + 1 < rccl_telemetry::loghist::LOG_BUCKETS { assert_eq!(u(&b[1]), bhi, "{b:?}") } else { assert!(b[1].is_null(), "{b:?}") }
-        assert!(last < Some(i), "buckets in increasing order: {v}");
-        last = Some(i);
-        assert!(u(&b[2]) > 0, "only non-empty buckets: {b:?}");
-        u(&b[2])
-    }).sum()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let b = b.as_array().unwrap();
+            let lo = u(&b[0]);
+            let i = rccl_telemetry::loghist::bucket_index(lo);
+            let (blo, bhi) = rccl_telemetry::loghist::bucket_bounds(i);
+            assert_eq!(lo, blo, "{b:?}");
+            if i + 1 < rccl_telemetry::loghist::LOG_BUCKETS {
+                assert_eq!(u(&b[1]), bhi, "{b:?}")
+            } else {
+                assert!(b[1].is_null(), "{b:?}")
+            }
+            assert!(last < Some(i), "buckets in increasing order: {v}");
+            last = Some(i);
+            assert!(u(&b[2]) > 0, "only non-empty buckets: {b:?}");
+            u(&b[2])
+        })
+        .sum()
 }
 
 /// Device 0 (inline hooks), device 1 (exported handle functions) and device 2 (index forms)
@@ -329,10 +498,17 @@ fn log_total(v: &Value) -> u64 {
 /// With `exact_hist` false the histograms are compared by their sums: a token stored at
 /// posting is read a few ns apart on the two paths, which can straddle a narrow bucket's edge.
 /// Returns (histogram buckets, buckets with counts).
-fn check_inline_matches_calls(env: &[(&str, &str)], seed: &str, exact_hist: bool) -> (usize, usize) {
+fn check_inline_matches_calls(
+    env: &[(&str, &str)],
+    seed: &str,
+    exact_hist: bool,
+) -> (usize, usize) {
     let prog = inline_equiv();
     let d = tempfile::tempdir().unwrap();
-    let mut full = vec![("RCCL_TELEMETRY_ENABLE", "1"), ("RCCL_TELEMETRY_OUTPUT_DIR", d.path().to_str().unwrap())];
+    let mut full = vec![
+        ("RCCL_TELEMETRY_ENABLE", "1"),
+        ("RCCL_TELEMETRY_OUTPUT_DIR", d.path().to_str().unwrap()),
+    ];
     full.extend_from_slice(env);
     let o = run(prog, &["run", seed], &full);
     assert!(o.status.success(), "inline_equiv: {}", stderr(&o));
@@ -340,12 +516,23 @@ fn check_inline_matches_calls(env: &[(&str, &str)], seed: &str, exact_hist: bool
     let strip = |v: &Value| {
         let mut v = v.clone();
         let o = v.as_object_mut().unwrap();
-        for k in ["device_id", "roce_device", "eth_device", "hw_type", "hw_counters"] {
+        for k in [
+            "device_id",
+            "roce_device",
+            "eth_device",
+            "hw_type",
+            "hw_counters",
+        ] {
             o.remove(k);
         }
         let lat = |o: &mut serde_json::Map<String, Value>| {
             if !exact_hist {
-                let sum: u64 = o["wqe_completion_histogram"].as_array().unwrap().iter().map(u).sum();
+                let sum: u64 = o["wqe_completion_histogram"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(u)
+                    .sum();
                 o.insert("wqe_completion_histogram".into(), sum.into());
             }
             let min = o.remove("wqe_completion_ns_min").unwrap();
@@ -367,7 +554,10 @@ fn check_inline_matches_calls(env: &[(&str, &str)], seed: &str, exact_hist: bool
                 Value::Array(a) => a.iter().map(u).sum(),
                 n => u(n),
             };
-            assert_eq!(total, seed, "the channel's log-scale histogram counts every sampled completion");
+            assert_eq!(
+                total, seed,
+                "the channel's log-scale histogram counts every sampled completion"
+            );
             ch_log += total;
             co.insert("wqe_completion_log_histogram".into(), total.into());
             lats.push(lat(co));
@@ -375,7 +565,10 @@ fn check_inline_matches_calls(env: &[(&str, &str)], seed: &str, exact_hist: bool
                 lats.push(lat(q.as_object_mut().unwrap()));
             }
         }
-        assert_eq!(ch_log, dev_log, "the device's log-scale histogram is its channels' sum");
+        assert_eq!(
+            ch_log, dev_log,
+            "the device's log-scale histogram is its channels' sum"
+        );
         (v, lats)
     };
     let devs = f["devices"].as_array().unwrap();
@@ -383,10 +576,21 @@ fn check_inline_matches_calls(env: &[(&str, &str)], seed: &str, exact_hist: bool
     let (a, la) = strip(&devs[0]);
     let (b, lb) = strip(&devs[1]);
     let (c, lc) = strip(&devs[2]);
-    assert_eq!(a, b, "inline hooks (device 0) and functions (device 1) counted differently");
-    assert_eq!(b, c, "handle forms (device 1) and index forms (device 2) counted differently");
-    let hist = devs[0]["channels"][0]["wqe_completion_histogram"].as_array().unwrap();
-    assert!(u(&a["tx_bytes"]) > 0 && hist.iter().map(u).sum::<u64>() > 0, "{a}");
+    assert_eq!(
+        a, b,
+        "inline hooks (device 0) and functions (device 1) counted differently"
+    );
+    assert_eq!(
+        b, c,
+        "handle forms (device 1) and index forms (device 2) counted differently"
+    );
+    let hist = devs[0]["channels"][0]["wqe_completion_histogram"]
+        .as_array()
+        .unwrap();
+    assert!(
+        u(&a["tx_bytes"]) > 0 && hist.iter().map(u).sum::<u64>() > 0,
+        "{a}"
+    );
     for ((amin, amax), (bmin, bmax)) in la.iter().zip(&lb).chain(lb.iter().zip(&lc)) {
         assert_eq!((*amin < 0, *amax < 0), (*bmin < 0, *bmax < 0));
         // The two calls of a pair read the clock moments apart (a generous bound, so a
@@ -401,19 +605,47 @@ fn check_inline_matches_calls(env: &[(&str, &str)], seed: &str, exact_hist: bool
 fn inline_hooks_count_like_the_functions() {
     // Tokens in ns, an odd interval of about 1 s and 16 buckets: constructed tokens land half
     // an interval inside every bucket, on both paths.
-    let mono = [("RCCL_TELEMETRY_CLOCK", "monotonic"), ("RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS", "1000000007"), ("RCCL_TELEMETRY_HISTOGRAM_BUCKETS", "16")];
+    let mono = [
+        ("RCCL_TELEMETRY_CLOCK", "monotonic"),
+        ("RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS", "1000000007"),
+        ("RCCL_TELEMETRY_HISTOGRAM_BUCKETS", "16"),
+    ];
     // Constructed tokens reach back 17.5 intervals: only on a clock that has run that long.
     let (buckets, filled) = check_inline_matches_calls(&mono, "1", true);
-    let uptime_s: f64 = std::fs::read_to_string("/proc/uptime").unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    let uptime_s: f64 = std::fs::read_to_string("/proc/uptime")
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     if uptime_s > 30.0 {
-        assert_eq!((buckets, filled), (16, 16), "constructed tokens fill every bucket");
+        assert_eq!(
+            (buckets, filled),
+            (16, 16),
+            "constructed tokens fill every bucket"
+        );
     }
     // A power-of-two interval (the divider's other shape), 1-in-4 sampling, the default clock.
-    check_inline_matches_calls(&[("RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS", "1073741824"), ("RCCL_TELEMETRY_LATENCY_SAMPLE", "4")], "2", true);
+    check_inline_matches_calls(
+        &[
+            ("RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS", "1073741824"),
+            ("RCCL_TELEMETRY_LATENCY_SAMPLE", "4"),
+        ],
+        "2",
+        true,
+    );
     // Defaults (30 us buckets, narrow enough for stored tokens to straddle an edge).
     check_inline_matches_calls(&[], "3", false);
     // An interval of 1 ns (no division at all): every latency lands in the last bucket.
-    check_inline_matches_calls(&[("RCCL_TELEMETRY_CLOCK", "monotonic"), ("RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS", "1")], "4", true);
+    check_inline_matches_calls(
+        &[
+            ("RCCL_TELEMETRY_CLOCK", "monotonic"),
+            ("RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS", "1"),
+        ],
+        "4",
+        true,
+    );
 }
 
 #[test]
@@ -421,18 +653,33 @@ fn sampling_moves_only_the_latency_fields() {
     let strip = |mut v: Value| {
         v.as_object_mut().unwrap().retain(|k, _| k == "devices");
         for d in v["devices"].as_array_mut().unwrap() {
-            d.as_object_mut().unwrap().remove("wqe_completion_log_histogram");
+            d.as_object_mut()
+                .unwrap()
+                .remove("wqe_completion_log_histogram");
             for p in d["peers"].as_array_mut().unwrap() {
-                p.as_object_mut().unwrap().remove("wqe_completion_log_histogram");
+                p.as_object_mut()
+                    .unwrap()
+                    .remove("wqe_completion_log_histogram");
             }
             for c in d["channels"].as_array_mut().unwrap() {
                 let o = c.as_object_mut().unwrap();
-                for k in ["wqe_completion_ns_min", "wqe_completion_ns_max", "wqe_completion_histogram", "num_wqe_sampled", "wqe_completion_log_histogram"] {
+                for k in [
+                    "wqe_completion_ns_min",
+                    "wqe_completion_ns_max",
+                    "wqe_completion_histogram",
+                    "num_wqe_sampled",
+                    "wqe_completion_log_histogram",
+                ] {
                     o.remove(k);
                 }
                 for q in o["queue_pairs"].as_array_mut().unwrap() {
                     let o = q.as_object_mut().unwrap();
-                    for k in ["wqe_completion_ns_min", "wqe_completion_ns_max", "wqe_completion_histogram", "num_wqe_sampled"] {
+                    for k in [
+                        "wqe_completion_ns_min",
+                        "wqe_completion_ns_max",
+                        "wqe_completion_histogram",
+                        "num_wqe_sampled",
+                    ] {
                         o.remove(k);
                     }
                 }
@@ -443,13 +690,20 @@ fn sampling_moves_only_the_latency_fields() {
     let mut files = Vec::new();
     for n in ["1", "16", "5"] {
         let d = tempfile::tempdir().unwrap();
-        let (o, t) = run_sim(d.path(), &["--requests", "200"], &[("RCCL_TELEMETRY_LATENCY_SAMPLE", n)]);
+        let (o, t) = run_sim(
+            d.path(),
+            &["--requests", "200"],
+            &[("RCCL_TELEMETRY_LATENCY_SAMPLE", n)],
+        );
         let f = only_file(d.path());
         let effective = if n == "5" { 8 } else { n.parse().unwrap() };
         check_against_tally(&f, &t, effective, false);
         if n == "5" {
             let err = stderr(&o);
-            assert!(err.contains("RCCL_TELEMETRY_LATENCY_SAMPLE=5") && err.contains(" 8 "), "{err}");
+            assert!(
+                err.contains("RCCL_TELEMETRY_LATENCY_SAMPLE=5") && err.contains(" 8 "),
+                "{err}"
+            );
         }
         if effective > 1 {
             // 1 in N by posting position: each QP sampled ceil(posted / N) of its WQEs.
@@ -464,7 +718,10 @@ fn sampling_moves_only_the_latency_fields() {
         }
         files.push(strip(f));
     }
-    assert_eq!(files[0], files[1], "N=1 and N=16 differ outside the latency fields");
+    assert_eq!(
+        files[0], files[1],
+        "N=1 and N=16 differ outside the latency fields"
+    );
     assert_eq!(files[0], files[2]);
 }
 
@@ -473,48 +730,98 @@ fn log_histogram_off_leaves_no_key_and_changes_nothing_else() {
     let mut files = Vec::new();
     for on in ["1", "0"] {
         let d = tempfile::tempdir().unwrap();
-        let (_, t) = run_sim(d.path(), &["--requests", "200"], &[("RCCL_TELEMETRY_LOG_HISTOGRAM", on)]);
+        let (_, t) = run_sim(
+            d.path(),
+            &["--requests", "200"],
+            &[("RCCL_TELEMETRY_LOG_HISTOGRAM", on)],
+        );
         let mut f = only_file(d.path());
         if on == "1" {
             check_against_tally(&f, &t, 1, false);
         }
-        f.as_object_mut().unwrap().retain(|k, _| k == "devices" || k == "version");
+        f.as_object_mut()
+            .unwrap()
+            .retain(|k, _| k == "devices" || k == "version");
         let mut keys = 0;
         for dev in f["devices"].as_array_mut().unwrap() {
-            keys += u64::from(dev.as_object_mut().unwrap().remove("wqe_completion_log_histogram").is_some());
+            keys += u64::from(
+                dev.as_object_mut()
+                    .unwrap()
+                    .remove("wqe_completion_log_histogram")
+                    .is_some(),
+            );
             for p in dev["peers"].as_array_mut().unwrap() {
-                keys += u64::from(p.as_object_mut().unwrap().remove("wqe_completion_log_histogram").is_some());
+                keys += u64::from(
+                    p.as_object_mut()
+                        .unwrap()
+                        .remove("wqe_completion_log_histogram")
+                        .is_some(),
+                );
             }
             for c in dev["channels"].as_array_mut().unwrap() {
                 let o = c.as_object_mut().unwrap();
                 keys += u64::from(o.remove("wqe_completion_log_histogram").is_some());
-                for k in ["wqe_completion_ns_min", "wqe_completion_ns_max", "wqe_completion_histogram"] {
+                for k in [
+                    "wqe_completion_ns_min",
+                    "wqe_completion_ns_max",
+                    "wqe_completion_histogram",
+                ] {
                     o.remove(k);
                 }
                 for q in o["queue_pairs"].as_array_mut().unwrap() {
-                    assert!(q.get("wqe_completion_log_histogram").is_none(), "no per-QP key: {q}");
-                    for k in ["wqe_completion_ns_min", "wqe_completion_ns_max", "wqe_completion_histogram"] {
+                    assert!(
+                        q.get("wqe_completion_log_histogram").is_none(),
+                        "no per-QP key: {q}"
+                    );
+                    for k in [
+                        "wqe_completion_ns_min",
+                        "wqe_completion_ns_max",
+                        "wqe_completion_histogram",
+                    ] {
                         q.as_object_mut().unwrap().remove(k);
                     }
                 }
             }
         }
-        assert_eq!(keys > 0, on == "1", "RCCL_TELEMETRY_LOG_HISTOGRAM={on}: {keys} log-scale keys");
+        assert_eq!(
+            keys > 0,
+            on == "1",
+            "RCCL_TELEMETRY_LOG_HISTOGRAM={on}: {keys} log-scale keys"
+        );
         files.push(f);
     }
-    assert_eq!(files[0], files[1], "the log-scale histogram changes no other key");
+    assert_eq!(
+        files[0], files[1],
+        "the log-scale histogram changes no other key"
+    );
 }
 
 #[test]
 fn threads_with_concurrent_capture_and_flush_are_exact() {
     // Mid-run Flush: a valid file; afterwards SwCapture, On and SetupChannel are inert (checked in C).
     let d = tempfile::tempdir().unwrap();
-    run_sim(d.path(), &["--threads", "--channels", "8", "--requests", "3000"], &[]);
+    run_sim(
+        d.path(),
+        &["--threads", "--channels", "8", "--requests", "3000"],
+        &[],
+    );
     only_file(d.path());
     // No explicit Flush: the exit handler writes every count after the threads joined.
     for prog in [ibcast_sim(), ibcast_sim_calls()] {
         let d = tempfile::tempdir().unwrap();
-        let (_, t) = run_sim_with(prog, d.path(), &["--threads", "--channels", "8", "--requests", "3000", "--no-flush"], &[]);
+        let (_, t) = run_sim_with(
+            prog,
+            d.path(),
+            &[
+                "--threads",
+                "--channels",
+                "8",
+                "--requests",
+                "3000",
+                "--no-flush",
+            ],
+            &[],
+        );
         check_against_tally(&only_file(d.path()), &t, 1, false);
     }
 }
@@ -531,18 +838,33 @@ fn unknown_channel_ids_are_null() {
 fn unwritable_directory_is_one_line_and_a_normal_exit() {
     let d = tempfile::tempdir().unwrap();
     let missing = d.path().join("no/such/dir");
-    let (o, _) = run_sim(d.path(), &[], &[("RCCL_TELEMETRY_OUTPUT_DIR", missing.to_str().unwrap())]);
+    let (o, _) = run_sim(
+        d.path(),
+        &[],
+        &[("RCCL_TELEMETRY_OUTPUT_DIR", missing.to_str().unwrap())],
+    );
     let err = stderr(&o);
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("rccl-telemetry: cannot write")).collect();
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("rccl-telemetry: cannot write"))
+        .collect();
     assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].contains(missing.to_str().unwrap()) && lines[0].contains("No such file"), "{err}");
+    assert!(
+        lines[0].contains(missing.to_str().unwrap()) && lines[0].contains("No such file"),
+        "{err}"
+    );
     assert!(err.contains("rcclTelemetryFlush returned -1"), "{err}");
     assert!(telemetry_files(d.path()).is_empty());
 }
 
 #[test]
 fn disabled_unless_exactly_one() {
-    for (v, lines) in [(None, 0), (Some("0"), 0), (Some("true"), 1), (Some("yes"), 1)] {
+    for (v, lines) in [
+        (None, 0),
+        (Some("0"), 0),
+        (Some("true"), 1),
+        (Some("yes"), 1),
+    ] {
         let d = tempfile::tempdir().unwrap();
         let tally = d.path().join("tally.json");
         let mut env = vec![("RCCL_TELEMETRY_OUTPUT_DIR", d.path().to_str().unwrap())];
@@ -552,7 +874,13 @@ fn disabled_unless_exactly_one() {
         let o = run(ibcast_sim(), &[tally.to_str().unwrap()], &env);
         assert!(o.status.success(), "{}", stderr(&o));
         let err = stderr(&o);
-        assert_eq!(err.lines().filter(|l| l.starts_with("rccl-telemetry: ")).count(), lines, "{v:?}: {err}");
+        assert_eq!(
+            err.lines()
+                .filter(|l| l.starts_with("rccl-telemetry: "))
+                .count(),
+            lines,
+            "{v:?}: {err}"
+        );
         assert!(telemetry_files(d.path()).is_empty(), "{v:?}");
     }
 }
@@ -571,8 +899,16 @@ fn malformed_environment_gets_defaults_and_one_line_each() {
         ],
     );
     let err = stderr(&o);
-    for var in ["HISTOGRAM_BUCKETS", "HISTOGRAM_INTERVAL_NS", "LATENCY_SAMPLE", "SAMPLE_MS"] {
-        let n = err.lines().filter(|l| l.contains(&format!("RCCL_TELEMETRY_{var}="))).count();
+    for var in [
+        "HISTOGRAM_BUCKETS",
+        "HISTOGRAM_INTERVAL_NS",
+        "LATENCY_SAMPLE",
+        "SAMPLE_MS",
+    ] {
+        let n = err
+            .lines()
+            .filter(|l| l.contains(&format!("RCCL_TELEMETRY_{var}=")))
+            .count();
         assert_eq!(n, 1, "{var}: {err}");
     }
     let f = only_file(d.path());
@@ -585,11 +921,20 @@ fn malformed_environment_gets_defaults_and_one_line_each() {
 #[test]
 fn histogram_shape_follows_the_configuration() {
     let d = tempfile::tempdir().unwrap();
-    let (_, t) = run_sim(d.path(), &[], &[("RCCL_TELEMETRY_HISTOGRAM_BUCKETS", "16"), ("RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS", "1")]);
+    let (_, t) = run_sim(
+        d.path(),
+        &[],
+        &[
+            ("RCCL_TELEMETRY_HISTOGRAM_BUCKETS", "16"),
+            ("RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS", "1"),
+        ],
+    );
     let f = only_file(d.path());
     check_against_tally(&f, &t, 1, false);
     assert_eq!(u(&f["histogram_interval_ns"]), 1);
-    let h = f["devices"][0]["channels"][0]["wqe_completion_histogram"].as_array().unwrap();
+    let h = f["devices"][0]["channels"][0]["wqe_completion_histogram"]
+        .as_array()
+        .unwrap();
     assert_eq!(h.len(), 16);
     // With 1 ns buckets every real completion latency lands in the last bucket or near it.
     assert!(u(&h[15]) > 0, "{h:?}");

@@ -38,7 +38,11 @@ fn run_on_fixture(t: &Tree, extra: &[(&str, &str)]) -> (tempfile::TempDir, std::
         ("RCCL_TELEMETRY_SYSFS_ROOT", t.root().to_str().unwrap()),
     ];
     env.extend_from_slice(extra);
-    let o = run(ibcast_sim(), &[tally.to_str().unwrap(), "--devices", "2"], &env);
+    let o = run(
+        ibcast_sim(),
+        &[tally.to_str().unwrap(), "--devices", "2"],
+        &env,
+    );
     assert!(o.status.success(), "ibcast_sim failed: {}", stderr(&o));
     (out, o)
 }
@@ -87,9 +91,15 @@ fn hw_counters_and_samples_in_the_json_file() {
 #[test]
 fn unknown_allow_list_name_is_one_line_and_unread_keys_stay() {
     let t = fixture();
-    let (out, o) = run_on_fixture(&t, &[("RCCL_TELEMETRY_HW_COUNTERS", "cnp_sent,not_a_counter")]);
+    let (out, o) = run_on_fixture(
+        &t,
+        &[("RCCL_TELEMETRY_HW_COUNTERS", "cnp_sent,not_a_counter")],
+    );
     let err = stderr(&o);
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains("not_a_counter")).collect();
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("not_a_counter"))
+        .collect();
     assert_eq!(lines.len(), 1, "{err}");
     assert!(lines[0].starts_with("rccl-telemetry: "));
     let v = load_valid(&telemetry_files(out.path())[0]);
@@ -109,6 +119,15 @@ fn debug_lines_explain_detection_and_reads() {
     let (_out, o) = run_on_fixture(&t, &[("RCCL_TELEMETRY_DEBUG", "1")]);
     let err = stderr(&o);
     assert!(err.contains("hw device 0 'mlx5_0': hw_type mlx5 (device/driver -> mlx5_core), port 1, eth_device 'nohostnet0'"), "{err}");
-    assert!(err.lines().any(|l| l.contains("'mlx5_1' baseline:") && l.contains("ethtool on nohostnet1")), "{err}");
-    assert!(err.lines().filter(|l| !l.starts_with("ibcast_sim")).all(|l| l.starts_with("rccl-telemetry: ")), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.contains("'mlx5_1' baseline:") && l.contains("ethtool on nohostnet1")),
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .filter(|l| !l.starts_with("ibcast_sim"))
+            .all(|l| l.starts_with("rccl-telemetry: ")),
+        "{err}"
+    );
 }

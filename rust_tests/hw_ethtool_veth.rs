@@ -37,7 +37,12 @@ fn ethtool_ioctl_on_a_veth_pair() {
         Ok(g) => g,
         Err(e) => {
             let capable = skip::is_root() && skip::on_path("ip");
-            skip::skip("hw_ethtool_veth::ethtool_ioctl_on_a_veth_pair", &format!("cannot create a veth pair here ({e})"), capable, true);
+            skip::skip(
+                "hw_ethtool_veth::ethtool_ioctl_on_a_veth_pair",
+                &format!("cannot create a veth pair here ({e})"),
+                capable,
+                true,
+            );
             return;
         }
     };
@@ -49,8 +54,15 @@ fn ethtool_ioctl_on_a_veth_pair() {
         .trim()
         .parse()
         .unwrap();
-    assert_eq!(stats.get("peer_ifindex"), Some(&peer_ifindex), "stats: {stats:?}");
-    assert!(stats.len() > 1, "veth exposes per-queue statistics too: {stats:?}");
+    assert_eq!(
+        stats.get("peer_ifindex"),
+        Some(&peer_ifindex),
+        "stats: {stats:?}"
+    );
+    assert!(
+        stats.len() > 1,
+        "veth exposes per-queue statistics too: {stats:?}"
+    );
     assert!(stats.keys().all(|k| !k.is_empty() && k.trim() == k));
 
     // When the ethtool binary exists, its -S output must name the same counters.
@@ -63,7 +75,10 @@ fn ethtool_ioctl_on_a_veth_pair() {
                     if name.trim() == "peer_ifindex" {
                         assert_eq!(stats.get("peer_ifindex"), Some(&v));
                     } else {
-                        assert!(stats.contains_key(name.trim()), "ethtool -S lists {name} but the ioctl did not");
+                        assert!(
+                            stats.contains_key(name.trim()),
+                            "ethtool -S lists {name} but the ioctl did not"
+                        );
                     }
                 }
             }
@@ -75,7 +90,10 @@ fn ethtool_ioctl_on_a_veth_pair() {
     let ib = t.path().join("class/infiniband/rxe9");
     std::fs::create_dir_all(ib.join("ports/1/hw_counters")).unwrap();
     std::fs::write(ib.join("parent"), format!("{a}\n")).unwrap();
-    let s = hw::HwSettings { sysfs_root: t.path().to_path_buf(), ..Default::default() };
+    let s = hw::HwSettings {
+        sysfs_root: t.path().to_path_buf(),
+        ..Default::default()
+    };
     let dev = hw::HwDevice::probe(0, "rxe9", &s);
     assert_eq!(dev.eth_device(), a);
 }
@@ -87,4 +105,3 @@ fn ethtool_on_missing_interface_is_an_error_not_a_crash() {
     let e = hw::testing::ethtool_stats("much_too_long_interface_name").unwrap_err();
     assert!(e.contains("not a valid interface name"), "{e}");
 }
-

@@ -40,7 +40,14 @@ struct Rig<'a> {
 
 impl<'a> Rig<'a> {
     fn new(t: &'a Tree, ibdev: &str, netdev: &str) -> Rig<'a> {
-        Rig { t, ibdev: ibdev.into(), netdev: netdev.into(), vals: BTreeMap::new(), eth_printed: vec![], texts: vec![] }
+        Rig {
+            t,
+            ibdev: ibdev.into(),
+            netdev: netdev.into(),
+            vals: BTreeMap::new(),
+            eth_printed: vec![],
+            texts: vec![],
+        }
     }
     fn add(&mut self, s: S, list: &[String]) {
         for n in list {
@@ -85,7 +92,11 @@ impl<'a> Rig<'a> {
             let stats = self
                 .eth_printed
                 .iter()
-                .filter_map(|p| self.vals.get(&(S::Eth, p.trim().to_owned())).map(|v| (p.clone(), *v)))
+                .filter_map(|p| {
+                    self.vals
+                        .get(&(S::Eth, p.trim().to_owned()))
+                        .map(|v| (p.clone(), *v))
+                })
                 .collect();
             hw::testing::set_fake_ethtool(nd, Some(stats));
         }
@@ -154,10 +165,17 @@ fn mlx5_every_delta_wrap_and_reset() {
             let pfc_name = n.contains("_pause") && n.contains("prio");
             !pfc_name || n.contains("prio3") || n.contains("prio5")
         })
-        .map(|n| if n == "tx_pause_storm_error_events" { format!("{n} ") } else { n })
+        .map(|n| {
+            if n == "tx_pause_storm_error_events" {
+                format!("{n} ")
+            } else {
+                n
+            }
+        })
         .collect();
     assert!(
-        eth.iter().position(|n| n == "rx_symbol_err_phy") < eth.iter().position(|n| n == "rx_pcs_symbol_err_phy"),
+        eth.iter().position(|n| n == "rx_symbol_err_phy")
+            < eth.iter().position(|n| n == "rx_pcs_symbol_err_phy"),
         "the fallback is listed before the primary"
     );
     r.add(S::Eth, &eth);
@@ -183,7 +201,15 @@ fn mlx5_every_delta_wrap_and_reset() {
 
     let h = |n: &str| E::S(inc(S::Hw, n));
     let e = |n: &str| E::S(inc(S::Eth, n));
-    let p35 = |tmpl: &str| prio(|p| if p == 3 || p == 5 { inc(S::Eth, &tmpl.replace("{p}", &p.to_string())) } else { -1 });
+    let p35 = |tmpl: &str| {
+        prio(|p| {
+            if p == 3 || p == 5 {
+                inc(S::Eth, &tmpl.replace("{p}", &p.to_string()))
+            } else {
+                -1
+            }
+        })
+    };
     check(
         &dev.final_report(),
         &[
@@ -216,8 +242,14 @@ fn mlx5_every_delta_wrap_and_reset() {
             ("rx_read_requests", h("rx_read_requests")),
             ("port_rx_discards", e("rx_discards_phy")),
             ("rx_buffer_passed_thres", e("rx_buffer_passed_thres_phy")),
-            ("pfc_rx_frames_total", E::S(inc(S::Eth, "rx_prio3_pause") + inc(S::Eth, "rx_prio5_pause"))),
-            ("pfc_tx_frames_total", E::S(inc(S::Eth, "tx_prio3_pause") + inc(S::Eth, "tx_prio5_pause"))),
+            (
+                "pfc_rx_frames_total",
+                E::S(inc(S::Eth, "rx_prio3_pause") + inc(S::Eth, "rx_prio5_pause")),
+            ),
+            (
+                "pfc_tx_frames_total",
+                E::S(inc(S::Eth, "tx_prio3_pause") + inc(S::Eth, "tx_prio5_pause")),
+            ),
             ("pause_storm_events", e("tx_pause_storm_error_events")),
             ("link_down_events", E::S(4)), // 32-bit ethtool counter wrapped
             ("rx_fcs_errors", e("rx_crc_errors_phy")),
@@ -250,10 +282,23 @@ fn mlx5_without_ethtool_falls_back_to_pma_words() {
     r.write();
     let rep = dev.final_report();
     let get = |k: &str| rep.iter().find(|(n, _)| *n == k).unwrap().1.clone();
-    assert_eq!(get("delta_tx_bytes"), HwValue::Scalar(4 * inc(S::Pma, "port_xmit_data")));
-    assert_eq!(get("delta_rx_bytes"), HwValue::Scalar(4 * inc(S::Pma, "port_rcv_data")));
-    assert_eq!(get("delta_tx_packets"), HwValue::Scalar(inc(S::Pma, "port_xmit_packets")));
-    assert_eq!(get("delta_rx_packets"), HwValue::Scalar(-1), "N/A (no PMA) is unavailable, not zero");
+    assert_eq!(
+        get("delta_tx_bytes"),
+        HwValue::Scalar(4 * inc(S::Pma, "port_xmit_data"))
+    );
+    assert_eq!(
+        get("delta_rx_bytes"),
+        HwValue::Scalar(4 * inc(S::Pma, "port_rcv_data"))
+    );
+    assert_eq!(
+        get("delta_tx_packets"),
+        HwValue::Scalar(inc(S::Pma, "port_xmit_packets"))
+    );
+    assert_eq!(
+        get("delta_rx_packets"),
+        HwValue::Scalar(-1),
+        "N/A (no PMA) is unavailable, not zero"
+    );
     assert_eq!(get("port_tx_bytes"), HwValue::Scalar(-1));
     assert_eq!(get("pfc_rx_frames"), HwValue::PerPrio([-1; 8]));
     assert_eq!(get("cnp_sent"), HwValue::Scalar(inc(S::Hw, "np_cnp_sent")));
@@ -273,8 +318,14 @@ fn mlx5_switchdev_device_level_hw_counters() {
     r.write();
     let rep = dev.final_report();
     let get = |k: &str| rep.iter().find(|(n, _)| *n == k).unwrap().1.clone();
-    assert_eq!(get("cnp_sent"), HwValue::Scalar(inc(S::DevHw, "np_cnp_sent")));
-    assert_eq!(get("out_of_buffer"), HwValue::Scalar(inc(S::DevHw, "out_of_buffer")));
+    assert_eq!(
+        get("cnp_sent"),
+        HwValue::Scalar(inc(S::DevHw, "np_cnp_sent"))
+    );
+    assert_eq!(
+        get("out_of_buffer"),
+        HwValue::Scalar(inc(S::DevHw, "out_of_buffer"))
+    );
 }
 
 /// bnxt_re in one naming generation, plus bnxt_en ethtool.
@@ -291,7 +342,9 @@ fn thor2_rig<'a>(t: &'a Tree, gen: &str, ib: &str, nd: &str, with_pma: bool) -> 
 }
 
 fn thor2_common(e: &dyn Fn(&str) -> E) -> Vec<(&'static str, E)> {
-    let sum_cos = (0..8).map(|c| inc(S::Eth, &format!("rx_discard_packets_cos{c}"))).sum();
+    let sum_cos = (0..8)
+        .map(|c| inc(S::Eth, &format!("rx_discard_packets_cos{c}")))
+        .sum();
     vec![
         ("port_tx_bytes", e("tx_bytes")),
         ("port_rx_bytes", e("rx_bytes")),
@@ -305,10 +358,22 @@ fn thor2_common(e: &dyn Fn(&str) -> E) -> Vec<(&'static str, E)> {
         ("rx_fcs_errors", e("rx_fcs_err_frames")),
         ("phy_symbol_errors", e("rx_pcs_symbol_err")),
         ("fec_corrected_bits", e("rx_corrected_bits")),
-        ("pfc_rx_frames", prio(|p| inc(S::Eth, &format!("rx_pfc_ena_frames_pri{p}")))),
-        ("pfc_tx_frames", prio(|p| inc(S::Eth, &format!("tx_pfc_ena_frames_pri{p}")))),
-        ("pfc_rx_pause_duration_us", prio(|p| inc(S::Eth, &format!("pfc_pri{p}_rx_duration_us")))),
-        ("pfc_tx_pause_duration_us", prio(|p| inc(S::Eth, &format!("pfc_pri{p}_tx_duration_us")))),
+        (
+            "pfc_rx_frames",
+            prio(|p| inc(S::Eth, &format!("rx_pfc_ena_frames_pri{p}"))),
+        ),
+        (
+            "pfc_tx_frames",
+            prio(|p| inc(S::Eth, &format!("tx_pfc_ena_frames_pri{p}"))),
+        ),
+        (
+            "pfc_rx_pause_duration_us",
+            prio(|p| inc(S::Eth, &format!("pfc_pri{p}_rx_duration_us"))),
+        ),
+        (
+            "pfc_tx_pause_duration_us",
+            prio(|p| inc(S::Eth, &format!("pfc_pri{p}_tx_duration_us"))),
+        ),
     ]
 }
 
@@ -387,7 +452,12 @@ fn thor2_upstream_6_17_names_and_gauges() {
     r.bump_all();
     // Resource gauges go down as QPs are destroyed; they are not counters and must not
     // turn anything into a reset.
-    for g in ["active_qps", "active_rc_qps", "watermark_qps", "db_fifo_register"] {
+    for g in [
+        "active_qps",
+        "active_rc_qps",
+        "watermark_qps",
+        "db_fifo_register",
+    ] {
         r.set(S::Hw, g, 0);
     }
     r.write();
@@ -426,7 +496,10 @@ fn thor2_upstream_6_17_names_and_gauges() {
         ),
         ("resp_cqe_error", sum(&["res_cmp_err", "res_cq_load_err"])),
         ("req_remote_access_errors", h("remote_access_err")),
-        ("resp_remote_access_errors", sum(&["res_rx_no_perm", "res_tx_no_perm"])),
+        (
+            "resp_remote_access_errors",
+            sum(&["res_rx_no_perm", "res_tx_no_perm"]),
+        ),
         ("out_of_buffer", h("rx_out_of_buffer")),
         ("rdma_sends", h("tx_send_req")),
         ("rdma_recvs", h("rx_send_req")),
@@ -441,7 +514,12 @@ fn thor2_upstream_6_17_names_and_gauges() {
 #[test]
 fn thor2_broadcom_out_of_tree_names() {
     // delta_rx_bytes: the primary rx_bytes beats rx_good_bytes, which is also present.
-    check_thor2_generation("bnxt_re_out_of_tree", "bnxt_re2", "fxbnxtoot", "np_cnp_sent");
+    check_thor2_generation(
+        "bnxt_re_out_of_tree",
+        "bnxt_re2",
+        "fxbnxtoot",
+        "np_cnp_sent",
+    );
 }
 
 #[test]
@@ -496,10 +574,19 @@ fn ainic_firmware_names() {
             ("port_rx_discards", e("frames_rx_dropped")),
             ("pfc_rx_frames_total", e("frames_rx_pripause")),
             ("pfc_tx_frames_total", e("frames_tx_pripause")),
-            ("link_down_events", E::S(inc(S::NetAttr, "carrier_down_count"))),
+            (
+                "link_down_events",
+                E::S(inc(S::NetAttr, "carrier_down_count")),
+            ),
             ("rx_fcs_errors", e("frames_rx_bad_fcs")),
-            ("pfc_rx_pause_duration_us", prio(|p| inc(S::Eth, &format!("rx_pripause_{p}_1us_count")))),
-            ("pfc_tx_pause_duration_us", prio(|p| inc(S::Eth, &format!("tx_pripause_{p}_1us_count")))),
+            (
+                "pfc_rx_pause_duration_us",
+                prio(|p| inc(S::Eth, &format!("rx_pripause_{p}_1us_count"))),
+            ),
+            (
+                "pfc_tx_pause_duration_us",
+                prio(|p| inc(S::Eth, &format!("tx_pripause_{p}_1us_count"))),
+            ),
         ],
     );
 }
@@ -511,8 +598,16 @@ fn rxe_rig<'a>(t: &'a Tree, ib: &str, nd: &str) -> Rig<'a> {
     t.hw_text(ib, "lifespan", "12\n");
     let mut r = Rig::new(t, ib, nd);
     r.add(S::Hw, &names("rxe_ib_hw_counters"));
-    let stats: Vec<String> =
-        ["tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "rx_dropped", "rx_crc_errors"].map(String::from).to_vec();
+    let stats: Vec<String> = [
+        "tx_bytes",
+        "rx_bytes",
+        "tx_packets",
+        "rx_packets",
+        "rx_dropped",
+        "rx_crc_errors",
+    ]
+    .map(String::from)
+    .to_vec();
     r.add(S::NetStat, &stats);
     r.add(S::NetAttr, &["carrier_down_count".to_owned()]);
     r
@@ -579,17 +674,27 @@ fn allow_list_keeps_every_key_and_reads_only_the_allowed() {
     let mut r = rxe_rig(&t, "rxe2", "eth2");
     r.write();
     let s = HwSettings {
-        allow: Some(vec!["delta_tx_packets".into(), " rdma_sends".into(), "no_such_counter".into()]),
+        allow: Some(vec![
+            "delta_tx_packets".into(),
+            " rdma_sends".into(),
+            "no_such_counter".into(),
+        ]),
         ..t.settings()
     };
-    assert_eq!(hw::validate_allow_list(s.allow.as_ref().unwrap()), vec!["no_such_counter".to_owned()]);
+    assert_eq!(
+        hw::validate_allow_list(s.allow.as_ref().unwrap()),
+        vec!["no_such_counter".to_owned()]
+    );
     let dev = leak(HwDevice::probe(0, "rxe2", &s));
     dev.take_baseline();
     r.bump_all();
     r.write();
     check(
         &dev.final_report(),
-        &[("delta_tx_packets", E::S(inc(S::Hw, "sent_pkts"))), ("rdma_sends", E::S(inc(S::Hw, "rdma_sends")))],
+        &[
+            ("delta_tx_packets", E::S(inc(S::Hw, "sent_pkts"))),
+            ("rdma_sends", E::S(inc(S::Hw, "rdma_sends"))),
+        ],
     );
 }
 
@@ -622,13 +727,19 @@ fn concurrent_first_use_takes_one_baseline() {
     // Later first-use calls must not move the baseline.
     dev.take_baseline();
     let rep = dev.final_report();
-    let got = rep.iter().find(|(k, _)| *k == "delta_tx_packets").unwrap().1.clone();
+    let got = rep
+        .iter()
+        .find(|(k, _)| *k == "delta_tx_packets")
+        .unwrap()
+        .1
+        .clone();
     assert_eq!(got, HwValue::Scalar(inc(S::Hw, "sent_pkts")));
 }
 
 #[test]
 fn readme_table_is_the_code_table() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/hw/README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/hw/README.md")).unwrap();
     let table = hw::testing::vocabulary_markdown();
     assert!(
         readme.contains(table.trim()),

@@ -12,17 +12,31 @@ use rccl_telemetry::hw::{self, HwDevice, HwSettings, HwValue};
 
 #[test]
 fn live_rxe_deltas_follow_traffic() {
-    let (Ok(dev), Ok(cmd)) = (std::env::var("RCCL_TELEMETRY_LIVE_RXE"), std::env::var("RCCL_TELEMETRY_LIVE_TRAFFIC")) else {
-        skip::skip("hw_live_rxe::live_rxe_deltas_follow_traffic", "set RCCL_TELEMETRY_LIVE_RXE and RCCL_TELEMETRY_LIVE_TRAFFIC", false, false);
+    let (Ok(dev), Ok(cmd)) = (
+        std::env::var("RCCL_TELEMETRY_LIVE_RXE"),
+        std::env::var("RCCL_TELEMETRY_LIVE_TRAFFIC"),
+    ) else {
+        skip::skip(
+            "hw_live_rxe::live_rxe_deltas_follow_traffic",
+            "set RCCL_TELEMETRY_LIVE_RXE and RCCL_TELEMETRY_LIVE_TRAFFIC",
+            false,
+            false,
+        );
         return;
     };
-    let s = HwSettings { debug: true, ..HwSettings::default() };
+    let s = HwSettings {
+        debug: true,
+        ..HwSettings::default()
+    };
     let d: &'static HwDevice = Box::leak(Box::new(HwDevice::probe(0, &dev, &s)));
     assert_eq!(d.hw_type(), "rxe");
     assert!(!d.eth_device().is_empty(), "rxe is bound to a netdev");
     d.take_baseline();
     let mut parts = cmd.split_whitespace();
-    let status = std::process::Command::new(parts.next().unwrap()).args(parts).status().expect("traffic command");
+    let status = std::process::Command::new(parts.next().unwrap())
+        .args(parts)
+        .status()
+        .expect("traffic command");
     assert!(status.success(), "traffic command failed: {status}");
     let r = d.final_report();
     for (k, v) in &r {
@@ -41,4 +55,3 @@ fn live_rxe_deltas_follow_traffic() {
     assert_eq!(r.len(), hw::vocabulary().len());
     eprintln!("LIVE_RXE_OK");
 }
-

@@ -25,7 +25,8 @@ fn attr() -> impl Strategy<Value = String> {
         Just("-5\n".to_owned()),
         Just("18446744073709551616\n".to_owned()),
         "[0-9a-zA-Z \\n\\t\\-+.]{0,24}",
-        proptest::collection::vec(any::<u8>(), 0..32).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+        proptest::collection::vec(any::<u8>(), 0..32)
+            .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
     ]
 }
 

@@ -9,7 +9,10 @@ use rccl_telemetry::hw::{self, HwDevice, HwSettings};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
 }
 
 #[test]
@@ -24,7 +27,10 @@ fn sampler_rows_are_deltas_bounded_and_stop_joins() {
             t.hw(ib, &n, 100);
         }
     }
-    let s = HwSettings { sample_ms: 2, ..t.settings() };
+    let s = HwSettings {
+        sample_ms: 2,
+        ..t.settings()
+    };
     let before = now_ns();
     let capacity = 4;
     hw::testing::sampler_start_with_capacity(&s, capacity);
@@ -50,7 +56,10 @@ fn sampler_rows_are_deltas_bounded_and_stop_joins() {
     let n0 = hw::testing::sampler_rows_so_far().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while hw::testing::sampler_rows_so_far().unwrap() < n0 + 1 + capacity as u64 {
-        assert!(Instant::now() < deadline, "the sampler produced no rows in 60 s");
+        assert!(
+            Instant::now() < deadline,
+            "the sampler produced no rows in 60 s"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     // A snapshot (for snapshot files) copies the rows and leaves the sampler running.
@@ -58,24 +67,48 @@ fn sampler_rows_are_deltas_bounded_and_stop_joins() {
     assert_eq!(snap.samples.len(), capacity);
     let seen = hw::testing::sampler_rows_so_far().expect("still running after a snapshot");
     while hw::testing::sampler_rows_so_far().unwrap() == seen {
-        assert!(Instant::now() < deadline, "the sampler stopped after a snapshot");
+        assert!(
+            Instant::now() < deadline,
+            "the sampler stopped after a snapshot"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     let out = hw::sampler_stop().expect("sampler ran");
     let after = now_ns();
     assert!(hw::sampler_stop().is_none(), "stopped once");
-    assert!(hw::sampler_snapshot().is_none(), "no snapshot after the stop");
+    assert!(
+        hw::sampler_snapshot().is_none(),
+        "no snapshot after the stop"
+    );
 
-    assert_eq!(out.samples.len(), capacity, "a full buffer keeps exactly its capacity");
+    assert_eq!(
+        out.samples.len(),
+        capacity,
+        "a full buffer keeps exactly its capacity"
+    );
     assert!(out.dropped >= 1, "overflow is counted: {}", out.dropped);
     let mut last = 0;
     for row in &out.samples {
         assert_eq!(row.device_id, 7, "only used devices are sampled");
         assert!(row.timestamp_ns >= last, "timestamps never go backwards");
-        assert!(row.timestamp_ns >= before && row.timestamp_ns <= after, "unix ns wall clock");
+        assert!(
+            row.timestamp_ns >= before && row.timestamp_ns <= after,
+            "unix ns wall clock"
+        );
         last = row.timestamp_ns;
         let keys: Vec<&str> = row.counters.iter().map(|(k, _)| *k).collect();
-        assert_eq!(keys, ["delta_tx_packets", "delta_rx_packets", "completer_retry_err", "packet_seq_err", "out_of_sequence", "duplicate_request", "rnr_nak_retry_err"]);
+        assert_eq!(
+            keys,
+            [
+                "delta_tx_packets",
+                "delta_rx_packets",
+                "completer_retry_err",
+                "packet_seq_err",
+                "out_of_sequence",
+                "duplicate_request",
+                "rnr_nak_retry_err"
+            ]
+        );
         let get = |k: &str| row.counters.iter().find(|(n, _)| *n == k).unwrap().1;
         // The rows are the newest ones, all taken after the changes above.
         assert_eq!(get("duplicate_request"), 30);

@@ -23,7 +23,10 @@ fn module_of(rel: &Path) -> Option<String> {
 /// Every `.rs` file of `src/` as (module, text).
 fn sources(src: &Path) -> Vec<(String, String)> {
     fn walk(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
         entries.sort();
         for p in entries {
             if p.is_dir() {
@@ -75,7 +78,11 @@ fn code_only(text: &str) -> String {
                     n += 1;
                     j -= 1;
                 }
-                if j > 0 && b[j - 1] == b'r' { Some(n) } else { None }
+                if j > 0 && b[j - 1] == b'r' {
+                    Some(n)
+                } else {
+                    None
+                }
             };
             out.push('"');
             i += 1;
@@ -83,7 +90,12 @@ fn code_only(text: &str) -> String {
                 match raw_hashes {
                     None if b[i] == b'\\' => i += 2,
                     None if b[i] == b'"' => break,
-                    Some(n) if b[i] == b'"' && b[i + 1..].iter().take(n).filter(|&&c| c == b'#').count() == n => break,
+                    Some(n)
+                        if b[i] == b'"'
+                            && b[i + 1..].iter().take(n).filter(|&&c| c == b'#').count() == n =>
+                    {
+                        break
+                    }
                     _ => i += 1,
                 }
             }
@@ -132,7 +144,9 @@ fn without_tests(code: &str) -> String {
 
 fn ident_at(s: &str) -> &str {
     let s = s.trim_start();
-    let n = s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(s.len());
+    let n = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
     &s[..n]
 }
 
@@ -142,7 +156,10 @@ fn segments_after(code: &str, prefix: &str) -> Vec<String> {
     for (at, _) in code.match_indices(prefix) {
         // `prefix` must start a path: not the tail of another identifier (`$crate` counts).
         if prefix.starts_with(|c: char| c.is_ascii_alphabetic())
-            && code[..at].chars().next_back().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+            && code[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
         {
             continue;
         }
@@ -185,14 +202,21 @@ fn edges(sources: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
         if m == "lib" {
             // The root names its modules without `crate::` (`config::Config`).
             for other in &modules {
-                if code.match_indices(&format!("{other}::")).any(|(at, _)| !code[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':')) {
+                if code.match_indices(&format!("{other}::")).any(|(at, _)| {
+                    !code[..at]
+                        .ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+                }) {
                     to.push(other.clone());
                 }
             }
         }
         let set = g.entry(m.clone()).or_default();
         for t in to {
-            let t = if modules.contains(&t) { t } else { "lib".to_owned() };
+            let t = if modules.contains(&t) {
+                t
+            } else {
+                "lib".to_owned()
+            };
             if t != *m {
                 set.insert(t);
             }
@@ -225,16 +249,29 @@ fn violations(table: Table, sources: &[(String, String)]) -> Vec<String> {
         }
     }
     for (from, tos) in &g {
-        let Some(&lf) = layer_of.get(from.as_str()) else { continue };
+        let Some(&lf) = layer_of.get(from.as_str()) else {
+            continue;
+        };
         for to in tos {
-            let Some(&lt) = layer_of.get(to.as_str()) else { continue };
+            let Some(&lt) = layer_of.get(to.as_str()) else {
+                continue;
+            };
             if lt > lf {
-                out.push(format!("{from} ({}) imports {to} ({}), a layer above it", table[lf].0, table[lt].0));
+                out.push(format!(
+                    "{from} ({}) imports {to} ({}), a layer above it",
+                    table[lf].0, table[lt].0
+                ));
             }
         }
     }
     // A circle: depth-first search for a back edge.
-    fn visit<'a>(m: &'a str, g: &'a BTreeMap<String, BTreeSet<String>>, state: &mut BTreeMap<&'a str, u8>, path: &mut Vec<&'a str>, out: &mut Vec<String>) {
+    fn visit<'a>(
+        m: &'a str,
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<&'a str, u8>,
+        path: &mut Vec<&'a str>,
+        out: &mut Vec<String>,
+    ) {
         state.insert(m, 1);
         path.push(m);
         for to in g.get(m).into_iter().flatten() {
@@ -266,41 +303,75 @@ fn src_dir() -> std::path::PathBuf {
 #[test]
 fn src_imports_only_its_own_layer_or_below_without_a_circle() {
     let v = violations(rccl_telemetry::LAYERS, &sources(&src_dir()));
-    assert!(v.is_empty(), "src/ breaks its layers (lib.rs, LAYERS):\n{}", v.join("\n"));
+    assert!(
+        v.is_empty(),
+        "src/ breaks its layers (lib.rs, LAYERS):\n{}",
+        v.join("\n")
+    );
 }
 
 #[test]
 fn the_graph_has_the_edges_the_layers_are_about() {
     // Guards the parser: were it to find nothing, the test above would pass vacuously.
     let g = edges(&sources(&src_dir()));
-    for (from, to) in [("registry", "counters"), ("registry", "hw"), ("report", "registry"), ("prom", "report"), ("capi", "lib"), ("lib", "writer"), ("latency", "sysfs"), ("loghist", "thread")] {
-        assert!(g[from].contains(to), "{from} -> {to} not seen; {from} imports {:?}", g[from]);
+    for (from, to) in [
+        ("registry", "counters"),
+        ("registry", "hw"),
+        ("report", "registry"),
+        ("prom", "report"),
+        ("capi", "lib"),
+        ("lib", "writer"),
+        ("latency", "sysfs"),
+        ("loghist", "thread"),
+    ] {
+        assert!(
+            g[from].contains(to),
+            "{from} -> {to} not seen; {from} imports {:?}",
+            g[from]
+        );
     }
     assert!(g.values().map(BTreeSet::len).sum::<usize>() > 40);
 }
 
 fn fixture(files: &[(&str, &str)]) -> Vec<(String, String)> {
-    files.iter().map(|(m, t)| ((*m).to_owned(), (*t).to_owned())).collect()
+    files
+        .iter()
+        .map(|(m, t)| ((*m).to_owned(), (*t).to_owned()))
+        .collect()
 }
 
 #[test]
 fn a_wrong_table_fails_on_the_real_sources() {
     // The hot data put above the registry: the registry's imports of it now point up.
     let wrong: Table = &[
-        ("leaves", &["diag", "panics", "hot", "thread", "sysfs", "promtext"]),
+        (
+            "leaves",
+            &["diag", "panics", "hot", "thread", "sysfs", "promtext"],
+        ),
         ("hardware", &["hw"]),
         ("state", &["config", "registry"]),
-        ("hot data", &["latency", "loghist", "counters", "peer_table"]),
+        (
+            "hot data",
+            &["latency", "loghist", "counters", "peer_table"],
+        ),
         ("observers", &["peers", "stall"]),
         ("outputs", &["atomic_file", "report", "prom", "writer"]),
         ("entry points", &["lib", "capi", "signals", "inline_abi"]),
     ];
     let v = violations(wrong, &sources(&src_dir()));
-    assert!(v.iter().any(|l| l.starts_with("registry (state) imports counters (hot data)")), "{v:#?}");
+    assert!(
+        v.iter()
+            .any(|l| l.starts_with("registry (state) imports counters (hot data)")),
+        "{v:#?}"
+    );
     // A module left out of the table is named.
     let short: Table = &rccl_telemetry::LAYERS[..rccl_telemetry::LAYERS.len() - 1];
     let v = violations(short, &sources(&src_dir()));
-    assert!(v.iter().any(|l| l == "module capi is in no layer of the table"), "{v:#?}");
+    assert!(
+        v.iter()
+            .any(|l| l == "module capi is in no layer of the table"),
+        "{v:#?}"
+    );
 }
 
 #[test]
@@ -325,19 +396,52 @@ fn upward_imports_in_every_spelling_are_caught() {
         "#[cfg(test)]\nmod tests { use crate::b::X; }\nfn after() {}",
         "#[cfg(test)]\nuse crate::b::X;",
     ] {
-        assert_eq!(violations(table, &fixture(&[("a", fine), ("b", "use crate::a::Y;"), ("lib", "")])), Vec::<String>::new(), "{fine}");
+        assert_eq!(
+            violations(
+                table,
+                &fixture(&[("a", fine), ("b", "use crate::a::Y;"), ("lib", "")])
+            ),
+            Vec::<String>::new(),
+            "{fine}"
+        );
     }
     // Code after a test module still counts.
-    let v = violations(table, &fixture(&[("a", "#[cfg(test)]\nmod tests { fn t() {} }\nuse crate::b::X;"), ("b", ""), ("lib", "")]));
+    let v = violations(
+        table,
+        &fixture(&[
+            (
+                "a",
+                "#[cfg(test)]\nmod tests { fn t() {} }\nuse crate::b::X;",
+            ),
+            ("b", ""),
+            ("lib", ""),
+        ]),
+    );
     assert_eq!(v.len(), 1, "{v:?}");
 }
 
 #[test]
 fn a_circle_within_a_layer_is_caught() {
     let table: Table = &[("one", &["a", "b", "c", "lib"])];
-    let v = violations(table, &fixture(&[("a", "use crate::b::X;"), ("b", "use crate::c::Y;"), ("c", "use crate::a::Z;"), ("lib", "")]));
+    let v = violations(
+        table,
+        &fixture(&[
+            ("a", "use crate::b::X;"),
+            ("b", "use crate::c::Y;"),
+            ("c", "use crate::a::Z;"),
+            ("lib", ""),
+        ]),
+    );
     assert_eq!(v, vec!["circle: a -> b -> c -> a".to_owned()]);
     // The root's bare module paths are its imports.
-    let v = violations(table, &fixture(&[("a", "fn f() { crate::init(); }"), ("b", ""), ("c", ""), ("lib", "pub mod a;\nfn g() { a::f(); }")]));
+    let v = violations(
+        table,
+        &fixture(&[
+            ("a", "fn f() { crate::init(); }"),
+            ("b", ""),
+            ("c", ""),
+            ("lib", "pub mod a;\nfn g() { a::f(); }"),
+        ]),
+    );
     assert_eq!(v, vec!["circle: a -> lib -> a".to_owned()]);
 }

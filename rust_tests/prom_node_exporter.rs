@@ -19,10 +19,20 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const REQUESTS: u64 = 200;
-const RANK_VARS: [&str; 5] = ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"];
+const RANK_VARS: [&str; 5] = [
+    "OMPI_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "SLURM_PROCID",
+    "RANK",
+];
 
 fn which(p: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).map(|d| d.join(p)).find(|f| f.is_file()))
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(p))
+            .find(|f| f.is_file())
+    })
 }
 
 /// Kills the child when dropped (a failing assertion must not leave node_exporter running).
@@ -36,18 +46,25 @@ impl Drop for Reaper {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// GET /metrics over plain HTTP/1.0; None while nothing listens.
 fn scrape(port: u16) -> Option<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .ok()?;
     let mut body = String::new();
     s.read_to_string(&mut body).ok()?;
     let (head, rest) = body.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.").then(|| rest.to_owned()).filter(|_| head.contains(" 200 "))
+    head.starts_with("HTTP/1.")
+        .then(|| rest.to_owned())
+        .filter(|_| head.contains(" 200 "))
 }
 
 fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
@@ -66,10 +83,17 @@ fn value(text: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
     let hits: Vec<f64> = text
         .lines()
         .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
-        .filter(|l| want.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
+        .filter(|l| {
+            want.iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
         .map(|l| l.rsplit_once(' ').unwrap().1.parse().unwrap())
         .collect();
-    assert!(hits.len() <= 1, "{name} {want:?} matches {} series", hits.len());
+    assert!(
+        hits.len() <= 1,
+        "{name} {want:?} matches {} series",
+        hits.len()
+    );
     hits.first().copied()
 }
 
@@ -79,7 +103,12 @@ fn prom_rank() -> &'static Path {
     PROG.get_or_init(|| c_program("prom_rank", &[]))
 }
 
-fn rank(prom_dir: &Path, out_dir: &Path, sysfs: &Path, extra: &[(&str, &str)]) -> (Child, BufReader<std::process::ChildStdout>) {
+fn rank(
+    prom_dir: &Path,
+    out_dir: &Path,
+    sysfs: &Path,
+    extra: &[(&str, &str)],
+) -> (Child, BufReader<std::process::ChildStdout>) {
     let prog = prom_rank();
     let mut env = vec![
         ("RCCL_TELEMETRY_ENABLE", "1"),
@@ -96,7 +125,11 @@ fn rank(prom_dir: &Path, out_dir: &Path, sysfs: &Path, extra: &[(&str, &str)]) -
             cmd.env_remove(v);
         }
     }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -105,12 +138,14 @@ fn rank(prom_dir: &Path, out_dir: &Path, sysfs: &Path, extra: &[(&str, &str)]) -
 }
 
 fn prom_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "prom")).collect();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "prom"))
+        .collect();
     v.sort();
     v
 }
-
 
 /// node_exporter with only its textfile collector, reading `textdir`, on a free loopback port;
 /// killed when the returned guard drops.
@@ -120,7 +155,10 @@ fn start_exporter(exporter: &Path, textdir: &Path) -> (u16, Reaper) {
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
         .arg("--collector.disable-defaults")
         .arg("--collector.textfile")
-        .arg(format!("--collector.textfile.directory={}", textdir.display()))
+        .arg(format!(
+            "--collector.textfile.directory={}",
+            textdir.display()
+        ))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -130,7 +168,8 @@ fn start_exporter(exporter: &Path, textdir: &Path) -> (u16, Reaper) {
 #[test]
 fn node_exporter_serves_the_live_rank_and_drops_it_after_sigterm() {
     let test = "node_exporter_serves_the_live_rank_and_drops_it_after_sigterm";
-    let (Some(exporter), Some(promtool)) = (which("prometheus-node-exporter"), which("promtool")) else {
+    let (Some(exporter), Some(promtool)) = (which("prometheus-node-exporter"), which("promtool"))
+    else {
         return skip::skip(
             test,
             "prometheus-node-exporter or promtool not installed (Debian packages prometheus-node-exporter, prometheus)",
@@ -143,17 +182,32 @@ fn node_exporter_serves_the_live_rank_and_drops_it_after_sigterm() {
     let sysfs = tempfile::tempdir().unwrap();
     let (port, exporter) = start_exporter(&exporter, textdir.path());
     let first = wait_for("node_exporter to listen", 30, || scrape(port));
-    assert!(!first.contains("rccl_telemetry_"), "nothing of ours before the rank starts");
+    assert!(
+        !first.contains("rccl_telemetry_"),
+        "nothing of ours before the rank starts"
+    );
 
-    let (child, _out) = rank(textdir.path(), outdir.path(), sysfs.path(), &[("SLURM_PROCID", "3")]);
+    let (child, _out) = rank(
+        textdir.path(),
+        outdir.path(),
+        sysfs.path(),
+        &[("SLURM_PROCID", "3")],
+    );
     let mut child = Reaper(child);
     let pid = child.0.id().to_string();
     let file = wait_for("the textfile", 30, || prom_files(textdir.path()).pop());
     let name = file.file_name().unwrap().to_str().unwrap().to_owned();
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    assert!(name.starts_with("rccl_telemetry_") && name.ends_with(&format!("_{uid}_{pid}.prom")), "{name}");
-    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o644, "node_exporter's user must read it");
+    assert!(
+        name.starts_with("rccl_telemetry_") && name.ends_with(&format!("_{uid}_{pid}.prom")),
+        "{name}"
+    );
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o644,
+        "node_exporter's user must read it"
+    );
 
     // promtool accepts the file as written (and rejects a broken one, or this proves nothing).
     let check = |bytes: &[u8]| {
@@ -169,59 +223,173 @@ fn node_exporter_serves_the_live_rank_and_drops_it_after_sigterm() {
     };
     let text = std::fs::read(&file).unwrap();
     let o = check(&text);
-    assert!(o.status.success(), "promtool check metrics:\n{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "promtool check metrics:\n{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(!check(b"# TYPE x counter\nx{a=\"1\" 3\n").status.success());
 
     // The scrape has our series, with the rank's labels and mlx5_0's known values.
-    let m = wait_for("our series in a scrape", 30, || scrape(port).filter(|m| m.contains(&format!("pid=\"{pid}\""))));
-    assert_eq!(value(&m, "node_textfile_scrape_error", &[]), Some(0.0), "node_exporter could not read the file");
+    let m = wait_for("our series in a scrape", 30, || {
+        scrape(port).filter(|m| m.contains(&format!("pid=\"{pid}\"")))
+    });
+    assert_eq!(
+        value(&m, "node_textfile_scrape_error", &[]),
+        Some(0.0),
+        "node_exporter could not read the file"
+    );
     let dev0 = [("pid", pid.as_str()), ("rank", "3"), ("device", "mlx5_0")];
     let bytes = (2 * REQUESTS * 65536) as f64;
-    assert_eq!(value(&m, "rccl_telemetry_tx_bytes_total", &dev0), Some(bytes));
-    assert_eq!(value(&m, "rccl_telemetry_rx_bytes_total", &dev0), Some(bytes));
-    assert_eq!(value(&m, "rccl_telemetry_wqes_sent_total", &dev0), Some((4 * REQUESTS) as f64));
-    assert_eq!(value(&m, "rccl_telemetry_recv_wqes_posted_total", &dev0), Some((2 * REQUESTS) as f64));
-    assert_eq!(value(&m, "rccl_telemetry_rdma_writes_total", &[dev0[0], dev0[2], ("immediate", "true")]), Some((2 * REQUESTS) as f64));
     assert_eq!(
-        value(&m, "rccl_telemetry_cts_sent_total", &[dev0[0], dev0[2], ("signalled", "true")]),
+        value(&m, "rccl_telemetry_tx_bytes_total", &dev0),
+        Some(bytes)
+    );
+    assert_eq!(
+        value(&m, "rccl_telemetry_rx_bytes_total", &dev0),
+        Some(bytes)
+    );
+    assert_eq!(
+        value(&m, "rccl_telemetry_wqes_sent_total", &dev0),
+        Some((4 * REQUESTS) as f64)
+    );
+    assert_eq!(
+        value(&m, "rccl_telemetry_recv_wqes_posted_total", &dev0),
+        Some((2 * REQUESTS) as f64)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "rccl_telemetry_rdma_writes_total",
+            &[dev0[0], dev0[2], ("immediate", "true")]
+        ),
+        Some((2 * REQUESTS) as f64)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "rccl_telemetry_cts_sent_total",
+            &[dev0[0], dev0[2], ("signalled", "true")]
+        ),
         Some((2 * REQUESTS.div_ceil(4)) as f64)
     );
-    assert_eq!(value(&m, "rccl_telemetry_qps", &[dev0[0], dev0[2], ("role", "data")]), Some(4.0));
+    assert_eq!(
+        value(
+            &m,
+            "rccl_telemetry_qps",
+            &[dev0[0], dev0[2], ("role", "data")]
+        ),
+        Some(4.0)
+    );
     for ch in ["0", "1"] {
-        assert_eq!(value(&m, "rccl_telemetry_channel_wqes_sent_total", &[dev0[0], dev0[2], ("channel", ch)]), Some((2 * REQUESTS) as f64));
         assert_eq!(
-            value(&m, "rccl_telemetry_channel_requests_completed_total", &[dev0[0], dev0[2], ("channel", ch)]),
+            value(
+                &m,
+                "rccl_telemetry_channel_wqes_sent_total",
+                &[dev0[0], dev0[2], ("channel", ch)]
+            ),
+            Some((2 * REQUESTS) as f64)
+        );
+        assert_eq!(
+            value(
+                &m,
+                "rccl_telemetry_channel_requests_completed_total",
+                &[dev0[0], dev0[2], ("channel", ch)]
+            ),
             Some(REQUESTS as f64)
         );
     }
     let count = value(&m, "rccl_telemetry_wqe_completion_seconds_count", &dev0).unwrap();
-    assert_eq!(value(&m, "rccl_telemetry_wqe_completion_seconds_bucket", &[dev0[0], dev0[2], ("le", "+Inf")]), Some(count));
+    assert_eq!(
+        value(
+            &m,
+            "rccl_telemetry_wqe_completion_seconds_bucket",
+            &[dev0[0], dev0[2], ("le", "+Inf")]
+        ),
+        Some(count)
+    );
     // Per-QP series only on request; unavailable hardware counters are flagged, never -1.
-    assert!(!m.contains("rccl_telemetry_qp_"), "per-QP series without RCCL_TELEMETRY_PROMETHEUS_QP=1");
-    assert_eq!(value(&m, "rccl_telemetry_hw_available", &[dev0[0], dev0[2], ("counter", "cnp_sent")]), Some(0.0));
-    assert!(!m.lines().any(|l| l.contains(&format!("pid=\"{pid}\"")) && l.ends_with(" -1")), "a -1 was exported");
-    let t1 = value(&m, "rccl_telemetry_last_write_timestamp_seconds", &[dev0[0]]).expect("last write gauge");
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
-    assert!((now - t1).abs() < 120.0, "last write {t1} is not now ({now})");
-    let busy0 = value(&m, "rccl_telemetry_wqes_sent_total", &[dev0[0], ("device", "mlx5_1")]).expect("mlx5_1 is driven");
+    assert!(
+        !m.contains("rccl_telemetry_qp_"),
+        "per-QP series without RCCL_TELEMETRY_PROMETHEUS_QP=1"
+    );
+    assert_eq!(
+        value(
+            &m,
+            "rccl_telemetry_hw_available",
+            &[dev0[0], dev0[2], ("counter", "cnp_sent")]
+        ),
+        Some(0.0)
+    );
+    assert!(
+        !m.lines()
+            .any(|l| l.contains(&format!("pid=\"{pid}\"")) && l.ends_with(" -1")),
+        "a -1 was exported"
+    );
+    let t1 = value(
+        &m,
+        "rccl_telemetry_last_write_timestamp_seconds",
+        &[dev0[0]],
+    )
+    .expect("last write gauge");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        (now - t1).abs() < 120.0,
+        "last write {t1} is not now ({now})"
+    );
+    let busy0 = value(
+        &m,
+        "rccl_telemetry_wqes_sent_total",
+        &[dev0[0], ("device", "mlx5_1")],
+    )
+    .expect("mlx5_1 is driven");
 
     // Live: mlx5_1 keeps moving and the timestamp with it; mlx5_0 stays put.
     let m2 = wait_for("a newer write", 30, || {
-        scrape(port).filter(|m| value(m, "rccl_telemetry_last_write_timestamp_seconds", &[dev0[0]]).is_some_and(|t| t > t1))
+        scrape(port).filter(|m| {
+            value(m, "rccl_telemetry_last_write_timestamp_seconds", &[dev0[0]])
+                .is_some_and(|t| t > t1)
+        })
     });
-    assert!(value(&m2, "rccl_telemetry_wqes_sent_total", &[dev0[0], ("device", "mlx5_1")]).unwrap() > busy0);
-    assert_eq!(value(&m2, "rccl_telemetry_tx_bytes_total", &dev0), Some(bytes));
+    assert!(
+        value(
+            &m2,
+            "rccl_telemetry_wqes_sent_total",
+            &[dev0[0], ("device", "mlx5_1")]
+        )
+        .unwrap()
+            > busy0
+    );
+    assert_eq!(
+        value(&m2, "rccl_telemetry_tx_bytes_total", &dev0),
+        Some(bytes)
+    );
 
     // SIGTERM: the final JSON file is written, the textfile removed, the series gone.
     // SAFETY: signalling our own child.
     assert_eq!(unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) }, 0);
     let status = child.0.wait().unwrap();
-    assert_eq!(status.signal(), Some(libc::SIGTERM), "the default action still ends the rank");
-    assert!(prom_files(textdir.path()).is_empty(), "textfile left behind: {:?}", prom_files(textdir.path()));
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGTERM),
+        "the default action still ends the rank"
+    );
+    assert!(
+        prom_files(textdir.path()).is_empty(),
+        "textfile left behind: {:?}",
+        prom_files(textdir.path())
+    );
     let json = load_valid(&telemetry_files(outdir.path())[0]);
     assert_eq!(json["final"], true);
     let after = scrape(port).expect("scrape after SIGTERM");
-    assert!(!after.contains(&format!("pid=\"{pid}\"")), "series of the ended rank still served");
+    assert!(
+        !after.contains(&format!("pid=\"{pid}\"")),
+        "series of the ended rank still served"
+    );
     assert_eq!(value(&after, "node_textfile_scrape_error", &[]), Some(0.0));
     drop(exporter);
 }
@@ -231,19 +399,33 @@ fn per_qp_series_on_request_and_a_stale_file_after_sigkill() {
     let textdir = tempfile::tempdir().unwrap();
     let outdir = tempfile::tempdir().unwrap();
     let sysfs = tempfile::tempdir().unwrap();
-    let (child, _out) = rank(textdir.path(), outdir.path(), sysfs.path(), &[("RCCL_TELEMETRY_PROMETHEUS_QP", "1")]);
+    let (child, _out) = rank(
+        textdir.path(),
+        outdir.path(),
+        sysfs.path(),
+        &[("RCCL_TELEMETRY_PROMETHEUS_QP", "1")],
+    );
     let mut child = Reaper(child);
     let pid = child.0.id().to_string();
     let file = wait_for("the textfile", 30, || prom_files(textdir.path()).pop());
-    let text = wait_for("a complete textfile", 30, || std::fs::read_to_string(&file).ok().filter(|t| t.contains("rccl_telemetry_qp_")));
+    let text = wait_for("a complete textfile", 30, || {
+        std::fs::read_to_string(&file)
+            .ok()
+            .filter(|t| t.contains("rccl_telemetry_qp_"))
+    });
     // Three QPs on each of mlx5_0's two channels; without a launcher variable, no rank label.
     let qps: std::collections::BTreeSet<&str> = text
         .lines()
-        .filter(|l| l.starts_with("rccl_telemetry_qp_wqes_sent_total{") && l.contains("device=\"mlx5_0\""))
+        .filter(|l| {
+            l.starts_with("rccl_telemetry_qp_wqes_sent_total{") && l.contains("device=\"mlx5_0\"")
+        })
         .map(|l| l.rsplit_once(' ').unwrap().0)
         .collect();
     assert_eq!(qps.len(), 6, "{qps:#?}");
-    assert!(!text.contains("rank=\""), "a rank label with no launcher variable set");
+    assert!(
+        !text.contains("rank=\""),
+        "a rank label with no launcher variable set"
+    );
     assert!(text.contains(&format!("pid=\"{pid}\"")));
     assert!(text.contains("role=\"cts\"") && text.contains("role=\"data\""));
 
@@ -253,7 +435,11 @@ fn per_qp_series_on_request_and_a_stale_file_after_sigkill() {
     child.0.wait().unwrap();
     let before = std::fs::read_to_string(&file).expect("the stale file is still there");
     std::thread::sleep(Duration::from_millis(2500));
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), before, "rewritten after SIGKILL?");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        before,
+        "rewritten after SIGKILL?"
+    );
     assert!(before.contains("rccl_telemetry_last_write_timestamp_seconds{"));
 }
 
@@ -270,11 +456,24 @@ fn an_unusable_directory_is_one_line_and_the_json_file_is_still_written() {
     assert_eq!(unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) }, 0);
     child.0.wait().unwrap();
     let mut err = String::new();
-    child.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     let lines: Vec<&str> = err.lines().filter(|l| l.contains("plain-file")).collect();
-    assert_eq!(lines.len(), 1, "one line at Init, and the failing writes quiet: {err}");
+    assert_eq!(
+        lines.len(),
+        1,
+        "one line at Init, and the failing writes quiet: {err}"
+    );
     assert!(lines[0].contains("Prometheus directory"), "{err}");
-    assert_eq!(load_valid(&telemetry_files(outdir.path())[0])["final"], true);
+    assert_eq!(
+        load_valid(&telemetry_files(outdir.path())[0])["final"],
+        true
+    );
 }
 
 /// A stalled QP through the real node_exporter: with the textfile's interval at an hour, the
@@ -285,7 +484,12 @@ fn an_unusable_directory_is_one_line_and_the_json_file_is_still_written() {
 fn a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes() {
     let test = "a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes";
     let Some(exporter) = which("prometheus-node-exporter") else {
-        return skip::skip(test, "prometheus-node-exporter not installed (Debian package prometheus-node-exporter)", false, true);
+        return skip::skip(
+            test,
+            "prometheus-node-exporter not installed (Debian package prometheus-node-exporter)",
+            false,
+            true,
+        );
     };
     let textdir = tempfile::tempdir().unwrap();
     let outdir = tempfile::tempdir().unwrap();
@@ -296,7 +500,10 @@ fn a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes() {
     let env = [
         ("RCCL_TELEMETRY_ENABLE", "1"),
         ("RCCL_TELEMETRY_OUTPUT_DIR", outdir.path().to_str().unwrap()),
-        ("RCCL_TELEMETRY_PROMETHEUS_DIR", textdir.path().to_str().unwrap()),
+        (
+            "RCCL_TELEMETRY_PROMETHEUS_DIR",
+            textdir.path().to_str().unwrap(),
+        ),
         ("RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S", "3600"),
         ("RCCL_TELEMETRY_SYSFS_ROOT", sysfs.path().to_str().unwrap()),
         ("RCCL_TELEMETRY_STALL_MS", "300"),
@@ -305,7 +512,13 @@ fn a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes() {
     for v in RANK_VARS {
         cmd.env_remove(v);
     }
-    let mut child = Reaper(cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    let mut child = Reaper(
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut out = BufReader::new(child.0.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -317,32 +530,83 @@ fn a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes() {
         scrape(port).filter(|m| value(m, "rccl_telemetry_stalled_qps", &dev0) == Some(1.0))
     });
     assert_eq!(value(&m, "node_textfile_scrape_error", &[]), Some(0.0));
-    assert!(value(&m, "rccl_telemetry_qp_stalled_seconds", &qp).is_some_and(|s| s >= 0.3), "{m}");
-    assert_eq!(value(&m, "rccl_telemetry_qp_stall_outstanding", &qp), Some(1.0));
-    let named = [qp[0], qp[2], ("qp_num", "4660"), ("peer_gid", "fe80:0000:0000:0000:0000:0000:0000:0002"), ("peer_qp_num", "77")];
-    assert_eq!(value(&m, "rccl_telemetry_qp_stall_outstanding", &named), Some(1.0), "the QP and its peer are named");
-    assert_eq!(value(&m, "rccl_telemetry_wqe_outstanding", &dev0), Some(1.0));
-    assert_eq!(value(&m, "rccl_telemetry_stalled_qps", &[dev0[0], ("device", "mlx5_1")]), Some(0.0));
+    assert!(
+        value(&m, "rccl_telemetry_qp_stalled_seconds", &qp).is_some_and(|s| s >= 0.3),
+        "{m}"
+    );
+    assert_eq!(
+        value(&m, "rccl_telemetry_qp_stall_outstanding", &qp),
+        Some(1.0)
+    );
+    let named = [
+        qp[0],
+        qp[2],
+        ("qp_num", "4660"),
+        ("peer_gid", "fe80:0000:0000:0000:0000:0000:0000:0002"),
+        ("peer_qp_num", "77"),
+    ];
+    assert_eq!(
+        value(&m, "rccl_telemetry_qp_stall_outstanding", &named),
+        Some(1.0),
+        "the QP and its peer are named"
+    );
+    assert_eq!(
+        value(&m, "rccl_telemetry_wqe_outstanding", &dev0),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "rccl_telemetry_stalled_qps",
+            &[dev0[0], ("device", "mlx5_1")]
+        ),
+        Some(0.0)
+    );
 
-    child.0.stdin.as_mut().unwrap().write_all(b"complete\n").unwrap();
+    child
+        .0
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(b"complete\n")
+        .unwrap();
     line.clear();
     out.read_line(&mut line).unwrap();
     assert_eq!(line, "completed\n");
     let m = wait_for("the stall gone from a scrape", 30, || {
         scrape(port).filter(|m| value(m, "rccl_telemetry_stalled_qps", &dev0) == Some(0.0))
     });
-    assert_eq!(value(&m, "rccl_telemetry_qp_stalled_seconds", &qp), None, "{m}");
+    assert_eq!(
+        value(&m, "rccl_telemetry_qp_stalled_seconds", &qp),
+        None,
+        "{m}"
+    );
 
     // SAFETY: signalling our own child.
     assert_eq!(unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) }, 0);
     child.0.wait().unwrap();
     let mut err = String::new();
-    child.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    let named: Vec<&str> = err.lines().filter(|l| l.starts_with("rccl-telemetry: stall: ")).collect();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let named: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("rccl-telemetry: stall: "))
+        .collect();
     assert_eq!(named.len(), 1, "{err}");
     assert!(named[0].contains("device 0 (mlx5_0) channel 2 QP 0 (qp_num 4660), peer gid fe80:0000:0000:0000:0000:0000:0000:0002 qp_num 77: 1 WRs outstanding"), "{}", named[0]);
     let json = load_valid(&telemetry_files(outdir.path())[0]);
-    let ch2 = json["devices"][0]["channels"].as_array().unwrap().iter().find(|c| c["id"] == 2).unwrap().clone();
+    let ch2 = json["devices"][0]["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == 2)
+        .unwrap()
+        .clone();
     let q = &ch2["queue_pairs"][0];
     assert_eq!(q["stalled"], false);
     assert!(q["longest_stall_ms"].as_u64().unwrap() >= 300, "{q}");

@@ -42,14 +42,22 @@ fn log_path() -> Option<PathBuf> {
 /// `needed_on_ci`: CI installs what the test needs, so a skip there is required too.
 pub fn skip(test: &str, reason: &str, required: bool, needed_on_ci: bool) {
     let req = required || (needed_on_ci && ci());
-    let line = format!("SKIP {test}: {}{}\n", reason.replace('\n', " "), if req { " [REQUIRED]" } else { "" });
+    let line = format!(
+        "SKIP {test}: {}{}\n",
+        reason.replace('\n', " "),
+        if req { " [REQUIRED]" } else { "" }
+    );
     let _ = std::io::stderr().write_all(line.as_bytes());
     if let Some(p) = log_path() {
         if let Some(dir) = p.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
         // One append of one line: concurrent tests never interleave.
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&p) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&p)
+        {
             let _ = f.write_all(line.as_bytes());
         }
     }
@@ -57,7 +65,8 @@ pub fn skip(test: &str, reason: &str, required: bool, needed_on_ci: bool) {
 
 /// Is an external program on PATH?
 pub fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
 /// Running as root?

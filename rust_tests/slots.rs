@@ -16,11 +16,20 @@ fn slots_handles_and_untracked_accounting() {
     let name = CString::new("rxe0").unwrap();
     let transport = CString::new("IB-CAST").unwrap();
     unsafe {
-        assert_eq!(rcclTelemetryRegisterDevice(3, name.as_ptr(), transport.as_ptr()), 3);
+        assert_eq!(
+            rcclTelemetryRegisterDevice(3, name.as_ptr(), transport.as_ptr()),
+            3
+        );
         // The same name again is idempotent; another name on a taken slot is refused.
-        assert_eq!(rcclTelemetryRegisterDevice(3, name.as_ptr(), transport.as_ptr()), 3);
+        assert_eq!(
+            rcclTelemetryRegisterDevice(3, name.as_ptr(), transport.as_ptr()),
+            3
+        );
         let other = CString::new("rxe1").unwrap();
-        assert_eq!(rcclTelemetryRegisterDevice(3, other.as_ptr(), transport.as_ptr()), -1);
+        assert_eq!(
+            rcclTelemetryRegisterDevice(3, other.as_ptr(), transport.as_ptr()),
+            -1
+        );
     }
     // Only device 3 publishes its stripes to the header's inline device forms.
     assert_eq!(published_devices(), vec![3]);
@@ -36,7 +45,9 @@ fn slots_handles_and_untracked_accounting() {
         next += step;
     }
     assert_eq!(next, 10_000);
-    let all: Vec<*mut _> = (0..10_000).map(|i| rcclTelemetryResolveQp(3, 511, i)).collect();
+    let all: Vec<*mut _> = (0..10_000)
+        .map(|i| rcclTelemetryResolveQp(3, 511, i))
+        .collect();
     assert!(all.iter().all(|p| !p.is_null()));
     let mut sorted: Vec<usize> = all.iter().map(|p| *p as usize).collect();
     sorted.sort_unstable();
@@ -80,26 +91,49 @@ fn slots_handles_and_untracked_accounting() {
     }; 2];
     assert_eq!(unsafe { rcclTelemetrySwCapture(snap.as_mut_ptr(), 2) }, 1);
     let s = snap[0];
-    assert_eq!((s.device_id, s.tx_bytes, s.wqe_sent, s.wqe_rcvd, s.wqe_completed, s.wqe_sampled), (3, 1 << 40, 10_000, 10_000, 10_000, 10_000));
+    assert_eq!(
+        (
+            s.device_id,
+            s.tx_bytes,
+            s.wqe_sent,
+            s.wqe_rcvd,
+            s.wqe_completed,
+            s.wqe_sampled
+        ),
+        (3, 1 << 40, 10_000, 10_000, 10_000, 10_000)
+    );
     assert_eq!(s.wqe_completion_histogram.iter().sum::<u64>(), 10_000);
     assert_eq!(snap[1].device_id, -1, "only registered devices are written");
 
     assert_eq!(rcclTelemetryFlush(), 0);
     assert_eq!(rcclTelemetryFlush(), 0, "later calls are no-ops");
-    let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(files.len(), 1);
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
     let d = &v["devices"][0];
     assert_eq!(d["device_id"], 3);
     assert_eq!(d["num_qp_untracked"], 7);
     assert_eq!(d["num_channels"], 1);
     let c = &d["channels"][0];
-    assert_eq!((c["id"].as_u64(), c["num_qp_untracked"].as_u64()), (Some(511), Some(0)));
+    assert_eq!(
+        (c["id"].as_u64(), c["num_qp_untracked"].as_u64()),
+        (Some(511), Some(0))
+    );
     assert_eq!(c["queue_pairs"].as_array().unwrap().len(), 10_000);
     assert_eq!(c["num_wqe_sent"], 10_000);
 }
 
 fn published_devices() -> Vec<usize> {
     let hot = &rccl_telemetry::hot::rcclTelemetryHotV3;
-    (0..32).filter(|&d| !hot.stripes[d].load(std::sync::atomic::Ordering::Relaxed).is_null()).collect()
+    (0..32)
+        .filter(|&d| {
+            !hot.stripes[d]
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .is_null()
+        })
+        .collect()
 }

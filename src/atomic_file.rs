@@ -40,20 +40,33 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<Written, String> {
 ///   if even that fails, the temporary file is kept and named.
 ///
 /// Errors are one line with the path and the OS reason; nothing is left behind then.
-pub fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<Written, String> {
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<Written, String> {
     write_atomic_mode(path, None, fill)
 }
 
 /// [`write_atomic_with`], with the file made `mode` (fchmod on the private temporary file
 /// before any data goes in, so umask does not decide) instead of `0600`: for files another
 /// user must read, such as the textfile node_exporter (user `prometheus`) collects.
-pub fn write_atomic_mode(path: &Path, mode: Option<u32>, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<Written, String> {
-    let fail = |what: &str, e: &dyn std::fmt::Display| format!("cannot write {}: {what}: {e}", path.display());
+pub fn write_atomic_mode(
+    path: &Path,
+    mode: Option<u32>,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<Written, String> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        format!("cannot write {}: {what}: {e}", path.display())
+    };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = path.file_name().ok_or_else(|| fail("no file name", &"empty"))?.to_string_lossy().into_owned();
+    let name = path
+        .file_name()
+        .ok_or_else(|| fail("no file name", &"empty"))?
+        .to_string_lossy()
+        .into_owned();
     let mut created = None;
     let mut last_err = io::Error::from_raw_os_error(libc::EEXIST);
     for _ in 0..NAME_ATTEMPTS {
@@ -73,7 +86,9 @@ pub fn write_atomic_mode(path: &Path, mode: Option<u32>, fill: impl FnOnce(&mut 
             Err(e) => return Err(fail("cannot create a file in the directory", &e)),
         }
     }
-    let Some((tmp, file)) = created else { return Err(fail("cannot create a file in the directory", &last_err)) };
+    let Some((tmp, file)) = created else {
+        return Err(fail("cannot create a file in the directory", &last_err));
+    };
     let result = (|| -> io::Result<()> {
         if let Some(m) = mode {
             use std::os::unix::fs::PermissionsExt;
@@ -89,7 +104,10 @@ pub fn write_atomic_mode(path: &Path, mode: Option<u32>, fill: impl FnOnce(&mut 
         return Err(fail("write failed", &e));
     }
     let taken = match std::fs::rename(&tmp, path) {
-        Ok(()) => Ok(Written { path: path.to_path_buf(), fallback: None }),
+        Ok(()) => Ok(Written {
+            path: path.to_path_buf(),
+            fallback: None,
+        }),
         Err(e) => Err(e),
     };
     let written = match taken {
@@ -113,13 +131,21 @@ fn fallback(dir: &Path, name: &str, tmp: &Path, wanted: &Path, why: &io::Error) 
         let alt = dir.join(format!("{stem}.{}{ext}", random_token()));
         if rename_noreplace(tmp, &alt).is_ok() {
             return Written {
-                fallback: Some(format!("{} could not be taken ({why}); the file is {} instead", wanted.display(), alt.display())),
+                fallback: Some(format!(
+                    "{} could not be taken ({why}); the file is {} instead",
+                    wanted.display(),
+                    alt.display()
+                )),
                 path: alt,
             };
         }
     }
     Written {
-        fallback: Some(format!("{} could not be taken ({why}), nor a fallback name; the file is {}", wanted.display(), tmp.display())),
+        fallback: Some(format!(
+            "{} could not be taken ({why}), nor a fallback name; the file is {}",
+            wanted.display(),
+            tmp.display()
+        )),
         path: tmp.to_path_buf(),
     }
 }
@@ -127,10 +153,21 @@ fn fallback(dir: &Path, name: &str, tmp: &Path, wanted: &Path, why: &io::Error) 
 /// rename(2) that never replaces: renameat2(RENAME_NOREPLACE), or link + unlink where the
 /// file system does not support the flag.
 fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
-    let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL));
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+    };
     let (f, t) = (c(from)?, c(to)?);
     // SAFETY: two valid NUL-terminated paths.
-    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE) };
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
     if rc == 0 {
         return Ok(());
     }
@@ -145,7 +182,11 @@ fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
 /// fsync of a directory, so that a rename in it survives a crash. Best effort: some file
 /// systems refuse it, and the data itself is already on disk.
 fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::options().read(true).custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC).open(dir) {
+    if let Ok(d) = File::options()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)
+    {
         let _ = d.sync_all();
     }
 }
@@ -160,7 +201,9 @@ pub fn random_token() -> String {
     if got != raw.len() as isize {
         use std::sync::atomic::AtomicU64;
         static N: AtomicU64 = AtomicU64::new(0);
-        let mut x = crate::latency::monotonic_ns() ^ (u64::from(std::process::id()) << 32) ^ N.fetch_add(0x9E37_79B9_7F4A_7C15, Relaxed);
+        let mut x = crate::latency::monotonic_ns()
+            ^ (u64::from(std::process::id()) << 32)
+            ^ N.fetch_add(0x9E37_79B9_7F4A_7C15, Relaxed);
         for b in raw.iter_mut() {
             // splitmix64 steps
             x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -170,7 +213,9 @@ pub fn random_token() -> String {
             *b = (z ^ (z >> 31)) as u8;
         }
     }
-    raw.iter().map(|&b| ALPHABET[usize::from(b) % ALPHABET.len()] as char).collect()
+    raw.iter()
+        .map(|&b| ALPHABET[usize::from(b) % ALPHABET.len()] as char)
+        .collect()
 }
 
 #[cfg(test)]
@@ -178,7 +223,10 @@ mod tests {
     use super::*;
 
     fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
         v.sort();
         v
     }
@@ -188,10 +236,19 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("out.json");
         let w = write_atomic(&p, b"{}\n").unwrap();
-        assert_eq!(w, Written { path: p.clone(), fallback: None });
+        assert_eq!(
+            w,
+            Written {
+                path: p.clone(),
+                fallback: None
+            }
+        );
         assert_eq!(std::fs::read(&p).unwrap(), b"{}\n");
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert_eq!(names(d.path()), vec!["out.json"]);
         // A second write replaces the first.
         write_atomic(&p, b"2").unwrap();
@@ -208,7 +265,10 @@ mod tests {
         let w = write_atomic_mode(&p, Some(0o644), |w| w.write_all(b"a 1\n"));
         unsafe { libc::umask(old) };
         w.unwrap();
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o644);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
         assert_eq!(names(d.path()), vec!["x.prom"]);
     }
 
@@ -219,18 +279,33 @@ mod tests {
         std::fs::create_dir(&p).unwrap(); // rename(file, directory): EISDIR
         let w = write_atomic(&p, b"data").unwrap();
         let why = w.fallback.expect("a fallback");
-        assert!(why.contains(&p.display().to_string()) && why.contains(&w.path.display().to_string()), "{why}");
+        assert!(
+            why.contains(&p.display().to_string()) && why.contains(&w.path.display().to_string()),
+            "{why}"
+        );
         let name = w.path.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(name.starts_with("rccl_telemetry_h_0_1.") && name.ends_with(".json") && name.len() == "rccl_telemetry_h_0_1..json".len() + 12, "{name}");
+        assert!(
+            name.starts_with("rccl_telemetry_h_0_1.")
+                && name.ends_with(".json")
+                && name.len() == "rccl_telemetry_h_0_1..json".len() + 12,
+            "{name}"
+        );
         assert_eq!(std::fs::read(&w.path).unwrap(), b"data");
-        assert_eq!(names(d.path()).len(), 2, "the planted directory and the fallback: {:?}", names(d.path()));
+        assert_eq!(
+            names(d.path()).len(),
+            2,
+            "the planted directory and the fallback: {:?}",
+            names(d.path())
+        );
     }
 
     #[test]
     fn temporary_names_are_unpredictable_and_distinct() {
         let toks: std::collections::HashSet<String> = (0..1000).map(|_| random_token()).collect();
         assert_eq!(toks.len(), 1000);
-        assert!(toks.iter().all(|t| t.len() == 12 && t.bytes().all(|b| b.is_ascii_alphanumeric())));
+        assert!(toks
+            .iter()
+            .all(|t| t.len() == 12 && t.bytes().all(|b| b.is_ascii_alphanumeric())));
     }
 
     #[test]
@@ -249,6 +324,11 @@ mod tests {
     #[test]
     fn errors_name_the_path_and_the_reason_on_one_line() {
         let e = write_atomic(Path::new("/nonexistent/dir/x.json"), b"1").unwrap_err();
-        assert!(e.contains("/nonexistent/dir/x.json") && e.contains("No such file") && !e.contains('\n'), "{e}");
+        assert!(
+            e.contains("/nonexistent/dir/x.json")
+                && e.contains("No such file")
+                && !e.contains('\n'),
+            "{e}"
+        );
     }
 }

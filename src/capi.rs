@@ -85,21 +85,33 @@ pub extern "C" fn rcclTelemetryFlush() -> c_int {
 /// # Safety
 /// `roce_device` and `transport` are NULL or NUL-terminated strings.
 #[no_mangle]
-pub unsafe extern "C" fn rcclTelemetryRegisterDevice(device_id: c_int, roce_device: *const c_char, transport: *const c_char) -> c_int {
+pub unsafe extern "C" fn rcclTelemetryRegisterDevice(
+    device_id: c_int,
+    roce_device: *const c_char,
+    transport: *const c_char,
+) -> c_int {
     boundary!("rcclTelemetryRegisterDevice", -1, {
-        let Some(rt) = crate::runtime() else { return -1 };
+        let Some(rt) = crate::runtime() else {
+            return -1;
+        };
         // SAFETY: the caller passes NULL or a NUL-terminated string.
         let name = unsafe { c_str(roce_device) };
         let transport = unsafe { c_str(transport) };
         if name.is_empty() {
-            crate::diag::warn(&format!("rcclTelemetryRegisterDevice({device_id}): no device name; not registered"));
+            crate::diag::warn(&format!(
+                "rcclTelemetryRegisterDevice({device_id}): no device name; not registered"
+            ));
             return -1;
         }
         match registry::register(device_id, &name, &transport, &rt.cfg.hw) {
             Ok(id) => {
                 crate::diag::debug(|| {
                     let d = registry::device(id).expect("just registered");
-                    format!("registered device {id}: {name} ({}, netdev \"{}\", transport {transport})", d.hw.hw_type(), d.hw.eth_device())
+                    format!(
+                        "registered device {id}: {name} ({}, netdev \"{}\", transport {transport})",
+                        d.hw.hw_type(),
+                        d.hw.eth_device()
+                    )
                 });
                 id
             }
@@ -141,7 +153,12 @@ unsafe fn c_str(p: *const c_char) -> String {
 /// # Safety
 /// `numSlots` is NULL or points to a writable int.
 #[no_mangle]
-pub unsafe extern "C" fn rcclTelemetrySetupChannel(devIdx: c_int, chIdx: c_int, numQps: c_int, numSlots: *mut c_int) -> c_int {
+pub unsafe extern "C" fn rcclTelemetrySetupChannel(
+    devIdx: c_int,
+    chIdx: c_int,
+    numQps: c_int,
+    numSlots: *mut c_int,
+) -> c_int {
     let (first, granted) = boundary!("rcclTelemetrySetupChannel", (-1, 0), {
         if crate::runtime().is_some_and(|rt| rt.cfg.fault == crate::config::Fault::SetupPanic) {
             panic!("forced by {}=setup_panic", crate::config::ENV_TEST_FAULT);
@@ -160,10 +177,20 @@ pub unsafe extern "C" fn rcclTelemetrySetupChannel(devIdx: c_int, chIdx: c_int, 
 
 /// Tells whether QP slot qpIdx of (devIdx, chIdx) carries data (isDataQp != 0) or CTS.
 #[no_mangle]
-pub extern "C" fn rcclTelemetrySetQpRole(devIdx: c_int, chIdx: c_int, qpIdx: c_int, isDataQp: c_int) {
+pub extern "C" fn rcclTelemetrySetQpRole(
+    devIdx: c_int,
+    chIdx: c_int,
+    qpIdx: c_int,
+    isDataQp: c_int,
+) {
     boundary!("rcclTelemetrySetQpRole", (), {
         if crate::is_on() {
-            registry::set_qp_role(devIdx, chIdx, qpIdx, if isDataQp != 0 { ROLE_DATA } else { ROLE_CTS });
+            registry::set_qp_role(
+                devIdx,
+                chIdx,
+                qpIdx,
+                if isDataQp != 0 { ROLE_DATA } else { ROLE_CTS },
+            );
         }
     })
 }
@@ -174,7 +201,8 @@ pub extern "C" fn rcclTelemetrySetQpRole(devIdx: c_int, chIdx: c_int, qpIdx: c_i
 pub extern "C" fn rcclTelemetryMarkChannelsUnknown(devIdx: c_int) {
     boundary!("rcclTelemetryMarkChannelsUnknown", (), {
         if let Some(d) = crate::runtime().and_then(|_| registry::device(devIdx)) {
-            d.channels_unknown.store(true, std::sync::atomic::Ordering::Relaxed);
+            d.channels_unknown
+                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
     })
 }
@@ -182,18 +210,29 @@ pub extern "C" fn rcclTelemetryMarkChannelsUnknown(devIdx: c_int) {
 /// The stats handle of QP slot qpIdx on (devIdx, chIdx), to store on the QP at setup.
 /// NULL when disabled or when the indices name no slot; valid for the life of the process.
 #[no_mangle]
-pub extern "C" fn rcclTelemetryResolveQp(devIdx: c_int, chIdx: c_int, qpIdx: c_int) -> *mut RcclQpStats {
+pub extern "C" fn rcclTelemetryResolveQp(
+    devIdx: c_int,
+    chIdx: c_int,
+    qpIdx: c_int,
+) -> *mut RcclQpStats {
     boundary!("rcclTelemetryResolveQp", std::ptr::null_mut(), {
-        live_qp(devIdx, chIdx, qpIdx).map_or(std::ptr::null_mut(), |q| q as *const RcclQpStats as *mut RcclQpStats)
+        live_qp(devIdx, chIdx, qpIdx).map_or(std::ptr::null_mut(), |q| {
+            q as *const RcclQpStats as *mut RcclQpStats
+        })
     })
 }
 
 /// The stats handle of channel chIdx on devIdx. NULL when disabled or when no slot was set
 /// up there; valid for the life of the process.
 #[no_mangle]
-pub extern "C" fn rcclTelemetryResolveChannel(devIdx: c_int, chIdx: c_int) -> *mut RcclChannelStats {
+pub extern "C" fn rcclTelemetryResolveChannel(
+    devIdx: c_int,
+    chIdx: c_int,
+) -> *mut RcclChannelStats {
     boundary!("rcclTelemetryResolveChannel", std::ptr::null_mut(), {
-        live_channel(devIdx, chIdx).map_or(std::ptr::null_mut(), |c| &c.stats as *const RcclChannelStats as *mut RcclChannelStats)
+        live_channel(devIdx, chIdx).map_or(std::ptr::null_mut(), |c| {
+            &c.stats as *const RcclChannelStats as *mut RcclChannelStats
+        })
     })
 }
 
@@ -223,7 +262,9 @@ pub unsafe extern "C" fn rcclTelemetryQpSetPeer(
             return;
         }
         // SAFETY: handles are NULL or stable slot addresses, valid for the process.
-        let Some(q) = (unsafe { (qp as *const RcclQpStats).as_ref() }) else { return };
+        let Some(q) = (unsafe { (qp as *const RcclQpStats).as_ref() }) else {
+            return;
+        };
         // SAFETY: per the caller's contract, each GID is NULL or 16 readable bytes.
         let (local_gid, remote_gid) = unsafe { (gid16(localGid), gid16(remoteGid)) };
         crate::peers::set_peer(
@@ -260,7 +301,11 @@ unsafe fn gid16(p: *const std::ffi::c_void) -> Option<[u8; 16]> {
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryPostTs(qp: *mut RcclQpStats) -> i64 {
     // SAFETY: handles are NULL or stable slot addresses.
-    boundary!("rcclTelemetryPostTs", 0, unsafe { qp.as_ref() }.map_or(0, RcclQpStats::post_ts))
+    boundary!(
+        "rcclTelemetryPostTs",
+        0,
+        unsafe { qp.as_ref() }.map_or(0, RcclQpStats::post_ts)
+    )
 }
 
 /// One send WQE posted: num_wqe_sent, and num_write_imm_wqe (withImm != 0) or num_write_wqe.
@@ -270,7 +315,13 @@ pub unsafe extern "C" fn rcclTelemetryPostTs(qp: *mut RcclQpStats) -> i64 {
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpSendPosted(qp: *mut RcclQpStats, withImm: c_int) {
     // SAFETY: handles are NULL or stable slot addresses.
-    boundary!("rcclTelemetryQpSendPosted", (), if let Some(q) = unsafe { qp.as_ref() } { q.send_posted(withImm != 0) })
+    boundary!(
+        "rcclTelemetryQpSendPosted",
+        (),
+        if let Some(q) = unsafe { qp.as_ref() } {
+            q.send_posted(withImm != 0)
+        }
+    )
 }
 
 /// One receive WQE posted (ibv_post_recv): num_recv_wqe.
@@ -280,7 +331,13 @@ pub unsafe extern "C" fn rcclTelemetryQpSendPosted(qp: *mut RcclQpStats, withImm
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpRecvPosted(qp: *mut RcclQpStats) {
     // SAFETY: handles are NULL or stable slot addresses.
-    boundary!("rcclTelemetryQpRecvPosted", (), if let Some(q) = unsafe { qp.as_ref() } { q.recv_posted() })
+    boundary!(
+        "rcclTelemetryQpRecvPosted",
+        (),
+        if let Some(q) = unsafe { qp.as_ref() } {
+            q.recv_posted()
+        }
+    )
 }
 
 /// One CTS message posted, signalled or not.
@@ -290,7 +347,13 @@ pub unsafe extern "C" fn rcclTelemetryQpRecvPosted(qp: *mut RcclQpStats) {
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpCtsSent(qp: *mut RcclQpStats, signalled: c_int) {
     // SAFETY: handles are NULL or stable slot addresses.
-    boundary!("rcclTelemetryQpCtsSent", (), if let Some(q) = unsafe { qp.as_ref() } { q.cts_sent(signalled != 0) })
+    boundary!(
+        "rcclTelemetryQpCtsSent",
+        (),
+        if let Some(q) = unsafe { qp.as_ref() } {
+            q.cts_sent(signalled != 0)
+        }
+    )
 }
 
 /// A sender found the CTS FIFO slot not yet published: num_slot_miss.
@@ -300,7 +363,13 @@ pub unsafe extern "C" fn rcclTelemetryQpCtsSent(qp: *mut RcclQpStats, signalled:
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpSlotMiss(qp: *mut RcclQpStats) {
     // SAFETY: handles are NULL or stable slot addresses.
-    boundary!("rcclTelemetryQpSlotMiss", (), if let Some(q) = unsafe { qp.as_ref() } { q.slot_missed() })
+    boundary!(
+        "rcclTelemetryQpSlotMiss",
+        (),
+        if let Some(q) = unsafe { qp.as_ref() } {
+            q.slot_missed()
+        }
+    )
 }
 
 /// One completion drained from the CQ for this QP. postTs: 0 = matched no tracked posting,
@@ -311,7 +380,13 @@ pub unsafe extern "C" fn rcclTelemetryQpSlotMiss(qp: *mut RcclQpStats) {
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpWqeComplete(qp: *mut RcclQpStats, postTs: i64) {
     // SAFETY: handles are NULL or stable slot addresses.
-    boundary!("rcclTelemetryQpWqeComplete", (), if let Some(q) = unsafe { qp.as_ref() } { q.wqe_complete(postTs) })
+    boundary!(
+        "rcclTelemetryQpWqeComplete",
+        (),
+        if let Some(q) = unsafe { qp.as_ref() } {
+            q.wqe_complete(postTs)
+        }
+    )
 }
 
 /// Extension: rcclTelemetryQpWqeComplete for a completion whose poll returned at `nowTs`,
@@ -324,9 +399,19 @@ pub unsafe extern "C" fn rcclTelemetryQpWqeComplete(qp: *mut RcclQpStats, postTs
 /// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
-pub unsafe extern "C" fn rcclTelemetryQpWqeCompleteAt(qp: *mut RcclQpStats, postTs: i64, nowTs: i64) {
+pub unsafe extern "C" fn rcclTelemetryQpWqeCompleteAt(
+    qp: *mut RcclQpStats,
+    postTs: i64,
+    nowTs: i64,
+) {
     // SAFETY: handles are NULL or stable slot addresses.
-    boundary!("rcclTelemetryQpWqeCompleteAt", (), if let Some(q) = unsafe { qp.as_ref() } { q.wqe_complete_at(postTs, nowTs) })
+    boundary!(
+        "rcclTelemetryQpWqeCompleteAt",
+        (),
+        if let Some(q) = unsafe { qp.as_ref() } {
+            q.wqe_complete_at(postTs, nowTs)
+        }
+    )
 }
 
 /// Extension: a clock reading for rcclTelemetryQpWqeCompleteAt (the token clock, always > 1).
@@ -344,7 +429,13 @@ pub extern "C" fn rcclTelemetryPollTs() -> i64 {
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryChRequestCompleted(ch: *mut RcclChannelStats) {
     // SAFETY: handles are NULL or stable channel addresses.
-    boundary!("rcclTelemetryChRequestCompleted", (), if let Some(c) = unsafe { ch.as_ref() } { c.request_completed() })
+    boundary!(
+        "rcclTelemetryChRequestCompleted",
+        (),
+        if let Some(c) = unsafe { ch.as_ref() } {
+            c.request_completed()
+        }
+    )
 }
 
 // ------------------------------------------------------------------ data path: device forms
@@ -352,25 +443,53 @@ pub unsafe extern "C" fn rcclTelemetryChRequestCompleted(ch: *mut RcclChannelSta
 /// Software byte count on a device (isSend != 0: tx_bytes, else rx_bytes).
 #[no_mangle]
 pub extern "C" fn rcclTelemetryBytes(devIdx: c_int, isSend: c_int, bytes: u64) {
-    boundary!("rcclTelemetryBytes", (), device_op(devIdx, |s, o| registry::add(if isSend != 0 { &s.tx_bytes } else { &s.rx_bytes }, bytes, o)))
+    boundary!(
+        "rcclTelemetryBytes",
+        (),
+        device_op(devIdx, |s, o| registry::add(
+            if isSend != 0 {
+                &s.tx_bytes
+            } else {
+                &s.rx_bytes
+            },
+            bytes,
+            o
+        ))
+    )
 }
 
 /// One completion drained with an error status: num_cq_errors.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryCqError(devIdx: c_int) {
-    boundary!("rcclTelemetryCqError", (), device_op(devIdx, |s, o| registry::add(&s.cq_errors, 1, o)))
+    boundary!(
+        "rcclTelemetryCqError",
+        (),
+        device_op(devIdx, |s, o| registry::add(&s.cq_errors, 1, o))
+    )
 }
 
 /// Adds `polls` ibv_poll_cq calls to cq_poll_count.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryAddCqPolls(devIdx: c_int, polls: u64) {
-    boundary!("rcclTelemetryAddCqPolls", (), device_op(devIdx, |s, o| registry::add(&s.cq_polls, polls, o)))
+    boundary!(
+        "rcclTelemetryAddCqPolls",
+        (),
+        device_op(devIdx, |s, o| registry::add(&s.cq_polls, polls, o))
+    )
 }
 
 /// One send WQE of `bytes` payload, for wqe_size_stats.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryWqeSize(devIdx: c_int, bytes: u64) {
-    boundary!("rcclTelemetryWqeSize", (), device_op(devIdx, |s, o| registry::add(&s.sizes[crate::counters::size_bucket(bytes)], 1, o)))
+    boundary!(
+        "rcclTelemetryWqeSize",
+        (),
+        device_op(devIdx, |s, o| registry::add(
+            &s.sizes[crate::counters::size_bucket(bytes)],
+            1,
+            o
+        ))
+    )
 }
 
 #[inline(always)]
@@ -385,55 +504,108 @@ fn device_op(dev: c_int, f: impl FnOnce(&registry::DevCounters, bool)) {
 /// Index form of rcclTelemetryQpWqeComplete.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryWqeComplete(devIdx: c_int, chIdx: c_int, qpIdx: c_int, postTs: i64) {
-    boundary!("rcclTelemetryWqeComplete", (), if let Some(q) = live_qp(devIdx, chIdx, qpIdx) { q.wqe_complete_shared(postTs) })
+    boundary!(
+        "rcclTelemetryWqeComplete",
+        (),
+        if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
+            q.wqe_complete_shared(postTs)
+        }
+    )
 }
 
 /// Index form of the posting hooks: isSend != 0 counts num_wqe_sent, else num_recv_wqe.
 /// (The opcode split is rcclTelemetryWriteWqe.)
 #[no_mangle]
 pub extern "C" fn rcclTelemetryWqePosted(devIdx: c_int, chIdx: c_int, qpIdx: c_int, isSend: c_int) {
-    boundary!("rcclTelemetryWqePosted", (), if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
-        (if isSend != 0 { &q.idx_sent } else { &q.recv_wqe }).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    })
+    boundary!(
+        "rcclTelemetryWqePosted",
+        (),
+        if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
+            (if isSend != 0 {
+                &q.idx_sent
+            } else {
+                &q.recv_wqe
+            })
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    )
 }
 
 /// Index form of rcclTelemetryChRequestCompleted.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryRequestCompleted(devIdx: c_int, chIdx: c_int) {
-    boundary!("rcclTelemetryRequestCompleted", (), if let Some(c) = live_channel(devIdx, chIdx) {
-        c.stats.req_completed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    })
+    boundary!(
+        "rcclTelemetryRequestCompleted",
+        (),
+        if let Some(c) = live_channel(devIdx, chIdx) {
+            c.stats
+                .req_completed
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    )
 }
 
 /// Index form of rcclTelemetryQpSlotMiss.
 #[no_mangle]
 pub extern "C" fn rcclTelemetrySlotMiss(devIdx: c_int, chIdx: c_int, qpIdx: c_int) {
-    boundary!("rcclTelemetrySlotMiss", (), if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
-        q.slot_miss.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    })
+    boundary!(
+        "rcclTelemetrySlotMiss",
+        (),
+        if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
+            q.slot_miss
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    )
 }
 
 /// Index form of rcclTelemetryQpCtsSent.
 #[no_mangle]
-pub extern "C" fn rcclTelemetryCtsSent(devIdx: c_int, chIdx: c_int, qpIdx: c_int, signalled: c_int) {
-    boundary!("rcclTelemetryCtsSent", (), if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
-        (if signalled != 0 { &q.cts_signalled } else { &q.cts_unsignalled }).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    })
+pub extern "C" fn rcclTelemetryCtsSent(
+    devIdx: c_int,
+    chIdx: c_int,
+    qpIdx: c_int,
+    signalled: c_int,
+) {
+    boundary!(
+        "rcclTelemetryCtsSent",
+        (),
+        if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
+            (if signalled != 0 {
+                &q.cts_signalled
+            } else {
+                &q.cts_unsignalled
+            })
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    )
 }
 
 /// Index form of the opcode split: withImm != 0 counts num_write_imm_wqe, else num_write_wqe.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryWriteWqe(devIdx: c_int, chIdx: c_int, qpIdx: c_int, withImm: c_int) {
-    boundary!("rcclTelemetryWriteWqe", (), if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
-        (if withImm != 0 { &q.idx_imm } else { &q.idx_write }).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    })
+    boundary!(
+        "rcclTelemetryWriteWqe",
+        (),
+        if let Some(q) = live_qp(devIdx, chIdx, qpIdx) {
+            (if withImm != 0 {
+                &q.idx_imm
+            } else {
+                &q.idx_write
+            })
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    )
 }
 
 /// Extension: index form of rcclTelemetryPostTs, for callers without handles. Claims the
 /// posting position atomically, so any thread may call it. 0 when the indices name no slot.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryPostTsIdx(devIdx: c_int, chIdx: c_int, qpIdx: c_int) -> i64 {
-    boundary!("rcclTelemetryPostTsIdx", 0, live_qp(devIdx, chIdx, qpIdx).map_or(0, RcclQpStats::post_ts_shared))
+    boundary!(
+        "rcclTelemetryPostTsIdx",
+        0,
+        live_qp(devIdx, chIdx, qpIdx).map_or(0, RcclQpStats::post_ts_shared)
+    )
 }
 
 /// Extension, used by the header's inline PostTs and completion hooks when tokens are not
@@ -452,7 +624,10 @@ pub extern "C" fn rcclTelemetryNowToken() -> i64 {
 /// # Safety
 /// `out` points to at least maxDevs writable entries.
 #[no_mangle]
-pub unsafe extern "C" fn rcclTelemetrySwCapture(out: *mut RcclTelemetrySwSnapshot, maxDevs: c_int) -> c_int {
+pub unsafe extern "C" fn rcclTelemetrySwCapture(
+    out: *mut RcclTelemetrySwSnapshot,
+    maxDevs: c_int,
+) -> c_int {
     boundary!("rcclTelemetrySwCapture", -1, {
         if !crate::is_on() || out.is_null() || maxDevs < 0 {
             return -1;

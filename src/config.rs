@@ -49,7 +49,8 @@ pub const MAX_PROM_INTERVAL_S: u64 = 3_600;
 pub const DEFAULT_STALL_MS: u64 = 1_000;
 pub const MAX_STALL_MS: u64 = 86_400_000;
 /// The termination signals whose arrival writes the file (RCCL_TELEMETRY_SIGNALS).
-pub const TERMINATION_SIGNALS: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+pub const TERMINATION_SIGNALS: [i32; 4] =
+    [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
 /// Internal failures that a test can force, to prove they are contained
 /// (RCCL_TELEMETRY_TEST_FAULT; never set in production).
@@ -124,7 +125,13 @@ pub fn enabled_from(value: Option<&OsStr>) -> (bool, Option<String>) {
         None => (false, None),
         Some(v) if v == "1" => (true, None),
         Some(v) if v.is_empty() || v == "0" => (false, None),
-        Some(v) => (false, Some(format!("{ENV_ENABLE}={} is not \"1\"; telemetry stays off", show(v)))),
+        Some(v) => (
+            false,
+            Some(format!(
+                "{ENV_ENABLE}={} is not \"1\"; telemetry stays off",
+                show(v)
+            )),
+        ),
     }
 }
 
@@ -142,14 +149,30 @@ impl Config {
 
         if let Some(v) = get(ENV_OUTPUT_DIR) {
             if v.is_empty() {
-                diags.push(format!("{ENV_OUTPUT_DIR} is empty; using {DEFAULT_OUTPUT_DIR}"));
+                diags.push(format!(
+                    "{ENV_OUTPUT_DIR} is empty; using {DEFAULT_OUTPUT_DIR}"
+                ));
             } else {
                 c.output_dir = PathBuf::from(v);
             }
         }
 
-        c.histogram_buckets = parse_u64(&get, ENV_BUCKETS, DEFAULT_BUCKETS as u64, 1, MAX_BUCKETS as u64, &mut diags) as u32;
-        c.histogram_interval_ns = parse_u64(&get, ENV_INTERVAL, DEFAULT_INTERVAL_NS, 1, u64::MAX, &mut diags);
+        c.histogram_buckets = parse_u64(
+            &get,
+            ENV_BUCKETS,
+            DEFAULT_BUCKETS as u64,
+            1,
+            MAX_BUCKETS as u64,
+            &mut diags,
+        ) as u32;
+        c.histogram_interval_ns = parse_u64(
+            &get,
+            ENV_INTERVAL,
+            DEFAULT_INTERVAL_NS,
+            1,
+            u64::MAX,
+            &mut diags,
+        );
 
         let asked = parse_u64(&get, ENV_SAMPLE, 1, 1, MAX_LATENCY_SAMPLE, &mut diags);
         c.latency_sample = asked.next_power_of_two();
@@ -165,29 +188,48 @@ impl Config {
         if let Some(v) = get(ENV_HW_COUNTERS) {
             match v.to_str() {
                 Some(s) => {
-                    let names: Vec<String> =
-                        s.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned).collect();
+                    let names: Vec<String> = s
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_owned)
+                        .collect();
                     c.hw.allow = if names.is_empty() { None } else { Some(names) };
                 }
-                None => diags.push(format!("{ENV_HW_COUNTERS}={} is not UTF-8; collecting every counter", show(&v))),
+                None => diags.push(format!(
+                    "{ENV_HW_COUNTERS}={} is not UTF-8; collecting every counter",
+                    show(&v)
+                )),
             }
         }
 
         if let Some(v) = get(ENV_SYSFS_ROOT) {
             if v.is_empty() {
-                diags.push(format!("{ENV_SYSFS_ROOT} is empty; using {DEFAULT_SYSFS_ROOT}"));
+                diags.push(format!(
+                    "{ENV_SYSFS_ROOT} is empty; using {DEFAULT_SYSFS_ROOT}"
+                ));
             } else {
                 c.hw.sysfs_root = PathBuf::from(v);
             }
         }
 
-        c.flush_interval_s = parse_u64(&get, ENV_FLUSH_INTERVAL, 0, 0, MAX_FLUSH_INTERVAL_S, &mut diags);
+        c.flush_interval_s = parse_u64(
+            &get,
+            ENV_FLUSH_INTERVAL,
+            0,
+            0,
+            MAX_FLUSH_INTERVAL_S,
+            &mut diags,
+        );
 
         if let Some(v) = get(ENV_SIGNALS) {
             match v.to_str() {
                 Some("1") => c.signals = true,
                 Some("0") => c.signals = false,
-                _ => diags.push(format!("{ENV_SIGNALS}={} is not 0 or 1; using the default 1", show(&v))),
+                _ => diags.push(format!(
+                    "{ENV_SIGNALS}={} is not 0 or 1; using the default 1",
+                    show(&v)
+                )),
             }
         }
 
@@ -195,7 +237,10 @@ impl Config {
             match v.to_str() {
                 Some("1") => c.log_histogram = true,
                 Some("0") => c.log_histogram = false,
-                _ => diags.push(format!("{ENV_LOG_HISTOGRAM}={} is not 0 or 1; using the default 1", show(&v))),
+                _ => diags.push(format!(
+                    "{ENV_LOG_HISTOGRAM}={} is not 0 or 1; using the default 1",
+                    show(&v)
+                )),
             }
         }
 
@@ -212,21 +257,40 @@ impl Config {
 
         if let Some(v) = get(ENV_PROM_DIR) {
             if v.is_empty() {
-                diags.push(format!("{ENV_PROM_DIR} is empty; no Prometheus textfile is written"));
+                diags.push(format!(
+                    "{ENV_PROM_DIR} is empty; no Prometheus textfile is written"
+                ));
             } else {
                 c.prometheus_dir = Some(PathBuf::from(v));
             }
         }
-        c.prometheus_interval_s = parse_u64(&get, ENV_PROM_INTERVAL, DEFAULT_PROM_INTERVAL_S, 1, MAX_PROM_INTERVAL_S, &mut diags);
+        c.prometheus_interval_s = parse_u64(
+            &get,
+            ENV_PROM_INTERVAL,
+            DEFAULT_PROM_INTERVAL_S,
+            1,
+            MAX_PROM_INTERVAL_S,
+            &mut diags,
+        );
         if let Some(v) = get(ENV_PROM_QP) {
             match v.to_str() {
                 Some("1") => c.prometheus_qp = true,
                 Some("0") | Some("") => c.prometheus_qp = false,
-                _ => diags.push(format!("{ENV_PROM_QP}={} is not 0 or 1; using the default 0 (no per-QP series)", show(&v))),
+                _ => diags.push(format!(
+                    "{ENV_PROM_QP}={} is not 0 or 1; using the default 0 (no per-QP series)",
+                    show(&v)
+                )),
             }
         }
 
-        c.stall_ms = parse_u64(&get, ENV_STALL_MS, DEFAULT_STALL_MS, 0, MAX_STALL_MS, &mut diags);
+        c.stall_ms = parse_u64(
+            &get,
+            ENV_STALL_MS,
+            DEFAULT_STALL_MS,
+            0,
+            MAX_STALL_MS,
+            &mut diags,
+        );
 
         c.debug = matches!(get(ENV_DEBUG), Some(v) if v != "0");
         c.hw.debug = c.debug;
@@ -239,7 +303,10 @@ impl Config {
                 Some("flush_panic") => Fault::FlushPanic,
                 Some("") => Fault::None,
                 _ => {
-                    diags.push(format!("{ENV_TEST_FAULT}={} is not a known fault; ignored", show(&v)));
+                    diags.push(format!(
+                        "{ENV_TEST_FAULT}={} is not a known fault; ignored",
+                        show(&v)
+                    ));
                     Fault::None
                 }
             };
@@ -294,7 +361,9 @@ pub fn signal_name(sig: i32) -> String {
         libc::SIGURG => "SIGURG".into(),
         libc::SIGPWR => "SIGPWR".into(),
         libc::SIGCONT => "SIGCONT".into(),
-        s if s >= libc::SIGRTMIN() && s <= libc::SIGRTMAX() => format!("SIGRTMIN+{}", s - libc::SIGRTMIN()),
+        s if s >= libc::SIGRTMIN() && s <= libc::SIGRTMAX() => {
+            format!("SIGRTMIN+{}", s - libc::SIGRTMIN())
+        }
         s => format!("signal {s}"),
     }
 }
@@ -311,7 +380,10 @@ fn parse_u64(
 ) -> u64 {
     let Some(raw) = get(name) else { return default };
     let Some(s) = raw.to_str() else {
-        diags.push(format!("{name}={} is not UTF-8; using the default {default}", show(&raw)));
+        diags.push(format!(
+            "{name}={} is not UTF-8; using the default {default}",
+            show(&raw)
+        ));
         return default;
     };
     let t = s.trim();
@@ -319,11 +391,15 @@ fn parse_u64(
     if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
         return match t.parse::<u64>() {
             Ok(v) if v < lo => {
-                diags.push(format!("{name}={shown} is below the minimum {lo}; using {lo}"));
+                diags.push(format!(
+                    "{name}={shown} is below the minimum {lo}; using {lo}"
+                ));
                 lo
             }
             Ok(v) if v > hi => {
-                diags.push(format!("{name}={shown} is above the maximum {hi}; using {hi}"));
+                diags.push(format!(
+                    "{name}={shown} is above the maximum {hi}; using {hi}"
+                ));
                 hi
             }
             Ok(v) => v,
@@ -334,9 +410,13 @@ fn parse_u64(
         };
     }
     if t.starts_with('-') && t.len() > 1 && t[1..].bytes().all(|b| b.is_ascii_digit()) {
-        diags.push(format!("{name}={shown} is negative; using the default {default}"));
+        diags.push(format!(
+            "{name}={shown} is negative; using the default {default}"
+        ));
     } else {
-        diags.push(format!("{name}={shown} is not a whole number; using the default {default}"));
+        diags.push(format!(
+            "{name}={shown} is not a whole number; using the default {default}"
+        ));
     }
     default
 }
@@ -344,7 +424,11 @@ fn parse_u64(
 /// A value as it can be shown in one diagnostic line.
 fn show(v: &OsStr) -> String {
     let s = v.to_string_lossy();
-    let s: String = s.chars().map(|c| if c.is_control() { '?' } else { c }).take(200).collect();
+    let s: String = s
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .take(200)
+        .collect();
     format!("\"{s}\"")
 }
 
@@ -355,7 +439,10 @@ mod tests {
     use std::os::unix::ffi::OsStringExt;
 
     fn parse(vars: &[(&str, &str)]) -> (Config, Vec<String>) {
-        let m: HashMap<String, OsString> = vars.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
+        let m: HashMap<String, OsString> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
         Config::from_lookup(|n| m.get(n).cloned())
     }
 
@@ -364,8 +451,18 @@ mod tests {
         let (c, d) = parse(&[]);
         assert!(d.is_empty());
         assert_eq!(c.output_dir, PathBuf::from("/tmp"));
-        assert_eq!((c.histogram_buckets, c.histogram_interval_ns, c.latency_sample), (5, 30_000, 1));
-        assert_eq!((c.hw.sample_ms, c.hw.allow.clone(), c.debug), (0, None, false));
+        assert_eq!(
+            (
+                c.histogram_buckets,
+                c.histogram_interval_ns,
+                c.latency_sample
+            ),
+            (5, 30_000, 1)
+        );
+        assert_eq!(
+            (c.hw.sample_ms, c.hw.allow.clone(), c.debug),
+            (0, None, false)
+        );
         assert_eq!(c.hw.sysfs_root, PathBuf::from("/sys"));
     }
 
@@ -383,8 +480,17 @@ mod tests {
 
     #[test]
     fn buckets_range_and_garbage() {
-        for (v, want) in [("1", 1), ("16", 16), ("0", 1), ("17", 16), ("abc", 5), ("-3", 5), ("", 5),
-                          ("99999999999999999999999", 16), (" 7 ", 7)] {
+        for (v, want) in [
+            ("1", 1),
+            ("16", 16),
+            ("0", 1),
+            ("17", 16),
+            ("abc", 5),
+            ("-3", 5),
+            ("", 5),
+            ("99999999999999999999999", 16),
+            (" 7 ", 7),
+        ] {
             let (c, d) = parse(&[(ENV_BUCKETS, v)]);
             assert_eq!(c.histogram_buckets, want, "value {v:?}");
             let expect_diag = !matches!(v, "1" | "16" | " 7 ");
@@ -406,8 +512,17 @@ mod tests {
 
     #[test]
     fn sampling_rounds_up_to_a_power_of_two_and_says_so() {
-        for (v, want, lines) in [("1", 1, 0), ("16", 16, 0), ("3", 4, 1), ("17", 32, 1), ("0", 1, 1),
-                                 ("-4", 1, 1), ("65536", 65536, 0), ("65537", 65536, 1), ("x", 1, 1)] {
+        for (v, want, lines) in [
+            ("1", 1, 0),
+            ("16", 16, 0),
+            ("3", 4, 1),
+            ("17", 32, 1),
+            ("0", 1, 1),
+            ("-4", 1, 1),
+            ("65536", 65536, 0),
+            ("65537", 65536, 1),
+            ("x", 1, 1),
+        ] {
             let (c, d) = parse(&[(ENV_SAMPLE, v)]);
             assert_eq!(c.latency_sample, want, "{v}");
             assert_eq!(d.len(), lines, "{v}: {d:?}");
@@ -420,7 +535,10 @@ mod tests {
     fn hw_counters_is_a_comma_list() {
         let (c, d) = parse(&[(ENV_HW_COUNTERS, " cnp_sent, ,ecn_marked_pkts ,")]);
         assert!(d.is_empty());
-        assert_eq!(c.hw.allow, Some(vec!["cnp_sent".to_string(), "ecn_marked_pkts".to_string()]));
+        assert_eq!(
+            c.hw.allow,
+            Some(vec!["cnp_sent".to_string(), "ecn_marked_pkts".to_string()])
+        );
         let (c, _) = parse(&[(ENV_HW_COUNTERS, "")]);
         assert_eq!(c.hw.allow, None);
     }
@@ -428,7 +546,9 @@ mod tests {
     #[test]
     fn non_utf8_values_get_defaults() {
         let bad = OsString::from_vec(vec![0x66, 0xff, 0x31]);
-        let (c, d) = Config::from_lookup(|n| (n == ENV_BUCKETS || n == ENV_HW_COUNTERS).then(|| bad.clone()));
+        let (c, d) = Config::from_lookup(|n| {
+            (n == ENV_BUCKETS || n == ENV_HW_COUNTERS).then(|| bad.clone())
+        });
         assert_eq!(c.histogram_buckets, 5);
         assert_eq!(c.hw.allow, None);
         assert_eq!(d.len(), 2);
@@ -437,7 +557,10 @@ mod tests {
     #[test]
     fn sample_ms_and_debug() {
         let (c, d) = parse(&[(ENV_SAMPLE_MS, "5"), (ENV_DEBUG, "")]);
-        assert_eq!((c.hw.sample_ms, c.debug, c.hw.debug, d.len()), (5, true, true, 0));
+        assert_eq!(
+            (c.hw.sample_ms, c.debug, c.hw.debug, d.len()),
+            (5, true, true, 0)
+        );
         let (c, d) = parse(&[(ENV_SAMPLE_MS, "-1"), (ENV_DEBUG, "0")]);
         assert_eq!((c.hw.sample_ms, c.debug, d.len()), (0, false, 1));
     }
@@ -445,12 +568,29 @@ mod tests {
     #[test]
     fn signal_settings() {
         let (c, d) = parse(&[]);
-        assert!(d.is_empty() && c.signals && c.flush_interval_s == 0 && c.snapshot_signal.is_none());
-        let (c, d) = parse(&[(ENV_SIGNALS, "0"), (ENV_FLUSH_INTERVAL, "30"), (ENV_SNAPSHOT_SIGNAL, "SIGUSR1")]);
+        assert!(
+            d.is_empty() && c.signals && c.flush_interval_s == 0 && c.snapshot_signal.is_none()
+        );
+        let (c, d) = parse(&[
+            (ENV_SIGNALS, "0"),
+            (ENV_FLUSH_INTERVAL, "30"),
+            (ENV_SNAPSHOT_SIGNAL, "SIGUSR1"),
+        ]);
         assert!(d.is_empty(), "{d:?}");
-        assert_eq!((c.signals, c.flush_interval_s, c.snapshot_signal), (false, 30, Some(libc::SIGUSR1)));
-        for (v, want) in [("usr2", Some(libc::SIGUSR2)), ("10", Some(10)), ("SIGRTMIN+2", Some(libc::SIGRTMIN() + 2)),
-                          ("TERM", None), ("9", None), ("bogus", None), ("0", None), ("999", None)] {
+        assert_eq!(
+            (c.signals, c.flush_interval_s, c.snapshot_signal),
+            (false, 30, Some(libc::SIGUSR1))
+        );
+        for (v, want) in [
+            ("usr2", Some(libc::SIGUSR2)),
+            ("10", Some(10)),
+            ("SIGRTMIN+2", Some(libc::SIGRTMIN() + 2)),
+            ("TERM", None),
+            ("9", None),
+            ("bogus", None),
+            ("0", None),
+            ("999", None),
+        ] {
             let (c, d) = parse(&[(ENV_SNAPSHOT_SIGNAL, v)]);
             assert_eq!(c.snapshot_signal, want, "{v}");
             assert_eq!(d.len(), usize::from(want.is_none()), "{v}: {d:?}");
@@ -463,20 +603,52 @@ mod tests {
     #[test]
     fn prometheus_settings() {
         let (c, d) = parse(&[]);
-        assert!(d.is_empty() && c.prometheus_dir.is_none() && c.prometheus_interval_s == 15 && !c.prometheus_qp);
-        let (c, d) = parse(&[(ENV_PROM_DIR, "/var/lib/node"), (ENV_PROM_INTERVAL, "60"), (ENV_PROM_QP, "1")]);
+        assert!(
+            d.is_empty()
+                && c.prometheus_dir.is_none()
+                && c.prometheus_interval_s == 15
+                && !c.prometheus_qp
+        );
+        let (c, d) = parse(&[
+            (ENV_PROM_DIR, "/var/lib/node"),
+            (ENV_PROM_INTERVAL, "60"),
+            (ENV_PROM_QP, "1"),
+        ]);
         assert!(d.is_empty(), "{d:?}");
-        assert_eq!((c.prometheus_dir, c.prometheus_interval_s, c.prometheus_qp), (Some(PathBuf::from("/var/lib/node")), 60, true));
-        for (v, want) in [("0", 1), ("1", 1), ("3600", 3600), ("3601", 3600), ("x", 15), ("-5", 15), ("", 15), ("99999999999999999999999", 3600)] {
+        assert_eq!(
+            (c.prometheus_dir, c.prometheus_interval_s, c.prometheus_qp),
+            (Some(PathBuf::from("/var/lib/node")), 60, true)
+        );
+        for (v, want) in [
+            ("0", 1),
+            ("1", 1),
+            ("3600", 3600),
+            ("3601", 3600),
+            ("x", 15),
+            ("-5", 15),
+            ("", 15),
+            ("99999999999999999999999", 3600),
+        ] {
             let (c, d) = parse(&[(ENV_PROM_INTERVAL, v)]);
             assert_eq!(c.prometheus_interval_s, want, "{v}");
-            assert_eq!(d.len(), usize::from(!matches!(v, "1" | "3600")), "{v}: {d:?}");
-            assert!(d.iter().all(|l| l.contains(ENV_PROM_INTERVAL) && !l.contains('\n')), "{d:?}");
+            assert_eq!(
+                d.len(),
+                usize::from(!matches!(v, "1" | "3600")),
+                "{v}: {d:?}"
+            );
+            assert!(
+                d.iter()
+                    .all(|l| l.contains(ENV_PROM_INTERVAL) && !l.contains('\n')),
+                "{d:?}"
+            );
         }
         let (c, d) = parse(&[(ENV_PROM_DIR, ""), (ENV_PROM_QP, "yes")]);
         assert!(c.prometheus_dir.is_none() && !c.prometheus_qp);
         assert_eq!(d.len(), 2, "{d:?}");
-        assert!(d[0].contains(ENV_PROM_DIR) && d[1].contains(ENV_PROM_QP), "{d:?}");
+        assert!(
+            d[0].contains(ENV_PROM_DIR) && d[1].contains(ENV_PROM_QP),
+            "{d:?}"
+        );
     }
 
     #[test]
@@ -504,7 +676,10 @@ mod tests {
         assert!(d.is_empty() && !c.log_histogram);
         let (c, d) = parse(&[(ENV_LOG_HISTOGRAM, "off")]);
         assert!(c.log_histogram);
-        assert!(d.len() == 1 && d[0].contains("RCCL_TELEMETRY_LOG_HISTOGRAM=\"off\" is not 0 or 1"), "{d:?}");
+        assert!(
+            d.len() == 1 && d[0].contains("RCCL_TELEMETRY_LOG_HISTOGRAM=\"off\" is not 0 or 1"),
+            "{d:?}"
+        );
     }
 
     #[test]

@@ -112,7 +112,14 @@ impl RcclQpStats {
 
     #[inline(always)]
     pub fn send_posted(&self, with_imm: bool) {
-        bump(if with_imm { &self.sent_imm } else { &self.sent_write }, 1);
+        bump(
+            if with_imm {
+                &self.sent_imm
+            } else {
+                &self.sent_write
+            },
+            1,
+        );
     }
 
     #[inline(always)]
@@ -122,7 +129,14 @@ impl RcclQpStats {
 
     #[inline(always)]
     pub fn cts_sent(&self, signalled: bool) {
-        bump(if signalled { &self.cts_signalled } else { &self.cts_unsignalled }, 1);
+        bump(
+            if signalled {
+                &self.cts_signalled
+            } else {
+                &self.cts_unsignalled
+            },
+            1,
+        );
     }
 
     #[inline(always)]
@@ -143,7 +157,11 @@ impl RcclQpStats {
         if post_ts == 0 {
             bump(&self.untracked, 1);
         } else if post_ts > latency::TS_UNSAMPLED {
-            let now = if now_ts > latency::TS_UNSAMPLED { now_ts } else { latency::now_token() };
+            let now = if now_ts > latency::TS_UNSAMPLED {
+                now_ts
+            } else {
+                latency::now_token()
+            };
             let ns = latency::elapsed_ns_until(post_ts, now);
             bump(&self.hist[latency::bucket_of(ns) & (HIST - 1)], 1);
             if let Some(h) = self.log_hist() {
@@ -201,7 +219,9 @@ impl RcclQpStats {
             (min, clamp_i64(self.lat_max.load(Relaxed)).max(min))
         };
         QpSnapshot {
-            wqe_sent: write.wrapping_add(imm).wrapping_add(self.idx_sent.load(Relaxed)),
+            wqe_sent: write
+                .wrapping_add(imm)
+                .wrapping_add(self.idx_sent.load(Relaxed)),
             recv_wqe: self.recv_wqe.load(Relaxed),
             wqe_rcvd,
             wqe_completed: wqe_rcvd.saturating_sub(untracked),
@@ -270,8 +290,14 @@ impl QpSnapshot {
 
     /// Whether this QP carried any traffic.
     pub fn active(&self) -> bool {
-        self.wqe_sent | self.recv_wqe | self.wqe_rcvd | self.cts_sent() | self.slot_miss
-            | self.write_wqe | self.write_imm_wqe != 0
+        self.wqe_sent
+            | self.recv_wqe
+            | self.wqe_rcvd
+            | self.cts_sent()
+            | self.slot_miss
+            | self.write_wqe
+            | self.write_imm_wqe
+            != 0
     }
 
     /// Adds another QP's counters (channel and device totals are derived this way).
@@ -465,7 +491,10 @@ mod tests {
         let t = s.post_ts();
         s.wqe_complete(t);
         let snap = s.snapshot();
-        assert_eq!((snap.wqe_rcvd, snap.wqe_completed, snap.sampled()), (3, 2, 1));
+        assert_eq!(
+            (snap.wqe_rcvd, snap.wqe_completed, snap.sampled()),
+            (3, 2, 1)
+        );
         assert!(snap.lat_min >= 0 && snap.lat_min == snap.lat_max);
     }
 }

@@ -42,7 +42,8 @@ fn write_stderr(mut buf: &[u8]) {
         let n = unsafe { libc::write(2, buf.as_ptr().cast(), buf.len()) };
         if n > 0 {
             buf = &buf[n as usize..];
-        } else if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+        } else if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {
             continue;
         } else {
             return; // stderr closed or full: diagnostics are best effort

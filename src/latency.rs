@@ -19,7 +19,8 @@ use crate::hot::rcclTelemetryHotV3 as PARAMS;
 /// kernel's clocksource is read (RCCL_TELEMETRY_SYSFS_ROOT).
 pub fn configure(sample: u64, buckets: u32, interval_ns: u64, sysfs_root: &std::path::Path) {
     let forced = std::env::var_os("RCCL_TELEMETRY_CLOCK").is_some_and(|v| v == "monotonic");
-    let (use_tsc, mult, why) = choose_clock(forced, invariant_tsc(), &kernel_clocksource(sysfs_root));
+    let (use_tsc, mult, why) =
+        choose_clock(forced, invariant_tsc(), &kernel_clocksource(sysfs_root));
     crate::diag::debug(|| format!("latency clock: {why}"));
     let d = Divider::new(interval_ns);
     PARAMS.sample_mask.store(sample.max(1) - 1, Relaxed);
@@ -27,23 +28,35 @@ pub fn configure(sample: u64, buckets: u32, interval_ns: u64, sysfs_root: &std::
     PARAMS.ns_mult.store(mult, Relaxed);
     PARAMS.div_mul.store(d.mul, Relaxed);
     PARAMS.div_shift.store(d.encoded_shift(), Relaxed);
-    PARAMS.last_bucket.store(u64::from(buckets.clamp(1, 16)) - 1, Relaxed);
+    PARAMS
+        .last_bucket
+        .store(u64::from(buckets.clamp(1, 16)) - 1, Relaxed);
 }
 
 /// CLOCK_MONOTONIC in ns.
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
 }
 
 /// CLOCK_REALTIME in ns since the Unix epoch.
 pub fn realtime_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    (ts.tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+    (ts.tv_sec.max(0) as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
 }
 
 #[inline(always)]
@@ -62,7 +75,11 @@ fn rdtsc() -> u64 {
 /// A clock reading usable as a token: always > TS_UNSAMPLED.
 #[inline(always)]
 pub fn now_token() -> i64 {
-    let t = if PARAMS.use_tsc.load(Relaxed) != 0 { rdtsc() } else { monotonic_ns() };
+    let t = if PARAMS.use_tsc.load(Relaxed) != 0 {
+        rdtsc()
+    } else {
+        monotonic_ns()
+    };
     // Tokens travel as int64_t; both clocks stay below 2^63 for centuries of uptime.
     ((t & (i64::MAX as u64)) as i64).max(2)
 }
@@ -78,13 +95,21 @@ pub fn elapsed_ns(token: i64) -> u64 {
 pub fn elapsed_ns_until(token: i64, now: i64) -> u64 {
     let dt = (now as u64).saturating_sub(token as u64);
     let ns = (u128::from(dt) * u128::from(PARAMS.ns_mult.load(Relaxed))) >> 32;
-    if ns > u128::from(u64::MAX) { u64::MAX } else { ns as u64 }
+    if ns > u128::from(u64::MAX) {
+        u64::MAX
+    } else {
+        ns as u64
+    }
 }
 
 /// The histogram bucket of a latency: min(ns / interval, buckets - 1), by a multiply.
 #[inline(always)]
 pub fn bucket_of(ns: u64) -> usize {
-    let q = Divider::div_raw(ns, PARAMS.div_mul.load(Relaxed), PARAMS.div_shift.load(Relaxed));
+    let q = Divider::div_raw(
+        ns,
+        PARAMS.div_mul.load(Relaxed),
+        PARAMS.div_shift.load(Relaxed),
+    );
     q.min(PARAMS.last_bucket.load(Relaxed)) as usize
 }
 
@@ -93,8 +118,12 @@ fn invariant_tsc() -> bool {
     if !cfg!(target_arch = "x86_64") {
         return false;
     }
-    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else { return false };
-    let Some(flags) = info.lines().find(|l| l.starts_with("flags")) else { return false };
+    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+        return false;
+    };
+    let Some(flags) = info.lines().find(|l| l.starts_with("flags")) else {
+        return false;
+    };
     let has = |f: &str| flags.split_whitespace().any(|w| w == f);
     has("constant_tsc") && has("nonstop_tsc")
 }
@@ -103,7 +132,9 @@ fn invariant_tsc() -> bool {
 /// current_clocksource` under the sysfs root), or an empty string when it cannot be read.
 fn kernel_clocksource(sysfs_root: &std::path::Path) -> String {
     let p = sysfs_root.join("devices/system/clocksource/clocksource0/current_clocksource");
-    crate::sysfs::read_text(&p).map(|t| t.trim().to_owned()).unwrap_or_default()
+    crate::sysfs::read_text(&p)
+        .map(|t| t.trim().to_owned())
+        .unwrap_or_default()
 }
 
 /// Chooses the time source: the TSC only where the CPU says it is invariant AND the kernel
@@ -119,7 +150,11 @@ fn choose_clock(forced_monotonic: bool, invariant: bool, clocksource: &str) -> (
         return monotonic("the CPU has no invariant TSC (constant_tsc and nonstop_tsc)".into());
     }
     if clocksource != "tsc" {
-        let cs = if clocksource.is_empty() { "unreadable".to_owned() } else { format!("'{clocksource}'") };
+        let cs = if clocksource.is_empty() {
+            "unreadable".to_owned()
+        } else {
+            format!("'{clocksource}'")
+        };
         return monotonic(format!("the kernel's clocksource is {cs}, not tsc"));
     }
     match calibrate(CALIBRATION_SAMPLES, rdtsc, monotonic_ns) {
@@ -171,7 +206,9 @@ fn calibrate(samples: usize, tsc: impl Fn() -> u64, clock: impl Fn() -> u64) -> 
         rates.push((w0.saturating_add(w1), mult.max(1)));
     }
     let best = rates.iter().min_by_key(|r| r.0)?.1;
-    let (lo, hi) = rates.iter().fold((u64::MAX, 0), |(lo, hi), r| (lo.min(r.1), hi.max(r.1)));
+    let (lo, hi) = rates
+        .iter()
+        .fold((u64::MAX, 0), |(lo, hi), r| (lo.min(r.1), hi.max(r.1)));
     let spread = ((u128::from(hi - lo) * 1_000_000) / u128::from(best)) as u64;
     Some((best, spread))
 }
@@ -194,7 +231,7 @@ impl Divider {
             return Divider { mul: 0, shift: 0 };
         }
         let l = 64 - (d - 1).leading_zeros(); // ceil(log2 d), 1..=64
-        // m' = floor(2^64 * (2^l - d) / d) + 1, which fits in 64 bits.
+                                              // m' = floor(2^64 * (2^l - d) / d) + 1, which fits in 64 bits.
         let num = (1u128 << 64) * ((1u128 << l) - u128::from(d));
         let mul = (num / u128::from(d)) as u64 + 1;
         Divider { mul, shift: l }
@@ -242,11 +279,34 @@ mod tests {
 
     #[test]
     fn edges_of_the_whole_range() {
-        let ds = [1u64, 2, 3, 5, 7, 30_000, 1 << 31, (1 << 31) + 1, (1 << 32) - 1, 1 << 63,
-                  (1 << 63) + 1, u64::MAX - 1, u64::MAX];
+        let ds = [
+            1u64,
+            2,
+            3,
+            5,
+            7,
+            30_000,
+            1 << 31,
+            (1 << 31) + 1,
+            (1 << 32) - 1,
+            1 << 63,
+            (1 << 63) + 1,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
         for &d in &ds {
-            for &n in &[0, 1, d - 1, d, d.saturating_add(1), u64::MAX, u64::MAX - 1, u64::MAX / 2,
-                        (u64::MAX / d) * d, ((u64::MAX / d) * d).wrapping_sub(1)] {
+            for &n in &[
+                0,
+                1,
+                d - 1,
+                d,
+                d.saturating_add(1),
+                u64::MAX,
+                u64::MAX - 1,
+                u64::MAX / 2,
+                (u64::MAX / d) * d,
+                ((u64::MAX / d) * d).wrapping_sub(1),
+            ] {
                 check(d, n);
             }
             // Every bucket boundary of a 16-bucket histogram, and one either side.
@@ -287,13 +347,19 @@ mod tests {
     #[test]
     fn the_tsc_only_where_the_kernel_trusts_it() {
         let (tsc, _, why) = choose_clock(false, true, "kvm-clock");
-        assert!(!tsc && why.contains("clocksource is 'kvm-clock', not tsc"), "{why}");
+        assert!(
+            !tsc && why.contains("clocksource is 'kvm-clock', not tsc"),
+            "{why}"
+        );
         let (tsc, _, why) = choose_clock(false, true, "");
         assert!(!tsc && why.contains("unreadable"), "{why}");
         let (tsc, _, why) = choose_clock(false, false, "tsc");
         assert!(!tsc && why.contains("no invariant TSC"), "{why}");
         let (tsc, mult, why) = choose_clock(true, true, "tsc");
-        assert!(!tsc && mult == 1 << 32 && why.contains("RCCL_TELEMETRY_CLOCK"), "{why}");
+        assert!(
+            !tsc && mult == 1 << 32 && why.contains("RCCL_TELEMETRY_CLOCK"),
+            "{why}"
+        );
     }
 
     /// A simulated 1 GHz TSC (one tick per clock ns) over a clock that advances 100 ns per

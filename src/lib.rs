@@ -28,8 +28,14 @@
 /// file. A new module gets a row here.
 #[doc(hidden)]
 pub const LAYERS: &[(&str, &[&str])] = &[
-    ("leaves", &["diag", "panics", "hot", "thread", "sysfs", "promtext"]),
-    ("hot data", &["latency", "loghist", "counters", "peer_table"]),
+    (
+        "leaves",
+        &["diag", "panics", "hot", "thread", "sysfs", "promtext"],
+    ),
+    (
+        "hot data",
+        &["latency", "loghist", "counters", "peer_table"],
+    ),
     ("hardware", &["hw"]),
     ("state", &["config", "registry"]),
     ("observers", &["peers", "stall"]),
@@ -104,7 +110,11 @@ static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 /// The runtime while telemetry is on: None when disabled, failed, after the final write, or
 /// in a forked child (which says so once, on its first call).
 pub fn runtime() -> Option<&'static Runtime> {
-    if is_on() { RUNTIME.get() } else { None }
+    if is_on() {
+        RUNTIME.get()
+    } else {
+        None
+    }
 }
 
 /// Whether telemetry is enabled, initialised, and not yet finished by the final write.
@@ -198,7 +208,9 @@ pub fn init() -> i32 {
             format!("internal error: {msg}")
         }
     };
-    diag::warn(&format!("telemetry could not start ({outcome}); continuing with telemetry off"));
+    diag::warn(&format!(
+        "telemetry could not start ({outcome}); continuing with telemetry off"
+    ));
     STATE.store(FAILED, Release);
     -1
 }
@@ -214,7 +226,12 @@ fn start() -> Result<(), String> {
         Fault::InitPanic => panic!("forced by {}=init_panic", config::ENV_TEST_FAULT),
         _ => {}
     }
-    latency::configure(cfg.latency_sample, cfg.histogram_buckets, cfg.histogram_interval_ns, &cfg.hw.sysfs_root);
+    latency::configure(
+        cfg.latency_sample,
+        cfg.histogram_buckets,
+        cfg.histogram_interval_ns,
+        &cfg.hw.sysfs_root,
+    );
     registry::set_log_histogram(cfg.log_histogram);
     stall::configure(cfg.stall_ms);
     if let Err(e) = report::probe_dir(&cfg.output_dir) {
@@ -245,28 +262,48 @@ fn start() -> Result<(), String> {
     let prom_interval = prom::configure(&cfg, &id);
     // The stall detector ticks on the writer thread: with detection on (the default) the
     // writer runs even when nothing else asks for it.
-    let want_writer = cfg.signals || cfg.flush_interval_s > 0 || cfg.snapshot_signal.is_some() || prom_interval > 0 || cfg.stall_ms > 0;
-    let (signals, snapshot_signal, interval) = (cfg.signals, cfg.snapshot_signal, cfg.flush_interval_s);
+    let want_writer = cfg.signals
+        || cfg.flush_interval_s > 0
+        || cfg.snapshot_signal.is_some()
+        || prom_interval > 0
+        || cfg.stall_ms > 0;
+    let (signals, snapshot_signal, interval) =
+        (cfg.signals, cfg.snapshot_signal, cfg.flush_interval_s);
     if RUNTIME.set(Runtime { cfg, id }).is_err() {
         return Err("initialised twice".into());
     }
     // SAFETY: registering a plain extern "C" function.
     if unsafe { libc::atexit(at_exit) } != 0 {
-        diag::warn("could not register the exit handler; call rcclTelemetryFlush to write the file");
+        diag::warn(
+            "could not register the exit handler; call rcclTelemetryFlush to write the file",
+        );
     }
     // SAFETY: registering a plain extern "C" function that only stores to atomics.
     if unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) } != 0 {
-        diag::debug(|| "could not register the fork handler; a forked child still writes nothing".into());
+        diag::debug(|| {
+            "could not register the fork handler; a forked child still writes nothing".into()
+        });
     }
     if want_writer {
-        let jobs = writer::Jobs { write_file, snapshot_signal: crate::snapshot_signal, prom: prom_periodic };
-        match writer::start(interval, prom_interval, stall::tick_period_ms(stall::stall_ms()), jobs) {
+        let jobs = writer::Jobs {
+            write_file,
+            snapshot_signal: crate::snapshot_signal,
+            prom: prom_periodic,
+        };
+        match writer::start(
+            interval,
+            prom_interval,
+            stall::tick_period_ms(stall::stall_ms()),
+            jobs,
+        ) {
             Ok(()) => {
                 for d in signals::install(signals, snapshot_signal) {
                     diag::warn(&d);
                 }
             }
-            Err(e) => diag::warn(&format!("{e}; no file on signals or at intervals (nor a Prometheus textfile), only at exit")),
+            Err(e) => diag::warn(&format!(
+                "{e}; no file on signals or at intervals (nor a Prometheus textfile), only at exit"
+            )),
         }
     }
     Ok(())
@@ -327,7 +364,10 @@ pub fn write_file(trigger: Trigger, is_final: bool) -> i32 {
     sigs.push(signals::snapshot_signal());
     let (_, mask) = writer::block(writer::SigSet::Only(&sigs));
     let rc = if is_final {
-        if FINAL.compare_exchange(FINAL_NONE, FINAL_WRITING, AcqRel, Acquire).is_ok() {
+        if FINAL
+            .compare_exchange(FINAL_NONE, FINAL_WRITING, AcqRel, Acquire)
+            .is_ok()
+        {
             go_inert(FINISHED);
             // The live textfile goes first: the rank's series end with it.
             prom::finish();
@@ -343,7 +383,11 @@ pub fn write_file(trigger: Trigger, is_final: bool) -> i32 {
         }
     } else {
         let _g = WRITE_LOCK.lock();
-        if FINAL.load(Acquire) != FINAL_NONE { 0 } else { write_locked(rt, trigger, false) }
+        if FINAL.load(Acquire) != FINAL_NONE {
+            0
+        } else {
+            write_locked(rt, trigger, false)
+        }
     };
     writer::restore_mask(&mask);
     rc
@@ -366,9 +410,23 @@ fn write_locked(rt: &Runtime, trigger: Trigger, is_final: bool) -> i32 {
         if rt.cfg.fault == Fault::FlushPanic && is_final {
             panic!("forced by {}=flush_panic", config::ENV_TEST_FAULT);
         }
-        let samples = if is_final { hw::sampler_stop() } else { hw::sampler_snapshot() };
-        let file = report::build(&rt.id, latency::realtime_ns(), samples, is_final, &trigger.name());
-        report::write_atomic(&rt.cfg.output_dir, &report::file_name(&rt.id.host_name), &file)
+        let samples = if is_final {
+            hw::sampler_stop()
+        } else {
+            hw::sampler_snapshot()
+        };
+        let file = report::build(
+            &rt.id,
+            latency::realtime_ns(),
+            samples,
+            is_final,
+            &trigger.name(),
+        );
+        report::write_atomic(
+            &rt.cfg.output_dir,
+            &report::file_name(&rt.id.host_name),
+            &file,
+        )
     });
     match written {
         Ok(Ok(w)) => {
@@ -383,7 +441,14 @@ fn write_locked(rt: &Runtime, trigger: Trigger, is_final: bool) -> i32 {
                 }
                 *last = Some(w.path.clone());
             }
-            diag::debug(|| format!("wrote {} ({}, {})", w.path.display(), if is_final { "final" } else { "snapshot" }, trigger.name()));
+            diag::debug(|| {
+                format!(
+                    "wrote {} ({}, {})",
+                    w.path.display(),
+                    if is_final { "final" } else { "snapshot" },
+                    trigger.name()
+                )
+            });
             0
         }
         Ok(Err(line)) => {

@@ -141,7 +141,10 @@ impl LogHist {
             if fresh.is_null() {
                 return None;
             }
-            p = match self.shared.compare_exchange(ptr::null_mut(), fresh, AcqRel, Acquire) {
+            p = match self
+                .shared
+                .compare_exchange(ptr::null_mut(), fresh, AcqRel, Acquire)
+            {
                 Ok(_) => fresh,
                 Err(won) => {
                     // SAFETY: fresh came from alloc_zeroed with this layout and was never shared.
@@ -239,7 +242,11 @@ mod tests {
         // The header's sampled path indexes a latency below 2^32 ns without clamping: every
         // such value lies below the last stored bucket, whose start the clamp uses.
         assert!(bucket_index(u64::from(u32::MAX)) < LOG_BUCKETS - 1);
-        assert_eq!(bucket_bounds(LOG_BUCKETS - 1).0, 15 << 30, "the header's RCCL_TELEMETRY_LOG_LAST_NS_");
+        assert_eq!(
+            bucket_bounds(LOG_BUCKETS - 1).0,
+            15 << 30,
+            "the header's RCCL_TELEMETRY_LOG_LAST_NS_"
+        );
         assert_eq!(clamp_index(15 << 30, LOG_BUCKETS), LOG_BUCKETS - 1);
         assert_eq!(clamp_index((15 << 30) - 1, LOG_BUCKETS), LOG_BUCKETS - 2);
     }
@@ -298,7 +305,11 @@ mod tests {
                 let barrier = &barrier;
                 sc.spawn(move || {
                     for i in 0..10_000u64 {
-                        if t == 5 { h.record_shared(i * 37) } else { h.record(i * 37) }
+                        if t == 5 {
+                            h.record_shared(i * 37)
+                        } else {
+                            h.record(i * 37)
+                        }
                     }
                     barrier.wait(); // no thread exits (and frees its thread pointer) early
                 });
@@ -309,7 +320,10 @@ mod tests {
         assert_eq!(h.lost.load(Relaxed), 0);
         assert_ne!(h.owner.load(Relaxed), 0, "one thread owns the plain counts");
         let own: u64 = h.counts.0.iter().map(|c| c.load(Relaxed)).sum();
-        assert!(own >= 10_000 && own < 60_000, "the owner counted plainly, the rest shared: {own}");
+        assert!(
+            own >= 10_000 && own < 60_000,
+            "the owner counted plainly, the rest shared: {own}"
+        );
         for i in 0..10_000u64 {
             assert!(snap[clamp_index(i * 37, LOG_BUCKETS)] >= 6);
         }
@@ -324,7 +338,14 @@ mod tests {
         let s = sparse(&h.snapshot());
         assert_eq!(
             s,
-            vec![(0, Some(0), 1), (15, Some(15), 1), (16, Some(17), 2), (4608, Some(5119), 1), (5120, Some(5631), 1), (16_106_127_360, None, 2)]
+            vec![
+                (0, Some(0), 1),
+                (15, Some(15), 1),
+                (16, Some(17), 2),
+                (4608, Some(5119), 1),
+                (5120, Some(5631), 1),
+                (16_106_127_360, None, 2)
+            ]
         );
         assert!(sparse(&[0; LOG_BUCKETS]).is_empty());
         // 10 s lies in a bounded bucket; the last stored bucket starts above it.
@@ -342,7 +363,10 @@ mod tests {
             rcclTelemetryLogAdd_(ptr::null(), 3);
         }
         let snap = h.snapshot();
-        assert_eq!((snap[3], snap[LOG_BUCKETS - 1], snap.iter().sum::<u64>()), (1, 1, 2));
+        assert_eq!(
+            (snap[3], snap[LOG_BUCKETS - 1], snap.iter().sum::<u64>()),
+            (1, 1, 2)
+        );
     }
 
     proptest! {

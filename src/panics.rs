@@ -17,12 +17,18 @@ pub fn install_panic_hook() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         std::panic::set_hook(Box::new(|info| {
-            let msg = match (info.payload().downcast_ref::<&str>(), info.payload().downcast_ref::<String>()) {
+            let msg = match (
+                info.payload().downcast_ref::<&str>(),
+                info.payload().downcast_ref::<String>(),
+            ) {
                 (Some(s), _) => (*s).to_owned(),
                 (_, Some(s)) => s.clone(),
                 _ => "unknown panic".to_owned(),
             };
-            let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+            let at = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
             let _ = PANIC_MSG.try_with(|m| *m.borrow_mut() = Some(format!("{msg}{at}")));
         }));
     });
@@ -33,11 +39,17 @@ pub fn contained_panic(entry: &str) {
     static REPORTED: AtomicU32 = AtomicU32::new(0);
     let msg = take_message();
     if REPORTED.fetch_add(1, Relaxed) < 16 {
-        diag::warn(&format!("internal error in {entry} contained, call ignored: {msg}"));
+        diag::warn(&format!(
+            "internal error in {entry} contained, call ignored: {msg}"
+        ));
     }
 }
 
 /// The message of the last panic on this thread (empty when none), taken.
 pub fn take_message() -> String {
-    PANIC_MSG.try_with(|m| m.borrow_mut().take()).ok().flatten().unwrap_or_default()
+    PANIC_MSG
+        .try_with(|m| m.borrow_mut().take())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
 }

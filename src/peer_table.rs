@@ -69,7 +69,9 @@ impl Default for ChannelPeers {
 
 impl ChannelPeers {
     pub fn new() -> ChannelPeers {
-        ChannelPeers { inner: Mutex::new(Inner::default()) }
+        ChannelPeers {
+            inner: Mutex::new(Inner::default()),
+        }
     }
 
     /// What was told about slot `i` (None when nothing was).
@@ -79,7 +81,13 @@ impl ChannelPeers {
 
     /// Every told slot, by slot index.
     pub fn qps(&self) -> BTreeMap<u64, QpInfo> {
-        self.inner.lock().qps.iter().enumerate().filter_map(|(i, q)| Some((i as u64, (*q)?))).collect()
+        self.inner
+            .lock()
+            .qps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, q)| Some((i as u64, (*q)?)))
+            .collect()
     }
 
     /// What was told about the slots, indexed by slot (shorter than the channel's slots when

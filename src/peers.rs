@@ -36,9 +36,9 @@ use std::sync::atomic::{AtomicU64, Ordering::*};
 use parking_lot::Mutex;
 
 use crate::counters::RcclQpStats;
-pub use crate::peer_table::{nonzero, ChannelPeers, PeerKey, QpInfo, Remote};
-use crate::peer_table::Inner;
 use crate::loghist::{LogHist, LOG_BUCKETS};
+use crate::peer_table::Inner;
+pub use crate::peer_table::{nonzero, ChannelPeers, PeerKey, QpInfo, Remote};
 use crate::registry::{self, Channel};
 
 /// Per-peer histograms a channel creates before its QPs towards further peers share one
@@ -104,17 +104,29 @@ pub struct DevLocal {
     pub lid: u16,
 }
 
-static DEV_LOCAL: Mutex<[DevLocal; registry::MAX_DEVS]> =
-    Mutex::new([DevLocal { port: None, gid_index: None, gid: None, lid: 0 }; registry::MAX_DEVS]);
+static DEV_LOCAL: Mutex<[DevLocal; registry::MAX_DEVS]> = Mutex::new(
+    [DevLocal {
+        port: None,
+        gid_index: None,
+        gid: None,
+        lid: 0,
+    }; registry::MAX_DEVS],
+);
 
 /// What the device's QPs were first told about their local end.
 pub fn dev_local(dev: u32) -> DevLocal {
-    DEV_LOCAL.lock().get(dev as usize).copied().unwrap_or_default()
+    DEV_LOCAL
+        .lock()
+        .get(dev as usize)
+        .copied()
+        .unwrap_or_default()
 }
 
 fn note_dev(dev: u32, port: Option<u8>, gid_index: Option<u32>, gid: Option<[u8; 16]>, lid: u16) {
     let mut g = DEV_LOCAL.lock();
-    let Some(d) = g.get_mut(dev as usize) else { return };
+    let Some(d) = g.get_mut(dev as usize) else {
+        return;
+    };
     d.port = d.port.or(port);
     d.gid_index = d.gid_index.or(gid_index);
     d.gid = d.gid.or(gid);
@@ -122,7 +134,6 @@ fn note_dev(dev: u32, port: Option<u8>, gid_index: Option<u32>, gid: Option<[u8;
         d.lid = lid;
     }
 }
-
 
 /// Tells slot `qp` its identity and its peer (cold path). A second call replaces the first:
 /// the QP's later completions count towards the new peer. A handle that is no reserved slot
@@ -143,7 +154,11 @@ pub fn set_peer(qp: &'static RcclQpStats, p: PeerInfo) {
     e.local_lid = p.local_lid;
     e.port = p.port.or(e.port);
     e.gid_index = p.gid_index.or(e.gid_index);
-    e.peer = Some(Remote { qp_num: p.remote_qp_num, gid: remote_gid, lid: p.remote_lid });
+    e.peer = Some(Remote {
+        qp_num: p.remote_qp_num,
+        gid: remote_gid,
+        lid: p.remote_lid,
+    });
     repoint(qp, c, &mut g, key);
 }
 
@@ -189,7 +204,12 @@ pub fn peer_of(qp: &RcclQpStats) -> Option<PeerView> {
     let (_, c, i) = registry::slot_home(qp)?;
     let q = c.peers.qp(i)?;
     let r = q.peer?;
-    Some(PeerView { qp_num: q.qp_num, remote_qp_num: r.qp_num, remote_gid: r.gid, remote_lid: r.lid })
+    Some(PeerView {
+        qp_num: q.qp_num,
+        remote_qp_num: r.qp_num,
+        remote_gid: r.gid,
+        remote_lid: r.lid,
+    })
 }
 
 /// The channel's log-scale histogram as the file shows it: the sum of every histogram its
@@ -222,7 +242,10 @@ pub struct DevPeer {
 
 /// A device's peers, one per remote NIC, in key order (GIDs, then LIDs, then unknown).
 /// A NIC whose QPs all moved to another peer before completing anything is left out.
-pub fn device_peers<'a>(channels: impl IntoIterator<Item = &'a Channel>, log_histogram: bool) -> Vec<DevPeer> {
+pub fn device_peers<'a>(
+    channels: impl IntoIterator<Item = &'a Channel>,
+    log_histogram: bool,
+) -> Vec<DevPeer> {
     let mut acc = DevPeers::new(log_histogram);
     for c in channels {
         acc.add_channel(c);
@@ -239,7 +262,10 @@ pub struct DevPeers {
 
 impl DevPeers {
     pub fn new(log_histogram: bool) -> DevPeers {
-        DevPeers { m: BTreeMap::new(), log_histogram }
+        DevPeers {
+            m: BTreeMap::new(),
+            log_histogram,
+        }
     }
 
     fn entry(&mut self, key: PeerKey) -> &mut DevPeer {
@@ -294,7 +320,10 @@ impl DevPeers {
     /// The peers, in key order. A NIC no QP points at any more (its QPs re-told another
     /// peer) is listed only while its histograms hold completions.
     pub fn finish(self) -> Vec<DevPeer> {
-        self.m.into_values().filter(|p| p.num_qps > 0 || p.hist.is_some_and(|h| h.iter().any(|&n| n > 0))).collect()
+        self.m
+            .into_values()
+            .filter(|p| p.num_qps > 0 || p.hist.is_some_and(|h| h.iter().any(|&n| n > 0)))
+            .collect()
     }
 }
 
@@ -358,13 +387,19 @@ mod tests {
         let v4 = gid("::ffff:192.168.7.21");
         assert_eq!(gid_text(&v4), "0000:0000:0000:0000:0000:ffff:c0a8:0715");
         assert_eq!(gid_ip(&v4).as_deref(), Some("192.168.7.21"));
-        assert_eq!(gid_text(&[0; 16]), "0000:0000:0000:0000:0000:0000:0000:0000");
+        assert_eq!(
+            gid_text(&[0; 16]),
+            "0000:0000:0000:0000:0000:0000:0000:0000"
+        );
         assert_eq!(gid_ip(&[0; 16]), None);
         // ::ffff:0:0/96 with a zero address is still an IPv4-mapped GID (0.0.0.0).
         assert_eq!(gid_ip(&gid("::ffff:0.0.0.0")).as_deref(), Some("0.0.0.0"));
         // A global IPv6 GID and one that only looks close to mapped (::fffe:...).
         assert_eq!(gid_ip(&gid("2001:db8::1")).as_deref(), Some("2001:db8::1"));
-        assert_eq!(gid_ip(&gid("::fffe:c0a8:715")).as_deref(), Some("::fffe:c0a8:715"));
+        assert_eq!(
+            gid_ip(&gid("::fffe:c0a8:715")).as_deref(),
+            Some("::fffe:c0a8:715")
+        );
     }
 
     #[test]
@@ -379,7 +414,10 @@ mod tests {
 
     /// A registered device with one channel of `n` slots (device ids 20.. are this module's).
     fn channel(dev: i32, n: i32) -> (&'static Channel, Vec<&'static RcclQpStats>) {
-        let hw = crate::hw::HwSettings { sysfs_root: "/nonexistent-sysfs".into(), ..Default::default() };
+        let hw = crate::hw::HwSettings {
+            sysfs_root: "/nonexistent-sysfs".into(),
+            ..Default::default()
+        };
         registry::register(dev, &format!("peers_test_{dev}"), "IB-CAST", &hw).unwrap();
         let (first, granted) = registry::setup_channel(dev, 3, n).unwrap();
         assert_eq!((first, granted), (0, n as u64));
@@ -409,25 +447,48 @@ mod tests {
     fn set_peer_repoints_per_peer_and_replaces() {
         let (c, q) = channel(20, 12);
         let base = c.log.unwrap() as *const LogHist as u64;
-        assert!(q.iter().all(|s| word(s) == base), "before any peer: the channel's histogram");
+        assert!(
+            q.iter().all(|s| word(s) == base),
+            "before any peer: the channel's histogram"
+        );
         let (a, b) = (gid("::ffff:10.0.1.1"), gid("::ffff:10.0.1.2"));
         set_peer(q[0], info(10, Some(a), 0));
         set_peer(q[1], info(11, Some(a), 0));
         set_peer(q[2], info(12, Some(b), 0));
         set_peer(q[3], info(13, None, 9));
         assert_ne!(word(q[0]), base);
-        assert_eq!(word(q[0]), word(q[1]), "one histogram per (channel, peer NIC)");
+        assert_eq!(
+            word(q[0]),
+            word(q[1]),
+            "one histogram per (channel, peer NIC)"
+        );
         assert_ne!(word(q[0]), word(q[2]));
         assert_ne!(word(q[3]), word(q[0]));
         assert_eq!(word(q[4]), base, "an unpeered QP keeps the channel's");
         assert_eq!(
             peer_of(q[1]),
-            Some(PeerView { qp_num: Some(11), remote_qp_num: 1011, remote_gid: Some(a), remote_lid: 0 })
+            Some(PeerView {
+                qp_num: Some(11),
+                remote_qp_num: 1011,
+                remote_gid: Some(a),
+                remote_lid: 0
+            })
         );
         assert_eq!(peer_of(q[4]), None);
         let i1 = c.peers.qp(1).unwrap();
-        assert_eq!((i1.port, i1.gid_index, i1.local_gid), (Some(1), Some(3), Some(gid("fe80::1"))));
-        assert_eq!(dev_local(20), DevLocal { port: Some(1), gid_index: Some(3), gid: Some(gid("fe80::1")), lid: 0 });
+        assert_eq!(
+            (i1.port, i1.gid_index, i1.local_gid),
+            (Some(1), Some(3), Some(gid("fe80::1")))
+        );
+        assert_eq!(
+            dev_local(20),
+            DevLocal {
+                port: Some(1),
+                gid_index: Some(3),
+                gid: Some(gid("fe80::1")),
+                lid: 0
+            }
+        );
         // Completions before and after a replacement: the channel's sum keeps all of them.
         for s in &q[..5] {
             s.log_hist().unwrap().record(1_000);
@@ -437,14 +498,33 @@ mod tests {
         q[1].log_hist().unwrap().record(2_000);
         assert_eq!(channel_log(c).unwrap().iter().sum::<u64>(), 6);
         let peers = device_peers([c], true);
-        let keys: Vec<_> = peers.iter().map(|p| (p.key, p.num_qps, p.hist.unwrap().iter().sum::<u64>())).collect();
-        assert_eq!(keys, vec![(PeerKey::Gid(a), 1, 2), (PeerKey::Gid(b), 2, 2), (PeerKey::Lid(9), 1, 1)]);
+        let keys: Vec<_> = peers
+            .iter()
+            .map(|p| (p.key, p.num_qps, p.hist.unwrap().iter().sum::<u64>()))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                (PeerKey::Gid(a), 1, 2),
+                (PeerKey::Gid(b), 2, 2),
+                (PeerKey::Lid(9), 1, 1)
+            ]
+        );
         assert_eq!(peers[2].lid, 9);
         // set_local and set_qp_type fill in without a peer; a stray address is ignored.
         set_local(q[5], 77, Some(2));
         set_qp_type(q[5], "ud");
-        assert_eq!(c.peers.qp(5).unwrap(), QpInfo { qp_num: Some(77), port: Some(2), qp_type: Some("ud"), ..QpInfo::default() });
-        let stray: &'static RcclQpStats = Box::leak(Box::new(unsafe { std::mem::zeroed::<RcclQpStats>() }));
+        assert_eq!(
+            c.peers.qp(5).unwrap(),
+            QpInfo {
+                qp_num: Some(77),
+                port: Some(2),
+                qp_type: Some("ud"),
+                ..QpInfo::default()
+            }
+        );
+        let stray: &'static RcclQpStats =
+            Box::leak(Box::new(unsafe { std::mem::zeroed::<RcclQpStats>() }));
         set_peer(stray, info(1, Some(a), 0));
         assert_eq!((word(stray), peer_of(stray)), (0, None));
     }
@@ -461,10 +541,17 @@ mod tests {
             set_peer(q[k], info(k as u32, Some(g(k as u8 + 1)), 0));
         }
         let words: std::collections::HashSet<u64> = q[..12].iter().map(|s| word(s)).collect();
-        assert_eq!(words.len(), PEER_HISTS_PER_CHANNEL + 1, "8 own histograms and one shared");
+        assert_eq!(
+            words.len(),
+            PEER_HISTS_PER_CHANNEL + 1,
+            "8 own histograms and one shared"
+        );
         assert_eq!(word(q[8]), word(q[11]));
         let (hists, other) = c.peers.hists();
-        assert_eq!((hists.len(), other.map(|h| h as *const LogHist as u64)), (PEER_HISTS_PER_CHANNEL, Some(word(q[9]))));
+        assert_eq!(
+            (hists.len(), other.map(|h| h as *const LogHist as u64)),
+            (PEER_HISTS_PER_CHANNEL, Some(word(q[9])))
+        );
         let peers = device_peers([c], true);
         assert_eq!(peers.len(), 12);
         assert_eq!(peers.iter().map(|p| p.num_qps_shared).sum::<u64>(), 4);
@@ -472,7 +559,11 @@ mod tests {
         q[13].log_hist.store(0, Relaxed);
         set_peer(q[13], info(99, Some(g(1)), 0));
         assert_eq!(word(q[13]), 0);
-        assert_eq!(peer_of(q[13]).map(|p| p.remote_qp_num), Some(1099), "the peer is still told");
+        assert_eq!(
+            peer_of(q[13]).map(|p| p.remote_qp_num),
+            Some(1099),
+            "the peer is still told"
+        );
         let peers = device_peers([c], false);
         assert!(peers.iter().all(|p| p.hist.is_none()));
     }
@@ -506,9 +597,19 @@ mod tests {
             done.store(true, Release);
         });
         let after = channel_log(c).unwrap();
-        assert_eq!(after.iter().sum::<u64>() - before, recorded, "no completion lost whatever the re-points");
+        assert_eq!(
+            after.iter().sum::<u64>() - before,
+            recorded,
+            "no completion lost whatever the re-points"
+        );
         assert_eq!(q[0].snapshot().sampled(), recorded);
-        let lost: u64 = c.peers.hists().0.iter().map(|(_, h)| h.lost.load(Relaxed)).sum();
+        let lost: u64 = c
+            .peers
+            .hists()
+            .0
+            .iter()
+            .map(|(_, h)| h.lost.load(Relaxed))
+            .sum();
         assert_eq!(lost, 0);
     }
 

@@ -24,7 +24,13 @@ use crate::{diag, hw, latency, registry};
 
 /// The launcher's rank variables, first found wins (Open MPI, PMIx, MPICH/PMI, Slurm,
 /// torchrun): a decimal value becomes the `rank` label.
-pub const RANK_VARS: [&str; 5] = ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"];
+pub const RANK_VARS: [&str; 5] = [
+    "OMPI_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "SLURM_PROCID",
+    "RANK",
+];
 
 struct Live {
     path: PathBuf,
@@ -46,7 +52,11 @@ struct State {
     failing: bool,
 }
 
-static STATE: Mutex<State> = Mutex::new(State { done: false, written: None, failing: false });
+static STATE: Mutex<State> = Mutex::new(State {
+    done: false,
+    written: None,
+    failing: false,
+});
 
 /// The file name of this rank: rccl_telemetry_<hostname>_<uid>_<pid>.prom.
 pub fn file_name(host: &str) -> String {
@@ -56,10 +66,12 @@ pub fn file_name(host: &str) -> String {
 
 /// The `rank` label from the launcher's environment.
 pub fn rank_from(get: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<String> {
-    RANK_VARS
-        .iter()
-        .find_map(|v| get(v))
-        .and_then(|v| v.to_str().map(str::trim).filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).map(str::to_owned))
+    RANK_VARS.iter().find_map(|v| get(v)).and_then(|v| {
+        v.to_str()
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .map(str::to_owned)
+    })
 }
 
 /// At Init: remembers where the textfile goes, and says at once (one line) when the
@@ -67,7 +79,9 @@ pub fn rank_from(get: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<Str
 pub fn configure(cfg: &Config, id: &Identity) -> u64 {
     let _ = ID.set(id.clone());
     let host = id.host_name.as_str();
-    let Some(dir) = &cfg.prometheus_dir else { return 0 };
+    let Some(dir) = &cfg.prometheus_dir else {
+        return 0;
+    };
     if let Err(e) = probe(dir) {
         diag::warn(&e);
         // Said once: the writes that fail the same way are quiet until one succeeds.
@@ -75,10 +89,20 @@ pub fn configure(cfg: &Config, id: &Identity) -> u64 {
     }
     let live = Live {
         path: dir.join(file_name(host)),
-        level: if cfg.prometheus_qp { Level::Qp } else { Level::Channel },
+        level: if cfg.prometheus_qp {
+            Level::Qp
+        } else {
+            Level::Channel
+        },
         rank: rank_from(|n| std::env::var_os(n)),
     };
-    diag::debug(|| format!("Prometheus textfile {} every {} s", live.path.display(), cfg.prometheus_interval_s));
+    diag::debug(|| {
+        format!(
+            "Prometheus textfile {} every {} s",
+            live.path.display(),
+            cfg.prometheus_interval_s
+        )
+    });
     let _ = LIVE.set(live);
     cfg.prometheus_interval_s
 }
@@ -94,7 +118,9 @@ fn probe(dir: &Path) -> Result<(), String> {
 
 /// The rank's series now, at `level` (for the writer, the tests and the bench).
 pub fn render_now(level: Level) -> String {
-    let Some(id) = ID.get() else { return String::new() };
+    let Some(id) = ID.get() else {
+        return String::new();
+    };
     let rank = LIVE.get().and_then(|l| l.rank.clone());
     let mut out = String::with_capacity(1 << 16);
     let r = snapshot(id, rank);
@@ -121,14 +147,18 @@ pub fn write_now() -> Result<PathBuf, String> {
 
 /// [`write_now`] at a given depth (the bench times both).
 pub fn write_at(level: Level) -> Result<PathBuf, String> {
-    let Some(live) = LIVE.get() else { return Err(format!("{} is not set", crate::config::ENV_PROM_DIR)) };
+    let Some(live) = LIVE.get() else {
+        return Err(format!("{} is not set", crate::config::ENV_PROM_DIR));
+    };
     let mut st = STATE.lock();
     if st.done {
         return Err("telemetry has finished".into());
     }
     let written = std::panic::catch_unwind(|| {
         let text = render_now(level);
-        crate::atomic_file::write_atomic_mode(&live.path, Some(0o644), |w| w.write_all(text.as_bytes()))
+        crate::atomic_file::write_atomic_mode(&live.path, Some(0o644), |w| {
+            w.write_all(text.as_bytes())
+        })
     });
     match written {
         Ok(Ok(w)) => {
@@ -170,7 +200,10 @@ pub fn finish() {
     if let Some(p) = st.written.take() {
         if let Err(e) = std::fs::remove_file(&p) {
             if e.kind() != std::io::ErrorKind::NotFound {
-                diag::warn(&format!("cannot remove Prometheus textfile {}: {e}", p.display()));
+                diag::warn(&format!(
+                    "cannot remove Prometheus textfile {}: {e}",
+                    p.display()
+                ));
             }
         }
     }
@@ -205,17 +238,31 @@ fn snapshot(id: &Identity, rank: Option<String>) -> promtext::Rank {
 fn stall_devices(r: &promtext::Rank) -> Vec<promtext::DevStall> {
     let mut out = Vec::new();
     for d in registry::devices() {
-        let Some(v) = crate::stall::device_view(d.id) else { return out };
-        let Some(shown) = r.devices.iter().find(|x| x.id == d.id) else { continue };
-        let unknown = d.channels_unknown.load(std::sync::atomic::Ordering::Relaxed);
+        let Some(v) = crate::stall::device_view(d.id) else {
+            return out;
+        };
+        let Some(shown) = r.devices.iter().find(|x| x.id == d.id) else {
+            continue;
+        };
+        let unknown = d
+            .channels_unknown
+            .load(std::sync::atomic::Ordering::Relaxed);
         let mut qps = Vec::new();
         for (pos, c) in d.channels().enumerate() {
-            let Some(states) = v.state.channels.get(c.id as usize) else { continue };
+            let Some(states) = v.state.channels.get(c.id as usize) else {
+                continue;
+            };
             for (i, st) in states.iter().enumerate() {
-                let Some(start) = st.stall_start else { continue };
+                let Some(start) = st.stall_start else {
+                    continue;
+                };
                 let p = crate::stall::peer_labels(c, i as u64);
                 qps.push(promtext::StalledQp {
-                    channel: if unknown { format!("unknown_{pos}") } else { c.id.to_string() },
+                    channel: if unknown {
+                        format!("unknown_{pos}")
+                    } else {
+                        c.id.to_string()
+                    },
                     qp: i as u64,
                     qp_num: p.qp_num,
                     peer_gid: p.peer_gid,
@@ -267,14 +314,22 @@ macro_rules! counts {
 }
 
 fn qp(q: &QpReport) -> promtext::Qp {
-    promtext::Qp { id: q.id, role: q.role.map(str::to_owned), counts: counts!(q) }
+    promtext::Qp {
+        id: q.id,
+        role: q.role.map(str::to_owned),
+        counts: counts!(q),
+    }
 }
 
 fn channel(c: &ChannelReport) -> promtext::Channel {
     promtext::Channel {
         id: c.id.map(u64::from),
         counts: promtext::Counts {
-            log_hist: c.wqe_completion_log_histogram.as_ref().map(|b| b.0.clone()).unwrap_or_default(),
+            log_hist: c
+                .wqe_completion_log_histogram
+                .as_ref()
+                .map(|b| b.0.clone())
+                .unwrap_or_default(),
             ..counts!(c)
         },
         requests_completed: c.num_req_completed,
@@ -309,16 +364,31 @@ mod tests {
     #[test]
     fn the_name_is_the_json_name_with_prom() {
         let n = file_name("node/1");
-        assert!(n.starts_with("rccl_telemetry_node_1_") && n.ends_with(&format!("_{}.prom", std::process::id())), "{n}");
+        assert!(
+            n.starts_with("rccl_telemetry_node_1_")
+                && n.ends_with(&format!("_{}.prom", std::process::id())),
+            "{n}"
+        );
     }
 
     #[test]
     fn the_rank_comes_from_the_first_launcher_variable_that_is_a_number() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |n: &str| pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| OsString::from(v))
+            move |n: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == n)
+                    .map(|(_, v)| OsString::from(v))
+            }
         };
-        assert_eq!(rank_from(env(&[("SLURM_PROCID", "5"), ("RANK", "9")])), Some("5".into()));
-        assert_eq!(rank_from(env(&[("OMPI_COMM_WORLD_RANK", " 12 "), ("PMI_RANK", "3")])), Some("12".into()));
+        assert_eq!(
+            rank_from(env(&[("SLURM_PROCID", "5"), ("RANK", "9")])),
+            Some("5".into())
+        );
+        assert_eq!(
+            rank_from(env(&[("OMPI_COMM_WORLD_RANK", " 12 "), ("PMI_RANK", "3")])),
+            Some("12".into())
+        );
         assert_eq!(rank_from(env(&[("RANK", "zero")])), None);
         assert_eq!(rank_from(env(&[])), None);
     }
@@ -330,7 +400,10 @@ mod tests {
         std::fs::write(&f, "x").unwrap();
         for p in [f.clone(), d.path().join("missing")] {
             let e = probe(&p).unwrap_err();
-            assert!(e.contains(&p.display().to_string()) && !e.contains('\n'), "{e}");
+            assert!(
+                e.contains(&p.display().to_string()) && !e.contains('\n'),
+                "{e}"
+            );
         }
         probe(d.path()).unwrap();
     }

@@ -64,7 +64,9 @@ impl Scope {
             Scope::Rank => &["host", "pid", "rank"],
             Scope::Device => &["host", "pid", "rank", "device", "hw_type"],
             Scope::Channel => &["host", "pid", "rank", "device", "hw_type", "channel"],
-            Scope::Qp => &["host", "pid", "rank", "device", "hw_type", "channel", "qp", "role"],
+            Scope::Qp => &[
+                "host", "pid", "rank", "device", "hw_type", "channel", "qp", "role",
+            ],
         }
     }
 
@@ -96,7 +98,12 @@ impl Family {
 
     /// Every label name a series of this family can carry.
     pub fn label_names(&self) -> Vec<&'static str> {
-        self.scope.labels().iter().chain(self.extra).copied().collect()
+        self.scope
+            .labels()
+            .iter()
+            .chain(self.extra)
+            .copied()
+            .collect()
     }
 
     fn at(self, scope: Scope) -> Family {
@@ -104,8 +111,20 @@ impl Family {
     }
 }
 
-const fn fam(suffix: &'static str, kind: Kind, help: &'static str, scope: Scope, extra: &'static [&'static str]) -> Family {
-    Family { suffix, kind, help, scope, extra }
+const fn fam(
+    suffix: &'static str,
+    kind: Kind,
+    help: &'static str,
+    scope: Scope,
+    extra: &'static [&'static str],
+) -> Family {
+    Family {
+        suffix,
+        kind,
+        help,
+        scope,
+        extra,
+    }
 }
 
 use Kind::*;
@@ -113,7 +132,13 @@ use Scope as S;
 
 // ----------------------------------------------------------------------------- the families
 
-pub const START_TIME: Family = fam("start_timestamp_seconds", Gauge, "When telemetry started in the process (Unix time).", S::Rank, &[]);
+pub const START_TIME: Family = fam(
+    "start_timestamp_seconds",
+    Gauge,
+    "When telemetry started in the process (Unix time).",
+    S::Rank,
+    &[],
+);
 pub const LAST_WRITE: Family = fam(
     "last_write_timestamp_seconds",
     Gauge,
@@ -122,23 +147,93 @@ pub const LAST_WRITE: Family = fam(
     &[],
 );
 
-pub const TX_BYTES: Family = fam("tx_bytes_total", Counter, "Bytes sent (software count).", S::Device, &[]);
-pub const RX_BYTES: Family = fam("rx_bytes_total", Counter, "Bytes received (software count).", S::Device, &[]);
-pub const CQ_ERRORS: Family = fam("cq_errors_total", Counter, "Completions drained with an error status.", S::Device, &[]);
-pub const CQ_POLLS: Family = fam("cq_polls_total", Counter, "ibv_poll_cq calls.", S::Device, &[]);
-pub const ACTIVE_CHANNELS: Family = fam("active_channels", Gauge, "Channels that carried traffic.", S::Device, &[]);
+pub const TX_BYTES: Family = fam(
+    "tx_bytes_total",
+    Counter,
+    "Bytes sent (software count).",
+    S::Device,
+    &[],
+);
+pub const RX_BYTES: Family = fam(
+    "rx_bytes_total",
+    Counter,
+    "Bytes received (software count).",
+    S::Device,
+    &[],
+);
+pub const CQ_ERRORS: Family = fam(
+    "cq_errors_total",
+    Counter,
+    "Completions drained with an error status.",
+    S::Device,
+    &[],
+);
+pub const CQ_POLLS: Family = fam(
+    "cq_polls_total",
+    Counter,
+    "ibv_poll_cq calls.",
+    S::Device,
+    &[],
+);
+pub const ACTIVE_CHANNELS: Family = fam(
+    "active_channels",
+    Gauge,
+    "Channels that carried traffic.",
+    S::Device,
+    &[],
+);
 
 /// The software counters devices, channels and QPs have in common (device and channel
 /// values are sums over their QPs); written at each level asked for.
-pub const WQES_SENT: Family = fam("wqes_sent_total", Counter, "Send WQEs posted.", S::Device, &[]);
-pub const RECV_WQES: Family = fam("recv_wqes_posted_total", Counter, "Receive WQEs posted.", S::Device, &[]);
-pub const WQES_DRAINED: Family =
-    fam("wqes_drained_total", Counter, "Completions drained from the CQ, send and receive (num_wqe_rcvd).", S::Device, &[]);
-pub const WQES_COMPLETED: Family = fam("wqes_completed_total", Counter, "Completions matched to a tracked posting.", S::Device, &[]);
-pub const CTS_SENT: Family =
-    fam("cts_sent_total", Counter, "CTS messages posted, by whether the WR was signalled.", S::Device, &["signalled"]);
-pub const SLOT_MISSES: Family = fam("slot_misses_total", Counter, "CTS FIFO slot misses.", S::Device, &[]);
-pub const RDMA_WRITES: Family = fam("rdma_writes_total", Counter, "RDMA write postings, by immediate data.", S::Device, &["immediate"]);
+pub const WQES_SENT: Family = fam(
+    "wqes_sent_total",
+    Counter,
+    "Send WQEs posted.",
+    S::Device,
+    &[],
+);
+pub const RECV_WQES: Family = fam(
+    "recv_wqes_posted_total",
+    Counter,
+    "Receive WQEs posted.",
+    S::Device,
+    &[],
+);
+pub const WQES_DRAINED: Family = fam(
+    "wqes_drained_total",
+    Counter,
+    "Completions drained from the CQ, send and receive (num_wqe_rcvd).",
+    S::Device,
+    &[],
+);
+pub const WQES_COMPLETED: Family = fam(
+    "wqes_completed_total",
+    Counter,
+    "Completions matched to a tracked posting.",
+    S::Device,
+    &[],
+);
+pub const CTS_SENT: Family = fam(
+    "cts_sent_total",
+    Counter,
+    "CTS messages posted, by whether the WR was signalled.",
+    S::Device,
+    &["signalled"],
+);
+pub const SLOT_MISSES: Family = fam(
+    "slot_misses_total",
+    Counter,
+    "CTS FIFO slot misses.",
+    S::Device,
+    &[],
+);
+pub const RDMA_WRITES: Family = fam(
+    "rdma_writes_total",
+    Counter,
+    "RDMA write postings, by immediate data.",
+    S::Device,
+    &["immediate"],
+);
 pub const COMPLETION: Family = fam(
     "wqe_completion_seconds",
     Histogram,
@@ -155,10 +250,27 @@ pub const COMPLETION_LOG: Family = fam(
     &["le"],
 );
 /// Device and channel only.
-pub const REQUESTS: Family = fam("requests_completed_total", Counter, "Network requests completed.", S::Device, &[]);
-pub const UNTRACKED_QPS: Family =
-    fam("untracked_qps", Gauge, "QPs that got no stats slot; their traffic is missing from every counter.", S::Device, &[]);
-pub const QPS: Family = fam("qps", Gauge, "Tracked queue pairs, by role.", S::Device, &["role"]);
+pub const REQUESTS: Family = fam(
+    "requests_completed_total",
+    Counter,
+    "Network requests completed.",
+    S::Device,
+    &[],
+);
+pub const UNTRACKED_QPS: Family = fam(
+    "untracked_qps",
+    Gauge,
+    "QPs that got no stats slot; their traffic is missing from every counter.",
+    S::Device,
+    &[],
+);
+pub const QPS: Family = fam(
+    "qps",
+    Gauge,
+    "Tracked queue pairs, by role.",
+    S::Device,
+    &["role"],
+);
 
 pub const HW_AVAILABLE: Family = fam(
     "hw_available",
@@ -177,13 +289,39 @@ pub fn hw_help(counter: &str, converted_to: Option<&str>) -> String {
 
 /// The tool's families over a whole run.
 pub const RANKS: Family = fam("ranks", Gauge, "Rank files read, per host.", S::Host, &[]);
-pub const FILES_SKIPPED: Family = fam("files_skipped", Gauge, "Input files that could not be read and were skipped.", S::Run, &[]);
-pub const RUN_START: Family = fam("run_start_timestamp_seconds", Gauge, "Earliest start_time over the ranks.", S::Run, &[]);
-pub const RUN_END: Family = fam("run_end_timestamp_seconds", Gauge, "Latest end_time over the ranks.", S::Run, &[]);
+pub const FILES_SKIPPED: Family = fam(
+    "files_skipped",
+    Gauge,
+    "Input files that could not be read and were skipped.",
+    S::Run,
+    &[],
+);
+pub const RUN_START: Family = fam(
+    "run_start_timestamp_seconds",
+    Gauge,
+    "Earliest start_time over the ranks.",
+    S::Run,
+    &[],
+);
+pub const RUN_END: Family = fam(
+    "run_end_timestamp_seconds",
+    Gauge,
+    "Latest end_time over the ranks.",
+    S::Run,
+    &[],
+);
 
 /// The families written at each scope, in output order.
 pub const DEVICE_ONLY: [Family; 5] = [TX_BYTES, RX_BYTES, CQ_ERRORS, CQ_POLLS, ACTIVE_CHANNELS];
-pub const COUNTS: [Family; 7] = [WQES_SENT, RECV_WQES, WQES_DRAINED, WQES_COMPLETED, CTS_SENT, SLOT_MISSES, RDMA_WRITES];
+pub const COUNTS: [Family; 7] = [
+    WQES_SENT,
+    RECV_WQES,
+    WQES_DRAINED,
+    WQES_COMPLETED,
+    CTS_SENT,
+    SLOT_MISSES,
+    RDMA_WRITES,
+];
 pub const CHANNEL_TOTALS: [Family; 3] = [REQUESTS, UNTRACKED_QPS, QPS];
 
 /// Every fixed family at the given depth (hardware counter families are named after the
@@ -197,7 +335,13 @@ pub fn families(level: Level) -> Vec<Family> {
     v.push(COMPLETION_LOG);
     v.push(HW_AVAILABLE);
     if level >= Level::Channel {
-        v.extend(COUNTS.iter().chain(&CHANNEL_TOTALS).chain([&COMPLETION, &COMPLETION_LOG]).map(|f| f.at(S::Channel)));
+        v.extend(
+            COUNTS
+                .iter()
+                .chain(&CHANNEL_TOTALS)
+                .chain([&COMPLETION, &COMPLETION_LOG])
+                .map(|f| f.at(S::Channel)),
+        );
     }
     if level >= Level::Qp {
         v.extend(COUNTS.iter().chain([&COMPLETION]).map(|f| f.at(S::Qp)));
@@ -217,7 +361,16 @@ pub enum Level {
 
 /// Sanitises a name into the Prometheus metric-name alphabet [a-z0-9_].
 pub fn prom_name(s: &str) -> String {
-    let mut out: String = s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c.to_ascii_lowercase() } else { '_' }).collect();
+    let mut out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
     if out.starts_with(|c: char| c.is_ascii_digit()) {
         out.insert(0, '_');
     }
@@ -261,8 +414,14 @@ pub fn base_unit(name: &str) -> (String, f64, Option<&'static str>) {
 
 /// A hardware counter's family: (metric name, help, factor to its base unit).
 pub fn hw_metric(counter: &str) -> (String, String, f64) {
-    let (base, scale, unit) = base_unit(&prom_name(counter.strip_prefix("delta_").unwrap_or(counter)));
-    (format!("{PREFIX}hw_{base}_total"), hw_help(counter, unit), scale)
+    let (base, scale, unit) = base_unit(&prom_name(
+        counter.strip_prefix("delta_").unwrap_or(counter),
+    ));
+    (
+        format!("{PREFIX}hw_{base}_total"),
+        hw_help(counter, unit),
+        scale,
+    )
 }
 
 /// Formats a float the way the exposition format reads it.
@@ -334,8 +493,11 @@ impl Counts {
             *a = a.saturating_add(*b);
         }
         if !o.log_hist.is_empty() {
-            let mut m: std::collections::BTreeMap<u64, (Option<u64>, u64)> =
-                self.log_hist.iter().map(|&(lo, hi, n)| (lo, (hi, n))).collect();
+            let mut m: std::collections::BTreeMap<u64, (Option<u64>, u64)> = self
+                .log_hist
+                .iter()
+                .map(|&(lo, hi, n)| (lo, (hi, n)))
+                .collect();
             for &(lo, hi, n) in &o.log_hist {
                 let e = m.entry(lo).or_insert((hi, 0));
                 e.1 = e.1.saturating_add(n);
@@ -534,7 +696,13 @@ pub fn render(ranks: &[Rank], level: Level, out: &mut String) -> usize {
     }
 
     for f in [START_TIME, LAST_WRITE] {
-        let get = |r: &Rank| if f.suffix == START_TIME.suffix { r.start_s } else { r.taken_s };
+        let get = |r: &Rank| {
+            if f.suffix == START_TIME.suffix {
+                r.start_s
+            } else {
+                r.taken_s
+            }
+        };
         if kept.iter().any(|r| get(r).is_some()) {
             header(out, &f.name(), f.help, f.kind);
             for (r, l) in kept.iter().zip(&rank_l) {
@@ -567,16 +735,28 @@ pub fn render(ranks: &[Rank], level: Level, out: &mut String) -> usize {
     let dev_items: Vec<Item> = devs
         .iter()
         .zip(&dev_counts)
-        .map(|((ri, _, l), c)| Item { labels: l.clone(), counts: c, interval_ns: kept[*ri].hist_interval_ns, totals: None })
+        .map(|((ri, _, l), c)| Item {
+            labels: l.clone(),
+            counts: c,
+            interval_ns: kept[*ri].hist_interval_ns,
+            totals: None,
+        })
         .collect();
-    counts_families(out, S::Device, &dev_items, devs.iter().map(|(_, d, _)| DevTotals::of(d)).collect());
+    counts_families(
+        out,
+        S::Device,
+        &dev_items,
+        devs.iter().map(|(_, d, _)| DevTotals::of(d)).collect(),
+    );
     hw_families(out, &devs);
 
     if level >= Level::Channel {
         let mut ch_items: Vec<Item> = Vec::new();
         let mut qp_items: Vec<Item> = Vec::new();
         for (ri, d, dl) in &devs {
-            let ids = unique(d.channels.iter().enumerate().map(|(i, c)| c.id.map_or_else(|| format!("unknown_{i}"), |id| id.to_string())));
+            let ids = unique(d.channels.iter().enumerate().map(|(i, c)| {
+                c.id.map_or_else(|| format!("unknown_{i}"), |id| id.to_string())
+            }));
             for (c, id) in d.channels.iter().zip(ids) {
                 let mut cl = dl.clone();
                 let mut first = cl.is_empty();
@@ -587,15 +767,33 @@ pub fn render(ranks: &[Rank], level: Level, out: &mut String) -> usize {
                         let mut ql = cl.clone();
                         let mut first = ql.is_empty();
                         label(&mut ql, &mut first, "qp", &qid);
-                        label(&mut ql, &mut first, "role", q.role.as_deref().unwrap_or("unset"));
-                        qp_items.push(Item { labels: ql, counts: &q.counts, interval_ns: kept[*ri].hist_interval_ns, totals: None });
+                        label(
+                            &mut ql,
+                            &mut first,
+                            "role",
+                            q.role.as_deref().unwrap_or("unset"),
+                        );
+                        qp_items.push(Item {
+                            labels: ql,
+                            counts: &q.counts,
+                            interval_ns: kept[*ri].hist_interval_ns,
+                            totals: None,
+                        });
                     }
                 }
-                ch_items.push(Item { labels: cl, counts: &c.counts, interval_ns: kept[*ri].hist_interval_ns, totals: Some(c) });
+                ch_items.push(Item {
+                    labels: cl,
+                    counts: &c.counts,
+                    interval_ns: kept[*ri].hist_interval_ns,
+                    totals: Some(c),
+                });
             }
         }
         if level >= Level::Channel && !ch_items.is_empty() {
-            let totals = ch_items.iter().map(|i| DevTotals::of_channel(i.totals.expect("a channel"))).collect();
+            let totals = ch_items
+                .iter()
+                .map(|i| DevTotals::of_channel(i.totals.expect("a channel")))
+                .collect();
             counts_families(out, S::Channel, &ch_items, totals);
         }
         if level >= Level::Qp && !qp_items.is_empty() {
@@ -610,8 +808,14 @@ struct DevTotals([u64; 4]);
 
 impl DevTotals {
     fn of(d: &Device) -> DevTotals {
-        let s = |g: fn(&Channel) -> u64| d.channels.iter().fold(0u64, |a, c| a.saturating_add(g(c)));
-        DevTotals([s(|c| c.requests_completed), d.untracked_qps, s(|c| c.data_qps), s(|c| c.cts_qps)])
+        let s =
+            |g: fn(&Channel) -> u64| d.channels.iter().fold(0u64, |a, c| a.saturating_add(g(c)));
+        DevTotals([
+            s(|c| c.requests_completed),
+            d.untracked_qps,
+            s(|c| c.data_qps),
+            s(|c| c.cts_qps),
+        ])
     }
     fn of_channel(c: &Channel) -> DevTotals {
         DevTotals([c.requests_completed, c.untracked_qps, c.data_qps, c.cts_qps])
@@ -630,9 +834,15 @@ fn counts_families(out: &mut String, scope: Scope, items: &[Item], totals: Vec<D
             "recv_wqes_posted_total" => &[("", |c| c.recv_wqes)],
             "wqes_drained_total" => &[("", |c| c.wqes_drained)],
             "wqes_completed_total" => &[("", |c| c.wqes_completed)],
-            "cts_sent_total" => &[("signalled=\"true\"", |c| c.cts_signalled), ("signalled=\"false\"", |c| c.cts_unsignalled)],
+            "cts_sent_total" => &[
+                ("signalled=\"true\"", |c| c.cts_signalled),
+                ("signalled=\"false\"", |c| c.cts_unsignalled),
+            ],
             "slot_misses_total" => &[("", |c| c.slot_misses)],
-            _ => &[("immediate=\"false\"", |c| c.writes), ("immediate=\"true\"", |c| c.writes_imm)],
+            _ => &[
+                ("immediate=\"false\"", |c| c.writes),
+                ("immediate=\"true\"", |c| c.writes_imm),
+            ],
         };
         for it in items {
             for (extra, get) in variants {
@@ -692,8 +902,10 @@ fn counts_families(out: &mut String, scope: Scope, items: &[Item], totals: Vec<D
     let f = COMPLETION_LOG.at(scope);
     let name = f.name();
     header(out, &name, f.help, f.kind);
-    let bounds: std::collections::BTreeSet<u64> =
-        items.iter().flat_map(|i| i.counts.log_hist.iter().filter_map(|b| b.1)).collect();
+    let bounds: std::collections::BTreeSet<u64> = items
+        .iter()
+        .flat_map(|i| i.counts.log_hist.iter().filter_map(|b| b.1))
+        .collect();
     let (bucket, count) = (format!("{name}_bucket"), format!("{name}_count"));
     for it in items.iter().filter(|i| !i.counts.log_hist.is_empty()) {
         let mut cum = 0u64;
@@ -704,9 +916,19 @@ fn counts_families(out: &mut String, scope: Scope, items: &[Item], totals: Vec<D
             while let Some(b) = rest.next_if(|b| b.1.is_some_and(|h| h <= *hi)) {
                 cum = cum.saturating_add(b.2);
             }
-            sample(out, &bucket, &it.labels, &format!("le=\"{}\"", prom_f64(*hi as f64 / 1e9)), cum);
+            sample(
+                out,
+                &bucket,
+                &it.labels,
+                &format!("le=\"{}\"", prom_f64(*hi as f64 / 1e9)),
+                cum,
+            );
         }
-        let total = it.counts.log_hist.iter().fold(0u64, |a, b| a.saturating_add(b.2));
+        let total = it
+            .counts
+            .log_hist
+            .iter()
+            .fold(0u64, |a, b| a.saturating_add(b.2));
         sample(out, &bucket, &it.labels, "le=\"+Inf\"", total);
         sample(out, &count, &it.labels, "", total);
     }
@@ -715,7 +937,10 @@ fn counts_families(out: &mut String, scope: Scope, items: &[Item], totals: Vec<D
 /// One family per hardware counter (available values only), then the availability gauge.
 fn hw_families(out: &mut String, devs: &[(usize, &Device, String)]) {
     // By name: the library holds them in its vocabulary's order, a parsed file sorted.
-    let mut order: Vec<&str> = devs.iter().flat_map(|(_, d, _)| d.hw.iter().map(|(n, _)| n.as_str())).collect();
+    let mut order: Vec<&str> = devs
+        .iter()
+        .flat_map(|(_, d, _)| d.hw.iter().map(|(n, _)| n.as_str()))
+        .collect();
     order.sort_unstable();
     order.dedup();
     let mut names_taken = HashSet::new();
@@ -771,7 +996,13 @@ fn hw_families(out: &mut String, devs: &[(usize, &Device, String)]) {
                 Hw::PerPrio(a) => {
                     let base = extra.clone();
                     for (p, x) in a.iter().enumerate() {
-                        sample(out, &name, l, &format!("{base},priority=\"{p}\""), u8::from(*x >= 0));
+                        sample(
+                            out,
+                            &name,
+                            l,
+                            &format!("{base},priority=\"{p}\""),
+                            u8::from(*x >= 0),
+                        );
                     }
                 }
             }
@@ -789,8 +1020,13 @@ pub const WQE_OUTSTANDING: Family = fam(
     S::Device,
     &[],
 );
-pub const STALLED_QPS: Family =
-    fam("stalled_qps", Gauge, "QPs with a completion expected and none for at least RCCL_TELEMETRY_STALL_MS.", S::Device, &[]);
+pub const STALLED_QPS: Family = fam(
+    "stalled_qps",
+    Gauge,
+    "QPs with a completion expected and none for at least RCCL_TELEMETRY_STALL_MS.",
+    S::Device,
+    &[],
+);
 /// The labels of a stalled QP's series, after the device's.
 pub const STALLED_QP_LABELS: &[&str] = &["channel", "qp", "qp_num", "peer_gid", "peer_qp_num"];
 pub const QP_STALLED_SECONDS: Family = fam(
@@ -800,8 +1036,13 @@ pub const QP_STALLED_SECONDS: Family = fam(
     S::Device,
     STALLED_QP_LABELS,
 );
-pub const QP_STALL_OUTSTANDING: Family =
-    fam("qp_stall_outstanding", Gauge, "Send WRs outstanding on this stalled QP (only stalled QPs have a series).", S::Device, STALLED_QP_LABELS);
+pub const QP_STALL_OUTSTANDING: Family = fam(
+    "qp_stall_outstanding",
+    Gauge,
+    "Send WRs outstanding on this stalled QP (only stalled QPs have a series).",
+    S::Device,
+    STALLED_QP_LABELS,
+);
 pub const STALLED_QP_SERIES_DROPPED: Family = fam(
     "stalled_qp_series_dropped",
     Gauge,
@@ -848,14 +1089,35 @@ pub fn render_stalls(r: &Rank, devs: &[DevStall], out: &mut String) -> usize {
         base.push(("rank", k.as_str()));
     }
     let rank_l = labels(&base);
-    let dev_l: Vec<String> = devs.iter().map(|d| labels(&[base.clone(), vec![("device", d.name.as_str()), ("hw_type", d.hw_type.as_str())]].concat())).collect();
-    for (f, get) in [(WQE_OUTSTANDING, (|d: &DevStall| d.outstanding) as fn(&DevStall) -> u64), (STALLED_QPS, |d: &DevStall| d.stalled)] {
+    let dev_l: Vec<String> = devs
+        .iter()
+        .map(|d| {
+            labels(
+                &[
+                    base.clone(),
+                    vec![("device", d.name.as_str()), ("hw_type", d.hw_type.as_str())],
+                ]
+                .concat(),
+            )
+        })
+        .collect();
+    for (f, get) in [
+        (
+            WQE_OUTSTANDING,
+            (|d: &DevStall| d.outstanding) as fn(&DevStall) -> u64,
+        ),
+        (STALLED_QPS, |d: &DevStall| d.stalled),
+    ] {
         header(out, &f.name(), f.help, f.kind);
         for (d, l) in devs.iter().zip(&dev_l) {
             sample(out, &f.name(), l, "", get(d));
         }
     }
-    let mut all: Vec<(usize, &StalledQp)> = devs.iter().enumerate().flat_map(|(i, d)| d.qps.iter().map(move |q| (i, q))).collect();
+    let mut all: Vec<(usize, &StalledQp)> = devs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, d)| d.qps.iter().map(move |q| (i, q)))
+        .collect();
     all.sort_by(|a, b| b.1.stalled_s.total_cmp(&a.1.stalled_s));
     let dropped = all.len().saturating_sub(MAX_STALLED_QP_SERIES);
     all.truncate(MAX_STALLED_QP_SERIES);
@@ -863,7 +1125,12 @@ pub fn render_stalls(r: &Rank, devs: &[DevStall], out: &mut String) -> usize {
         let ql: Vec<String> = all
             .iter()
             .map(|(_, q)| {
-                let (qp, n, g, pn) = (q.qp.to_string(), q.qp_num.map(|n| n.to_string()), q.peer_gid.clone(), q.peer_qp_num.map(|n| n.to_string()));
+                let (qp, n, g, pn) = (
+                    q.qp.to_string(),
+                    q.qp_num.map(|n| n.to_string()),
+                    q.peer_gid.clone(),
+                    q.peer_qp_num.map(|n| n.to_string()),
+                );
                 labels(&[
                     ("channel", q.channel.as_str()),
                     ("qp", qp.as_str()),
@@ -873,16 +1140,43 @@ pub fn render_stalls(r: &Rank, devs: &[DevStall], out: &mut String) -> usize {
                 ])
             })
             .collect();
-        header(out, &QP_STALLED_SECONDS.name(), QP_STALLED_SECONDS.help, Gauge);
+        header(
+            out,
+            &QP_STALLED_SECONDS.name(),
+            QP_STALLED_SECONDS.help,
+            Gauge,
+        );
         for ((i, q), l) in all.iter().zip(&ql) {
-            sample(out, &QP_STALLED_SECONDS.name(), &dev_l[*i], l, prom_f64(q.stalled_s));
+            sample(
+                out,
+                &QP_STALLED_SECONDS.name(),
+                &dev_l[*i],
+                l,
+                prom_f64(q.stalled_s),
+            );
         }
-        header(out, &QP_STALL_OUTSTANDING.name(), QP_STALL_OUTSTANDING.help, Gauge);
+        header(
+            out,
+            &QP_STALL_OUTSTANDING.name(),
+            QP_STALL_OUTSTANDING.help,
+            Gauge,
+        );
         for ((i, q), l) in all.iter().zip(&ql) {
-            sample(out, &QP_STALL_OUTSTANDING.name(), &dev_l[*i], l, q.outstanding);
+            sample(
+                out,
+                &QP_STALL_OUTSTANDING.name(),
+                &dev_l[*i],
+                l,
+                q.outstanding,
+            );
         }
     }
-    header(out, &STALLED_QP_SERIES_DROPPED.name(), STALLED_QP_SERIES_DROPPED.help, Gauge);
+    header(
+        out,
+        &STALLED_QP_SERIES_DROPPED.name(),
+        STALLED_QP_SERIES_DROPPED.help,
+        Gauge,
+    );
     sample(out, &STALLED_QP_SERIES_DROPPED.name(), &rank_l, "", dropped);
     dropped
 }
@@ -909,16 +1203,35 @@ mod tests {
 
     #[test]
     fn log_histogram_series_share_one_le_set_and_sum_channels_into_devices() {
-        let mut a = Counts { log_hist: vec![(56, Some(59), 3), (1 << 40, None, 1)], ..Counts::default() };
-        let b = Counts { log_hist: vec![(64, Some(71), 2), (56, Some(59), 1)], ..Counts::default() };
+        let mut a = Counts {
+            log_hist: vec![(56, Some(59), 3), (1 << 40, None, 1)],
+            ..Counts::default()
+        };
+        let b = Counts {
+            log_hist: vec![(64, Some(71), 2), (56, Some(59), 1)],
+            ..Counts::default()
+        };
         let items = [
-            Item { labels: "host=\"h\",pid=\"1\"".into(), counts: &a, interval_ns: 1000, totals: None },
-            Item { labels: "host=\"h\",pid=\"2\"".into(), counts: &b, interval_ns: 1000, totals: None },
+            Item {
+                labels: "host=\"h\",pid=\"1\"".into(),
+                counts: &a,
+                interval_ns: 1000,
+                totals: None,
+            },
+            Item {
+                labels: "host=\"h\",pid=\"2\"".into(),
+                counts: &b,
+                interval_ns: 1000,
+                totals: None,
+            },
         ];
         let mut out = String::new();
         counts_families(&mut out, S::Device, &items, Vec::new());
         let name = COMPLETION_LOG.name();
-        let lines: Vec<&str> = out.lines().filter(|l| l.starts_with(&format!("{name}_"))).collect();
+        let lines: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}_")))
+            .collect();
         assert_eq!(
             lines,
             [
@@ -939,16 +1252,38 @@ mod tests {
         assert!(!q.contains("log_seconds"), "{q}");
         // Adding merges buckets by their lower bound, in order.
         a.add(&b);
-        assert_eq!(a.log_hist, vec![(56, Some(59), 4), (64, Some(71), 2), (1 << 40, None, 1)]);
+        assert_eq!(
+            a.log_hist,
+            vec![(56, Some(59), 4), (64, Some(71), 2), (1 << 40, None, 1)]
+        );
     }
 
     fn rank(pid: u64) -> Rank {
-        let qps = vec![Qp { id: 0, role: Some("data".into()), counts: counts(4) }, Qp { id: 1, role: None, counts: counts(2) }];
+        let qps = vec![
+            Qp {
+                id: 0,
+                role: Some("data".into()),
+                counts: counts(4),
+            },
+            Qp {
+                id: 1,
+                role: None,
+                counts: counts(2),
+            },
+        ];
         let mut total = Counts::default();
         for q in &qps {
             total.add(&q.counts);
         }
-        let ch = Channel { id: Some(3), counts: total, requests_completed: 5, data_qps: 1, cts_qps: 0, untracked_qps: 0, qps };
+        let ch = Channel {
+            id: Some(3),
+            counts: total,
+            requests_completed: 5,
+            data_qps: 1,
+            cts_qps: 0,
+            untracked_qps: 0,
+            qps,
+        };
         let used = Device {
             id: 0,
             name: "mlx5_\"0\"".into(),
@@ -961,12 +1296,22 @@ mod tests {
             untracked_qps: 2,
             hw: vec![
                 ("cnp_sent".into(), Hw::Scalar(7)),
-                ("pfc_rx_pause_duration_us".into(), Hw::PerPrio(vec![-1, 3, -1, -1, -1, -1, -1, -1])),
+                (
+                    "pfc_rx_pause_duration_us".into(),
+                    Hw::PerPrio(vec![-1, 3, -1, -1, -1, -1, -1, -1]),
+                ),
                 ("rx_fcs_errors".into(), Hw::Scalar(-1)),
             ],
             channels: vec![ch],
         };
-        let unused = Device { id: 1, name: "mlx5_1".into(), tx_bytes: 0, rx_bytes: 0, channels: vec![], ..used.clone() };
+        let unused = Device {
+            id: 1,
+            name: "mlx5_1".into(),
+            tx_bytes: 0,
+            rx_bytes: 0,
+            channels: vec![],
+            ..used.clone()
+        };
         Rank {
             host: "h1".into(),
             pid,
@@ -988,37 +1333,66 @@ mod tests {
     fn series_carry_the_rank_and_the_scope_labels() {
         let l = lines(Level::Qp);
         let has = |x: &str| l.iter().any(|y| y == x);
-        assert!(has(r#"rccl_telemetry_tx_bytes_total{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5"} 100"#), "{l:#?}");
-        assert!(has(r#"rccl_telemetry_wqes_sent_total{host="h1",pid="8",rank="3",device="mlx5_\"0\"",hw_type="mlx5"} 6"#));
+        assert!(
+            has(
+                r#"rccl_telemetry_tx_bytes_total{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5"} 100"#
+            ),
+            "{l:#?}"
+        );
+        assert!(has(
+            r#"rccl_telemetry_wqes_sent_total{host="h1",pid="8",rank="3",device="mlx5_\"0\"",hw_type="mlx5"} 6"#
+        ));
         assert!(has(
             r#"rccl_telemetry_channel_qps{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5",channel="3",role="data"} 1"#
         ));
         assert!(has(
             r#"rccl_telemetry_qp_cts_sent_total{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5",channel="3",qp="1",role="unset",signalled="false"} 1"#
         ));
-        assert!(has(r#"rccl_telemetry_untracked_qps{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5"} 2"#));
+        assert!(has(
+            r#"rccl_telemetry_untracked_qps{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5"} 2"#
+        ));
         assert!(has(
             r#"rccl_telemetry_qp_wqe_completion_seconds_bucket{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5",channel="3",qp="0",role="data",le="0.00003"} 4"#
         ));
-        assert!(has(r#"rccl_telemetry_wqe_completion_seconds_count{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5"} 8"#));
-        assert!(has(r#"rccl_telemetry_last_write_timestamp_seconds{host="h1",pid="7",rank="3"} 2"#));
+        assert!(has(
+            r#"rccl_telemetry_wqe_completion_seconds_count{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5"} 8"#
+        ));
+        assert!(has(
+            r#"rccl_telemetry_last_write_timestamp_seconds{host="h1",pid="7",rank="3"} 2"#
+        ));
         // The unused device is absent; the repeated rank is written once.
         assert!(!l.iter().any(|x| x.contains("mlx5_1")));
-        assert_eq!(l.iter().filter(|x| x.starts_with("rccl_telemetry_tx_bytes_total{")).count(), 2);
+        assert_eq!(
+            l.iter()
+                .filter(|x| x.starts_with("rccl_telemetry_tx_bytes_total{"))
+                .count(),
+            2
+        );
     }
 
     #[test]
     fn unavailable_hardware_counters_are_absent_and_flagged() {
         let l = lines(Level::Device);
         assert!(!l.iter().any(|x| !x.starts_with('#') && x.ends_with(" -1")));
-        assert!(l.iter().any(|x| x.starts_with("rccl_telemetry_hw_cnp_sent_total{") && x.ends_with(" 7")));
-        assert!(l.iter().any(|x| x.starts_with("rccl_telemetry_hw_pfc_rx_pause_duration_seconds_total{")
+        assert!(l
+            .iter()
+            .any(|x| x.starts_with("rccl_telemetry_hw_cnp_sent_total{") && x.ends_with(" 7")));
+        assert!(l.iter().any(|x| x
+            .starts_with("rccl_telemetry_hw_pfc_rx_pause_duration_seconds_total{")
             && x.contains("priority=\"1\"")
             && x.ends_with(" 0.000003")));
-        assert!(!l.iter().any(|x| x.contains("priority=\"0\"") && x.starts_with("rccl_telemetry_hw_pfc")));
-        assert!(!l.iter().any(|x| x.starts_with("rccl_telemetry_hw_rx_fcs_errors_total")));
-        assert!(l.iter().any(|x| x.contains("counter=\"rx_fcs_errors\"") && x.ends_with(" 0")));
-        assert!(l.iter().any(|x| x.contains("counter=\"cnp_sent\"") && x.ends_with(" 1")));
+        assert!(!l
+            .iter()
+            .any(|x| x.contains("priority=\"0\"") && x.starts_with("rccl_telemetry_hw_pfc")));
+        assert!(!l
+            .iter()
+            .any(|x| x.starts_with("rccl_telemetry_hw_rx_fcs_errors_total")));
+        assert!(l
+            .iter()
+            .any(|x| x.contains("counter=\"rx_fcs_errors\"") && x.ends_with(" 0")));
+        assert!(l
+            .iter()
+            .any(|x| x.contains("counter=\"cnp_sent\"") && x.ends_with(" 1")));
         // Device level has no channel or QP series.
         assert!(!l.iter().any(|x| x.contains("channel=")));
     }
@@ -1038,22 +1412,48 @@ mod tests {
             assert!(typed.contains(&f.name()), "{} not written", f.name());
         }
         let series: Vec<&String> = l.iter().filter(|x| !x.starts_with('#')).collect();
-        let distinct: HashSet<&str> = series.iter().map(|x| x.rsplit_once(' ').unwrap().0).collect();
+        let distinct: HashSet<&str> = series
+            .iter()
+            .map(|x| x.rsplit_once(' ').unwrap().0)
+            .collect();
         assert_eq!(distinct.len(), series.len(), "duplicate series");
     }
 
     #[test]
     fn repeated_names_get_distinct_labels() {
-        assert_eq!(unique(["a", "b", "a", "a"].iter().map(|s| s.to_string())), vec!["a", "b", "a#2", "a#3"]);
+        assert_eq!(
+            unique(["a", "b", "a", "a"].iter().map(|s| s.to_string())),
+            vec!["a", "b", "a#2", "a#3"]
+        );
     }
 
     #[test]
     fn stalled_qps_get_series_up_to_the_cap_longest_first() {
         let r = rank(7);
-        let q = |i: u64, s: f64| StalledQp { channel: "0".into(), qp: i, qp_num: Some(100 + i as u32), peer_gid: Some("fe80:0000:0000:0000:0000:0000:0000:0001".into()), peer_qp_num: None, outstanding: 3, stalled_s: s };
+        let q = |i: u64, s: f64| StalledQp {
+            channel: "0".into(),
+            qp: i,
+            qp_num: Some(100 + i as u32),
+            peer_gid: Some("fe80:0000:0000:0000:0000:0000:0000:0001".into()),
+            peer_qp_num: None,
+            outstanding: 3,
+            stalled_s: s,
+        };
         let devs = vec![
-            DevStall { name: "mlx5_0".into(), hw_type: "mlx5".into(), outstanding: 9, stalled: 1, qps: vec![q(1, 2.5)] },
-            DevStall { name: "mlx5_1".into(), hw_type: "mlx5".into(), outstanding: 0, stalled: 0, qps: vec![] },
+            DevStall {
+                name: "mlx5_0".into(),
+                hw_type: "mlx5".into(),
+                outstanding: 9,
+                stalled: 1,
+                qps: vec![q(1, 2.5)],
+            },
+            DevStall {
+                name: "mlx5_1".into(),
+                hw_type: "mlx5".into(),
+                outstanding: 0,
+                stalled: 0,
+                qps: vec![],
+            },
         ];
         let mut out = String::new();
         assert_eq!(render_stalls(&r, &devs, &mut out), 0);
@@ -1062,18 +1462,47 @@ mod tests {
         assert!(out.contains("rccl_telemetry_wqe_outstanding{host=\"h1\",pid=\"7\",rank=\"3\",device=\"mlx5_0\",hw_type=\"mlx5\"} 9\n"), "{out}");
         assert!(out.contains(",device=\"mlx5_0\",hw_type=\"mlx5\",channel=\"0\",qp=\"1\",qp_num=\"101\",peer_gid=\"fe80:0000:0000:0000:0000:0000:0000:0001\",peer_qp_num=\"\"} 2.5\n"), "{out}");
         // Past the cap: the longest stay, the rest are counted.
-        let many = vec![DevStall { name: "d".into(), hw_type: "t".into(), outstanding: 1, stalled: 70, qps: (0..70).map(|i| q(i, i as f64)).collect() }];
+        let many = vec![DevStall {
+            name: "d".into(),
+            hw_type: "t".into(),
+            outstanding: 1,
+            stalled: 70,
+            qps: (0..70).map(|i| q(i, i as f64)).collect(),
+        }];
         let mut out = String::new();
         assert_eq!(render_stalls(&r, &many, &mut out), 6);
-        assert_eq!(out.lines().filter(|l| l.starts_with("rccl_telemetry_qp_stalled_seconds{")).count(), MAX_STALLED_QP_SERIES);
-        assert!(out.contains("qp=\"69\"") && !out.contains("qp=\"5\""), "{out}");
-        assert!(out.contains("rccl_telemetry_stalled_qp_series_dropped{host=\"h1\",pid=\"7\",rank=\"3\"} 6\n"), "{out}");
+        assert_eq!(
+            out.lines()
+                .filter(|l| l.starts_with("rccl_telemetry_qp_stalled_seconds{"))
+                .count(),
+            MAX_STALLED_QP_SERIES
+        );
+        assert!(
+            out.contains("qp=\"69\"") && !out.contains("qp=\"5\""),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "rccl_telemetry_stalled_qp_series_dropped{host=\"h1\",pid=\"7\",rank=\"3\"} 6\n"
+            ),
+            "{out}"
+        );
     }
 
     #[test]
     fn units_become_base_units() {
-        assert_eq!(base_unit("pfc_rx_pause_duration_us"), ("pfc_rx_pause_duration_seconds".into(), 1e-6, Some("seconds")));
-        assert_eq!(base_unit("fec_corrected_bits"), ("fec_corrected_bytes".into(), 0.125, Some("bytes")));
+        assert_eq!(
+            base_unit("pfc_rx_pause_duration_us"),
+            (
+                "pfc_rx_pause_duration_seconds".into(),
+                1e-6,
+                Some("seconds")
+            )
+        );
+        assert_eq!(
+            base_unit("fec_corrected_bits"),
+            ("fec_corrected_bytes".into(), 0.125, Some("bytes"))
+        );
         assert_eq!(base_unit("cnp_sent"), ("cnp_sent".into(), 1.0, None));
         assert_eq!(base_unit("link_status_msgs").0, "link_status_msgs");
     }

@@ -76,7 +76,8 @@ struct SegHome {
 /// Every registered channel's slot segments by start address: the reverse of a handle, for
 /// the cold entry points that receive a bare `RcclQpStats*` (rcclTelemetryQpSetPeer). About
 /// one entry per channel per doubling of its slots; looked up only off the data path.
-static SLOT_INDEX: Mutex<std::collections::BTreeMap<usize, SegHome>> = Mutex::new(std::collections::BTreeMap::new());
+static SLOT_INDEX: Mutex<std::collections::BTreeMap<usize, SegHome>> =
+    Mutex::new(std::collections::BTreeMap::new());
 
 /// The device id, channel and slot index of a slot handle; None for an address that is no
 /// reserved slot of a registered channel (a stray pointer, or an arena of a unit test).
@@ -90,7 +91,10 @@ pub fn slot_home(q: *const RcclQpStats) -> Option<(u32, &'static Channel, u64)> 
         if off % size != 0 || (off / size) as u64 >= h.len {
             return None;
         }
-        SegHome { first: h.first + (off / size) as u64, ..h }
+        SegHome {
+            first: h.first + (off / size) as u64,
+            ..h
+        }
     };
     let c = channel(h.dev as i32, h.ch as i32)?;
     (h.first < c.slots.reserved()).then_some((h.dev, c, h.first))
@@ -119,7 +123,10 @@ impl SlotArena {
     }
 
     fn with_home(dev: u32, ch: u32) -> SlotArena {
-        SlotArena { home: Some((dev, ch)), ..SlotArena::new() }
+        SlotArena {
+            home: Some((dev, ch)),
+            ..SlotArena::new()
+        }
     }
 
     /// Reserves up to `n` consecutive slots, each recording its latencies into `log` as
@@ -133,7 +140,8 @@ impl SlotArena {
         while granted < want {
             let (seg, off) = locate(first + granted);
             if self.segs[seg].load(Relaxed).is_null() {
-                let layout = Layout::array::<RcclQpStats>(seg_len(seg) as usize).expect("segment layout");
+                let layout =
+                    Layout::array::<RcclQpStats>(seg_len(seg) as usize).expect("segment layout");
                 // SAFETY: non-zero size; all-zero bytes are a valid, empty RcclQpStats.
                 let p = unsafe { alloc_zeroed(layout) } as *mut RcclQpStats;
                 if p.is_null() {
@@ -142,11 +150,20 @@ impl SlotArena {
                 self.segs[seg].store(p, Release);
                 if let Some((dev, ch)) = self.home {
                     let first = FIRST_SEG * ((1 << seg) - 1);
-                    SLOT_INDEX.lock().insert(p as usize, SegHome { dev, ch, first, len: seg_len(seg) });
+                    SLOT_INDEX.lock().insert(
+                        p as usize,
+                        SegHome {
+                            dev,
+                            ch,
+                            first,
+                            len: seg_len(seg),
+                        },
+                    );
                 }
             }
             if self.role_segs[seg].load(Relaxed).is_null() {
-                let layout = Layout::array::<AtomicU8>(seg_len(seg) as usize).expect("segment layout");
+                let layout =
+                    Layout::array::<AtomicU8>(seg_len(seg) as usize).expect("segment layout");
                 // SAFETY: non-zero size; zero is ROLE_UNKNOWN.
                 let p = unsafe { alloc_zeroed(layout) } as *mut AtomicU8;
                 if p.is_null() {
@@ -165,7 +182,12 @@ impl SlotArena {
             }
             let n = (seg_len(seg) - off).min(want - granted);
             // SAFETY: the segment is allocated and holds slots off..off + n.
-            let seg_slots = unsafe { std::slice::from_raw_parts(self.segs[seg].load(Relaxed).add(off as usize), n as usize) };
+            let seg_slots = unsafe {
+                std::slice::from_raw_parts(
+                    self.segs[seg].load(Relaxed).add(off as usize),
+                    n as usize,
+                )
+            };
             for q in seg_slots {
                 q.sample_mask.store(mask, Relaxed);
                 if let Some(h) = log {
@@ -200,7 +222,8 @@ impl SlotArena {
 
     /// The role of slot `i` as rcclTelemetrySetQpRole told it (ROLE_UNKNOWN until then).
     pub fn role(&self, i: u64) -> u8 {
-        self.role_cell(i).map_or(crate::counters::ROLE_UNKNOWN, |r| r.load(Relaxed))
+        self.role_cell(i)
+            .map_or(crate::counters::ROLE_UNKNOWN, |r| r.load(Relaxed))
     }
 
     /// Records the role of slot `i`; false when no such slot is reserved.
@@ -286,12 +309,16 @@ impl Device {
             return c;
         }
         let c: &'static Channel = Box::leak(Box::new(Channel {
-            stats: RcclChannelStats { req_completed: AtomicU64::new(0) },
+            stats: RcclChannelStats {
+                req_completed: AtomicU64::new(0),
+            },
             id: ch as u32,
             slots: SlotArena::with_home(self.id, ch as u32),
             untracked: AtomicU64::new(0),
             peers: crate::peer_table::ChannelPeers::new(),
-            log: LOG_HISTOGRAM.load(Acquire).then(|| &*Box::leak(Box::new(LogHist::new()))),
+            log: LOG_HISTOGRAM
+                .load(Acquire)
+                .then(|| &*Box::leak(Box::new(LogHist::new()))),
         }));
         self.channels[ch].store(c as *const Channel as *mut Channel, Release);
         c
@@ -303,7 +330,8 @@ impl Device {
     }
 }
 
-static DEVICES: [AtomicPtr<Device>; MAX_DEVS] = [const { AtomicPtr::new(ptr::null_mut()) }; MAX_DEVS];
+static DEVICES: [AtomicPtr<Device>; MAX_DEVS] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; MAX_DEVS];
 static REGISTER: Mutex<()> = Mutex::new(());
 
 #[inline(always)]
@@ -320,24 +348,39 @@ pub fn devices() -> impl Iterator<Item = &'static Device> {
 
 /// Registers device `id`. Registering the same name again returns the id; a different
 /// name on a taken id is refused.
-pub fn register(id: i32, roce_device: &str, transport: &str, hw: &HwSettings) -> Result<i32, String> {
-    let Ok(idx) = usize::try_from(id) else { return Err(format!("device id {id} is negative")) };
+pub fn register(
+    id: i32,
+    roce_device: &str,
+    transport: &str,
+    hw: &HwSettings,
+) -> Result<i32, String> {
+    let Ok(idx) = usize::try_from(id) else {
+        return Err(format!("device id {id} is negative"));
+    };
     if idx >= MAX_DEVS {
-        return Err(format!("device id {id} is out of range 0..{}", MAX_DEVS - 1));
+        return Err(format!(
+            "device id {id} is out of range 0..{}",
+            MAX_DEVS - 1
+        ));
     }
     let _g = REGISTER.lock();
     if let Some(d) = device(id) {
         return if d.roce_device == roce_device {
             Ok(id)
         } else {
-            Err(format!("device id {id} is already {}; {roce_device} not registered", d.roce_device))
+            Err(format!(
+                "device id {id} is already {}; {roce_device} not registered",
+                d.roce_device
+            ))
         };
     }
     let d = Box::leak(Box::new(Device {
         id: idx as u32,
         roce_device: roce_device.to_owned(),
         transport: transport.to_owned(),
-        channels: (0..MAX_CHANNELS).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+        channels: (0..MAX_CHANNELS)
+            .map(|_| AtomicPtr::new(ptr::null_mut()))
+            .collect(),
         new_channel: Mutex::new(()),
         channels_unknown: AtomicBool::new(false),
         untracked_no_channel: AtomicU64::new(0),
@@ -349,7 +392,10 @@ pub fn register(id: i32, roce_device: &str, transport: &str, hw: &HwSettings) ->
     }));
     DEVICES[idx].store(d, Release);
     // The header's inline device forms count for this device from now on.
-    crate::hot::rcclTelemetryHotV3.stripes[idx].store(d.stripes.as_ptr() as *mut DevShard as *mut std::ffi::c_void, Release);
+    crate::hot::rcclTelemetryHotV3.stripes[idx].store(
+        d.stripes.as_ptr() as *mut DevShard as *mut std::ffi::c_void,
+        Release,
+    );
     Ok(id)
 }
 
@@ -381,7 +427,9 @@ pub fn qp(dev: i32, ch: i32, qp: i32) -> Option<&'static RcclQpStats> {
 
 /// Records the role of QP slot `qp` of (dev, ch); false when the indices name no slot.
 pub fn set_qp_role(dev: i32, ch: i32, qp: i32, role: u8) -> bool {
-    let (Some(c), Ok(i)) = (channel(dev, ch), u64::try_from(qp)) else { return false };
+    let (Some(c), Ok(i)) = (channel(dev, ch), u64::try_from(qp)) else {
+        return false;
+    };
     c.slots.set_role(i, role)
 }
 
@@ -439,12 +487,12 @@ impl DevShard {
     }
 }
 
-
 /// The stripe of the calling thread.
 #[inline(always)]
 pub fn stripe() -> usize {
     // Thread control blocks sit pages apart: mix the page number, keep the top bits.
-    ((thread_pointer() as u64 >> 12).wrapping_mul(crate::hot::STRIPE_MIX) >> (64 - STRIPES.trailing_zeros())) as usize
+    ((thread_pointer() as u64 >> 12).wrapping_mul(crate::hot::STRIPE_MIX)
+        >> (64 - STRIPES.trailing_zeros())) as usize
 }
 
 /// Adds to a device-form counter: a plain load and store in the owner's set, an atomic add
@@ -469,7 +517,13 @@ pub struct DevTotals {
 }
 
 pub fn dev_totals(d: &Device) -> DevTotals {
-    let mut t = DevTotals { tx_bytes: 0, rx_bytes: 0, cq_errors: 0, cq_polls: 0, sizes: [0; SIZE_BUCKETS] };
+    let mut t = DevTotals {
+        tx_bytes: 0,
+        rx_bytes: 0,
+        cq_errors: 0,
+        cq_polls: 0,
+        sizes: [0; SIZE_BUCKETS],
+    };
     for s in d.stripes.iter().flat_map(|s| [&s.own, &s.shared.0]) {
         t.tx_bytes = t.tx_bytes.wrapping_add(s.tx_bytes.load(Relaxed));
         t.rx_bytes = t.rx_bytes.wrapping_add(s.rx_bytes.load(Relaxed));
@@ -532,16 +586,28 @@ mod tests {
         }
         a.set_role(7, ROLE_CTS); // told again: the last word wins
         for i in 0..40 {
-            let want = if i % 3 == 0 || i == 7 { ROLE_CTS } else { ROLE_DATA };
+            let want = if i % 3 == 0 || i == 7 {
+                ROLE_CTS
+            } else {
+                ROLE_DATA
+            };
             assert_eq!(a.role(i), want, "slot {i}");
             let q = a.get(i).unwrap();
-            assert_eq!(q.log_hist.load(Relaxed), log as *const LogHist as u64, "slot {i}: the word the inline hook uses as the pointer");
+            assert_eq!(
+                q.log_hist.load(Relaxed),
+                log as *const LogHist as u64,
+                "slot {i}: the word the inline hook uses as the pointer"
+            );
             assert!(std::ptr::eq(q.log_hist().unwrap(), log));
         }
         let b = SlotArena::new();
         b.reserve(2, None);
         b.set_role(1, ROLE_DATA);
-        assert_eq!(b.get(1).unwrap().log_hist.load(Relaxed), 0, "no histogram: the word is 0, whatever the role");
+        assert_eq!(
+            b.get(1).unwrap().log_hist.load(Relaxed),
+            0,
+            "no histogram: the word is 0, whatever the role"
+        );
         assert!(b.get(1).unwrap().log_hist().is_none());
         assert_eq!((b.role(0), b.role(1)), (ROLE_UNKNOWN, ROLE_DATA));
     }
@@ -558,13 +624,18 @@ mod tests {
         }
         assert!(here < STRIPES);
         assert_eq!(stripe(), here, "a thread keeps its stripe");
-        assert!(seen.len() >= 3, "8 threads landed on {} stripes", seen.len());
+        assert!(
+            seen.len() >= 3,
+            "8 threads landed on {} stripes",
+            seen.len()
+        );
     }
 
     #[test]
     fn one_owner_per_stripe_and_no_count_lost_when_threads_collide() {
         // Every thread on the same stripe: one owns it (plain adds), the rest share (atomic).
-        let shard: &'static DevShard = Box::leak(Box::new(unsafe { std::mem::zeroed::<DevShard>() }));
+        let shard: &'static DevShard =
+            Box::leak(Box::new(unsafe { std::mem::zeroed::<DevShard>() }));
         let owners = std::sync::atomic::AtomicUsize::new(0);
         // No thread exits before all have counted: a thread that reused an exited owner's
         // thread pointer would (rightly) inherit its ownership.
@@ -585,11 +656,18 @@ mod tests {
                 });
             }
         });
-        assert_eq!(owners.load(Relaxed), 1, "exactly one thread owns the stripe");
+        assert_eq!(
+            owners.load(Relaxed),
+            1,
+            "exactly one thread owns the stripe"
+        );
         let total = |f: fn(&DevCounters) -> u64| f(&shard.own) + f(&shard.shared.0);
         assert_eq!(total(|c| c.tx_bytes.load(Relaxed)), 12 * 20_000 * 3);
         assert_eq!(total(|c| c.sizes[5].load(Relaxed)), 12 * 20_000);
-        assert!(shard.shared.0.tx_bytes.load(Relaxed) > 0, "the others counted into the shared set");
+        assert!(
+            shard.shared.0.tx_bytes.load(Relaxed) > 0,
+            "the others counted into the shared set"
+        );
     }
 
     #[test]

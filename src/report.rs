@@ -10,7 +10,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
-use crate::counters::{size_bucket_max, ExtSnapshot, QpSnapshot, ROLE_CTS, ROLE_DATA, ROLE_UNKNOWN};
+use crate::counters::{
+    size_bucket_max, ExtSnapshot, QpSnapshot, ROLE_CTS, ROLE_DATA, ROLE_UNKNOWN,
+};
 use crate::hw::{HwReport, HwSamples, HwValue};
 use crate::loghist::{self, LOG_BUCKETS};
 use crate::peers;
@@ -121,7 +123,11 @@ pub struct QpStallReport {
 }
 
 impl QpStallReport {
-    pub fn of(st: &crate::stall::QpState, view: &crate::stall::DevView, preload: bool) -> QpStallReport {
+    pub fn of(
+        st: &crate::stall::QpState,
+        view: &crate::stall::DevView,
+        preload: bool,
+    ) -> QpStallReport {
         QpStallReport {
             num_wqe_outstanding: st.outstanding,
             oldest_outstanding_ms: preload.then(|| crate::stall::token_age_ms(st.oldest_token)),
@@ -195,7 +201,10 @@ pub struct QpIdentity {
 
 fn gid_keys(g: Option<[u8; 16]>) -> (Option<GidText>, Option<GidIp>) {
     let g = peers::nonzero(g);
-    (g.map(GidText), g.as_ref().and_then(peers::gid_addr).map(GidIp))
+    (
+        g.map(GidText),
+        g.as_ref().and_then(peers::gid_addr).map(GidIp),
+    )
 }
 
 fn lid_key(l: u16) -> Option<u16> {
@@ -210,7 +219,12 @@ fn qp_identity(q: Option<peers::QpInfo>, dev_gid: Option<[u8; 16]>, verbs: bool)
         local_gid: q.local_gid.filter(|g| Some(*g) != dev_gid).map(GidText),
         peer: q.peer.filter(|_| !ud).map(|r| {
             let (gid, gid_ip) = gid_keys(r.gid);
-            QpPeerReport { qp_num: r.qp_num, gid, gid_ip, lid: lid_key(r.lid) }
+            QpPeerReport {
+                qp_num: r.qp_num,
+                gid,
+                gid_ip,
+                lid: lid_key(r.lid),
+            }
         }),
         qp_type: if verbs { q.qp_type } else { None },
     }
@@ -422,7 +436,11 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
                 ext_total.accumulate(&e);
                 r.verbs = Some((&e).into());
             }
-            r.identity = Some(qp_identity(told.get(i as usize).copied().flatten(), local.gid, verbs));
+            r.identity = Some(qp_identity(
+                told.get(i as usize).copied().flatten(),
+                local.gid,
+                verbs,
+            ));
             if let Some(v) = &stall_view {
                 let st = v.state.qp(c.id, i).copied().unwrap_or_default();
                 r.stall = Some(QpStallReport::of(&st, v, verbs));
@@ -469,7 +487,11 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
         .finish()
         .into_iter()
         .map(|p| {
-            let g = if let peers::PeerKey::Gid(g) = p.key { Some(g) } else { None };
+            let g = if let peers::PeerKey::Gid(g) = p.key {
+                Some(g)
+            } else {
+                None
+            };
             let (gid, gid_ip) = gid_keys(g);
             PeerReport {
                 gid,
@@ -498,7 +520,10 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             .iter()
             .enumerate()
             .filter(|(_, &n)| n > 0)
-            .map(|(b, &n)| SizeStat { max_wqe_size: size_bucket_max(b), num_wqe: n })
+            .map(|(b, &n)| SizeStat {
+                max_wqe_size: size_bucket_max(b),
+                num_wqe: n,
+            })
             .collect(),
         channels,
         hw_counters: HwCounters(hw),
@@ -513,22 +538,39 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
         gid_ip,
         lid: lid_key(local.lid),
         peers: peer_list,
-        stall: stall_view.map(|v| DeviceStallReport { num_wqe_outstanding: v.state.outstanding, num_qps_stalled: v.state.stalled }),
+        stall: stall_view.map(|v| DeviceStallReport {
+            num_wqe_outstanding: v.state.outstanding,
+            num_qps_stalled: v.state.stalled,
+        }),
     }
 }
 
 /// Builds the whole file from the registry.
-pub fn build(id: &Identity, end_wall_ns: u64, samples: Option<HwSamples>, is_final: bool, trigger: &str) -> FileReport {
+pub fn build(
+    id: &Identity,
+    end_wall_ns: u64,
+    samples: Option<HwSamples>,
+    is_final: bool,
+    trigger: &str,
+) -> FileReport {
     // The stall keys as of now, not of the last tick.
     crate::stall::tick();
-    let devices: Vec<DeviceReport> = registry::devices().map(|d| device_report(d, id, d.hw.final_report())).collect();
-    let transport = registry::devices().map(|d| d.transport.clone()).find(|t| !t.is_empty());
+    let devices: Vec<DeviceReport> = registry::devices()
+        .map(|d| device_report(d, id, d.hw.final_report()))
+        .collect();
+    let transport = registry::devices()
+        .map(|d| d.transport.clone())
+        .find(|t| !t.is_empty());
     let (hw_samples, hw_samples_dropped) = match samples {
         Some(s) => (
             Some(
                 s.samples
                     .into_iter()
-                    .map(|x| SampleReport { device_id: x.device_id, timestamp_ns: x.timestamp_ns, counters: SampleCounters(x.counters) })
+                    .map(|x| SampleReport {
+                        device_id: x.device_id,
+                        timestamp_ns: x.timestamp_ns,
+                        counters: SampleCounters(x.counters),
+                    })
                     .collect(),
             ),
             Some(s.dropped),
@@ -582,7 +624,10 @@ pub fn rfc3339(unix_ns: u64) -> String {
 pub fn file_name(host: &str) -> String {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    let host: String = host.chars().map(|c| if c == '/' || c.is_control() { '_' } else { c }).collect();
+    let host: String = host
+        .chars()
+        .map(|c| if c == '/' || c.is_control() { '_' } else { c })
+        .collect();
     format!("rccl_telemetry_{host}_{uid}_{}.json", std::process::id())
 }
 
@@ -601,7 +646,11 @@ impl serde_json::ser::Formatter for Layout {
         w.write_all(b"]")
     }
     fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        if first { Ok(()) } else { w.write_all(b", ") }
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
     }
     fn end_array_value<W: ?Sized + Write>(&mut self, _w: &mut W) -> io::Result<()> {
         Ok(())
@@ -645,7 +694,13 @@ fn indent<W: ?Sized + Write>(w: &mut W, n: usize) -> io::Result<()> {
 
 /// Serialises a report in the file's layout.
 pub fn to_writer<W: Write, T: Serialize>(w: W, v: &T) -> io::Result<()> {
-    let mut ser = serde_json::Serializer::with_formatter(w, Layout { indent: 0, has_value: false });
+    let mut ser = serde_json::Serializer::with_formatter(
+        w,
+        Layout {
+            indent: 0,
+            has_value: false,
+        },
+    );
     v.serialize(&mut ser).map_err(io::Error::other)
 }
 
@@ -653,7 +708,11 @@ pub fn to_writer<W: Write, T: Serialize>(w: W, v: &T) -> io::Result<()> {
 /// temporary file with an unpredictable name, renamed into place (or to the fallback name
 /// when the final name cannot be taken), the directory fsync'ed. Returns where it went, or
 /// one line with the path and the reason.
-pub fn write_atomic<T: Serialize>(dir: &Path, name: &str, report: &T) -> Result<crate::atomic_file::Written, String> {
+pub fn write_atomic<T: Serialize>(
+    dir: &Path,
+    name: &str,
+    report: &T,
+) -> Result<crate::atomic_file::Written, String> {
     crate::atomic_file::write_atomic_with(&dir.join(name), |w| {
         to_writer(&mut *w, report)?;
         w.write_all(b"\n")
@@ -685,7 +744,8 @@ pub fn process_name() -> String {
 /// Checks early (at Init) that the output directory is usable, so a bad path is reported
 /// when the run starts rather than only at exit.
 pub fn probe_dir(dir: &Path) -> Result<(), String> {
-    let c = CString::new(dir.as_os_str().as_bytes()).map_err(|_| format!("output directory {} contains a NUL byte", dir.display()))?;
+    let c = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| format!("output directory {} contains a NUL byte", dir.display()))?;
     // SAFETY: c is a valid NUL-terminated path.
     if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
         return Err(format!(
@@ -704,9 +764,18 @@ mod tests {
     #[test]
     fn rfc3339_known_instants() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000000000Z");
-        assert_eq!(rfc3339(951_782_400_000_000_001), "2000-02-29T00:00:00.000000001Z");
-        assert_eq!(rfc3339(1_796_210_131_123_456_789), "2026-12-02T11:15:31.123456789Z");
-        assert_eq!(rfc3339(4_107_542_399_999_999_999), "2100-02-28T23:59:59.999999999Z");
+        assert_eq!(
+            rfc3339(951_782_400_000_000_001),
+            "2000-02-29T00:00:00.000000001Z"
+        );
+        assert_eq!(
+            rfc3339(1_796_210_131_123_456_789),
+            "2026-12-02T11:15:31.123456789Z"
+        );
+        assert_eq!(
+            rfc3339(4_107_542_399_999_999_999),
+            "2100-02-28T23:59:59.999999999Z"
+        );
     }
 
     #[test]
@@ -718,13 +787,21 @@ mod tests {
             c: Option<u32>,
             e: serde_json::Value,
         }
-        let v = T { a: vec![1, 2, 3], b: vec![serde_json::json!({"x": 1}), serde_json::json!({})], c: None, e: serde_json::json!({}) };
+        let v = T {
+            a: vec![1, 2, 3],
+            b: vec![serde_json::json!({"x": 1}), serde_json::json!({})],
+            c: None,
+            e: serde_json::json!({}),
+        };
         let mut out = Vec::new();
         to_writer(&mut out, &v).unwrap();
         let s = String::from_utf8(out).unwrap();
         assert!(s.contains("\"a\": [1, 2, 3]"), "{s}");
         let back: serde_json::Value = serde_json::from_str(&s).unwrap();
-        assert_eq!(back, serde_json::json!({"a": [1,2,3], "b": [{"x": 1}, {}], "c": null, "e": {}}));
+        assert_eq!(
+            back,
+            serde_json::json!({"a": [1,2,3], "b": [{"x": 1}, {}], "c": null, "e": {}})
+        );
     }
 
     #[test]
@@ -733,23 +810,38 @@ mod tests {
         let victim = dir.path().join("victim");
         std::fs::write(&victim, "keep").unwrap();
         std::os::unix::fs::symlink(&victim, dir.path().join("out.json")).unwrap();
-        let p = write_atomic(dir.path(), "out.json", &serde_json::json!({"k": 1})).unwrap().path;
+        let p = write_atomic(dir.path(), "out.json", &serde_json::json!({"k": 1}))
+            .unwrap()
+            .path;
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
-        assert!(!std::fs::symlink_metadata(&p).unwrap().file_type().is_symlink());
-        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(!std::fs::symlink_metadata(&p)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 2, "no temporary file left: {names:?}");
     }
 
     #[test]
     fn atomic_write_reports_path_and_reason() {
         let e = write_atomic(Path::new("/nonexistent/dir"), "x.json", &1).unwrap_err();
-        assert!(e.contains("/nonexistent/dir/x.json") && e.contains("No such file"), "{e}");
+        assert!(
+            e.contains("/nonexistent/dir/x.json") && e.contains("No such file"),
+            "{e}"
+        );
         assert!(!e.contains('\n'));
     }
 
     #[test]
     fn file_name_has_host_uid_pid() {
         let n = file_name("node/1");
-        assert!(n.starts_with("rccl_telemetry_node_1_") && n.ends_with(&format!("_{}.json", std::process::id())), "{n}");
+        assert!(
+            n.starts_with("rccl_telemetry_node_1_")
+                && n.ends_with(&format!("_{}.json", std::process::id())),
+            "{n}"
+        );
     }
 }

@@ -92,7 +92,8 @@ fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
             // SAFETY: h is the handler that was installed before ours, with its own flags.
             unsafe {
                 if o.sa_flags & libc::SA_SIGINFO != 0 {
-                    let f: extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void) = std::mem::transmute(h);
+                    let f: extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void) =
+                        std::mem::transmute(h);
                     f(sig, info, ctx);
                 } else {
                     let f: extern "C" fn(i32) = std::mem::transmute(h);
@@ -103,13 +104,21 @@ fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     }
 }
 
-fn install_one(sig: i32, handler: extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void), keep_ignored: bool) -> Result<bool, String> {
+fn install_one(
+    sig: i32,
+    handler: extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void),
+    keep_ignored: bool,
+) -> Result<bool, String> {
     // SAFETY: plain sigaction calls with valid pointers; OLD[sig] is written before our
     // handler can run.
     unsafe {
         let slot = &mut (*OLD.0.get())[sig as usize];
         if libc::sigaction(sig, std::ptr::null(), slot.as_mut_ptr()) != 0 {
-            return Err(format!("{}: {}", crate::config::signal_name(sig), std::io::Error::last_os_error()));
+            return Err(format!(
+                "{}: {}",
+                crate::config::signal_name(sig),
+                std::io::Error::last_os_error()
+            ));
         }
         if !keep_ignored && slot.assume_init_ref().sa_sigaction == libc::SIG_IGN {
             return Ok(false);
@@ -119,7 +128,11 @@ fn install_one(sig: i32, handler: extern "C" fn(i32, *mut libc::siginfo_t, *mut 
         act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
         libc::sigemptyset(&mut act.sa_mask);
         if libc::sigaction(sig, &act, std::ptr::null_mut()) != 0 {
-            return Err(format!("{}: {}", crate::config::signal_name(sig), std::io::Error::last_os_error()));
+            return Err(format!(
+                "{}: {}",
+                crate::config::signal_name(sig),
+                std::io::Error::last_os_error()
+            ));
         }
         OURS[sig as usize].store(true, Release);
     }
@@ -135,7 +148,12 @@ pub fn install(termination: bool, snapshot: Option<i32>) -> Vec<String> {
         for sig in crate::config::TERMINATION_SIGNALS {
             match install_one(sig, on_terminate, false) {
                 Ok(true) => {}
-                Ok(false) => crate::diag::debug(|| format!("{} is ignored by the process; left alone", crate::config::signal_name(sig))),
+                Ok(false) => crate::diag::debug(|| {
+                    format!(
+                        "{} is ignored by the process; left alone",
+                        crate::config::signal_name(sig)
+                    )
+                }),
                 Err(e) => diags.push(format!("cannot handle {e}")),
             }
         }
@@ -166,7 +184,8 @@ pub fn restore() {
         unsafe {
             let mut cur: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(sig, std::ptr::null(), &mut cur) == 0
-                && (cur.sa_sigaction == on_terminate as *const () as usize || cur.sa_sigaction == on_snapshot as *const () as usize)
+                && (cur.sa_sigaction == on_terminate as *const () as usize
+                    || cur.sa_sigaction == on_snapshot as *const () as usize)
             {
                 libc::sigaction(sig, old(sig), std::ptr::null_mut());
             }

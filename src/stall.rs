@@ -74,7 +74,11 @@ pub fn enabled() -> bool {
 
 /// The tick period: half the threshold, at least 5 ms; 0 when off.
 pub fn tick_period_ms(stall_ms: u64) -> u64 {
-    if stall_ms == 0 { 0 } else { (stall_ms / 2).max(5) }
+    if stall_ms == 0 {
+        0
+    } else {
+        (stall_ms / 2).max(5)
+    }
 }
 
 /// Registers the preload's walk (called by its engine at start).
@@ -109,12 +113,25 @@ pub fn read(slot: &RcclQpStats, ext: Option<&QpExt>) -> Reading {
     match ext {
         Some(e) => {
             let out = e.stall_out.load(Relaxed);
-            Reading { progress, outstanding: out & !EXPECT_BIT, expect: out & EXPECT_BIT != 0, oldest_token: e.stall_oldest.load(Relaxed) as i64 }
+            Reading {
+                progress,
+                outstanding: out & !EXPECT_BIT,
+                expect: out & EXPECT_BIT != 0,
+                oldest_token: e.stall_oldest.load(Relaxed) as i64,
+            }
         }
         None => {
-            let imm = slot.sent_imm.load(Relaxed).wrapping_add(slot.idx_imm.load(Relaxed));
+            let imm = slot
+                .sent_imm
+                .load(Relaxed)
+                .wrapping_add(slot.idx_imm.load(Relaxed));
             let outstanding = imm.saturating_sub(progress);
-            Reading { progress, outstanding, expect: outstanding > 0, oldest_token: 0 }
+            Reading {
+                progress,
+                outstanding,
+                expect: outstanding > 0,
+                oldest_token: 0,
+            }
         }
     }
 }
@@ -211,7 +228,13 @@ struct Detector {
     stalled_set: Vec<(u32, u32, u64)>,
 }
 
-static DET: Mutex<Detector> = Mutex::new(Detector { devs: Vec::new(), wall_offset: 0, ticked: false, tick_mono: 0, stalled_set: Vec::new() });
+static DET: Mutex<Detector> = Mutex::new(Detector {
+    devs: Vec::new(),
+    wall_offset: 0,
+    ticked: false,
+    tick_mono: 0,
+    stalled_set: Vec::new(),
+});
 
 /// A stall that started at a tick, for its stderr line.
 struct Started {
@@ -272,7 +295,14 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
                 let st = &mut qs[i as usize];
                 let r = read(slot, c.slots.ext(i));
                 if st.step(&r, mono, stall_ns) {
-                    started.push(Started { dev: d.id, ch: c.id, idx: i, outstanding: r.outstanding, waited_ns: mono - st.stall_start.unwrap_or(mono), channel: c });
+                    started.push(Started {
+                        dev: d.id,
+                        ch: c.id,
+                        idx: i,
+                        outstanding: r.outstanding,
+                        waited_ns: mono - st.stall_start.unwrap_or(mono),
+                        channel: c,
+                    });
                 }
                 out = out.wrapping_add(st.outstanding);
                 if st.stalled() {
@@ -298,9 +328,13 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
 /// line for the rest.
 fn say(started: &[Started]) {
     for s in started.iter().take(LINES_PER_TICK) {
-        let dev = registry::device(s.dev as i32).map(|d| d.roce_device.clone()).unwrap_or_default();
+        let dev = registry::device(s.dev as i32)
+            .map(|d| d.roce_device.clone())
+            .unwrap_or_default();
         let p = peer_labels(s.channel, s.idx);
-        let qpn = p.qp_num.map_or_else(|| "unknown".to_owned(), |n| n.to_string());
+        let qpn = p
+            .qp_num
+            .map_or_else(|| "unknown".to_owned(), |n| n.to_string());
         let peer = match (&p.peer_gid, p.peer_lid, p.peer_qp_num) {
             (Some(g), _, Some(n)) => format!("peer gid {g} qp_num {n}"),
             (None, Some(l), Some(n)) => format!("peer lid {l} qp_num {n}"),
@@ -317,7 +351,10 @@ fn say(started: &[Started]) {
         ));
     }
     if started.len() > LINES_PER_TICK {
-        diag::warn(&format!("stall: {} more QPs stalled at this check (not named; see the textfile or a snapshot)", started.len() - LINES_PER_TICK));
+        diag::warn(&format!(
+            "stall: {} more QPs stalled at this check (not named; see the textfile or a snapshot)",
+            started.len() - LINES_PER_TICK
+        ));
     }
 }
 
@@ -332,11 +369,15 @@ pub struct PeerLabels {
 
 /// Slot `i` of channel `c`: its QPN and its peer's GID (text form), QPN and LID, when told.
 pub fn peer_labels(c: &registry::Channel, i: u64) -> PeerLabels {
-    let Some(q) = c.peers.qp(i) else { return PeerLabels::default() };
+    let Some(q) = c.peers.qp(i) else {
+        return PeerLabels::default();
+    };
     let r = q.peer;
     PeerLabels {
         qp_num: q.qp_num,
-        peer_gid: r.and_then(|r| crate::peers::nonzero(r.gid)).map(|g| crate::peers::gid_text(&g)),
+        peer_gid: r
+            .and_then(|r| crate::peers::nonzero(r.gid))
+            .map(|g| crate::peers::gid_text(&g)),
         peer_qp_num: r.map(|r| r.qp_num),
         peer_lid: r.map(|r| r.lid).filter(|&l| l != 0),
     }
@@ -366,9 +407,17 @@ pub fn device_view(dev: u32) -> Option<DevView> {
     }
     let det = DET.lock();
     if !det.ticked {
-        return Some(DevView { state: DevState::default(), wall_offset: 0, tick_mono: 0 });
+        return Some(DevView {
+            state: DevState::default(),
+            wall_offset: 0,
+            tick_mono: 0,
+        });
     }
-    Some(DevView { state: det.devs.get(dev as usize).cloned().unwrap_or_default(), wall_offset: det.wall_offset, tick_mono: det.tick_mono })
+    Some(DevView {
+        state: det.devs.get(dev as usize).cloned().unwrap_or_default(),
+        wall_offset: det.wall_offset,
+        tick_mono: det.tick_mono,
+    })
 }
 
 /// (outstanding WRs, stalled QPs) of a device at the last tick, for hw_samples.
@@ -377,7 +426,11 @@ pub fn device_summary(dev: u32) -> Option<(u64, u64)> {
         return None;
     }
     let det = DET.lock();
-    Some(det.devs.get(dev as usize).map_or((0, 0), |d| (d.outstanding, d.stalled)))
+    Some(
+        det.devs
+            .get(dev as usize)
+            .map_or((0, 0), |d| (d.outstanding, d.stalled)),
+    )
 }
 
 /// Age in ms of a token's clock reading, now (None when it is no clock reading).
@@ -393,7 +446,12 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn r(progress: u64, outstanding: u64) -> Reading {
-        Reading { progress, outstanding, expect: outstanding > 0, oldest_token: 0 }
+        Reading {
+            progress,
+            outstanding,
+            expect: outstanding > 0,
+            oldest_token: 0,
+        }
     }
 
     #[test]
@@ -429,7 +487,12 @@ mod tests {
     #[test]
     fn outstanding_that_expects_no_completion_is_no_stall() {
         let mut s = QpState::default();
-        let unsignalled = Reading { progress: 1, outstanding: 4, expect: false, oldest_token: 0 };
+        let unsignalled = Reading {
+            progress: 1,
+            outstanding: 4,
+            expect: false,
+            oldest_token: 0,
+        };
         for t in 0..20 {
             assert!(!s.step(&unsignalled, t * 500 * MS, 1000 * MS));
         }
@@ -455,7 +518,15 @@ mod tests {
         slot.idx_imm.store(1, Relaxed);
         slot.wqe_rcvd.store(2, Relaxed);
         slot.cts_signalled.store(9, Relaxed);
-        assert_eq!(read(&slot, None), Reading { progress: 2, outstanding: 2, expect: true, oldest_token: 0 });
+        assert_eq!(
+            read(&slot, None),
+            Reading {
+                progress: 2,
+                outstanding: 2,
+                expect: true,
+                oldest_token: 0
+            }
+        );
         slot.wqe_rcvd.store(10, Relaxed); // receive completions on the same QP: a lower bound
         assert_eq!(read(&slot, None).outstanding, 0);
     }
@@ -467,7 +538,15 @@ mod tests {
         ext.stall_out.store(EXPECT_BIT | 7, Relaxed);
         ext.stall_oldest.store(12345, Relaxed);
         slot.sent_imm.store(100, Relaxed); // not used in this mode
-        assert_eq!(read(&slot, Some(&ext)), Reading { progress: 0, outstanding: 7, expect: true, oldest_token: 12345 });
+        assert_eq!(
+            read(&slot, Some(&ext)),
+            Reading {
+                progress: 0,
+                outstanding: 7,
+                expect: true,
+                oldest_token: 12345
+            }
+        );
         ext.stall_out.store(3, Relaxed);
         assert_eq!(read(&slot, Some(&ext)).expect, false);
     }

@@ -25,10 +25,20 @@ pub fn net_dir(root: &Path, netdev: &str) -> PathBuf {
 /// would otherwise block open() forever, with the registration lock held. Anything that is
 /// not a regular file is unavailable, with a line under RCCL_TELEMETRY_DEBUG.
 pub fn read_text(path: &Path) -> Option<String> {
-    let f = File::options().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC).open(path).ok()?;
+    let f = File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
     let ft = f.metadata().ok()?.file_type();
     if !ft.is_file() {
-        crate::diag::debug(|| format!("{} is not a regular file ({}); read as unavailable", path.display(), kind(&ft)));
+        crate::diag::debug(|| {
+            format!(
+                "{} is not a regular file ({}); read as unavailable",
+                path.display(),
+                kind(&ft)
+            )
+        });
         return None;
     }
     let mut buf = Vec::new();
@@ -115,7 +125,10 @@ pub fn numeric_entries(dir: &Path) -> Vec<u32> {
 /// Names in a directory, sorted (for deterministic fallbacks).
 pub fn sorted_entries(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().to_str().map(str::to_owned)).collect(),
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .collect(),
         Err(_) => Vec::new(),
     };
     v.sort();
@@ -134,7 +147,18 @@ mod tests {
         assert_eq!(parse_counter("0"), Some(0));
         assert_eq!(parse_counter("18446744073709551615"), Some(u64::MAX));
         assert_eq!(parse_counter("3\0\0"), Some(3));
-        for bad in ["", "\n", "N/A (no PMA)\n", "-1", "+5", "0x10", "1 2", "18446744073709551616", "12abc", "1.5"] {
+        for bad in [
+            "",
+            "\n",
+            "N/A (no PMA)\n",
+            "-1",
+            "+5",
+            "0x10",
+            "1 2",
+            "18446744073709551616",
+            "12abc",
+            "1.5",
+        ] {
             assert_eq!(parse_counter(bad), None, "{bad:?} must be unavailable");
         }
     }
@@ -163,7 +187,9 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let q = p.clone();
         std::thread::spawn(move || tx.send(read_counter(&q)).unwrap());
-        let got = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("reading a FIFO hung");
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("reading a FIFO hung");
         assert_eq!(got, None);
     }
 
@@ -178,7 +204,10 @@ mod tests {
     #[test]
     fn names_are_cleaned() {
         assert_eq!(clean_name("eth0\n").as_deref(), Some("eth0"));
-        assert_eq!(clean_name("enp0s29u1u7u3c2\0garbage").as_deref(), Some("enp0s29u1u7u3c2"));
+        assert_eq!(
+            clean_name("enp0s29u1u7u3c2\0garbage").as_deref(),
+            Some("enp0s29u1u7u3c2")
+        );
         assert_eq!(clean_name("\n"), None);
         assert!(!is_safe_component("../etc"));
         assert!(!is_safe_component(".."));

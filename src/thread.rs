@@ -98,8 +98,18 @@ mod tests {
         let h = spawn_quiet("t", || {
             let (_, mask) = block(SigSet::Only(&[]));
             // SAFETY: reading a valid mask.
-            for s in [libc::SIGTERM, libc::SIGINT, libc::SIGUSR1, libc::SIGHUP, libc::SIGQUIT] {
-                assert_eq!(unsafe { libc::sigismember(&mask, s) }, 1, "signal {s} unblocked in our thread");
+            for s in [
+                libc::SIGTERM,
+                libc::SIGINT,
+                libc::SIGUSR1,
+                libc::SIGHUP,
+                libc::SIGQUIT,
+            ] {
+                assert_eq!(
+                    unsafe { libc::sigismember(&mask, s) },
+                    1,
+                    "signal {s} unblocked in our thread"
+                );
             }
         })
         .unwrap();
@@ -107,7 +117,10 @@ mod tests {
         let (_, after) = block(SigSet::Only(&[]));
         // SAFETY: reading valid masks.
         unsafe {
-            assert_eq!(libc::sigismember(&before, libc::SIGTERM), libc::sigismember(&after, libc::SIGTERM));
+            assert_eq!(
+                libc::sigismember(&before, libc::SIGTERM),
+                libc::sigismember(&after, libc::SIGTERM)
+            );
         }
     }
 }

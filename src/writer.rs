@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-pub use crate::atomic_file::{random_token, write_atomic, write_atomic_mode, write_atomic_with, Written};
+pub use crate::atomic_file::{
+    random_token, write_atomic, write_atomic_mode, write_atomic_with, Written,
+};
 pub use crate::thread::{block, restore_mask, spawn_quiet, SigSet};
 
 /// What caused a write; recorded in the file as "trigger".
@@ -80,15 +82,22 @@ fn pipe(flags_write_end: i32) -> Result<(i32, i32), String> {
 /// Starts the writer thread. `interval_s` = 0: no periodic JSON snapshot; `prom_interval_s`
 /// = 0: no Prometheus textfile; `stall_tick_ms` = 0: no stall detector tick; all 0: it only
 /// serves requests.
-pub fn start(interval_s: u64, prom_interval_s: u64, stall_tick_ms: u64, jobs: Jobs) -> Result<(), String> {
+pub fn start(
+    interval_s: u64,
+    prom_interval_s: u64,
+    stall_tick_ms: u64,
+    jobs: Jobs,
+) -> Result<(), String> {
     let (rr, rw) = pipe(libc::O_NONBLOCK)?;
     let (ar, aw) = pipe(libc::O_NONBLOCK)?;
     REQ_R.store(rr, Relaxed);
     REQ_W.store(rw, Relaxed);
     ACK_R.store(ar, Relaxed);
     ACK_W.store(aw, Relaxed);
-    let handle = spawn_quiet("rccl-tel-writer", move || serve(rr, aw, interval_s, prom_interval_s, stall_tick_ms, jobs))
-        .map_err(|e| format!("cannot start the writer thread: {e}"))?;
+    let handle = spawn_quiet("rccl-tel-writer", move || {
+        serve(rr, aw, interval_s, prom_interval_s, stall_tick_ms, jobs)
+    })
+    .map_err(|e| format!("cannot start the writer thread: {e}"))?;
     *THREAD.lock() = Some(handle);
     Ok(())
 }
@@ -105,7 +114,10 @@ impl Every {
     }
 
     fn ms(ms: u64) -> Option<Every> {
-        (ms > 0).then(|| Every { period: Duration::from_millis(ms), next: Instant::now() + Duration::from_millis(ms) })
+        (ms > 0).then(|| Every {
+            period: Duration::from_millis(ms),
+            next: Instant::now() + Duration::from_millis(ms),
+        })
     }
 
     /// True (and the next time set) when due.
@@ -122,18 +134,37 @@ impl Every {
     }
 }
 
-fn serve(req: i32, ack: i32, interval_s: u64, prom_interval_s: u64, stall_tick_ms: u64, jobs: Jobs) {
+fn serve(
+    req: i32,
+    ack: i32,
+    interval_s: u64,
+    prom_interval_s: u64,
+    stall_tick_ms: u64,
+    jobs: Jobs,
+) {
     let mut json = Every::new(interval_s);
     let mut prom = Every::new(prom_interval_s);
     let mut stall = Every::ms(stall_tick_ms);
     loop {
-        let next = [&json, &prom, &stall].into_iter().flatten().map(|e| e.next).min();
+        let next = [&json, &prom, &stall]
+            .into_iter()
+            .flatten()
+            .map(|e| e.next)
+            .min();
         let timeout_ms = match next {
             None => -1,
             // Rounded up: waking before the deadline would spin until it passes.
-            Some(t) => t.saturating_duration_since(Instant::now()).as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32,
+            Some(t) => t
+                .saturating_duration_since(Instant::now())
+                .as_nanos()
+                .div_ceil(1_000_000)
+                .min(i32::MAX as u128) as i32,
         };
-        let mut pfd = libc::pollfd { fd: req, events: libc::POLLIN, revents: 0 };
+        let mut pfd = libc::pollfd {
+            fd: req,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: one valid pollfd.
         let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
         if n == 0 {
@@ -195,7 +226,11 @@ pub fn wait_ack(timeout_ms: i32) -> bool {
     if fd < 0 {
         return false;
     }
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd; then one byte into a stack buffer.
     unsafe {
         if libc::poll(&mut pfd, 1, timeout_ms) == 1 {
@@ -208,7 +243,9 @@ pub fn wait_ack(timeout_ms: i32) -> bool {
 
 /// Stops and joins the writer (exit and dlclose). Safe to call when it never started.
 pub fn stop() {
-    let Some(handle) = THREAD.lock().take() else { return };
+    let Some(handle) = THREAD.lock().take() else {
+        return;
+    };
     for _ in 0..1000 {
         if request(STOP) {
             break;

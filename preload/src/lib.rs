@@ -49,18 +49,26 @@ pub extern "C" fn rtp_init() -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn rtp_register_device(index: c_int, name: *const c_char) -> c_int {
     boundary!("rtp_register_device", -1, {
-        let Some(rt) = rccl_telemetry::runtime() else { return -1 };
+        let Some(rt) = rccl_telemetry::runtime() else {
+            return -1;
+        };
         if name.is_null() {
             return -1;
         }
         // SAFETY: per the caller's contract.
-        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+        let name = unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned();
         match registry::register(index, &name, TRANSPORT, &rt.cfg.hw) {
             Ok(id) => {
                 if let Some(d) = registry::device(id) {
                     d.channels_unknown.store(true, Relaxed);
                     rccl_telemetry::diag::debug(|| {
-                        format!("verbs device {id}: {name} ({}, netdev \"{}\")", d.hw.hw_type(), d.hw.eth_device())
+                        format!(
+                            "verbs device {id}: {name} ({}, netdev \"{}\")",
+                            d.hw.hw_type(),
+                            d.hw.eth_device()
+                        )
                     });
                 }
                 id
@@ -82,7 +90,9 @@ pub unsafe extern "C" fn rtp_register_device(index: c_int, name: *const c_char) 
 #[no_mangle]
 pub unsafe extern "C" fn rtp_qp_slot(dev: c_int, ext: *mut *const QpExt) -> *const RcclQpStats {
     let (slot, e) = boundary!("rtp_qp_slot", (std::ptr::null(), std::ptr::null()), {
-        let Some(d) = registry::device(dev) else { return (std::ptr::null(), std::ptr::null()) };
+        let Some(d) = registry::device(dev) else {
+            return (std::ptr::null(), std::ptr::null());
+        };
         if let Some(c) = d.channel(CHANNEL) {
             if c.slots.reserved() >= MAX_QPS_PER_DEVICE {
                 c.untracked.fetch_add(1, Relaxed);
@@ -92,8 +102,14 @@ pub unsafe extern "C" fn rtp_qp_slot(dev: c_int, ext: *mut *const QpExt) -> *con
         match registry::setup_channel(dev, CHANNEL, 1) {
             Some((first, 1)) => {
                 let c = d.channel(CHANNEL).expect("set up");
-                let slot = c.slots.get(first).map_or(std::ptr::null(), |q| q as *const RcclQpStats);
-                let e = c.slots.ext(first).map_or(std::ptr::null(), |q| q as *const QpExt);
+                let slot = c
+                    .slots
+                    .get(first)
+                    .map_or(std::ptr::null(), |q| q as *const RcclQpStats);
+                let e = c
+                    .slots
+                    .ext(first)
+                    .map_or(std::ptr::null(), |q| q as *const QpExt);
                 (slot, e)
             }
             _ => (std::ptr::null(), std::ptr::null()),
@@ -113,11 +129,15 @@ pub unsafe extern "C" fn rtp_qp_slot(dev: c_int, ext: *mut *const QpExt) -> *con
 #[no_mangle]
 pub unsafe extern "C" fn rtp_latency(slot: *const RcclQpStats, token: i64) {
     // SAFETY: slots are NULL or stable addresses.
-    boundary!("rtp_latency", (), if let Some(q) = unsafe { slot.as_ref() } {
-        if token > rccl_telemetry::latency::TS_UNSAMPLED {
-            q.latency_shared(token);
+    boundary!(
+        "rtp_latency",
+        (),
+        if let Some(q) = unsafe { slot.as_ref() } {
+            if token > rccl_telemetry::latency::TS_UNSAMPLED {
+                q.latency_shared(token);
+            }
         }
-    })
+    )
 }
 
 /// `n` receive WRs posted to a shared receive queue of device `dev`.
@@ -155,7 +175,15 @@ pub unsafe extern "C" fn rtp_diag(debug_only: c_int, msg: *const c_char) {
 }
 
 /// The QP types the interposer names (`"qp_type"`); anything else is `"other"`.
-const QP_TYPES: &[&str] = &["rc", "uc", "ud", "raw_packet", "xrc_send", "xrc_recv", "driver"];
+const QP_TYPES: &[&str] = &[
+    "rc",
+    "uc",
+    "ud",
+    "raw_packet",
+    "xrc_send",
+    "xrc_recv",
+    "driver",
+];
 
 /// The slot a C caller passed, if any.
 ///
@@ -188,13 +216,19 @@ unsafe fn gid16(p: *const u8) -> Option<[u8; 16]> {
 pub unsafe extern "C" fn rtp_qp_set_type(slot: *const RcclQpStats, type_: *const c_char) {
     boundary!("rtp_qp_set_type", (), {
         // SAFETY: per the caller's contract.
-        let Some(q) = (unsafe { slot_ref(slot) }) else { return };
+        let Some(q) = (unsafe { slot_ref(slot) }) else {
+            return;
+        };
         if type_.is_null() {
             return;
         }
         // SAFETY: per the caller's contract.
         let t = unsafe { CStr::from_ptr(type_) }.to_bytes();
-        let name = QP_TYPES.iter().find(|n| n.as_bytes() == t).copied().unwrap_or("other");
+        let name = QP_TYPES
+            .iter()
+            .find(|n| n.as_bytes() == t)
+            .copied()
+            .unwrap_or("other");
         rccl_telemetry::peers::set_qp_type(q, name);
     })
 }
@@ -207,7 +241,9 @@ pub unsafe extern "C" fn rtp_qp_set_type(slot: *const RcclQpStats, type_: *const
 pub unsafe extern "C" fn rtp_qp_set_local(slot: *const RcclQpStats, qp_num: u32, port: c_int) {
     boundary!("rtp_qp_set_local", (), {
         // SAFETY: per the caller's contract.
-        let Some(q) = (unsafe { slot_ref(slot) }) else { return };
+        let Some(q) = (unsafe { slot_ref(slot) }) else {
+            return;
+        };
         rccl_telemetry::peers::set_local(q, qp_num, u8::try_from(port).ok().filter(|p| *p > 0));
     })
 }
@@ -232,7 +268,9 @@ pub unsafe extern "C" fn rtp_qp_set_peer(
 ) {
     boundary!("rtp_qp_set_peer", (), {
         // SAFETY: per the caller's contract.
-        let Some(q) = (unsafe { slot_ref(slot) }) else { return };
+        let Some(q) = (unsafe { slot_ref(slot) }) else {
+            return;
+        };
         let p = rccl_telemetry::peers::PeerInfo {
             qp_num,
             // SAFETY: per the caller's contract.

@@ -26,7 +26,12 @@ fn verbs_keys_and_qp_cap() {
         unsafe { rtp_qp_slot(dev, std::ptr::null_mut()) };
     }
     assert_eq!(rccl_telemetry::capi::rcclTelemetryFlush(), 0);
-    let f = std::fs::read_dir(dir.path()).unwrap().next().unwrap().unwrap().path();
+    let f = std::fs::read_dir(dir.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let text = std::fs::read_to_string(f).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["transport"], "verbs-preload");

@@ -24,7 +24,11 @@ pub fn lib_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let so = profile_dir().join("librccl_telemetry.so");
-        assert!(so.exists(), "{} was not built: run `cargo build --release` first (`make test` does)", so.display());
+        assert!(
+            so.exists(),
+            "{} was not built: run `cargo build --release` first (`make test` does)",
+            so.display()
+        );
         // cargo test builds the rlib, not the cdylib: refuse to test a shared object older
         // than the sources rather than silently test old code.
         let built = std::fs::metadata(&so).and_then(|m| m.modified()).unwrap();
@@ -34,7 +38,11 @@ pub fn lib_dir() -> &'static Path {
             .filter_map(|e| e.ok()?.metadata().ok()?.modified().ok())
             .max()
             .unwrap();
-        assert!(built >= newest_src, "{} is older than src/: run `cargo build --release` first (`make test` does)", so.display());
+        assert!(
+            built >= newest_src,
+            "{} is older than src/: run `cargo build --release` first (`make test` does)",
+            so.display()
+        );
         let dir = profile_dir().join("c_abi_lib");
         std::fs::create_dir_all(&dir).unwrap();
         for name in ["librccl_telemetry.so", "librccl_telemetry.so.0"] {
@@ -48,7 +56,10 @@ pub fn lib_dir() -> &'static Path {
 
 /// Compiles c_tests/<name>.c (C11, warnings as errors) once per test binary.
 pub fn c_program(name: &str, extra: &[&str]) -> PathBuf {
-    let out = profile_dir().join(format!("c_abi_{name}{}", extra.join("").replace(['-', '='], "_")));
+    let out = profile_dir().join(format!(
+        "c_abi_{name}{}",
+        extra.join("").replace(['-', '='], "_")
+    ));
     let src = root().join("c_tests").join(format!("{name}.c"));
     let lib = lib_dir();
     let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
@@ -103,7 +114,12 @@ pub fn telemetry_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("rccl_telemetry_"))
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("rccl_telemetry_")
+        })
         .collect();
     v.sort();
     v
@@ -112,7 +128,10 @@ pub fn telemetry_files(dir: &Path) -> Vec<PathBuf> {
 pub fn schema() -> &'static jsonschema::Validator {
     static V: OnceLock<jsonschema::Validator> = OnceLock::new();
     V.get_or_init(|| {
-        let s: Value = serde_json::from_str(&std::fs::read_to_string(root().join("schema/rccl_telemetry.schema.json")).unwrap()).unwrap();
+        let s: Value = serde_json::from_str(
+            &std::fs::read_to_string(root().join("schema/rccl_telemetry.schema.json")).unwrap(),
+        )
+        .unwrap();
         jsonschema::validator_for(&s).expect("the schema compiles")
     })
 }
@@ -120,12 +139,22 @@ pub fn schema() -> &'static jsonschema::Validator {
 /// Reads a telemetry file, checks it against the schema, and returns it.
 pub fn load_valid(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()));
-    let errors: Vec<String> = schema().iter_errors(&v).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-    assert!(errors.is_empty(), "{} violates the schema:\n{}", path.display(), errors.join("\n"));
+    let v: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()));
+    let errors: Vec<String> = schema()
+        .iter_errors(&v)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{} violates the schema:\n{}",
+        path.display(),
+        errors.join("\n")
+    );
     v
 }
 
 pub fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not an unsigned integer: {v}"))
+    v.as_u64()
+        .unwrap_or_else(|| panic!("not an unsigned integer: {v}"))
 }

@@ -100,7 +100,11 @@ pub fn read(ctx: &ReadCtx<'_>, plan: &Plan) -> (Snapshot, Vec<String>) {
     let mut notes = Vec::new();
     let ib = crate::sysfs::ib_dir(ctx.root, ctx.ibdev);
     let port_dir = ib.join("ports").join(ctx.port.to_string());
-    let net = if ctx.netdev.is_empty() { None } else { Some(crate::sysfs::net_dir(ctx.root, ctx.netdev)) };
+    let net = if ctx.netdev.is_empty() {
+        None
+    } else {
+        Some(crate::sysfs::net_dir(ctx.root, ctx.netdev))
+    };
 
     let eth = if plan.needs(Src::Ethtool) {
         if ctx.netdev.is_empty() {
@@ -125,8 +129,12 @@ pub fn read(ctx: &ReadCtx<'_>, plan: &Plan) -> (Snapshot, Vec<String>) {
             Src::HwCounters => crate::sysfs::read_counter(&port_dir.join("hw_counters").join(name))
                 .or_else(|| crate::sysfs::read_counter(&ib.join("hw_counters").join(name))),
             Src::PmaCounters => crate::sysfs::read_counter(&port_dir.join("counters").join(name)),
-            Src::NetStat => net.as_ref().and_then(|n| crate::sysfs::read_counter(&n.join("statistics").join(name))),
-            Src::NetAttr => net.as_ref().and_then(|n| crate::sysfs::read_counter(&n.join(name))),
+            Src::NetStat => net
+                .as_ref()
+                .and_then(|n| crate::sysfs::read_counter(&n.join("statistics").join(name))),
+            Src::NetAttr => net
+                .as_ref()
+                .and_then(|n| crate::sysfs::read_counter(&n.join(name))),
         };
         if let Some(v) = v {
             snap.vals.insert((*src, name.clone()), v);
@@ -161,7 +169,10 @@ pub fn raw_delta(t: &Term, name: &str, base: u64, fin: u64) -> Result<u64, Strin
     } else if t.wrap32 && base <= u64::from(u32::MAX) && fin <= u64::from(u32::MAX) {
         Ok(fin + (1u64 << 32) - base)
     } else {
-        Err(format!("{} {name} went backwards ({base} -> {fin}): counter reset, reported -1", t.src.label()))
+        Err(format!(
+            "{} {name} went backwards ({base} -> {fin}): counter reset, reported -1",
+            t.src.label()
+        ))
     }
 }
 
@@ -203,7 +214,14 @@ fn eval_alt(alt: &[Term], prio: Option<usize>, base: &Snapshot, fin: &Snapshot) 
 /// Evaluates `key` for driver column `table`: the first alternative read both times wins.
 /// `prio` selects one entry of a per-priority key. With `ib_sysfs_only`, alternatives that
 /// need anything but IB sysfs are skipped (the sampler).
-pub fn evaluate(key: &Key, table: usize, prio: Option<usize>, base: &Snapshot, fin: &Snapshot, ib_sysfs_only: bool) -> Eval {
+pub fn evaluate(
+    key: &Key,
+    table: usize,
+    prio: Option<usize>,
+    base: &Snapshot,
+    fin: &Snapshot,
+    ib_sysfs_only: bool,
+) -> Eval {
     debug_assert!(prio.is_none() || key.kind == Kind::PerPrio);
     for alt in key.map[table].iter() {
         if ib_sysfs_only && !alt.iter().all(|t| t.src.is_ib_sysfs()) {
@@ -219,7 +237,10 @@ pub fn evaluate(key: &Key, table: usize, prio: Option<usize>, base: &Snapshot, f
 
 /// True when `key` has at least one IB-sysfs-only alternative for `table`.
 pub fn sampleable(key: &Key, table: usize) -> bool {
-    key.sampled && key.map[table].iter().any(|alt| alt.iter().all(|t| t.src.is_ib_sysfs()))
+    key.sampled
+        && key.map[table]
+            .iter()
+            .any(|alt| alt.iter().all(|t| t.src.is_ib_sysfs()))
 }
 
 #[cfg(test)]
@@ -242,8 +263,18 @@ mod tests {
 
     #[test]
     fn wrap32_is_corrected_and_64bit_backwards_is_reset() {
-        let t32 = Term { src: Src::HwCounters, name: "x", scale: 1, wrap32: true };
-        let t64 = Term { src: Src::HwCounters, name: "x", scale: 1, wrap32: false };
+        let t32 = Term {
+            src: Src::HwCounters,
+            name: "x",
+            scale: 1,
+            wrap32: true,
+        };
+        let t64 = Term {
+            src: Src::HwCounters,
+            name: "x",
+            scale: 1,
+            wrap32: false,
+        };
         assert_eq!(raw_delta(&t32, "x", 4_294_967_000, 100), Ok(396));
         assert_eq!(raw_delta(&t32, "x", 5, 5), Ok(0));
         assert!(raw_delta(&t64, "x", 10, 9).is_err());
@@ -254,8 +285,14 @@ mod tests {
     #[test]
     fn primary_beats_alias_whatever_the_order() {
         let k = key("cnp_sent");
-        let b = snap(&[(Src::HwCounters, "tx_cnp_pkts", 0), (Src::HwCounters, "np_cnp_pkts", 10)]);
-        let f = snap(&[(Src::HwCounters, "tx_cnp_pkts", 1000), (Src::HwCounters, "np_cnp_pkts", 15)]);
+        let b = snap(&[
+            (Src::HwCounters, "tx_cnp_pkts", 0),
+            (Src::HwCounters, "np_cnp_pkts", 10),
+        ]);
+        let f = snap(&[
+            (Src::HwCounters, "tx_cnp_pkts", 1000),
+            (Src::HwCounters, "np_cnp_pkts", 15),
+        ]);
         assert_eq!(evaluate(k, THOR2, None, &b, &f, false), Eval::Value(5));
         // Alias only: used.
         let b = snap(&[(Src::HwCounters, "tx_cnp_pkts", 1)]);
@@ -267,16 +304,32 @@ mod tests {
     fn name_present_in_one_snapshot_only_falls_back() {
         let k = key("delta_tx_bytes");
         let b = snap(&[(Src::PmaCounters, "port_xmit_data", 100)]);
-        let f = snap(&[(Src::Ethtool, "tx_vport_rdma_unicast_bytes", 9999), (Src::PmaCounters, "port_xmit_data", 150)]);
-        assert_eq!(evaluate(k, MLX5, None, &b, &f, false), Eval::Value(200), "PMA words x4");
+        let f = snap(&[
+            (Src::Ethtool, "tx_vport_rdma_unicast_bytes", 9999),
+            (Src::PmaCounters, "port_xmit_data", 150),
+        ]);
+        assert_eq!(
+            evaluate(k, MLX5, None, &b, &f, false),
+            Eval::Value(200),
+            "PMA words x4"
+        );
     }
 
     #[test]
     fn reset_does_not_fall_back() {
         let k = key("delta_tx_bytes");
-        let b = snap(&[(Src::Ethtool, "tx_vport_rdma_unicast_bytes", 500), (Src::PmaCounters, "port_xmit_data", 1)]);
-        let f = snap(&[(Src::Ethtool, "tx_vport_rdma_unicast_bytes", 10), (Src::PmaCounters, "port_xmit_data", 2)]);
-        assert!(matches!(evaluate(k, MLX5, None, &b, &f, false), Eval::Reset(_)));
+        let b = snap(&[
+            (Src::Ethtool, "tx_vport_rdma_unicast_bytes", 500),
+            (Src::PmaCounters, "port_xmit_data", 1),
+        ]);
+        let f = snap(&[
+            (Src::Ethtool, "tx_vport_rdma_unicast_bytes", 10),
+            (Src::PmaCounters, "port_xmit_data", 2),
+        ]);
+        assert!(matches!(
+            evaluate(k, MLX5, None, &b, &f, false),
+            Eval::Reset(_)
+        ));
         assert_eq!(evaluate(k, MLX5, None, &b, &f, false).value(), -1);
     }
 
@@ -285,8 +338,14 @@ mod tests {
         let total = key("pfc_rx_frames_total");
         let arr = key("pfc_rx_frames");
         // mlx5 prints only priorities 3 and 4 (PFC enabled there).
-        let b = snap(&[(Src::Ethtool, "rx_prio3_pause", 10), (Src::Ethtool, "rx_prio4_pause", 1)]);
-        let f = snap(&[(Src::Ethtool, "rx_prio3_pause", 25), (Src::Ethtool, "rx_prio4_pause", 2)]);
+        let b = snap(&[
+            (Src::Ethtool, "rx_prio3_pause", 10),
+            (Src::Ethtool, "rx_prio4_pause", 1),
+        ]);
+        let f = snap(&[
+            (Src::Ethtool, "rx_prio3_pause", 25),
+            (Src::Ethtool, "rx_prio4_pause", 2),
+        ]);
         assert_eq!(evaluate(total, MLX5, None, &b, &f, false), Eval::Value(16));
         assert_eq!(evaluate(arr, MLX5, Some(3), &b, &f, false), Eval::Value(15));
         assert_eq!(evaluate(arr, MLX5, Some(0), &b, &f, false), Eval::Absent);
@@ -295,16 +354,28 @@ mod tests {
     #[test]
     fn sums_of_old_bnxt_names() {
         let k = key("resp_cqe_error");
-        let b = snap(&[(Src::HwCounters, "res_cmp_err", 1), (Src::HwCounters, "res_cq_load_err", 2)]);
-        let f = snap(&[(Src::HwCounters, "res_cmp_err", 4), (Src::HwCounters, "res_cq_load_err", 7)]);
+        let b = snap(&[
+            (Src::HwCounters, "res_cmp_err", 1),
+            (Src::HwCounters, "res_cq_load_err", 2),
+        ]);
+        let f = snap(&[
+            (Src::HwCounters, "res_cmp_err", 4),
+            (Src::HwCounters, "res_cq_load_err", 7),
+        ]);
         assert_eq!(evaluate(k, THOR2, None, &b, &f, false), Eval::Value(8));
     }
 
     #[test]
     fn sampler_mode_skips_ethtool_alternatives() {
         let k = key("delta_tx_bytes");
-        let b = snap(&[(Src::Ethtool, "tx_vport_rdma_unicast_bytes", 0), (Src::PmaCounters, "port_xmit_data", 0)]);
-        let f = snap(&[(Src::Ethtool, "tx_vport_rdma_unicast_bytes", 7), (Src::PmaCounters, "port_xmit_data", 1)]);
+        let b = snap(&[
+            (Src::Ethtool, "tx_vport_rdma_unicast_bytes", 0),
+            (Src::PmaCounters, "port_xmit_data", 0),
+        ]);
+        let f = snap(&[
+            (Src::Ethtool, "tx_vport_rdma_unicast_bytes", 7),
+            (Src::PmaCounters, "port_xmit_data", 1),
+        ]);
         assert_eq!(evaluate(k, MLX5, None, &b, &f, true), Eval::Value(4));
     }
 
@@ -314,11 +385,15 @@ mod tests {
         allowed[index_of("cnp_sent").unwrap()] = true;
         let p = Plan::new(MLX5, &allowed, false);
         assert!(!p.needs(Src::Ethtool));
-        assert!(p.items.contains(&(Src::HwCounters, "np_cnp_sent".to_owned())));
+        assert!(p
+            .items
+            .contains(&(Src::HwCounters, "np_cnp_sent".to_owned())));
         assert_eq!(p.items.len(), 1);
         let all = vec![true; VOCAB.len()];
         let p = Plan::new(MLX5, &all, false);
-        assert!(p.items.contains(&(Src::Ethtool, "rx_prio7_pause_duration".to_owned())));
+        assert!(p
+            .items
+            .contains(&(Src::Ethtool, "rx_prio7_pause_duration".to_owned())));
         let s = Plan::new(MLX5, &all, true);
         assert!(!s.needs(Src::Ethtool) && !s.needs(Src::NetStat) && !s.is_empty());
     }

@@ -1,7 +1,7 @@
 //! Which driver family runs a RoCE device, and which port to read.
 
-use crate::sysfs;
 use super::vocab;
+use crate::sysfs;
 use std::path::Path;
 
 /// The driver family of a RoCE device, reported as `hw_type`.
@@ -59,8 +59,14 @@ impl HwType {
 /// 3. No `device` link at all (recent rxe): a name starting with "rxe" is Soft-RoCE.
 pub fn detect(root: &Path, ibdev: &str) -> (HwType, String) {
     let dir = sysfs::ib_dir(root, ibdev);
-    if let Some(parent) = sysfs::read_text(&dir.join("parent")).as_deref().and_then(sysfs::clean_name) {
-        return (HwType::Rxe, format!("'parent' attribute names netdev {parent} (rdma_rxe)"));
+    if let Some(parent) = sysfs::read_text(&dir.join("parent"))
+        .as_deref()
+        .and_then(sysfs::clean_name)
+    {
+        return (
+            HwType::Rxe,
+            format!("'parent' attribute names netdev {parent} (rdma_rxe)"),
+        );
     }
     if let Some(drv) = sysfs::link_basename(&dir.join("device").join("driver")) {
         let t = HwType::from_driver_name(&drv);
@@ -70,7 +76,10 @@ pub fn detect(root: &Path, ibdev: &str) -> (HwType, String) {
         return (HwType::Rxe, "no device link and an rxe name".to_owned());
     }
     if !dir.exists() {
-        return (HwType::Unsupported, format!("{} does not exist", dir.display()));
+        return (
+            HwType::Unsupported,
+            format!("{} does not exist", dir.display()),
+        );
     }
     (HwType::Unsupported, "no device/driver link".to_owned())
 }
@@ -154,7 +163,11 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(d.path().join("class/infiniband/rxe3/ports/1")).unwrap();
         assert_eq!(detect(d.path(), "rxe3").0, HwType::Rxe);
-        assert_eq!(detect(d.path(), "rxe9").0, HwType::Unsupported, "absent device");
+        assert_eq!(
+            detect(d.path(), "rxe9").0,
+            HwType::Unsupported,
+            "absent device"
+        );
     }
 
     #[test]
@@ -163,7 +176,11 @@ mod tests {
         let ports = d.path().join("class/infiniband/x/ports");
         for (p, ll) in [(1, "InfiniBand"), (2, "Ethernet"), (10, "Ethernet")] {
             std::fs::create_dir_all(ports.join(p.to_string())).unwrap();
-            std::fs::write(ports.join(p.to_string()).join("link_layer"), format!("{ll}\n")).unwrap();
+            std::fs::write(
+                ports.join(p.to_string()).join("link_layer"),
+                format!("{ll}\n"),
+            )
+            .unwrap();
         }
         assert_eq!(pick_port(d.path(), "x"), 2);
         assert_eq!(pick_port(d.path(), "absent"), 1);

@@ -35,12 +35,22 @@ impl fmt::Display for EthtoolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EthtoolError::BadName(n) => write!(f, "'{n}' is not a valid interface name"),
-            EthtoolError::Socket(e) => write!(f, "socket() failed: {}", std::io::Error::from_raw_os_error(*e)),
+            EthtoolError::Socket(e) => write!(
+                f,
+                "socket() failed: {}",
+                std::io::Error::from_raw_os_error(*e)
+            ),
             EthtoolError::Ioctl { cmd, errno } => {
-                write!(f, "{cmd} failed: {}", std::io::Error::from_raw_os_error(*errno))
+                write!(
+                    f,
+                    "{cmd} failed: {}",
+                    std::io::Error::from_raw_os_error(*errno)
+                )
             }
             EthtoolError::NoStats => write!(f, "the driver reports no statistics"),
-            EthtoolError::TooMany(n) => write!(f, "the driver reports {n} statistics, more than accepted"),
+            EthtoolError::TooMany(n) => {
+                write!(f, "the driver reports {n} statistics, more than accepted")
+            }
             EthtoolError::Unstable => write!(f, "the statistics set kept changing between calls"),
         }
     }
@@ -83,8 +93,17 @@ fn errno() -> i32 {
 }
 
 /// Issues one SIOCETHTOOL with `buf` as the command block.
-fn ioctl(sock: &Sock, ifname: &str, buf: &mut [u64], cmd: &'static str) -> Result<(), EthtoolError> {
-    let mut ifr = IfReq { name: [0; libc::IFNAMSIZ], data: buf.as_mut_ptr().cast(), _pad: [0; 24 - std::mem::size_of::<usize>()] };
+fn ioctl(
+    sock: &Sock,
+    ifname: &str,
+    buf: &mut [u64],
+    cmd: &'static str,
+) -> Result<(), EthtoolError> {
+    let mut ifr = IfReq {
+        name: [0; libc::IFNAMSIZ],
+        data: buf.as_mut_ptr().cast(),
+        _pad: [0; 24 - std::mem::size_of::<usize>()],
+    };
     for (dst, src) in ifr.name.iter_mut().zip(ifname.bytes()) {
         *dst = src as libc::c_char;
     }
@@ -92,7 +111,10 @@ fn ioctl(sock: &Sock, ifname: &str, buf: &mut [u64], cmd: &'static str) -> Resul
     // the command block the kernel writes (callers size it with slack, see module docs).
     let rc = unsafe { libc::ioctl(sock.0, SIOCETHTOOL as _, &mut ifr as *mut IfReq) };
     if rc < 0 {
-        Err(EthtoolError::Ioctl { cmd, errno: errno() })
+        Err(EthtoolError::Ioctl {
+            cmd,
+            errno: errno(),
+        })
     } else {
         Ok(())
     }
@@ -125,7 +147,8 @@ fn u32_at(buf: &[u64], off: usize) -> u32 {
 
 fn set_u32_at(buf: &mut [u64], off: usize, v: u32) {
     // SAFETY: u64 storage viewed as bytes; length and alignment are preserved.
-    let bytes = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) };
+    let bytes =
+        unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) };
     bytes[off..off + 4].copy_from_slice(&v.to_ne_bytes());
 }
 
@@ -270,13 +293,19 @@ mod tests {
     fn strings_are_trimmed_and_unterminated_slots_kept() {
         let full = "x".repeat(32);
         let data = slots(&["rx_bytes", "tx_pause_storm_warning_events ", &full]);
-        assert_eq!(parse_strings(&data, 3), vec!["rx_bytes", "tx_pause_storm_warning_events", full.as_str()]);
+        assert_eq!(
+            parse_strings(&data, 3),
+            vec!["rx_bytes", "tx_pause_storm_warning_events", full.as_str()]
+        );
         assert_eq!(parse_strings(&data, 10).len(), 3, "short block");
     }
 
     #[test]
     fn first_duplicate_wins_by_name_not_position() {
-        let m = pair(vec!["a".into(), "b".into(), "a".into(), "".into()], &[1, 2, 3, 4]);
+        let m = pair(
+            vec!["a".into(), "b".into(), "a".into(), "".into()],
+            &[1, 2, 3, 4],
+        );
         assert_eq!(m.get("a"), Some(&1));
         assert_eq!(m.get("b"), Some(&2));
         assert_eq!(m.len(), 2);
@@ -284,7 +313,10 @@ mod tests {
 
     #[test]
     fn bad_interface_names_fail_without_ioctl() {
-        assert!(matches!(read_stats("a_name_longer_than_15"), Err(EthtoolError::BadName(_))));
+        assert!(matches!(
+            read_stats("a_name_longer_than_15"),
+            Err(EthtoolError::BadName(_))
+        ));
         assert!(matches!(read_stats("../x"), Err(EthtoolError::BadName(_))));
     }
 
@@ -293,7 +325,10 @@ mod tests {
         // lo has no driver statistics; a missing device fails with ENODEV. Neither panics.
         assert!(read_stats("lo").is_err());
         let e = read_stats("nonexist0zz").unwrap_err();
-        assert!(e.to_string().contains("failed") || e.to_string().contains("socket"), "{e}");
+        assert!(
+            e.to_string().contains("failed") || e.to_string().contains("socket"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -308,7 +343,9 @@ mod tests {
     /// A kernel whose driver's string set changes size as the calls go by: each call answers
     /// with the count `counts` gives for that call, writing as many entries as the kernel would
     /// (it ignores the length user space passed in).
-    fn simulated(counts: Vec<usize>) -> impl FnMut(&mut [u64], &'static str) -> Result<(), EthtoolError> {
+    fn simulated(
+        counts: Vec<usize>,
+    ) -> impl FnMut(&mut [u64], &'static str) -> Result<(), EthtoolError> {
         let mut i = 0;
         move |buf: &mut [u64], cmd: &'static str| {
             let n = counts[i.min(counts.len() - 1)];
@@ -318,11 +355,17 @@ mod tests {
                 "ETHTOOL_GSTRINGS" => {
                     set_u32_at(buf, 8, n as u32);
                     // SAFETY: u64 storage viewed as bytes.
-                    let bytes = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) };
-                    assert!(12 + n * ETH_GSTRING_LEN <= bytes.len(), "the kernel would overrun the strings buffer");
+                    let bytes = unsafe {
+                        std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8)
+                    };
+                    assert!(
+                        12 + n * ETH_GSTRING_LEN <= bytes.len(),
+                        "the kernel would overrun the strings buffer"
+                    );
                     for k in 0..n {
                         let name = format!("stat_{k}");
-                        bytes[12 + k * ETH_GSTRING_LEN..][..name.len()].copy_from_slice(name.as_bytes());
+                        bytes[12 + k * ETH_GSTRING_LEN..][..name.len()]
+                            .copy_from_slice(name.as_bytes());
                     }
                 }
                 "ETHTOOL_GSTATS" => {
@@ -358,8 +401,14 @@ mod tests {
     #[test]
     fn a_set_that_never_settles_is_an_error() {
         let flapping: Vec<usize> = (0..30).map(|i| if i % 3 == 2 { 5 } else { 6 }).collect();
-        assert_eq!(read_with(&mut simulated(flapping)), Err(EthtoolError::Unstable));
-        assert_eq!(read_with(&mut simulated(vec![0])), Err(EthtoolError::NoStats));
+        assert_eq!(
+            read_with(&mut simulated(flapping)),
+            Err(EthtoolError::Unstable)
+        );
+        assert_eq!(
+            read_with(&mut simulated(vec![0])),
+            Err(EthtoolError::NoStats)
+        );
     }
 
     proptest! {

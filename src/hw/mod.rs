@@ -46,7 +46,12 @@ pub struct HwSettings {
 
 impl Default for HwSettings {
     fn default() -> Self {
-        HwSettings { sysfs_root: PathBuf::from("/sys"), allow: None, sample_ms: 0, debug: false }
+        HwSettings {
+            sysfs_root: PathBuf::from("/sys"),
+            allow: None,
+            sample_ms: 0,
+            debug: false,
+        }
     }
 }
 
@@ -139,7 +144,13 @@ impl HwDevice {
             let (eth, eth_how) = netdev::find(&root, roce_device, port, hw);
             (hw, how, port, eth, eth_how)
         } else {
-            (driver::HwType::Unsupported, "not a valid device name".to_owned(), 1, String::new(), "none")
+            (
+                driver::HwType::Unsupported,
+                "not a valid device name".to_owned(),
+                1,
+                String::new(),
+                "none",
+            )
         };
         let allowed = allowed_mask(&settings.allow);
         let (plan, sample_plan) = match hw.table_index() {
@@ -178,7 +189,12 @@ impl HwDevice {
     }
 
     fn ctx(&self) -> ReadCtx<'_> {
-        ReadCtx { root: &self.root, ibdev: &self.roce_device, port: self.port, netdev: &self.eth }
+        ReadCtx {
+            root: &self.root,
+            ibdev: &self.roce_device,
+            port: self.port,
+            netdev: &self.eth,
+        }
     }
 
     fn read(&self, plan: &Plan, what: &str) -> Snapshot {
@@ -188,9 +204,17 @@ impl HwDevice {
         let (snap, notes) = baseline::read(&self.ctx(), plan);
         if self.debug {
             for n in notes {
-                diag(&format!("hw device {} '{}' {what}: {n}", self.device_id, self.roce_device));
+                diag(&format!(
+                    "hw device {} '{}' {what}: {n}",
+                    self.device_id, self.roce_device
+                ));
             }
-            diag(&format!("hw device {} '{}' {what}: {} raw counters read", self.device_id, self.roce_device, snap.count()));
+            diag(&format!(
+                "hw device {} '{}' {what}: {} raw counters read",
+                self.device_id,
+                self.roce_device,
+                snap.count()
+            ));
         }
         snap
     }
@@ -222,11 +246,17 @@ impl HwDevice {
                 continue;
             }
             let value = match key.kind {
-                Kind::Scalar => HwValue::Scalar(self.judge(key.name, baseline::evaluate(key, table, None, base, &fin, false))),
+                Kind::Scalar => HwValue::Scalar(self.judge(
+                    key.name,
+                    baseline::evaluate(key, table, None, base, &fin, false),
+                )),
                 Kind::PerPrio => {
                     let mut a = [-1i64; 8];
                     for (p, slot) in a.iter_mut().enumerate() {
-                        *slot = self.judge(key.name, baseline::evaluate(key, table, Some(p), base, &fin, false));
+                        *slot = self.judge(
+                            key.name,
+                            baseline::evaluate(key, table, Some(p), base, &fin, false),
+                        );
                     }
                     HwValue::PerPrio(a)
                 }
@@ -239,7 +269,10 @@ impl HwDevice {
     fn judge(&self, key: &str, e: Eval) -> i64 {
         if let Eval::Reset(why) = &e {
             if self.debug {
-                diag(&format!("hw device {} '{}': {key}: {why}", self.device_id, self.roce_device));
+                diag(&format!(
+                    "hw device {} '{}': {key}: {why}",
+                    self.device_id, self.roce_device
+                ));
             }
         }
         e.value()
@@ -255,7 +288,12 @@ impl HwDevice {
             .iter()
             .enumerate()
             .filter(|(i, k)| self.allowed[*i] && baseline::sampleable(k, table))
-            .map(|(_, k)| (k.name, baseline::evaluate(k, table, None, base, &cur, true).value()))
+            .map(|(_, k)| {
+                (
+                    k.name,
+                    baseline::evaluate(k, table, None, base, &cur, true).value(),
+                )
+            })
             .collect();
         if row.is_empty() {
             None
@@ -348,7 +386,10 @@ pub mod testing {
             "| Key | Meaning (unit) | mlx5 | thor2 (bnxt_re / bnxt_en) | ainic (ionic) | rxe (Soft-RoCE) |\n|---|---|---|---|---|---|\n",
         );
         for (k, unit, meaning, cols) in vocabulary_table() {
-            s.push_str(&format!("| `{k}` | {meaning} ({unit}) | {} | {} | {} | {} |\n", cols[0], cols[1], cols[2], cols[3]));
+            s.push_str(&format!(
+                "| `{k}` | {meaning} ({unit}) | {} | {} | {} | {} |\n",
+                cols[0], cols[1], cols[2], cols[3]
+            ));
         }
         s
     }
@@ -365,7 +406,11 @@ pub mod testing {
                             alt.iter()
                                 .map(|t| {
                                     let w = if t.wrap32 { " (32b)" } else { "" };
-                                    let s = if t.scale != 1 { format!(" ×{}", t.scale) } else { String::new() };
+                                    let s = if t.scale != 1 {
+                                        format!(" ×{}", t.scale)
+                                    } else {
+                                        String::new()
+                                    };
                                     format!("{} `{}`{s}{w}", t.src.label(), t.name)
                                 })
                                 .collect::<Vec<_>>()
@@ -391,7 +436,10 @@ mod tests {
     #[test]
     fn unsupported_device_reads_nothing_and_reports_minus_one() {
         let d = tempfile::tempdir().unwrap();
-        let s = HwSettings { sysfs_root: d.path().to_path_buf(), ..Default::default() };
+        let s = HwSettings {
+            sysfs_root: d.path().to_path_buf(),
+            ..Default::default()
+        };
         let dev: &'static HwDevice = Box::leak(Box::new(HwDevice::probe(0, "nonexistent0", &s)));
         assert_eq!(dev.hw_type(), "unsupported");
         assert_eq!(dev.eth_device(), "");
@@ -418,10 +466,19 @@ mod tests {
     #[test]
     fn allow_mask_and_unknown_names() {
         assert!(allowed_mask(&None).iter().all(|b| *b));
-        assert!(allowed_mask(&Some(vec![" ".into(), "".into()])).iter().all(|b| *b));
-        let m = allowed_mask(&Some(vec!["cnp_sent".into(), " out_of_buffer ".into(), "bogus_counter".into()]));
+        assert!(allowed_mask(&Some(vec![" ".into(), "".into()]))
+            .iter()
+            .all(|b| *b));
+        let m = allowed_mask(&Some(vec![
+            "cnp_sent".into(),
+            " out_of_buffer ".into(),
+            "bogus_counter".into(),
+        ]));
         assert_eq!(m.iter().filter(|b| **b).count(), 2);
-        assert_eq!(validate_allow_list(&["bogus_counter".into(), "cnp_sent".into()]), vec!["bogus_counter".to_owned()]);
+        assert_eq!(
+            validate_allow_list(&["bogus_counter".into(), "cnp_sent".into()]),
+            vec!["bogus_counter".to_owned()]
+        );
     }
 
     #[test]

@@ -23,16 +23,26 @@ pub fn valid_ifname(name: &str) -> bool {
 /// 4. "" when there is none.
 pub fn find(root: &Path, ibdev: &str, port: u32, hw: HwType) -> (String, &'static str) {
     let ib = sysfs::ib_dir(root, ibdev);
-    let ndevs = ib.join("ports").join(port.to_string()).join("gid_attrs").join("ndevs");
+    let ndevs = ib
+        .join("ports")
+        .join(port.to_string())
+        .join("gid_attrs")
+        .join("ndevs");
     for i in sysfs::numeric_entries(&ndevs) {
-        if let Some(n) = sysfs::read_text(&ndevs.join(i.to_string())).as_deref().and_then(sysfs::clean_name) {
+        if let Some(n) = sysfs::read_text(&ndevs.join(i.to_string()))
+            .as_deref()
+            .and_then(sysfs::clean_name)
+        {
             if valid_ifname(&n) {
                 return (n, "gid_attrs/ndevs");
             }
         }
     }
     if hw == HwType::Rxe {
-        if let Some(n) = sysfs::read_text(&ib.join("parent")).as_deref().and_then(sysfs::clean_name) {
+        if let Some(n) = sysfs::read_text(&ib.join("parent"))
+            .as_deref()
+            .and_then(sysfs::clean_name)
+        {
             if valid_ifname(&n) {
                 return (n, "parent");
             }

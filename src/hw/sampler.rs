@@ -34,7 +34,11 @@ pub struct Ring {
 impl Ring {
     pub fn new(cap: usize) -> Ring {
         let cap = cap.max(1);
-        Ring { buf: VecDeque::with_capacity(cap.min(1024)), cap, dropped: 0 }
+        Ring {
+            buf: VecDeque::with_capacity(cap.min(1024)),
+            cap,
+            dropped: 0,
+        }
     }
 
     pub fn push(&mut self, s: HwSample) {
@@ -46,7 +50,10 @@ impl Ring {
     }
 
     pub fn take(&mut self) -> HwSamples {
-        HwSamples { samples: self.buf.drain(..).collect(), dropped: std::mem::take(&mut self.dropped) }
+        HwSamples {
+            samples: self.buf.drain(..).collect(),
+            dropped: std::mem::take(&mut self.dropped),
+        }
     }
 }
 
@@ -59,12 +66,19 @@ pub struct Clock {
 
 impl Clock {
     pub fn start() -> Clock {
-        let wall0_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-        Clock { wall0_ns, mono0: Instant::now() }
+        let wall0_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        Clock {
+            wall0_ns,
+            mono0: Instant::now(),
+        }
     }
 
     pub fn now_ns(&self) -> u64 {
-        self.wall0_ns.saturating_add(self.mono0.elapsed().as_nanos() as u64)
+        self.wall0_ns
+            .saturating_add(self.mono0.elapsed().as_nanos() as u64)
     }
 }
 
@@ -100,10 +114,20 @@ fn sample_all(ring: &Mutex<Ring>, clock: &Clock) {
         {
             let mut counters = hw.unwrap_or_default();
             if let Some((out, stalled)) = stall {
-                counters.push(("num_wqe_outstanding", i64::try_from(out).unwrap_or(i64::MAX)));
-                counters.push(("num_qps_stalled", i64::try_from(stalled).unwrap_or(i64::MAX)));
+                counters.push((
+                    "num_wqe_outstanding",
+                    i64::try_from(out).unwrap_or(i64::MAX),
+                ));
+                counters.push((
+                    "num_qps_stalled",
+                    i64::try_from(stalled).unwrap_or(i64::MAX),
+                ));
             }
-            let s = HwSample { device_id: d.device_id, timestamp_ns: clock.now_ns(), counters };
+            let s = HwSample {
+                device_id: d.device_id,
+                timestamp_ns: clock.now_ns(),
+                counters,
+            };
             ring.lock().push(s);
         }
     }
@@ -148,7 +172,11 @@ pub fn start_with_capacity(settings: &HwSettings, capacity: usize) {
         }
         return;
     }
-    let shared = Arc::new(Shared { stop: Mutex::new(false), cv: Condvar::new(), ring: Mutex::new(Ring::new(capacity)) });
+    let shared = Arc::new(Shared {
+        stop: Mutex::new(false),
+        cv: Condvar::new(),
+        ring: Mutex::new(Ring::new(capacity)),
+    });
     let interval = Duration::from_millis(settings.sample_ms);
     let clock = Clock::start();
     let s2 = Arc::clone(&shared);
@@ -156,12 +184,17 @@ pub fn start_with_capacity(settings: &HwSettings, capacity: usize) {
     let handle = match handle {
         Ok(h) => Some(h),
         Err(e) => {
-            diag(&format!("cannot start the hw sampler thread ({e}); hw_samples will be empty"));
+            diag(&format!(
+                "cannot start the hw sampler thread ({e}); hw_samples will be empty"
+            ));
             None
         }
     };
     if settings.debug && handle.is_some() {
-        diag(&format!("hw sampler started, every {} ms, at most {capacity} rows", settings.sample_ms));
+        diag(&format!(
+            "hw sampler started, every {} ms, at most {capacity} rows",
+            settings.sample_ms
+        ));
     }
     *st = Some(Running { shared, handle });
 }
@@ -179,7 +212,10 @@ pub fn snapshot() -> Option<HwSamples> {
     let st = STATE.lock();
     let r = st.as_ref()?;
     let ring = r.shared.ring.lock();
-    Some(HwSamples { samples: ring.buf.iter().cloned().collect(), dropped: ring.dropped })
+    Some(HwSamples {
+        samples: ring.buf.iter().cloned().collect(),
+        dropped: ring.dropped,
+    })
 }
 
 /// Stops and joins the sampler and hands over its rows; None when it never started.
@@ -201,7 +237,11 @@ mod tests {
     use super::*;
 
     fn row(i: u64) -> HwSample {
-        HwSample { device_id: 0, timestamp_ns: i, counters: vec![("cnp_sent", i as i64)] }
+        HwSample {
+            device_id: 0,
+            timestamp_ns: i,
+            counters: vec![("cnp_sent", i as i64)],
+        }
     }
 
     #[test]
@@ -212,7 +252,13 @@ mod tests {
         }
         let out = r.take();
         assert_eq!(out.dropped, 2);
-        assert_eq!(out.samples.iter().map(|s| s.timestamp_ns).collect::<Vec<_>>(), vec![2, 3, 4]);
+        assert_eq!(
+            out.samples
+                .iter()
+                .map(|s| s.timestamp_ns)
+                .collect::<Vec<_>>(),
+            vec![2, 3, 4]
+        );
         let again = r.take();
         assert!(again.samples.is_empty() && again.dropped == 0);
     }

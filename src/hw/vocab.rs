@@ -86,25 +86,60 @@ pub struct Key {
 }
 
 const fn eth(name: &'static str) -> Term {
-    Term { src: Src::Ethtool, name, scale: 1, wrap32: false }
+    Term {
+        src: Src::Ethtool,
+        name,
+        scale: 1,
+        wrap32: false,
+    }
 }
 const fn eth32(name: &'static str) -> Term {
-    Term { src: Src::Ethtool, name, scale: 1, wrap32: true }
+    Term {
+        src: Src::Ethtool,
+        name,
+        scale: 1,
+        wrap32: true,
+    }
 }
 const fn hw(name: &'static str) -> Term {
-    Term { src: Src::HwCounters, name, scale: 1, wrap32: false }
+    Term {
+        src: Src::HwCounters,
+        name,
+        scale: 1,
+        wrap32: false,
+    }
 }
 const fn hw32(name: &'static str) -> Term {
-    Term { src: Src::HwCounters, name, scale: 1, wrap32: true }
+    Term {
+        src: Src::HwCounters,
+        name,
+        scale: 1,
+        wrap32: true,
+    }
 }
 const fn pma(name: &'static str, scale: u64) -> Term {
-    Term { src: Src::PmaCounters, name, scale, wrap32: false }
+    Term {
+        src: Src::PmaCounters,
+        name,
+        scale,
+        wrap32: false,
+    }
 }
 const fn nstat(name: &'static str) -> Term {
-    Term { src: Src::NetStat, name, scale: 1, wrap32: false }
+    Term {
+        src: Src::NetStat,
+        name,
+        scale: 1,
+        wrap32: false,
+    }
 }
 const fn nattr(name: &'static str) -> Term {
-    Term { src: Src::NetAttr, name, scale: 1, wrap32: false }
+    Term {
+        src: Src::NetAttr,
+        name,
+        scale: 1,
+        wrap32: false,
+    }
 }
 
 const NONE: &[Alt] = &[];
@@ -118,8 +153,15 @@ pub static VOCAB: &[Key] = &[
         meaning: "RDMA (RoCE) bytes transmitted by this function, as the NIC counts them",
         sampled: false,
         map: [
-            &[&[eth("tx_vport_rdma_unicast_bytes")], &[pma("port_xmit_data", 4)]],
-            &[&[hw("tx_bytes")], &[hw("tx_roce_only_bytes")], &[pma("port_xmit_data", 4)]],
+            &[
+                &[eth("tx_vport_rdma_unicast_bytes")],
+                &[pma("port_xmit_data", 4)],
+            ],
+            &[
+                &[hw("tx_bytes")],
+                &[hw("tx_roce_only_bytes")],
+                &[pma("port_xmit_data", 4)],
+            ],
             &[&[hw("tx_rdma_ucast_bytes")]],
             NONE,
         ],
@@ -131,7 +173,10 @@ pub static VOCAB: &[Key] = &[
         meaning: "RDMA (RoCE) bytes received by this function, as the NIC counts them",
         sampled: false,
         map: [
-            &[&[eth("rx_vport_rdma_unicast_bytes")], &[pma("port_rcv_data", 4)]],
+            &[
+                &[eth("rx_vport_rdma_unicast_bytes")],
+                &[pma("port_rcv_data", 4)],
+            ],
             &[
                 &[hw("rx_bytes")],
                 &[hw("rx_roce_good_bytes")],
@@ -150,8 +195,15 @@ pub static VOCAB: &[Key] = &[
         meaning: "RDMA (RoCE) packets transmitted by this function",
         sampled: true,
         map: [
-            &[&[eth("tx_vport_rdma_unicast_packets")], &[pma("port_xmit_packets", 1)]],
-            &[&[hw("tx_pkts")], &[hw("tx_roce_only_pkts")], &[pma("port_xmit_packets", 1)]],
+            &[
+                &[eth("tx_vport_rdma_unicast_packets")],
+                &[pma("port_xmit_packets", 1)],
+            ],
+            &[
+                &[hw("tx_pkts")],
+                &[hw("tx_roce_only_pkts")],
+                &[pma("port_xmit_packets", 1)],
+            ],
             &[&[hw("tx_rdma_ucast_pkts")]],
             &[&[hw("sent_pkts")]],
         ],
@@ -163,7 +215,10 @@ pub static VOCAB: &[Key] = &[
         meaning: "RDMA (RoCE) packets received by this function",
         sampled: true,
         map: [
-            &[&[eth("rx_vport_rdma_unicast_packets")], &[pma("port_rcv_packets", 1)]],
+            &[
+                &[eth("rx_vport_rdma_unicast_packets")],
+                &[pma("port_rcv_packets", 1)],
+            ],
             &[
                 &[hw("rx_pkts")],
                 &[hw("rx_roce_good_pkts")],
@@ -234,7 +289,11 @@ pub static VOCAB: &[Key] = &[
         sampled: true,
         map: [
             &[&[hw("np_cnp_sent")]],
-            &[&[hw("np_cnp_pkts")], &[hw("np_cnp_sent")], &[hw("tx_cnp_pkts")]],
+            &[
+                &[hw("np_cnp_pkts")],
+                &[hw("np_cnp_sent")],
+                &[hw("tx_cnp_pkts")],
+            ],
             &[&[hw("tx_rdma_cnp_pkts")]],
             NONE,
         ],
@@ -268,7 +327,10 @@ pub static VOCAB: &[Key] = &[
         sampled: true,
         map: [
             &[&[hw("np_ecn_marked_roce_packets")]],
-            &[&[hw("np_ecn_marked_roce_packets")], &[hw("rx_ecn_marked_pkts")]],
+            &[
+                &[hw("np_ecn_marked_roce_packets")],
+                &[hw("rx_ecn_marked_pkts")],
+            ],
             &[&[hw("rx_rdma_ecn_pkts")]],
             NONE,
         ],
@@ -399,7 +461,12 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "RNR NAKs sent by the responder (no receive WQE posted)",
         sampled: false,
-        map: [NONE, NONE, &[&[hw("resp_tx_rnr_retry_err")]], &[&[hw("send_rnr_err")]]],
+        map: [
+            NONE,
+            NONE,
+            &[&[hw("resp_tx_rnr_retry_err")]],
+            &[&[hw("send_rnr_err")]],
+        ],
     },
     Key {
         name: "req_cqe_error",
@@ -442,7 +509,10 @@ pub static VOCAB: &[Key] = &[
         sampled: false,
         map: [
             &[&[hw32("resp_cqe_error")]],
-            &[&[hw("resp_cqe_error")], &[hw("res_cmp_err"), hw("res_cq_load_err")]],
+            &[
+                &[hw("resp_cqe_error")],
+                &[hw("res_cmp_err"), hw("res_cq_load_err")],
+            ],
             &[&[hw("resp_rx_cqe_err")]],
             NONE,
         ],
@@ -455,7 +525,10 @@ pub static VOCAB: &[Key] = &[
         sampled: false,
         map: [
             &[&[hw32("req_remote_access_errors")]],
-            &[&[hw("req_remote_access_errors")], &[hw("remote_access_err")]],
+            &[
+                &[hw("req_remote_access_errors")],
+                &[hw("remote_access_err")],
+            ],
             &[&[hw("req_rx_rmt_acc_err")]],
             NONE,
         ],
@@ -468,7 +541,10 @@ pub static VOCAB: &[Key] = &[
         sampled: false,
         map: [
             &[&[hw32("resp_remote_access_errors")]],
-            &[&[hw("resp_remote_access_errors")], &[hw("res_rx_no_perm"), hw("res_tx_no_perm")]],
+            &[
+                &[hw("resp_remote_access_errors")],
+                &[hw("res_rx_no_perm"), hw("res_tx_no_perm")],
+            ],
             &[&[hw("resp_tx_rmt_acc_err")]],
             NONE,
         ],
@@ -565,7 +641,10 @@ pub static VOCAB: &[Key] = &[
         sampled: false,
         map: [
             &[&[eth("rx_discards_phy")]],
-            &[&[eth("rx_discard_packets_cos{c}")], &[eth("rx_stat_discard")]],
+            &[
+                &[eth("rx_discard_packets_cos{c}")],
+                &[eth("rx_stat_discard")],
+            ],
             &[&[eth("frames_rx_dropped")]],
             &[&[nstat("rx_dropped")]],
         ],
@@ -616,7 +695,10 @@ pub static VOCAB: &[Key] = &[
         meaning: "PFC pause-storm events (the NIC stopped honouring pause)",
         sampled: false,
         map: [
-            &[&[eth("tx_pause_storm_error_events")], &[eth("tx_pause_storm_warning_events")]],
+            &[
+                &[eth("tx_pause_storm_error_events")],
+                &[eth("tx_pause_storm_warning_events")],
+            ],
             NONE,
             NONE,
             NONE,
@@ -629,7 +711,10 @@ pub static VOCAB: &[Key] = &[
         meaning: "Link down events",
         sampled: false,
         map: [
-            &[&[eth32("link_down_events_phy")], &[nattr("carrier_down_count")]],
+            &[
+                &[eth32("link_down_events_phy")],
+                &[nattr("carrier_down_count")],
+            ],
             &[&[eth("link_down_events")], &[nattr("carrier_down_count")]],
             &[&[nattr("carrier_down_count")]],
             &[&[hw("link_downed")], &[nattr("carrier_down_count")]],
@@ -747,7 +832,8 @@ pub fn is_template(name: &str) -> bool {
 /// A template with its placeholder replaced by `i`.
 pub fn expand(name: &str, i: usize) -> String {
     let d = char::from(b'0' + (i as u8 % 10));
-    name.replace("{p}", d.encode_utf8(&mut [0u8; 4])).replace("{c}", d.encode_utf8(&mut [0u8; 4]))
+    name.replace("{p}", d.encode_utf8(&mut [0u8; 4]))
+        .replace("{c}", d.encode_utf8(&mut [0u8; 4]))
 }
 
 #[cfg(test)]
@@ -760,7 +846,15 @@ mod tests {
         let n = names();
         let set: HashSet<_> = n.iter().collect();
         assert_eq!(set.len(), n.len(), "duplicate vocabulary key");
-        assert_eq!(&n[..4], &["delta_tx_bytes", "delta_rx_bytes", "delta_tx_packets", "delta_rx_packets"]);
+        assert_eq!(
+            &n[..4],
+            &[
+                "delta_tx_bytes",
+                "delta_rx_bytes",
+                "delta_tx_packets",
+                "delta_rx_packets"
+            ]
+        );
     }
 
     #[test]
@@ -779,7 +873,12 @@ mod tests {
                     assert!(!alt.is_empty(), "{}: empty alternative", k.name);
                     for t in alt.iter() {
                         if k.kind == Kind::PerPrio {
-                            assert!(is_template(t.name), "{}: {} is not per-priority", k.name, t.name);
+                            assert!(
+                                is_template(t.name),
+                                "{}: {} is not per-priority",
+                                k.name,
+                                t.name
+                            );
                         }
                         assert!(t.scale >= 1);
                         assert!(!t.name.contains('/') && !t.name.is_empty());
@@ -792,7 +891,11 @@ mod tests {
     #[test]
     fn sampled_keys_have_an_ib_sysfs_source_somewhere() {
         for k in VOCAB.iter().filter(|k| k.sampled) {
-            let any = k.map.iter().flat_map(|a| a.iter()).any(|alt| alt.iter().all(|t| t.src.is_ib_sysfs()));
+            let any = k
+                .map
+                .iter()
+                .flat_map(|a| a.iter())
+                .any(|alt| alt.iter().all(|t| t.src.is_ib_sysfs()));
             assert!(any, "{} is sampled but never read from IB sysfs", k.name);
         }
     }
@@ -830,7 +933,10 @@ mod tests {
     #[test]
     fn expand_replaces_either_placeholder() {
         assert_eq!(expand("rx_prio{p}_pause", 3), "rx_prio3_pause");
-        assert_eq!(expand("rx_discard_packets_cos{c}", 7), "rx_discard_packets_cos7");
+        assert_eq!(
+            expand("rx_discard_packets_cos{c}", 7),
+            "rx_discard_packets_cos7"
+        );
         assert_eq!(expand("plain", 1), "plain");
     }
 }

@@ -23,7 +23,11 @@ pub struct Violation {
 
 impl Violation {
     pub fn line(&self) -> String {
-        let p = if self.path.is_empty() { "/" } else { &self.path };
+        let p = if self.path.is_empty() {
+            "/"
+        } else {
+            &self.path
+        };
         format!("{}: {}: {}: {}", self.file, p, self.kind, self.message)
     }
 }
@@ -54,65 +58,82 @@ fn shorten(s: &str, max: usize) -> String {
 
 /// Checks every file named by the inputs.
 pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
-    let schema: serde_json::Value =
-        serde_json::from_str(SCHEMA).map_err(|e| format!("the embedded schema is not JSON: {e}"))?;
-    let validator = jsonschema::validator_for(&schema).map_err(|e| format!("the embedded schema does not compile: {e}"))?;
+    let schema: serde_json::Value = serde_json::from_str(SCHEMA)
+        .map_err(|e| format!("the embedded schema is not JSON: {e}"))?;
+    let validator = jsonschema::validator_for(&schema)
+        .map_err(|e| format!("the embedded schema does not compile: {e}"))?;
     let (paths, missing) = expand_inputs(inputs);
     let pb = progress(paths.len(), "checking");
     let per_file: Vec<(Vec<Violation>, bool, bool)> = paths
         .par_iter()
         .map(|p| {
             let file = p.display().to_string();
-            let out = match read_raw(p) {
-                Err(b) => (
-                    vec![Violation { file, path: String::new(), kind: "unreadable", message: b.reason }],
-                    true,
-                    false,
-                ),
-                Ok(raw) if raw.format == crate::model::SourceFormat::InTree => {
-                    // The in-tree engine's file is checked against its own format, not our schema.
-                    let v: Vec<Violation> = crate::intree::check(&raw.value)
-                        .into_iter()
-                        .map(|(path, kind, message)| Violation { file: file.clone(), path, kind, message })
-                        .collect();
-                    (v, false, true)
-                }
-                Ok(raw) => {
-                    let mut v: Vec<Violation> = validator
-                        .iter_errors(&raw.value)
-                        .map(|e| Violation {
-                            file: file.clone(),
-                            path: e.instance_path().to_string(),
-                            kind: "schema",
-                            message: shorten(&e.to_string(), 200),
-                        })
-                        .collect();
-                    match serde_json::from_value::<TelemetryFile>(raw.value) {
-                        Ok(tf) => {
-                            v.extend(invariants(&tf).into_iter().map(|(path, message)| Violation {
+            let out =
+                match read_raw(p) {
+                    Err(b) => (
+                        vec![Violation {
+                            file,
+                            path: String::new(),
+                            kind: "unreadable",
+                            message: b.reason,
+                        }],
+                        true,
+                        false,
+                    ),
+                    Ok(raw) if raw.format == crate::model::SourceFormat::InTree => {
+                        // The in-tree engine's file is checked against its own format, not our schema.
+                        let v: Vec<Violation> = crate::intree::check(&raw.value)
+                            .into_iter()
+                            .map(|(path, kind, message)| Violation {
                                 file: file.clone(),
                                 path,
-                                kind: "invariant",
+                                kind,
                                 message,
-                            }))
-                        }
-                        Err(e) if v.is_empty() => v.push(Violation {
-                            file: file.clone(),
-                            path: String::new(),
-                            kind: "schema",
-                            message: format!("cannot be read as a telemetry file: {e}"),
-                        }),
-                        Err(_) => {}
+                            })
+                            .collect();
+                        (v, false, true)
                     }
-                    (v, false, false)
-                }
-            };
+                    Ok(raw) => {
+                        let mut v: Vec<Violation> = validator
+                            .iter_errors(&raw.value)
+                            .map(|e| Violation {
+                                file: file.clone(),
+                                path: e.instance_path().to_string(),
+                                kind: "schema",
+                                message: shorten(&e.to_string(), 200),
+                            })
+                            .collect();
+                        match serde_json::from_value::<TelemetryFile>(raw.value) {
+                            Ok(tf) => {
+                                v.extend(invariants(&tf).into_iter().map(|(path, message)| {
+                                    Violation {
+                                        file: file.clone(),
+                                        path,
+                                        kind: "invariant",
+                                        message,
+                                    }
+                                }))
+                            }
+                            Err(e) if v.is_empty() => v.push(Violation {
+                                file: file.clone(),
+                                path: String::new(),
+                                kind: "schema",
+                                message: format!("cannot be read as a telemetry file: {e}"),
+                            }),
+                            Err(_) => {}
+                        }
+                        (v, false, false)
+                    }
+                };
             pb.inc(1);
             out
         })
         .collect();
     pb.finish_and_clear();
-    let mut report = CheckReport { files: paths.len(), ..Default::default() };
+    let mut report = CheckReport {
+        files: paths.len(),
+        ..Default::default()
+    };
     for m in missing {
         report.violations.push(Violation {
             file: m.path.display().to_string(),
@@ -126,7 +147,8 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
             report.files_intree += 1;
         }
         // A limitation says what the file cannot tell; it is not a violation.
-        let (lim, v): (Vec<Violation>, Vec<Violation>) = v.into_iter().partition(|x| x.kind == "limitation");
+        let (lim, v): (Vec<Violation>, Vec<Violation>) =
+            v.into_iter().partition(|x| x.kind == "limitation");
         if unreadable {
             report.files_unreadable += 1;
         } else if v.is_empty() {
@@ -146,20 +168,37 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut err = |p: String, m: String| out.push((p, m));
 
-    if let (Some(s), Some(e)) = (parse_timestamp_ns(&f.start_time), parse_timestamp_ns(&f.end_time)) {
+    if let (Some(s), Some(e)) = (
+        parse_timestamp_ns(&f.start_time),
+        parse_timestamp_ns(&f.end_time),
+    ) {
         if e < s {
-            err("/end_time".into(), format!("end_time {} is before start_time {}", f.end_time, f.start_time));
+            err(
+                "/end_time".into(),
+                format!(
+                    "end_time {} is before start_time {}",
+                    f.end_time, f.start_time
+                ),
+            );
         }
     }
     let sampled_expected = f.latency_sample_interval.is_some_and(|n| n > 1);
     if let Some(n) = f.latency_sample_interval {
         if !n.is_power_of_two() || n < 2 {
-            err("/latency_sample_interval".into(), format!("{n} is not a power of two >= 2"));
+            err(
+                "/latency_sample_interval".into(),
+                format!("{n} is not a power of two >= 2"),
+            );
         }
     }
     if f.hw_samples.is_some() != f.hw_samples_dropped.is_some() {
         err(
-            if f.hw_samples.is_some() { "/hw_samples_dropped" } else { "/hw_samples" }.into(),
+            if f.hw_samples.is_some() {
+                "/hw_samples_dropped"
+            } else {
+                "/hw_samples"
+            }
+            .into(),
             "hw_samples and hw_samples_dropped must appear together".into(),
         );
     }
@@ -170,13 +209,22 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
     for (di, d) in f.devices.iter().enumerate() {
         let dp = format!("/devices/{di}");
         if !device_ids.insert(d.device_id) {
-            err(format!("{dp}/device_id"), format!("device_id {} appears twice", d.device_id));
+            err(
+                format!("{dp}/device_id"),
+                format!("device_id {} appears twice", d.device_id),
+            );
         }
-        let untracked_in_channels: u64 = d.channels.iter().fold(0u64, |s, c| s.saturating_add(c.num_qp_untracked));
+        let untracked_in_channels: u64 = d
+            .channels
+            .iter()
+            .fold(0u64, |s, c| s.saturating_add(c.num_qp_untracked));
         if d.num_qp_untracked < untracked_in_channels {
             err(
                 format!("{dp}/num_qp_untracked"),
-                format!("device num_qp_untracked {} < {} summed over its channels", d.num_qp_untracked, untracked_in_channels),
+                format!(
+                    "device num_qp_untracked {} < {} summed over its channels",
+                    d.num_qp_untracked, untracked_in_channels
+                ),
             );
         }
         for (name, v) in &d.hw_counters {
@@ -184,13 +232,19 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
                 crate::model::HwValue::Scalar(x) => vec![*x],
                 crate::model::HwValue::PerPrio(a) => {
                     if a.len() != 8 {
-                        err(format!("{dp}/hw_counters/{}", escape_ptr(name)), format!("per-priority array has {} entries, not 8", a.len()));
+                        err(
+                            format!("{dp}/hw_counters/{}", escape_ptr(name)),
+                            format!("per-priority array has {} entries, not 8", a.len()),
+                        );
                     }
                     a.clone()
                 }
             };
             if vals.iter().any(|x| *x < -1) {
-                err(format!("{dp}/hw_counters/{}", escape_ptr(name)), format!("value below -1: {v:?}"));
+                err(
+                    format!("{dp}/hw_counters/{}", escape_ptr(name)),
+                    format!("value below -1: {v:?}"),
+                );
             }
         }
         let mut channel_ids = BTreeSet::new();
@@ -198,38 +252,86 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
             let cp = format!("{dp}/channels/{ci}");
             if let Some(id) = c.id {
                 if !channel_ids.insert(id) {
-                    err(format!("{cp}/id"), format!("channel id {id} appears twice on this device"));
+                    err(
+                        format!("{cp}/id"),
+                        format!("channel id {id} appears twice on this device"),
+                    );
                 }
                 if d.num_channels.is_none() {
-                    err(format!("{cp}/id"), format!("channel id {id} on a device whose num_channels is null (ids unknown)"));
+                    err(
+                        format!("{cp}/id"),
+                        format!(
+                            "channel id {id} on a device whose num_channels is null (ids unknown)"
+                        ),
+                    );
                 }
             }
-            counters_ok(&cp, &c.counters, width, sampled_expected, &mut hist_len, &mut err);
+            counters_ok(
+                &cp,
+                &c.counters,
+                width,
+                sampled_expected,
+                &mut hist_len,
+                &mut err,
+            );
             // Channel totals are the sums over its queue pairs.
             let qps = &c.queue_pairs;
-            let sum = |g: fn(&Counters) -> u64| qps.iter().fold(0u64, |s, q| s.saturating_add(g(&q.counters)));
+            let sum = |g: fn(&Counters) -> u64| {
+                qps.iter()
+                    .fold(0u64, |s, q| s.saturating_add(g(&q.counters)))
+            };
             let fields: [SummedField; 10] = [
                 ("num_wqe_sent", c.counters.num_wqe_sent, |x| x.num_wqe_sent),
                 ("num_recv_wqe", c.counters.num_recv_wqe, |x| x.num_recv_wqe),
                 ("num_wqe_rcvd", c.counters.num_wqe_rcvd, |x| x.num_wqe_rcvd),
-                ("num_wqe_completed", c.counters.num_wqe_completed, |x| x.num_wqe_completed),
+                ("num_wqe_completed", c.counters.num_wqe_completed, |x| {
+                    x.num_wqe_completed
+                }),
                 ("num_cts_sent", c.counters.num_cts_sent, |x| x.num_cts_sent),
-                ("num_cts_sent_signalled", c.counters.num_cts_sent_signalled, |x| x.num_cts_sent_signalled),
-                ("num_cts_sent_unsignalled", c.counters.num_cts_sent_unsignalled, |x| x.num_cts_sent_unsignalled),
-                ("num_slot_miss", c.counters.num_slot_miss, |x| x.num_slot_miss),
-                ("num_write_wqe", c.counters.num_write_wqe, |x| x.num_write_wqe),
-                ("num_write_imm_wqe", c.counters.num_write_imm_wqe, |x| x.num_write_imm_wqe),
+                (
+                    "num_cts_sent_signalled",
+                    c.counters.num_cts_sent_signalled,
+                    |x| x.num_cts_sent_signalled,
+                ),
+                (
+                    "num_cts_sent_unsignalled",
+                    c.counters.num_cts_sent_unsignalled,
+                    |x| x.num_cts_sent_unsignalled,
+                ),
+                ("num_slot_miss", c.counters.num_slot_miss, |x| {
+                    x.num_slot_miss
+                }),
+                ("num_write_wqe", c.counters.num_write_wqe, |x| {
+                    x.num_write_wqe
+                }),
+                ("num_write_imm_wqe", c.counters.num_write_imm_wqe, |x| {
+                    x.num_write_imm_wqe
+                }),
             ];
             for (name, total, g) in fields {
                 let s = sum(g);
                 if total != s {
-                    err(format!("{cp}/{name}"), format!("channel total {total} != {s} summed over its {} queue pairs", qps.len()));
+                    err(
+                        format!("{cp}/{name}"),
+                        format!(
+                            "channel total {total} != {s} summed over its {} queue pairs",
+                            qps.len()
+                        ),
+                    );
                 }
             }
             if let Some(total) = c.counters.num_wqe_sampled {
-                let s = qps.iter().fold(0u64, |s, q| s.saturating_add(q.counters.num_wqe_sampled.unwrap_or(0)));
+                let s = qps.iter().fold(0u64, |s, q| {
+                    s.saturating_add(q.counters.num_wqe_sampled.unwrap_or(0))
+                });
                 if total != s {
-                    err(format!("{cp}/num_wqe_sampled"), format!("channel total {total} != {s} summed over its {} queue pairs", qps.len()));
+                    err(
+                        format!("{cp}/num_wqe_sampled"),
+                        format!(
+                            "channel total {total} != {s} summed over its {} queue pairs",
+                            qps.len()
+                        ),
+                    );
                 }
             }
             let mut hsum: Vec<u64> = vec![0; c.counters.wqe_completion_histogram.len()];
@@ -240,39 +342,101 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
                     }
                 }
             }
-            for (b, (total, s)) in c.counters.wqe_completion_histogram.iter().zip(&hsum).enumerate() {
+            for (b, (total, s)) in c
+                .counters
+                .wqe_completion_histogram
+                .iter()
+                .zip(&hsum)
+                .enumerate()
+            {
                 if total != s {
-                    err(format!("{cp}/wqe_completion_histogram/{b}"), format!("channel bucket {total} != {s} summed over its queue pairs"));
+                    err(
+                        format!("{cp}/wqe_completion_histogram/{b}"),
+                        format!("channel bucket {total} != {s} summed over its queue pairs"),
+                    );
                 }
             }
-            let qmin = qps.iter().map(|q| q.counters.wqe_completion_ns_min).filter(|v| *v >= 0).min().unwrap_or(-1);
-            let qmax = qps.iter().map(|q| q.counters.wqe_completion_ns_max).filter(|v| *v >= 0).max().unwrap_or(-1);
+            let qmin = qps
+                .iter()
+                .map(|q| q.counters.wqe_completion_ns_min)
+                .filter(|v| *v >= 0)
+                .min()
+                .unwrap_or(-1);
+            let qmax = qps
+                .iter()
+                .map(|q| q.counters.wqe_completion_ns_max)
+                .filter(|v| *v >= 0)
+                .max()
+                .unwrap_or(-1);
             if c.counters.wqe_completion_ns_min != qmin {
-                err(format!("{cp}/wqe_completion_ns_min"), format!("channel min {} != {} (min over its queue pairs)", c.counters.wqe_completion_ns_min, qmin));
+                err(
+                    format!("{cp}/wqe_completion_ns_min"),
+                    format!(
+                        "channel min {} != {} (min over its queue pairs)",
+                        c.counters.wqe_completion_ns_min, qmin
+                    ),
+                );
             }
             if c.counters.wqe_completion_ns_max != qmax {
-                err(format!("{cp}/wqe_completion_ns_max"), format!("channel max {} != {} (max over its queue pairs)", c.counters.wqe_completion_ns_max, qmax));
+                err(
+                    format!("{cp}/wqe_completion_ns_max"),
+                    format!(
+                        "channel max {} != {} (max over its queue pairs)",
+                        c.counters.wqe_completion_ns_max, qmax
+                    ),
+                );
             }
-            let data = qps.iter().filter(|q| q.role.as_deref() == Some("data")).count() as u64;
-            let cts = qps.iter().filter(|q| q.role.as_deref() == Some("cts")).count() as u64;
+            let data = qps
+                .iter()
+                .filter(|q| q.role.as_deref() == Some("data"))
+                .count() as u64;
+            let cts = qps
+                .iter()
+                .filter(|q| q.role.as_deref() == Some("cts"))
+                .count() as u64;
             if c.num_data_qp != data {
-                err(format!("{cp}/num_data_qp"), format!("num_data_qp {} != {data} queue pairs with role \"data\"", c.num_data_qp));
+                err(
+                    format!("{cp}/num_data_qp"),
+                    format!(
+                        "num_data_qp {} != {data} queue pairs with role \"data\"",
+                        c.num_data_qp
+                    ),
+                );
             }
             if c.num_cts_qp != cts {
-                err(format!("{cp}/num_cts_qp"), format!("num_cts_qp {} != {cts} queue pairs with role \"cts\"", c.num_cts_qp));
+                err(
+                    format!("{cp}/num_cts_qp"),
+                    format!(
+                        "num_cts_qp {} != {cts} queue pairs with role \"cts\"",
+                        c.num_cts_qp
+                    ),
+                );
             }
             for (qi, q) in qps.iter().enumerate() {
                 let qp = format!("{cp}/queue_pairs/{qi}");
-                counters_ok(&qp, &q.counters, width, sampled_expected, &mut hist_len, &mut err);
+                counters_ok(
+                    &qp,
+                    &q.counters,
+                    width,
+                    sampled_expected,
+                    &mut hist_len,
+                    &mut err,
+                );
                 if q.counters.num_wqe_completed > q.counters.num_wqe_rcvd {
                     err(
                         format!("{qp}/num_wqe_completed"),
-                        format!("num_wqe_completed {} > num_wqe_rcvd {}", q.counters.num_wqe_completed, q.counters.num_wqe_rcvd),
+                        format!(
+                            "num_wqe_completed {} > num_wqe_rcvd {}",
+                            q.counters.num_wqe_completed, q.counters.num_wqe_rcvd
+                        ),
                     );
                 }
                 if let Some(r) = &q.role {
                     if r != "data" && r != "cts" {
-                        err(format!("{qp}/role"), format!("role {r:?} is not \"data\", \"cts\" or null"));
+                        err(
+                            format!("{qp}/role"),
+                            format!("role {r:?} is not \"data\", \"cts\" or null"),
+                        );
                     }
                 }
             }
@@ -284,16 +448,28 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
         for (si, s) in samples.iter().enumerate() {
             let sp = format!("/hw_samples/{si}");
             if !device_ids.contains(&s.device_id) {
-                err(format!("{sp}/device_id"), format!("device_id {} is not in devices", s.device_id));
+                err(
+                    format!("{sp}/device_id"),
+                    format!("device_id {} is not in devices", s.device_id),
+                );
             }
             if let Some(prev) = last.insert(s.device_id, s.timestamp_ns) {
                 if s.timestamp_ns < prev {
-                    err(format!("{sp}/timestamp_ns"), format!("timestamp_ns {} goes backwards (previous sample of device {}: {prev})", s.timestamp_ns, s.device_id));
+                    err(
+                        format!("{sp}/timestamp_ns"),
+                        format!(
+                            "timestamp_ns {} goes backwards (previous sample of device {}: {prev})",
+                            s.timestamp_ns, s.device_id
+                        ),
+                    );
                 }
             }
             for (name, v) in &s.counters {
                 if *v < -1 {
-                    err(format!("{sp}/counters/{}", escape_ptr(name)), format!("value {v} below -1"));
+                    err(
+                        format!("{sp}/counters/{}", escape_ptr(name)),
+                        format!("value {v} below -1"),
+                    );
                 }
             }
         }
@@ -318,7 +494,10 @@ fn counters_ok(
     hist_len: &mut Option<usize>,
     err: &mut impl FnMut(String, String),
 ) {
-    if c.num_cts_sent_signalled.saturating_add(c.num_cts_sent_unsignalled) != c.num_cts_sent {
+    if c.num_cts_sent_signalled
+        .saturating_add(c.num_cts_sent_unsignalled)
+        != c.num_cts_sent
+    {
         err(
             format!("{p}/num_cts_sent"),
             format!(
@@ -328,13 +507,25 @@ fn counters_ok(
         );
     }
     match (sampled_expected, c.num_wqe_sampled) {
-        (true, None) => err(p.to_string(), "num_wqe_sampled is missing although latency_sample_interval > 1".into()),
-        (false, Some(_)) => err(format!("{p}/num_wqe_sampled"), "num_wqe_sampled is present although latency_sample_interval is absent or 1".into()),
+        (true, None) => err(
+            p.to_string(),
+            "num_wqe_sampled is missing although latency_sample_interval > 1".into(),
+        ),
+        (false, Some(_)) => err(
+            format!("{p}/num_wqe_sampled"),
+            "num_wqe_sampled is present although latency_sample_interval is absent or 1".into(),
+        ),
         _ => {}
     }
     if let Some(s) = c.num_wqe_sampled {
         if s > c.num_wqe_completed {
-            err(format!("{p}/num_wqe_sampled"), format!("num_wqe_sampled {s} > num_wqe_completed {}", c.num_wqe_completed));
+            err(
+                format!("{p}/num_wqe_sampled"),
+                format!(
+                    "num_wqe_sampled {s} > num_wqe_completed {}",
+                    c.num_wqe_completed
+                ),
+            );
         }
     }
     let h = &c.wqe_completion_histogram;
@@ -342,7 +533,10 @@ fn counters_ok(
         None => *hist_len = Some(h.len()),
         Some(n) if *n != h.len() => err(
             format!("{p}/wqe_completion_histogram"),
-            format!("has {} buckets, other histograms in this file have {n}", h.len()),
+            format!(
+                "has {} buckets, other histograms in this file have {n}",
+                h.len()
+            ),
         ),
         _ => {}
     }
@@ -352,29 +546,56 @@ fn counters_ok(
         None => ("num_wqe_completed", c.num_wqe_completed),
     };
     if hsum != expected {
-        err(format!("{p}/wqe_completion_histogram"), format!("histogram sums to {hsum}, {what} is {expected}"));
+        err(
+            format!("{p}/wqe_completion_histogram"),
+            format!("histogram sums to {hsum}, {what} is {expected}"),
+        );
     }
     let (mn, mx) = (c.wqe_completion_ns_min, c.wqe_completion_ns_max);
     if (mn < 0) != (mx < 0) {
-        err(format!("{p}/wqe_completion_ns_min"), format!("min {mn} and max {mx}: one is -1 and the other is not"));
+        err(
+            format!("{p}/wqe_completion_ns_min"),
+            format!("min {mn} and max {mx}: one is -1 and the other is not"),
+        );
     } else if mn >= 0 && mn > mx {
-        err(format!("{p}/wqe_completion_ns_min"), format!("min {mn} > max {mx}"));
+        err(
+            format!("{p}/wqe_completion_ns_min"),
+            format!("min {mn} > max {mx}"),
+        );
     }
     if hsum == 0 && (mn >= 0 || mx >= 0) {
-        err(format!("{p}/wqe_completion_ns_min"), format!("min {mn} / max {mx} set although nothing was sampled (should be -1)"));
+        err(
+            format!("{p}/wqe_completion_ns_min"),
+            format!("min {mn} / max {mx} set although nothing was sampled (should be -1)"),
+        );
     }
     if hsum > 0 && (mn < 0 || mx < 0) {
-        err(format!("{p}/wqe_completion_ns_min"), format!("min/max are -1 although the histogram holds {hsum} samples"));
+        err(
+            format!("{p}/wqe_completion_ns_min"),
+            format!("min/max are -1 although the histogram holds {hsum} samples"),
+        );
     }
     if hsum > 0 && mn >= 0 && mx >= 0 && width > 0 && !h.is_empty() {
         let bucket_of = |v: i64| ((v as u64) / width).min(h.len() as u64 - 1) as usize;
         let first = h.iter().position(|v| *v > 0).unwrap_or(0);
         let last = h.iter().rposition(|v| *v > 0).unwrap_or(0);
         if bucket_of(mn) != first {
-            err(format!("{p}/wqe_completion_ns_min"), format!("min {mn} ns falls in bucket {}, but the first non-empty bucket is {first}", bucket_of(mn)));
+            err(
+                format!("{p}/wqe_completion_ns_min"),
+                format!(
+                    "min {mn} ns falls in bucket {}, but the first non-empty bucket is {first}",
+                    bucket_of(mn)
+                ),
+            );
         }
         if bucket_of(mx) != last {
-            err(format!("{p}/wqe_completion_ns_max"), format!("max {mx} ns falls in bucket {}, but the last non-empty bucket is {last}", bucket_of(mx)));
+            err(
+                format!("{p}/wqe_completion_ns_max"),
+                format!(
+                    "max {mx} ns falls in bucket {}, but the last non-empty bucket is {last}",
+                    bucket_of(mx)
+                ),
+            );
         }
     }
 }

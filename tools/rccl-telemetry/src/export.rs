@@ -9,8 +9,8 @@ use std::io::Write;
 // ---------------------------------------------------------------------------------------------
 // Prometheus
 
-pub use crate::promtext::{base_unit, prom_name};
 use crate::promtext::{self, Level as PromLevel};
+pub use crate::promtext::{base_unit, prom_name};
 
 impl From<Level> for PromLevel {
     fn from(l: Level) -> PromLevel {
@@ -65,12 +65,23 @@ fn device(d: &Device) -> promtext::Device {
             .iter()
             .map(|c| promtext::Channel {
                 id: c.id,
-                counts: promtext::Counts { log_hist: c.wqe_completion_log_histogram.clone().unwrap_or_default(), ..counts(&c.counters) },
+                counts: promtext::Counts {
+                    log_hist: c.wqe_completion_log_histogram.clone().unwrap_or_default(),
+                    ..counts(&c.counters)
+                },
                 requests_completed: c.num_req_completed,
                 data_qps: c.num_data_qp,
                 cts_qps: c.num_cts_qp,
                 untracked_qps: c.num_qp_untracked,
-                qps: c.queue_pairs.iter().map(|q| promtext::Qp { id: q.id, role: q.role.clone(), counts: counts(&q.counters) }).collect(),
+                qps: c
+                    .queue_pairs
+                    .iter()
+                    .map(|q| promtext::Qp {
+                        id: q.id,
+                        role: q.role.clone(),
+                        counts: counts(&q.counters),
+                    })
+                    .collect(),
             })
             .collect(),
     }
@@ -97,8 +108,16 @@ fn stall_devices(tf: &TelemetryFile, r: &promtext::Rank) -> Vec<promtext::DevSta
     let end = parse_timestamp_ns(&tf.end_time);
     let mut out = Vec::new();
     for d in &tf.devices {
-        let (Some(outstanding), Some(stalled)) = (d.num_wqe_outstanding, d.num_qps_stalled) else { return Vec::new() };
-        let Some(shown) = r.devices.iter().find(|x| x.id == d.device_id && x.is_used()) else { continue };
+        let (Some(outstanding), Some(stalled)) = (d.num_wqe_outstanding, d.num_qps_stalled) else {
+            return Vec::new();
+        };
+        let Some(shown) = r
+            .devices
+            .iter()
+            .find(|x| x.id == d.device_id && x.is_used())
+        else {
+            continue;
+        };
         let mut qps = Vec::new();
         for (pos, c) in d.channels.iter().enumerate() {
             for q in c.queue_pairs.iter().filter(|q| q.stalled == Some(true)) {
@@ -108,7 +127,9 @@ fn stall_devices(tf: &TelemetryFile, r: &promtext::Rank) -> Vec<promtext::DevSta
                     _ => 0.0,
                 };
                 qps.push(promtext::StalledQp {
-                    channel: c.id.map_or_else(|| format!("unknown_{pos}"), |id| id.to_string()),
+                    channel: c
+                        .id
+                        .map_or_else(|| format!("unknown_{pos}"), |id| id.to_string()),
                     qp: q.id,
                     qp_num: q.qp_num.and_then(|n| u32::try_from(n).ok()),
                     peer_gid: q.peer.as_ref().and_then(|p| p.gid.clone()),
@@ -118,7 +139,13 @@ fn stall_devices(tf: &TelemetryFile, r: &promtext::Rank) -> Vec<promtext::DevSta
                 });
             }
         }
-        out.push(promtext::DevStall { name: shown.name.clone(), hw_type: shown.hw_type.clone(), outstanding, stalled, qps });
+        out.push(promtext::DevStall {
+            name: shown.name.clone(),
+            hw_type: shown.hw_type.clone(),
+            outstanding,
+            stalled,
+            qps,
+        });
     }
     out
 }
@@ -155,11 +182,25 @@ pub fn prometheus_at(run: &Run, level: Level) -> (String, usize) {
             end = Some(end.map_or(t, |e| e.max(t)));
         }
     }
-    let per_host: Vec<(Vec<(&str, &str)>, String)> = hosts.iter().map(|(h, n)| (vec![("host", *h)], n.to_string())).collect();
+    let per_host: Vec<(Vec<(&str, &str)>, String)> = hosts
+        .iter()
+        .map(|(h, n)| (vec![("host", *h)], n.to_string()))
+        .collect();
     promtext::write_simple(&mut out, &promtext::RANKS, &per_host);
-    let skipped = run.bad.iter().filter(|b| b.kind != BadKind::Missing).count();
-    promtext::write_simple(&mut out, &promtext::FILES_SKIPPED, &[(vec![], skipped.to_string())]);
-    let secs = |t: Option<i128>| t.map(|t| vec![(vec![], promtext::prom_f64(t as f64 / 1e9))]).unwrap_or_default();
+    let skipped = run
+        .bad
+        .iter()
+        .filter(|b| b.kind != BadKind::Missing)
+        .count();
+    promtext::write_simple(
+        &mut out,
+        &promtext::FILES_SKIPPED,
+        &[(vec![], skipped.to_string())],
+    );
+    let secs = |t: Option<i128>| {
+        t.map(|t| vec![(vec![], promtext::prom_f64(t as f64 / 1e9))])
+            .unwrap_or_default()
+    };
     promtext::write_simple(&mut out, &promtext::RUN_START, &secs(start));
     promtext::write_simple(&mut out, &promtext::RUN_END, &secs(end));
     (out, dups)
@@ -237,10 +278,21 @@ pub fn rows<'a>(path: &'a str, f: &'a TelemetryFile, level: Level, emit: &mut dy
         device_rows(&base, d, emit);
         for (name, v) in &d.hw_counters {
             match v {
-                HwValue::Scalar(x) => emit(Row { scope: "hw", metric: name, value: avail(*x), ..base.clone() }),
+                HwValue::Scalar(x) => emit(Row {
+                    scope: "hw",
+                    metric: name,
+                    value: avail(*x),
+                    ..base.clone()
+                }),
                 HwValue::PerPrio(a) => {
                     for (i, x) in a.iter().enumerate() {
-                        emit(Row { scope: "hw", metric: name, index: Some(i as u64), value: avail(*x), ..base.clone() })
+                        emit(Row {
+                            scope: "hw",
+                            metric: name,
+                            index: Some(i as u64),
+                            value: avail(*x),
+                            ..base.clone()
+                        })
                     }
                 }
             }
@@ -248,7 +300,13 @@ pub fn rows<'a>(path: &'a str, f: &'a TelemetryFile, level: Level, emit: &mut dy
         if let Some(samples) = &f.hw_samples {
             for s in samples.iter().filter(|s| s.device_id == d.device_id) {
                 for (name, v) in &s.counters {
-                    emit(Row { scope: "hw_sample", metric: name, timestamp_ns: Some(s.timestamp_ns), value: avail(*v), ..base.clone() });
+                    emit(Row {
+                        scope: "hw_sample",
+                        metric: name,
+                        timestamp_ns: Some(s.timestamp_ns),
+                        value: avail(*v),
+                        ..base.clone()
+                    });
                 }
             }
         }
@@ -256,7 +314,11 @@ pub fn rows<'a>(path: &'a str, f: &'a TelemetryFile, level: Level, emit: &mut dy
             continue;
         }
         for c in &d.channels {
-            let cb = Row { scope: "channel", channel: c.id, ..base.clone() };
+            let cb = Row {
+                scope: "channel",
+                channel: c.id,
+                ..base.clone()
+            };
             counter_rows(&cb, &c.counters, emit);
             log_rows(&cb, c.wqe_completion_log_histogram.as_deref(), emit);
             for (m, v) in [
@@ -265,11 +327,20 @@ pub fn rows<'a>(path: &'a str, f: &'a TelemetryFile, level: Level, emit: &mut dy
                 ("num_cts_qp", c.num_cts_qp),
                 ("num_qp_untracked", c.num_qp_untracked),
             ] {
-                emit(Row { metric: m, value: clamp_u64(v), ..cb.clone() });
+                emit(Row {
+                    metric: m,
+                    value: clamp_u64(v),
+                    ..cb.clone()
+                });
             }
             if level == Level::Qp {
                 for q in &c.queue_pairs {
-                    let qb = Row { scope: "qp", qp: Some(q.id), role: q.role.as_deref(), ..cb.clone() };
+                    let qb = Row {
+                        scope: "qp",
+                        qp: Some(q.id),
+                        role: q.role.as_deref(),
+                        ..cb.clone()
+                    };
                     counter_rows(&qb, &q.counters, emit);
                 }
             }
@@ -287,19 +358,37 @@ fn device_rows<'a>(base: &Row<'a>, d: &'a Device, emit: &mut dyn FnMut(Row<'a>))
         ("active_channels", clamp_u64(d.active_channels)),
         ("num_qp_untracked", clamp_u64(d.num_qp_untracked)),
     ] {
-        emit(Row { metric: m, value: v, ..base.clone() });
+        emit(Row {
+            metric: m,
+            value: v,
+            ..base.clone()
+        });
     }
     for w in &d.wqe_size_stats {
-        emit(Row { metric: "wqe_size_count", index: Some(w.max_wqe_size), value: clamp_u64(w.num_wqe), ..base.clone() });
+        emit(Row {
+            metric: "wqe_size_count",
+            index: Some(w.max_wqe_size),
+            value: clamp_u64(w.num_wqe),
+            ..base.clone()
+        });
     }
     log_rows(base, d.wqe_completion_log_histogram.as_deref(), emit);
 }
 
 /// The log-scale histogram (version-2 files): one row per non-empty bucket, index = its lower
 /// bound in ns (the bucket ends below the next row's lower bound; the file has the upper bound).
-fn log_rows<'a>(base: &Row<'a>, h: Option<&[crate::model::LogBucket]>, emit: &mut dyn FnMut(Row<'a>)) {
+fn log_rows<'a>(
+    base: &Row<'a>,
+    h: Option<&[crate::model::LogBucket]>,
+    emit: &mut dyn FnMut(Row<'a>),
+) {
     for (lo, _, n) in h.unwrap_or_default() {
-        emit(Row { metric: "wqe_completion_log_histogram", index: Some(*lo), value: clamp_u64(*n), ..base.clone() });
+        emit(Row {
+            metric: "wqe_completion_log_histogram",
+            index: Some(*lo),
+            value: clamp_u64(*n),
+            ..base.clone()
+        });
     }
 }
 
@@ -316,27 +405,60 @@ fn counter_rows<'a>(base: &Row<'a>, c: &'a Counters, emit: &mut dyn FnMut(Row<'a
         ("num_write_wqe", c.num_write_wqe),
         ("num_write_imm_wqe", c.num_write_imm_wqe),
     ] {
-        emit(Row { metric: m, value: clamp_u64(v), ..base.clone() });
+        emit(Row {
+            metric: m,
+            value: clamp_u64(v),
+            ..base.clone()
+        });
     }
     if let Some(s) = c.num_wqe_sampled {
-        emit(Row { metric: "num_wqe_sampled", value: clamp_u64(s), ..base.clone() });
+        emit(Row {
+            metric: "num_wqe_sampled",
+            value: clamp_u64(s),
+            ..base.clone()
+        });
     }
-    emit(Row { metric: "wqe_completion_ns_min", value: avail(c.wqe_completion_ns_min), ..base.clone() });
-    emit(Row { metric: "wqe_completion_ns_max", value: avail(c.wqe_completion_ns_max), ..base.clone() });
+    emit(Row {
+        metric: "wqe_completion_ns_min",
+        value: avail(c.wqe_completion_ns_min),
+        ..base.clone()
+    });
+    emit(Row {
+        metric: "wqe_completion_ns_max",
+        value: avail(c.wqe_completion_ns_max),
+        ..base.clone()
+    });
     for (b, v) in c.wqe_completion_histogram.iter().enumerate() {
-        emit(Row { metric: "wqe_completion_histogram", index: Some(b as u64), value: clamp_u64(*v), ..base.clone() });
+        emit(Row {
+            metric: "wqe_completion_histogram",
+            index: Some(b as u64),
+            value: clamp_u64(*v),
+            ..base.clone()
+        });
     }
 }
 
 /// Writes every row of the run as CSV (with a header) or NDJSON.
-pub fn write_tidy(run: &Run, level: Level, ndjson: bool, out: &mut dyn Write) -> Result<(), String> {
-    let paths: Vec<String> = run.files.iter().map(|l| l.path.display().to_string()).collect();
+pub fn write_tidy(
+    run: &Run,
+    level: Level,
+    ndjson: bool,
+    out: &mut dyn Write,
+) -> Result<(), String> {
+    let paths: Vec<String> = run
+        .files
+        .iter()
+        .map(|l| l.path.display().to_string())
+        .collect();
     if ndjson {
         let mut err = None;
         for (l, p) in run.files.iter().zip(&paths) {
             rows(p, &l.file, level, &mut |r| {
                 if err.is_none() {
-                    if let Err(e) = serde_json::to_writer(&mut *out, &r).map_err(|e| e.to_string()).and_then(|_| out.write_all(b"\n").map_err(|e| e.to_string())) {
+                    if let Err(e) = serde_json::to_writer(&mut *out, &r)
+                        .map_err(|e| e.to_string())
+                        .and_then(|_| out.write_all(b"\n").map_err(|e| e.to_string()))
+                    {
                         err = Some(e);
                     }
                 }
@@ -344,11 +466,28 @@ pub fn write_tidy(run: &Run, level: Level, ndjson: bool, out: &mut dyn Write) ->
         }
         return err.map_or(Ok(()), Err);
     }
-    let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(out);
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(out);
     let mut err = None;
     // An empty run still gets its header.
     w.write_record([
-        "file", "format", "host", "pid", "process", "device_id", "roce_device", "hw_type", "scope", "channel", "qp", "role", "metric", "index", "timestamp_ns", "value",
+        "file",
+        "format",
+        "host",
+        "pid",
+        "process",
+        "device_id",
+        "roce_device",
+        "hw_type",
+        "scope",
+        "channel",
+        "qp",
+        "role",
+        "metric",
+        "index",
+        "timestamp_ns",
+        "value",
     ])
     .map_err(|e| e.to_string())?;
     for (l, p) in run.files.iter().zip(&paths) {
@@ -404,7 +543,10 @@ pub struct LinkRow {
 }
 
 fn pids(p: &[i64]) -> String {
-    p.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(";")
+    p.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 pub fn link_rows(r: &crate::links::LinkReport) -> Vec<LinkRow> {
@@ -458,7 +600,16 @@ pub fn write_link_rows(run: &Run, ndjson: bool, out: &mut dyn Write) -> Result<(
     }
     let mut w = csv::Writer::from_writer(out);
     if rows.is_empty() {
-        w.write_record(["src_host", "src_pids", "src_device", "dst_host", "dst_pids", "dst_device", "qps"]).map_err(|e| e.to_string())?;
+        w.write_record([
+            "src_host",
+            "src_pids",
+            "src_device",
+            "dst_host",
+            "dst_pids",
+            "dst_device",
+            "qps",
+        ])
+        .map_err(|e| e.to_string())?;
     }
     for r in &rows {
         w.serialize(r).map_err(|e| e.to_string())?;
@@ -482,7 +633,9 @@ pub const LINK_FAMILIES: [(&str, &str, &str); 7] = [
 ];
 
 fn prom_label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// The link rows as Prometheus text.

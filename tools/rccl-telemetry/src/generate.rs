@@ -3,26 +3,29 @@
 //! verifies (channel totals are derived from their QPs, as the library does), and a manifest
 //! `planted.json` next to them says which rank carries which anomaly.
 
-use crate::model::{add_log_hist, format_timestamp_ns, Channel, Counters, Device, DevicePeer, HwSample, HwValue, LogBucket, QpPeer, QueuePair, TelemetryFile};
+use crate::model::{
+    add_log_hist, format_timestamp_ns, Channel, Counters, Device, DevicePeer, HwSample, HwValue,
+    LogBucket, QpPeer, QueuePair, TelemetryFile,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Anomalies the generator can plant, each on its own rank.
 pub const PLANTS: [&str; 13] = [
-    "cnp",          // 5x the CNP counters
-    "tail",         // a heavy completion-latency tail
-    "skew",         // 1.6x the tx bytes (and the send WQEs behind them)
-    "cq_errors",    // completions with an error status
-    "unavailable",  // one hw counter reads -1 on this rank only
-    "untracked",    // QPs that got no stats slot
-    "slot_miss",    // 10x the CTS FIFO slot misses
-    "pfc",          // 8x the PFC pause frames
-    "drops",        // rx discards where every other rank has none
-    "retransmit",   // local ACK timeouts where every other rank has none
+    "cnp",             // 5x the CNP counters
+    "tail",            // a heavy completion-latency tail
+    "skew",            // 1.6x the tx bytes (and the send WQEs behind them)
+    "cq_errors",       // completions with an error status
+    "unavailable",     // one hw counter reads -1 on this rank only
+    "untracked",       // QPs that got no stats slot
+    "slot_miss",       // 10x the CTS FIFO slot misses
+    "pfc",             // 8x the PFC pause frames
+    "drops",           // rx discards where every other rank has none
+    "retransmit",      // local ACK timeouts where every other rank has none
     "out_of_sequence", // 20x the out-of-sequence packets
     "samples_dropped", // the sampler's buffer overflowed (needs --samples)
-    "snapshot",     // the rank was killed: its file is a SIGTERM snapshot half-way through
+    "snapshot",        // the rank was killed: its file is a SIGTERM snapshot half-way through
 ];
 
 #[derive(Debug, Clone)]
@@ -92,7 +95,10 @@ fn split(rng: &mut fastrand::Rng, total: u64, n: usize) -> Vec<u64> {
     }
     let w: Vec<f64> = (0..n).map(|_| 1.0 + 0.03 * noise(rng)).collect();
     let ws: f64 = w.iter().sum();
-    let mut parts: Vec<u64> = w.iter().map(|x| (total as f64 * x / ws).floor() as u64).collect();
+    let mut parts: Vec<u64> = w
+        .iter()
+        .map(|x| (total as f64 * x / ws).floor() as u64)
+        .collect();
     let used: u64 = parts.iter().sum();
     parts[0] += total - used.min(total);
     parts
@@ -100,7 +106,13 @@ fn split(rng: &mut fastrand::Rng, total: u64, n: usize) -> Vec<u64> {
 
 /// A latency histogram of `k` samples with bucket probabilities `p`, plus a min and a max
 /// that fall in the first and last non-empty buckets.
-fn histogram(rng: &mut fastrand::Rng, k: u64, p: &[f64], width: u64, tail_max_ns: u64) -> (Vec<u64>, i64, i64) {
+fn histogram(
+    rng: &mut fastrand::Rng,
+    k: u64,
+    p: &[f64],
+    width: u64,
+    tail_max_ns: u64,
+) -> (Vec<u64>, i64, i64) {
     let n = p.len();
     let mut h: Vec<u64> = p.iter().map(|q| (k as f64 * q).floor() as u64).collect();
     let used: u64 = h.iter().sum();
@@ -138,9 +150,23 @@ fn counters_from_qps(qps: &[QueuePair], sampled: bool) -> Counters {
         c.num_write_imm_wqe += x.num_write_imm_wqe;
         crate::model::add_hist(&mut hist, &x.wqe_completion_histogram);
     }
-    c.num_wqe_sampled = sampled.then(|| qps.iter().map(|q| q.counters.num_wqe_sampled.unwrap_or(0)).sum());
-    c.wqe_completion_ns_min = qps.iter().map(|q| q.counters.wqe_completion_ns_min).filter(|v| *v >= 0).min().unwrap_or(-1);
-    c.wqe_completion_ns_max = qps.iter().map(|q| q.counters.wqe_completion_ns_max).filter(|v| *v >= 0).max().unwrap_or(-1);
+    c.num_wqe_sampled = sampled.then(|| {
+        qps.iter()
+            .map(|q| q.counters.num_wqe_sampled.unwrap_or(0))
+            .sum()
+    });
+    c.wqe_completion_ns_min = qps
+        .iter()
+        .map(|q| q.counters.wqe_completion_ns_min)
+        .filter(|v| *v >= 0)
+        .min()
+        .unwrap_or(-1);
+    c.wqe_completion_ns_max = qps
+        .iter()
+        .map(|q| q.counters.wqe_completion_ns_max)
+        .filter(|v| *v >= 0)
+        .max()
+        .unwrap_or(-1);
     c.wqe_completion_histogram = hist;
     c
 }
@@ -148,19 +174,57 @@ fn counters_from_qps(qps: &[QueuePair], sampled: bool) -> Counters {
 /// The hardware-counter vocabulary the generator writes: the library's canonical keys
 /// (src/hw/README.md), 44 scalars then four per-priority arrays.
 const HW_SCALARS: [&str; 44] = [
-    "delta_tx_bytes", "delta_rx_bytes", "delta_tx_packets", "delta_rx_packets",
-    "port_tx_bytes", "port_rx_bytes", "port_tx_packets", "port_rx_packets",
-    "cnp_sent", "cnp_handled", "cnp_ignored", "ecn_marked_pkts",
-    "local_ack_timeout_err", "retransmitted_pkts", "completer_retry_err", "retry_exceeded_err",
-    "rnr_retry_exceeded_err", "packet_seq_err", "out_of_sequence", "implied_nak_seq_err",
-    "duplicate_request", "rnr_nak_retry_err", "rnr_nak_sent", "req_cqe_error",
-    "resp_cqe_error", "req_remote_access_errors", "resp_remote_access_errors", "out_of_buffer",
-    "rdma_sends", "rdma_recvs", "rx_write_requests", "rx_read_requests",
-    "ack_deferred", "tx_roce_errors", "rx_roce_discards", "port_rx_discards",
-    "rx_buffer_passed_thres", "pfc_rx_frames_total", "pfc_tx_frames_total", "pause_storm_events",
-    "link_down_events", "rx_fcs_errors", "phy_symbol_errors", "fec_corrected_bits",
+    "delta_tx_bytes",
+    "delta_rx_bytes",
+    "delta_tx_packets",
+    "delta_rx_packets",
+    "port_tx_bytes",
+    "port_rx_bytes",
+    "port_tx_packets",
+    "port_rx_packets",
+    "cnp_sent",
+    "cnp_handled",
+    "cnp_ignored",
+    "ecn_marked_pkts",
+    "local_ack_timeout_err",
+    "retransmitted_pkts",
+    "completer_retry_err",
+    "retry_exceeded_err",
+    "rnr_retry_exceeded_err",
+    "packet_seq_err",
+    "out_of_sequence",
+    "implied_nak_seq_err",
+    "duplicate_request",
+    "rnr_nak_retry_err",
+    "rnr_nak_sent",
+    "req_cqe_error",
+    "resp_cqe_error",
+    "req_remote_access_errors",
+    "resp_remote_access_errors",
+    "out_of_buffer",
+    "rdma_sends",
+    "rdma_recvs",
+    "rx_write_requests",
+    "rx_read_requests",
+    "ack_deferred",
+    "tx_roce_errors",
+    "rx_roce_discards",
+    "port_rx_discards",
+    "rx_buffer_passed_thres",
+    "pfc_rx_frames_total",
+    "pfc_tx_frames_total",
+    "pause_storm_events",
+    "link_down_events",
+    "rx_fcs_errors",
+    "phy_symbol_errors",
+    "fec_corrected_bits",
 ];
-const HW_ARRAYS: [&str; 4] = ["pfc_rx_frames", "pfc_tx_frames", "pfc_rx_pause_duration_us", "pfc_tx_pause_duration_us"];
+const HW_ARRAYS: [&str; 4] = [
+    "pfc_rx_frames",
+    "pfc_tx_frames",
+    "pfc_rx_pause_duration_us",
+    "pfc_tx_pause_duration_us",
+];
 
 fn unavailable_counters() -> BTreeMap<String, HwValue> {
     let mut m = BTreeMap::new();
@@ -177,7 +241,10 @@ fn unavailable_counters() -> BTreeMap<String, HwValue> {
 pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
     for p in &o.plants {
         if !PLANTS.contains(&p.as_str()) {
-            return Err(format!("unknown anomaly {p:?} (known: {})", PLANTS.join(", ")));
+            return Err(format!(
+                "unknown anomaly {p:?} (known: {})",
+                PLANTS.join(", ")
+            ));
         }
     }
     if o.ranks == 0 || o.ranks_per_host == 0 || o.devices_per_rank == 0 {
@@ -187,10 +254,17 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
         return Err("--buckets must be 1..16 and --interval-ns at least 1".into());
     }
     if !["mlx5", "thor2", "ainic", "rxe"].contains(&o.hw_type.as_str()) {
-        return Err(format!("unknown --hw-type {:?} (mlx5, thor2, ainic, rxe)", o.hw_type));
+        return Err(format!(
+            "unknown --hw-type {:?} (mlx5, thor2, ainic, rxe)",
+            o.hw_type
+        ));
     }
     if o.plants.len() > o.ranks {
-        return Err(format!("{} anomalies need at least as many ranks, not {}", o.plants.len(), o.ranks));
+        return Err(format!(
+            "{} anomalies need at least as many ranks, not {}",
+            o.plants.len(),
+            o.ranks
+        ));
     }
     if o.plants.iter().any(|p| p == "samples_dropped") && o.samples == 0 {
         return Err("the samples_dropped anomaly needs --samples > 0".into());
@@ -201,19 +275,34 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
     // Each anomaly on its own rank, chosen by the seed.
     let mut order: Vec<usize> = (0..o.ranks).collect();
     rng.shuffle(&mut order);
-    let plant_at: BTreeMap<usize, &str> = o.plants.iter().enumerate().map(|(i, p)| (order[i], p.as_str())).collect();
+    let plant_at: BTreeMap<usize, &str> = o
+        .plants
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (order[i], p.as_str()))
+        .collect();
 
     let named_channels = o.hw_type == "ainic" || o.hw_type == "rxe";
     let (n_channels, data_per_ch, cts_per_ch) = if named_channels { (4, 2, 1) } else { (1, 8, 4) };
     let width = o.interval_ns;
     // Bucket probabilities of an ordinary completion-latency distribution, and a heavy tail.
-    let mut normal_p: Vec<f64> = (0..o.buckets).map(|b| 0.8 * 0.22f64.powi(b as i32)).collect();
+    let mut normal_p: Vec<f64> = (0..o.buckets)
+        .map(|b| 0.8 * 0.22f64.powi(b as i32))
+        .collect();
     let s: f64 = normal_p.iter().sum();
     normal_p.iter_mut().for_each(|p| *p /= s);
     let tail_p: Vec<f64> = if o.buckets == 1 {
         vec![1.0]
     } else {
-        let mut t: Vec<f64> = (0..o.buckets).map(|b| if b == 0 { 0.5 } else { 0.5 / (o.buckets - 1) as f64 }).collect();
+        let mut t: Vec<f64> = (0..o.buckets)
+            .map(|b| {
+                if b == 0 {
+                    0.5
+                } else {
+                    0.5 / (o.buckets - 1) as f64
+                }
+            })
+            .collect();
         let s: f64 = t.iter().sum();
         t.iter_mut().for_each(|p| *p /= s);
         t
@@ -230,7 +319,13 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
         let used_dev = (local % o.devices_per_rank) as u32;
         let start = run_start_ns + rng.i128(0..50_000_000);
         let snapshot = plant == Some("snapshot");
-        let end = start + if snapshot { 60_000_000_000 } else { 120_000_000_000 } + rng.i128(0..50_000_000);
+        let end = start
+            + if snapshot {
+                60_000_000_000
+            } else {
+                120_000_000_000
+            }
+            + rng.i128(0..50_000_000);
         let part = if snapshot { 0.5 } else { 1.0 };
 
         let mut devices = Vec::new();
@@ -276,8 +371,16 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
             let sends_per_qp = split(&mut rng, sends, n_data);
             let recvs_per_qp = split(&mut rng, recvs, n_data);
             let cts_per_qp = split(&mut rng, recvs, n_cts);
-            let slot_scale = if plant == Some("slot_miss") { 10.0 } else { 1.0 };
-            let (p, tail_max) = if plant == Some("tail") { (&tail_p, 5_000_000) } else { (&normal_p, 4 * width) };
+            let slot_scale = if plant == Some("slot_miss") {
+                10.0
+            } else {
+                1.0
+            };
+            let (p, tail_max) = if plant == Some("tail") {
+                (&tail_p, 5_000_000)
+            } else {
+                (&normal_p, 4 * width)
+            };
             let sample_n = o.latency_sample.max(1);
 
             let mut channels = Vec::new();
@@ -289,7 +392,8 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                     let sent = sends_per_qp[k];
                     let imm = sent / 8;
                     let completed = sent;
-                    let rcvd = completed + recvs_per_qp[k] - jitter(&mut rng, recvs_per_qp[k] as f64 * 0.01, 0.2).min(recvs_per_qp[k]);
+                    let rcvd = completed + recvs_per_qp[k]
+                        - jitter(&mut rng, recvs_per_qp[k] as f64 * 0.01, 0.2).min(recvs_per_qp[k]);
                     let sampled = completed / sample_n;
                     let (h, mn, mx) = histogram(&mut rng, sampled, p, width, tail_max);
                     qps.push(QueuePair {
@@ -344,7 +448,11 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                     qp_id += 1;
                 }
                 let counters = counters_from_qps(&qps, sample_n > 1);
-                let untracked = if plant == Some("untracked") && ch == 0 { 1 } else { 0 };
+                let untracked = if plant == Some("untracked") && ch == 0 {
+                    1
+                } else {
+                    0
+                };
                 channels.push(Channel {
                     id: named_channels.then_some(ch as u64),
                     num_req_completed: counters.num_recv_wqe,
@@ -372,8 +480,14 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
             set("delta_rx_packets", packets(rx_bytes));
             set("port_tx_bytes", dtx + dtx / 100);
             set("port_rx_bytes", drx + drx / 100);
-            set("port_tx_packets", packets(tx_bytes) + packets(tx_bytes) / 100);
-            set("port_rx_packets", packets(rx_bytes) + packets(rx_bytes) / 100);
+            set(
+                "port_tx_packets",
+                packets(tx_bytes) + packets(tx_bytes) / 100,
+            );
+            set(
+                "port_rx_packets",
+                packets(rx_bytes) + packets(rx_bytes) / 100,
+            );
             set("rdma_sends", sends);
             set("rdma_recvs", recvs);
             set("rx_write_requests", packets(rx_bytes));
@@ -381,11 +495,47 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
             set("cnp_sent", jitter(&mut rng, 2000.0 * cnp, 0.08));
             set("cnp_handled", jitter(&mut rng, 1900.0 * cnp, 0.08));
             set("ecn_marked_pkts", jitter(&mut rng, 2100.0 * cnp, 0.08));
-            set("local_ack_timeout_err", if plant == Some("retransmit") { jitter(&mut rng, 40.0, 0.1) } else { 0 });
-            set("retransmitted_pkts", jitter(&mut rng, if plant == Some("retransmit") { 4000.0 } else { 0.0 }, 0.1));
-            set("out_of_sequence", jitter(&mut rng, if plant == Some("out_of_sequence") { 60.0 } else { 3.0 }, 0.3));
+            set(
+                "local_ack_timeout_err",
+                if plant == Some("retransmit") {
+                    jitter(&mut rng, 40.0, 0.1)
+                } else {
+                    0
+                },
+            );
+            set(
+                "retransmitted_pkts",
+                jitter(
+                    &mut rng,
+                    if plant == Some("retransmit") {
+                        4000.0
+                    } else {
+                        0.0
+                    },
+                    0.1,
+                ),
+            );
+            set(
+                "out_of_sequence",
+                jitter(
+                    &mut rng,
+                    if plant == Some("out_of_sequence") {
+                        60.0
+                    } else {
+                        3.0
+                    },
+                    0.3,
+                ),
+            );
             set("packet_seq_err", jitter(&mut rng, 2.0, 0.3));
-            set("port_rx_discards", if plant == Some("drops") { jitter(&mut rng, 5000.0, 0.1) } else { 0 });
+            set(
+                "port_rx_discards",
+                if plant == Some("drops") {
+                    jitter(&mut rng, 5000.0, 0.1)
+                } else {
+                    0
+                },
+            );
             set("ack_deferred", jitter(&mut rng, 500.0, 0.1));
             set("fec_corrected_bits", jitter(&mut rng, 10_000.0, 0.2));
             let pfc = if plant == Some("pfc") { 8.0 } else { 1.0 };
@@ -396,7 +546,10 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                 hw.insert(format!("pfc_{rx_tx}_frames"), HwValue::PerPrio(a.clone()));
                 hw.insert(format!("pfc_{rx_tx}_frames_total"), HwValue::Scalar(frames));
                 a[3] = frames * 12;
-                hw.insert(format!("pfc_{rx_tx}_pause_duration_us"), HwValue::PerPrio(a));
+                hw.insert(
+                    format!("pfc_{rx_tx}_pause_duration_us"),
+                    HwValue::PerPrio(a),
+                );
             }
             let mut counter = None;
             if plant == Some("unavailable") {
@@ -413,7 +566,14 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
             });
 
             if o.samples > 0 {
-                let keys = ["cnp_sent", "cnp_handled", "ecn_marked_pkts", "out_of_sequence", "port_rx_discards", "pfc_rx_frames_total"];
+                let keys = [
+                    "cnp_sent",
+                    "cnp_handled",
+                    "ecn_marked_pkts",
+                    "out_of_sequence",
+                    "port_rx_discards",
+                    "pfc_rx_frames_total",
+                ];
                 let step = (end - start) / (o.samples as i128 + 1);
                 for s in 0..o.samples {
                     let t = start + step * (s as i128 + 1);
@@ -427,9 +587,20 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                         } else {
                             frac
                         };
-                        c.insert(k.to_string(), if fin < 0 { -1 } else { (fin as f64 * shape).round() as i64 });
+                        c.insert(
+                            k.to_string(),
+                            if fin < 0 {
+                                -1
+                            } else {
+                                (fin as f64 * shape).round() as i64
+                            },
+                        );
                     }
-                    samples.push(HwSample { device_id: dev_id, timestamp_ns: t as u64, counters: c });
+                    samples.push(HwSample {
+                        device_id: dev_id,
+                        timestamp_ns: t as u64,
+                        counters: c,
+                    });
                 }
             }
 
@@ -449,8 +620,14 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                 active_channels: n_channels as u64,
                 num_qp_untracked: untracked_dev,
                 wqe_size_stats: vec![
-                    crate::model::WqeSizeStat { max_wqe_size: 65536, num_wqe: (wqe_sent_total / 20).max(1) },
-                    crate::model::WqeSizeStat { max_wqe_size: wqe_size, num_wqe: (wqe_sent_total - wqe_sent_total / 20).max(1) },
+                    crate::model::WqeSizeStat {
+                        max_wqe_size: 65536,
+                        num_wqe: (wqe_sent_total / 20).max(1),
+                    },
+                    crate::model::WqeSizeStat {
+                        max_wqe_size: wqe_size,
+                        num_wqe: (wqe_sent_total - wqe_sent_total / 20).max(1),
+                    },
                 ],
                 channels,
                 hw_counters: hw,
@@ -469,7 +646,15 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                 });
             }
         }
-        let dropped = if o.samples > 0 { Some(if plant == Some("samples_dropped") { 12 } else { 0 }) } else { None };
+        let dropped = if o.samples > 0 {
+            Some(if plant == Some("samples_dropped") {
+                12
+            } else {
+                0
+            })
+        } else {
+            None
+        };
         let f = TelemetryFile {
             format: crate::model::SourceFormat::V1,
             version: 1,
@@ -489,12 +674,15 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
             ..Default::default()
         };
         let path = dir.join(format!("rccl_telemetry_{host}_1000_{pid}.json"));
-        let text = serde_json::to_string_pretty(&f).map_err(|e| format!("cannot serialise: {e}"))?;
+        let text =
+            serde_json::to_string_pretty(&f).map_err(|e| format!("cannot serialise: {e}"))?;
         std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     let manifest = dir.join("planted.json");
-    let text = serde_json::to_string_pretty(&planted).map_err(|e| format!("cannot serialise: {e}"))?;
-    std::fs::write(&manifest, text).map_err(|e| format!("cannot write {}: {e}", manifest.display()))?;
+    let text =
+        serde_json::to_string_pretty(&planted).map_err(|e| format!("cannot serialise: {e}"))?;
+    std::fs::write(&manifest, text)
+        .map_err(|e| format!("cannot write {}: {e}", manifest.display()))?;
     Ok(planted)
 }
 
@@ -503,20 +691,23 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
 
 /// Anomalies of a run generated with peers (`--peers`), each planted once.
 pub const FABRIC_PLANTS: [&str; 8] = [
-    "slow_nic",       // one NIC: 4x the completion latency of every QP it is an end of
-    "slow_link",      // one NIC pair (two hosts): 4x on the QPs between them, both ways
-    "slow_host",      // every NIC of one host: 4x
-    "missing_peer",   // one rank's file is not written: its peers' QPs stay unmatched
-    "ambiguous_peer", // a second file claims the GID and QPN of one QP
-    "lid_only",       // one host's NICs have no GID (InfiniBand without GRH): joined by LID
-    "stall",          // a snapshot during a hang: the QPs of one link are stalled now
+    "slow_nic",        // one NIC: 4x the completion latency of every QP it is an end of
+    "slow_link",       // one NIC pair (two hosts): 4x on the QPs between them, both ways
+    "slow_host",       // every NIC of one host: 4x
+    "missing_peer",    // one rank's file is not written: its peers' QPs stay unmatched
+    "ambiguous_peer",  // a second file claims the GID and QPN of one QP
+    "lid_only",        // one host's NICs have no GID (InfiniBand without GRH): joined by LID
+    "stall",           // a snapshot during a hang: the QPs of one link are stalled now
     "recovered_stall", // final files; the QPs of one link had a long stall that ended
 ];
 
 /// The IPv4-mapped GID of NIC `dev` of host `host` (::ffff:10.h.d.1) and its address.
 pub fn fabric_gid(host: usize, dev: u32) -> (String, String) {
     let (h, d) = ((host % 256) as u8, (dev % 256) as u8);
-    (format!("0000:0000:0000:0000:0000:ffff:0a{h:02x}:{d:02x}01"), format!("10.{h}.{d}.1"))
+    (
+        format!("0000:0000:0000:0000:0000:ffff:0a{h:02x}:{d:02x}01"),
+        format!("10.{h}.{d}.1"),
+    )
 }
 
 /// The log-scale bucket of `ns` as the library's histogram has it: exact below 16 ns, above
@@ -537,7 +728,9 @@ fn log_hist_of(samples: &[u64]) -> Vec<LogBucket> {
         let (lo, hi) = log_bucket(s);
         m.entry(lo).or_insert((hi, 0)).1 += 1;
     }
-    m.into_iter().map(|(lo, (hi, n))| (lo, Some(hi), n)).collect()
+    m.into_iter()
+        .map(|(lo, (hi, n))| (lo, Some(hi), n))
+        .collect()
 }
 
 struct Nic {
@@ -565,10 +758,17 @@ struct End {
 /// version-3 keys: QPNs unique per device, GIDs per NIC, every QP's peer, per-device peers with
 /// their log histograms, and the stall keys (`stall_ms` 1000). Plants come from
 /// [`FABRIC_PLANTS`]; planted.json names the culprit (for a link, `peer` names the other end).
-pub fn generate_fabric(dir: &Path, o: &GenOptions, qps_per_peer: usize) -> Result<Vec<Planted>, String> {
+pub fn generate_fabric(
+    dir: &Path,
+    o: &GenOptions,
+    qps_per_peer: usize,
+) -> Result<Vec<Planted>, String> {
     for p in &o.plants {
         if !FABRIC_PLANTS.contains(&p.as_str()) {
-            return Err(format!("unknown plant {p:?} with --peers (one of: {})", FABRIC_PLANTS.join(", ")));
+            return Err(format!(
+                "unknown plant {p:?} with --peers (one of: {})",
+                FABRIC_PLANTS.join(", ")
+            ));
         }
     }
     if o.ranks == 0 || o.ranks_per_host == 0 {
@@ -586,7 +786,13 @@ pub fn generate_fabric(dir: &Path, o: &GenOptions, qps_per_peer: usize) -> Resul
     let dev_of = |r: usize| ((r % o.ranks_per_host) % dpr) as u32;
     let pid_of = |r: usize| 20_000 + (r as i64 * 7919) % 40_000;
     let hostname = |h: usize| format!("gpu_node_{h:03}");
-    let file_of = |r: usize| format!("rccl_telemetry_{}_1000_{}.json", hostname(host_of(r)), pid_of(r));
+    let file_of = |r: usize| {
+        format!(
+            "rccl_telemetry_{}_1000_{}.json",
+            hostname(host_of(r)),
+            pid_of(r)
+        )
+    };
     // Distinct culprits, chosen by the seed.
     let lid_host = has("lid_only").then(|| rng.usize(0..n_hosts));
     let slow_host = has("slow_host").then(|| rng.usize(0..n_hosts));
@@ -613,14 +819,27 @@ pub fn generate_fabric(dir: &Path, o: &GenOptions, qps_per_peer: usize) -> Resul
         }
         None
     };
-    let slow_link = if has("slow_link") { pick_pair(&mut rng) } else { None };
-    let stall_link = if has("stall") || has("recovered_stall") { pick_pair(&mut rng) } else { None };
+    let slow_link = if has("slow_link") {
+        pick_pair(&mut rng)
+    } else {
+        None
+    };
+    let stall_link = if has("stall") || has("recovered_stall") {
+        pick_pair(&mut rng)
+    } else {
+        None
+    };
     let missing = has("missing_peer").then(|| pick_rank(&mut rng, None));
 
     let nics: Vec<Nic> = (0..o.ranks)
         .map(|r| {
             let (h, d) = (host_of(r), dev_of(r));
-            Nic { host: h, dev: d, gid: (Some(h) != lid_host).then(|| fabric_gid(h, d)), lid: (h * 16 + d as usize + 1) as u64 }
+            Nic {
+                host: h,
+                dev: d,
+                gid: (Some(h) != lid_host).then(|| fabric_gid(h, d)),
+                lid: (h * 16 + d as usize + 1) as u64,
+            }
         })
         .collect();
     let factor = |a: usize, b: usize| -> f64 {
@@ -652,8 +871,26 @@ pub fn generate_fabric(dir: &Path, o: &GenOptions, qps_per_peer: usize) -> Resul
                 let f = factor(a, b);
                 let st = stall_link == Some((a, b)) && k == 0;
                 let ch = (a + b + k) % n_channels;
-                ends[a].push(End { rank: a, peer_rank: b, qpn: qa, peer_qpn: qb, ch, factor: f, stalled: st && has("stall"), recovered: st && has("recovered_stall") });
-                ends[b].push(End { rank: b, peer_rank: a, qpn: qb, peer_qpn: qa, ch, factor: f, stalled: st && has("stall"), recovered: st && has("recovered_stall") });
+                ends[a].push(End {
+                    rank: a,
+                    peer_rank: b,
+                    qpn: qa,
+                    peer_qpn: qb,
+                    ch,
+                    factor: f,
+                    stalled: st && has("stall"),
+                    recovered: st && has("recovered_stall"),
+                });
+                ends[b].push(End {
+                    rank: b,
+                    peer_rank: a,
+                    qpn: qb,
+                    peer_qpn: qa,
+                    ch,
+                    factor: f,
+                    stalled: st && has("stall"),
+                    recovered: st && has("recovered_stall"),
+                });
             }
         }
     }
@@ -667,9 +904,18 @@ pub fn generate_fabric(dir: &Path, o: &GenOptions, qps_per_peer: usize) -> Resul
     for rank in 0..o.ranks {
         let nic = &nics[rank];
         let start = run_start_ns + rng.i128(0..50_000_000);
-        let end_t = start + if snapshot { 60_000_000_000 } else { 120_000_000_000 };
+        let end_t = start
+            + if snapshot {
+                60_000_000_000
+            } else {
+                120_000_000_000
+            };
         let mut channels: Vec<Channel> = (0..n_channels)
-            .map(|c| Channel { id: Some(c as u64), num_data_qp: 0, ..Default::default() })
+            .map(|c| Channel {
+                id: Some(c as u64),
+                num_data_qp: 0,
+                ..Default::default()
+            })
             .collect();
         let mut peer_hists: BTreeMap<usize, (u64, Vec<LogBucket>)> = BTreeMap::new();
         let (mut tx, mut rx) = (0u64, 0u64);
@@ -730,7 +976,8 @@ pub fn generate_fabric(dir: &Path, o: &GenOptions, qps_per_peer: usize) -> Resul
                 } else {
                     0
                 }),
-                longest_stall_start: (e.stalled || e.recovered).then(|| format_timestamp_ns(t_stall)),
+                longest_stall_start: (e.stalled || e.recovered)
+                    .then(|| format_timestamp_ns(t_stall)),
                 ..Default::default()
             };
             debug_assert_eq!(e.rank, rank);
@@ -738,7 +985,10 @@ pub fn generate_fabric(dir: &Path, o: &GenOptions, qps_per_peer: usize) -> Resul
             stalled_dev += u64::from(e.stalled);
             let ch = &mut channels[e.ch];
             ch.num_data_qp += 1;
-            add_log_hist(ch.wqe_completion_log_histogram.get_or_insert_with(Vec::new), &lh);
+            add_log_hist(
+                ch.wqe_completion_log_histogram.get_or_insert_with(Vec::new),
+                &lh,
+            );
             ch.queue_pairs.push(q);
         }
         for ch in &mut channels {
@@ -750,7 +1000,10 @@ pub fn generate_fabric(dir: &Path, o: &GenOptions, qps_per_peer: usize) -> Resul
         }
         let mut dev_log = Vec::new();
         for ch in &channels {
-            add_log_hist(&mut dev_log, ch.wqe_completion_log_histogram.as_deref().unwrap_or(&[]));
+            add_log_hist(
+                &mut dev_log,
+                ch.wqe_completion_log_histogram.as_deref().unwrap_or(&[]),
+            );
         }
         let peers = peer_hists
             .into_iter()
@@ -779,8 +1032,14 @@ pub fn generate_fabric(dir: &Path, o: &GenOptions, qps_per_peer: usize) -> Resul
             rx_bytes: rx,
             cq_poll_count: qp_count * 900,
             num_channels: Some(n_channels as u64),
-            active_channels: channels.iter().filter(|c| !c.queue_pairs.is_empty()).count() as u64,
-            wqe_size_stats: vec![crate::model::WqeSizeStat { max_wqe_size: wqe_size, num_wqe: tx / wqe_size }],
+            active_channels: channels
+                .iter()
+                .filter(|c| !c.queue_pairs.is_empty())
+                .count() as u64,
+            wqe_size_stats: vec![crate::model::WqeSizeStat {
+                max_wqe_size: wqe_size,
+                num_wqe: tx / wqe_size,
+            }],
             channels,
             hw_counters: hw,
             wqe_completion_log_histogram: Some(dev_log),
@@ -835,10 +1094,20 @@ pub fn generate_fabric(dir: &Path, o: &GenOptions, qps_per_peer: usize) -> Resul
         mark("slow_link", a, Some(b), None);
     }
     if let Some(h) = lid_host {
-        mark("lid_only", (h * o.ranks_per_host).min(o.ranks - 1), None, None);
+        mark(
+            "lid_only",
+            (h * o.ranks_per_host).min(o.ranks - 1),
+            None,
+            None,
+        );
     }
     if let Some((a, b)) = stall_link {
-        mark(if snapshot { "stall" } else { "recovered_stall" }, a, Some(b), None);
+        mark(
+            if snapshot { "stall" } else { "recovered_stall" },
+            a,
+            Some(b),
+            None,
+        );
     }
     if let Some(r) = missing {
         mark("missing_peer", r, None, Some("file not written".into()));
@@ -859,7 +1128,12 @@ pub fn generate_fabric(dir: &Path, o: &GenOptions, qps_per_peer: usize) -> Resul
         d.channels.retain(|c| !c.queue_pairs.is_empty());
         d.channels.truncate(1);
         if let Some(q) = d.channels.first().and_then(|c| c.queue_pairs.first()) {
-            mark("ambiguous_peer", r, None, Some(format!("qp_num {}", q.qp_num.unwrap_or(0))));
+            mark(
+                "ambiguous_peer",
+                r,
+                None,
+                Some(format!("qp_num {}", q.qp_num.unwrap_or(0))),
+            );
         }
         extra = Some(f);
     }
@@ -873,13 +1147,18 @@ pub fn generate_fabric(dir: &Path, o: &GenOptions, qps_per_peer: usize) -> Resul
         write_file(dir, f)?;
     }
     let manifest = dir.join("planted.json");
-    let text = serde_json::to_string_pretty(&planted).map_err(|e| format!("cannot serialise: {e}"))?;
-    std::fs::write(&manifest, text).map_err(|e| format!("cannot write {}: {e}", manifest.display()))?;
+    let text =
+        serde_json::to_string_pretty(&planted).map_err(|e| format!("cannot serialise: {e}"))?;
+    std::fs::write(&manifest, text)
+        .map_err(|e| format!("cannot write {}: {e}", manifest.display()))?;
     Ok(planted)
 }
 
 fn write_file(dir: &Path, f: &TelemetryFile) -> Result<(), String> {
-    let path = dir.join(format!("rccl_telemetry_{}_1000_{}.json", f.host_name, f.process_id));
+    let path = dir.join(format!(
+        "rccl_telemetry_{}_1000_{}.json",
+        f.host_name, f.process_id
+    ));
     let text = serde_json::to_string(f).map_err(|e| format!("cannot serialise: {e}"))?;
     std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

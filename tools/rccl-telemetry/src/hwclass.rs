@@ -52,11 +52,22 @@ pub fn classify(name: &str) -> Category {
         Category::Ecn
     } else if has("pfc") || has("pause") {
         Category::Pfc
-    } else if has("retrans") || has("retry") || has("timeout") || has("rnr_nak") || word("duplicate") || n.split('_').any(|t| t == "dup" || t == "dups") {
+    } else if has("retrans")
+        || has("retry")
+        || has("timeout")
+        || has("rnr_nak")
+        || word("duplicate")
+        || n.split('_').any(|t| t == "dup" || t == "dups")
+    {
         Category::Retransmit
     } else if has("seq") {
         Category::OutOfSequence
-    } else if has("discard") || has("drop") || has("out_of_buffer") || has("out_of_buf") || has("no_buf") {
+    } else if has("discard")
+        || has("drop")
+        || has("out_of_buffer")
+        || has("out_of_buf")
+        || has("no_buf")
+    {
         Category::Drop
     } else if word("err") || word("fail") || word("invalid") || word("bad") || has("link_down") {
         Category::Error

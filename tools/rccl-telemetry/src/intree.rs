@@ -15,7 +15,10 @@
 //! | its hardware counter names (`oos_drop_count`, `cnp_rcvd`, ...) | this library's names |
 //! | `hw_samples`: CLOCK_MONOTONIC `ts_us`, absolute values | `timestamp_ns` (still monotonic), change since the device's first sample |
 
-use crate::model::{Channel, Counters, Device, HwSample, HwValue, QueuePair, SourceFormat, TelemetryFile, WqeSizeStat};
+use crate::model::{
+    Channel, Counters, Device, HwSample, HwValue, QueuePair, SourceFormat, TelemetryFile,
+    WqeSizeStat,
+};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,15 +42,28 @@ pub const COUNTER_NAMES: &[(&str, &str)] = &[
 ];
 
 /// The in-tree engine's per-priority arrays (8 integers each).
-const PFC_ARRAYS: [&str; 4] = ["pfc_rx_frames", "pfc_tx_frames", "pfc_rx_pause_us", "pfc_tx_pause_us"];
+const PFC_ARRAYS: [&str; 4] = [
+    "pfc_rx_frames",
+    "pfc_tx_frames",
+    "pfc_rx_pause_us",
+    "pfc_tx_pause_us",
+];
 /// Written last in every device's hw_counters.
-const ALWAYS_DELTAS: [&str; 4] = ["delta_tx_bytes", "delta_rx_bytes", "delta_tx_packets", "delta_rx_packets"];
+const ALWAYS_DELTAS: [&str; 4] = [
+    "delta_tx_bytes",
+    "delta_rx_bytes",
+    "delta_tx_packets",
+    "delta_rx_packets",
+];
 /// The engine stops sampling for good at this many samples and records nothing about it.
 pub const SAMPLE_CAP: usize = 100_000;
 
 /// This library's name for an in-tree counter name.
 pub fn our_name(name: &str) -> &str {
-    COUNTER_NAMES.iter().find(|(it, _)| *it == name).map_or(name, |(_, ours)| ours)
+    COUNTER_NAMES
+        .iter()
+        .find(|(it, _)| *it == name)
+        .map_or(name, |(_, ours)| ours)
 }
 
 /// True when a parsed document says it was written by the in-tree engine.
@@ -165,7 +181,9 @@ fn pointer(path: &serde_path_to_error::Path) -> String {
     for seg in path.iter() {
         match seg {
             Segment::Seq { index } => p.push_str(&format!("/{index}")),
-            Segment::Map { key } => p.push_str(&format!("/{}", key.replace('~', "~0").replace('/', "~1"))),
+            Segment::Map { key } => {
+                p.push_str(&format!("/{}", key.replace('~', "~0").replace('/', "~1")))
+            }
             Segment::Enum { variant } => p.push_str(&format!("/{variant}")),
             Segment::Unknown => p.push_str("/?"),
         }
@@ -174,7 +192,8 @@ fn pointer(path: &serde_path_to_error::Path) -> String {
 }
 
 fn typed(v: &Value) -> Result<ItFile, (String, String)> {
-    serde_path_to_error::deserialize::<_, ItFile>(v).map_err(|e| (pointer(e.path()), e.inner().to_string()))
+    serde_path_to_error::deserialize::<_, ItFile>(v)
+        .map_err(|e| (pointer(e.path()), e.inner().to_string()))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -190,10 +209,18 @@ fn interval(f: &ItFile) -> Option<u64> {
 }
 
 fn qp_counters(q: &ItQp) -> Counters {
-    let hist: Vec<u64> = q.wqe_completion_histogram.iter().map(|b| b.num_wqe).collect();
+    let hist: Vec<u64> = q
+        .wqe_completion_histogram
+        .iter()
+        .map(|b| b.num_wqe)
+        .collect();
     let measured = hist.iter().any(|n| *n > 0);
     // 0 is the in-tree engine's "nothing measured"; -1 is ours.
-    let (mn, mx) = if measured { (q.wqe_completion_ns_min, q.wqe_completion_ns_max) } else { (-1, -1) };
+    let (mn, mx) = if measured {
+        (q.wqe_completion_ns_min, q.wqe_completion_ns_max)
+    } else {
+        (-1, -1)
+    };
     Counters {
         num_wqe_sent: q.num_wqe_sent,
         num_recv_wqe: q.num_recv_wqe,
@@ -217,15 +244,33 @@ fn channel(c: ItChannel) -> Channel {
     let qps: Vec<QueuePair> = c
         .queue_pairs
         .iter()
-        .map(|q| QueuePair { id: q.id, role: Some(if q.data_qp { "data" } else { "cts" }.to_string()), counters: qp_counters(q), ..Default::default() })
+        .map(|q| QueuePair {
+            id: q.id,
+            role: Some(if q.data_qp { "data" } else { "cts" }.to_string()),
+            counters: qp_counters(q),
+            ..Default::default()
+        })
         .collect();
-    let sum = |g: fn(&Counters) -> u64| qps.iter().fold(0u64, |s, q| s.saturating_add(g(&q.counters)));
+    let sum = |g: fn(&Counters) -> u64| {
+        qps.iter()
+            .fold(0u64, |s, q| s.saturating_add(g(&q.counters)))
+    };
     let mut hist = Vec::new();
     for q in &qps {
         crate::model::add_hist(&mut hist, &q.counters.wqe_completion_histogram);
     }
-    let mn = qps.iter().map(|q| q.counters.wqe_completion_ns_min).filter(|v| *v >= 0).min().unwrap_or(-1);
-    let mx = qps.iter().map(|q| q.counters.wqe_completion_ns_max).filter(|v| *v >= 0).max().unwrap_or(-1);
+    let mn = qps
+        .iter()
+        .map(|q| q.counters.wqe_completion_ns_min)
+        .filter(|v| *v >= 0)
+        .min()
+        .unwrap_or(-1);
+    let mx = qps
+        .iter()
+        .map(|q| q.counters.wqe_completion_ns_max)
+        .filter(|v| *v >= 0)
+        .max()
+        .unwrap_or(-1);
     let counters = Counters {
         num_wqe_sent: c.num_wqe_sent,
         num_recv_wqe: c.num_recv_wqe,
@@ -275,19 +320,29 @@ fn samples(raw: Vec<ItSample>) -> Vec<HwSample> {
                     (name, if v >= base { v - base } else { -1 })
                 })
                 .collect();
-            HwSample { device_id: s.device_id, timestamp_ns: s.ts_us.saturating_mul(1000), counters }
+            HwSample {
+                device_id: s.device_id,
+                timestamp_ns: s.ts_us.saturating_mul(1000),
+                counters,
+            }
         })
         .collect()
 }
 
 /// Maps a parsed in-tree document onto the model; Err is the one-line reason it cannot be.
 pub fn to_model(v: &Value) -> Result<TelemetryFile, String> {
-    let f = typed(v).map_err(|(p, m)| format!("not an in-tree telemetry file: {}: {m}", if p.is_empty() { "/" } else { &p }))?;
-    let pid: i64 = f
-        .process_id
-        .trim()
-        .parse()
-        .map_err(|_| format!("not an in-tree telemetry file: /process_id: {:?} is not a process id", f.process_id))?;
+    let f = typed(v).map_err(|(p, m)| {
+        format!(
+            "not an in-tree telemetry file: {}: {m}",
+            if p.is_empty() { "/" } else { &p }
+        )
+    })?;
+    let pid: i64 = f.process_id.trim().parse().map_err(|_| {
+        format!(
+            "not an in-tree telemetry file: /process_id: {:?} is not a process id",
+            f.process_id
+        )
+    })?;
     let width = interval(&f).unwrap_or(0);
     let devices = f
         .devices
@@ -306,7 +361,11 @@ pub fn to_model(v: &Value) -> Result<TelemetryFile, String> {
             num_qp_untracked: d.num_qp_untracked,
             wqe_size_stats: d.wqe_size_stats,
             channels: d.channels.into_iter().map(channel).collect(),
-            hw_counters: d.hw_counters.into_iter().map(|(k, v)| (our_name(&k).to_string(), v)).collect(),
+            hw_counters: d
+                .hw_counters
+                .into_iter()
+                .map(|(k, v)| (our_name(&k).to_string(), v))
+                .collect(),
             wqe_completion_log_histogram: None,
             ..Default::default()
         })
@@ -338,7 +397,12 @@ pub fn to_model(v: &Value) -> Result<TelemetryFile, String> {
 /// on: an unescaped host name (the engine writes it verbatim) or a file that ends early.
 pub fn diagnose_unparsable(bytes: &[u8], eof: bool) -> Option<String> {
     let text = String::from_utf8_lossy(bytes);
-    let looks_intree = text.find("\"version\"").is_some_and(|i| text[i + 9..].trim_start().strip_prefix(':').is_some_and(|r| r.trim_start().starts_with("\"1.0\"")));
+    let looks_intree = text.find("\"version\"").is_some_and(|i| {
+        text[i + 9..]
+            .trim_start()
+            .strip_prefix(':')
+            .is_some_and(|r| r.trim_start().starts_with("\"1.0\""))
+    });
     if !looks_intree {
         return None;
     }
@@ -428,17 +492,32 @@ const QP_KEYS: &[(&str, bool)] = &[
 /// Missing required keys and keys the engine never writes, at one level.
 fn keys(p: &str, v: &Value, allowed: &[(&str, bool)], level: &str, out: &mut Vec<Finding>) {
     let Some(obj) = v.as_object() else {
-        out.push((p.to_string(), "format", format!("the in-tree engine writes a {level} as an object, not {}", kind_of(v))));
+        out.push((
+            p.to_string(),
+            "format",
+            format!(
+                "the in-tree engine writes a {level} as an object, not {}",
+                kind_of(v)
+            ),
+        ));
         return;
     };
     for (k, required) in allowed {
         if *required && !obj.contains_key(*k) {
-            out.push((p.to_string(), "format", format!("{level} has no \"{k}\" key, which the in-tree engine always writes")));
+            out.push((
+                p.to_string(),
+                "format",
+                format!("{level} has no \"{k}\" key, which the in-tree engine always writes"),
+            ));
         }
     }
     for k in obj.keys() {
         if !allowed.iter().any(|(a, _)| a == k) {
-            out.push((format!("{p}/{}", k.replace('~', "~0").replace('/', "~1")), "format", format!("\"{k}\" is not a key of the in-tree engine's {level}")));
+            out.push((
+                format!("{p}/{}", k.replace('~', "~0").replace('/', "~1")),
+                "format",
+                format!("\"{k}\" is not a key of the in-tree engine's {level}"),
+            ));
         }
     }
 }
@@ -457,15 +536,31 @@ fn kind_of(v: &Value) -> &'static str {
 /// "YYYY-MM-DD HH:MM:SS" as a sortable tuple, or None when it is not that.
 pub fn parse_local(s: &str) -> Option<(i64, i64, i64, i64, i64, i64)> {
     let b = s.as_bytes();
-    if b.len() != 19 || b[4] != b'-' || b[7] != b'-' || b[10] != b' ' || b[13] != b':' || b[16] != b':' {
+    if b.len() != 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b' '
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let n = |r: std::ops::Range<usize>| -> Option<i64> {
         let t = s.get(r)?;
-        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok())?
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
     };
-    let t = (n(0..4)?, n(5..7)?, n(8..10)?, n(11..13)?, n(14..16)?, n(17..19)?);
-    ((1..=12).contains(&t.1) && (1..=31).contains(&t.2) && t.3 <= 23 && t.4 <= 59 && t.5 <= 60).then_some(t)
+    let t = (
+        n(0..4)?,
+        n(5..7)?,
+        n(8..10)?,
+        n(11..13)?,
+        n(14..16)?,
+        n(17..19)?,
+    );
+    ((1..=12).contains(&t.1) && (1..=31).contains(&t.2) && t.3 <= 23 && t.4 <= 59 && t.5 <= 60)
+        .then_some(t)
 }
 
 /// Seconds between two local times of one file (same host and zone; a DST change inside the
@@ -473,7 +568,9 @@ pub fn parse_local(s: &str) -> Option<(i64, i64, i64, i64, i64, i64)> {
 pub fn local_seconds(a: &str, b: &str) -> Option<i64> {
     let secs = |s: &str| -> Option<i64> {
         let (y, mo, d, h, mi, se) = parse_local(s)?;
-        let ns = crate::model::parse_timestamp_ns(&format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{se:02}Z"))?;
+        let ns = crate::model::parse_timestamp_ns(&format!(
+            "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{se:02}Z"
+        ))?;
         Some((ns / 1_000_000_000) as i64)
     };
     Some(secs(b)? - secs(a)?)
@@ -487,11 +584,29 @@ pub fn check(v: &Value) -> Vec<Finding> {
         for (di, d) in devs.iter().enumerate() {
             let dp = format!("/devices/{di}");
             keys(&dp, d, DEVICE_KEYS, "device", &mut out);
-            for (ci, c) in d.get("channels").and_then(Value::as_array).into_iter().flatten().enumerate() {
+            for (ci, c) in d
+                .get("channels")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
                 let cp = format!("{dp}/channels/{ci}");
                 keys(&cp, c, CHANNEL_KEYS, "channel", &mut out);
-                for (qi, q) in c.get("queue_pairs").and_then(Value::as_array).into_iter().flatten().enumerate() {
-                    keys(&format!("{cp}/queue_pairs/{qi}"), q, QP_KEYS, "queue pair", &mut out);
+                for (qi, q) in c
+                    .get("queue_pairs")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                {
+                    keys(
+                        &format!("{cp}/queue_pairs/{qi}"),
+                        q,
+                        QP_KEYS,
+                        "queue pair",
+                        &mut out,
+                    );
                 }
             }
         }
@@ -508,24 +623,45 @@ pub fn check(v: &Value) -> Vec<Finding> {
     };
     let mut err = |p: String, m: String| out.push((p, "invariant", m));
     if f.version != "1.0" {
-        err("/version".into(), format!("version {:?} is not the in-tree engine's \"1.0\"", f.version));
+        err(
+            "/version".into(),
+            format!(
+                "version {:?} is not the in-tree engine's \"1.0\"",
+                f.version
+            ),
+        );
     }
     if f.process_id.is_empty() || !f.process_id.bytes().all(|c| c.is_ascii_digit()) {
-        err("/process_id".into(), format!("process_id {:?} is not a decimal pid", f.process_id));
+        err(
+            "/process_id".into(),
+            format!("process_id {:?} is not a decimal pid", f.process_id),
+        );
     }
     for (k, s) in [("start_time", &f.start_time), ("end_time", &f.end_time)] {
         if parse_local(s).is_none() {
-            err(format!("/{k}"), format!("{k} {s:?} is not \"YYYY-MM-DD HH:MM:SS\""));
+            err(
+                format!("/{k}"),
+                format!("{k} {s:?} is not \"YYYY-MM-DD HH:MM:SS\""),
+            );
         }
     }
     if let (Some(a), Some(b)) = (parse_local(&f.start_time), parse_local(&f.end_time)) {
         if b < a {
-            err("/end_time".into(), format!("end_time {} is before start_time {} (both local times of this host)", f.end_time, f.start_time));
+            err(
+                "/end_time".into(),
+                format!(
+                    "end_time {} is before start_time {} (both local times of this host)",
+                    f.end_time, f.start_time
+                ),
+            );
         }
     }
     let sampled = match f.latency_sample_interval {
         Some(n) if n < 2 || !n.is_power_of_two() => {
-            err("/latency_sample_interval".into(), format!("{n}: the in-tree engine writes this key only for a power of two N > 1"));
+            err(
+                "/latency_sample_interval".into(),
+                format!("{n}: the in-tree engine writes this key only for a power of two N > 1"),
+            );
             true
         }
         Some(_) => true,
@@ -538,21 +674,42 @@ pub fn check(v: &Value) -> Vec<Finding> {
     for (di, d) in f.devices.iter().enumerate() {
         let dp = format!("/devices/{di}");
         if !device_ids.insert(d.device_id) {
-            err(format!("{dp}/device_id"), format!("device_id {} appears twice", d.device_id));
+            err(
+                format!("{dp}/device_id"),
+                format!("device_id {} appears twice", d.device_id),
+            );
         }
         if !["ainic", "mlx5", "thor2", "unsupported"].contains(&d.hw_type.as_str()) {
-            err(format!("{dp}/hw_type"), format!("hw_type {:?} is not ainic, mlx5, thor2 or unsupported", d.hw_type));
+            err(
+                format!("{dp}/hw_type"),
+                format!(
+                    "hw_type {:?} is not ainic, mlx5, thor2 or unsupported",
+                    d.hw_type
+                ),
+            );
         }
         if d.tx_bytes == 0 && d.rx_bytes == 0 && d.num_cq_errors == 0 && d.active_channels == 0 {
             err(dp.clone(), "a device with no bytes, no CQ errors and no active channel: the in-tree engine leaves such devices out".into());
         }
-        let in_channels = d.channels.iter().fold(0u64, |s, c| s.saturating_add(c.num_qp_untracked));
+        let in_channels = d
+            .channels
+            .iter()
+            .fold(0u64, |s, c| s.saturating_add(c.num_qp_untracked));
         if d.num_qp_untracked < in_channels {
-            err(format!("{dp}/num_qp_untracked"), format!("device num_qp_untracked {} < {in_channels} summed over its channels", d.num_qp_untracked));
+            err(
+                format!("{dp}/num_qp_untracked"),
+                format!(
+                    "device num_qp_untracked {} < {in_channels} summed over its channels",
+                    d.num_qp_untracked
+                ),
+            );
         }
         // hw_counters: -1 or a delta >= 0; four PFC arrays of 8; the four byte/packet deltas.
         for (name, val) in &d.hw_counters {
-            let hp = format!("{dp}/hw_counters/{}", name.replace('~', "~0").replace('/', "~1"));
+            let hp = format!(
+                "{dp}/hw_counters/{}",
+                name.replace('~', "~0").replace('/', "~1")
+            );
             let vals: Vec<i64> = match val {
                 HwValue::Scalar(x) => {
                     if PFC_ARRAYS.contains(&name.as_str()) {
@@ -562,9 +719,18 @@ pub fn check(v: &Value) -> Vec<Finding> {
                 }
                 HwValue::PerPrio(a) => {
                     if !PFC_ARRAYS.contains(&name.as_str()) {
-                        err(hp.clone(), format!("{name} is an array, but only {} are arrays in this format", PFC_ARRAYS.join(", ")));
+                        err(
+                            hp.clone(),
+                            format!(
+                                "{name} is an array, but only {} are arrays in this format",
+                                PFC_ARRAYS.join(", ")
+                            ),
+                        );
                     } else if a.len() != 8 {
-                        err(hp.clone(), format!("per-priority array has {} entries, not 8", a.len()));
+                        err(
+                            hp.clone(),
+                            format!("per-priority array has {} entries, not 8", a.len()),
+                        );
                     }
                     a.clone()
                 }
@@ -579,7 +745,10 @@ pub fn check(v: &Value) -> Vec<Finding> {
         }
         for k in ALWAYS_DELTAS {
             if !d.hw_counters.contains_key(k) {
-                err(format!("{dp}/hw_counters"), format!("no {k}, which the in-tree engine always writes"));
+                err(
+                    format!("{dp}/hw_counters"),
+                    format!("no {k}, which the in-tree engine always writes"),
+                );
             }
         }
         for k in PFC_ARRAYS {
@@ -588,7 +757,13 @@ pub fn check(v: &Value) -> Vec<Finding> {
             }
             // The arrays are written for every supported NIC.
             if d.hw_type != "unsupported" {
-                err(format!("{dp}/hw_counters"), format!("no {k} array, which the in-tree engine writes for every {} device", d.hw_type));
+                err(
+                    format!("{dp}/hw_counters"),
+                    format!(
+                        "no {k} array, which the in-tree engine writes for every {} device",
+                        d.hw_type
+                    ),
+                );
             }
         }
         let mut channel_ids = BTreeSet::new();
@@ -613,30 +788,55 @@ pub fn check(v: &Value) -> Vec<Finding> {
                 ("num_wqe_sent", c.num_wqe_sent, |q| q.num_wqe_sent),
                 ("num_recv_wqe", c.num_recv_wqe, |q| q.num_recv_wqe),
                 ("num_wqe_rcvd", c.num_wqe_rcvd, |q| q.num_wqe_rcvd),
-                ("num_wqe_completed", c.num_wqe_completed, |q| q.num_wqe_completed),
+                ("num_wqe_completed", c.num_wqe_completed, |q| {
+                    q.num_wqe_completed
+                }),
                 ("num_cts_sent", c.num_cts_sent, |q| q.num_cts_sent),
-                ("num_wqe_sampled", c.num_wqe_sampled.unwrap_or(0), |q| q.num_wqe_sampled.unwrap_or(0)),
+                ("num_wqe_sampled", c.num_wqe_sampled.unwrap_or(0), |q| {
+                    q.num_wqe_sampled.unwrap_or(0)
+                }),
             ];
             for (name, total, g) in fields {
                 let s = sum(g);
                 if total != s {
-                    err(format!("{cp}/{name}"), format!("channel total {total} != {s} summed over its {} queue pairs", qps.len()));
+                    err(
+                        format!("{cp}/{name}"),
+                        format!(
+                            "channel total {total} != {s} summed over its {} queue pairs",
+                            qps.len()
+                        ),
+                    );
                 }
             }
             let data = qps.iter().filter(|q| q.data_qp).count() as u64;
             let cts = qps.len() as u64 - data;
             if c.num_data_qp != data {
-                err(format!("{cp}/num_data_qp"), format!("num_data_qp {} != {data} queue pairs with data_qp true", c.num_data_qp));
+                err(
+                    format!("{cp}/num_data_qp"),
+                    format!(
+                        "num_data_qp {} != {data} queue pairs with data_qp true",
+                        c.num_data_qp
+                    ),
+                );
             }
             if c.num_cts_qp != cts {
-                err(format!("{cp}/num_cts_qp"), format!("num_cts_qp {} != {cts} queue pairs with data_qp false", c.num_cts_qp));
+                err(
+                    format!("{cp}/num_cts_qp"),
+                    format!(
+                        "num_cts_qp {} != {cts} queue pairs with data_qp false",
+                        c.num_cts_qp
+                    ),
+                );
             }
             for (qi, q) in qps.iter().enumerate() {
                 let qp = format!("{cp}/queue_pairs/{qi}");
                 if q.num_wqe_sampled.is_some() != sampled {
                     err(format!("{qp}/num_wqe_sampled"), sampled_rule(sampled));
                 }
-                if q.num_cts_sent_signalled.saturating_add(q.num_cts_sent_unsignalled) != q.num_cts_sent {
+                if q.num_cts_sent_signalled
+                    .saturating_add(q.num_cts_sent_unsignalled)
+                    != q.num_cts_sent
+                {
                     err(
                         format!("{qp}/num_cts_sent"),
                         format!("num_cts_sent_signalled {} + num_cts_sent_unsignalled {} != num_cts_sent {}", q.num_cts_sent_signalled, q.num_cts_sent_unsignalled, q.num_cts_sent),
@@ -645,11 +845,23 @@ pub fn check(v: &Value) -> Vec<Finding> {
                 let h = &q.wqe_completion_histogram;
                 match n_buckets {
                     None => n_buckets = Some(h.len()),
-                    Some(n) if n != h.len() => err(format!("{qp}/wqe_completion_histogram"), format!("has {} buckets, other histograms in this file have {n}", h.len())),
+                    Some(n) if n != h.len() => err(
+                        format!("{qp}/wqe_completion_histogram"),
+                        format!(
+                            "has {} buckets, other histograms in this file have {n}",
+                            h.len()
+                        ),
+                    ),
                     _ => {}
                 }
                 if !(1..=16).contains(&h.len()) {
-                    err(format!("{qp}/wqe_completion_histogram"), format!("{} buckets: RCCL_TELEMETRY_HISTOGRAM_BUCKETS is 1..16", h.len()));
+                    err(
+                        format!("{qp}/wqe_completion_histogram"),
+                        format!(
+                            "{} buckets: RCCL_TELEMETRY_HISTOGRAM_BUCKETS is 1..16",
+                            h.len()
+                        ),
+                    );
                 }
                 if let Some(w) = width {
                     for (b, bucket) in h.iter().enumerate() {
@@ -663,7 +875,10 @@ pub fn check(v: &Value) -> Vec<Finding> {
                     }
                 }
                 if w_is_zero(width) {
-                    err(format!("{qp}/wqe_completion_histogram/0/latency_ns"), "latency_ns 0: the bucket width must be > 0".into());
+                    err(
+                        format!("{qp}/wqe_completion_histogram/0/latency_ns"),
+                        "latency_ns 0: the bucket width must be > 0".into(),
+                    );
                 }
                 let hsum = h.iter().fold(0u64, |s, b| s.saturating_add(b.num_wqe));
                 let (what, expected) = match q.num_wqe_sampled {
@@ -671,7 +886,10 @@ pub fn check(v: &Value) -> Vec<Finding> {
                     None => ("num_wqe_completed", q.num_wqe_completed),
                 };
                 if hsum != expected {
-                    err(format!("{qp}/wqe_completion_histogram"), format!("histogram holds {hsum} completions, {what} is {expected}"));
+                    err(
+                        format!("{qp}/wqe_completion_histogram"),
+                        format!("histogram holds {hsum} completions, {what} is {expected}"),
+                    );
                 }
                 let (mn, mx) = (q.wqe_completion_ns_min, q.wqe_completion_ns_max);
                 if mn < 0 || mx < 0 {
@@ -679,7 +897,10 @@ pub fn check(v: &Value) -> Vec<Finding> {
                 } else if hsum == 0 && (mn != 0 || mx != 0) {
                     err(format!("{qp}/wqe_completion_ns_min"), format!("min {mn} / max {mx} although the histogram is empty (this format writes 0 then)"));
                 } else if hsum > 0 && mn > mx {
-                    err(format!("{qp}/wqe_completion_ns_min"), format!("min {mn} > max {mx}"));
+                    err(
+                        format!("{qp}/wqe_completion_ns_min"),
+                        format!("min {mn} > max {mx}"),
+                    );
                 } else if let (true, Some(w)) = (hsum > 0, width.filter(|w| *w > 0)) {
                     let bucket_of = |x: i64| ((x as u64) / w).min(h.len() as u64 - 1) as usize;
                     let first = h.iter().position(|b| b.num_wqe > 0).unwrap_or(0);
@@ -705,7 +926,10 @@ pub fn check(v: &Value) -> Vec<Finding> {
             }
             for (name, x) in &s.counters {
                 if *x < -1 {
-                    err(format!("{sp}/{}", name.replace('~', "~0").replace('/', "~1")), format!("value {x}: samples are absolute counter values, -1 or >= 0"));
+                    err(
+                        format!("{sp}/{}", name.replace('~', "~0").replace('/', "~1")),
+                        format!("value {x}: samples are absolute counter values, -1 or >= 0"),
+                    );
                 }
             }
         }
@@ -755,31 +979,65 @@ mod tests {
 
     #[test]
     fn local_times_parse_and_subtract() {
-        assert_eq!(parse_local("2026-12-02 11:00:05"), Some((2026, 12, 2, 11, 0, 5)));
+        assert_eq!(
+            parse_local("2026-12-02 11:00:05"),
+            Some((2026, 12, 2, 11, 0, 5))
+        );
         assert_eq!(parse_local("2026-12-02T11:00:05"), None);
         assert_eq!(parse_local("2026-12-02 11:00:0x"), None);
         assert_eq!(parse_local("2026-13-02 11:00:05"), None);
-        assert_eq!(local_seconds("2026-12-31 23:59:30", "2027-01-01 00:01:00"), Some(90));
+        assert_eq!(
+            local_seconds("2026-12-31 23:59:30", "2027-01-01 00:01:00"),
+            Some(90)
+        );
     }
 
     #[test]
     fn a_broken_host_name_is_named() {
         let bad = b"{\n  \"version\": \"1.0\",\n  \"host_name\": \"node\"7\",\n  \"process_name\": \"x\"\n}";
         let why = diagnose_unparsable(bad, false).unwrap();
-        assert!(why.contains("host name \"node\"7\"") && why.contains("without escaping"), "{why}");
+        assert!(
+            why.contains("host name \"node\"7\"") && why.contains("without escaping"),
+            "{why}"
+        );
         let cut = b"{\n  \"version\": \"1.0\",\n  \"host_name\": \"node7\",\n  \"devi";
-        assert!(diagnose_unparsable(cut, true).unwrap().contains("truncated"));
+        assert!(diagnose_unparsable(cut, true)
+            .unwrap()
+            .contains("truncated"));
         // Our own format is not diagnosed as in-tree.
-        assert_eq!(diagnose_unparsable(b"{\"version\": 1, \"host_name\": \"a\"b\"", false), None);
+        assert_eq!(
+            diagnose_unparsable(b"{\"version\": 1, \"host_name\": \"a\"b\"", false),
+            None
+        );
     }
 
     #[test]
     fn samples_become_changes_since_the_first() {
         let raw = vec![
-            ItSample { ts_us: 10, device_id: 0, roce_device: "m".into(), counters: [("oos_drop_count".to_string(), 100)].into() },
-            ItSample { ts_us: 20, device_id: 0, roce_device: "m".into(), counters: [("oos_drop_count".to_string(), 130)].into() },
-            ItSample { ts_us: 30, device_id: 0, roce_device: "m".into(), counters: [("oos_drop_count".to_string(), 5)].into() },
-            ItSample { ts_us: 30, device_id: 1, roce_device: "n".into(), counters: [("oos_drop_count".to_string(), -1)].into() },
+            ItSample {
+                ts_us: 10,
+                device_id: 0,
+                roce_device: "m".into(),
+                counters: [("oos_drop_count".to_string(), 100)].into(),
+            },
+            ItSample {
+                ts_us: 20,
+                device_id: 0,
+                roce_device: "m".into(),
+                counters: [("oos_drop_count".to_string(), 130)].into(),
+            },
+            ItSample {
+                ts_us: 30,
+                device_id: 0,
+                roce_device: "m".into(),
+                counters: [("oos_drop_count".to_string(), 5)].into(),
+            },
+            ItSample {
+                ts_us: 30,
+                device_id: 1,
+                roce_device: "n".into(),
+                counters: [("oos_drop_count".to_string(), -1)].into(),
+            },
         ];
         let s = samples(raw);
         let v: Vec<i64> = s.iter().map(|x| x.counters["out_of_sequence"]).collect();

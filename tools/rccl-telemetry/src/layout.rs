@@ -4,7 +4,10 @@
 //! The width is the terminal's when stdout is one, else `COLUMNS`, else 100. `--wide` turns
 //! the limit off: every column, nothing wrapped (the full evidence is also in `--json`).
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ColumnConstraint, ContentArrangement, Table, Width};
+use comfy_table::{
+    presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ColumnConstraint, ContentArrangement, Table,
+    Width,
+};
 use std::io::IsTerminal;
 
 /// Width used when neither the terminal nor `COLUMNS` says.
@@ -15,7 +18,11 @@ pub const MIN_WIDTH: usize = 40;
 /// The width the default output must fit: the terminal's (stdout is a terminal), else
 /// `COLUMNS`, else 100.
 pub fn output_width() -> usize {
-    let term = if std::io::stdout().is_terminal() { Table::new().width().map(usize::from) } else { None };
+    let term = if std::io::stdout().is_terminal() {
+        Table::new().width().map(usize::from)
+    } else {
+        None
+    };
     let cols = std::env::var("COLUMNS").ok();
     resolve_width(term, cols.as_deref())
 }
@@ -25,7 +32,11 @@ pub fn output_width() -> usize {
 pub fn resolve_width(terminal: Option<usize>, columns: Option<&str>) -> usize {
     let w = terminal
         .filter(|w| *w > 0)
-        .or_else(|| columns.and_then(|c| c.trim().parse::<usize>().ok()).filter(|w| *w > 0))
+        .or_else(|| {
+            columns
+                .and_then(|c| c.trim().parse::<usize>().ok())
+                .filter(|w| *w > 0)
+        })
         .unwrap_or(DEFAULT_WIDTH);
     w.max(MIN_WIDTH)
 }
@@ -68,7 +79,12 @@ pub struct Column {
 }
 
 pub const fn col(header: &'static str, right: bool, drop_rank: u8) -> Column {
-    Column { header, right, drop_rank, whole: false }
+    Column {
+        header,
+        right,
+        drop_rank,
+        whole: false,
+    }
 }
 
 impl Column {
@@ -92,7 +108,13 @@ fn build(cols: &[Column], keep: &[bool], rows: &[Vec<String>], width: Option<usi
             t.set_content_arrangement(ContentArrangement::Disabled);
         }
     }
-    t.set_header(cols.iter().zip(keep).filter(|(_, k)| **k).map(|(c, _)| Cell::new(c.header)).collect::<Vec<_>>());
+    t.set_header(
+        cols.iter()
+            .zip(keep)
+            .filter(|(_, k)| **k)
+            .map(|(c, _)| Cell::new(c.header))
+            .collect::<Vec<_>>(),
+    );
     for r in rows {
         t.add_row(
             cols.iter()
@@ -112,12 +134,27 @@ fn build(cols: &[Column], keep: &[bool], rows: &[Vec<String>], width: Option<usi
     }
     if let Some(w) = width {
         // Identifiers stay whole (up to a third of the width): wrapping them helps nobody.
-        for (i, c) in cols.iter().zip(keep).filter(|(_, k)| **k).map(|(c, _)| c).enumerate() {
+        for (i, c) in cols
+            .iter()
+            .zip(keep)
+            .filter(|(_, k)| **k)
+            .map(|(c, _)| c)
+            .enumerate()
+        {
             if !c.whole {
                 continue;
             }
-            let ci = cols.iter().zip(keep).position(|(x, _)| std::ptr::eq(x, c)).unwrap_or(i);
-            let longest = rows.iter().filter_map(|r| r.get(ci)).map(|v| v.chars().count()).max().unwrap_or(0);
+            let ci = cols
+                .iter()
+                .zip(keep)
+                .position(|(x, _)| std::ptr::eq(x, c))
+                .unwrap_or(i);
+            let longest = rows
+                .iter()
+                .filter_map(|r| r.get(ci))
+                .map(|v| v.chars().count())
+                .max()
+                .unwrap_or(0);
             let fixed = (longest.max(c.header.len()) + 2).min(w / 3) as u16; // + the cell's padding
             if let Some(column) = t.column_mut(i) {
                 column.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(fixed)));
@@ -138,8 +175,14 @@ pub fn widest(s: &str) -> usize {
 /// headers of the columns left out.
 pub fn table(cols: &[Column], rows: &[Vec<String>], layout: Layout) -> (String, Vec<&'static str>) {
     let mut keep = vec![true; cols.len()];
-    let Layout::Fit(w) = layout else { return (build(cols, &keep, rows, None), Vec::new()) };
-    let mut ranks: Vec<u8> = cols.iter().map(|c| c.drop_rank).filter(|r| *r > 0).collect();
+    let Layout::Fit(w) = layout else {
+        return (build(cols, &keep, rows, None), Vec::new());
+    };
+    let mut ranks: Vec<u8> = cols
+        .iter()
+        .map(|c| c.drop_rank)
+        .filter(|r| *r > 0)
+        .collect();
     ranks.sort_unstable();
     ranks.dedup();
     loop {
@@ -158,7 +201,11 @@ pub fn table(cols: &[Column], rows: &[Vec<String>], layout: Layout) -> (String, 
 }
 
 fn dropped(cols: &[Column], keep: &[bool]) -> Vec<&'static str> {
-    cols.iter().zip(keep).filter(|(_, k)| !**k).map(|(c, _)| c.header).collect()
+    cols.iter()
+        .zip(keep)
+        .filter(|(_, k)| !**k)
+        .map(|(c, _)| c.header)
+        .collect()
 }
 
 /// Greedy word wrap to `width` columns; a word longer than the width is cut. Keeps existing
@@ -177,7 +224,11 @@ pub fn wrap(text: &str, width: usize) -> String {
         for word in line.split_whitespace() {
             let mut word: Vec<char> = word.chars().collect();
             loop {
-                let room = if cur_len == 0 { width - ind } else { width.saturating_sub(cur_len + 1) };
+                let room = if cur_len == 0 {
+                    width - ind
+                } else {
+                    width.saturating_sub(cur_len + 1)
+                };
                 if word.len() <= room {
                     if cur_len == 0 {
                         cur.push_str(&indent[..ind]);
@@ -239,9 +290,21 @@ mod tests {
 
     #[test]
     fn table_drops_the_highest_ranks_first_then_wraps() {
-        let cols = [col("name", false, 0), col("value", true, 0), col("detail", false, 2), col("note", false, 1)];
+        let cols = [
+            col("name", false, 0),
+            col("value", true, 0),
+            col("detail", false, 2),
+            col("note", false, 1),
+        ];
         let rows: Vec<Vec<String>> = (0..5)
-            .map(|i| vec![format!("row{i}"), format!("{}", i * 1000), "x".repeat(30), "y".repeat(20)])
+            .map(|i| {
+                vec![
+                    format!("row{i}"),
+                    format!("{}", i * 1000),
+                    "x".repeat(30),
+                    "y".repeat(20),
+                ]
+            })
             .collect();
         let (wide, gone) = table(&cols, &rows, Layout::Wide);
         assert!(gone.is_empty() && wide.contains("detail") && wide.contains("note"));

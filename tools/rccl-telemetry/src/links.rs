@@ -11,10 +11,12 @@
 //! A QP whose peer is in no file is counted as unmatched (grouped by its NIC and the remote
 //! NIC); a QP whose peer identity is claimed by two QPs is ambiguous and joined to neither.
 
+use crate::layout::{col, table, Column, Layout};
 use crate::load::Run;
 use crate::model::{add_hist, add_log_hist, Device, LogBucket, QueuePair, TelemetryFile};
-use crate::stats::{fmt_bytes, fmt_count, fmt_ns, histogram_percentile, log_histogram_percentile, median};
-use crate::layout::{col, table, Column, Layout};
+use crate::stats::{
+    fmt_bytes, fmt_count, fmt_ns, histogram_percentile, log_histogram_percentile, median,
+};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -35,7 +37,9 @@ pub fn norm_gid(g: Option<&str>) -> Option<String> {
 }
 
 fn addr(gid: Option<&str>, lid: Option<u64>) -> Option<Addr> {
-    norm_gid(gid).map(Addr::Gid).or(lid.filter(|l| *l > 0).map(Addr::Lid))
+    norm_gid(gid)
+        .map(Addr::Gid)
+        .or(lid.filter(|l| *l > 0).map(Addr::Lid))
 }
 
 /// One NIC of the run: a (host, device) pair, whichever ranks drove it.
@@ -194,7 +198,10 @@ fn add_opt(a: &mut Option<u64>, b: Option<u64>) {
 
 /// Joins the QPs of a run into links.
 pub fn join(run: &Run) -> LinkReport {
-    let mut rep = LinkReport { files: run.files.len(), ..Default::default() };
+    let mut rep = LinkReport {
+        files: run.files.len(),
+        ..Default::default()
+    };
     // NICs by (host, device name).
     let mut nic_index: BTreeMap<(String, String), usize> = BTreeMap::new();
     let mut nics: Vec<Nic> = Vec::new();
@@ -232,7 +239,13 @@ pub fn join(run: &Run) -> LinkReport {
             n.lid = n.lid.or(d.lid.filter(|l| *l > 0));
             for c in &d.channels {
                 for q in &c.queue_pairs {
-                    qps.push(QpRef { fi, nic: ni, dev: d, file: f, qp: q });
+                    qps.push(QpRef {
+                        fi,
+                        nic: ni,
+                        dev: d,
+                        file: f,
+                        qp: q,
+                    });
                 }
             }
         }
@@ -286,10 +299,16 @@ pub fn join(run: &Run) -> LinkReport {
                     e.width = Some(w);
                     add_hist(&mut e.lin, &c.wqe_completion_histogram);
                     if c.wqe_completion_ns_min >= 0 {
-                        e.lin_min = Some(e.lin_min.map_or(c.wqe_completion_ns_min, |m| m.min(c.wqe_completion_ns_min)));
+                        e.lin_min =
+                            Some(e.lin_min.map_or(c.wqe_completion_ns_min, |m| {
+                                m.min(c.wqe_completion_ns_min)
+                            }));
                     }
                     if c.wqe_completion_ns_max >= 0 {
-                        e.lin_max = Some(e.lin_max.map_or(c.wqe_completion_ns_max, |m| m.max(c.wqe_completion_ns_max)));
+                        e.lin_max =
+                            Some(e.lin_max.map_or(c.wqe_completion_ns_max, |m| {
+                                m.max(c.wqe_completion_ns_max)
+                            }));
                     }
                 }
             }
@@ -305,7 +324,14 @@ pub fn join(run: &Run) -> LinkReport {
                     remote_qp_num: p.qp_num,
                     candidates: cands
                         .iter()
-                        .map(|i| format!("{}:{} {}", qps[*i].file.host_name, qps[*i].file.process_id, qps[*i].dev.roce_device))
+                        .map(|i| {
+                            format!(
+                                "{}:{} {}",
+                                qps[*i].file.host_name,
+                                qps[*i].file.process_id,
+                                qps[*i].dev.roce_device
+                            )
+                        })
                         .collect(),
                 });
             }
@@ -313,7 +339,11 @@ pub fn join(run: &Run) -> LinkReport {
     }
     rep.qps_unmatched = unmatched.values().map(|u| u.qps).sum();
     rep.unmatched = unmatched.into_values().collect();
-    rep.unmatched.sort_by(|a, b| b.qps.cmp(&a.qps).then_with(|| (&a.host, &a.device).cmp(&(&b.host, &b.device))));
+    rep.unmatched.sort_by(|a, b| {
+        b.qps
+            .cmp(&a.qps)
+            .then_with(|| (&a.host, &a.device).cmp(&(&b.host, &b.device)))
+    });
     for ((s, d), e) in acc {
         let dst = &nics[d];
         let dst_addr = addr(dst.gid.as_deref(), dst.lid);
@@ -343,7 +373,11 @@ pub fn join(run: &Run) -> LinkReport {
             Some(h) => {
                 let pct = |q| log_histogram_percentile(&h, q, None, None);
                 let p99 = pct(0.99);
-                let rel = [pct(0.5), pct(0.9), p99].iter().flatten().filter_map(|p| p.relative_error).reduce(f64::max);
+                let rel = [pct(0.5), pct(0.9), p99]
+                    .iter()
+                    .flatten()
+                    .filter_map(|p| p.relative_error)
+                    .reduce(f64::max);
                 Some(LinkLatency {
                     source: "peers_log_histogram",
                     relative_error: rel.or(Some(0.125)),
@@ -353,7 +387,12 @@ pub fn join(run: &Run) -> LinkReport {
                     p90_ns: pct(0.9).map(|p| p.estimate_ns),
                     p99_ns: p99.map(|p| p.estimate_ns),
                     p99_open: p99.is_some_and(|p| p.open_bucket && p.upper_ns.is_none()),
-                    max_ns: h.iter().rev().find(|b| b.2 > 0).and_then(|b| b.1).map(|x| x as i64),
+                    max_ns: h
+                        .iter()
+                        .rev()
+                        .find(|b| b.2 > 0)
+                        .and_then(|b| b.1)
+                        .map(|x| x as i64),
                 })
             }
             None => {
@@ -376,7 +415,11 @@ pub fn join(run: &Run) -> LinkReport {
                 })
             }
         };
-        let tx_bytes_est = if dev_sent > 0 { ((dev_tx as u128 * e.sent as u128) / dev_sent as u128) as u64 } else { 0 };
+        let tx_bytes_est = if dev_sent > 0 {
+            ((dev_tx as u128 * e.sent as u128) / dev_sent as u128) as u64
+        } else {
+            0
+        };
         rep.links.push(Link {
             src: end(&nics[s]),
             dst: end(dst),
@@ -419,15 +462,17 @@ fn push_unmatched(
     qpn: u64,
 ) {
     let n = &nics[r.nic];
-    let u = m.entry((r.nic, gid.clone(), lid)).or_insert_with(|| Unmatched {
-        host: n.host.clone(),
-        pids: Vec::new(),
-        device: n.device.clone(),
-        remote_gid: gid,
-        remote_lid: lid,
-        qps: 0,
-        remote_qp_nums: Vec::new(),
-    });
+    let u = m
+        .entry((r.nic, gid.clone(), lid))
+        .or_insert_with(|| Unmatched {
+            host: n.host.clone(),
+            pids: Vec::new(),
+            device: n.device.clone(),
+            remote_gid: gid,
+            remote_lid: lid,
+            qps: 0,
+            remote_qp_nums: Vec::new(),
+        });
     u.qps += 1;
     if !u.pids.contains(&r.file.process_id) {
         u.pids.push(r.file.process_id);
@@ -461,7 +506,11 @@ impl LinkReport {
             fmt_count(self.qps_ambiguous)
         );
         if self.files_with_peers < self.files {
-            s.push_str(&format!("; {} of {} files are older than format version 3 (no peers)", self.files - self.files_with_peers, self.files));
+            s.push_str(&format!(
+                "; {} of {} files are older than format version 3 (no peers)",
+                self.files - self.files_with_peers,
+                self.files
+            ));
         }
         s
     }
@@ -491,8 +540,13 @@ fn lat_cell(v: Option<f64>, open: bool) -> String {
 
 fn err_cell(l: &Option<LinkLatency>) -> String {
     match l {
-        Some(LinkLatency { relative_error: Some(r), .. }) => format!("{:.1}%", r * 100.0),
-        Some(LinkLatency { bucket_ns: Some(w), .. }) => fmt_ns(*w as f64),
+        Some(LinkLatency {
+            relative_error: Some(r),
+            ..
+        }) => format!("{:.1}%", r * 100.0),
+        Some(LinkLatency {
+            bucket_ns: Some(w), ..
+        }) => fmt_ns(*w as f64),
         _ => "-".into(),
     }
 }
@@ -506,11 +560,20 @@ pub fn render_text(r: &LinkReport, top: usize, layout: Layout) -> String {
     order.sort_by(|a, b| {
         let pa = a.latency.as_ref().and_then(|l| l.p99_ns).unwrap_or(-1.0);
         let pb = b.latency.as_ref().and_then(|l| l.p99_ns).unwrap_or(-1.0);
-        pb.total_cmp(&pa).then_with(|| (a.src_nic, a.dst_nic).cmp(&(b.src_nic, b.dst_nic)))
+        pb.total_cmp(&pa)
+            .then_with(|| (a.src_nic, a.dst_nic).cmp(&(b.src_nic, b.dst_nic)))
     });
-    let n = if top == 0 { order.len() } else { top.min(order.len()) };
+    let n = if top == 0 {
+        order.len()
+    } else {
+        top.min(order.len())
+    };
     if n > 0 {
-        let sources: BTreeSet<&str> = r.links.iter().filter_map(|l| l.latency.as_ref().map(|x| x.source)).collect();
+        let sources: BTreeSet<&str> = r
+            .links
+            .iter()
+            .filter_map(|l| l.latency.as_ref().map(|x| x.source))
+            .collect();
         out.push_str(&layout.wrap(&format!(
             "Latency at the sending side, from {} (±: a log histogram's relative error, or a linear histogram's bucket width). ≈bytes: the device's tx bytes shared by WRs.",
             if sources.is_empty() { "no histogram".to_string() } else { sources.into_iter().collect::<Vec<_>>().join(" and ") }
@@ -529,10 +592,19 @@ pub fn render_text(r: &LinkReport, top: usize, layout: Layout) -> String {
                     fmt_count(l.wrs_received_by_dst),
                     fmt_bytes(l.tx_bytes_est as f64),
                     lat_cell(lat.as_ref().and_then(|x| x.p50_ns), false),
-                    lat_cell(lat.as_ref().and_then(|x| x.p99_ns), lat.as_ref().is_some_and(|x| x.p99_open)),
+                    lat_cell(
+                        lat.as_ref().and_then(|x| x.p99_ns),
+                        lat.as_ref().is_some_and(|x| x.p99_open),
+                    ),
                     err_cell(lat),
                     l.qps_stalled.map_or("-".into(), |v| v.to_string()),
-                    l.longest_stall_ms.map_or("-".into(), |v| if v == 0 { "0".into() } else { fmt_ns(v as f64 * 1e6) }),
+                    l.longest_stall_ms.map_or("-".into(), |v| {
+                        if v == 0 {
+                            "0".into()
+                        } else {
+                            fmt_ns(v as f64 * 1e6)
+                        }
+                    }),
                 ]
             })
             .collect();
@@ -546,8 +618,16 @@ pub fn render_text(r: &LinkReport, top: usize, layout: Layout) -> String {
     if !r.unmatched.is_empty() {
         out.push_str(&layout.wrap(&format!("{} QPs name a peer that is in no file (a rank without a file, or files of several runs mixed):", fmt_count(r.qps_unmatched))));
         out.push('\n');
-        for u in r.unmatched.iter().take(if top == 0 { usize::MAX } else { top }) {
-            let remote = u.remote_gid.clone().or(u.remote_lid.map(|l| format!("LID {l}"))).unwrap_or_else(|| "no GID or LID".into());
+        for u in r
+            .unmatched
+            .iter()
+            .take(if top == 0 { usize::MAX } else { top })
+        {
+            let remote = u
+                .remote_gid
+                .clone()
+                .or(u.remote_lid.map(|l| format!("LID {l}")))
+                .unwrap_or_else(|| "no GID or LID".into());
             let qpns: Vec<String> = u.remote_qp_nums.iter().map(|q| q.to_string()).collect();
             out.push_str(&format!(
                 "  {}:{} ({} QPs) -> {} QPN {}{}\n",
@@ -556,16 +636,36 @@ pub fn render_text(r: &LinkReport, top: usize, layout: Layout) -> String {
                 u.qps,
                 remote,
                 qpns.join(","),
-                if (u.qps as usize) > u.remote_qp_nums.len() { ",..." } else { "" }
+                if (u.qps as usize) > u.remote_qp_nums.len() {
+                    ",..."
+                } else {
+                    ""
+                }
             ));
         }
     }
     if !r.ambiguous.is_empty() {
         out.push_str(&layout.wrap(&format!("{} QPs name a peer claimed by several QPs (reused QPNs: files of different runs?), joined to none:", r.ambiguous.len())));
         out.push('\n');
-        for a in r.ambiguous.iter().take(if top == 0 { usize::MAX } else { top }) {
-            let remote = a.remote_gid.clone().or(a.remote_lid.map(|l| format!("LID {l}"))).unwrap_or_default();
-            out.push_str(&format!("  {}:{} {} -> {} QPN {}: claimed by {}\n", a.host, a.pid, a.device, remote, a.remote_qp_num, a.candidates.join(", ")));
+        for a in r
+            .ambiguous
+            .iter()
+            .take(if top == 0 { usize::MAX } else { top })
+        {
+            let remote = a
+                .remote_gid
+                .clone()
+                .or(a.remote_lid.map(|l| format!("LID {l}")))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {}:{} {} -> {} QPN {}: claimed by {}\n",
+                a.host,
+                a.pid,
+                a.device,
+                remote,
+                a.remote_qp_num,
+                a.candidates.join(", ")
+            ));
         }
     }
     out
@@ -575,7 +675,9 @@ pub fn render_text(r: &LinkReport, top: usize, layout: Layout) -> String {
 fn host_pairs(r: &LinkReport, top: usize, layout: Layout) -> String {
     let mut m: BTreeMap<(&str, &str), (u64, u64, u64, Vec<f64>)> = BTreeMap::new();
     for l in &r.links {
-        let e = m.entry((l.src.host.as_str(), l.dst.host.as_str())).or_default();
+        let e = m
+            .entry((l.src.host.as_str(), l.dst.host.as_str()))
+            .or_default();
         e.0 += 1;
         e.1 += l.qps;
         e.2 += l.wrs_sent;
@@ -594,7 +696,11 @@ fn host_pairs(r: &LinkReport, top: usize, layout: Layout) -> String {
     let mut rows: Vec<_> = m.iter().collect();
     let worst = |p: &Vec<f64>| p.iter().copied().reduce(f64::max).unwrap_or(-1.0);
     rows.sort_by(|a, b| worst(&b.1 .3).total_cmp(&worst(&a.1 .3)));
-    let shown = if top == 0 { rows.len() } else { top.min(rows.len()) };
+    let shown = if top == 0 {
+        rows.len()
+    } else {
+        top.min(rows.len())
+    };
     let cells: Vec<Vec<String>> = rows
         .iter()
         .take(shown)
@@ -605,11 +711,17 @@ fn host_pairs(r: &LinkReport, top: usize, layout: Layout) -> String {
                 n.to_string(),
                 fmt_count(*q),
                 median(p).map_or("-".into(), fmt_ns),
-                p.iter().copied().reduce(f64::max).map_or("-".into(), fmt_ns),
+                p.iter()
+                    .copied()
+                    .reduce(f64::max)
+                    .map_or("-".into(), fmt_ns),
             ]
         })
         .collect();
-    let mut out = format!("Per host pair, worst p99 first ({shown} of {}):\n", rows.len());
+    let mut out = format!(
+        "Per host pair, worst p99 first ({shown} of {}):\n",
+        rows.len()
+    );
     out.push_str(&table(&COLS, &cells, layout).0);
     out.push('\n');
     out
@@ -629,7 +741,9 @@ pub fn qp_index(run: &Run) -> QpIndex {
                     let Some(qpn) = q.qp_num else { continue };
                     let who = (f.host_name.clone(), f.process_id, d.roce_device.clone());
                     if let Some(g) = norm_gid(q.local_gid.as_deref().or(d.gid.as_deref())) {
-                        idx.entry((Addr::Gid(g), qpn)).or_default().push(who.clone());
+                        idx.entry((Addr::Gid(g), qpn))
+                            .or_default()
+                            .push(who.clone());
                     }
                     if let Some(lid) = d.lid.filter(|l| *l > 0) {
                         idx.entry((Addr::Lid(lid), qpn)).or_default().push(who);
@@ -642,6 +756,13 @@ pub fn qp_index(run: &Run) -> QpIndex {
 }
 
 /// The QPs claiming a peer identity (empty: in no file; more than one: ambiguous).
-pub fn lookup<'a>(idx: &'a QpIndex, gid: Option<&str>, lid: Option<u64>, qpn: u64) -> &'a [(String, i64, String)] {
-    addr(gid, lid).and_then(|a| idx.get(&(a, qpn))).map_or(&[], |v| v.as_slice())
+pub fn lookup<'a>(
+    idx: &'a QpIndex,
+    gid: Option<&str>,
+    lid: Option<u64>,
+    qpn: u64,
+) -> &'a [(String, i64, String)] {
+    addr(gid, lid)
+        .and_then(|a| idx.get(&(a, qpn)))
+        .map_or(&[], |v| v.as_slice())
 }

@@ -35,7 +35,11 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> (Vec<PathBuf>, Vec<BadFile>) {
                         }
                     }
                 }
-                Err(e) => bad.push(BadFile::new(input, BadKind::Unreadable, format!("cannot list directory: {e}"))),
+                Err(e) => bad.push(BadFile::new(
+                    input,
+                    BadKind::Unreadable,
+                    format!("cannot list directory: {e}"),
+                )),
             },
             Ok(_) => files.push(input.clone()),
             Err(e) => {
@@ -56,13 +60,25 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> (Vec<PathBuf>, Vec<BadFile>) {
                                 }
                             }
                             if files.len() == before {
-                                bad.push(BadFile::new(input, BadKind::Missing, "pattern matches no file".into()));
+                                bad.push(BadFile::new(
+                                    input,
+                                    BadKind::Missing,
+                                    "pattern matches no file".into(),
+                                ));
                             }
                         }
-                        Err(e) => bad.push(BadFile::new(input, BadKind::Missing, format!("bad glob pattern: {e}"))),
+                        Err(e) => bad.push(BadFile::new(
+                            input,
+                            BadKind::Missing,
+                            format!("bad glob pattern: {e}"),
+                        )),
                     }
                 } else {
-                    bad.push(BadFile::new(input, BadKind::Missing, format!("cannot open: {e}")));
+                    bad.push(BadFile::new(
+                        input,
+                        BadKind::Missing,
+                        format!("cannot open: {e}"),
+                    ));
                 }
             }
         }
@@ -94,7 +110,11 @@ pub struct BadFile {
 
 impl BadFile {
     pub fn new(path: &Path, kind: BadKind, reason: String) -> BadFile {
-        BadFile { path: path.to_path_buf(), kind, reason }
+        BadFile {
+            path: path.to_path_buf(),
+            kind,
+            reason,
+        }
     }
 
     /// The one line printed for this file.
@@ -119,7 +139,8 @@ pub struct Loaded {
 
 /// Reads one file's bytes into a JSON value whose "version" is 1, 2 or "1.0".
 pub fn read_raw(path: &Path) -> Result<RawFile, BadFile> {
-    let bytes = std::fs::read(path).map_err(|e| BadFile::new(path, BadKind::Unreadable, format!("cannot read: {e}")))?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| BadFile::new(path, BadKind::Unreadable, format!("cannot read: {e}")))?;
     parse_raw(path, &bytes)
 }
 
@@ -146,7 +167,11 @@ pub fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawFile, BadFile> {
         }
     };
     let Some(obj) = value.as_object() else {
-        return Err(BadFile::new(path, BadKind::WrongShape, "not a telemetry file: top level is not an object".into()));
+        return Err(BadFile::new(
+            path,
+            BadKind::WrongShape,
+            "not a telemetry file: top level is not an object".into(),
+        ));
     };
     let format = match obj.get("version") {
         Some(Value::Number(n)) if n.as_i64() == Some(1) => SourceFormat::V1,
@@ -164,14 +189,21 @@ pub fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawFile, BadFile> {
             return Err(BadFile::new(path, BadKind::WrongVersion, "no \"version\" key (not a telemetry file?)".into()))
         }
     };
-    Ok(RawFile { path: path.to_path_buf(), value, format })
+    Ok(RawFile {
+        path: path.to_path_buf(),
+        value,
+        format,
+    })
 }
 
 /// Turns a version-1, version-2 or in-tree JSON value into the typed model.
 pub fn to_typed(raw: RawFile) -> Result<Loaded, BadFile> {
     if raw.format == SourceFormat::InTree {
         return match crate::intree::to_model(&raw.value) {
-            Ok(file) => Ok(Loaded { path: raw.path, file }),
+            Ok(file) => Ok(Loaded {
+                path: raw.path,
+                file,
+            }),
             Err(e) => Err(BadFile::new(&raw.path, BadKind::WrongShape, e)),
         };
     }
@@ -179,9 +211,16 @@ pub fn to_typed(raw: RawFile) -> Result<Loaded, BadFile> {
     match serde_json::from_value::<TelemetryFile>(raw.value) {
         Ok(mut file) => {
             file.format = format;
-            Ok(Loaded { path: raw.path, file })
+            Ok(Loaded {
+                path: raw.path,
+                file,
+            })
         }
-        Err(e) => Err(BadFile::new(&raw.path, BadKind::WrongShape, format!("not a telemetry file: {e}"))),
+        Err(e) => Err(BadFile::new(
+            &raw.path,
+            BadKind::WrongShape,
+            format!("not a telemetry file: {e}"),
+        )),
     }
 }
 
@@ -195,7 +234,9 @@ pub fn progress(len: usize, what: &str) -> ProgressBar {
     let pb = ProgressBar::with_draw_target(Some(len as u64), ProgressDrawTarget::hidden());
     if std::io::stderr().is_terminal() && len > 1 {
         pb.set_draw_target(ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} files, {eta} left") {
+        if let Ok(style) =
+            ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} files, {eta} left")
+        {
             pb.set_style(style.progress_chars("=> "));
         }
         pb.set_prefix(what.to_string());
@@ -233,9 +274,17 @@ pub fn load_run(inputs: &[PathBuf]) -> Run {
         }
     }
     files.sort_by(|a, b| {
-        (a.file.host_name.as_str(), a.file.process_id, &a.path).cmp(&(b.file.host_name.as_str(), b.file.process_id, &b.path))
+        (a.file.host_name.as_str(), a.file.process_id, &a.path).cmp(&(
+            b.file.host_name.as_str(),
+            b.file.process_id,
+            &b.path,
+        ))
     });
-    Run { found: paths.len(), files, bad }
+    Run {
+        found: paths.len(),
+        files,
+        bad,
+    }
 }
 
 /// Prints the one-line diagnostics for skipped files and a count, on stderr.
@@ -243,7 +292,10 @@ pub fn report_bad(run_bad: &[BadFile], found: usize) {
     for b in run_bad {
         eprintln!("rccl-telemetry: {}", b.line());
     }
-    let skipped = run_bad.iter().filter(|b| b.kind != BadKind::Missing).count();
+    let skipped = run_bad
+        .iter()
+        .filter(|b| b.kind != BadKind::Missing)
+        .count();
     if skipped > 0 {
         eprintln!("rccl-telemetry: skipped {skipped} of {found} files");
     }

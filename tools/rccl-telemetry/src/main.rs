@@ -1,7 +1,9 @@
 //! The `rccl-telemetry` command line.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use rccl_telemetry_tool::{check, export, generate, layout, links, load, outliers, promgc, report, stalls, summary};
+use rccl_telemetry_tool::{
+    check, export, generate, layout, links, load, outliers, promgc, report, stalls, summary,
+};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -218,17 +220,26 @@ fn print(s: &str) -> ExitCode {
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String, ExitCode> {
-    serde_json::to_string_pretty(v).map(|mut s| {
-        s.push('\n');
-        s
-    }).map_err(|e| fail(format!("cannot serialise: {e}")))
+    serde_json::to_string_pretty(v)
+        .map(|mut s| {
+            s.push('\n');
+            s
+        })
+        .map_err(|e| fail(format!("cannot serialise: {e}")))
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Summary { json, all_devices, wide, inputs } => {
-            let Some(run) = load(&inputs) else { return ExitCode::from(2) };
+        Cmd::Summary {
+            json,
+            all_devices,
+            wide,
+            inputs,
+        } => {
+            let Some(run) = load(&inputs) else {
+                return ExitCode::from(2);
+            };
             let s = summary::summarize(&run, all_devices);
             if json {
                 match to_json(&s) {
@@ -287,16 +298,35 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
-        Cmd::Outliers { json, threshold, min_skew, min_ratio, top, wide, inputs } => {
-            let Some(run) = load(&inputs) else { return ExitCode::from(2) };
-            let opt = outliers::Options { threshold, min_skew, min_ratio, ..Default::default() };
+        Cmd::Outliers {
+            json,
+            threshold,
+            min_skew,
+            min_ratio,
+            top,
+            wide,
+            inputs,
+        } => {
+            let Some(run) = load(&inputs) else {
+                return ExitCode::from(2);
+            };
+            let opt = outliers::Options {
+                threshold,
+                min_skew,
+                min_ratio,
+                ..Default::default()
+            };
             let r = outliers::find(&run, &opt);
             if json {
                 if let Err(c) = to_json(&r).map(|t| print(&t)) {
                     return c;
                 }
             } else {
-                print(&outliers::render_text_layout(&r, top, layout::Layout::from_flag(wide)));
+                print(&outliers::render_text_layout(
+                    &r,
+                    top,
+                    layout::Layout::from_flag(wide),
+                ));
             }
             if r.findings.is_empty() {
                 ExitCode::SUCCESS
@@ -304,8 +334,15 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
-        Cmd::Links { json, top, wide, inputs } => {
-            let Some(run) = load(&inputs) else { return ExitCode::from(2) };
+        Cmd::Links {
+            json,
+            top,
+            wide,
+            inputs,
+        } => {
+            let Some(run) = load(&inputs) else {
+                return ExitCode::from(2);
+            };
             let r = links::join(&run);
             if json {
                 match to_json(&r) {
@@ -313,10 +350,19 @@ fn main() -> ExitCode {
                     Err(c) => c,
                 }
             } else {
-                print(&links::render_text(&r, top, layout::Layout::from_flag(wide)))
+                print(&links::render_text(
+                    &r,
+                    top,
+                    layout::Layout::from_flag(wide),
+                ))
             }
         }
-        Cmd::Stalls { json, top, wide, inputs } => {
+        Cmd::Stalls {
+            json,
+            top,
+            wide,
+            inputs,
+        } => {
             let proms = stalls::prom_inputs(&inputs);
             let run = if stalls::only_prom(&inputs) {
                 load::Run::default()
@@ -334,25 +380,57 @@ fn main() -> ExitCode {
                     Err(c) => return c,
                 };
             } else {
-                print(&stalls::render_text(&r, top, layout::Layout::from_flag(wide)));
+                print(&stalls::render_text(
+                    &r,
+                    top,
+                    layout::Layout::from_flag(wide),
+                ));
             }
-            if r.stalled_qps > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+            if r.stalled_qps > 0 {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
-        Cmd::Export { format, level, output, partition, job, links, inputs } => {
+        Cmd::Export {
+            format,
+            level,
+            output,
+            partition,
+            job,
+            links,
+            inputs,
+        } => {
             if matches!(format, Format::Parquet) {
-                let Some(dir) = output else { return fail("--format parquet needs -o DIR (the directory the tables go to)") };
-                let Some(run) = load(&inputs) else { return ExitCode::from(2) };
+                let Some(dir) = output else {
+                    return fail("--format parquet needs -o DIR (the directory the tables go to)");
+                };
+                let Some(run) = load(&inputs) else {
+                    return ExitCode::from(2);
+                };
                 if links {
                     eprintln!("rccl-telemetry: --links is not needed for parquet (it always writes the links table)");
                 }
                 if level.is_some() {
-                    eprintln!("rccl-telemetry: --level is ignored for parquet (every table is written)");
+                    eprintln!(
+                        "rccl-telemetry: --level is ignored for parquet (every table is written)"
+                    );
                 }
-                let o = rccl_telemetry_tool::parquet_export::Options { dir, job, partition };
+                let o = rccl_telemetry_tool::parquet_export::Options {
+                    dir,
+                    job,
+                    partition,
+                };
                 return match rccl_telemetry_tool::parquet_export::write(&run, &o) {
                     Ok(w) => {
-                        let rows: Vec<String> = w.rows.iter().map(|(t, n)| format!("{t} {n}")).collect();
-                        eprintln!("rccl-telemetry: wrote {} Parquet files to {} (rows: {})", w.files.len(), o.dir.display(), rows.join(", "));
+                        let rows: Vec<String> =
+                            w.rows.iter().map(|(t, n)| format!("{t} {n}")).collect();
+                        eprintln!(
+                            "rccl-telemetry: wrote {} Parquet files to {} (rows: {})",
+                            w.files.len(),
+                            o.dir.display(),
+                            rows.join(", ")
+                        );
                         ExitCode::SUCCESS
                     }
                     Err(e) => fail(format!("export failed: {e}")),
@@ -361,7 +439,9 @@ fn main() -> ExitCode {
             if !partition.is_empty() || job.is_some() {
                 return fail("--partition and --job apply to --format parquet only");
             }
-            let Some(run) = load(&inputs) else { return ExitCode::from(2) };
+            let Some(run) = load(&inputs) else {
+                return ExitCode::from(2);
+            };
             let mut sink: Box<dyn Write> = match &output {
                 Some(p) => match std::fs::File::create(p) {
                     Ok(f) => Box::new(std::io::BufWriter::new(f)),
@@ -370,18 +450,25 @@ fn main() -> ExitCode {
                 None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
             };
             let r = match format {
-                Format::Prometheus if links => sink.write_all(export::prometheus_links(&run).as_bytes()).map_err(|e| e.to_string()),
+                Format::Prometheus if links => sink
+                    .write_all(export::prometheus_links(&run).as_bytes())
+                    .map_err(|e| e.to_string()),
                 Format::Csv if links => export::write_link_rows(&run, false, &mut sink),
                 Format::Ndjson if links => export::write_link_rows(&run, true, &mut sink),
                 Format::Prometheus => {
-                    let (text, dups) = export::prometheus_at(&run, level.unwrap_or(export::Level::Channel));
+                    let (text, dups) =
+                        export::prometheus_at(&run, level.unwrap_or(export::Level::Channel));
                     if dups > 0 {
                         eprintln!("rccl-telemetry: {dups} files repeat the host and pid of an earlier file; only the first of each is exported");
                     }
                     sink.write_all(text.as_bytes()).map_err(|e| e.to_string())
                 }
-                Format::Csv => export::write_tidy(&run, level.unwrap_or(export::Level::Qp), false, &mut sink),
-                Format::Ndjson => export::write_tidy(&run, level.unwrap_or(export::Level::Qp), true, &mut sink),
+                Format::Csv => {
+                    export::write_tidy(&run, level.unwrap_or(export::Level::Qp), false, &mut sink)
+                }
+                Format::Ndjson => {
+                    export::write_tidy(&run, level.unwrap_or(export::Level::Qp), true, &mut sink)
+                }
                 Format::Parquet => unreachable!("dispatched above"),
             };
             match r.and_then(|_| sink.flush().map_err(|e| e.to_string())) {
@@ -391,8 +478,17 @@ fn main() -> ExitCode {
                 Err(e) => fail(format!("export failed: {e}")),
             }
         }
-        Cmd::PromGc { max_age, dry_run, dir } => {
-            let stale = match promgc::find(&dir, std::time::Duration::from_secs(max_age), &promgc::this_host(), std::time::SystemTime::now()) {
+        Cmd::PromGc {
+            max_age,
+            dry_run,
+            dir,
+        } => {
+            let stale = match promgc::find(
+                &dir,
+                std::time::Duration::from_secs(max_age),
+                &promgc::this_host(),
+                std::time::SystemTime::now(),
+            ) {
                 Ok(s) => s,
                 Err(e) => return fail(e),
             };
@@ -411,35 +507,96 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+            if failed {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
-        Cmd::Report { output, max_devices, inputs } => {
-            let Some(run) = load(&inputs) else { return ExitCode::from(2) };
+        Cmd::Report {
+            output,
+            max_devices,
+            inputs,
+        } => {
+            let Some(run) = load(&inputs) else {
+                return ExitCode::from(2);
+            };
             let s = summary::summarize(&run, false);
             let o = outliers::find(&run, &outliers::Options::default());
             let html = report::render(&run, &s, &o, max_devices.max(1));
             match std::fs::write(&output, html) {
                 Ok(()) => {
-                    eprintln!("rccl-telemetry: wrote {} ({} files, {} findings)", output.display(), s.files, o.findings.len());
+                    eprintln!(
+                        "rccl-telemetry: wrote {} ({} files, {} findings)",
+                        output.display(),
+                        s.files,
+                        o.findings.len()
+                    );
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(format!("cannot write {}: {e}", output.display())),
             }
         }
-        Cmd::Generate { ranks, ranks_per_host, devices_per_rank, seed, plant, hw_type, latency_sample, buckets, interval_ns, samples, peers, qps_per_peer, dir } => {
+        Cmd::Generate {
+            ranks,
+            ranks_per_host,
+            devices_per_rank,
+            seed,
+            plant,
+            hw_type,
+            latency_sample,
+            buckets,
+            interval_ns,
+            samples,
+            peers,
+            qps_per_peer,
+            dir,
+        } => {
             let plants: Vec<String> = if peers && plant.iter().any(|p| p == "all") {
                 // Every fabric plant but the ones that change what the others look like.
-                ["slow_nic", "slow_link", "slow_host", "missing_peer", "ambiguous_peer", "lid_only", "recovered_stall"].iter().map(|p| p.to_string()).collect()
+                [
+                    "slow_nic",
+                    "slow_link",
+                    "slow_host",
+                    "missing_peer",
+                    "ambiguous_peer",
+                    "lid_only",
+                    "recovered_stall",
+                ]
+                .iter()
+                .map(|p| p.to_string())
+                .collect()
             } else if plant.iter().any(|p| p == "all") {
-                generate::PLANTS.iter().filter(|p| samples > 0 || **p != "samples_dropped").map(|p| p.to_string()).collect()
+                generate::PLANTS
+                    .iter()
+                    .filter(|p| samples > 0 || **p != "samples_dropped")
+                    .map(|p| p.to_string())
+                    .collect()
             } else {
                 plant.into_iter().filter(|p| !p.is_empty()).collect()
             };
             if !latency_sample.is_power_of_two() {
-                return fail(format!("--latency-sample {latency_sample} is not a power of two"));
+                return fail(format!(
+                    "--latency-sample {latency_sample} is not a power of two"
+                ));
             }
-            let o = generate::GenOptions { ranks, ranks_per_host, seed, plants, hw_type, latency_sample, buckets, interval_ns, samples, devices_per_rank };
-            let r = if peers { generate::generate_fabric(&dir, &o, qps_per_peer.max(1)) } else { generate::generate(&dir, &o) };
+            let o = generate::GenOptions {
+                ranks,
+                ranks_per_host,
+                seed,
+                plants,
+                hw_type,
+                latency_sample,
+                buckets,
+                interval_ns,
+                samples,
+                devices_per_rank,
+            };
+            let r = if peers {
+                generate::generate_fabric(&dir, &o, qps_per_peer.max(1))
+            } else {
+                generate::generate(&dir, &o)
+            };
             match r {
                 Ok(planted) => {
                     for p in &planted {
@@ -449,11 +606,18 @@ fn main() -> ExitCode {
                             p.host,
                             p.pid,
                             p.device_id,
-                            p.peer.as_ref().map_or(String::new(), |c| format!(" <-> {c}")),
-                            p.counter.as_ref().map_or(String::new(), |c| format!(" ({c})"))
+                            p.peer
+                                .as_ref()
+                                .map_or(String::new(), |c| format!(" <-> {c}")),
+                            p.counter
+                                .as_ref()
+                                .map_or(String::new(), |c| format!(" ({c})"))
                         );
                     }
-                    eprintln!("rccl-telemetry: wrote {ranks} rank files and planted.json to {}", dir.display());
+                    eprintln!(
+                        "rccl-telemetry: wrote {ranks} rank files and planted.json to {}",
+                        dir.display()
+                    );
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(e),

@@ -154,7 +154,8 @@ pub type LogBucket = (u64, Option<u64>, u64);
 
 /// Adds sparse log-scale histograms bucket by bucket (keyed by lower bound), in order.
 pub fn add_log_hist(dst: &mut Vec<LogBucket>, src: &[LogBucket]) {
-    let mut m: BTreeMap<u64, (Option<u64>, u64)> = dst.iter().map(|(lo, hi, n)| (*lo, (*hi, *n))).collect();
+    let mut m: BTreeMap<u64, (Option<u64>, u64)> =
+        dst.iter().map(|(lo, hi, n)| (*lo, (*hi, *n))).collect();
     for (lo, hi, n) in src {
         let e = m.entry(*lo).or_insert((*hi, 0));
         e.1 = e.1.saturating_add(*n);
@@ -325,14 +326,24 @@ impl Device {
 
     /// Min and max completion latency over the channels (ignoring -1).
     pub fn latency_min_max(&self) -> (Option<i64>, Option<i64>) {
-        let mins = self.channels.iter().map(|c| c.counters.wqe_completion_ns_min).filter(|v| *v >= 0);
-        let maxs = self.channels.iter().map(|c| c.counters.wqe_completion_ns_max).filter(|v| *v >= 0);
+        let mins = self
+            .channels
+            .iter()
+            .map(|c| c.counters.wqe_completion_ns_min)
+            .filter(|v| *v >= 0);
+        let maxs = self
+            .channels
+            .iter()
+            .map(|c| c.counters.wqe_completion_ns_max)
+            .filter(|v| *v >= 0);
         (mins.min(), maxs.max())
     }
 
     /// Sum of a channel counter over the device's channels.
     pub fn sum_channels(&self, f: impl Fn(&Channel) -> u64) -> u64 {
-        self.channels.iter().fold(0u64, |s, c| s.saturating_add(f(c)))
+        self.channels
+            .iter()
+            .fold(0u64, |s, c| s.saturating_add(f(c)))
     }
 
     pub fn hw(&self, name: &str) -> Option<i64> {
@@ -354,7 +365,13 @@ pub fn add_hist(dst: &mut Vec<u64>, src: &[u64]) {
 /// Returns None for anything else (the schema's pattern is the authority on format).
 pub fn parse_timestamp_ns(s: &str) -> Option<i128> {
     let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse::<i64>().ok() };
@@ -402,24 +419,45 @@ pub fn format_timestamp_ns(ns: i128) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:09}Z", sod / 3600, sod % 3600 / 60, sod % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:09}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn timestamp_round_trips() {
-        for ns in [0i128, 1_796_210_131_123_456_789, 951_782_400_000_000_001, 4_102_444_799_999_999_999] {
-            assert_eq!(parse_timestamp_ns(&format_timestamp_ns(ns)), Some(ns), "{}", format_timestamp_ns(ns));
+        for ns in [
+            0i128,
+            1_796_210_131_123_456_789,
+            951_782_400_000_000_001,
+            4_102_444_799_999_999_999,
+        ] {
+            assert_eq!(
+                parse_timestamp_ns(&format_timestamp_ns(ns)),
+                Some(ns),
+                "{}",
+                format_timestamp_ns(ns)
+            );
         }
-        assert_eq!(format_timestamp_ns(1_796_210_131_123_456_789), "2026-12-02T11:15:31.123456789Z");
+        assert_eq!(
+            format_timestamp_ns(1_796_210_131_123_456_789),
+            "2026-12-02T11:15:31.123456789Z"
+        );
     }
 
     use super::*;
 
     #[test]
     fn timestamp_parses_epoch_and_known_instant() {
-        assert_eq!(parse_timestamp_ns("1970-01-01T00:00:00.000000000Z"), Some(0));
+        assert_eq!(
+            parse_timestamp_ns("1970-01-01T00:00:00.000000000Z"),
+            Some(0)
+        );
         // 2026-12-02T11:15:31Z = 1796210131 s (checked with `date -d ... +%s`).
         assert_eq!(
             parse_timestamp_ns("2026-12-02T11:15:31.123456789Z"),
@@ -434,6 +472,9 @@ mod tests {
         assert_eq!(HwValue::Scalar(-1).total(), None);
         assert_eq!(HwValue::Scalar(0).total(), Some(0));
         assert_eq!(HwValue::PerPrio(vec![-1; 8]).total(), None);
-        assert_eq!(HwValue::PerPrio(vec![1, 2, -1, 0, 0, 0, 0, 3]).total(), Some(6));
+        assert_eq!(
+            HwValue::PerPrio(vec![1, 2, -1, 0, 0, 0, 0, 3]).total(),
+            Some(6)
+        );
     }
 }

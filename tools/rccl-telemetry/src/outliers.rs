@@ -7,11 +7,11 @@
 //! practically meaningful ratio, so a run whose ranks agree to the byte does not report noise.
 
 use crate::hwclass::{classify, Category};
+use crate::layout::{col, table, Column, Layout};
 use crate::load::Run;
 use crate::model::{Device, HwValue, TelemetryFile};
 use crate::stats::{fmt_bytes, fmt_count, fmt_ns, median, Robust};
 use crate::summary::{rank_label, Latency};
-use crate::layout::{col, table, Column, Layout};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -29,7 +29,12 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { threshold: 3.5, min_skew: 0.10, min_ratio: 2.0, min_population: 5 }
+        Options {
+            threshold: 3.5,
+            min_skew: 0.10,
+            min_ratio: 2.0,
+            min_population: 5,
+        }
     }
 }
 
@@ -92,7 +97,13 @@ fn rank_finding(l: &crate::load::Loaded, kind: &'static str, metric: &str, value
 }
 
 /// A finding with no device, no statistics and no evidence yet.
-fn new_finding(file: &TelemetryFile, path: String, kind: &'static str, metric: &str, value: f64) -> Finding {
+fn new_finding(
+    file: &TelemetryFile,
+    path: String,
+    kind: &'static str,
+    metric: &str,
+    value: f64,
+) -> Finding {
     Finding {
         kind,
         category: None,
@@ -142,7 +153,15 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
         .iter()
         .flat_map(|l| {
             let path = l.path.display().to_string();
-            l.file.devices.iter().filter(|d| d.is_used()).map(move |d| Dev { file: &l.file, path: path.clone(), dev: d })
+            l.file
+                .devices
+                .iter()
+                .filter(|d| d.is_used())
+                .map(move |d| Dev {
+                    file: &l.file,
+                    path: path.clone(),
+                    dev: d,
+                })
         })
         .collect();
     let mut out: Vec<Finding> = Vec::new();
@@ -151,14 +170,24 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
     // Byte skew, both directions.
     if statistical {
         for (metric, kind, get) in [
-            ("tx_bytes", "tx_byte_skew", (|d: &Device| d.tx_bytes) as fn(&Device) -> u64),
+            (
+                "tx_bytes",
+                "tx_byte_skew",
+                (|d: &Device| d.tx_bytes) as fn(&Device) -> u64,
+            ),
             ("rx_bytes", "rx_byte_skew", |d: &Device| d.rx_bytes),
         ] {
             let vals: Vec<f64> = devs.iter().map(|d| get(d.dev) as f64).collect();
-            let Some(r) = Robust::of(&vals, 1.0) else { continue };
+            let Some(r) = Robust::of(&vals, 1.0) else {
+                continue;
+            };
             for (d, &x) in devs.iter().zip(&vals) {
                 let z = r.z(x);
-                let rel = if r.median > 0.0 { (x / r.median - 1.0).abs() } else { f64::INFINITY };
+                let rel = if r.median > 0.0 {
+                    (x / r.median - 1.0).abs()
+                } else {
+                    f64::INFINITY
+                };
                 if z.abs() >= opt.threshold && rel >= opt.min_skew {
                     let mut f = with_stats(d.finding(kind, metric, x), &r, z);
                     f.evidence = format!(
@@ -191,10 +220,17 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
         })
         .collect();
     if lat.len() >= opt.min_population {
-        let vals: Vec<f64> = lat.iter().map(|(_, l)| l.get(0.99).map_or(0.0, |p| p.estimate_ns)).collect();
+        let vals: Vec<f64> = lat
+            .iter()
+            .map(|(_, l)| l.get(0.99).map_or(0.0, |p| p.estimate_ns))
+            .collect();
         let width = devs.first().map_or(1, |d| d.file.histogram_interval_ns) as f64;
         // The floor is the resolution of the figures: a quarter bucket, or 1/8 of the median.
-        let floor = if use_log { crate::stats::median(&vals).unwrap_or(0.0) / 8.0 } else { width / 4.0 };
+        let floor = if use_log {
+            crate::stats::median(&vals).unwrap_or(0.0) / 8.0
+        } else {
+            width / 4.0
+        };
         if let Some(r) = Robust::of(&vals, floor) {
             for ((i, l), &x) in lat.iter().zip(&vals) {
                 let z = r.z(x);
@@ -204,7 +240,8 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
                     let hist = d.dev.histogram();
                     let total: u64 = crate::stats::hist_total(&hist);
                     let top = hist.last().copied().unwrap_or(0);
-                    let mut f = with_stats(d.finding("latency_tail", "p99_completion_ns", x), &r, z);
+                    let mut f =
+                        with_stats(d.finding("latency_tail", "p99_completion_ns", x), &r, z);
                     if use_log {
                         f.evidence = format!(
                             "p99 completion latency {}{} vs run median {} (robust z {:+.1}), from the log-scale histogram (within {:.1}%) of {} sampled completions, max {}",
@@ -259,7 +296,9 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
             continue;
         }
         let vals: Vec<f64> = have.iter().map(|(_, x, _)| *x).collect();
-        let Some(r) = Robust::of(&vals, 1.0) else { continue };
+        let Some(r) = Robust::of(&vals, 1.0) else {
+            continue;
+        };
         for (d, x, v) in &have {
             let z = r.z(*x);
             if z >= opt.threshold && *x >= opt.min_ratio * r.median && *x > 0.0 {
@@ -267,15 +306,26 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
                 f.category = Some(cat);
                 let prio = match v {
                     HwValue::PerPrio(a) => {
-                        let nz: Vec<String> =
-                            a.iter().enumerate().filter(|(_, v)| **v > 0).map(|(i, v)| format!("prio{i}={}", fmt_count(*v as u64))).collect();
+                        let nz: Vec<String> = a
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, v)| **v > 0)
+                            .map(|(i, v)| format!("prio{i}={}", fmt_count(*v as u64)))
+                            .collect();
                         format!(" [{}]", nz.join(" "))
                     }
                     _ => String::new(),
                 };
-                let moved = d.dev.hw("delta_tx_bytes").unwrap_or(0).saturating_add(d.dev.hw("delta_rx_bytes").unwrap_or(0));
+                let moved = d
+                    .dev
+                    .hw("delta_tx_bytes")
+                    .unwrap_or(0)
+                    .saturating_add(d.dev.hw("delta_rx_bytes").unwrap_or(0));
                 let per_gib = if moved > 0 {
-                    format!("; {:.1} per GiB moved", *x / (moved as f64 / (1u64 << 30) as f64))
+                    format!(
+                        "; {:.1} per GiB moved",
+                        *x / (moved as f64 / (1u64 << 30) as f64)
+                    )
                 } else {
                     String::new()
                 };
@@ -318,10 +368,22 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
             let (minority, kind, what) = if unavail.len() <= avail.len() {
                 (&unavail, "counter_unavailable", format!("reads -1 (not available) here but is available on {} of {n} {hw_type} devices", avail.len()))
             } else {
-                (&avail, "counter_available", format!("is available here but reads -1 on {} of {n} {hw_type} devices", unavail.len()))
+                (
+                    &avail,
+                    "counter_available",
+                    format!(
+                        "is available here but reads -1 on {} of {n} {hw_type} devices",
+                        unavail.len()
+                    ),
+                )
             };
             for d in minority {
-                let v = d.dev.hw_counters.get(name).and_then(HwValue::total).unwrap_or(-1);
+                let v = d
+                    .dev
+                    .hw_counters
+                    .get(name)
+                    .and_then(HwValue::total)
+                    .unwrap_or(-1);
                 let mut f = d.finding(kind, name, v as f64);
                 f.category = Some(classify(name));
                 f.population = n;
@@ -335,8 +397,14 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
 
     // CQ errors and untracked QPs: any is worth a line; the score says how unusual.
     for (kind, metric, get) in [
-        ("cq_errors", "num_cq_errors", (|d: &Device| d.num_cq_errors) as fn(&Device) -> u64),
-        ("untracked_qps", "num_qp_untracked", |d: &Device| d.num_qp_untracked),
+        (
+            "cq_errors",
+            "num_cq_errors",
+            (|d: &Device| d.num_cq_errors) as fn(&Device) -> u64,
+        ),
+        ("untracked_qps", "num_qp_untracked", |d: &Device| {
+            d.num_qp_untracked
+        }),
     ] {
         let vals: Vec<f64> = devs.iter().map(|d| get(d.dev) as f64).collect();
         let r = Robust::of(&vals, 1.0);
@@ -354,7 +422,12 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
             }
             let affected = vals.iter().filter(|v| **v > 0.0).count();
             f.evidence = if kind == "cq_errors" {
-                format!("{} completions drained with an error status ({} of {} devices have CQ errors)", fmt_count(x as u64), affected, devs.len())
+                format!(
+                    "{} completions drained with an error status ({} of {} devices have CQ errors)",
+                    fmt_count(x as u64),
+                    affected,
+                    devs.len()
+                )
             } else {
                 format!(
                     "{} QPs got no stats slot: their traffic is missing from every counter ({} of {} devices have untracked QPs)",
@@ -369,7 +442,10 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
 
     // Slot misses (a polling race, noisy by nature: the ratio rule keeps ordinary noise out).
     if statistical {
-        let vals: Vec<f64> = devs.iter().map(|d| d.dev.sum_channels(|c| c.counters.num_slot_miss) as f64).collect();
+        let vals: Vec<f64> = devs
+            .iter()
+            .map(|d| d.dev.sum_channels(|c| c.counters.num_slot_miss) as f64)
+            .collect();
         if let Some(r) = Robust::of(&vals, 1.0) {
             for (d, &x) in devs.iter().zip(&vals) {
                 let z = r.z(x);
@@ -390,9 +466,17 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
     }
 
     // A snapshot among final files: its counters cover only part of the run, so it looks low.
-    let finals = run.files.iter().filter(|l| l.file.is_final.unwrap_or(true)).count();
+    let finals = run
+        .files
+        .iter()
+        .filter(|l| l.file.is_final.unwrap_or(true))
+        .count();
     if finals > 0 {
-        for l in run.files.iter().filter(|l| !l.file.is_final.unwrap_or(true)) {
+        for l in run
+            .files
+            .iter()
+            .filter(|l| !l.file.is_final.unwrap_or(true))
+        {
             let mut f = rank_finding(l, "snapshot", "final", 0.0);
             f.score = opt.threshold + 1.5;
             f.population = run.files.len();
@@ -413,7 +497,11 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
             let kept = l.file.hw_samples.as_ref().map_or(0, Vec::len);
             let mut f = rank_finding(l, "samples_dropped", "hw_samples_dropped", n as f64);
             f.score = opt.threshold;
-            f.evidence = format!("{} hw_samples dropped ({} kept): the time series has gaps", fmt_count(n), fmt_count(kept as u64));
+            f.evidence = format!(
+                "{} hw_samples dropped ({} kept): the time series has gaps",
+                fmt_count(n),
+                fmt_count(kept as u64)
+            );
             out.push(f);
         }
     }
@@ -426,14 +514,25 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
         let culprits = classify_fabric(&links, opt);
         let mut explained: Vec<(String, String)> = Vec::new();
         for c in culprits.iter().filter(|c| c.kind != "slow_nic") {
-            explained.extend(c.nics.iter().map(|i| (links.nics[*i].host.clone(), links.nics[*i].device.clone())));
+            explained.extend(
+                c.nics
+                    .iter()
+                    .map(|i| (links.nics[*i].host.clone(), links.nics[*i].device.clone())),
+            );
         }
         out.retain(|f| {
-            f.kind != "latency_tail" || !explained.iter().any(|(h, d)| *h == f.host && Some(d) == f.roce_device.as_ref())
+            f.kind != "latency_tail"
+                || !explained
+                    .iter()
+                    .any(|(h, d)| *h == f.host && Some(d) == f.roce_device.as_ref())
         });
         out.extend(fabric_findings(run, &links, &culprits));
     }
-    out.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| (a.kind, &a.rank, a.device_id).cmp(&(b.kind, &b.rank, b.device_id))));
+    out.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| (a.kind, &a.rank, a.device_id).cmp(&(b.kind, &b.rank, b.device_id)))
+    });
     let mut flagged: Vec<&str> = out.iter().map(|f| f.rank.as_str()).collect();
     flagged.sort_unstable();
     flagged.dedup();
@@ -500,7 +599,10 @@ pub fn fold(findings: &[Finding]) -> Vec<Row> {
             r.what = what(m[0]);
             r.evidence = m[0].evidence.clone();
         } else {
-            let mut cats: Vec<&str> = m.iter().filter_map(|f| f.category.map(|c| c.label())).collect();
+            let mut cats: Vec<&str> = m
+                .iter()
+                .filter_map(|f| f.category.map(|c| c.label()))
+                .collect();
             cats.sort_unstable();
             cats.dedup();
             r.what = if r.kind == "hw_counter" && cats.len() == 1 {
@@ -508,7 +610,12 @@ pub fn fold(findings: &[Finding]) -> Vec<Row> {
             } else {
                 format!("{} ({} counters)", r.kind.replace('_', " "), m.len())
             };
-            r.evidence = format!("{} counters: {}. Strongest: {}", m.len(), r.metrics.join(", "), m[0].evidence);
+            r.evidence = format!(
+                "{} counters: {}. Strongest: {}",
+                m.len(),
+                r.metrics.join(", "),
+                m[0].evidence
+            );
         }
     }
     rows
@@ -545,7 +652,11 @@ pub fn render_text_layout(r: &OutlierReport, top: usize, layout: Layout) -> Stri
     if r.findings.is_empty() {
         return out;
     }
-    let n = if top == 0 { rows.len() } else { top.min(rows.len()) };
+    let n = if top == 0 {
+        rows.len()
+    } else {
+        top.min(rows.len())
+    };
     let cells: Vec<Vec<String>> = rows
         .iter()
         .take(n)
@@ -565,7 +676,10 @@ pub fn render_text_layout(r: &OutlierReport, top: usize, layout: Layout) -> Stri
     out.push_str(&t);
     out.push('\n');
     if n < rows.len() {
-        out.push_str(&layout.wrap(&format!("... and {} more rows (--top 0 shows all)", rows.len() - n)));
+        out.push_str(&layout.wrap(&format!(
+            "... and {} more rows (--top 0 shows all)",
+            rows.len() - n
+        )));
         out.push('\n');
     }
     out
@@ -625,7 +739,12 @@ fn log_floor() -> f64 {
 pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<Culprit> {
     let n = links.nics.len();
     let m = links.matrix(|l| {
-        l.latency.as_ref().filter(|x| x.samples >= MIN_LINK_SAMPLES).and_then(|x| x.p99_ns).filter(|p| *p > 0.0).map(f64::ln)
+        l.latency
+            .as_ref()
+            .filter(|x| x.samples >= MIN_LINK_SAMPLES)
+            .and_then(|x| x.p99_ns)
+            .filter(|p| *p > 0.0)
+            .map(f64::ln)
     });
     let label = |i: usize| links.nics[i].label();
     let all: Vec<f64> = m.iter().flatten().flatten().copied().collect();
@@ -649,7 +768,11 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
     let mut nic_slow = vec![false; n];
     let mut level = vec![f64::NAN; n];
     for a in 0..n {
-        let mine: Vec<f64> = (0..n).filter(|b| *b != a).flat_map(|b| [m[a][b], m[b][a]]).flatten().collect();
+        let mine: Vec<f64> = (0..n)
+            .filter(|b| *b != a)
+            .flat_map(|b| [m[a][b], m[b][a]])
+            .flatten()
+            .collect();
         if mine.is_empty() {
             continue;
         }
@@ -660,7 +783,10 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
     let mut out = Vec::new();
     let mut by_host: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for a in (0..n).filter(|a| !level[*a].is_nan()) {
-        by_host.entry(links.nics[a].host.as_str()).or_default().push(a);
+        by_host
+            .entry(links.nics[a].host.as_str())
+            .or_default()
+            .push(a);
     }
     let mut in_host = vec![false; n];
     for (h, members) in &by_host {
@@ -690,7 +816,11 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
     }
     for a in (0..n).filter(|a| nic_slow[*a] && !in_host[*a]) {
         let (row, col) = row_col(a);
-        let mine: Vec<f64> = (0..n).filter(|b| *b != a).flat_map(|b| [m[a][b], m[b][a]]).flatten().collect();
+        let mine: Vec<f64> = (0..n)
+            .filter(|b| *b != a)
+            .flat_map(|b| [m[a][b], m[b][a]])
+            .flatten()
+            .collect();
         let k = mine.iter().filter(|v| slow(**v)).count();
         out.push(Culprit {
             kind: "slow_nic",
@@ -718,7 +848,10 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
         for b in 0..n {
             if let Some(v) = m[a][b] {
                 if a != b && !nic_slow[a] && !nic_slow[b] && slow(v) {
-                    pairs.entry((a.min(b), a.max(b))).or_default().push((a, b, v));
+                    pairs
+                        .entry((a.min(b), a.max(b)))
+                        .or_default()
+                        .push((a, b, v));
                 }
             }
         }
@@ -730,7 +863,11 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
         if dirs.len() == 1 && m[dirs[0].1][dirs[0].0].is_some() {
             continue;
         }
-        let (s, d, v) = dirs.iter().copied().max_by(|x, y| x.2.total_cmp(&y.2)).unwrap_or((a, b, 0.0));
+        let (s, d, v) = dirs
+            .iter()
+            .copied()
+            .max_by(|x, y| x.2.total_cmp(&y.2))
+            .unwrap_or((a, b, 0.0));
         let (row, _) = row_col(s);
         let (_, col) = row_col(d);
         out.push(Culprit {
@@ -764,7 +901,11 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
 }
 
 /// The classification as outlier findings (one per culprit).
-fn fabric_findings(run: &Run, links: &crate::links::LinkReport, culprits: &[Culprit]) -> Vec<Finding> {
+fn fabric_findings(
+    run: &Run,
+    links: &crate::links::LinkReport,
+    culprits: &[Culprit],
+) -> Vec<Finding> {
     culprits
         .iter()
         .map(|c| {

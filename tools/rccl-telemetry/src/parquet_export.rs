@@ -72,16 +72,30 @@ pub struct Col {
 }
 
 const fn col(name: &'static str, kind: Kind) -> Col {
-    Col { name, kind, nullable: false }
+    Col {
+        name,
+        kind,
+        nullable: false,
+    }
 }
 const fn null(name: &'static str, kind: Kind) -> Col {
-    Col { name, kind, nullable: true }
+    Col {
+        name,
+        kind,
+        nullable: true,
+    }
 }
 
 use Kind::*;
 
 /// The columns every table starts with: they identify the rank (and join the tables).
-pub const IDS: &[Col] = &[col("schema_version", I32), col("job", Str), col("host", Str), col("pid", I64), col("rank_file", Str)];
+pub const IDS: &[Col] = &[
+    col("schema_version", I32),
+    col("job", Str),
+    col("host", Str),
+    col("pid", I64),
+    col("rank_file", Str),
+];
 
 const RANKS: &[Col] = &[
     col("process", Str),
@@ -151,17 +165,40 @@ const COUNTERS: &[Col] = &[
     null("wqe_completion_ns_max", I64),
 ];
 
-const CHANNEL_IDS: &[Col] = &[col("device_id", I32), null("channel", I64), col("channel_index", I32)];
+const CHANNEL_IDS: &[Col] = &[
+    col("device_id", I32),
+    null("channel", I64),
+    col("channel_index", I32),
+];
 
-const CHANNELS: &[Col] = &[col("num_req_completed", I64), col("num_data_qp", I64), col("num_cts_qp", I64), col("num_qp_untracked", I64), col("num_qps", I32)];
+const CHANNELS: &[Col] = &[
+    col("num_req_completed", I64),
+    col("num_data_qp", I64),
+    col("num_cts_qp", I64),
+    col("num_qp_untracked", I64),
+    col("num_qps", I32),
+];
 
 const QPS: &[Col] = &[col("qp", I64), null("role", Str)];
 
-const HW_COUNTERS: &[Col] =
-    &[col("device_id", I32), col("roce_device", Str), col("counter", Str), col("category", Str), null("priority", I32), null("value", I64)];
+const HW_COUNTERS: &[Col] = &[
+    col("device_id", I32),
+    col("roce_device", Str),
+    col("counter", Str),
+    col("category", Str),
+    null("priority", I32),
+    null("value", I64),
+];
 
-const HW_SAMPLES: &[Col] =
-    &[col("device_id", I32), col("roce_device", Str), null("timestamp", TsMicros), col("timestamp_ns", I64), col("counter", Str), col("category", Str), null("value", I64)];
+const HW_SAMPLES: &[Col] = &[
+    col("device_id", I32),
+    col("roce_device", Str),
+    null("timestamp", TsMicros),
+    col("timestamp_ns", I64),
+    col("counter", Str),
+    col("category", Str),
+    null("value", I64),
+];
 
 const HISTOGRAMS: &[Col] = &[
     col("device_id", I32),
@@ -177,7 +214,11 @@ const HISTOGRAMS: &[Col] = &[
 ];
 
 /// The columns the links table starts with: a link belongs to a job and to its sending host.
-pub const LINK_IDS: &[Col] = &[col("schema_version", I32), col("job", Str), col("host", Str)];
+pub const LINK_IDS: &[Col] = &[
+    col("schema_version", I32),
+    col("job", Str),
+    col("host", Str),
+];
 
 const LINKS: &[Col] = &[
     col("device_id", I32),
@@ -312,12 +353,25 @@ impl Table {
                 last: None,
             })
             .collect();
-        Table { name, cols, rows: 0, buffered: 0, cursor: 0, sink: None, err: None }
+        Table {
+            name,
+            cols,
+            rows: 0,
+            buffered: 0,
+            cursor: 0,
+            sink: None,
+            err: None,
+        }
     }
 
     /// A table written to `path` as it fills, without the columns in `skip` (those a hive
     /// partition's directory names carry).
-    pub fn create(name: &'static str, cols: Vec<Col>, path: &Path, skip: &[&'static str]) -> Result<Table, String> {
+    pub fn create(
+        name: &'static str,
+        cols: Vec<Col>,
+        path: &Path,
+        skip: &[&'static str],
+    ) -> Result<Table, String> {
         let mut t = Table::new(name, cols);
         let schema = Arc::new(t.schema(skip)?);
         let props = WriterProperties::builder()
@@ -328,9 +382,15 @@ impl Table {
                 KeyValue::new(TABLE_KEY.to_string(), name.to_string()),
             ]))
             .build();
-        let file = std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-        let w = SerializedFileWriter::new(std::io::BufWriter::new(file), schema, Arc::new(props)).map_err(|e| format!("{}: {e}", path.display()))?;
-        t.sink = Some(Sink { w, path: path.to_path_buf(), skip: skip.to_vec() });
+        let file = std::fs::File::create(path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let w = SerializedFileWriter::new(std::io::BufWriter::new(file), schema, Arc::new(props))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        t.sink = Some(Sink {
+            w,
+            path: path.to_path_buf(),
+            skip: skip.to_vec(),
+        });
         Ok(t)
     }
 
@@ -341,11 +401,17 @@ impl Table {
     /// Pushes the next column's value. A wrong type or a NULL in a required column is a bug
     /// in the table's builder (the tests write every table), so it panics with the column.
     pub fn put(&mut self, v: Option<V<'_>>) -> &mut Table {
-        let Some(c) = self.cols.get_mut(self.cursor) else { panic!("table {}: more values than columns", self.name) };
+        let Some(c) = self.cols.get_mut(self.cursor) else {
+            panic!("table {}: more values than columns", self.name)
+        };
         self.cursor += 1;
         match v {
             None => {
-                assert!(c.col.nullable, "table {}: NULL in required column {}", self.name, c.col.name);
+                assert!(
+                    c.col.nullable,
+                    "table {}: NULL in required column {}",
+                    self.name, c.col.name
+                );
                 c.defs.push(0);
             }
             Some(v) => {
@@ -376,7 +442,14 @@ impl Table {
     }
 
     pub fn end_row(&mut self) {
-        assert_eq!(self.cursor, self.cols.len(), "table {}: row has {} of {} values", self.name, self.cursor, self.cols.len());
+        assert_eq!(
+            self.cursor,
+            self.cols.len(),
+            "table {}: row has {} of {} values",
+            self.name,
+            self.cursor,
+            self.cols.len()
+        );
         self.cursor = 0;
         self.rows += 1;
         self.buffered += 1;
@@ -395,7 +468,9 @@ impl Table {
         self.put(v.map(V::S))
     }
     pub fn i32(&mut self, v: i64) -> &mut Table {
-        self.put(Some(V::I32(v.clamp(i32::MIN as i64, i32::MAX as i64) as i32)))
+        self.put(Some(V::I32(
+            v.clamp(i32::MIN as i64, i32::MAX as i64) as i32
+        )))
     }
     pub fn oi32(&mut self, v: Option<i64>) -> &mut Table {
         self.put(v.map(|v| V::I32(v.clamp(i32::MIN as i64, i32::MAX as i64) as i32)))
@@ -440,21 +515,36 @@ impl Table {
                 I64 => (Physical::INT64, None),
                 F64 => (Physical::DOUBLE, None),
                 Str => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
-                TsMicros => (Physical::INT64, Some(LogicalType::timestamp(true, TimeUnit::MICROS))),
+                TsMicros => (
+                    Physical::INT64,
+                    Some(LogicalType::timestamp(true, TimeUnit::MICROS)),
+                ),
             };
             let t = Type::primitive_type_builder(c.col.name, phys)
-                .with_repetition(if c.col.nullable { Repetition::OPTIONAL } else { Repetition::REQUIRED })
+                .with_repetition(if c.col.nullable {
+                    Repetition::OPTIONAL
+                } else {
+                    Repetition::REQUIRED
+                })
                 .with_logical_type(logical)
                 .build()
                 .map_err(|e| format!("column {}: {e}", c.col.name))?;
             fields.push(Arc::new(t));
         }
-        Type::group_type_builder("rccl_telemetry").with_fields(fields).build().map_err(|e| e.to_string())
+        Type::group_type_builder("rccl_telemetry")
+            .with_fields(fields)
+            .build()
+            .map_err(|e| e.to_string())
     }
 
     /// Writes the buffered rows as one row group and empties the buffers.
     fn flush(&mut self) -> Result<(), String> {
-        let Table { cols, sink, buffered, .. } = self;
+        let Table {
+            cols,
+            sink,
+            buffered,
+            ..
+        } = self;
         let Some(sink) = sink else { return Ok(()) };
         if *buffered == 0 {
             return Ok(());
@@ -464,7 +554,9 @@ impl Table {
         let mut rg = sink.w.next_row_group().map_err(err)?;
         for c in cols.iter_mut() {
             if !sink.skip.contains(&c.col.name) {
-                let Some(mut cw) = rg.next_column().map_err(err)? else { return Err(format!("{path}: fewer columns than the schema")) };
+                let Some(mut cw) = rg.next_column().map_err(err)? else {
+                    return Err(format!("{path}: fewer columns than the schema"));
+                };
                 let defs = c.col.nullable.then_some(c.defs.as_slice());
                 match &c.vals {
                     Vals::Bool(v) => cw.typed::<BoolType>().write_batch(v, defs, None),
@@ -498,7 +590,9 @@ impl Table {
         }
         self.flush()?;
         if let Some(sink) = self.sink.take() {
-            sink.w.close().map_err(|e| format!("{}: {e}", sink.path.display()))?;
+            sink.w
+                .close()
+                .map_err(|e| format!("{}: {e}", sink.path.display()))?;
         }
         Ok(self.rows)
     }
@@ -520,7 +614,11 @@ impl Rank<'_> {
     }
 
     fn ids(&self, t: &mut Table) {
-        t.i32(SCHEMA_VERSION as i64).s(self.job).s(&self.f().host_name).i64(self.f().process_id).s(&self.rank_file);
+        t.i32(SCHEMA_VERSION as i64)
+            .s(self.job)
+            .s(&self.f().host_name)
+            .i64(self.f().process_id)
+            .s(&self.rank_file);
     }
 
     fn wall_ns(&self, s: &str) -> Option<i128> {
@@ -561,11 +659,22 @@ fn ranks(group: &[Rank<'_>], t: &mut Table) {
         let f = r.f();
         r.ids(t);
         let (start, end) = (r.wall_ns(&f.start_time), r.wall_ns(&f.end_time));
-        t.s(&f.process_name).s(f.format.label()).ob(f.is_final).os(f.trigger.as_deref()).os(f.transport.as_deref());
-        t.ts(start).ts(end).f64(start.zip(end).map(|(s, e)| (e - s) as f64 / 1e9));
-        t.s(&f.start_time).s(&f.end_time).u64(f.histogram_interval_ns).ou64(f.latency_sample_interval);
-        t.i32(f.devices.len() as i64).i32(f.devices.iter().filter(|d| d.is_used()).count() as i64);
-        t.u64(f.hw_samples.as_ref().map_or(0, |s| s.len() as u64)).ou64(f.hw_samples_dropped);
+        t.s(&f.process_name)
+            .s(f.format.label())
+            .ob(f.is_final)
+            .os(f.trigger.as_deref())
+            .os(f.transport.as_deref());
+        t.ts(start)
+            .ts(end)
+            .f64(start.zip(end).map(|(s, e)| (e - s) as f64 / 1e9));
+        t.s(&f.start_time)
+            .s(&f.end_time)
+            .u64(f.histogram_interval_ns)
+            .ou64(f.latency_sample_interval);
+        t.i32(f.devices.len() as i64)
+            .i32(f.devices.iter().filter(|d| d.is_used()).count() as i64);
+        t.u64(f.hw_samples.as_ref().map_or(0, |s| s.len() as u64))
+            .ou64(f.hw_samples_dropped);
         t.end_row();
     }
 }
@@ -584,11 +693,21 @@ fn devices(group: &[Rank<'_>], t: &mut Table) {
             let (mn, mx) = d.latency_min_max();
             let lat = Latency::of(&d.histogram(), f.histogram_interval_ns, mn, mx);
             let log = d.log_histogram().map(|h| Latency::of_log(&h, mn, mx));
-            t.i32(d.device_id as i64).s(&d.roce_device).s(&d.eth_device).s(&d.hw_type).b(d.is_used());
-            t.u64(d.tx_bytes).u64(d.rx_bytes).u64(d.num_cq_errors).u64(d.cq_poll_count).ou64(d.num_channels);
+            t.i32(d.device_id as i64)
+                .s(&d.roce_device)
+                .s(&d.eth_device)
+                .s(&d.hw_type)
+                .b(d.is_used());
+            t.u64(d.tx_bytes)
+                .u64(d.rx_bytes)
+                .u64(d.num_cq_errors)
+                .u64(d.cq_poll_count)
+                .ou64(d.num_channels);
             t.u64(d.active_channels).u64(d.num_qp_untracked);
-            t.u64(d.sum_channels(|c| c.counters.num_wqe_sent)).u64(d.sum_channels(|c| c.counters.num_wqe_completed));
-            t.u64(d.sum_channels(|c| c.counters.num_slot_miss)).u64(f.histogram_interval_ns);
+            t.u64(d.sum_channels(|c| c.counters.num_wqe_sent))
+                .u64(d.sum_channels(|c| c.counters.num_wqe_completed));
+            t.u64(d.sum_channels(|c| c.counters.num_slot_miss))
+                .u64(f.histogram_interval_ns);
             t.u64(lat.samples).oi64(mn).oi64(mx);
             percentiles(t, Some(&lat));
             t.b(lat.percentiles.iter().any(|p| p.open_bucket));
@@ -600,9 +719,19 @@ fn devices(group: &[Rank<'_>], t: &mut Table) {
 }
 
 fn counters(t: &mut Table, c: &Counters) {
-    t.u64(c.num_wqe_sent).u64(c.num_recv_wqe).u64(c.num_wqe_rcvd).u64(c.num_wqe_completed).ou64(c.num_wqe_sampled);
-    t.u64(c.num_cts_sent).u64(c.num_cts_sent_signalled).u64(c.num_cts_sent_unsignalled).u64(c.num_slot_miss);
-    t.u64(c.num_write_wqe).u64(c.num_write_imm_wqe).avail(c.wqe_completion_ns_min).avail(c.wqe_completion_ns_max);
+    t.u64(c.num_wqe_sent)
+        .u64(c.num_recv_wqe)
+        .u64(c.num_wqe_rcvd)
+        .u64(c.num_wqe_completed)
+        .ou64(c.num_wqe_sampled);
+    t.u64(c.num_cts_sent)
+        .u64(c.num_cts_sent_signalled)
+        .u64(c.num_cts_sent_unsignalled)
+        .u64(c.num_slot_miss);
+    t.u64(c.num_write_wqe)
+        .u64(c.num_write_imm_wqe)
+        .avail(c.wqe_completion_ns_min)
+        .avail(c.wqe_completion_ns_max);
 }
 
 fn channels(group: &[Rank<'_>], t: &mut Table) {
@@ -612,7 +741,11 @@ fn channels(group: &[Rank<'_>], t: &mut Table) {
                 r.ids(t);
                 t.i32(d.device_id as i64).ou64(c.id).i32(i as i64);
                 counters(t, &c.counters);
-                t.u64(c.num_req_completed).u64(c.num_data_qp).u64(c.num_cts_qp).u64(c.num_qp_untracked).i32(c.queue_pairs.len() as i64);
+                t.u64(c.num_req_completed)
+                    .u64(c.num_data_qp)
+                    .u64(c.num_cts_qp)
+                    .u64(c.num_qp_untracked)
+                    .i32(c.queue_pairs.len() as i64);
                 t.end_row();
             }
         }
@@ -625,7 +758,11 @@ fn qps(group: &[Rank<'_>], t: &mut Table) {
             for (i, c) in d.channels.iter().enumerate() {
                 for q in &c.queue_pairs {
                     r.ids(t);
-                    t.i32(d.device_id as i64).ou64(c.id).i32(i as i64).u64(q.id).os(q.role.as_deref());
+                    t.i32(d.device_id as i64)
+                        .ou64(c.id)
+                        .i32(i as i64)
+                        .u64(q.id)
+                        .os(q.role.as_deref());
                     counters(t, &q.counters);
                     t.end_row();
                 }
@@ -656,11 +793,20 @@ fn hw_counters(group: &[Rank<'_>], t: &mut Table) {
             for (name, v) in &d.hw_counters {
                 let vals: Vec<(Option<i64>, i64)> = match v {
                     HwValue::Scalar(x) => vec![(None, *x)],
-                    HwValue::PerPrio(a) => a.iter().enumerate().map(|(i, x)| (Some(i as i64), *x)).collect(),
+                    HwValue::PerPrio(a) => a
+                        .iter()
+                        .enumerate()
+                        .map(|(i, x)| (Some(i as i64), *x))
+                        .collect(),
                 };
                 for (prio, x) in vals {
                     r.ids(t);
-                    t.i32(d.device_id as i64).s(&d.roce_device).s(name).s(category(name)).oi32(prio).avail(x);
+                    t.i32(d.device_id as i64)
+                        .s(&d.roce_device)
+                        .s(name)
+                        .s(category(name))
+                        .oi32(prio)
+                        .avail(x);
                     t.end_row();
                 }
             }
@@ -669,7 +815,10 @@ fn hw_counters(group: &[Rank<'_>], t: &mut Table) {
 }
 
 fn device_name(f: &TelemetryFile, id: u32) -> &str {
-    f.devices.iter().find(|d| d.device_id == id).map_or("", |d| d.roce_device.as_str())
+    f.devices
+        .iter()
+        .find(|d| d.device_id == id)
+        .map_or("", |d| d.roce_device.as_str())
 }
 
 fn hw_samples(group: &[Rank<'_>], t: &mut Table) {
@@ -679,7 +828,13 @@ fn hw_samples(group: &[Rank<'_>], t: &mut Table) {
             let wall = f.format.has_wall_clock().then_some(s.timestamp_ns as i128);
             for (name, v) in &s.counters {
                 r.ids(t);
-                t.i32(s.device_id as i64).s(device_name(f, s.device_id)).ts(wall).u64(s.timestamp_ns).s(name).s(category(name)).avail(*v);
+                t.i32(s.device_id as i64)
+                    .s(device_name(f, s.device_id))
+                    .ts(wall)
+                    .u64(s.timestamp_ns)
+                    .s(name)
+                    .s(category(name))
+                    .avail(*v);
                 t.end_row();
             }
         }
@@ -694,16 +849,37 @@ fn linear_rows(t: &mut Table, r: &Rank<'_>, d: &Device, at: HistAt, level: &str,
     for (b, n) in h.iter().enumerate().filter(|(_, n)| **n > 0) {
         let open = b + 1 == h.len();
         r.ids(t);
-        t.i32(d.device_id as i64).ou64(at.0).oi32(at.1.map(|i| i as i64)).ou64(at.2).s(level).s("linear").i32(b as i64);
-        t.u64((b as u64).saturating_mul(w)).ou64((!open).then(|| (b as u64 + 1).saturating_mul(w))).u64(*n);
+        t.i32(d.device_id as i64)
+            .ou64(at.0)
+            .oi32(at.1.map(|i| i as i64))
+            .ou64(at.2)
+            .s(level)
+            .s("linear")
+            .i32(b as i64);
+        t.u64((b as u64).saturating_mul(w))
+            .ou64((!open).then(|| (b as u64 + 1).saturating_mul(w)))
+            .u64(*n);
         t.end_row();
     }
 }
 
-fn log_rows(t: &mut Table, r: &Rank<'_>, d: &Device, at: HistAt, level: &str, h: &[crate::model::LogBucket]) {
+fn log_rows(
+    t: &mut Table,
+    r: &Rank<'_>,
+    d: &Device,
+    at: HistAt,
+    level: &str,
+    h: &[crate::model::LogBucket],
+) {
     for (b, (lo, hi, n)) in h.iter().enumerate() {
         r.ids(t);
-        t.i32(d.device_id as i64).ou64(at.0).oi32(at.1.map(|i| i as i64)).ou64(at.2).s(level).s("log").i32(b as i64);
+        t.i32(d.device_id as i64)
+            .ou64(at.0)
+            .oi32(at.1.map(|i| i as i64))
+            .ou64(at.2)
+            .s(level)
+            .s("log")
+            .i32(b as i64);
         t.u64(*lo).ou64(hi.map(|h| h.saturating_add(1))).u64(*n);
         t.end_row();
     }
@@ -717,12 +893,26 @@ fn histograms(group: &[Rank<'_>], t: &mut Table) {
                 log_rows(t, r, d, (None, None, None), "device", &h);
             }
             for (i, c) in d.channels.iter().enumerate() {
-                linear_rows(t, r, d, (c.id, Some(i), None), "channel", &c.counters.wqe_completion_histogram);
+                linear_rows(
+                    t,
+                    r,
+                    d,
+                    (c.id, Some(i), None),
+                    "channel",
+                    &c.counters.wqe_completion_histogram,
+                );
                 if let Some(h) = &c.wqe_completion_log_histogram {
                     log_rows(t, r, d, (c.id, Some(i), None), "channel", h);
                 }
                 for q in &c.queue_pairs {
-                    linear_rows(t, r, d, (c.id, Some(i), Some(q.id)), "qp", &q.counters.wqe_completion_histogram);
+                    linear_rows(
+                        t,
+                        r,
+                        d,
+                        (c.id, Some(i), Some(q.id)),
+                        "qp",
+                        &q.counters.wqe_completion_histogram,
+                    );
                 }
             }
         }
@@ -730,17 +920,41 @@ fn histograms(group: &[Rank<'_>], t: &mut Table) {
 }
 
 fn links(group: &[(&str, &Link)], t: &mut Table) {
-    let pids = |p: &[i64]| p.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",");
+    let pids = |p: &[i64]| {
+        p.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     for (job, l) in group {
         t.i32(SCHEMA_VERSION as i64).s(job).s(&l.src.host);
-        t.i32(l.src.device_id as i64).s(&l.src.device).s(&pids(&l.src.pids)).os(l.src.gid.as_deref()).ou64(l.src.lid);
-        t.s(&l.dst.host).i32(l.dst.device_id as i64).s(&l.dst.device).s(&pids(&l.dst.pids)).os(l.dst.gid.as_deref()).ou64(l.dst.lid);
-        t.u64(l.qps).u64(l.wrs_sent).u64(l.wrs_completed).u64(l.wrs_received_by_dst).u64(l.tx_bytes_est);
+        t.i32(l.src.device_id as i64)
+            .s(&l.src.device)
+            .s(&pids(&l.src.pids))
+            .os(l.src.gid.as_deref())
+            .ou64(l.src.lid);
+        t.s(&l.dst.host)
+            .i32(l.dst.device_id as i64)
+            .s(&l.dst.device)
+            .s(&pids(&l.dst.pids))
+            .os(l.dst.gid.as_deref())
+            .ou64(l.dst.lid);
+        t.u64(l.qps)
+            .u64(l.wrs_sent)
+            .u64(l.wrs_completed)
+            .u64(l.wrs_received_by_dst)
+            .u64(l.tx_bytes_est);
         let lat = l.latency.as_ref();
         t.os(lat.map(|x| x.source)).ou64(lat.map(|x| x.samples));
-        t.f64(lat.and_then(|x| x.p50_ns)).f64(lat.and_then(|x| x.p90_ns)).f64(lat.and_then(|x| x.p99_ns));
-        t.ob(lat.map(|x| x.p99_open)).oi64(lat.and_then(|x| x.max_ns));
-        t.ou64(l.retired_unsignalled).ou64(l.wrs_outstanding).ou64(l.qps_stalled).ou64(l.longest_stall_ms);
+        t.f64(lat.and_then(|x| x.p50_ns))
+            .f64(lat.and_then(|x| x.p90_ns))
+            .f64(lat.and_then(|x| x.p99_ns));
+        t.ob(lat.map(|x| x.p99_open))
+            .oi64(lat.and_then(|x| x.max_ns));
+        t.ou64(l.retired_unsignalled)
+            .ou64(l.wrs_outstanding)
+            .ou64(l.qps_stalled)
+            .ou64(l.longest_stall_ms);
         t.end_row();
     }
 }
@@ -756,11 +970,21 @@ fn stalls(group: &[Rank<'_>], t: &mut Table) {
                         continue;
                     }
                     r.ids(t);
-                    t.i32(d.device_id as i64).s(&d.roce_device).ou64(c.id).i32(i as i64).u64(q.id).ou64(q.qp_num);
+                    t.i32(d.device_id as i64)
+                        .s(&d.roce_device)
+                        .ou64(c.id)
+                        .i32(i as i64)
+                        .u64(q.id)
+                        .ou64(q.qp_num);
                     let peer = q.peer.as_ref();
-                    t.os(peer.and_then(|p| p.gid.as_deref())).ou64(peer.and_then(|p| p.lid)).ou64(peer.map(|p| p.qp_num));
-                    t.ob(q.stalled).ts(q.stalled_since.as_deref().and_then(|s| r.wall_ns(s)));
-                    t.ou64(q.num_wqe_outstanding).ou64(q.oldest_outstanding_ms).ou64(q.longest_stall_ms);
+                    t.os(peer.and_then(|p| p.gid.as_deref()))
+                        .ou64(peer.and_then(|p| p.lid))
+                        .ou64(peer.map(|p| p.qp_num));
+                    t.ob(q.stalled)
+                        .ts(q.stalled_since.as_deref().and_then(|s| r.wall_ns(s)));
+                    t.ou64(q.num_wqe_outstanding)
+                        .ou64(q.oldest_outstanding_ms)
+                        .ou64(q.longest_stall_ms);
                     t.ts(q.longest_stall_start.as_deref().and_then(|s| r.wall_ns(s)));
                     t.end_row();
                 }
@@ -778,7 +1002,12 @@ pub const PARTITION_KEYS: &[&str] = &["job", "host"];
 /// The job a rank file belongs to: the name of the directory holding it.
 pub fn job_of(path: &Path) -> String {
     let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    abs.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()).filter(|s| !s.is_empty()).unwrap_or("unknown").to_string()
+    abs.parent()
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("unknown")
+        .to_string()
 }
 
 /// A value as a hive directory name's right-hand side: letters, digits, '.', '_' and '-' as
@@ -824,7 +1053,9 @@ pub fn write(run: &Run, o: &Options) -> Result<Written, String> {
     let mut keys: Vec<&'static str> = Vec::new();
     for p in &o.partition {
         let Some(k) = PARTITION_KEYS.iter().find(|k| **k == p.as_str()) else {
-            return Err(format!("--partition {p}: not a partition key (use job, host or job,host)"));
+            return Err(format!(
+                "--partition {p}: not a partition key (use job, host or job,host)"
+            ));
         };
         if keys.contains(k) {
             return Err(format!("--partition names {p} twice"));
@@ -834,39 +1065,84 @@ pub fn write(run: &Run, o: &Options) -> Result<Written, String> {
     if o.dir.exists() && !o.dir.is_dir() {
         return Err(format!("{} exists and is not a directory", o.dir.display()));
     }
-    let jobs: Vec<String> = files.iter().map(|l| o.job.clone().unwrap_or_else(|| job_of(&l.path))).collect();
+    let jobs: Vec<String> = files
+        .iter()
+        .map(|l| o.job.clone().unwrap_or_else(|| job_of(&l.path)))
+        .collect();
     // The links of each job: QPs are joined within a job, never across jobs.
     let job_names: std::collections::BTreeSet<&String> = jobs.iter().collect();
     let reports: BTreeMap<&String, crate::links::LinkReport> = if job_names.len() <= 1 {
-        job_names.iter().map(|j| (*j, crate::links::join(run))).collect()
+        job_names
+            .iter()
+            .map(|j| (*j, crate::links::join(run)))
+            .collect()
     } else {
         job_names
             .iter()
             .map(|j| {
-                let files: Vec<Loaded> = files.iter().zip(&jobs).filter(|(_, jj)| jj == j).map(|(l, _)| l.clone()).collect();
-                (*j, crate::links::join(&Run { files, bad: Vec::new(), found: 0 }))
+                let files: Vec<Loaded> = files
+                    .iter()
+                    .zip(&jobs)
+                    .filter(|(_, jj)| jj == j)
+                    .map(|(l, _)| l.clone())
+                    .collect();
+                (
+                    *j,
+                    crate::links::join(&Run {
+                        files,
+                        bad: Vec::new(),
+                        found: 0,
+                    }),
+                )
             })
             .collect()
     };
-    let key_of = |job: &String, host: &String| -> Vec<String> { keys.iter().map(|k| if *k == "job" { job.clone() } else { host.clone() }).collect() };
+    let key_of = |job: &String, host: &String| -> Vec<String> {
+        keys.iter()
+            .map(|k| {
+                if *k == "job" {
+                    job.clone()
+                } else {
+                    host.clone()
+                }
+            })
+            .collect()
+    };
     // Group the files by their partition values (one group without partitions).
     let mut groups: BTreeMap<Vec<String>, Group<'_>> = BTreeMap::new();
     for (l, job) in files.iter().zip(&jobs) {
-        let rank_file = l.path.file_name().map_or_else(|| l.path.display().to_string(), |n| n.to_string_lossy().into_owned());
-        groups.entry(key_of(job, &l.file.host_name)).or_default().ranks.push(Rank { job, rank_file, loaded: l });
+        let rank_file = l.path.file_name().map_or_else(
+            || l.path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        groups
+            .entry(key_of(job, &l.file.host_name))
+            .or_default()
+            .ranks
+            .push(Rank {
+                job,
+                rank_file,
+                loaded: l,
+            });
     }
     for (job, rep) in &reports {
         for link in &rep.links {
             // A link goes with its sending host's files.
-            groups.entry(key_of(job, &link.src.host)).or_default().links.push((job.as_str(), link));
+            groups
+                .entry(key_of(job, &link.src.host))
+                .or_default()
+                .links
+                .push((job.as_str(), link));
         }
     }
     if groups.is_empty() && keys.is_empty() {
         // No rank file: the tables still get written, empty, with their schema.
         groups.insert(Vec::new(), Group::default());
     }
-    let tasks: Vec<(&Vec<String>, &Group<'_>, &(&str, Builder))> =
-        groups.iter().flat_map(|(k, g)| TABLES.iter().map(move |t| (k, g, t))).collect();
+    let tasks: Vec<(&Vec<String>, &Group<'_>, &(&str, Builder))> = groups
+        .iter()
+        .flat_map(|(k, g)| TABLES.iter().map(move |t| (k, g, t)))
+        .collect();
     let results: Vec<Result<(PathBuf, &'static str, usize), String>> = tasks
         .par_iter()
         .map(|(key, group, (name, build))| {
@@ -880,7 +1156,8 @@ pub fn write(run: &Run, o: &Options) -> Result<Written, String> {
                 d.join(format!("{name}.parquet"))
             };
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
             }
             let mut table = Table::create(name, columns(name), &path, &keys)?;
             build(group, &mut table);
@@ -937,7 +1214,9 @@ mod tests {
         let mut t = Table::new("t", vec![null("a", I64)]);
         t.avail(-1).end_row();
         t.avail(0).end_row();
-        let Vals::I64(v) = &t.cols[0].vals else { panic!() };
+        let Vals::I64(v) = &t.cols[0].vals else {
+            panic!()
+        };
         assert_eq!(v, &[0]);
         assert_eq!(t.cols[0].defs, [0, 1]);
     }
@@ -951,7 +1230,9 @@ mod tests {
         let n = 2 * ROW_GROUP_ROWS + 5;
         let mut t = Table::create("t", vec![col("s", Str), null("v", I64)], &path, &[]).unwrap();
         for i in 0..n {
-            t.s(if i % 3 == 0 { "a" } else { "bb" }).avail(if i % 7 == 0 { -1 } else { i as i64 }).end_row();
+            t.s(if i % 3 == 0 { "a" } else { "bb" })
+                .avail(if i % 7 == 0 { -1 } else { i as i64 })
+                .end_row();
         }
         assert_eq!(t.finish().unwrap(), n);
         let r = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
@@ -959,7 +1240,9 @@ mod tests {
         assert_eq!(md.num_row_groups(), 3);
         assert_eq!(md.file_metadata().num_rows(), n as i64);
         let kv = md.file_metadata().key_value_metadata().unwrap();
-        assert!(kv.iter().any(|k| k.key == SCHEMA_VERSION_KEY && k.value.as_deref() == Some("1")));
+        assert!(kv
+            .iter()
+            .any(|k| k.key == SCHEMA_VERSION_KEY && k.value.as_deref() == Some("1")));
         let (mut nulls, mut sum, mut a) = (0, 0i64, 0);
         for (i, row) in r.get_row_iter(None).unwrap().enumerate() {
             let row = row.unwrap();
@@ -979,7 +1262,11 @@ mod tests {
     fn bad_partition_keys_are_refused() {
         let dir = std::env::temp_dir().join("rccl-telemetry-parquet-unit");
         for p in [vec!["rank".to_string()], vec!["job".into(), "job".into()]] {
-            let o = Options { dir: dir.clone(), job: None, partition: p };
+            let o = Options {
+                dir: dir.clone(),
+                job: None,
+                partition: p,
+            };
             assert!(write(&Run::default(), &o).is_err());
         }
     }

@@ -14,7 +14,9 @@ use std::time::{Duration, SystemTime};
 /// Host and pid from a textfile's name (the writer's fallback name, with a random token
 /// before `.prom`, included); None for any other name.
 pub fn parse_name(name: &str) -> Option<(String, u32)> {
-    let stem = name.strip_prefix("rccl_telemetry_")?.strip_suffix(".prom")?;
+    let stem = name
+        .strip_prefix("rccl_telemetry_")?
+        .strip_suffix(".prom")?;
     // A fallback name: <stem>.<12 random characters>.prom
     let stem = match stem.rsplit_once('.') {
         Some((s, tok)) if tok.len() == 12 && tok.bytes().all(|b| b.is_ascii_alphanumeric()) => s,
@@ -34,7 +36,9 @@ fn is_temporary(name: &str) -> bool {
 
 /// The host name as the library writes it in file names.
 pub fn this_host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().replace('/', "_")).unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().replace('/', "_"))
+        .unwrap_or_default()
 }
 
 fn alive(pid: u32) -> bool {
@@ -49,8 +53,14 @@ pub struct Stale {
 }
 
 /// The stale files of `dir`, judged at `now` for this host `host`.
-pub fn find(dir: &Path, max_age: Duration, host: &str, now: SystemTime) -> Result<Vec<Stale>, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+pub fn find(
+    dir: &Path,
+    max_age: Duration,
+    host: &str,
+    now: SystemTime,
+) -> Result<Vec<Stale>, String> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
     let mut out = Vec::new();
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -59,21 +69,32 @@ pub fn find(dir: &Path, max_age: Duration, host: &str, now: SystemTime) -> Resul
             continue;
         }
         // Never follows a link: the link itself is judged (and removed), not its target.
-        let Ok(meta) = std::fs::symlink_metadata(e.path()) else { continue };
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
         if meta.is_dir() {
             continue;
         }
-        let age = meta.modified().ok().and_then(|m| now.duration_since(m).ok()).unwrap_or_default();
+        let age = meta
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .unwrap_or_default();
         let why = if age > max_age {
             Some(format!("not rewritten for {} s", age.as_secs()))
         } else {
             match parsed {
-                Some((h, pid)) if h == host && !alive(pid) => Some(format!("process {pid} is not running")),
+                Some((h, pid)) if h == host && !alive(pid) => {
+                    Some(format!("process {pid} is not running"))
+                }
                 _ => None,
             }
         };
         if let Some(why) = why {
-            out.push(Stale { path: e.path(), why });
+            out.push(Stale {
+                path: e.path(),
+                why,
+            });
         }
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
@@ -86,8 +107,14 @@ mod tests {
 
     #[test]
     fn names_parse_from_the_right() {
-        assert_eq!(parse_name("rccl_telemetry_node_a-1_1000_4242.prom"), Some(("node_a-1".into(), 4242)));
-        assert_eq!(parse_name("rccl_telemetry_h_0_7.k3J9xQ2bA1b2.prom"), Some(("h".into(), 7)));
+        assert_eq!(
+            parse_name("rccl_telemetry_node_a-1_1000_4242.prom"),
+            Some(("node_a-1".into(), 4242))
+        );
+        assert_eq!(
+            parse_name("rccl_telemetry_h_0_7.k3J9xQ2bA1b2.prom"),
+            Some(("h".into(), 7))
+        );
         assert_eq!(parse_name("rccl_telemetry_h_0_7.json"), None);
         assert_eq!(parse_name("rccl_telemetry_h_x_7.prom"), None);
         assert_eq!(parse_name("node_cpu.prom"), None);
@@ -108,15 +135,35 @@ mod tests {
             std::fs::write(d.path().join(n), "x 1\n").unwrap();
         }
         let now = SystemTime::now();
-        let names = |v: Vec<Stale>| v.into_iter().map(|s| s.path.file_name().unwrap().to_string_lossy().into_owned()).collect::<Vec<_>>();
+        let names = |v: Vec<Stale>| {
+            v.into_iter()
+                .map(|s| s.path.file_name().unwrap().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
         let found = find(d.path(), Duration::from_secs(300), "here", now).unwrap();
-        assert_eq!(names(found.clone()), vec![format!("rccl_telemetry_here_0_{dead}.prom")]);
+        assert_eq!(
+            names(found.clone()),
+            vec![format!("rccl_telemetry_here_0_{dead}.prom")]
+        );
         assert!(found[0].why.contains("not running"));
         // An hour later everything of ours is old, even the live rank's file (it would have
         // been rewritten); other collectors' files are never touched.
-        let later = find(d.path(), Duration::from_secs(300), "here", now + Duration::from_secs(3600)).unwrap();
+        let later = find(
+            d.path(),
+            Duration::from_secs(300),
+            "here",
+            now + Duration::from_secs(3600),
+        )
+        .unwrap();
         assert_eq!(later.len(), 3, "{later:?}");
         assert!(!names(later).contains(&"node_cpu.prom".to_string()));
-        assert!(find(&d.path().join("missing"), Duration::from_secs(1), "here", now).unwrap_err().contains("missing"));
+        assert!(find(
+            &d.path().join("missing"),
+            Duration::from_secs(1),
+            "here",
+            now
+        )
+        .unwrap_err()
+        .contains("missing"));
     }
 }

@@ -40,13 +40,23 @@ fn e2s<E: std::fmt::Debug>(e: E) -> String {
 }
 
 /// A bar chart of one histogram (share of completions per bucket).
-fn histogram_svg(title: &str, hist: &[u64], width_ns: u64, w: u32, h: u32, color: RGBColor) -> DrawResult<String> {
+fn histogram_svg(
+    title: &str,
+    hist: &[u64],
+    width_ns: u64,
+    w: u32,
+    h: u32,
+    color: RGBColor,
+) -> DrawResult<String> {
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
         root.fill(&WHITE).map_err(e2s)?;
         let total: u64 = crate::stats::hist_total(hist).max(1);
-        let shares: Vec<f64> = hist.iter().map(|c| *c as f64 / total as f64 * 100.0).collect();
+        let shares: Vec<f64> = hist
+            .iter()
+            .map(|c| *c as f64 / total as f64 * 100.0)
+            .collect();
         let ymax = shares.iter().cloned().fold(0.0f64, f64::max).max(1.0) * 1.1;
         let n = hist.len().max(1);
         let mut chart = ChartBuilder::on(&root)
@@ -58,7 +68,15 @@ fn histogram_svg(title: &str, hist: &[u64], width_ns: u64, w: u32, h: u32, color
             .map_err(e2s)?;
         // Ticks sit on bucket edges: bar b spans [b*w, (b+1)*w); the last bar is open-ended.
         let labels: Vec<String> = (0..=n)
-            .map(|e| if e == n { "\u{221e}".to_string() } else if e == 0 { "0".to_string() } else { fmt_ns(e as f64 * width_ns as f64) })
+            .map(|e| {
+                if e == n {
+                    "\u{221e}".to_string()
+                } else if e == 0 {
+                    "0".to_string()
+                } else {
+                    fmt_ns(e as f64 * width_ns as f64)
+                }
+            })
             .collect();
         chart
             .configure_mesh()
@@ -66,7 +84,11 @@ fn histogram_svg(title: &str, hist: &[u64], width_ns: u64, w: u32, h: u32, color
             .x_labels(n + 1)
             .x_label_formatter(&|x| {
                 let i = x.floor() as usize;
-                if (x - x.floor()).abs() < 1e-9 && i < labels.len() { labels[i].clone() } else { String::new() }
+                if (x - x.floor()).abs() < 1e-9 && i < labels.len() {
+                    labels[i].clone()
+                } else {
+                    String::new()
+                }
             })
             .y_desc("% of completions")
             .y_label_formatter(&|y| format!("{y:.0}"))
@@ -74,7 +96,10 @@ fn histogram_svg(title: &str, hist: &[u64], width_ns: u64, w: u32, h: u32, color
             .map_err(e2s)?;
         chart
             .draw_series(shares.iter().enumerate().map(|(b, s)| {
-                Rectangle::new([(b as f64 + 0.08, 0.0), (b as f64 + 0.92, *s)], color.filled())
+                Rectangle::new(
+                    [(b as f64 + 0.08, 0.0), (b as f64 + 0.92, *s)],
+                    color.filled(),
+                )
             }))
             .map_err(e2s)?;
         root.present().map_err(e2s)?;
@@ -91,8 +116,17 @@ fn log_x(ns: f64) -> f64 {
 /// The decades the log axis of a log-scale histogram spans, as (first, last) exponents of
 /// ten: from the decade of the lowest bucket to the one above the highest (at least one).
 pub fn log_axis_decades(buckets: &[crate::model::LogBucket]) -> (i32, i32) {
-    let lo = buckets.iter().filter(|b| b.2 > 0).map(|b| b.0).min().unwrap_or(1);
-    let hi = buckets.iter().filter(|b| b.2 > 0).map(|b| log_bucket_end(b)).fold(1.0f64, f64::max);
+    let lo = buckets
+        .iter()
+        .filter(|b| b.2 > 0)
+        .map(|b| b.0)
+        .min()
+        .unwrap_or(1);
+    let hi = buckets
+        .iter()
+        .filter(|b| b.2 > 0)
+        .map(|b| log_bucket_end(b))
+        .fold(1.0f64, f64::max);
     let a = (log_x(lo as f64).floor() as i32).max(0);
     let b = (hi.log10().ceil() as i32).max(a + 1);
     (a, b)
@@ -115,14 +149,32 @@ pub fn log_axis_labels(buckets: &[crate::model::LogBucket]) -> Vec<String> {
 
 /// A bar chart of one log-scale histogram (share of completions per bucket) on a log latency
 /// axis, ticks at powers of ten; each bar spans its bucket's bounds.
-fn log_histogram_svg(title: &str, buckets: &[crate::model::LogBucket], w: u32, h: u32, color: RGBColor) -> DrawResult<String> {
+fn log_histogram_svg(
+    title: &str,
+    buckets: &[crate::model::LogBucket],
+    w: u32,
+    h: u32,
+    color: RGBColor,
+) -> DrawResult<String> {
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
         root.fill(&WHITE).map_err(e2s)?;
-        let total: u64 = buckets.iter().fold(0u64, |s, b| s.saturating_add(b.2)).max(1);
-        let shares: Vec<(f64, f64, f64)> =
-            buckets.iter().filter(|b| b.2 > 0).map(|b| (log_x(b.0 as f64), log_bucket_end(b).log10(), b.2 as f64 / total as f64 * 100.0)).collect();
+        let total: u64 = buckets
+            .iter()
+            .fold(0u64, |s, b| s.saturating_add(b.2))
+            .max(1);
+        let shares: Vec<(f64, f64, f64)> = buckets
+            .iter()
+            .filter(|b| b.2 > 0)
+            .map(|b| {
+                (
+                    log_x(b.0 as f64),
+                    log_bucket_end(b).log10(),
+                    b.2 as f64 / total as f64 * 100.0,
+                )
+            })
+            .collect();
         let ymax = shares.iter().map(|s| s.2).fold(0.0f64, f64::max).max(1.0) * 1.1;
         let (a, b) = log_axis_decades(buckets);
         let mut chart = ChartBuilder::on(&root)
@@ -149,13 +201,20 @@ fn log_histogram_svg(title: &str, buckets: &[crate::model::LogBucket], w: u32, h
             // Unlabelled minor ticks at 2..9 times each power of ten.
             for m in 2..10 {
                 let (px, py) = chart.backend_coord(&(e as f64 + (m as f64).log10(), 0.0));
-                root.draw(&PathElement::new(vec![(px, py), (px, py + 2)], BLACK)).map_err(e2s)?;
+                root.draw(&PathElement::new(vec![(px, py), (px, py + 2)], BLACK))
+                    .map_err(e2s)?;
             }
         }
         for e in a..=b {
             let (px, py) = chart.backend_coord(&(e as f64, 0.0));
-            root.draw(&PathElement::new(vec![(px, py), (px, py + 4)], BLACK)).map_err(e2s)?;
-            root.draw(&Text::new(fmt_ns(10f64.powi(e)), (px, py + 6), font.pos(Pos::new(HPos::Center, VPos::Top)))).map_err(e2s)?;
+            root.draw(&PathElement::new(vec![(px, py), (px, py + 4)], BLACK))
+                .map_err(e2s)?;
+            root.draw(&Text::new(
+                fmt_ns(10f64.powi(e)),
+                (px, py + 6),
+                font.pos(Pos::new(HPos::Center, VPos::Top)),
+            ))
+            .map_err(e2s)?;
         }
         chart
             .draw_series(shares.iter().map(|(x0, x1, s)| {
@@ -170,7 +229,8 @@ fn log_histogram_svg(title: &str, buckets: &[crate::model::LogBucket], w: u32, h
 }
 
 /// What a log-scale histogram's figure says about where it came from.
-pub const LOG_HIST_LABEL: &str = "log-scale histogram (wqe_completion_log_histogram), relative error <= 12.5%";
+pub const LOG_HIST_LABEL: &str =
+    "log-scale histogram (wqe_completion_log_histogram), relative error <= 12.5%";
 
 /// Devices x buckets: each row is one device's histogram, colour = share of its completions.
 /// The smallest of 1, 2, 5, 10, 20, 50, ... that is at least `min`.
@@ -211,7 +271,9 @@ pub fn heatmap_label_rows(n_rows: usize, row_h: f64, flagged: &[bool]) -> Vec<(f
         .collect();
     rows.sort_unstable();
     rows.dedup();
-    rows.into_iter().map(|ri| ((n_rows - 1 - ri) as f64 + 0.5, ri)).collect()
+    rows.into_iter()
+        .map(|ri| ((n_rows - 1 - ri) as f64 + 0.5, ri))
+        .collect()
 }
 
 /// Tick positions of the byte-skew chart's device axis: integers only, at most about 20.
@@ -227,13 +289,23 @@ fn heatmap_svg(rows: &[(String, Vec<u64>, bool)], width_ns: u64) -> DrawResult<S
     let h = (row_h * n_rows as f64) as u32 + 90;
     let flags: Vec<bool> = rows.iter().map(|r| r.2).collect();
     let labelled = heatmap_label_rows(n_rows, row_h, &flags);
-    let label_w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(8).clamp(8, 40) as u32 * 7 + 12;
+    let label_w = rows
+        .iter()
+        .map(|r| r.0.chars().count())
+        .max()
+        .unwrap_or(8)
+        .clamp(8, 40) as u32
+        * 7
+        + 12;
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (900, h)).into_drawing_area();
         root.fill(&WHITE).map_err(e2s)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption("Completion latency per device (row = device, colour = share of its completions)", ("sans-serif", 14))
+            .caption(
+                "Completion latency per device (row = device, colour = share of its completions)",
+                ("sans-serif", 14),
+            )
             .margin(8)
             .x_label_area_size(30)
             .y_label_area_size(label_w)
@@ -241,12 +313,23 @@ fn heatmap_svg(rows: &[(String, Vec<u64>, bool)], width_ns: u64) -> DrawResult<S
             .map_err(e2s)?;
         // Labels drawn where they belong (plotters' own ticks fall on "nice" values, not on row
         // or bucket centres): each labelled row's name at its centre, each bucket's edge below it.
-        chart.configure_mesh().disable_mesh().x_labels(0).y_labels(0).draw().map_err(e2s)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_labels(0)
+            .y_labels(0)
+            .draw()
+            .map_err(e2s)?;
         let font = ("sans-serif", 11).into_font().color(&BLACK);
         for (y, ri) in &labelled {
             let (px, py) = chart.backend_coord(&(0.0, *y));
             let name = rows.get(*ri).map_or("", |r| r.0.as_str());
-            root.draw(&Text::new(name.to_string(), (px - 6, py), font.pos(Pos::new(HPos::Right, VPos::Center)))).map_err(e2s)?;
+            root.draw(&Text::new(
+                name.to_string(),
+                (px - 6, py),
+                font.pos(Pos::new(HPos::Right, VPos::Center)),
+            ))
+            .map_err(e2s)?;
         }
         for b in 0..n_b {
             let label = if b + 1 == n_b {
@@ -255,7 +338,12 @@ fn heatmap_svg(rows: &[(String, Vec<u64>, bool)], width_ns: u64) -> DrawResult<S
                 format!("<{}", fmt_ns((b as f64 + 1.0) * width_ns as f64))
             };
             let (px, py) = chart.backend_coord(&(b as f64 + 0.5, 0.0));
-            root.draw(&Text::new(label, (px, py + 6), font.pos(Pos::new(HPos::Center, VPos::Top)))).map_err(e2s)?;
+            root.draw(&Text::new(
+                label,
+                (px, py + 6),
+                font.pos(Pos::new(HPos::Center, VPos::Top)),
+            ))
+            .map_err(e2s)?;
         }
         let mut cells = Vec::new();
         for (ri, (_, hist, flagged)) in rows.iter().enumerate() {
@@ -264,13 +352,24 @@ fn heatmap_svg(rows: &[(String, Vec<u64>, bool)], width_ns: u64) -> DrawResult<S
             for (b, c) in hist.iter().enumerate() {
                 let share = *c as f64 / total as f64;
                 // Log scale so a 1% tail is visible next to an 80% mode.
-                let t = if share <= 0.0 { 0.0 } else { ((share.log10() + 4.0) / 4.0).clamp(0.05, 1.0) };
+                let t = if share <= 0.0 {
+                    0.0
+                } else {
+                    ((share.log10() + 4.0) / 4.0).clamp(0.05, 1.0)
+                };
                 let col = if *flagged {
                     RGBColor(255, (255.0 * (1.0 - t)) as u8, (255.0 * (1.0 - t)) as u8)
                 } else {
-                    RGBColor((255.0 * (1.0 - t)) as u8, (255.0 * (1.0 - 0.6 * t)) as u8, 255)
+                    RGBColor(
+                        (255.0 * (1.0 - t)) as u8,
+                        (255.0 * (1.0 - 0.6 * t)) as u8,
+                        255,
+                    )
                 };
-                cells.push(Rectangle::new([(b as f64, y), (b as f64 + 1.0, y + 1.0)], col.filled()));
+                cells.push(Rectangle::new(
+                    [(b as f64, y), (b as f64 + 1.0, y + 1.0)],
+                    col.filled(),
+                ));
             }
         }
         chart.draw_series(cells).map_err(e2s)?;
@@ -284,8 +383,17 @@ type SeriesLine = (String, Vec<(f64, f64)>, bool);
 
 /// One line per device for one sampled counter; flagged ranks in red, the rest grey.
 fn series_svg(counter: &str, lines: &[SeriesLine]) -> DrawResult<String> {
-    let xmax = lines.iter().flat_map(|l| l.1.iter().map(|p| p.0)).fold(0.0f64, f64::max).max(1e-3);
-    let ymax = lines.iter().flat_map(|l| l.1.iter().map(|p| p.1)).fold(0.0f64, f64::max).max(1.0) * 1.05;
+    let xmax = lines
+        .iter()
+        .flat_map(|l| l.1.iter().map(|p| p.0))
+        .fold(0.0f64, f64::max)
+        .max(1e-3);
+    let ymax = lines
+        .iter()
+        .flat_map(|l| l.1.iter().map(|p| p.1))
+        .fold(0.0f64, f64::max)
+        .max(1.0)
+        * 1.05;
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (440, 260)).into_drawing_area();
@@ -300,15 +408,27 @@ fn series_svg(counter: &str, lines: &[SeriesLine]) -> DrawResult<String> {
         chart
             .configure_mesh()
             .x_desc("s since the first sample (see the time origin above)")
-            .y_label_formatter(&|y| if ymax < 10.0 { format!("{y:.1}") } else { fmt_count(y.max(0.0).round() as u64) })
+            .y_label_formatter(&|y| {
+                if ymax < 10.0 {
+                    format!("{y:.1}")
+                } else {
+                    fmt_count(y.max(0.0).round() as u64)
+                }
+            })
             .draw()
             .map_err(e2s)?;
         // Grey first so the flagged lines stay on top.
         for flagged in [false, true] {
             for (_, pts, f) in lines.iter().filter(|l| l.2 == flagged) {
-                let style = if *f { FLAG.stroke_width(2) } else { GREY.mix(0.5).stroke_width(1) };
+                let style = if *f {
+                    FLAG.stroke_width(2)
+                } else {
+                    GREY.mix(0.5).stroke_width(1)
+                };
                 let _ = f;
-                chart.draw_series(LineSeries::new(pts.iter().copied(), style)).map_err(e2s)?;
+                chart
+                    .draw_series(LineSeries::new(pts.iter().copied(), style))
+                    .map_err(e2s)?;
             }
         }
         root.present().map_err(e2s)?;
@@ -317,15 +437,27 @@ fn series_svg(counter: &str, lines: &[SeriesLine]) -> DrawResult<String> {
 }
 
 /// tx and rx bytes per device in rank order, with the median; flagged devices in red.
-fn skew_svg(points: &[(String, f64, f64, bool)], median_tx: f64, median_rx: f64) -> DrawResult<String> {
+fn skew_svg(
+    points: &[(String, f64, f64, bool)],
+    median_tx: f64,
+    median_rx: f64,
+) -> DrawResult<String> {
     let n = points.len().max(1);
-    let ymax = points.iter().map(|p| p.1.max(p.2)).fold(0.0f64, f64::max).max(1.0) * 1.08;
+    let ymax = points
+        .iter()
+        .map(|p| p.1.max(p.2))
+        .fold(0.0f64, f64::max)
+        .max(1.0)
+        * 1.08;
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (900, 320)).into_drawing_area();
         root.fill(&WHITE).map_err(e2s)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption("Bytes per rank and device (blue tx, orange rx, dashed: median; red: flagged)", ("sans-serif", 14))
+            .caption(
+                "Bytes per rank and device (blue tx, orange rx, dashed: median; red: flagged)",
+                ("sans-serif", 14),
+            )
             .margin(8)
             .x_label_area_size(30)
             .y_label_area_size(70)
@@ -337,20 +469,43 @@ fn skew_svg(points: &[(String, f64, f64, bool)], median_tx: f64, median_rx: f64)
             .x_labels(skew_ticks(n).len().max(2))
             // Devices are whole numbers: a tick between two of them gets no label (rounding
             // 0.5 and 1.5 would repeat 0, 0, 1, 1, 2, 2).
-            .x_label_formatter(&|x| if (x - x.round()).abs() < 1e-9 && *x >= 0.0 { format!("{x:.0}") } else { String::new() })
+            .x_label_formatter(&|x| {
+                if (x - x.round()).abs() < 1e-9 && *x >= 0.0 {
+                    format!("{x:.0}")
+                } else {
+                    String::new()
+                }
+            })
             .y_label_formatter(&|y| fmt_bytes(*y))
             .draw()
             .map_err(e2s)?;
         let r = if n > 200 { 2 } else { 3 };
         chart
-            .draw_series(points.iter().enumerate().map(|(i, p)| Circle::new((i as f64, p.1), r, if p.3 { FLAG.filled() } else { BLUE.filled() })))
+            .draw_series(points.iter().enumerate().map(|(i, p)| {
+                Circle::new(
+                    (i as f64, p.1),
+                    r,
+                    if p.3 { FLAG.filled() } else { BLUE.filled() },
+                )
+            }))
             .map_err(e2s)?;
         chart
-            .draw_series(points.iter().enumerate().map(|(i, p)| TriangleMarker::new((i as f64, p.2), r, if p.3 { FLAG.filled() } else { ORANGE.filled() })))
+            .draw_series(points.iter().enumerate().map(|(i, p)| {
+                TriangleMarker::new(
+                    (i as f64, p.2),
+                    r,
+                    if p.3 { FLAG.filled() } else { ORANGE.filled() },
+                )
+            }))
             .map_err(e2s)?;
         for (m, c) in [(median_tx, BLUE), (median_rx, ORANGE)] {
             chart
-                .draw_series(DashedLineSeries::new(vec![(-0.5, m), (n as f64 - 0.5, m)], 6, 4, c.stroke_width(1)))
+                .draw_series(DashedLineSeries::new(
+                    vec![(-0.5, m), (n as f64 - 0.5, m)],
+                    6,
+                    4,
+                    c.stroke_width(1),
+                ))
                 .map_err(e2s)?;
         }
         root.present().map_err(e2s)?;
@@ -364,14 +519,23 @@ fn figure(out: &mut String, kind: &str, caption: &str, svg: DrawResult<String>) 
             let _ = writeln!(out, "<figure class=\"chart\" data-chart=\"{}\">{svg}<figcaption>{}</figcaption></figure>", esc(kind), esc(caption));
         }
         Err(e) => {
-            let _ = writeln!(out, "<p class=\"err\">chart {} could not be drawn: {}</p>", esc(kind), esc(&e));
+            let _ = writeln!(
+                out,
+                "<p class=\"err\">chart {} could not be drawn: {}</p>",
+                esc(kind),
+                esc(&e)
+            );
         }
     }
 }
 
 /// Renders the whole page.
 pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> String {
-    let flagged: BTreeSet<(String, Option<u32>)> = o.findings.iter().map(|f| (f.rank.clone(), f.device_id)).collect();
+    let flagged: BTreeSet<(String, Option<u32>)> = o
+        .findings
+        .iter()
+        .map(|f| (f.rank.clone(), f.device_id))
+        .collect();
     let is_flagged = |rank: &str, dev: u32| flagged.contains(&(rank.to_string(), Some(dev)));
     let mut h = String::new();
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rccl-telemetry report</title>\n<style>\n");
@@ -390,22 +554,79 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
     let mut kv = |k: &str, v: String| {
         let _ = writeln!(h, "<tr><td>{}</td><td>{}</td></tr>", esc(k), esc(&v));
     };
-    kv("Rank files", format!("{} read, {} skipped", s.files, s.files_skipped));
-    kv("Formats", s.formats.iter().map(|(k, v)| format!("{k} x{v}")).collect::<Vec<_>>().join(", "));
+    kv(
+        "Rank files",
+        format!("{} read, {} skipped", s.files, s.files_skipped),
+    );
+    kv(
+        "Formats",
+        s.formats
+            .iter()
+            .map(|(k, v)| format!("{k} x{v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
     kv("Hosts", s.hosts.to_string());
     kv("Process", s.processes.join(", "));
     kv("Transport", s.transports.join(", "));
-    kv("Devices", format!("{} used of {} registered; {}", s.devices_used, s.devices_registered, s.hw_types.iter().map(|(k, v)| format!("{k} x{v}")).collect::<Vec<_>>().join(", ")));
+    kv(
+        "Devices",
+        format!(
+            "{} used of {} registered; {}",
+            s.devices_used,
+            s.devices_registered,
+            s.hw_types
+                .iter()
+                .map(|(k, v)| format!("{k} x{v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    );
     if let (Some(a), Some(b)) = (&s.start_time, &s.end_time) {
-        kv("Time", format!("{a} .. {b} ({:.3} s)", s.duration_s.unwrap_or(0.0)));
+        kv(
+            "Time",
+            format!("{a} .. {b} ({:.3} s)", s.duration_s.unwrap_or(0.0)),
+        );
     }
-    kv("Bytes", format!("tx {} / rx {}", fmt_bytes(s.tx_bytes as f64), fmt_bytes(s.rx_bytes as f64)));
-    kv("WQEs", format!("{} sent, {} completed", fmt_count(s.num_wqe_sent), fmt_count(s.num_wqe_completed)));
-    kv("CQ errors / untracked QPs / slot misses", format!("{} / {} / {}", fmt_count(s.num_cq_errors), fmt_count(s.num_qp_untracked), fmt_count(s.num_slot_miss)));
-    kv("latency_sample_interval", s.latency_sample_intervals.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "));
+    kv(
+        "Bytes",
+        format!(
+            "tx {} / rx {}",
+            fmt_bytes(s.tx_bytes as f64),
+            fmt_bytes(s.rx_bytes as f64)
+        ),
+    );
+    kv(
+        "WQEs",
+        format!(
+            "{} sent, {} completed",
+            fmt_count(s.num_wqe_sent),
+            fmt_count(s.num_wqe_completed)
+        ),
+    );
+    kv(
+        "CQ errors / untracked QPs / slot misses",
+        format!(
+            "{} / {} / {}",
+            fmt_count(s.num_cq_errors),
+            fmt_count(s.num_qp_untracked),
+            fmt_count(s.num_slot_miss)
+        ),
+    );
+    kv(
+        "latency_sample_interval",
+        s.latency_sample_intervals
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
     for l in &s.latency {
         kv(
-            &format!("Latency (bucket {})", fmt_ns(l.histogram_interval_ns as f64)),
+            &format!(
+                "Latency (bucket {})",
+                fmt_ns(l.histogram_interval_ns as f64)
+            ),
             format!(
                 "p50 {}, p90 {}, p99 {}, p99.9 {}, max {} over {} sampled completions",
                 fmt_percentile(l.latency.get(0.5)),
@@ -480,8 +701,12 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         }
     }
     // Per-device: most of interest first (flagged, then by p99).
-    let tail_flagged: BTreeSet<(String, Option<u32>)> =
-        o.findings.iter().filter(|f| f.kind == "latency_tail").map(|f| (f.rank.clone(), f.device_id)).collect();
+    let tail_flagged: BTreeSet<(String, Option<u32>)> = o
+        .findings
+        .iter()
+        .filter(|f| f.kind == "latency_tail")
+        .map(|f| (f.rank.clone(), f.device_id))
+        .collect();
     let is_tail = |rank: &str, dev: u32| tail_flagged.contains(&(rank.to_string(), Some(dev)));
     let mut devs: Vec<(&crate::summary::DeviceRow, bool)> = s
         .devices
@@ -494,20 +719,48 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         b.1.cmp(&a.1).then(p(b.0).total_cmp(&p(a.0)))
     });
     for (r, flagged) in devs.iter().take(6) {
-        let tail = if *flagged { ", flagged: latency tail" } else { "" };
+        let tail = if *flagged {
+            ", flagged: latency tail"
+        } else {
+            ""
+        };
         if let (Some(lh), Some(ll)) = (&r.log_histogram, &r.log_latency) {
             figure(
                 &mut h,
                 "latency-device-log",
-                &format!("{}:{} device {} ({}), {LOG_HIST_LABEL}, log latency axis; p99 {}{tail}", r.host, r.pid, r.device_id, r.roce_device, fmt_percentile(ll.get(0.99))),
-                log_histogram_svg(&format!("{}:{} dev {}, log-scale histogram", r.host, r.pid, r.device_id), lh, 440, 260, if *flagged { FLAG } else { BLUE }),
+                &format!(
+                    "{}:{} device {} ({}), {LOG_HIST_LABEL}, log latency axis; p99 {}{tail}",
+                    r.host,
+                    r.pid,
+                    r.device_id,
+                    r.roce_device,
+                    fmt_percentile(ll.get(0.99))
+                ),
+                log_histogram_svg(
+                    &format!(
+                        "{}:{} dev {}, log-scale histogram",
+                        r.host, r.pid, r.device_id
+                    ),
+                    lh,
+                    440,
+                    260,
+                    if *flagged { FLAG } else { BLUE },
+                ),
             );
             continue;
         }
         figure(
             &mut h,
             "latency-device",
-            &format!("{}:{} device {} ({}), linear histogram, bucket width {}; p99 {}{tail}", r.host, r.pid, r.device_id, r.roce_device, fmt_ns(r.histogram_interval_ns as f64), fmt_percentile(r.latency.get(0.99))),
+            &format!(
+                "{}:{} device {} ({}), linear histogram, bucket width {}; p99 {}{tail}",
+                r.host,
+                r.pid,
+                r.device_id,
+                r.roce_device,
+                fmt_ns(r.histogram_interval_ns as f64),
+                fmt_percentile(r.latency.get(0.99))
+            ),
             histogram_svg(
                 &format!("{}:{} dev {}", r.host, r.pid, r.device_id),
                 &r.histogram,
@@ -526,7 +779,11 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             .filter(|r| r.used && r.latency.samples > 0 && r.histogram_interval_ns == *w)
             .take(max_devices)
             .map(|r| {
-                (format!("{}:{} d{}", r.host, r.pid, r.device_id), r.histogram.clone(), is_tail(&format!("{}:{}", r.host, r.pid), r.device_id))
+                (
+                    format!("{}:{} d{}", r.host, r.pid, r.device_id),
+                    r.histogram.clone(),
+                    is_tail(&format!("{}:{}", r.host, r.pid), r.device_id),
+                )
             })
             .collect();
         rows.sort_by(|a, b| a.0.cmp(&b.0));
@@ -547,29 +804,58 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
     h.push_str("<h2 id=\"samples\">Hardware counter time series (hw_samples)</h2>\n");
     // Time origin: wall-clock sample times (v1) share the run's first sample; CLOCK_MONOTONIC
     // ones (in-tree ts_us, time since that host booted) start at their own file's first sample.
-    let first_sample = |l: &crate::load::Loaded| l.file.hw_samples.as_ref().and_then(|v| v.iter().map(|s| s.timestamp_ns).min());
-    let run_start = run.files.iter().filter(|l| l.file.format.has_wall_clock()).filter_map(first_sample).min();
-    let monotonic_files = run.files.iter().filter(|l| !l.file.format.has_wall_clock() && first_sample(l).is_some()).count();
+    let first_sample = |l: &crate::load::Loaded| {
+        l.file
+            .hw_samples
+            .as_ref()
+            .and_then(|v| v.iter().map(|s| s.timestamp_ns).min())
+    };
+    let run_start = run
+        .files
+        .iter()
+        .filter(|l| l.file.format.has_wall_clock())
+        .filter_map(first_sample)
+        .min();
+    let monotonic_files = run
+        .files
+        .iter()
+        .filter(|l| !l.file.format.has_wall_clock() && first_sample(l).is_some())
+        .count();
     let mut series: BTreeMap<String, Vec<SeriesLine>> = BTreeMap::new();
     {
         for l in &run.files {
-            let Some(samples) = &l.file.hw_samples else { continue };
-            let origin = if l.file.format.has_wall_clock() { run_start } else { first_sample(l) };
+            let Some(samples) = &l.file.hw_samples else {
+                continue;
+            };
+            let origin = if l.file.format.has_wall_clock() {
+                run_start
+            } else {
+                first_sample(l)
+            };
             let Some(t0) = origin else { continue };
             let rank = rank_label(&l.file);
             let mut per: BTreeMap<(u32, &str), Vec<(f64, f64)>> = BTreeMap::new();
             for smp in samples {
                 for (k, v) in &smp.counters {
                     if *v >= 0 {
-                        per.entry((smp.device_id, k.as_str())).or_default().push(((smp.timestamp_ns.saturating_sub(t0)) as f64 / 1e9, *v as f64));
+                        per.entry((smp.device_id, k.as_str())).or_default().push((
+                            (smp.timestamp_ns.saturating_sub(t0)) as f64 / 1e9,
+                            *v as f64,
+                        ));
                     }
                 }
             }
             for ((dev, k), mut pts) in per {
                 pts.sort_by(|a, b| a.0.total_cmp(&b.0));
                 // Red only where this very counter was flagged on this device.
-                let fl = o.findings.iter().any(|f| f.rank == rank && f.device_id == Some(dev) && f.metric == k);
-                series.entry(k.to_string()).or_default().push((format!("{rank} d{dev}"), pts, fl));
+                let fl = o
+                    .findings
+                    .iter()
+                    .any(|f| f.rank == rank && f.device_id == Some(dev) && f.metric == k);
+                series
+                    .entry(k.to_string())
+                    .or_default()
+                    .push((format!("{rank} d{dev}"), pts, fl));
             }
         }
     }
@@ -579,7 +865,11 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         let _ = writeln!(
             h,
             "<p class=\"note\" id=\"time-origin\">Time origin: {}{}</p>",
-            if run_start.is_some() { "seconds since the run's first sample for files with wall-clock sample times (v1). " } else { "" },
+            if run_start.is_some() {
+                "seconds since the run's first sample for files with wall-clock sample times (v1). "
+            } else {
+                ""
+            },
             if monotonic_files > 0 {
                 format!(
                     "{monotonic_files} in-tree file(s) (intree-1.0) time their samples with CLOCK_MONOTONIC ts_us (time since that host booted): each is drawn from its own first sample, so their lines do not line up with other hosts' in time."
@@ -610,7 +900,9 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         .filter(|r| r.used)
         .map(|r| {
             let rank = format!("{}:{}", r.host, r.pid);
-            let flagged = o.findings.iter().any(|f| f.rank == rank && f.device_id == Some(r.device_id) && f.kind.ends_with("byte_skew"));
+            let flagged = o.findings.iter().any(|f| {
+                f.rank == rank && f.device_id == Some(r.device_id) && f.kind.ends_with("byte_skew")
+            });
             (rank, r.tx_bytes as f64, r.rx_bytes as f64, flagged)
         })
         .collect();
@@ -624,7 +916,12 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         figure(
             &mut h,
             "byte-skew",
-            &format!("{} devices; median tx {}, rx {}.", pts.len(), fmt_bytes(mt), fmt_bytes(mr)),
+            &format!(
+                "{} devices; median tx {}, rx {}.",
+                pts.len(),
+                fmt_bytes(mt),
+                fmt_bytes(mr)
+            ),
             skew_svg(&pts, mt, mr),
         );
     }
@@ -679,12 +976,24 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         }
         h.push_str("</ul>\n");
     }
-    let generated = run.files.iter().filter_map(|l| parse_timestamp_ns(&l.file.end_time)).max();
-    let _ = writeln!(h, "<p class=\"note\">Generated by rccl-telemetry {} from {} files{}.</p>", env!("CARGO_PKG_VERSION"), s.files, generated.map_or(String::new(), |t| format!(", run ended {}", crate::model::format_timestamp_ns(t))));
+    let generated = run
+        .files
+        .iter()
+        .filter_map(|l| parse_timestamp_ns(&l.file.end_time))
+        .max();
+    let _ = writeln!(
+        h,
+        "<p class=\"note\">Generated by rccl-telemetry {} from {} files{}.</p>",
+        env!("CARGO_PKG_VERSION"),
+        s.files,
+        generated.map_or(String::new(), |t| format!(
+            ", run ended {}",
+            crate::model::format_timestamp_ns(t)
+        ))
+    );
     h.push_str("</body></html>\n");
     h
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // The NIC-by-NIC matrix (files with peers)
@@ -695,8 +1004,18 @@ pub const HEATMAP_MAX_NICS: usize = 300;
 /// Colour of a latency cell: its ratio to the matrix median, pale at or below 1x, through
 /// yellow and orange to dark red at 4x and above (log scale).
 pub fn ratio_colour(r: f64) -> String {
-    let t = if r.is_finite() && r > 1.0 { (r.log2() / 2.0).clamp(0.0, 1.0) } else { 0.0 };
-    let stops = [(0.0, (236, 244, 236)), (0.25, (255, 237, 160)), (0.5, (253, 174, 97)), (0.75, (230, 85, 50)), (1.0, (140, 0, 20))];
+    let t = if r.is_finite() && r > 1.0 {
+        (r.log2() / 2.0).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let stops = [
+        (0.0, (236, 244, 236)),
+        (0.25, (255, 237, 160)),
+        (0.5, (253, 174, 97)),
+        (0.75, (230, 85, 50)),
+        (1.0, (140, 0, 20)),
+    ];
     let mut k = 0;
     while k + 2 < stops.len() && t > stops[k + 1].0 {
         k += 1;
@@ -705,18 +1024,35 @@ pub fn ratio_colour(r: f64) -> String {
     let (t1, c1) = stops[k + 1];
     let f = ((t - t0) / (t1 - t0)).clamp(0.0, 1.0);
     let mix = |a: i32, b: i32| (a as f64 + (b - a) as f64 * f).round() as i32;
-    format!("rgb({},{},{})", mix(c0.0, c1.0), mix(c0.1, c1.1), mix(c0.2, c1.2))
+    format!(
+        "rgb({},{},{})",
+        mix(c0.0, c1.0),
+        mix(c0.1, c1.1),
+        mix(c0.2, c1.2)
+    )
 }
 
 fn bytes_colour(frac: f64) -> String {
     let f = frac.clamp(0.0, 1.0);
     let mix = |a: f64, b: f64| (a + (b - a) * f).round() as i32;
-    format!("rgb({},{},{})", mix(240.0, 8.0), mix(245.0, 69.0), mix(255.0, 148.0))
+    format!(
+        "rgb({},{},{})",
+        mix(240.0, 8.0),
+        mix(245.0, 69.0),
+        mix(255.0, 148.0)
+    )
 }
 
 /// One matrix as SVG: `vals[a][b]` (None: no link), `labels`, the colour of a value, the text
 /// of a value (cell titles, drawn for up to 150 rows), and cells to outline.
-fn matrix_svg(id: &str, labels: &[String], vals: &[Vec<Option<f64>>], colour: &dyn Fn(f64) -> String, text: &dyn Fn(f64) -> String, outline: &BTreeSet<(usize, usize)>) -> String {
+fn matrix_svg(
+    id: &str,
+    labels: &[String],
+    vals: &[Vec<Option<f64>>],
+    colour: &dyn Fn(f64) -> String,
+    text: &dyn Fn(f64) -> String,
+    outline: &BTreeSet<(usize, usize)>,
+) -> String {
     let n = labels.len();
     let cell = (760.0 / n.max(1) as f64).clamp(1.5, 22.0);
     let label_every = ((7.0 / cell).ceil() as usize).max(1);
@@ -742,7 +1078,13 @@ fn matrix_svg(id: &str, labels: &[String], vals: &[Vec<Option<f64>>], colour: &d
             let (x, y) = (margin + cell * b as f64, margin + cell * a as f64);
             let _ = write!(s, "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{cell:.2}\" height=\"{cell:.2}\" fill=\"{}\">", colour(*v));
             if titles {
-                let _ = write!(s, "<title>{} -&gt; {}: {}</title>", esc(&labels[a]), esc(&labels[b]), esc(&text(*v)));
+                let _ = write!(
+                    s,
+                    "<title>{} -&gt; {}: {}</title>",
+                    esc(&labels[a]),
+                    esc(&labels[b]),
+                    esc(&text(*v))
+                );
             }
             s.push_str("</rect>");
         }
@@ -750,7 +1092,10 @@ fn matrix_svg(id: &str, labels: &[String], vals: &[Vec<Option<f64>>], colour: &d
     // Outlines at least 12 px wide, so a culprit cell of a large matrix still catches the eye.
     let ring = cell.max(12.0);
     for (a, b) in outline {
-        let (x, y) = (margin + cell * (*b as f64 + 0.5) - ring / 2.0, margin + cell * (*a as f64 + 0.5) - ring / 2.0);
+        let (x, y) = (
+            margin + cell * (*b as f64 + 0.5) - ring / 2.0,
+            margin + cell * (*a as f64 + 0.5) - ring / 2.0,
+        );
         let _ = write!(s, "<rect class=\"culprit\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{ring:.2}\" height=\"{ring:.2}\" fill=\"none\" stroke=\"#000\" stroke-width=\"{:.1}\"/>", (ring / 8.0).clamp(1.2, 2.0));
     }
     s.push_str("</svg>");
@@ -770,10 +1115,24 @@ pub fn matrix_section(run: &Run) -> String {
     let per_host = n > HEATMAP_MAX_NICS;
     // Rows/columns: NICs sorted by host and device, or hosts.
     let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|a, b| (&lr.nics[*a].host, &lr.nics[*a].device).cmp(&(&lr.nics[*b].host, &lr.nics[*b].device)));
+    order.sort_by(|a, b| {
+        (&lr.nics[*a].host, &lr.nics[*a].device).cmp(&(&lr.nics[*b].host, &lr.nics[*b].device))
+    });
     let (labels, pos): (Vec<String>, Vec<usize>) = if per_host {
-        let hosts: Vec<String> = order.iter().map(|i| lr.nics[*i].host.clone()).collect::<BTreeSet<_>>().into_iter().collect();
-        let pos = (0..n).map(|i| hosts.iter().position(|h| *h == lr.nics[i].host).unwrap_or(0)).collect();
+        let hosts: Vec<String> = order
+            .iter()
+            .map(|i| lr.nics[*i].host.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let pos = (0..n)
+            .map(|i| {
+                hosts
+                    .iter()
+                    .position(|h| *h == lr.nics[i].host)
+                    .unwrap_or(0)
+            })
+            .collect();
         (hosts, pos)
     } else {
         let mut pos = vec![0; n];
@@ -795,7 +1154,13 @@ pub fn matrix_section(run: &Run) -> String {
     }
     let all: Vec<f64> = p99.iter().flatten().flatten().copied().collect();
     let med = crate::stats::median(&all).unwrap_or(1.0).max(1.0);
-    let bmax = bytes.iter().flatten().flatten().copied().fold(0.0, f64::max).max(1.0);
+    let bmax = bytes
+        .iter()
+        .flatten()
+        .flatten()
+        .copied()
+        .fold(0.0, f64::max)
+        .max(1.0);
     let mut outline = BTreeSet::new();
     for c in &culprits {
         match c.kind {

@@ -6,11 +6,11 @@
 //! `rccl_telemetry_qp_stalled_seconds` / `rccl_telemetry_qp_stall_outstanding` with the labels
 //! host, pid, device, channel, qp, qp_num, peer_gid, peer_qp_num).
 
+use crate::layout::{col, table, Column, Layout};
 use crate::links::{lookup, qp_index};
 use crate::load::Run;
 use crate::model::parse_timestamp_ns;
 use crate::stats::fmt_ns;
-use crate::layout::{col, table, Column, Layout};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -90,7 +90,11 @@ pub fn prom_inputs(inputs: &[PathBuf]) -> Vec<PathBuf> {
     for i in inputs {
         if i.is_dir() {
             if let Ok(rd) = std::fs::read_dir(i) {
-                out.extend(rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "prom")));
+                out.extend(
+                    rd.flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|x| x == "prom")),
+                );
             }
         } else if i.extension().is_some_and(|x| x == "prom") && i.is_file() {
             out.push(i.clone());
@@ -127,7 +131,10 @@ pub fn parse_prom_line(line: &str) -> Option<(String, BTreeMap<String, String>, 
                         None => return None,
                     },
                     '"' => {
-                        labels.insert(std::mem::take(&mut key).trim().to_string(), std::mem::take(&mut val));
+                        labels.insert(
+                            std::mem::take(&mut key).trim().to_string(),
+                            std::mem::take(&mut val),
+                        );
                         in_val = false;
                     }
                     _ => val.push(c),
@@ -168,12 +175,17 @@ fn ms_between(since: &str, until: &str) -> Option<u64> {
 
 /// Finds the stalls of the run and of the textfiles.
 pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
-    let mut rep = StallReport { files: run.files.len(), prom_files: proms.len(), ..Default::default() };
+    let mut rep = StallReport {
+        files: run.files.len(),
+        prom_files: proms.len(),
+        ..Default::default()
+    };
     let idx = qp_index(run);
     let mut stalled: Vec<StalledQp> = Vec::new();
     for l in &run.files {
         let f = &l.file;
-        let has_keys = f.stall_ms.is_some() || f.devices.iter().any(|d| d.num_qps_stalled.is_some());
+        let has_keys =
+            f.stall_ms.is_some() || f.devices.iter().any(|d| d.num_qps_stalled.is_some());
         if !has_keys {
             continue;
         }
@@ -186,7 +198,10 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
         for d in &f.devices {
             for c in &d.channels {
                 for q in &c.queue_pairs {
-                    let peer_claims = q.peer.as_ref().map_or(&[][..], |p| lookup(&idx, p.gid.as_deref(), p.lid, p.qp_num));
+                    let peer_claims = q
+                        .peer
+                        .as_ref()
+                        .map_or(&[][..], |p| lookup(&idx, p.gid.as_deref(), p.lid, p.qp_num));
                     let peer_one = (peer_claims.len() == 1).then(|| &peer_claims[0]);
                     let ls = q.longest_stall_ms.unwrap_or(0);
                     if ls > 0 && best.as_ref().is_none_or(|b| ls > b.longest_stall_ms) {
@@ -200,7 +215,18 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
                             qp_num: q.qp_num,
                             peer: peer_one
                                 .map(|p| format!("{}:{} {}", p.0, p.1, p.2))
-                                .or_else(|| q.peer.as_ref().map(|p| format!("{} QPN {}", p.gid.clone().or(p.lid.map(|l| format!("LID {l}"))).unwrap_or_default(), p.qp_num))),
+                                .or_else(|| {
+                                    q.peer.as_ref().map(|p| {
+                                        format!(
+                                            "{} QPN {}",
+                                            p.gid
+                                                .clone()
+                                                .or(p.lid.map(|l| format!("LID {l}")))
+                                                .unwrap_or_default(),
+                                            p.qp_num
+                                        )
+                                    })
+                                }),
                         });
                     }
                     if q.stalled != Some(true) {
@@ -215,7 +241,10 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
                         qp: Some(q.id),
                         qp_num: q.qp_num,
                         outstanding: q.num_wqe_outstanding,
-                        stalled_ms: q.stalled_since.as_deref().and_then(|s| ms_between(s, &f.end_time)),
+                        stalled_ms: q
+                            .stalled_since
+                            .as_deref()
+                            .and_then(|s| ms_between(s, &f.end_time)),
                         stalled_since: q.stalled_since.clone(),
                         oldest_outstanding_ms: q.oldest_outstanding_ms,
                         peer_gid: q.peer.as_ref().and_then(|p| p.gid.clone()),
@@ -234,7 +263,8 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
     let mut series: BTreeMap<(String, String, String, String, String), StalledQp> = BTreeMap::new();
     for p in proms {
         let Ok(text) = std::fs::read_to_string(p) else {
-            rep.prom_problems.push(format!("{}: cannot read", p.display()));
+            rep.prom_problems
+                .push(format!("{}: cannot read", p.display()));
             continue;
         };
         for (ln, line) in text.lines().enumerate() {
@@ -244,7 +274,11 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
             }
             let Some((name, lab, v)) = parse_prom_line(t) else {
                 if rep.prom_problems.len() < 10 {
-                    rep.prom_problems.push(format!("{}:{}: not a sample line", p.display(), ln + 1));
+                    rep.prom_problems.push(format!(
+                        "{}:{}: not a sample line",
+                        p.display(),
+                        ln + 1
+                    ));
                 }
                 continue;
             };
@@ -252,7 +286,13 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
             match name.as_str() {
                 "rccl_telemetry_stalled_qps" => *gauge.get_or_insert(0) += v.max(0.0) as u64,
                 "rccl_telemetry_qp_stalled_seconds" | "rccl_telemetry_qp_stall_outstanding" => {
-                    let key = (get("host"), get("pid"), get("device"), get("channel"), get("qp"));
+                    let key = (
+                        get("host"),
+                        get("pid"),
+                        get("device"),
+                        get("channel"),
+                        get("qp"),
+                    );
                     let e = series.entry(key).or_insert_with(|| StalledQp {
                         source: "prom",
                         host: get("host"),
@@ -272,7 +312,8 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
                         peer_nic: None,
                     });
                     if name.ends_with("seconds") {
-                        e.stalled_ms = (v.is_finite() && v >= 0.0).then(|| (v * 1000.0).round() as u64);
+                        e.stalled_ms =
+                            (v.is_finite() && v >= 0.0).then(|| (v * 1000.0).round() as u64);
                     } else {
                         e.outstanding = (v.is_finite() && v >= 0.0).then_some(v as u64);
                     }
@@ -298,7 +339,10 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
     for q in stalled {
         let src = format!("{}:{}", q.host, q.device);
         let dst = q.peer_nic.clone().unwrap_or_else(|| {
-            let who = q.peer_gid.clone().or(q.peer_lid.map(|l| format!("LID {l}")));
+            let who = q
+                .peer_gid
+                .clone()
+                .or(q.peer_lid.map(|l| format!("LID {l}")));
             match who {
                 Some(w) => format!("{w} (not in the files)"),
                 None => "peer unknown".into(),
@@ -310,7 +354,10 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
         .into_iter()
         .map(|((src, dst), mut qps)| {
             qps.sort_by_key(|q| std::cmp::Reverse(q.stalled_ms));
-            let mut waiting: Vec<String> = qps.iter().map(|q| format!("{}:{}", q.host, q.pid)).collect();
+            let mut waiting: Vec<String> = qps
+                .iter()
+                .map(|q| format!("{}:{}", q.host, q.pid))
+                .collect();
             waiting.sort();
             waiting.dedup();
             let mut peers: Vec<String> = qps.iter().filter_map(|q| q.peer_rank.clone()).collect();
@@ -327,8 +374,13 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
             }
         })
         .collect();
-    rep.groups.sort_by(|a, b| b.longest_ms.cmp(&a.longest_ms).then_with(|| b.qps.len().cmp(&a.qps.len())));
-    rep.longest_per_rank.sort_by(|a, b| b.longest_stall_ms.cmp(&a.longest_stall_ms));
+    rep.groups.sort_by(|a, b| {
+        b.longest_ms
+            .cmp(&a.longest_ms)
+            .then_with(|| b.qps.len().cmp(&a.qps.len()))
+    });
+    rep.longest_per_rank
+        .sort_by(|a, b| b.longest_stall_ms.cmp(&a.longest_stall_ms));
     rep
 }
 
@@ -348,7 +400,10 @@ pub fn one_line(r: &StallReport) -> Option<String> {
         r.groups.len(),
         r.snapshots,
         worst.map_or("none".into(), |w| ms(Some(w.longest_stall_ms))),
-        worst.map_or(String::new(), |w| format!(" on {} {} QP {}", w.rank, w.device, w.qp))
+        worst.map_or(String::new(), |w| format!(
+            " on {} {} QP {}",
+            w.rank, w.device, w.qp
+        ))
     ))
 }
 
@@ -367,7 +422,9 @@ pub fn render_text(r: &StallReport, top: usize, layout: Layout) -> String {
     )));
     out.push('\n');
     if r.files > 0 && r.files_with_stall_keys == 0 {
-        out.push_str("No file has stall keys (format version 3 with RCCL_TELEMETRY_STALL_MS > 0).\n");
+        out.push_str(
+            "No file has stall keys (format version 3 with RCCL_TELEMETRY_STALL_MS > 0).\n",
+        );
     }
     let lim = |n: usize| if top == 0 { n } else { top.min(n) };
     if !r.groups.is_empty() {
@@ -399,11 +456,16 @@ pub fn render_text(r: &StallReport, top: usize, layout: Layout) -> String {
         out.push_str(&table(&COLS, &cells, layout).0);
         out.push('\n');
         if lim(r.groups.len()) < r.groups.len() {
-            out.push_str(&format!("... and {} more links (--top 0, --json)\n", r.groups.len() - lim(r.groups.len())));
+            out.push_str(&format!(
+                "... and {} more links (--top 0, --json)\n",
+                r.groups.len() - lim(r.groups.len())
+            ));
         }
     }
     if !r.longest_per_rank.is_empty() {
-        out.push_str("Longest stall per rank (the run's worst pause, over, or still going in a snapshot):\n");
+        out.push_str(
+            "Longest stall per rank (the run's worst pause, over, or still going in a snapshot):\n",
+        );
         const COLS: [Column; 6] = [
             col("rank", false, 0).whole(),
             col("file", false, 2),
@@ -422,7 +484,12 @@ pub fn render_text(r: &StallReport, top: usize, layout: Layout) -> String {
                     if s.is_final { "final" } else { "snapshot" }.into(),
                     ms(Some(s.longest_stall_ms)),
                     s.start.clone().unwrap_or_else(|| "-".into()),
-                    format!("{} QP {}{}", s.device, s.qp, s.qp_num.map_or(String::new(), |n| format!(" (QPN {n})"))),
+                    format!(
+                        "{} QP {}{}",
+                        s.device,
+                        s.qp,
+                        s.qp_num.map_or(String::new(), |n| format!(" (QPN {n})"))
+                    ),
                     s.peer.clone().unwrap_or_else(|| "-".into()),
                 ]
             })
@@ -439,6 +506,7 @@ pub fn render_text(r: &StallReport, top: usize, layout: Layout) -> String {
 /// The textfile inputs of a path list that has no JSON file: `stalls` accepts a directory of
 /// textfiles alone.
 pub fn only_prom(inputs: &[PathBuf]) -> bool {
-    !inputs.is_empty() && !prom_inputs(inputs).is_empty() && crate::load::expand_inputs(inputs).0.is_empty()
+    !inputs.is_empty()
+        && !prom_inputs(inputs).is_empty()
+        && crate::load::expand_inputs(inputs).0.is_empty()
 }
-

@@ -15,7 +15,11 @@ pub fn median(values: &[f64]) -> Option<f64> {
     let mut v = values.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
 }
 
 /// Median absolute deviation from the median (unscaled).
@@ -48,7 +52,12 @@ impl Robust {
             scale = 1.2533 * mean_ad;
         }
         let scale = scale.max(floor).max(f64::MIN_POSITIVE);
-        Some(Robust { n: values.len(), median: med, mad, scale })
+        Some(Robust {
+            n: values.len(),
+            median: med,
+            mad,
+            scale,
+        })
     }
 
     /// Robust z-score of `x`: how many robust standard deviations it lies from the median.
@@ -89,7 +98,13 @@ pub struct Percentile {
 /// one bucket width. `min_ns`/`max_ns` (the observed extremes, -1 or None when unknown) tighten the
 /// bounds, and close the last bucket when a max is known; with latency sampling (N > 1) max
 /// understates the true tail, so the last bucket's upper bound is then only that of the sample.
-pub fn histogram_percentile(hist: &[u64], width_ns: u64, q: f64, min_ns: Option<i64>, max_ns: Option<i64>) -> Option<Percentile> {
+pub fn histogram_percentile(
+    hist: &[u64],
+    width_ns: u64,
+    q: f64,
+    min_ns: Option<i64>,
+    max_ns: Option<i64>,
+) -> Option<Percentile> {
     let total: u128 = hist.iter().map(|c| *c as u128).sum();
     if total == 0 || width_ns == 0 || !(0.0..=1.0).contains(&q) {
         return None;
@@ -105,13 +120,30 @@ pub fn histogram_percentile(hist: &[u64], width_ns: u64, q: f64, min_ns: Option<
         let before = cum as f64;
         cum += c as u128;
         if cum as f64 >= rank || b == last {
-            let (lo, hi) = tighten(b as f64 * w, if b == last { None } else { Some((b as f64 + 1.0) * w) }, min_ns, max_ns);
+            let (lo, hi) = tighten(
+                b as f64 * w,
+                if b == last {
+                    None
+                } else {
+                    Some((b as f64 + 1.0) * w)
+                },
+                min_ns,
+                max_ns,
+            );
             let frac = ((rank - before) / c as f64).clamp(0.0, 1.0);
             let estimate = match hi {
                 Some(h) => lo + frac * (h - lo),
                 None => lo,
             };
-            return Some(Percentile { q, estimate_ns: estimate, lower_ns: lo, upper_ns: hi, bucket: b, open_bucket: b == last, relative_error: None });
+            return Some(Percentile {
+                q,
+                estimate_ns: estimate,
+                lower_ns: lo,
+                upper_ns: hi,
+                bucket: b,
+                open_bucket: b == last,
+                relative_error: None,
+            });
         }
     }
     None
@@ -119,7 +151,12 @@ pub fn histogram_percentile(hist: &[u64], width_ns: u64, q: f64, min_ns: Option<
 
 /// A bucket's bounds `[lo, hi)` (`hi` None: open) narrowed by the observed minimum and maximum
 /// (negative: not measured) where they fall inside it; the maximum also closes an open bucket.
-fn tighten(mut lo: f64, mut hi: Option<f64>, min_ns: Option<i64>, max_ns: Option<i64>) -> (f64, Option<f64>) {
+fn tighten(
+    mut lo: f64,
+    mut hi: Option<f64>,
+    min_ns: Option<i64>,
+    max_ns: Option<i64>,
+) -> (f64, Option<f64>) {
     if let Some(mn) = min_ns.filter(|v| *v >= 0).map(|v| v as f64) {
         if mn > lo && hi.is_none_or(|h| mn < h) {
             lo = mn;
@@ -140,7 +177,12 @@ fn tighten(mut lo: f64, mut hi: Option<f64>, min_ns: Option<i64>, max_ns: Option
 /// value interpolated inside `[lo, hi + 1)`; the estimate is then off by at most the bucket's
 /// width relative to its lower bound, reported as `relative_error` (<= 1/8). `bucket` is the
 /// index in `buckets`. `min_ns`/`max_ns` tighten the bounds and close the open bucket.
-pub fn log_histogram_percentile(buckets: &[(u64, Option<u64>, u64)], q: f64, min_ns: Option<i64>, max_ns: Option<i64>) -> Option<Percentile> {
+pub fn log_histogram_percentile(
+    buckets: &[(u64, Option<u64>, u64)],
+    q: f64,
+    min_ns: Option<i64>,
+    max_ns: Option<i64>,
+) -> Option<Percentile> {
     let mut b: Vec<(u64, Option<u64>, u64)> = buckets.iter().copied().filter(|x| x.2 > 0).collect();
     b.sort_by_key(|x| x.0);
     let total: u128 = b.iter().map(|x| x.2 as u128).sum();
@@ -168,7 +210,15 @@ pub fn log_histogram_percentile(buckets: &[(u64, Option<u64>, u64)], q: f64, min
                 Some(h) => lo + frac * (h - lo),
                 None => lo,
             };
-            return Some(Percentile { q, estimate_ns: estimate, lower_ns: lo, upper_ns: hi, bucket: i, open_bucket: open, relative_error });
+            return Some(Percentile {
+                q,
+                estimate_ns: estimate,
+                lower_ns: lo,
+                upper_ns: hi,
+                bucket: i,
+                open_bucket: open,
+                relative_error,
+            });
         }
     }
     None
@@ -275,9 +325,16 @@ mod tests {
     #[test]
     fn log_percentile_states_its_relative_error() {
         // 90 completions in [4096, 4607], 9 in [8192, 9215], 1 in the open bucket.
-        let h = [(8192, Some(9215), 9), (4096, Some(4607), 90), (16_106_127_360, None, 1)];
+        let h = [
+            (8192, Some(9215), 9),
+            (4096, Some(4607), 90),
+            (16_106_127_360, None, 1),
+        ];
         let p50 = log_histogram_percentile(&h, 0.5, None, None).unwrap();
-        assert_eq!((p50.lower_ns, p50.upper_ns, p50.open_bucket), (4096.0, Some(4608.0), false));
+        assert_eq!(
+            (p50.lower_ns, p50.upper_ns, p50.open_bucket),
+            (4096.0, Some(4608.0), false)
+        );
         assert!(p50.estimate_ns > 4096.0 && p50.estimate_ns < 4608.0);
         assert_eq!(p50.relative_error, Some(512.0 / 4096.0));
         let p99 = log_histogram_percentile(&h, 0.99, None, None).unwrap();
@@ -290,7 +347,10 @@ mod tests {
         let exact = log_histogram_percentile(&[(7, Some(7), 3)], 0.5, None, None).unwrap();
         assert_eq!((exact.estimate_ns, exact.relative_error), (7.0, Some(0.0)));
         assert_eq!(log_histogram_percentile(&[], 0.5, None, None), None);
-        assert_eq!(log_histogram_percentile(&[(16, Some(17), 0)], 0.5, None, None), None);
+        assert_eq!(
+            log_histogram_percentile(&[(16, Some(17), 0)], 0.5, None, None),
+            None
+        );
     }
 
     #[test]

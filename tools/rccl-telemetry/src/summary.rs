@@ -1,10 +1,13 @@
 //! `summary`: one table for the run.
 
 use crate::hwclass::{classify, Category};
+use crate::layout::{col, table, Column, Layout};
 use crate::load::Run;
 use crate::model::{add_hist, add_log_hist, parse_timestamp_ns, Device, LogBucket, TelemetryFile};
-use crate::stats::{fmt_bytes, fmt_count, fmt_ns, histogram_percentile, log_histogram_percentile, median, Percentile};
-use crate::layout::{col, table, Column, Layout};
+use crate::stats::{
+    fmt_bytes, fmt_count, fmt_ns, histogram_percentile, log_histogram_percentile, median,
+    Percentile,
+};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -42,19 +45,35 @@ impl Latency {
             .iter()
             .filter_map(|q| histogram_percentile(hist, width, *q, min_ns, max_ns))
             .collect();
-        Latency { samples, min_ns, max_ns, percentiles }
+        Latency {
+            samples,
+            min_ns,
+            max_ns,
+            percentiles,
+        }
     }
 
     /// From a sparse log-scale histogram (file version 2).
     pub fn of_log(buckets: &[LogBucket], min_ns: Option<i64>, max_ns: Option<i64>) -> Latency {
         let samples = buckets.iter().fold(0u64, |s, b| s.saturating_add(b.2));
-        let percentiles = QUANTILES.iter().filter_map(|q| log_histogram_percentile(buckets, *q, min_ns, max_ns)).collect();
-        Latency { samples, min_ns, max_ns, percentiles }
+        let percentiles = QUANTILES
+            .iter()
+            .filter_map(|q| log_histogram_percentile(buckets, *q, min_ns, max_ns))
+            .collect();
+        Latency {
+            samples,
+            min_ns,
+            max_ns,
+            percentiles,
+        }
     }
 
     /// The largest relative error of the percentiles (log-scale only).
     pub fn max_relative_error(&self) -> Option<f64> {
-        self.percentiles.iter().filter_map(|p| p.relative_error).reduce(f64::max)
+        self.percentiles
+            .iter()
+            .filter_map(|p| p.relative_error)
+            .reduce(f64::max)
     }
 
     pub fn get(&self, q: f64) -> Option<&Percentile> {
@@ -259,7 +278,8 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
     let mut no_wall_clock = 0;
     let mut by_width: BTreeMap<u64, WidthGroup> = BTreeMap::new();
     // (devices with, devices without, buckets, min, max)
-    let mut log: (usize, usize, Vec<LogBucket>, Option<i64>, Option<i64>) = (0, 0, Vec::new(), None, None);
+    let mut log: (usize, usize, Vec<LogBucket>, Option<i64>, Option<i64>) =
+        (0, 0, Vec::new(), None, None);
     // name -> (category, per-device values (rank label, device), unavailable count)
     let mut hw: BTreeMap<String, (Vec<(i64, String)>, usize)> = BTreeMap::new();
 
@@ -286,7 +306,9 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
         if f.is_final.unwrap_or(true) {
             files_final += 1;
         }
-        *triggers.entry(f.trigger.clone().unwrap_or_else(|| "unknown".into())).or_default() += 1;
+        *triggers
+            .entry(f.trigger.clone().unwrap_or_else(|| "unknown".into()))
+            .or_default() += 1;
         hw_samples += f.hw_samples.as_ref().map_or(0, Vec::len);
         hw_dropped = hw_dropped.saturating_add(f.hw_samples_dropped.unwrap_or(0));
         let path = l.path.display().to_string();
@@ -295,7 +317,10 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
             let used = d.is_used();
             if used {
                 *hw_types.entry(d.hw_type.clone()).or_default() += 1;
-                let e = by_width.entry(f.histogram_interval_ns).or_insert((0, Vec::new(), None, None));
+                let e =
+                    by_width
+                        .entry(f.histogram_interval_ns)
+                        .or_insert((0, Vec::new(), None, None));
                 e.0 += 1;
                 add_hist(&mut e.1, &d.histogram());
                 match d.log_histogram() {
@@ -303,18 +328,32 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
                         let (mn, mx) = d.latency_min_max();
                         log.0 += 1;
                         add_log_hist(&mut log.2, &h);
-                        log.3 = match (log.3, mn) { (Some(a), Some(b)) => Some(a.min(b)), (a, b) => a.or(b) };
-                        log.4 = match (log.4, mx) { (Some(a), Some(b)) => Some(a.max(b)), (a, b) => a.or(b) };
+                        log.3 = match (log.3, mn) {
+                            (Some(a), Some(b)) => Some(a.min(b)),
+                            (a, b) => a.or(b),
+                        };
+                        log.4 = match (log.4, mx) {
+                            (Some(a), Some(b)) => Some(a.max(b)),
+                            (a, b) => a.or(b),
+                        };
                     }
                     None => log.1 += 1,
                 }
                 let (mn, mx) = d.latency_min_max();
-                e.2 = match (e.2, mn) { (Some(a), Some(b)) => Some(a.min(b)), (a, b) => a.or(b) };
-                e.3 = match (e.3, mx) { (Some(a), Some(b)) => Some(a.max(b)), (a, b) => a.or(b) };
+                e.2 = match (e.2, mn) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                e.3 = match (e.3, mx) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
                 for (name, v) in &d.hw_counters {
                     let e = hw.entry(name.clone()).or_default();
                     match v.total() {
-                        Some(t) => e.0.push((t, format!("{} dev {}", rank_label(f), d.device_id))),
+                        Some(t) => {
+                            e.0.push((t, format!("{} dev {}", rank_label(f), d.device_id)))
+                        }
                         None => e.1 += 1,
                     }
                 }
@@ -325,11 +364,25 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
         }
     }
 
-    let tx: u64 = rows.iter().filter(|r| r.used).fold(0u64, |s, r| s.saturating_add(r.tx_bytes));
-    let rx: u64 = rows.iter().filter(|r| r.used).fold(0u64, |s, r| s.saturating_add(r.rx_bytes));
+    let tx: u64 = rows
+        .iter()
+        .filter(|r| r.used)
+        .fold(0u64, |s, r| s.saturating_add(r.tx_bytes));
+    let rx: u64 = rows
+        .iter()
+        .filter(|r| r.used)
+        .fold(0u64, |s, r| s.saturating_add(r.rx_bytes));
     for r in &mut rows {
-        r.tx_share = if tx > 0 { r.tx_bytes as f64 / tx as f64 } else { 0.0 };
-        r.rx_share = if rx > 0 { r.rx_bytes as f64 / rx as f64 } else { 0.0 };
+        r.tx_share = if tx > 0 {
+            r.tx_bytes as f64 / tx as f64
+        } else {
+            0.0
+        };
+        r.rx_share = if rx > 0 {
+            r.rx_bytes as f64 / rx as f64
+        } else {
+            0.0
+        };
     }
     let used_rows = || rows.iter().filter(|r| r.used);
     let sum = |f: fn(&DeviceRow) -> u64| used_rows().fold(0u64, |s, r| s.saturating_add(f(r)));
@@ -339,7 +392,11 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
         .filter(|(_, (vals, _))| vals.iter().any(|(v, _)| *v > 0))
         .map(|(name, (vals, unavailable))| {
             let fl: Vec<f64> = vals.iter().map(|(v, _)| *v as f64).collect();
-            let (max, max_at) = vals.iter().max_by_key(|(v, _)| *v).cloned().unwrap_or((0, String::new()));
+            let (max, max_at) = vals
+                .iter()
+                .max_by_key(|(v, _)| *v)
+                .cloned()
+                .unwrap_or((0, String::new()));
             HwCounterSummary {
                 category: classify(&name),
                 devices_reporting: vals.len(),
@@ -371,7 +428,11 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
     };
     Summary {
         files: run.files.len(),
-        files_skipped: run.bad.iter().filter(|b| b.kind != crate::load::BadKind::Missing).count(),
+        files_skipped: run
+            .bad
+            .iter()
+            .filter(|b| b.kind != crate::load::BadKind::Missing)
+            .count(),
         formats,
         files_without_wall_clock: no_wall_clock,
         files_final,
@@ -475,7 +536,11 @@ pub fn render_text_layout(s: &Summary, layout: Layout) -> String {
         out.push_str(&layout.wrap(&text));
         out.push('\n');
     };
-    let types: Vec<String> = s.hw_types.iter().map(|(k, v)| format!("{k} x{v}")).collect();
+    let types: Vec<String> = s
+        .hw_types
+        .iter()
+        .map(|(k, v)| format!("{k} x{v}"))
+        .collect();
     let formats: Vec<String> = s.formats.iter().map(|(k, v)| format!("{k} x{v}")).collect();
     line(
         &mut out,
@@ -495,17 +560,32 @@ pub fn render_text_layout(s: &Summary, layout: Layout) -> String {
             "Devices: {} used of {} registered ({}); latency_sample_interval {}",
             s.devices_used,
             s.devices_registered,
-            if types.is_empty() { "none".into() } else { types.join(", ") },
-            s.latency_sample_intervals.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
+            if types.is_empty() {
+                "none".into()
+            } else {
+                types.join(", ")
+            },
+            s.latency_sample_intervals
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     );
     if let (Some(a), Some(b)) = (&s.start_time, &s.end_time) {
-        line(&mut out, format!("Time: {a} .. {b} ({:.3} s)", s.duration_s.unwrap_or(0.0)));
+        line(
+            &mut out,
+            format!("Time: {a} .. {b} ({:.3} s)", s.duration_s.unwrap_or(0.0)),
+        );
     }
     if let Some(n) = format_note(s) {
         line(&mut out, format!("Note: {n}"));
     }
-    let triggers: Vec<String> = s.triggers.iter().map(|(k, v)| format!("{k} x{v}")).collect();
+    let triggers: Vec<String> = s
+        .triggers
+        .iter()
+        .map(|(k, v)| format!("{k} x{v}"))
+        .collect();
     let mut written = format!("Written by: {}", triggers.join(", "));
     if s.files_final < s.files {
         written.push_str(&format!(
@@ -529,7 +609,13 @@ pub fn render_text_layout(s: &Summary, layout: Layout) -> String {
         ),
     );
     if s.hw_samples > 0 || s.hw_samples_dropped > 0 {
-        line(&mut out, format!("hw_samples: {} kept, {} dropped", s.hw_samples, s.hw_samples_dropped));
+        line(
+            &mut out,
+            format!(
+                "hw_samples: {} kept, {} dropped",
+                s.hw_samples, s.hw_samples_dropped
+            ),
+        );
     }
     if let Some(l) = &s.log_latency {
         line(
@@ -595,19 +681,40 @@ pub fn render_text_layout(s: &Summary, layout: Layout) -> String {
         "format" => wide || s.formats.len() > 1,
         _ => true,
     };
-    let cols: Vec<Column> = (0..DEVICE_COLUMNS.len()).filter(|i| shown(*i)).map(|i| DEVICE_COLUMNS[i]).collect();
-    let rows: Vec<Vec<String>> =
-        rows.iter().map(|r| r.iter().enumerate().filter(|(i, _)| shown(*i)).map(|(_, x)| x.clone()).collect()).collect();
+    let cols: Vec<Column> = (0..DEVICE_COLUMNS.len())
+        .filter(|i| shown(*i))
+        .map(|i| DEVICE_COLUMNS[i])
+        .collect();
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            r.iter()
+                .enumerate()
+                .filter(|(i, _)| shown(*i))
+                .map(|(_, x)| x.clone())
+                .collect()
+        })
+        .collect();
     let (t, gone) = table(&cols, &rows, layout);
     out.push_str(&t);
     out.push('\n');
     if !gone.is_empty() {
-        line(&mut out, format!("(columns left out to fit {} columns: {}; --wide or --json shows them)", layout_width(layout), gone.join(", ")));
+        line(
+            &mut out,
+            format!(
+                "(columns left out to fit {} columns: {}; --wide or --json shows them)",
+                layout_width(layout),
+                gone.join(", ")
+            ),
+        );
     }
 
     if !s.hw_counters_moved.is_empty() {
         out.push('\n');
-        line(&mut out, "Hardware counters that moved (deltas over the run, used devices only):".into());
+        line(
+            &mut out,
+            "Hardware counters that moved (deltas over the run, used devices only):".into(),
+        );
         let rows: Vec<Vec<String>> = s
             .hw_counters_moved
             .iter()

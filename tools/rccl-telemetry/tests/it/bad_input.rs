@@ -1,13 +1,16 @@
 //! Truncated, empty, non-JSON, wrong-version and unreadable files: one line each with the
 //! path, counted, skipped; the good files are still analysed.
 
-
 use crate::common::*;
 use rccl_telemetry_tool::generate::GenOptions;
 
 /// A run of 6 good files plus one of each kind of bad file. Returns the run and the bad paths.
 fn run_with_bad_files() -> (GenRun, Vec<(String, &'static str)>) {
-    let g = gen(GenOptions { ranks: 6, seed: 8, ..Default::default() });
+    let g = gen(GenOptions {
+        ranks: 6,
+        seed: 8,
+        ..Default::default()
+    });
     let good = std::fs::read(&g.files()[0]).expect("read");
     let d = g.path();
     let mut bad = Vec::new();
@@ -16,18 +19,42 @@ fn run_with_bad_files() -> (GenRun, Vec<(String, &'static str)>) {
         std::fs::write(&p, bytes).expect("write");
         bad.push((p.display().to_string(), why));
     };
-    put("rccl_telemetry_trunc_1000_1.json", &good[..good.len() / 2], "truncated JSON");
+    put(
+        "rccl_telemetry_trunc_1000_1.json",
+        &good[..good.len() / 2],
+        "truncated JSON",
+    );
     put("rccl_telemetry_empty_1000_2.json", b"", "empty file");
     put("rccl_telemetry_blank_1000_3.json", b"  \n\t", "empty file");
-    put("rccl_telemetry_text_1000_4.json", b"this is not json\n", "not JSON");
-    put("rccl_telemetry_binary_1000_5.json", &[0xff, 0xfe, 0x00, 0x7b, 0x22], "not JSON");
+    put(
+        "rccl_telemetry_text_1000_4.json",
+        b"this is not json\n",
+        "not JSON",
+    );
+    put(
+        "rccl_telemetry_binary_1000_5.json",
+        &[0xff, 0xfe, 0x00, 0x7b, 0x22],
+        "not JSON",
+    );
     let mut v2: serde_json::Value = serde_json::from_slice(&good).expect("json");
     v2["version"] = serde_json::json!(4);
-    put("rccl_telemetry_v4_1000_6.json", &serde_json::to_vec(&v2).expect("ser"), "unsupported version 4");
-    put("rccl_telemetry_array_1000_7.json", b"[1,2,3]", "top level is not an object");
+    put(
+        "rccl_telemetry_v4_1000_6.json",
+        &serde_json::to_vec(&v2).expect("ser"),
+        "unsupported version 4",
+    );
+    put(
+        "rccl_telemetry_array_1000_7.json",
+        b"[1,2,3]",
+        "top level is not an object",
+    );
     let mut shape: serde_json::Value = serde_json::from_slice(&good).expect("json");
     shape["devices"] = serde_json::json!("none");
-    put("rccl_telemetry_shape_1000_8.json", &serde_json::to_vec(&shape).expect("ser"), "not a telemetry file");
+    put(
+        "rccl_telemetry_shape_1000_8.json",
+        &serde_json::to_vec(&shape).expect("ser"),
+        "not a telemetry file",
+    );
     // Unreadable even for root: a directory and a dangling symlink with the right names.
     let dir_path = d.join("rccl_telemetry_dir_1000_9.json");
     std::fs::create_dir(&dir_path).expect("mkdir");
@@ -45,23 +72,53 @@ fn every_command_reports_counts_and_skips_bad_files() {
     let commands: Vec<Vec<String>> = vec![
         vec!["summary".into(), "--json".into(), g.arg().into()],
         vec!["outliers".into(), g.arg().into()],
-        vec!["export".into(), "--format".into(), "csv".into(), g.arg().into()],
-        vec!["export".into(), "--format".into(), "prometheus".into(), g.arg().into()],
-        vec!["report".into(), "-o".into(), out_file.display().to_string(), g.arg().into()],
+        vec![
+            "export".into(),
+            "--format".into(),
+            "csv".into(),
+            g.arg().into(),
+        ],
+        vec![
+            "export".into(),
+            "--format".into(),
+            "prometheus".into(),
+            g.arg().into(),
+        ],
+        vec![
+            "report".into(),
+            "-o".into(),
+            out_file.display().to_string(),
+            g.arg().into(),
+        ],
     ];
     for cmd in commands {
         let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
         let out = run(&args);
         let err = stderr(&out);
-        assert!(matches!(out.status.code(), Some(0) | Some(1)), "{cmd:?}: {err}");
+        assert!(
+            matches!(out.status.code(), Some(0) | Some(1)),
+            "{cmd:?}: {err}"
+        );
         for (path, why) in &bad {
             let lines: Vec<&str> = err.lines().filter(|l| l.contains(path.as_str())).collect();
-            assert_eq!(lines.len(), 1, "{cmd:?}: exactly one line for {path}: {err}");
-            assert!(lines[0].contains(why), "{cmd:?}: {path} should say {why:?}: {}", lines[0]);
+            assert_eq!(
+                lines.len(),
+                1,
+                "{cmd:?}: exactly one line for {path}: {err}"
+            );
+            assert!(
+                lines[0].contains(why),
+                "{cmd:?}: {path} should say {why:?}: {}",
+                lines[0]
+            );
         }
-        assert!(err.contains(&format!("skipped {} of {} files", bad.len(), bad.len() + 6)), "{cmd:?}: {err}");
+        assert!(
+            err.contains(&format!("skipped {} of {} files", bad.len(), bad.len() + 6)),
+            "{cmd:?}: {err}"
+        );
     }
-    let s: serde_json::Value = serde_json::from_slice(&run(&["summary", "--json", g.arg()]).stdout).expect("json");
+    let s: serde_json::Value =
+        serde_json::from_slice(&run(&["summary", "--json", g.arg()]).stdout).expect("json");
     assert_eq!(s["files"], 6);
     assert_eq!(s["files_skipped"].as_u64(), Some(bad.len() as u64));
 }
@@ -73,11 +130,17 @@ fn check_counts_bad_files_as_violations() {
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
     for (path, _) in &bad {
-        assert!(text.lines().any(|l| l.starts_with(&format!("{path}: "))), "{path} missing from:\n{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("{path}: "))),
+            "{path} missing from:\n{text}"
+        );
     }
     // The v2 file and the wrong-shape one are JSON: reported, not crashed on; the rest unreadable.
     let err = stderr(&out);
-    assert!(err.contains(&format!("checked {} files: 6 valid", bad.len() + 6)), "{err}");
+    assert!(
+        err.contains(&format!("checked {} files: 6 valid", bad.len() + 6)),
+        "{err}"
+    );
 }
 
 #[test]
@@ -94,12 +157,20 @@ fn nothing_readable_is_exit_status_two() {
     assert_eq!(out.status.code(), Some(2));
     let out = run(&["summary", "/nonexistent/path/for/this/test"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("/nonexistent/path/for/this/test"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("/nonexistent/path/for/this/test"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn a_directory_ignores_files_with_other_names() {
-    let g = gen(GenOptions { ranks: 3, seed: 8, ..Default::default() });
+    let g = gen(GenOptions {
+        ranks: 3,
+        seed: 8,
+        ..Default::default()
+    });
     // planted.json is in the directory too and must not be read.
     std::fs::write(g.path().join("notes.txt"), b"hello").expect("write");
     let out = run(&["summary", "--json", g.arg()]);

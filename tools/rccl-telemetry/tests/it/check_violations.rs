@@ -1,6 +1,5 @@
 //! `check` reports each broken rule in one line, with the file and the JSON Pointer.
 
-
 use crate::common::*;
 use rccl_telemetry_tool::generate::GenOptions;
 use serde_json::{json, Value};
@@ -8,7 +7,14 @@ use std::path::PathBuf;
 
 /// A valid file of rank 0 (its used device is devices[0]; channel 0 has QPs data, data, cts).
 fn base(latency_sample: u64) -> Value {
-    let g = gen(GenOptions { ranks: 1, seed: 4, hw_type: "ainic".into(), latency_sample, samples: 3, ..Default::default() });
+    let g = gen(GenOptions {
+        ranks: 1,
+        seed: 4,
+        hw_type: "ainic".into(),
+        latency_sample,
+        samples: 3,
+        ..Default::default()
+    });
     let f = g.files()[0].clone();
     serde_json::from_slice(&std::fs::read(f).expect("read")).expect("json")
 }
@@ -24,13 +30,25 @@ fn check_value(v: &Value) -> (Option<i32>, Vec<String>, String) {
 }
 
 /// Asserts one mutation yields a violation at `pointer` whose message contains `needle`.
-fn expect_violation(mut v: Value, mutate: impl FnOnce(&mut Value), pointer: &str, kind: &str, needle: &str) {
+fn expect_violation(
+    mut v: Value,
+    mutate: impl FnOnce(&mut Value),
+    pointer: &str,
+    kind: &str,
+    needle: &str,
+) {
     mutate(&mut v);
     let (code, lines, file) = check_value(&v);
-    assert_eq!(code, Some(1), "exit status for a violation at {pointer}: {lines:#?}");
+    assert_eq!(
+        code,
+        Some(1),
+        "exit status for a violation at {pointer}: {lines:#?}"
+    );
     let prefix = format!("{file}: {pointer}: {kind}: ");
     assert!(
-        lines.iter().any(|l| l.starts_with(&prefix) && l.contains(needle)),
+        lines
+            .iter()
+            .any(|l| l.starts_with(&prefix) && l.contains(needle)),
         "expected a line starting {prefix:?} containing {needle:?}, got {lines:#?}"
     );
 }
@@ -55,7 +73,10 @@ fn channel_totals_must_equal_the_sums_over_their_qps() {
     );
     expect_violation(
         base(1),
-        |v| *v.pointer_mut("/devices/0/channels/0/num_slot_miss").unwrap() = json!(0),
+        |v| {
+            *v.pointer_mut("/devices/0/channels/0/num_slot_miss")
+                .unwrap() = json!(0)
+        },
         "/devices/0/channels/0/num_slot_miss",
         "invariant",
         "channel total 0",
@@ -63,9 +84,13 @@ fn channel_totals_must_equal_the_sums_over_their_qps() {
     expect_violation(
         base(1),
         |v| {
-            let b = v.pointer_mut("/devices/0/channels/2/wqe_completion_histogram/1").unwrap();
+            let b = v
+                .pointer_mut("/devices/0/channels/2/wqe_completion_histogram/1")
+                .unwrap();
             *b = json!(b.as_u64().unwrap() + 1);
-            let c = v.pointer_mut("/devices/0/channels/2/num_wqe_completed").unwrap();
+            let c = v
+                .pointer_mut("/devices/0/channels/2/num_wqe_completed")
+                .unwrap();
             *c = json!(c.as_u64().unwrap() + 1);
             let r = v.pointer_mut("/devices/0/channels/2/num_wqe_rcvd").unwrap();
             *r = json!(r.as_u64().unwrap() + 1);
@@ -76,7 +101,10 @@ fn channel_totals_must_equal_the_sums_over_their_qps() {
     );
     expect_violation(
         base(1),
-        |v| *v.pointer_mut("/devices/0/channels/0/wqe_completion_ns_max").unwrap() = json!(119_999),
+        |v| {
+            *v.pointer_mut("/devices/0/channels/0/wqe_completion_ns_max")
+                .unwrap() = json!(119_999)
+        },
         "/devices/0/channels/0/wqe_completion_ns_max",
         "invariant",
         "max over its queue pairs",
@@ -95,7 +123,9 @@ fn histogram_sums_must_equal_the_sampled_count() {
     expect_violation(
         base(1),
         |v| {
-            let b = v.pointer_mut("/devices/0/channels/0/queue_pairs/0/wqe_completion_histogram/0").unwrap();
+            let b = v
+                .pointer_mut("/devices/0/channels/0/queue_pairs/0/wqe_completion_histogram/0")
+                .unwrap();
             *b = json!(b.as_u64().unwrap() + 5);
         },
         "/devices/0/channels/0/queue_pairs/0/wqe_completion_histogram",
@@ -105,7 +135,9 @@ fn histogram_sums_must_equal_the_sampled_count() {
     expect_violation(
         base(16),
         |v| {
-            let s = v.pointer_mut("/devices/0/channels/3/queue_pairs/1/num_wqe_sampled").unwrap();
+            let s = v
+                .pointer_mut("/devices/0/channels/3/queue_pairs/1/num_wqe_sampled")
+                .unwrap();
             *s = json!(s.as_u64().unwrap() + 1);
         },
         "/devices/0/channels/3/queue_pairs/1/wqe_completion_histogram",
@@ -118,14 +150,20 @@ fn histogram_sums_must_equal_the_sampled_count() {
 fn cts_split_and_completion_counts_are_checked_per_qp() {
     expect_violation(
         base(1),
-        |v| *v.pointer_mut("/devices/0/channels/1/queue_pairs/2/num_cts_sent_signalled").unwrap() = json!(0),
+        |v| {
+            *v.pointer_mut("/devices/0/channels/1/queue_pairs/2/num_cts_sent_signalled")
+                .unwrap() = json!(0)
+        },
         "/devices/0/channels/1/queue_pairs/2/num_cts_sent",
         "invariant",
         "num_cts_sent_unsignalled",
     );
     expect_violation(
         base(1),
-        |v| *v.pointer_mut("/devices/0/channels/0/queue_pairs/1/num_wqe_rcvd").unwrap() = json!(0),
+        |v| {
+            *v.pointer_mut("/devices/0/channels/0/queue_pairs/1/num_wqe_rcvd")
+                .unwrap() = json!(0)
+        },
         "/devices/0/channels/0/queue_pairs/1/num_wqe_completed",
         "invariant",
         "> num_wqe_rcvd 0",
@@ -136,14 +174,24 @@ fn cts_split_and_completion_counts_are_checked_per_qp() {
 fn sampled_keys_appear_exactly_when_the_interval_is_above_one() {
     expect_violation(
         base(1),
-        |v| v.as_object_mut().unwrap().insert("latency_sample_interval".into(), json!(16)).map_or((), |_| ()),
+        |v| {
+            v.as_object_mut()
+                .unwrap()
+                .insert("latency_sample_interval".into(), json!(16))
+                .map_or((), |_| ())
+        },
         "/devices/0/channels/0",
         "invariant",
         "num_wqe_sampled is missing",
     );
     expect_violation(
         base(16),
-        |v| v.as_object_mut().unwrap().remove("latency_sample_interval").map_or((), |_| ()),
+        |v| {
+            v.as_object_mut()
+                .unwrap()
+                .remove("latency_sample_interval")
+                .map_or((), |_| ())
+        },
         "/devices/0/channels/0/queue_pairs/0/num_wqe_sampled",
         "invariant",
         "is present although",
@@ -162,7 +210,8 @@ fn latency_extremes_must_match_the_histogram() {
     expect_violation(
         base(1),
         |v| {
-            *v.pointer_mut("/devices/0/channels/0/queue_pairs/0/wqe_completion_ns_min").unwrap() = json!(95_000);
+            *v.pointer_mut("/devices/0/channels/0/queue_pairs/0/wqe_completion_ns_min")
+                .unwrap() = json!(95_000);
         },
         "/devices/0/channels/0/queue_pairs/0/wqe_completion_ns_min",
         "invariant",
@@ -170,7 +219,10 @@ fn latency_extremes_must_match_the_histogram() {
     );
     expect_violation(
         base(1),
-        |v| *v.pointer_mut("/devices/0/channels/0/queue_pairs/2/wqe_completion_ns_min").unwrap() = json!(10),
+        |v| {
+            *v.pointer_mut("/devices/0/channels/0/queue_pairs/2/wqe_completion_ns_min")
+                .unwrap() = json!(10)
+        },
         "/devices/0/channels/0/queue_pairs/2/wqe_completion_ns_min",
         "invariant",
         "one is -1",
@@ -188,7 +240,10 @@ fn hardware_values_are_minus_one_or_non_negative() {
     );
     expect_violation(
         base(1),
-        |v| *v.pointer_mut("/devices/0/hw_counters/pfc_rx_frames").unwrap() = json!([0, 0, 0]),
+        |v| {
+            *v.pointer_mut("/devices/0/hw_counters/pfc_rx_frames")
+                .unwrap() = json!([0, 0, 0])
+        },
         "/devices/0/hw_counters/pfc_rx_frames",
         "schema",
         "",
@@ -206,7 +261,10 @@ fn hardware_values_are_minus_one_or_non_negative() {
 fn device_and_file_level_rules() {
     expect_violation(
         base(1),
-        |v| *v.pointer_mut("/devices/0/channels/0/num_qp_untracked").unwrap() = json!(3),
+        |v| {
+            *v.pointer_mut("/devices/0/channels/0/num_qp_untracked")
+                .unwrap() = json!(3)
+        },
         "/devices/0/num_qp_untracked",
         "invariant",
         "summed over its channels",
@@ -220,7 +278,12 @@ fn device_and_file_level_rules() {
     );
     expect_violation(
         base(1),
-        |v| v.as_object_mut().unwrap().remove("hw_samples_dropped").map_or((), |_| ()),
+        |v| {
+            v.as_object_mut()
+                .unwrap()
+                .remove("hw_samples_dropped")
+                .map_or((), |_| ())
+        },
         "/hw_samples_dropped",
         "invariant",
         "must appear together",
@@ -232,11 +295,30 @@ fn device_and_file_level_rules() {
         "invariant",
         "goes backwards",
     );
-    expect_violation(base(1), |v| *v.pointer_mut("/start_time").unwrap() = json!("yesterday"), "/start_time", "schema", "");
-    expect_violation(base(1), |v| *v.pointer_mut("/devices/0/hw_type").unwrap() = json!("cx7"), "/devices/0/hw_type", "schema", "");
     expect_violation(
         base(1),
-        |v| v.pointer_mut("/devices/0").unwrap().as_object_mut().unwrap().remove("tx_bytes").map_or((), |_| ()),
+        |v| *v.pointer_mut("/start_time").unwrap() = json!("yesterday"),
+        "/start_time",
+        "schema",
+        "",
+    );
+    expect_violation(
+        base(1),
+        |v| *v.pointer_mut("/devices/0/hw_type").unwrap() = json!("cx7"),
+        "/devices/0/hw_type",
+        "schema",
+        "",
+    );
+    expect_violation(
+        base(1),
+        |v| {
+            v.pointer_mut("/devices/0")
+                .unwrap()
+                .as_object_mut()
+                .unwrap()
+                .remove("tx_bytes")
+                .map_or((), |_| ())
+        },
         "/devices/0",
         "schema",
         "tx_bytes",
@@ -246,10 +328,17 @@ fn device_and_file_level_rules() {
 #[test]
 fn unknown_top_level_keys_are_flagged_by_the_schema_but_still_analysed() {
     let mut v = base(1);
-    v.as_object_mut().unwrap().insert("snapshot".into(), json!("final"));
+    v.as_object_mut()
+        .unwrap()
+        .insert("snapshot".into(), json!("final"));
     let (code, lines, file) = check_value(&v);
     assert_eq!(code, Some(1));
-    assert!(lines.iter().any(|l| l.starts_with(&format!("{file}: /: schema: ")) && l.contains("snapshot")), "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("{file}: /: schema: ")) && l.contains("snapshot")),
+        "{lines:#?}"
+    );
     // The other commands read it as usual.
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("rccl_telemetry_h_1000_1.json");

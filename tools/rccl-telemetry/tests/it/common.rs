@@ -11,9 +11,20 @@ pub fn bin() -> PathBuf {
 
 /// Runs the binary; panics only if it cannot be started.
 pub fn run(args: &[&str]) -> Output {
-    let out = Command::new(bin()).args(args).output().expect("run rccl-telemetry");
-    assert_ne!(out.status.code(), Some(101), "rccl-telemetry panicked: {}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.code().is_some(), "rccl-telemetry died from a signal");
+    let out = Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run rccl-telemetry");
+    assert_ne!(
+        out.status.code(),
+        Some(101),
+        "rccl-telemetry panicked: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.code().is_some(),
+        "rccl-telemetry died from a signal"
+    );
     out
 }
 
@@ -43,7 +54,11 @@ impl GenRun {
         let mut v: Vec<PathBuf> = std::fs::read_dir(self.path())
             .expect("read_dir")
             .map(|e| e.expect("entry").path())
-            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("rccl_telemetry_")))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("rccl_telemetry_"))
+            })
             .collect();
         v.sort();
         v
@@ -72,14 +87,26 @@ pub fn to_version2(g: &GenRun) {
                 let lin = c["wqe_completion_histogram"].as_array().unwrap().clone();
                 let max = c["wqe_completion_ns_max"].as_i64().unwrap();
                 for (b, n) in lin.iter().enumerate() {
-                    let ns = if b + 1 == lin.len() && max >= 0 { max as u64 } else { b as u64 * w + w / 2 };
+                    let ns = if b + 1 == lin.len() && max >= 0 {
+                        max as u64
+                    } else {
+                        b as u64 * w + w / 2
+                    };
                     counts[clamp_index(ns, LOG_BUCKETS)] += n.as_u64().unwrap();
                 }
                 let sparse: Vec<Value> = (0..LOG_BUCKETS)
                     .filter(|&i| counts[i] > 0)
                     .map(|i| {
                         let (lo, hi) = bucket_bounds(i);
-                        serde_json::json!([lo, if i + 1 < LOG_BUCKETS { Value::from(hi) } else { Value::Null }, counts[i]])
+                        serde_json::json!([
+                            lo,
+                            if i + 1 < LOG_BUCKETS {
+                                Value::from(hi)
+                            } else {
+                                Value::Null
+                            },
+                            counts[i]
+                        ])
                     })
                     .collect();
                 c["wqe_completion_log_histogram"] = Value::Array(sparse);
@@ -91,7 +118,11 @@ pub fn to_version2(g: &GenRun) {
 
 /// Is an external program on PATH?
 pub fn have(program: &str) -> bool {
-    Command::new("sh").arg("-c").arg(format!("command -v {program} >/dev/null 2>&1")).status().is_ok_and(|s| s.success())
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program} >/dev/null 2>&1"))
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 #[path = "../../../../rust_tests/skip.rs"]

@@ -1,6 +1,5 @@
 //! Fuzzing the parser and every analysis behind it: no input may panic.
 
-
 use crate::common::*;
 use proptest::prelude::*;
 use rccl_telemetry_tool::generate::GenOptions;
@@ -14,9 +13,26 @@ use std::sync::OnceLock;
 fn seeds() -> &'static Vec<Vec<u8>> {
     static SEEDS: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
     SEEDS.get_or_init(|| {
-        let a = gen(GenOptions { ranks: 1, seed: 1, hw_type: "ainic".into(), latency_sample: 4, samples: 2, devices_per_rank: 2, plants: vec!["cq_errors".into()], ..Default::default() });
-        let b = gen(GenOptions { ranks: 1, seed: 2, devices_per_rank: 1, ..Default::default() });
-        [a, b].iter().map(|g| std::fs::read(&g.files()[0]).expect("read")).collect()
+        let a = gen(GenOptions {
+            ranks: 1,
+            seed: 1,
+            hw_type: "ainic".into(),
+            latency_sample: 4,
+            samples: 2,
+            devices_per_rank: 2,
+            plants: vec!["cq_errors".into()],
+            ..Default::default()
+        });
+        let b = gen(GenOptions {
+            ranks: 1,
+            seed: 2,
+            devices_per_rank: 1,
+            ..Default::default()
+        });
+        [a, b]
+            .iter()
+            .map(|g| std::fs::read(&g.files()[0]).expect("read"))
+            .collect()
     })
 }
 
@@ -24,7 +40,11 @@ fn seeds() -> &'static Vec<Vec<u8>> {
 fn analyse_all(l: Loaded) {
     let _ = check::invariants(&l.file);
     // A run of the file three times, so the statistical rules have a population.
-    let run = Run { files: vec![l.clone(), l.clone(), l.clone(), l.clone(), l], bad: Vec::new(), found: 5 };
+    let run = Run {
+        files: vec![l.clone(), l.clone(), l.clone(), l.clone(), l],
+        bad: Vec::new(),
+        found: 5,
+    };
     let s = summary::summarize(&run, true);
     let _ = summary::render_text(&s);
     let o = outliers::find(&run, &outliers::Options::default());
@@ -87,7 +107,10 @@ fn paths(v: &Value, prefix: String, out: &mut Vec<String>) {
 
 /// Cases per property: 256 in the normal suite, more with FUZZ_CASES=N for a longer hunt.
 fn fuzz_cases() -> u32 {
-    std::env::var("FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
+    std::env::var("FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
 }
 
 proptest! {
@@ -148,11 +171,17 @@ fn the_binary_survives_a_directory_of_mutated_files() {
                 }
             }
             _ => {
-                let s = String::from_utf8_lossy(&b).replace("\"num_wqe_sent\": ", "\"num_wqe_sent\": -").replace("1,", "-1,");
+                let s = String::from_utf8_lossy(&b)
+                    .replace("\"num_wqe_sent\": ", "\"num_wqe_sent\": -")
+                    .replace("1,", "-1,");
                 b = s.into_bytes();
             }
         }
-        std::fs::write(dir.path().join(format!("rccl_telemetry_m_1000_{i}.json")), b).expect("write");
+        std::fs::write(
+            dir.path().join(format!("rccl_telemetry_m_1000_{i}.json")),
+            b,
+        )
+        .expect("write");
     }
     let d = dir.path().to_str().expect("utf-8");
     let html = dir.path().join("r.html");
@@ -166,6 +195,11 @@ fn the_binary_survives_a_directory_of_mutated_files() {
         vec!["report", "-o", html.to_str().expect("utf-8"), d],
     ] {
         let out = run(&args);
-        assert!(matches!(out.status.code(), Some(0..=2)), "{args:?}: {:?} {}", out.status, stderr(&out));
+        assert!(
+            matches!(out.status.code(), Some(0..=2)),
+            "{args:?}: {:?} {}",
+            out.status,
+            stderr(&out)
+        );
     }
 }

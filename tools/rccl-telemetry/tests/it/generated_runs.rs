@@ -1,7 +1,6 @@
 //! Generated runs of hundreds of ranks with planted anomalies: every command must find each
 //! anomaly at the rank it was planted on, and nothing anywhere else.
 
-
 use crate::common::*;
 use rccl_telemetry_tool::generate::{GenOptions, PLANTS};
 use serde_json::Value;
@@ -33,10 +32,20 @@ fn expected(kind: &str) -> (&'static str, Option<&'static str>) {
 
 #[test]
 fn outliers_finds_every_planted_anomaly_and_nothing_else() {
-    let g = gen(GenOptions { ranks: 300, seed: 7, plants: all_plants(), samples: 6, ..Default::default() });
+    let g = gen(GenOptions {
+        ranks: 300,
+        seed: 7,
+        plants: all_plants(),
+        samples: 6,
+        ..Default::default()
+    });
     assert_eq!(g.planted.len(), PLANTS.len());
     let out = run(&["outliers", "--json", g.arg()]);
-    assert_eq!(out.status.code(), Some(1), "findings must make the exit status 1");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "findings must make the exit status 1"
+    );
     let report: Value = serde_json::from_slice(&out.stdout).expect("outliers --json is JSON");
     let findings = report["findings"].as_array().expect("findings array");
     for p in &g.planted {
@@ -46,19 +55,35 @@ fn outliers_finds_every_planted_anomaly_and_nothing_else() {
             f["rank"] == rank.as_str()
                 && f["kind"] == kind
                 && metric.is_none_or(|m| f["metric"] == m)
-                && (kind == "samples_dropped" || kind == "snapshot" || f["device_id"] == p.device_id)
+                && (kind == "samples_dropped"
+                    || kind == "snapshot"
+                    || f["device_id"] == p.device_id)
                 && !f["evidence"].as_str().unwrap_or("").is_empty()
         });
-        assert!(hit, "planted {} on {rank} dev {} not found as {kind}; findings: {findings:#?}", p.kind, p.device_id);
+        assert!(
+            hit,
+            "planted {} on {rank} dev {} not found as {kind}; findings: {findings:#?}",
+            p.kind, p.device_id
+        );
     }
-    let planted_ranks: BTreeSet<String> = g.planted.iter().map(|p| format!("{}:{}", p.host, p.pid)).collect();
+    let planted_ranks: BTreeSet<String> = g
+        .planted
+        .iter()
+        .map(|p| format!("{}:{}", p.host, p.pid))
+        .collect();
     for f in findings {
         let r = f["rank"].as_str().expect("rank");
         assert!(planted_ranks.contains(r), "false positive on {r}: {f:#}");
     }
-    assert_eq!(report["ranks_flagged"].as_u64(), Some(planted_ranks.len() as u64));
+    assert_eq!(
+        report["ranks_flagged"].as_u64(),
+        Some(planted_ranks.len() as u64)
+    );
     // Ranked: scores never increase down the list.
-    let scores: Vec<f64> = findings.iter().map(|f| f["score"].as_f64().expect("score")).collect();
+    let scores: Vec<f64> = findings
+        .iter()
+        .map(|f| f["score"].as_f64().expect("score"))
+        .collect();
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
 
     // The table names the same ranks.
@@ -73,7 +98,13 @@ fn outliers_finds_every_planted_anomaly_and_nothing_else() {
 #[test]
 fn a_clean_run_has_no_outliers_and_exit_status_zero() {
     for hw_type in ["mlx5", "ainic"] {
-        let g = gen(GenOptions { ranks: 200, seed: 11, hw_type: hw_type.into(), samples: 4, ..Default::default() });
+        let g = gen(GenOptions {
+            ranks: 200,
+            seed: 11,
+            hw_type: hw_type.into(),
+            samples: 4,
+            ..Default::default()
+        });
         let out = run(&["outliers", g.arg()]);
         assert_eq!(out.status.code(), Some(0), "{hw_type}: {}", stdout(&out));
         assert!(stdout(&out).starts_with("0 findings"), "{}", stdout(&out));
@@ -93,15 +124,32 @@ fn generated_runs_pass_check_including_sampled_latency_and_named_channels() {
             ..Default::default()
         });
         let out = run(&["check", g.arg()]);
-        assert_eq!(out.status.code(), Some(0), "{hw_type} N={n}: {}{}", stdout(&out), stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{hw_type} N={n}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
         assert_eq!(stdout(&out), "", "no violation lines expected");
-        assert!(stderr(&out).contains("checked 40 files: 40 valid"), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("checked 40 files: 40 valid"),
+            "{}",
+            stderr(&out)
+        );
     }
 }
 
 #[test]
 fn latency_tail_is_found_with_sampled_histograms() {
-    let g = gen(GenOptions { ranks: 64, seed: 5, hw_type: "ainic".into(), latency_sample: 16, plants: vec!["tail".into()], ..Default::default() });
+    let g = gen(GenOptions {
+        ranks: 64,
+        seed: 5,
+        hw_type: "ainic".into(),
+        latency_sample: 16,
+        plants: vec!["tail".into()],
+        ..Default::default()
+    });
     let out = run(&["outliers", "--json", g.arg()]);
     let report: Value = serde_json::from_slice(&out.stdout).expect("json");
     let p = &g.planted[0];
@@ -115,15 +163,32 @@ fn latency_tail_is_found_with_sampled_histograms() {
 /// says so, and still finds the tail on the planted rank only.
 #[test]
 fn latency_tail_is_found_in_the_log_scale_histogram() {
-    let g = gen(GenOptions { ranks: 64, seed: 5, plants: vec!["tail".into()], ..Default::default() });
+    let g = gen(GenOptions {
+        ranks: 64,
+        seed: 5,
+        plants: vec!["tail".into()],
+        ..Default::default()
+    });
     to_version2(&g);
     let out = run(&["outliers", "--json", g.arg()]);
     let report: Value = serde_json::from_slice(&out.stdout).expect("json");
     let p = &g.planted[0];
-    let tails: Vec<&Value> = report["findings"].as_array().unwrap().iter().filter(|f| f["kind"] == "latency_tail").collect();
+    let tails: Vec<&Value> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "latency_tail")
+        .collect();
     assert_eq!(tails.len(), 1, "{report:#}");
     assert_eq!(tails[0]["rank"], format!("{}:{}", p.host, p.pid));
-    assert!(tails[0]["evidence"].as_str().unwrap().contains("from the log-scale histogram (within "), "{}", tails[0]["evidence"]);
+    assert!(
+        tails[0]["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("from the log-scale histogram (within "),
+        "{}",
+        tails[0]["evidence"]
+    );
 }
 
 /// Sums a device-level field over every used device, straight from the JSON files.
@@ -132,14 +197,25 @@ fn sum_devices(g: &GenRun, field: &str) -> u64 {
         .iter()
         .map(|p| {
             let v: Value = serde_json::from_slice(&std::fs::read(p).expect("read")).expect("json");
-            v["devices"].as_array().expect("devices").iter().map(|d| d[field].as_u64().expect("u64")).sum::<u64>()
+            v["devices"]
+                .as_array()
+                .expect("devices")
+                .iter()
+                .map(|d| d[field].as_u64().expect("u64"))
+                .sum::<u64>()
         })
         .sum()
 }
 
 #[test]
 fn summary_json_totals_match_the_files() {
-    let g = gen(GenOptions { ranks: 120, seed: 9, plants: all_plants(), samples: 5, ..Default::default() });
+    let g = gen(GenOptions {
+        ranks: 120,
+        seed: 9,
+        plants: all_plants(),
+        samples: 5,
+        ..Default::default()
+    });
     let out = run(&["summary", "--json", g.arg()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let s: Value = serde_json::from_slice(&out.stdout).expect("summary --json is JSON");
@@ -150,18 +226,32 @@ fn summary_json_totals_match_the_files() {
     assert_eq!(s["devices_registered"], 960);
     assert_eq!(s["tx_bytes"].as_u64(), Some(sum_devices(&g, "tx_bytes")));
     assert_eq!(s["rx_bytes"].as_u64(), Some(sum_devices(&g, "rx_bytes")));
-    assert_eq!(s["num_cq_errors"].as_u64(), Some(sum_devices(&g, "num_cq_errors")));
-    assert_eq!(s["num_qp_untracked"].as_u64(), Some(sum_devices(&g, "num_qp_untracked")));
+    assert_eq!(
+        s["num_cq_errors"].as_u64(),
+        Some(sum_devices(&g, "num_cq_errors"))
+    );
+    assert_eq!(
+        s["num_qp_untracked"].as_u64(),
+        Some(sum_devices(&g, "num_qp_untracked"))
+    );
     assert!(s["num_cq_errors"].as_u64() > Some(0));
     // Shares add up to 1 over the used devices.
-    let share: f64 = s["devices"].as_array().expect("rows").iter().map(|r| r["tx_share"].as_f64().expect("share")).sum();
+    let share: f64 = s["devices"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| r["tx_share"].as_f64().expect("share"))
+        .sum();
     assert!((share - 1.0).abs() < 1e-9, "{share}");
     // Every percentile lies inside its bucket, which is at most one bucket wide.
     let width = 30_000.0;
     for r in s["devices"].as_array().expect("rows") {
         let buckets = r["histogram"].as_array().expect("histogram").len();
         for p in r["latency"]["percentiles"].as_array().expect("percentiles") {
-            let (lo, est) = (p["lower_ns"].as_f64().expect("lo"), p["estimate_ns"].as_f64().expect("est"));
+            let (lo, est) = (
+                p["lower_ns"].as_f64().expect("lo"),
+                p["estimate_ns"].as_f64().expect("est"),
+            );
             assert!(lo <= est, "{p}");
             let open = p["bucket"].as_u64() == Some(buckets as u64 - 1);
             assert_eq!(p["open_bucket"].as_bool(), Some(open), "{p}");
@@ -177,10 +267,16 @@ fn summary_json_totals_match_the_files() {
     }
     // The moved hw counters include the planted drops, classified as such.
     let moved = s["hw_counters_moved"].as_array().expect("moved");
-    let drops = moved.iter().find(|h| h["name"] == "port_rx_discards").expect("port_rx_discards moved");
+    let drops = moved
+        .iter()
+        .find(|h| h["name"] == "port_rx_discards")
+        .expect("port_rx_discards moved");
     assert_eq!(drops["category"], "drop");
     assert_eq!(drops["devices_moved"], 1);
-    assert!(!moved.iter().any(|h| h["name"] == "out_of_buffer"), "a counter that never moved is not listed");
+    assert!(
+        !moved.iter().any(|h| h["name"] == "out_of_buffer"),
+        "a counter that never moved is not listed"
+    );
 
     // The people's table shows the method and the ranks.
     let text = stdout(&run(&["summary", "--wide", g.arg()]));
@@ -191,12 +287,19 @@ fn summary_json_totals_match_the_files() {
 
 #[test]
 fn glob_and_single_file_inputs_work_and_host_comes_from_the_json() {
-    let g = gen(GenOptions { ranks: 10, seed: 2, ..Default::default() });
+    let g = gen(GenOptions {
+        ranks: 10,
+        seed: 2,
+        ..Default::default()
+    });
     let pattern = format!("{}/rccl_telemetry_gpu_node_001_*.json", g.arg());
-    let s: Value = serde_json::from_slice(&run(&["summary", "--json", &pattern]).stdout).expect("json");
+    let s: Value =
+        serde_json::from_slice(&run(&["summary", "--json", &pattern]).stdout).expect("json");
     assert_eq!(s["files"], 2, "ranks 8 and 9 are on gpu_node_001");
     let one = g.files()[0].clone();
-    let s: Value = serde_json::from_slice(&run(&["summary", "--json", one.to_str().expect("utf-8")]).stdout).expect("json");
+    let s: Value =
+        serde_json::from_slice(&run(&["summary", "--json", one.to_str().expect("utf-8")]).stdout)
+            .expect("json");
     assert_eq!(s["files"], 1);
     // Host names contain '_': they must come from the JSON, not from splitting the file name.
     assert_eq!(s["devices"][0]["host"], "gpu_node_000");

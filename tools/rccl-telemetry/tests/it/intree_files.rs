@@ -5,7 +5,9 @@ use rccl_telemetry_tool::{check, load, model::SourceFormat, summary};
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/intree").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/intree")
+        .join(name)
 }
 
 #[test]
@@ -18,7 +20,10 @@ fn an_intree_file_maps_onto_the_model() {
     assert_eq!(f.histogram_interval_ns, 30_000);
     let d = &f.devices[0];
     // In-tree names become ours.
-    assert!(d.hw_counters.contains_key("out_of_sequence") && !d.hw_counters.contains_key("oos_drop_count"));
+    assert!(
+        d.hw_counters.contains_key("out_of_sequence")
+            && !d.hw_counters.contains_key("oos_drop_count")
+    );
     let q = &d.channels[0].queue_pairs[0];
     assert_eq!(q.role.as_deref(), Some("data"));
     assert_eq!(q.counters.wqe_completion_histogram, vec![2, 1]);
@@ -44,5 +49,9 @@ fn check_uses_the_intree_rules() {
 
     let quote = check::check_inputs(&[fixture("quote_rccl_telemetry_n2_1000_43.json")]).unwrap();
     assert_eq!(quote.files_unreadable, 1);
-    assert!(quote.violations[0].message.contains("host name \"n\"2\""), "{}", quote.violations[0].message);
+    assert!(
+        quote.violations[0].message.contains("host name \"n\"2\""),
+        "{}",
+        quote.violations[0].message
+    );
 }

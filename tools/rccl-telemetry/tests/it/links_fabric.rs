@@ -7,7 +7,12 @@ use rccl_telemetry_tool::links::{join, LinkReport};
 use rccl_telemetry_tool::load::{load_run, Run};
 use rccl_telemetry_tool::outliers::{find, Options};
 
-fn fabric(ranks: usize, per_host: usize, seed: u64, plants: &[&str]) -> (tempfile::TempDir, Vec<Planted>, Run) {
+fn fabric(
+    ranks: usize,
+    per_host: usize,
+    seed: u64,
+    plants: &[&str],
+) -> (tempfile::TempDir, Vec<Planted>, Run) {
     let dir = tempfile::tempdir().expect("tempdir");
     let o = GenOptions {
         ranks,
@@ -42,7 +47,11 @@ fn clean_run_joins_every_qp_both_ways() {
         assert_eq!(l.qps, 2);
         // What src sent on the link is what dst's matched QPs say they received (the generator
         // writes num_wqe_rcvd = completions / 8 on both sides of a pair): check the reverse link.
-        let back = r.links.iter().find(|b| b.src_nic == l.dst_nic && b.dst_nic == l.src_nic).expect("reverse link");
+        let back = r
+            .links
+            .iter()
+            .find(|b| b.src_nic == l.dst_nic && b.dst_nic == l.src_nic)
+            .expect("reverse link");
         assert_eq!(back.qps, l.qps);
         let lat = l.latency.as_ref().expect("latency");
         assert_eq!(lat.source, "peers_log_histogram");
@@ -56,15 +65,28 @@ fn clean_run_joins_every_qp_both_ways() {
 fn missing_ambiguous_and_lid_only_peers() {
     let (_d, planted, run) = fabric(16, 4, 3, &["missing_peer", "ambiguous_peer", "lid_only"]);
     let r = join(&run);
-    let missing = planted.iter().find(|p| p.kind == "missing_peer").expect("missing planted");
+    let missing = planted
+        .iter()
+        .find(|p| p.kind == "missing_peer")
+        .expect("missing planted");
     // Every QP that pointed at the missing rank is unmatched, listed under the NIC it came
     // from with the missing NIC's GID (or LID when the missing rank was on the LID-only host).
-    let lid_host = &planted.iter().find(|p| p.kind == "lid_only").expect("lid planted").host;
+    let lid_host = &planted
+        .iter()
+        .find(|p| p.kind == "lid_only")
+        .expect("lid planted")
+        .host;
     assert!(r.qps_unmatched > 0);
-    assert_eq!(r.unmatched.iter().map(|u| u.qps).sum::<u64>(), r.qps_unmatched);
+    assert_eq!(
+        r.unmatched.iter().map(|u| u.qps).sum::<u64>(),
+        r.qps_unmatched
+    );
     assert!(r.unmatched.iter().all(|u| u.host != missing.host));
     if &missing.host == lid_host {
-        assert!(r.unmatched.iter().all(|u| u.remote_gid.is_none() && u.remote_lid.is_some()));
+        assert!(r
+            .unmatched
+            .iter()
+            .all(|u| u.remote_gid.is_none() && u.remote_lid.is_some()));
     } else {
         assert!(r.unmatched.iter().all(|u| u.remote_gid.is_some()));
     }
@@ -73,21 +95,40 @@ fn missing_ambiguous_and_lid_only_peers() {
     // Exactly the QP whose peer's identity is claimed twice is ambiguous, and it names both claimants.
     assert_eq!(r.qps_ambiguous, 1);
     assert_eq!(r.ambiguous[0].candidates.len(), 2);
-    let amb = planted.iter().find(|p| p.kind == "ambiguous_peer").expect("ambiguous planted");
-    assert!(r.ambiguous[0].candidates.iter().all(|c| c.starts_with(&amb.host)), "{:?}", r.ambiguous);
+    let amb = planted
+        .iter()
+        .find(|p| p.kind == "ambiguous_peer")
+        .expect("ambiguous planted");
+    assert!(
+        r.ambiguous[0]
+            .candidates
+            .iter()
+            .all(|c| c.starts_with(&amb.host)),
+        "{:?}",
+        r.ambiguous
+    );
     // LID-only NICs still join: they have links, keyed by LID.
     let lid_nics: Vec<_> = r.nics.iter().filter(|n| &n.host == lid_host).collect();
     assert!(!lid_nics.is_empty() && lid_nics.iter().all(|n| n.gid.is_none() && n.lid.is_some()));
-    assert!(r.links.iter().any(|l| &l.src.host == lid_host && l.dst.gid.is_some()));
+    assert!(r
+        .links
+        .iter()
+        .any(|l| &l.src.host == lid_host && l.dst.gid.is_some()));
     assert!(r.links.iter().any(|l| &l.dst.host == lid_host));
     // Nothing else is lost: every QP with a peer is joined, unmatched or ambiguous.
-    assert_eq!(r.qps_matched + r.qps_unmatched + r.qps_ambiguous, r.qps_with_peer);
+    assert_eq!(
+        r.qps_matched + r.qps_unmatched + r.qps_ambiguous,
+        r.qps_with_peer
+    );
 }
 
 /// The fabric findings of a run (kind, the names in the finding's rank column).
 fn fabric_findings(run: &Run) -> Vec<(String, String)> {
     let o = find(run, &Options::default());
-    o.findings.iter().map(|f| (f.kind.to_string(), f.rank.clone())).collect()
+    o.findings
+        .iter()
+        .map(|f| (f.kind.to_string(), f.rank.clone()))
+        .collect()
 }
 
 #[test]
@@ -96,21 +137,40 @@ fn classification_names_the_planted_culprit_over_sizes_and_seeds() {
     for (ranks, per_host) in [(6, 2), (12, 4), (24, 4), (32, 8)] {
         for seed in 1..=3u64 {
             let (_d, _p, run) = fabric(ranks, per_host, seed, &[]);
-            assert_eq!(fabric_findings(&run), vec![], "clean run {ranks}/{per_host} seed {seed}");
+            assert_eq!(
+                fabric_findings(&run),
+                vec![],
+                "clean run {ranks}/{per_host} seed {seed}"
+            );
 
             let (_d, p, run) = fabric(ranks, per_host, seed, &["slow_nic"]);
-            assert_eq!(fabric_findings(&run), vec![("slow_nic".to_string(), nic_of(&p[0]))], "slow_nic {ranks}/{per_host} seed {seed}");
+            assert_eq!(
+                fabric_findings(&run),
+                vec![("slow_nic".to_string(), nic_of(&p[0]))],
+                "slow_nic {ranks}/{per_host} seed {seed}"
+            );
 
             let (_d, p, run) = fabric(ranks, per_host, seed, &["slow_host"]);
-            assert_eq!(fabric_findings(&run), vec![("slow_host".to_string(), p[0].host.clone())], "slow_host {ranks}/{per_host} seed {seed}");
+            assert_eq!(
+                fabric_findings(&run),
+                vec![("slow_host".to_string(), p[0].host.clone())],
+                "slow_host {ranks}/{per_host} seed {seed}"
+            );
 
             let (_d, p, run) = fabric(ranks, per_host, seed, &["slow_link"]);
             let a = nic_of(&p[0]);
             let b = p[0].peer.clone().expect("link peer");
             let got = fabric_findings(&run);
-            assert_eq!(got.len(), 1, "slow_link {ranks}/{per_host} seed {seed}: {got:?}");
+            assert_eq!(
+                got.len(),
+                1,
+                "slow_link {ranks}/{per_host} seed {seed}: {got:?}"
+            );
             assert_eq!(got[0].0, "slow_link");
-            assert!(got[0].1 == format!("{a} <-> {b}") || got[0].1 == format!("{b} <-> {a}"), "{got:?} vs {a} {b}");
+            assert!(
+                got[0].1 == format!("{a} <-> {b}") || got[0].1 == format!("{b} <-> {a}"),
+                "{got:?} vs {a} {b}"
+            );
         }
     }
 }
@@ -121,8 +181,15 @@ fn a_slow_link_and_a_slow_nic_together_are_two_findings() {
         let (_d, p, run) = fabric(24, 4, seed, &["slow_nic", "slow_link"]);
         let got = fabric_findings(&run);
         let nic = p.iter().find(|x| x.kind == "slow_nic").expect("nic");
-        assert!(got.contains(&("slow_nic".to_string(), nic_of(nic))), "{got:?}");
-        assert_eq!(got.iter().filter(|g| g.0 == "slow_link").count(), 1, "{got:?}");
+        assert!(
+            got.contains(&("slow_nic".to_string(), nic_of(nic))),
+            "{got:?}"
+        );
+        assert_eq!(
+            got.iter().filter(|g| g.0 == "slow_link").count(),
+            1,
+            "{got:?}"
+        );
         assert_eq!(got.len(), 2, "{got:?}");
     }
 }
@@ -137,22 +204,42 @@ fn links_cli_json_and_text() {
     assert!(!links.is_empty());
     for l in links {
         for side in ["src", "dst"] {
-            assert!(l[side]["host"].is_string() && l[side]["device"].is_string() && l[side]["pids"].is_array());
+            assert!(
+                l[side]["host"].is_string()
+                    && l[side]["device"].is_string()
+                    && l[side]["pids"].is_array()
+            );
             assert!(l[side].get("gid").is_some());
         }
         assert_eq!(l["latency"]["source"], "peers_log_histogram");
     }
     assert!(v["qps_unmatched"].as_u64().unwrap_or(0) > 0);
     // The text is bounded: --top rows, then per host pair.
-    let out = run(&["links", "--top", "5", "--wide", d.path().to_str().expect("utf-8")]);
+    let out = run(&[
+        "links",
+        "--top",
+        "5",
+        "--wide",
+        d.path().to_str().expect("utf-8"),
+    ]);
     let t = stdout(&out);
-    assert!(t.contains("more links") && t.contains("Per host pair") && t.contains("in no file"), "{t}");
+    assert!(
+        t.contains("more links") && t.contains("Per host pair") && t.contains("in no file"),
+        "{t}"
+    );
 }
 
 #[test]
 fn older_files_have_no_links_and_no_fabric_findings() {
     let dir = tempfile::tempdir().expect("tempdir");
-    rccl_telemetry_tool::generate::generate(dir.path(), &GenOptions { ranks: 8, ..Default::default() }).expect("gen");
+    rccl_telemetry_tool::generate::generate(
+        dir.path(),
+        &GenOptions {
+            ranks: 8,
+            ..Default::default()
+        },
+    )
+    .expect("gen");
     let run = load_run(&[dir.path().to_path_buf()]);
     let r: LinkReport = join(&run);
     assert!(r.links.is_empty() && r.qps_with_peer == 0);
@@ -166,13 +253,20 @@ fn linear_histograms_when_there_is_no_per_peer_histogram() {
     let (d, _p, _run) = fabric(12, 4, 2, &[]);
     for e in std::fs::read_dir(d.path()).expect("dir").flatten() {
         let p = e.path();
-        if !p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("rccl_telemetry_")) {
+        if !p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("rccl_telemetry_"))
+        {
             continue;
         }
-        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).expect("read")).expect("json");
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&p).expect("read")).expect("json");
         for dev in v["devices"].as_array_mut().expect("devices") {
             for peer in dev["peers"].as_array_mut().expect("peers") {
-                peer.as_object_mut().expect("obj").remove("wqe_completion_log_histogram");
+                peer.as_object_mut()
+                    .expect("obj")
+                    .remove("wqe_completion_log_histogram");
             }
         }
         std::fs::write(&p, serde_json::to_vec(&v).expect("ser")).expect("write");
@@ -196,9 +290,16 @@ fn three_nics_as_in_the_e2e_a_slow_path_is_a_link_not_its_ends() {
         let got = fabric_findings(&run);
         assert_eq!(got.len(), 1, "seed {seed}: {got:?}");
         assert_eq!(got[0].0, "slow_link");
-        assert!(got[0].1.contains(&nic_of(&p[0])) && got[0].1.contains(p[0].peer.as_deref().unwrap_or("?")));
+        assert!(
+            got[0].1.contains(&nic_of(&p[0]))
+                && got[0].1.contains(p[0].peer.as_deref().unwrap_or("?"))
+        );
         let (_d, p, run) = fabric(3, 1, seed, &["slow_nic"]);
-        assert_eq!(fabric_findings(&run), vec![("slow_nic".to_string(), nic_of(&p[0]))], "seed {seed}");
+        assert_eq!(
+            fabric_findings(&run),
+            vec![("slow_nic".to_string(), nic_of(&p[0]))],
+            "seed {seed}"
+        );
     }
 }
 
@@ -206,31 +307,66 @@ fn three_nics_as_in_the_e2e_a_slow_path_is_a_link_not_its_ends() {
 fn report_heat_map_outlines_the_culprit_and_aggregates_large_runs() {
     let (d, p, run) = fabric(12, 4, 9, &["slow_link"]);
     let html = rccl_telemetry_tool::report::matrix_section(&run);
-    assert!(html.contains("id=\"matrix-p99\"") && html.contains("id=\"matrix-bytes\"") && html.contains("id=\"hm-bytes\""));
+    assert!(
+        html.contains("id=\"matrix-p99\"")
+            && html.contains("id=\"matrix-bytes\"")
+            && html.contains("id=\"hm-bytes\"")
+    );
     // The two directions of the slow link are outlined, nothing else.
-    assert_eq!(html.matches("class=\"culprit\"").count(), 2, "{}", &html[..400.min(html.len())]);
+    assert_eq!(
+        html.matches("class=\"culprit\"").count(),
+        2,
+        "{}",
+        &html[..400.min(html.len())]
+    );
     // Every NIC is a label, and the slow link's cell is the darkest colour.
     assert!(html.contains(&format!(">{}:mlx5_{}</text>", p[0].host, p[0].device_id)));
     assert!(html.contains(&rccl_telemetry_tool::report::ratio_colour(8.0)));
     drop(d);
     // A clean run: nothing outlined. No peers: no section.
     let (_d, _p, run) = fabric(12, 4, 9, &[]);
-    assert_eq!(rccl_telemetry_tool::report::matrix_section(&run).matches("class=\"culprit\"").count(), 0);
+    assert_eq!(
+        rccl_telemetry_tool::report::matrix_section(&run)
+            .matches("class=\"culprit\"")
+            .count(),
+        0
+    );
     let dir = tempfile::tempdir().expect("tempdir");
-    rccl_telemetry_tool::generate::generate(dir.path(), &GenOptions { ranks: 4, ..Default::default() }).expect("gen");
-    assert_eq!(rccl_telemetry_tool::report::matrix_section(&load_run(&[dir.path().to_path_buf()])), "");
+    rccl_telemetry_tool::generate::generate(
+        dir.path(),
+        &GenOptions {
+            ranks: 4,
+            ..Default::default()
+        },
+    )
+    .expect("gen");
+    assert_eq!(
+        rccl_telemetry_tool::report::matrix_section(&load_run(&[dir.path().to_path_buf()])),
+        ""
+    );
     // Beyond HEATMAP_MAX_NICS NICs, one row per host.
     assert!(rccl_telemetry_tool::report::HEATMAP_MAX_NICS < 320);
     let (_d, _p, run) = {
         let dir = tempfile::tempdir().expect("tempdir");
-        let o = GenOptions { ranks: 320, ranks_per_host: 8, devices_per_rank: 8, seed: 1, plants: vec![], ..Default::default() };
+        let o = GenOptions {
+            ranks: 320,
+            ranks_per_host: 8,
+            devices_per_rank: 8,
+            seed: 1,
+            plants: vec![],
+            ..Default::default()
+        };
         // One QP per pair keeps this large run quick.
         let planted = generate_fabric(dir.path(), &o, 1).expect("generate");
         let run = load_run(&[dir.path().to_path_buf()]);
         (dir, planted, run)
     };
     let html = rccl_telemetry_tool::report::matrix_section(&run);
-    assert!(html.contains("drawn per host (40 hosts"), "{}", &html[..600.min(html.len())]);
+    assert!(
+        html.contains("drawn per host (40 hosts"),
+        "{}",
+        &html[..600.min(html.len())]
+    );
     assert!(html.contains(">gpu_node_039</text>") && !html.contains(">gpu_node_039:mlx5_0</text>"));
 }
 
@@ -248,6 +384,11 @@ fn export_link_rows() {
     assert_eq!(stdout(&out).lines().count(), r.links.len());
     let out = run_cli(&["export", "--format", "prometheus", "--links", path]);
     let t = stdout(&out);
-    assert_eq!(t.lines().filter(|l| l.starts_with("rccl_telemetry_link_p99_completion_seconds{")).count(), r.links.len());
+    assert_eq!(
+        t.lines()
+            .filter(|l| l.starts_with("rccl_telemetry_link_p99_completion_seconds{"))
+            .count(),
+        r.links.len()
+    );
     assert!(t.contains("src_host=\"gpu_node_000\"") && t.contains("dst_device=\""));
 }

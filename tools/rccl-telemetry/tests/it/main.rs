@@ -14,7 +14,7 @@ mod mixed_formats;
 mod parquet_export;
 mod prom_shared;
 mod report_axes;
-mod stalls_cmd;
 mod report_log_axis;
 mod report_render;
+mod stalls_cmd;
 mod terminal_tables;

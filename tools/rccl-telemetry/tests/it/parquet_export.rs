@@ -17,11 +17,18 @@ const README: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
 /// python3 with duckdb and pyarrow, or None after recording the skip.
 fn python(test: &str) -> Option<&'static str> {
     let py = if have("python3") { "python3" } else { "python" };
-    let ok = Command::new(py).args(["-c", "import duckdb, pyarrow"]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    let ok = Command::new(py)
+        .args(["-c", "import duckdb, pyarrow"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
     if ok {
         Some(py)
     } else {
-        skip(test, "python3 with duckdb and pyarrow not installed (pip install duckdb pyarrow)");
+        skip(
+            test,
+            "python3 with duckdb and pyarrow not installed (pip install duckdb pyarrow)",
+        );
         None
     }
 }
@@ -30,7 +37,12 @@ fn export(args: &[&str]) {
     let mut a = vec!["export", "--format", "parquet"];
     a.extend_from_slice(args);
     let out = run(&a);
-    assert_eq!(out.status.code(), Some(0), "export {args:?}: {}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "export {args:?}: {}",
+        stderr(&out)
+    );
 }
 
 fn summary(dir: &Path) -> Value {
@@ -40,7 +52,13 @@ fn summary(dir: &Path) -> Value {
 }
 
 fn dir_name(p: &Path) -> String {
-    std::fs::canonicalize(p).unwrap().file_name().unwrap().to_str().unwrap().to_string()
+    std::fs::canonicalize(p)
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string()
 }
 
 /// Runs the checker over `out` against the summaries of `jobs` (job id -> run directory).
@@ -51,39 +69,81 @@ fn check(py: &str, out: &Path, jobs: &BTreeMap<String, PathBuf>, partitioned: bo
             let links = run(&["links", "--json", d.to_str().unwrap()]);
             assert_eq!(links.status.code(), Some(0), "{}", stderr(&links));
             let links: Value = serde_json::from_slice(&links.stdout).expect("links json");
-            (j, serde_json::json!({"summary": summary(d), "links": links, "dir": d}))
+            (
+                j,
+                serde_json::json!({"summary": summary(d), "links": links, "dir": d}),
+            )
         })
         .collect();
     let sp = out.with_extension("summaries.json");
     std::fs::write(&sp, serde_json::to_vec(&summaries).unwrap()).unwrap();
     let o = Command::new(py)
-        .args([SCRIPT, "check", out.to_str().unwrap(), sp.to_str().unwrap(), if partitioned { "1" } else { "0" }])
+        .args([
+            SCRIPT,
+            "check",
+            out.to_str().unwrap(),
+            sp.to_str().unwrap(),
+            if partitioned { "1" } else { "0" },
+        ])
         .output()
         .expect("python");
-    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(o.status.success(), "{text}");
     assert!(text.contains("all ok"), "{text}");
     // Every table, and every job's comparisons, were made.
-    assert_eq!(text.matches("read by duckdb and pyarrow").count(), 9, "{text}");
+    assert_eq!(
+        text.matches("read by duckdb and pyarrow").count(),
+        9,
+        "{text}"
+    );
     assert_eq!(text.matches("stalled QPs ok").count(), jobs.len(), "{text}");
-    assert_eq!(text.matches("agree with summary --json ok").count(), jobs.len(), "{text}");
+    assert_eq!(
+        text.matches("agree with summary --json ok").count(),
+        jobs.len(),
+        "{text}"
+    );
     text
 }
 
 #[test]
 fn generated_runs_read_back_in_duckdb_and_pyarrow_as_the_summary_says() {
-    let Some(py) = python("generated_runs_read_back_in_duckdb_and_pyarrow_as_the_summary_says") else { return };
+    let Some(py) = python("generated_runs_read_back_in_duckdb_and_pyarrow_as_the_summary_says")
+    else {
+        return;
+    };
     let plants: Vec<String> = PLANTS.iter().map(|s| s.to_string()).collect();
     // Version 1 with samples and every anomaly (-1 counters, untracked QPs, a snapshot); a
     // version-2 run (log-scale histograms); thor2, whose single channel has no id.
     let runs = [
-        gen(GenOptions { ranks: 40, seed: 3, samples: 5, plants: plants.clone(), ..Default::default() }),
+        gen(GenOptions {
+            ranks: 40,
+            seed: 3,
+            samples: 5,
+            plants: plants.clone(),
+            ..Default::default()
+        }),
         {
-            let g = gen(GenOptions { ranks: 24, seed: 4, samples: 2, plants: vec!["tail".into(), "unavailable".into()], ..Default::default() });
+            let g = gen(GenOptions {
+                ranks: 24,
+                seed: 4,
+                samples: 2,
+                plants: vec!["tail".into(), "unavailable".into()],
+                ..Default::default()
+            });
             to_version2(&g);
             g
         },
-        gen(GenOptions { ranks: 16, seed: 5, hw_type: "thor2".into(), plants: vec!["cnp".into()], ..Default::default() }),
+        gen(GenOptions {
+            ranks: 16,
+            seed: 5,
+            hw_type: "thor2".into(),
+            plants: vec!["cnp".into()],
+            ..Default::default()
+        }),
     ];
     // Version 3 with peers: the links table (as `links` joins them) and the stalls table (a
     // link stalled now, another whose stall ended), in a separate test below.
@@ -99,24 +159,46 @@ fn generated_runs_read_back_in_duckdb_and_pyarrow_as_the_summary_says() {
         .args(["-c", &format!("import duckdb; print(duckdb.sql(\"select count(*) from '{}/hw_counters.parquet' where value is null\").fetchall()[0][0])", out.display())])
         .output()
         .expect("python");
-    let nulls: u64 = String::from_utf8_lossy(&py_null.stdout).trim().parse().expect("a count");
+    let nulls: u64 = String::from_utf8_lossy(&py_null.stdout)
+        .trim()
+        .parse()
+        .expect("a count");
     assert!(nulls > 0, "the planted unavailable counters should be NULL");
 }
 
 #[test]
 fn links_and_stalls_of_a_run_with_peers_read_back() {
-    let Some(py) = python("links_and_stalls_of_a_run_with_peers_read_back") else { return };
+    let Some(py) = python("links_and_stalls_of_a_run_with_peers_read_back") else {
+        return;
+    };
     let root = tempfile::tempdir().unwrap();
     let mut jobs = BTreeMap::new();
-    for (job, plants) in [("night-1", "stall,slow_link"), ("night-2", "recovered_stall,missing_peer")] {
+    for (job, plants) in [
+        ("night-1", "stall,slow_link"),
+        ("night-2", "recovered_stall,missing_peer"),
+    ] {
         let dir = root.path().join(job);
-        let out = run(&["generate", "--peers", "--ranks", "24", "--plant", plants, dir.to_str().unwrap()]);
+        let out = run(&[
+            "generate",
+            "--peers",
+            "--ranks",
+            "24",
+            "--plant",
+            plants,
+            dir.to_str().unwrap(),
+        ]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         jobs.insert(job.to_string(), dir);
     }
     let out = root.path().join("parquet");
     for dir in jobs.values() {
-        export(&["-o", out.to_str().unwrap(), "--partition", "job,host", dir.to_str().unwrap()]);
+        export(&[
+            "-o",
+            out.to_str().unwrap(),
+            "--partition",
+            "job,host",
+            dir.to_str().unwrap(),
+        ]);
     }
     let text = check(py, &out, &jobs, true);
     // Both nights had a stall: the stalled QPs are in the table, not just counted as zero.
@@ -126,7 +208,9 @@ fn links_and_stalls_of_a_run_with_peers_read_back() {
 
 #[test]
 fn library_files_and_intree_files_read_back_as_two_jobs() {
-    let Some(py) = python("library_files_and_intree_files_read_back_as_two_jobs") else { return };
+    let Some(py) = python("library_files_and_intree_files_read_back_as_two_jobs") else {
+        return;
+    };
     let root = tempfile::tempdir().unwrap();
     let lib = root.path().join("lib-job");
     std::fs::create_dir(&lib).unwrap();
@@ -134,11 +218,27 @@ fn library_files_and_intree_files_read_back_as_two_jobs() {
     let intree = root.path().join("intree-job");
     std::fs::create_dir(&intree).unwrap();
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/intree");
-    std::fs::copy(fixtures.join("rccl_telemetry_n1_1000_42.json"), intree.join("rccl_telemetry_n1_1000_42.json")).unwrap();
-    std::fs::copy(fixtures.join("sampled_rccl_telemetry_n3_1000_45.json"), intree.join("rccl_telemetry_n3_1000_45.json")).unwrap();
+    std::fs::copy(
+        fixtures.join("rccl_telemetry_n1_1000_42.json"),
+        intree.join("rccl_telemetry_n1_1000_42.json"),
+    )
+    .unwrap();
+    std::fs::copy(
+        fixtures.join("sampled_rccl_telemetry_n3_1000_45.json"),
+        intree.join("rccl_telemetry_n3_1000_45.json"),
+    )
+    .unwrap();
     let out = root.path().join("parquet");
-    export(&["-o", out.to_str().unwrap(), lib.to_str().unwrap(), intree.to_str().unwrap()]);
-    let jobs = BTreeMap::from([("lib-job".to_string(), lib), ("intree-job".to_string(), intree)]);
+    export(&[
+        "-o",
+        out.to_str().unwrap(),
+        lib.to_str().unwrap(),
+        intree.to_str().unwrap(),
+    ]);
+    let jobs = BTreeMap::from([
+        ("lib-job".to_string(), lib),
+        ("intree-job".to_string(), intree),
+    ]);
     check(py, &out, &jobs, false);
 }
 
@@ -156,17 +256,36 @@ impl JobTree {
         let out = root.path().join("telemetry");
         let mut jobs = BTreeMap::new();
         let mut planted = Vec::new();
-        for (i, plants) in [vec![], vec!["cnp".to_string(), "tail".to_string()], vec![]].into_iter().enumerate() {
+        for (i, plants) in [vec![], vec!["cnp".to_string(), "tail".to_string()], vec![]]
+            .into_iter()
+            .enumerate()
+        {
             let job = format!("job-2026-12-0{}", i + 1);
             let dir = root.path().join("runs").join(&job);
             std::fs::create_dir_all(&dir).unwrap();
-            let o = GenOptions { ranks: 32, seed: 10 + i as u64, plants, samples: 2, ..Default::default() };
+            let o = GenOptions {
+                ranks: 32,
+                seed: 10 + i as u64,
+                plants,
+                samples: 2,
+                ..Default::default()
+            };
             planted.extend(rccl_telemetry_tool::generate::generate(&dir, &o).unwrap());
             // One export per job into the same tree, as a nightly job would.
-            export(&["-o", out.to_str().unwrap(), "--partition", "job,host", dir.to_str().unwrap()]);
+            export(&[
+                "-o",
+                out.to_str().unwrap(),
+                "--partition",
+                "job,host",
+                dir.to_str().unwrap(),
+            ]);
             jobs.insert(job, dir);
         }
-        JobTree { root, jobs, planted }
+        JobTree {
+            root,
+            jobs,
+            planted,
+        }
     }
 
     fn out(&self) -> PathBuf {
@@ -177,23 +296,51 @@ impl JobTree {
     fn nic(&self, kind: &str) -> (String, String) {
         let s = summary(&self.jobs["job-2026-12-02"]);
         let p = self.planted.iter().find(|p| p.kind == kind).unwrap();
-        let d = s["devices"].as_array().unwrap().iter().find(|d| d["host"] == p.host.as_str() && d["pid"] == p.pid && d["device_id"] == p.device_id).unwrap();
-        (p.host.clone(), d["roce_device"].as_str().unwrap().to_string())
+        let d = s["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| {
+                d["host"] == p.host.as_str() && d["pid"] == p.pid && d["device_id"] == p.device_id
+            })
+            .unwrap();
+        (
+            p.host.clone(),
+            d["roce_device"].as_str().unwrap().to_string(),
+        )
     }
 
     /// Runs a worked-example script; its JSON rows.
     fn example(&self, py: &str, args: &[&str]) -> Vec<Value> {
-        let o = Command::new(py).args(args).arg(self.out()).output().expect("python");
-        assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON row")).collect()
+        let o = Command::new(py)
+            .args(args)
+            .arg(self.out())
+            .output()
+            .expect("python");
+        assert!(
+            o.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON row"))
+            .collect()
     }
 
     /// The example's answer: the planted NICs first by p99 and by CNP rate, seen in every job.
     fn assert_finds_the_planted_nics(&self, rows: &[Value]) {
         assert!(!rows.is_empty() && rows.len() <= 20, "{rows:#?}");
         let top = |rank_col: &str| {
-            let r = rows.iter().find(|r| r[rank_col] == 1).unwrap_or_else(|| panic!("no {rank_col} 1: {rows:#?}"));
-            (r["host"].as_str().unwrap().to_string(), r["roce_device"].as_str().unwrap().to_string())
+            let r = rows
+                .iter()
+                .find(|r| r[rank_col] == 1)
+                .unwrap_or_else(|| panic!("no {rank_col} 1: {rows:#?}"));
+            (
+                r["host"].as_str().unwrap().to_string(),
+                r["roce_device"].as_str().unwrap().to_string(),
+            )
         };
         assert_eq!(top("p99_rank"), self.nic("tail"), "{rows:#?}");
         assert_eq!(top("cnp_rank"), self.nic("cnp"), "{rows:#?}");
@@ -203,16 +350,37 @@ impl JobTree {
 
 /// The rows' identity and ranks, for comparing engines.
 fn ranks_of(rows: &[Value]) -> Vec<String> {
-    rows.iter().map(|r| format!("{} {} {} {} {}", r["host"], r["roce_device"], r["jobs"], r["p99_rank"], r["cnp_rank"])).collect()
+    rows.iter()
+        .map(|r| {
+            format!(
+                "{} {} {} {} {}",
+                r["host"], r["roce_device"], r["jobs"], r["p99_rank"], r["cnp_rank"]
+            )
+        })
+        .collect()
 }
 
 #[test]
 fn a_tree_of_jobs_is_one_dataset_and_the_worked_example_finds_the_planted_nics() {
-    let Some(py) = python("a_tree_of_jobs_is_one_dataset_and_the_worked_example_finds_the_planted_nics") else { return };
+    let Some(py) =
+        python("a_tree_of_jobs_is_one_dataset_and_the_worked_example_finds_the_planted_nics")
+    else {
+        return;
+    };
     let t = JobTree::new();
     // Hive layout: a directory per table, then job=, then host=.
     let hosts = t.out().join("devices/job=job-2026-12-02");
-    let n = std::fs::read_dir(&hosts).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_str().unwrap().starts_with("host=")).count();
+    let n = std::fs::read_dir(&hosts)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_str()
+                .unwrap()
+                .starts_with("host=")
+        })
+        .count();
     assert_eq!(n, 4, "32 ranks at 8 per host");
     assert!(hosts.join("host=gpu_node_000/devices.parquet").is_file());
     check(py, &t.out(), &t.jobs, true);
@@ -225,11 +393,26 @@ fn a_tree_of_jobs_is_one_dataset_and_the_worked_example_finds_the_planted_nics()
 fn the_spark_sql_example_gives_the_rows_duckdb_gives() {
     let test = "the_spark_sql_example_gives_the_rows_duckdb_gives";
     let Some(py) = python(test) else { return };
-    if !Command::new(py).args(["-c", "import pyspark"]).stderr(Stdio::null()).status().is_ok_and(|s| s.success()) || !have("java") {
-        return skip_optional(test, "pyspark or java not installed (pip install 'pyspark>=3.5,<4'; not installed by CI)");
+    if !Command::new(py)
+        .args(["-c", "import pyspark"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+        || !have("java")
+    {
+        return skip_optional(
+            test,
+            "pyspark or java not installed (pip install 'pyspark>=3.5,<4'; not installed by CI)",
+        );
     }
     let t = JobTree::new();
-    let spark = t.example(py, &[concat!(env!("CARGO_MANIFEST_DIR"), "/tests/parquet_spark.py"), README]);
+    let spark = t.example(
+        py,
+        &[
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/parquet_spark.py"),
+            README,
+        ],
+    );
     t.assert_finds_the_planted_nics(&spark);
     let duck = t.example(py, &[SCRIPT, "example", README]);
     assert_eq!(ranks_of(&spark), ranks_of(&duck));
@@ -237,13 +420,32 @@ fn the_spark_sql_example_gives_the_rows_duckdb_gives() {
 
 #[test]
 fn bad_parquet_arguments_get_one_line_and_exit_2() {
-    let g = gen(GenOptions { ranks: 2, ..Default::default() });
+    let g = gen(GenOptions {
+        ranks: 2,
+        ..Default::default()
+    });
     let file = g.path().join("not-a-dir");
     std::fs::write(&file, "x").unwrap();
     for args in [
         vec!["export", "--format", "parquet", g.arg()],
-        vec!["export", "--format", "parquet", "-o", file.to_str().unwrap(), g.arg()],
-        vec!["export", "--format", "parquet", "--partition", "rank", "-o", "/tmp/unused-rt-parquet", g.arg()],
+        vec![
+            "export",
+            "--format",
+            "parquet",
+            "-o",
+            file.to_str().unwrap(),
+            g.arg(),
+        ],
+        vec![
+            "export",
+            "--format",
+            "parquet",
+            "--partition",
+            "rank",
+            "-o",
+            "/tmp/unused-rt-parquet",
+            g.arg(),
+        ],
         vec!["export", "--format", "csv", "--partition", "job", g.arg()],
     ] {
         let out = run(&args);
@@ -252,5 +454,8 @@ fn bad_parquet_arguments_get_one_line_and_exit_2() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.starts_with("rccl-telemetry: "), "{err}");
     }
-    assert!(!Path::new("/tmp/unused-rt-parquet").exists(), "a refused export must not write");
+    assert!(
+        !Path::new("/tmp/unused-rt-parquet").exists(),
+        "a refused export must not write"
+    );
 }

@@ -23,7 +23,10 @@ fn child_prom_rank() {
     let transport = CString::new("IB-CAST").unwrap();
     for dev in 0..2 {
         let name = CString::new(format!("mlx5_{dev}")).unwrap();
-        assert_eq!(unsafe { rcclTelemetryRegisterDevice(dev, name.as_ptr(), transport.as_ptr()) }, dev);
+        assert_eq!(
+            unsafe { rcclTelemetryRegisterDevice(dev, name.as_ptr(), transport.as_ptr()) },
+            dev
+        );
     }
     for ch in 0..2 {
         let mut n = 0;
@@ -32,7 +35,9 @@ fn child_prom_rank() {
         for q in 0..3 {
             rcclTelemetrySetQpRole(0, ch, first + q, (q < 2) as i32);
         }
-        let qps: Vec<_> = (0..3).map(|q| rcclTelemetryResolveQp(0, ch, first + q)).collect();
+        let qps: Vec<_> = (0..3)
+            .map(|q| rcclTelemetryResolveQp(0, ch, first + q))
+            .collect();
         let chan = rcclTelemetryResolveChannel(0, ch);
         for r in 0..(50 + 25 * ch as u64) {
             unsafe {
@@ -53,8 +58,16 @@ fn child_prom_rank() {
     }
     rcclTelemetryCqError(0);
     // Nothing moves from here on: the live renderings and the JSON file see the same slots.
-    std::fs::write(dir.join("live_channel.txt"), rccl_telemetry::prom::render_now(Level::Channel)).unwrap();
-    std::fs::write(dir.join("live_qp.txt"), rccl_telemetry::prom::render_now(Level::Qp)).unwrap();
+    std::fs::write(
+        dir.join("live_channel.txt"),
+        rccl_telemetry::prom::render_now(Level::Channel),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("live_qp.txt"),
+        rccl_telemetry::prom::render_now(Level::Qp),
+    )
+    .unwrap();
     let written = rccl_telemetry::prom::write_now().expect("the textfile");
     assert_eq!(written.parent(), Some(dir.as_path()));
     std::fs::copy(&written, dir.join("live_file.txt")).unwrap();
@@ -78,7 +91,10 @@ fn comparable(text: &str) -> Vec<String> {
     ];
     text.lines()
         .filter(|l| {
-            let name = l.strip_prefix("# HELP ").or_else(|| l.strip_prefix("# TYPE ")).unwrap_or(l);
+            let name = l
+                .strip_prefix("# HELP ")
+                .or_else(|| l.strip_prefix("# TYPE "))
+                .unwrap_or(l);
             let name = name.split(['{', ' ']).next().unwrap_or("");
             !run_wide.contains(&name)
         })
@@ -93,7 +109,14 @@ fn comparable(text: &str) -> Vec<String> {
 }
 
 fn export(dir: &Path, level: &str) -> String {
-    let out = run(&["export", "--format", "prometheus", "--level", level, dir.to_str().unwrap()]);
+    let out = run(&[
+        "export",
+        "--format",
+        "prometheus",
+        "--level",
+        level,
+        dir.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     stdout(&out)
 }
@@ -101,15 +124,21 @@ fn export(dir: &Path, level: &str) -> String {
 fn child(dir: &Path, sysfs: &Path) -> Command {
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new(&exe);
-    cmd.args(["--exact", "prom_shared::child_prom_rank", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD, dir)
-        .env("RCCL_TELEMETRY_ENABLE", "1")
-        .env("RCCL_TELEMETRY_OUTPUT_DIR", dir)
-        .env("RCCL_TELEMETRY_PROMETHEUS_DIR", dir)
-        .env("RCCL_TELEMETRY_SYSFS_ROOT", sysfs)
-        .env_remove(HANG)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "--exact",
+        "prom_shared::child_prom_rank",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD, dir)
+    .env("RCCL_TELEMETRY_ENABLE", "1")
+    .env("RCCL_TELEMETRY_OUTPUT_DIR", dir)
+    .env("RCCL_TELEMETRY_PROMETHEUS_DIR", dir)
+    .env("RCCL_TELEMETRY_SYSFS_ROOT", sysfs)
+    .env_remove(HANG)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     for v in rccl_telemetry::prom::RANK_VARS {
         cmd.env_remove(v); // the JSON file has no rank: the library must not add one here
     }
@@ -121,18 +150,45 @@ fn the_live_textfile_and_the_export_are_the_same_text() {
     let dir = tempfile::tempdir().unwrap();
     let sysfs = tempfile::tempdir().unwrap();
     let out = child(dir.path(), sysfs.path()).output().unwrap();
-    assert!(out.status.success(), "child: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "child: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap();
 
     let live = comparable(&read("live_channel.txt"));
-    assert!(live.len() > 100 && live.iter().any(|l| l.starts_with("rccl_telemetry_channel_slot_misses_total{")), "{live:#?}");
-    assert_eq!(comparable(&read("live_file.txt")), live, "the file is the channel-depth rendering");
+    assert!(
+        live.len() > 100
+            && live
+                .iter()
+                .any(|l| l.starts_with("rccl_telemetry_channel_slot_misses_total{")),
+        "{live:#?}"
+    );
+    assert_eq!(
+        comparable(&read("live_file.txt")),
+        live,
+        "the file is the channel-depth rendering"
+    );
     let exported = comparable(&export(dir.path(), "channel"));
-    assert_eq!(exported, live, "export --level channel differs from the live textfile");
+    assert_eq!(
+        exported, live,
+        "export --level channel differs from the live textfile"
+    );
     let exported_qp = comparable(&export(dir.path(), "qp"));
-    assert_eq!(exported_qp, comparable(&read("live_qp.txt")), "export --level qp differs from the live per-QP textfile");
+    assert_eq!(
+        exported_qp,
+        comparable(&read("live_qp.txt")),
+        "export --level qp differs from the live per-QP textfile"
+    );
     // The default depth of the export is the textfile's.
-    let out = run(&["export", "--format", "prometheus", dir.path().to_str().unwrap()]);
+    let out = run(&[
+        "export",
+        "--format",
+        "prometheus",
+        dir.path().to_str().unwrap(),
+    ]);
     assert_eq!(comparable(&stdout(&out)), live);
 }
 
@@ -149,25 +205,43 @@ fn prom_gc_removes_the_file_of_a_killed_rank_and_keeps_a_live_one() {
             let _ = self.0.wait();
         }
     }
-    let mut c = Reaper(child(dir.path(), sysfs.path()).env(HANG, "1").spawn().unwrap());
+    let mut c = Reaper(
+        child(dir.path(), sysfs.path())
+            .env(HANG, "1")
+            .spawn()
+            .unwrap(),
+    );
     // The harness prints its own lines first (and "test ... " before the ready line).
     let mut out = std::io::BufReader::new(c.0.stdout.take().unwrap());
     let mut line = String::new();
     while !line.contains("PROM-RANK-READY") {
         line.clear();
-        assert!(out.read_line(&mut line).unwrap() > 0, "the child ended before it was ready");
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the child ended before it was ready"
+        );
     }
-    let prom: Vec<PathBuf> =
-        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "prom")).collect();
+    let prom: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "prom"))
+        .collect();
     assert_eq!(prom.len(), 1);
     // A file a live rank owns: this test process's pid, on this host.
     let host = rccl_telemetry_tool::promgc::this_host();
-    let live = dir.path().join(format!("rccl_telemetry_{host}_0_{}.prom", std::process::id()));
+    let live = dir.path().join(format!(
+        "rccl_telemetry_{host}_0_{}.prom",
+        std::process::id()
+    ));
     std::fs::write(&live, "x 1\n").unwrap();
     let d = dir.path().to_str().unwrap();
     let out = run(&["prom-gc", d]);
     assert_eq!(out.status.code(), Some(0));
-    assert!(stdout(&out).is_empty(), "nothing is stale while the rank runs: {}", stdout(&out));
+    assert!(
+        stdout(&out).is_empty(),
+        "nothing is stale while the rank runs: {}",
+        stdout(&out)
+    );
     c.0.kill().unwrap(); // SIGKILL: the library cannot remove its file
     c.0.wait().unwrap();
     assert!(prom[0].exists());
@@ -177,6 +251,9 @@ fn prom_gc_removes_the_file_of_a_killed_rank_and_keeps_a_live_one() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let said = stdout(&out);
     assert_eq!(said.lines().count(), 1, "{said}");
-    assert!(said.contains(&prom[0].display().to_string()) && said.contains("not running"), "{said}");
+    assert!(
+        said.contains(&prom[0].display().to_string()) && said.contains("not running"),
+        "{said}"
+    );
     assert!(!prom[0].exists() && live.exists());
 }

@@ -17,7 +17,15 @@ fn figure_texts(html: &str, kind: &str) -> Vec<String> {
         .unwrap();
     fig.split("<text")
         .skip(1)
-        .filter_map(|t| t.split_once('>').map(|(_, rest)| rest.split("</text>").next().unwrap_or("").trim().to_string()))
+        .filter_map(|t| {
+            t.split_once('>').map(|(_, rest)| {
+                rest.split("</text>")
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_string()
+            })
+        })
         .collect()
 }
 
@@ -32,7 +40,16 @@ fn report(g: &GenRun) -> (String, Value) {
 #[test]
 fn heat_map_names_every_row_and_skew_ticks_are_unique_integers() {
     for ranks in [2usize, 3, 5, 64] {
-        let g = gen(GenOptions { ranks, seed: 4, plants: if ranks >= 5 { vec!["tail".into()] } else { vec![] }, ..Default::default() });
+        let g = gen(GenOptions {
+            ranks,
+            seed: 4,
+            plants: if ranks >= 5 {
+                vec!["tail".into()]
+            } else {
+                vec![]
+            },
+            ..Default::default()
+        });
         let (html, s) = report(&g);
         let texts = figure_texts(&html, "latency-heatmap");
         let devs: Vec<String> = s["devices"]
@@ -40,35 +57,75 @@ fn heat_map_names_every_row_and_skew_ticks_are_unique_integers() {
             .unwrap()
             .iter()
             .filter(|d| d["latency"]["samples"].as_u64().unwrap_or(0) > 0)
-            .map(|d| format!("{}:{} d{}", d["host"].as_str().unwrap(), d["pid"], d["device_id"]))
+            .map(|d| {
+                format!(
+                    "{}:{} d{}",
+                    d["host"].as_str().unwrap(),
+                    d["pid"],
+                    d["device_id"]
+                )
+            })
             .collect();
         assert!(!devs.is_empty());
         for d in &devs {
             let n = texts.iter().filter(|t| *t == d).count();
-            assert_eq!(n, 1, "{ranks} ranks: heat-map row {d} labelled {n} times; labels {texts:?}");
+            assert_eq!(
+                n, 1,
+                "{ranks} ranks: heat-map row {d} labelled {n} times; labels {texts:?}"
+            );
         }
         // The x axis names each latency bucket once.
-        let buckets: Vec<&String> = texts.iter().filter(|t| t.starts_with("&lt;") || t.starts_with("&gt;=")).collect();
+        let buckets: Vec<&String> = texts
+            .iter()
+            .filter(|t| t.starts_with("&lt;") || t.starts_with("&gt;="))
+            .collect();
         let mut uniq = buckets.clone();
         uniq.dedup();
-        assert!(buckets.len() >= 2 && uniq.len() == buckets.len(), "{buckets:?}");
+        assert!(
+            buckets.len() >= 2 && uniq.len() == buckets.len(),
+            "{buckets:?}"
+        );
 
-        let ticks: Vec<i64> = figure_texts(&html, "byte-skew").iter().filter_map(|t| t.parse::<i64>().ok()).collect();
+        let ticks: Vec<i64> = figure_texts(&html, "byte-skew")
+            .iter()
+            .filter_map(|t| t.parse::<i64>().ok())
+            .collect();
         assert!(!ticks.is_empty(), "{ranks} ranks: no device tick labels");
-        assert!(ticks.windows(2).all(|w| w[0] < w[1]), "{ranks} ranks: repeated or unordered ticks {ticks:?}");
-        assert!(ticks.iter().all(|t| *t >= 0 && (*t as usize) < devs.len().max(1)), "{ticks:?}");
+        assert!(
+            ticks.windows(2).all(|w| w[0] < w[1]),
+            "{ranks} ranks: repeated or unordered ticks {ticks:?}"
+        );
+        assert!(
+            ticks
+                .iter()
+                .all(|t| *t >= 0 && (*t as usize) < devs.len().max(1)),
+            "{ticks:?}"
+        );
         assert!(ticks.len() <= 25, "{ticks:?}");
     }
 }
 
 #[test]
 fn a_flagged_device_is_named_on_the_heat_map_even_when_rows_are_thin() {
-    let g = gen(GenOptions { ranks: 240, seed: 6, plants: vec!["tail".into()], ..Default::default() });
+    let g = gen(GenOptions {
+        ranks: 240,
+        seed: 6,
+        plants: vec!["tail".into()],
+        ..Default::default()
+    });
     let (html, _) = report(&g);
     let texts = figure_texts(&html, "latency-heatmap");
-    let p = g.planted.iter().find(|p| p.kind == "tail").expect("tail planted");
+    let p = g
+        .planted
+        .iter()
+        .find(|p| p.kind == "tail")
+        .expect("tail planted");
     let want = format!("{}:{} d{}", p.host, p.pid, p.device_id);
-    assert_eq!(texts.iter().filter(|t| **t == want).count(), 1, "{want} not labelled once");
+    assert_eq!(
+        texts.iter().filter(|t| **t == want).count(),
+        1,
+        "{want} not labelled once"
+    );
     let mut names: Vec<&String> = texts.iter().filter(|t| t.contains(':')).collect();
     let n = names.len();
     names.sort();

@@ -1,7 +1,6 @@
 //! The HTML report is self-contained, has every chart, and renders in headless Chromium to a
 //! page that is not blank and shows the charts' colours.
 
-
 use crate::common::*;
 use rccl_telemetry_tool::generate::GenOptions;
 use std::process::Command;
@@ -11,7 +10,12 @@ fn make_report() -> (GenRun, String, std::path::PathBuf) {
         ranks: 48,
         seed: 21,
         samples: 8,
-        plants: vec!["tail".into(), "cnp".into(), "skew".into(), "cq_errors".into()],
+        plants: vec![
+            "tail".into(),
+            "cnp".into(),
+            "skew".into(),
+            "cq_errors".into(),
+        ],
         ..Default::default()
     });
     let html_path = g.path().join("report.html");
@@ -29,12 +33,25 @@ fn report_is_self_contained_and_has_every_section_and_chart() {
         assert!(!html.contains(forbidden), "report contains {forbidden}");
     }
     // The only URLs allowed are XML namespace names, which are never fetched.
-    let stripped = html.replace("http://www.w3.org/2000/svg", "").replace("http://www.w3.org/1999/xlink", "");
-    assert!(!stripped.contains("http://") && !stripped.contains("https://"), "a URL in the report");
-    for id in ["summary", "outliers", "latency", "samples", "skew", "devices"] {
+    let stripped = html
+        .replace("http://www.w3.org/2000/svg", "")
+        .replace("http://www.w3.org/1999/xlink", "");
+    assert!(
+        !stripped.contains("http://") && !stripped.contains("https://"),
+        "a URL in the report"
+    );
+    for id in [
+        "summary", "outliers", "latency", "samples", "skew", "devices",
+    ] {
         assert!(html.contains(&format!("id=\"{id}\"")), "section {id}");
     }
-    for kind in ["latency-run", "latency-device", "latency-heatmap", "hw-samples", "byte-skew"] {
+    for kind in [
+        "latency-run",
+        "latency-device",
+        "latency-heatmap",
+        "hw-samples",
+        "byte-skew",
+    ] {
         let n = html.matches(&format!("data-chart=\"{kind}\"")).count();
         assert!(n >= 1, "chart {kind} missing");
     }
@@ -42,24 +59,42 @@ fn report_is_self_contained_and_has_every_section_and_chart() {
     for fig in html.split("<figure class=\"chart\"").skip(1) {
         let fig = fig.split("</figure>").next().unwrap();
         assert!(fig.contains("<svg"), "figure without svg");
-        let marks = fig.matches("<rect").count() + fig.matches("<polyline").count() + fig.matches("<circle").count() + fig.matches("<polygon").count();
+        let marks = fig.matches("<rect").count()
+            + fig.matches("<polyline").count()
+            + fig.matches("<circle").count()
+            + fig.matches("<polygon").count();
         assert!(marks >= 5, "a chart with only {marks} marks");
     }
-    assert!(!html.contains("could not be drawn"), "a chart failed to draw");
+    assert!(
+        !html.contains("could not be drawn"),
+        "a chart failed to draw"
+    );
     // The planted ranks are in the outliers table.
     for p in &g.planted {
-        assert!(html.contains(&format!("{}:{}", p.host, p.pid)), "{} missing from the report", p.kind);
+        assert!(
+            html.contains(&format!("{}:{}", p.host, p.pid)),
+            "{} missing from the report",
+            p.kind
+        );
     }
 }
 
 /// The headless browser on this machine, if any.
 fn browser() -> Option<&'static str> {
-    ["chromium", "chromium-browser", "google-chrome"].into_iter().find(|b| have(b))
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| have(b))
 }
 
 /// Renders `html` headless at `width`x`height` with no network (the page must not need one)
 /// into `png_path`; returns the decoded pixels and their channels (3 or 4).
-fn screenshot(browser: &str, html: &std::path::Path, png_path: &std::path::Path, width: u32, height: u32) -> (Vec<u8>, usize) {
+fn screenshot(
+    browser: &str,
+    html: &std::path::Path,
+    png_path: &std::path::Path,
+    width: u32,
+    height: u32,
+) -> (Vec<u8>, usize) {
     let profile = tempfile::tempdir().expect("profile dir");
     let out = Command::new(browser)
         .args([
@@ -76,8 +111,14 @@ fn screenshot(browser: &str, html: &std::path::Path, png_path: &std::path::Path,
         ])
         .output()
         .expect("run chromium");
-    assert!(png_path.exists(), "no screenshot: {}", String::from_utf8_lossy(&out.stderr));
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png_path).expect("open png")));
+    assert!(
+        png_path.exists(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_path).expect("open png"),
+    ));
     let mut reader = decoder.read_info().expect("png header");
     let mut buf = vec![0; reader.output_buffer_size().expect("size")];
     let info = reader.next_frame(&mut buf).expect("png frame");
@@ -93,14 +134,21 @@ fn screenshot(browser: &str, html: &std::path::Path, png_path: &std::path::Path,
 /// Counts pixels within `tol` of `c` in an RGBA or RGB PNG.
 fn count_colour(data: &[u8], channels: usize, c: (u8, u8, u8), tol: i32) -> usize {
     data.chunks(channels)
-        .filter(|p| (p[0] as i32 - c.0 as i32).abs() <= tol && (p[1] as i32 - c.1 as i32).abs() <= tol && (p[2] as i32 - c.2 as i32).abs() <= tol)
+        .filter(|p| {
+            (p[0] as i32 - c.0 as i32).abs() <= tol
+                && (p[1] as i32 - c.1 as i32).abs() <= tol
+                && (p[2] as i32 - c.2 as i32).abs() <= tol
+        })
         .count()
 }
 
 #[test]
 fn chromium_renders_the_report_with_its_charts() {
     let Some(browser) = browser() else {
-        return skip("chromium_renders_the_report_with_its_charts", "chromium not installed (Debian package chromium)");
+        return skip(
+            "chromium_renders_the_report_with_its_charts",
+            "chromium not installed (Debian package chromium)",
+        );
     };
     let (g, _, html_path) = make_report();
     let (data, channels) = screenshot(browser, &html_path, &g.path().join("shot.png"), 1400, 2600);
@@ -108,7 +156,10 @@ fn chromium_renders_the_report_with_its_charts() {
     let pixels = data.len() / channels;
     let white = count_colour(data, channels, (255, 255, 255), 3);
     let non_white = pixels - white;
-    assert!(non_white * 100 / pixels >= 5, "page looks blank: {non_white} of {pixels} pixels are not white");
+    assert!(
+        non_white * 100 / pixels >= 5,
+        "page looks blank: {non_white} of {pixels} pixels are not white"
+    );
     // The histogram bars (blue), the flagged tail device (red) and the heatmap are drawn.
     let blue = count_colour(data, channels, (31, 119, 180), 10);
     let red = count_colour(data, channels, (214, 39, 40), 10);
@@ -129,7 +180,11 @@ fn chromium_renders_the_report_with_its_charts() {
         .output()
         .expect("run chromium --dump-dom");
     let dom = String::from_utf8_lossy(&dom.stdout);
-    assert!(dom.matches("<svg").count() >= 10, "rendered DOM has {} svgs", dom.matches("<svg").count());
+    assert!(
+        dom.matches("<svg").count() >= 10,
+        "rendered DOM has {} svgs",
+        dom.matches("<svg").count()
+    );
     assert!(dom.contains("data-chart=\"byte-skew\""));
 }
 
@@ -138,14 +193,29 @@ fn chromium_renders_the_report_with_its_charts() {
 #[test]
 fn chromium_shows_the_slow_link_in_the_heat_map() {
     let Some(browser) = browser() else {
-        return skip("chromium_shows_the_slow_link_in_the_heat_map", "chromium not installed (Debian package chromium)");
+        return skip(
+            "chromium_shows_the_slow_link_in_the_heat_map",
+            "chromium not installed (Debian package chromium)",
+        );
     };
     let shot = |plants: &[&str]| -> usize {
         let dir = tempfile::tempdir().expect("tempdir");
-        let o = GenOptions { ranks: 16, ranks_per_host: 4, devices_per_rank: 4, seed: 3, plants: plants.iter().map(|p| p.to_string()).collect(), ..Default::default() };
+        let o = GenOptions {
+            ranks: 16,
+            ranks_per_host: 4,
+            devices_per_rank: 4,
+            seed: 3,
+            plants: plants.iter().map(|p| p.to_string()).collect(),
+            ..Default::default()
+        };
         rccl_telemetry_tool::generate::generate_fabric(dir.path(), &o, 2).expect("generate");
         let html = dir.path().join("r.html");
-        let out = run(&["report", "-o", html.to_str().expect("utf-8"), dir.path().to_str().expect("utf-8")]);
+        let out = run(&[
+            "report",
+            "-o",
+            html.to_str().expect("utf-8"),
+            dir.path().to_str().expect("utf-8"),
+        ]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         let (data, channels) = screenshot(browser, &html, &dir.path().join("shot.png"), 1400, 2000);
         count_colour(&data, channels, (140, 0, 20), 12)

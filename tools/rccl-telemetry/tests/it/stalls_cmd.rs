@@ -6,9 +6,22 @@ use rccl_telemetry_tool::generate::{generate_fabric, GenOptions};
 use rccl_telemetry_tool::load::load_run;
 use rccl_telemetry_tool::stalls::{find, parse_prom_line};
 
-fn gen(plants: &[&str], seed: u64) -> (tempfile::TempDir, Vec<rccl_telemetry_tool::generate::Planted>) {
+fn gen(
+    plants: &[&str],
+    seed: u64,
+) -> (
+    tempfile::TempDir,
+    Vec<rccl_telemetry_tool::generate::Planted>,
+) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let o = GenOptions { ranks: 12, ranks_per_host: 4, devices_per_rank: 4, seed, plants: plants.iter().map(|p| p.to_string()).collect(), ..Default::default() };
+    let o = GenOptions {
+        ranks: 12,
+        ranks_per_host: 4,
+        devices_per_rank: 4,
+        seed,
+        plants: plants.iter().map(|p| p.to_string()).collect(),
+        ..Default::default()
+    };
     let p = generate_fabric(dir.path(), &o, 2).expect("generate");
     (dir, p)
 }
@@ -23,7 +36,11 @@ fn a_hang_snapshot_names_the_stalled_link_both_ends() {
         assert_eq!(r.stalled_qps, 2);
         let a = format!("{}:mlx5_{}", p[0].host, p[0].device_id);
         let b = p[0].peer.clone().expect("peer");
-        let mut ends: Vec<(String, String)> = r.groups.iter().map(|g| (g.src.clone(), g.dst.clone())).collect();
+        let mut ends: Vec<(String, String)> = r
+            .groups
+            .iter()
+            .map(|g| (g.src.clone(), g.dst.clone()))
+            .collect();
         ends.sort();
         let mut want = vec![(a.clone(), b.clone()), (b, a)];
         want.sort();
@@ -46,9 +63,16 @@ fn a_recovered_run_still_shows_its_worst_pause() {
     let r = find(&run, &[]);
     assert_eq!(r.stalled_qps, 0);
     assert_eq!(r.longest_per_rank.len(), 2);
-    assert!(r.longest_per_rank.iter().all(|s| s.is_final && s.longest_stall_ms == 7_500 && s.start.is_some() && s.peer.is_some()));
+    assert!(r.longest_per_rank.iter().all(|s| s.is_final
+        && s.longest_stall_ms == 7_500
+        && s.start.is_some()
+        && s.peer.is_some()));
     let out = cli(&["summary", d.path().to_str().expect("utf-8")]);
-    assert!(stdout(&out).contains("longest stall of the run 7.50 s"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("longest stall of the run 7.50 s"),
+        "{}",
+        stdout(&out)
+    );
     let (d, _p) = gen(&[], 4);
     let r = find(&load_run(&[d.path().to_path_buf()]), &[]);
     assert!(r.groups.is_empty() && r.longest_per_rank.is_empty());
@@ -60,7 +84,12 @@ fn textfile_series_are_read_and_joined() {
     let run = load_run(&[d.path().to_path_buf()]);
     // A peer that is in the files: take a real QP's peer identity.
     let f = &run.files[0].file;
-    let q = &f.devices[0].channels.iter().find(|c| !c.queue_pairs.is_empty()).expect("ch").queue_pairs[0];
+    let q = &f.devices[0]
+        .channels
+        .iter()
+        .find(|c| !c.queue_pairs.is_empty())
+        .expect("ch")
+        .queue_pairs[0];
     let peer = q.peer.clone().expect("peer");
     let prom = d.path().join("rccl_telemetry_x.prom");
     let text = format!(
@@ -90,7 +119,9 @@ garbage line {{\n",
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
     assert_eq!(v["stalled_qps"], 1);
-    assert!(v["groups"][0]["dst"].as_str().is_some_and(|s| s.contains("not in the files")));
+    assert!(v["groups"][0]["dst"]
+        .as_str()
+        .is_some_and(|s| s.contains("not in the files")));
     let _ = p;
 }
 
