@@ -23,7 +23,7 @@ include bench/bench.mk
 include tools/tool.mk
 include e2e/e2e.mk
 
-.PHONY: all lib header tool c-tests tsan header-check install install-check demo test skips clean
+.PHONY: all lib header tool c-tests tsan header-check install install-check demo lint test skips clean
 
 all: lib preload
 
@@ -171,9 +171,15 @@ demo: lib tool $(B)/ibcast_sim
 	$(TOOL) report -o $(DEMO)/report.html $(DEMO)
 	@echo "report: $(DEMO)/report.html"
 
+# The Rust tree stays rustfmt-clean and clippy-quiet (every target, warnings as errors).
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+	@echo "lint: 2 passed, 0 failed"
+
 # Tests whose environment is missing record a visible skip (rust_tests/skip.rs) in
 # $(B)/skips.log; the list and count end the run, and a required skip fails it.
-test: lib preload preload-test-bins c-tests header-check tsan install-check bench-quick e2e-selftest
+test: lint lib preload preload-test-bins c-tests header-check tsan install-check bench-quick e2e-selftest
 	@mkdir -p $(B) && rm -f $(B)/skips.log
 	RCCL_TELEMETRY_SKIP_LOG=$(abspath $(B))/skips.log $(CARGO) test --release --workspace; rc=$$?; \
 	  sh .ci/skips.sh $(B)/skips.log || rc=1; exit $$rc

@@ -1,5 +1,5 @@
 //! Stall detection over the hooks, in process, with an injected clock (`stall::manual_clock`
-//! + `stall::tick_at`): no sleeping. An IB-CAST-shaped QP whose WRITE_WITH_IMM does not
+//! and `stall::tick_at`): no sleeping. An IB-CAST-shaped QP whose WRITE_WITH_IMM does not
 //! complete stalls after RCCL_TELEMETRY_STALL_MS and appears in the live textfile with its
 //! labels and in a snapshot; its completion ends the stall, which disappears from the next
 //! textfile while the snapshot keeps its duration. CTS without a completion hook, receives

@@ -321,7 +321,7 @@ mod tests {
         assert_ne!(h.owner.load(Relaxed), 0, "one thread owns the plain counts");
         let own: u64 = h.counts.0.iter().map(|c| c.load(Relaxed)).sum();
         assert!(
-            own >= 10_000 && own < 60_000,
+            (10_000..60_000).contains(&own),
             "the owner counted plainly, the rest shared: {own}"
         );
         for i in 0..10_000u64 {

@@ -537,8 +537,8 @@ mod tests {
             x[15] = k;
             x
         };
-        for k in 0..12 {
-            set_peer(q[k], info(k as u32, Some(g(k as u8 + 1)), 0));
+        for (k, &s) in q.iter().enumerate().take(12) {
+            set_peer(s, info(k as u32, Some(g(k as u8 + 1)), 0));
         }
         let words: std::collections::HashSet<u64> = q[..12].iter().map(|s| word(s)).collect();
         assert_eq!(

@@ -548,7 +548,7 @@ mod tests {
             }
         );
         ext.stall_out.store(3, Relaxed);
-        assert_eq!(read(&slot, Some(&ext)).expect, false);
+        assert!(!read(&slot, Some(&ext)).expect);
     }
 
     #[test]

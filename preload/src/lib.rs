@@ -299,8 +299,11 @@ pub extern "C" fn rtp_stall_walker(walk: Option<extern "C" fn()>) {
 /// The size of `QpExt` and the offsets of its fields, in declaration order, for the C side's
 /// check of its mirror: [size, send, read, atomic, other, retired, track_full], then the offset
 /// in the QP slot of `idx_sent` (num_wqe_sent without an opcode key of the seed's).
+///
+/// # Safety
+/// `out` is NULL or points at `n` writable `u64`s.
 #[no_mangle]
-pub extern "C" fn rtp_ext_layout(out: *mut u64, n: c_int) -> c_int {
+pub unsafe extern "C" fn rtp_ext_layout(out: *mut u64, n: c_int) -> c_int {
     use std::mem::{offset_of, size_of};
     let l = [
         size_of::<QpExt>(),

@@ -142,7 +142,7 @@ fn only(r: &Run) -> &Value {
     &r.files[0]
 }
 
-fn dev<'a>(f: &'a Value, id: u64) -> &'a Value {
+fn dev(f: &Value, id: u64) -> &Value {
     f["devices"]
         .as_array()
         .unwrap()

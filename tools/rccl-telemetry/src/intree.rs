@@ -784,7 +784,8 @@ pub fn check(v: &Value) -> Vec<Finding> {
             }
             let qps = &c.queue_pairs;
             let sum = |g: fn(&ItQp) -> u64| qps.iter().fold(0u64, |s, q| s.saturating_add(g(q)));
-            let fields: [(&str, u64, fn(&ItQp) -> u64); 6] = [
+            type QpField = fn(&ItQp) -> u64;
+            let fields: [(&str, u64, QpField); 6] = [
                 ("num_wqe_sent", c.num_wqe_sent, |q| q.num_wqe_sent),
                 ("num_recv_wqe", c.num_recv_wqe, |q| q.num_recv_wqe),
                 ("num_wqe_rcvd", c.num_wqe_rcvd, |q| q.num_wqe_rcvd),

@@ -673,7 +673,9 @@ pub fn render_text(r: &LinkReport, top: usize, layout: Layout) -> String {
 
 /// Links folded per (src host, dst host): count, QPs, WRs, median and worst p99.
 fn host_pairs(r: &LinkReport, top: usize, layout: Layout) -> String {
-    let mut m: BTreeMap<(&str, &str), (u64, u64, u64, Vec<f64>)> = BTreeMap::new();
+    // (links, QPs, WRs, p99s) per host pair.
+    type Acc = (u64, u64, u64, Vec<f64>);
+    let mut m: BTreeMap<(&str, &str), Acc> = BTreeMap::new();
     for l in &r.links {
         let e = m
             .entry((l.src.host.as_str(), l.dst.host.as_str()))

@@ -843,7 +843,9 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
         });
     }
     // Slow links between NICs that are not slow themselves.
-    let mut pairs: BTreeMap<(usize, usize), Vec<(usize, usize, f64)>> = BTreeMap::new();
+    // (host a, host b) -> the slow links (NIC a, NIC b, p99) between them.
+    type HostPairLinks = BTreeMap<(usize, usize), Vec<(usize, usize, f64)>>;
+    let mut pairs: HostPairLinks = BTreeMap::new();
     for a in 0..n {
         for b in 0..n {
             if let Some(v) = m[a][b] {

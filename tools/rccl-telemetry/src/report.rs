@@ -125,7 +125,7 @@ pub fn log_axis_decades(buckets: &[crate::model::LogBucket]) -> (i32, i32) {
     let hi = buckets
         .iter()
         .filter(|b| b.2 > 0)
-        .map(|b| log_bucket_end(b))
+        .map(log_bucket_end)
         .fold(1.0f64, f64::max);
     let a = (log_x(lo as f64).floor() as i32).max(0);
     let b = (hi.log10().ceil() as i32).max(a + 1);
@@ -1172,11 +1172,11 @@ pub fn matrix_section(run: &Run) -> String {
             _ => {
                 for i in &c.nics {
                     let a = pos[*i];
-                    for b in 0..k {
+                    for (b, row) in p99.iter().enumerate().take(k) {
                         if p99[a][b].is_some() {
                             outline.insert((a, b));
                         }
-                        if p99[b][a].is_some() {
+                        if row[a].is_some() {
                             outline.insert((b, a));
                         }
                     }

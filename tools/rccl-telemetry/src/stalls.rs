@@ -380,7 +380,7 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
             .then_with(|| b.qps.len().cmp(&a.qps.len()))
     });
     rep.longest_per_rank
-        .sort_by(|a, b| b.longest_stall_ms.cmp(&a.longest_stall_ms));
+        .sort_by_key(|r| std::cmp::Reverse(r.longest_stall_ms));
     rep
 }
 

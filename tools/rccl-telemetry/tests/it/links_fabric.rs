@@ -345,7 +345,7 @@ fn report_heat_map_outlines_the_culprit_and_aggregates_large_runs() {
         ""
     );
     // Beyond HEATMAP_MAX_NICS NICs, one row per host.
-    assert!(rccl_telemetry_tool::report::HEATMAP_MAX_NICS < 320);
+    const _: () = assert!(rccl_telemetry_tool::report::HEATMAP_MAX_NICS < 320);
     let (_d, _p, run) = {
         let dir = tempfile::tempdir().expect("tempdir");
         let o = GenOptions {

@@ -104,7 +104,7 @@ garbage line {{\n",
         qpn = peer.qp_num
     );
     std::fs::write(&prom, text).expect("write");
-    let r = find(&run, &[prom.clone()]);
+    let r = find(&run, std::slice::from_ref(&prom));
     assert_eq!(r.prom_stalled_qps_gauge, Some(2));
     assert_eq!(r.stalled_qps, 1);
     let g = &r.groups[0];
