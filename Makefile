@@ -179,7 +179,7 @@ lint:
 
 # Tests whose environment is missing record a visible skip (rust_tests/skip.rs) in
 # $(B)/skips.log; the list and count end the run, and a required skip fails it.
-test: lint lib preload preload-test-bins c-tests header-check tsan install-check bench-quick e2e-selftest
+test: lint lib preload preload-test-bins c-tests header-check tsan install-check bench-quick bench-latest-check e2e-selftest
 	@mkdir -p $(B) && rm -f $(B)/skips.log
 	RCCL_TELEMETRY_SKIP_LOG=$(abspath $(B))/skips.log $(CARGO) test --release --workspace; rc=$$?; \
 	  sh .ci/skips.sh $(B)/skips.log || rc=1; exit $$rc

@@ -3,6 +3,8 @@
 #   make bench            build + install the library into bench/build/prefix, build the bench
 #                         against the installed header and rccl-telemetry.pc (as RCCL would link
 #                         it), run it (~2-3 min on 2 cores), print the table, write bench/results.json
+#                         and render its "Latest figures" section into bench/README.md (latest.py)
+#   make bench-latest-check  fails when bench/README.md's latest figures are not results.json's
 #   make bench-quick      the same with a few reps only (smoke test, ~10 s; figures are noisy);
 #                         writes bench/build/results-quick.json. Fit for CI: the exit status says
 #                         whether the hooks counted every WQE and every child ran, never
@@ -31,7 +33,7 @@ BENCH_BIN     := $(BENCH_BUILD)/bench
 # the last commit that changed the library itself (+ -dirty for uncommitted library changes)
 BENCH_REV      = $(shell git log -1 --format=%h -- src include build.rs Cargo.toml 2>/dev/null)$(shell git diff --quiet HEAD -- src include build.rs Cargo.toml 2>/dev/null || echo -dirty)
 
-.PHONY: bench bench-quick bench-prom bench-stall bench-build bench-install bench-callgrind bench-clean bench-preload bench-preload-build
+.PHONY: bench bench-latest-check bench-quick bench-prom bench-stall bench-build bench-install bench-callgrind bench-clean bench-preload bench-preload-build
 
 # Installs the library (release build) exactly where the bench will find it.
 bench-install:
@@ -45,8 +47,13 @@ bench-build: bench-install
 
 bench: bench-build bench-preload
 	BENCH_LIB_REV=$(BENCH_REV) $(BENCH_BIN) --json $(BENCH_DIR)/results.json
+	python3 $(BENCH_DIR)/latest.py --write $(BENCH_DIR)/results.json $(BENCH_DIR)/README.md
 	$(MAKE) --no-print-directory bench-prom
 	$(MAKE) --no-print-directory bench-stall
+
+# bench/README.md's "Latest figures" must be what bench/results.json holds (latest.py renders it).
+bench-latest-check:
+	python3 $(BENCH_DIR)/latest.py --check $(BENCH_DIR)/results.json $(BENCH_DIR)/README.md
 
 bench-quick: bench-build bench-preload-build
 	BENCH_LIB_REV=$(BENCH_REV) $(BENCH_BIN) --quick --json $(BENCH_BUILD)/results-quick.json
