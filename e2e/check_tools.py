@@ -22,254 +22,18 @@ Prints "PASS <name>" / "FAIL <name>: <why>" lines, exits 1 on any failure.
 import copy
 import glob
 import json
-import math
 import os
 import re
 import shutil
 import sys
 import tempfile
 
+from e2e_checks import C, E, R, hw_delta, kv, opts, pk, read
+from tool_models import MODELS, side, ucx
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA = os.path.join(os.path.dirname(HERE), "schema", "rccl_telemetry.schema.json")
-MTU = 1024
 TRANSPORT = "verbs-preload"
-
-
-def pk(n):
-    """Packets of one request of n bytes (a 0-byte request is one packet)."""
-    return max(1, math.ceil(n / MTU))
-
-
-class R:
-    """An expected count: exact (lo == hi), or a range with the reason it is not exact.
-    hi None: no upper bound (said why)."""
-
-    def __init__(self, lo, hi="same", why=""):
-        self.lo, self.hi, self.why = lo, (lo if hi == "same" else hi), why
-
-    def ok(self, v):
-        return isinstance(v, int) and v >= self.lo and (self.hi is None or v <= self.hi)
-
-    def __add__(self, o):
-        o = o if isinstance(o, R) else R(o)
-        hi = None if self.hi is None or o.hi is None else self.hi + o.hi
-        whys = [w for w in dict.fromkeys((self.why, o.why)) if w]
-        return R(self.lo + o.lo, hi, "; ".join(whys))
-
-    def __repr__(self):
-        if self.hi == self.lo:
-            return str(self.lo)
-        return f"[{self.lo}, {'inf' if self.hi is None else self.hi}] ({self.why})"
-
-
-def E(v):
-    return v if isinstance(v, R) else R(v)
-
-
-class Checks:
-    def __init__(self, quiet=False):
-        self.passed = self.failed = 0
-        self.quiet = quiet
-
-    def ok(self, name, cond, why=""):
-        if cond:
-            self.passed += 1
-            if not self.quiet:
-                print(f"PASS {name}")
-        else:
-            self.failed += 1
-            if not self.quiet:
-                print(f"FAIL {name}: {why}")
-        return cond
-
-    def count(self, name, got, want):
-        want = E(want)
-        return self.ok(f"{name} = {want!r}", want.ok(got), f"got {got!r}")
-
-
-C = Checks()
-
-
-def read(path, default=""):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return default
-
-
-def kv(path):
-    out = {}
-    for line in read(path).splitlines():
-        parts = line.split()
-        if len(parts) == 2 and re.fullmatch(r"-?\d+", parts[1]):
-            out[parts[0]] = int(parts[1])
-    return out
-
-
-def hw_delta(d):
-    b, a = kv(os.path.join(d, "rxe_before.txt")), kv(os.path.join(d, "rxe_after.txt"))
-    return {k: a[k] - b[k] for k in a if k in b and k != "lifespan"}
-
-
-def opts(argv, spec):
-    """Minimal getopt for the programs' options: spec maps an option to (key, takes_value).
-    Returns (dict, positional)."""
-    o, pos, i = {}, [], 0
-    while i < len(argv):
-        a = argv[i]
-        if a in spec:
-            key, val = spec[a]
-            if val:
-                o[key] = argv[i + 1]
-                i += 1
-            else:
-                o[key] = True
-        elif not a.startswith("-"):
-            pos.append(a)
-        i += 1
-    return o, pos
-
-
-# --- per-side expectation ----------------------------------------------------------------
-
-def side(**kw):
-    """What one process did at the verbs calls. Keys (all counts, int or R):
-    send, write, write_imm, read: send WRs posted by opcode; recv: receive WRs posted to
-    its QPs; srq_recv: to SRQs; send_cqe / recv_cqe: successful completions; errors:
-    error completions; retired: unsignalled WRs retired by a later signalled completion;
-    tx / rx: bytes; polls: poll calls. hw_*: this process's share of the rxe counters."""
-    d = dict(send=0, write=0, write_imm=0, read=0, recv=0, srq_recv=R(0), send_cqe=0, recv_cqe=0, errors=0,
-             retired=0, tx=0, rx=0, polls=R(0, None, "busy polling"), hw_sends=0, hw_recvs=0, hw_pkts=0)
-    d.update(kw)
-    return {k: E(v) for k, v in d.items()}
-
-
-def pingpong(argv, out, role):
-    o, _ = opts(argv, {"-n": ("n", 1), "-s": ("s", 1), "-r": ("r", 1), "-e": ("e", 0), "-N": ("N", 0),
-                       "-p": ("p", 1), "-d": ("d", 1), "-g": ("g", 1)})
-    n, s, r = int(o.get("n", 1000)), int(o.get("s", 4096)), int(o.get("r", 500))
-    m = re.search(r"^(\d+) bytes in .*\n(\d+) iters in", out, re.M)
-    if not C.ok(f"  {role} output reports {n} iters of {s} bytes (x2 directions)",
-                m is not None and int(m.group(1)) == 2 * n * s and int(m.group(2)) == n,
-                f"output: {m.group(0) if m else out[-200:]!r}"):
-        return None
-    # receives: rx_depth at start, refilled to rx_depth whenever at most one is left
-    posted, outs = r, r
-    for _ in range(n):
-        outs -= 1
-        if outs <= 1:
-            posted += r - outs
-            outs = r
-    # polls: 2n completions, at most 2 per ibv_poll_cq call; with -e one poll per CQ event,
-    # and an event needs a completion since the last re-arm (<= 2n); without -e it busy-polls.
-    polls = R(n, 2 * n, "-e: one poll per CQ event") if o.get("e") else R(n, None, "busy polling, 2 WCs per call")
-    return side(send=n, recv=posted, send_cqe=n, recv_cqe=n, tx=n * s, rx=n * s, polls=polls,
-                hw_sends=n, hw_recvs=n, hw_pkts=n * pk(s) + n)  # own SENDs + an ACK per SEND received
-
-
-def perftest(verb):
-    def model(argv, out, role):
-        o, pos = opts(argv, {"-n": ("n", 1), "-s": ("s", 1), "-Q": ("Q", 1), "-d": ("d", 1), "-x": ("x", 1),
-                             "-p": ("p", 1), "-F": ("F", 0), "-t": ("t", 1), "-r": ("r", 1)})
-        n, s = int(o.get("n", 1000)), int(o.get("s", 65536))
-        m = re.search(r"^\s*(\d+)\s+(\d+)\s+[\d.]+\s+[\d.]+", out, re.M)
-        if not C.ok(f"  {role} output reports {n} iterations of {s} bytes", m is not None and
-                    (int(m.group(1)), int(m.group(2))) == (s, n), f"results line: {m.group(0) if m else None!r}"):
-            return None
-        tx_depth = min(int(o.get("t", 128)), n)
-        cq_mod = int(o["Q"]) if "Q" in o else (1 if s > 8192 else 100)
-        cq_mod = min(cq_mod, tx_depth)
-        m = re.search(r"CQ Moderation\s*:\s*(\d+)", out)
-        C.ok(f"  {role} output states CQ moderation {cq_mod}", m is not None and int(m.group(1)) == cq_mod,
-             f"{m.group(0) if m else 'no CQ Moderation line'}")
-        if pos:  # client: posts every WR; WR s is signalled iff s % C == C-1 or it is the last
-            sig = n if cq_mod == 1 else sum(1 for i in range(n) if i % cq_mod == cq_mod - 1 or i == n - 1)
-            polls = R(math.ceil(sig / 16), None, "busy polling, 16 WCs per call")
-            op = {"write": dict(write=n), "send": dict(send=n), "read": dict(read=n)}[verb]
-            hw = {"write": dict(hw_pkts=n * pk(s)), "send": dict(hw_pkts=n * pk(s), hw_sends=n),
-                  "read": dict(hw_pkts=n)}[verb]  # read requests are one packet each
-            return side(send_cqe=sig, retired=n - sig, tx=n * s, polls=polls, **op, **hw)
-        if verb == "send":  # server: rx_depth = min(512, n) up front, reposted until n in total
-            return side(recv=max(n, min(512, n)), recv_cqe=n, rx=n * s, hw_recvs=n, hw_pkts=n,
-                        polls=R(math.ceil(n / 16), None, "busy polling, 16 WCs per call"))
-        # write/read server: no WR, never polls; sends the ACKs / read responses
-        return side(polls=0, hw_pkts=n if verb == "write" else n * pk(s))
-    return model
-
-
-RPING_INFO = 16  # struct rping_rdma_info: buf (8) rkey (4) size (4)
-
-
-def rping(argv, out, role):
-    o, _ = opts(argv, {"-C": ("C", 1), "-S": ("S", 1), "-a": ("a", 1), "-p": ("p", 1), "-s": ("srv", 0),
-                       "-c": ("cli", 0), "-v": ("v", 0)})
-    if role == "client":
-        c, s = int(o.get("C", 0)), int(o.get("S", 64))
-        pings = len(re.findall(r"^ping data: rdma-ping-\d+", out, re.M))
-        if not C.ok(f"  client printed {c} pings", c > 0 and pings == c, f"{pings} 'ping data' lines for -C {c}"):
-            return None
-        rping.last = (c, s)
-    c, s = getattr(rping, "last", (0, 0))
-    if role == "server" and not c:
-        return None
-    flush = R(0, 1, "the receive left posted at disconnect may be polled as a flush error")
-    # The CM exchange goes through the kernel's GSI QP, which no user-space wrapper sees:
-    # the client sends REQ, RTU and DREQ (it disconnects first) and receives REP and DREP.
-    cm_out, cm_in = (3, 2) if role == "client" else (2, 3)
-    if role == "client":   # per ping: SEND start adv, SEND write adv; 2 receives (go-aheads)
-        comps = 4 * c
-        return side(send=2 * c, recv=2 * c + 1, send_cqe=2 * c, recv_cqe=2 * c, errors=flush,
-                    tx=2 * c * RPING_INFO, rx=2 * c * RPING_INFO,
-                    polls=R(comps + 1, 2 * comps + 2, "one poll per WC plus one empty poll per CQ event"),
-                    hw_sends=2 * c + cm_out, hw_recvs=2 * c + cm_in,
-                    hw_pkts=2 * c + 2 * c + c + c * pk(s) + cm_out)  # SENDs, their ACKs, WRITE ACK, READ response
-    # server per ping: RDMA_READ of the client's buffer, SEND, RDMA_WRITE back, SEND
-    comps = 6 * c
-    return side(send=2 * c, read=c, write=c, recv=2 * c + 1, send_cqe=4 * c, recv_cqe=2 * c, errors=flush,
-                tx=2 * c * RPING_INFO + 2 * c * s, rx=2 * c * RPING_INFO,
-                polls=R(comps + 1, 2 * comps + 2, "one poll per WC plus one empty poll per CQ event"),
-                hw_sends=2 * c + cm_out, hw_recvs=2 * c + cm_in,
-                hw_pkts=2 * c + 2 * c + c + c * pk(s) + cm_out)  # SENDs, their ACKs, READ request, WRITE
-
-
-def ucx(argv, out, role):
-    o, pos = opts(argv, {"-n": ("n", 1), "-s": ("s", 1), "-t": ("t", 1), "-x": ("x", 1), "-d": ("d", 1),
-                         "-D": ("D", 1), "-w": ("w", 1), "-p": ("p", 1)})
-    if role == "client":
-        n, s, w = int(o.get("n", 0)), int(o.get("s", 8)), int(o.get("w", 1 if "w" not in o else o["w"]))
-        m = re.search(r"^Final:\s+(\d+)\s", out, re.M)
-        if not C.ok(f"  client reports {n} iterations (Final)", m is not None and int(m.group(1)) == n,
-                    f"{m.group(0) if m else 'no Final line'}"):
-            return None
-        C.ok("  client ran put_bw over rc_verbs without warm-up (-w 0), so counts follow -n",
-             o.get("t") == "put_bw" and o.get("x") == "rc_verbs" and w == 0, str(o))
-        ucx.last = (n, s)
-        # put_bw ends with one more put that carries the final sequence number (measured:
-        # n + 1 RDMA_WRITEs of the full size, 5 (n + 1) packets); allow one more for a flush.
-        extra = R(0, 2, "ucx_perftest's final sequence-number put, and a flush")
-        return side(write=R(n) + extra, send=R(0, 2, "UCX control SENDs, none seen over rc_verbs put_bw"),
-                    send_cqe=R(1, n + 2, "UCX moderates its own signalling"),
-                    retired=R(0, n + 2, "whatever UCX left unsignalled"),
-                    tx=R(n * s, (n + 2) * s, "the final put carries a full message"),
-                    srq_recv=R(0, None, "UCX pre-posts its SRQ as it sizes it (4095 here)"),
-                    recv=R(0, None, "UCX's own"), recv_cqe=R(0, 2, "control messages only"),
-                    rx=R(0, 2 * 64, "control messages only"), polls=R(1, None, "busy polling"), hw_sends=0,
-                    hw_recvs=0, hw_pkts=R(n * pk(s)) + R(0, 2 * pk(s), "the final put, and a flush"))
-    n, s = getattr(ucx, "last", (0, 0))
-    if not n:
-        return None
-    # the server posts nothing for put_bw: the writes land in its memory, it ACKs them
-    return side(recv=R(0, None, "UCX's own"), srq_recv=R(0, None, "UCX pre-posts its SRQ as it sizes it (4095 here)"),
-                recv_cqe=R(0, 2, "control messages only"), rx=R(0, 2 * 64, "control messages only"),
-                send=R(0, 2, "UCX control SENDs"), send_cqe=R(0, 2, "control SENDs"),
-                write=R(0, 2, "UCX's own flush"), tx=R(0, 2 * 64, "control messages only"),
-                polls=R(0, None, "busy polling"), hw_sends=0, hw_recvs=0,
-                hw_pkts=R(n, n + 2, "an ACK per put, the final put's and a flush's"))
-
-
-MODELS = {"ibv_rc_pingpong": pingpong, "ib_write_bw": perftest("write"), "ib_send_bw": perftest("send"),
-          "ib_read_bw": perftest("read"), "rping": rping, "ucx_perftest": ucx}
 
 
 # --- the telemetry file ------------------------------------------------------------------
@@ -554,23 +318,18 @@ def fake_file(sd, want, pid, perturb=None):
 
 
 def selftest():
-    global C
     canned = os.path.join(HERE, "testdata", "tools")
-    real = C
-    results = []
 
-    def run(label, mutate, expect_fail, what="single"):
-        global C
+    def run(label, mutate, expect_fail):
         tmp = tempfile.mkdtemp(prefix="check_tools_")
         try:
             out = os.path.join(tmp, "single", "out", "tools")
             shutil.copytree(canned, out)
             mutate(out)
-            C = Checks(quiet=True)
-            single(tmp)
-            failed = C.failed
+            with C.scoped() as inner:
+                single(tmp)
+                failed = inner.failed
         finally:
-            C = real
             shutil.rmtree(tmp, ignore_errors=True)
         C.ok(f"selftest: {label}: {'caught' if expect_fail else 'passes'}",
              (failed > 0) == expect_fail, f"{failed} checks failed")
@@ -607,9 +366,7 @@ def selftest():
                 if not os.path.exists(os.path.join(out, n + "+preload")):
                     shutil.copytree(os.path.join(out, n), os.path.join(out, n + "+preload"))
                     open(os.path.join(out, n + "+preload", "preload"), "w").close()
-            global C
-            saved, C = C, Checks(quiet=True)
-            try:
+            with C.scoped():
                 for n in ["pingpong", "write_bw_q7", "rping"]:
                     d = os.path.join(out, n + "+preload")
                     cmds = sorted((l.split() for l in read(os.path.join(d, "cmd")).splitlines() if l.strip()),
@@ -620,8 +377,6 @@ def selftest():
                         pid = int(read(os.path.join(sd, "pid")))
                         p = perturb_of(n, argv[0]) if perturb_of else None
                         fake_file(sd, want, pid, p)
-            finally:
-                C = saved
         return m
 
     run("the canned real runs", lambda out: None, False)
@@ -692,18 +447,16 @@ def selftest():
 
     def only_checked(label, p, fail):
         """Runs the file checks and keeps only the verdict on the three runs with files."""
-        global C
         tmp = tempfile.mkdtemp(prefix="check_tools_")
         try:
             out = os.path.join(tmp, "single", "out", "tools")
             shutil.copytree(canned, out)
             with_files(p)(out)
-            C = Checks(quiet=not os.environ.get("CHECK_TOOLS_VERBOSE"))
-            for n in ["pingpong", "write_bw_q7", "rping"]:
-                run_tools(n + "+preload", os.path.join(out, n + "+preload"))
-            failed = C.failed
+            with C.scoped(quiet=not os.environ.get("CHECK_TOOLS_VERBOSE")) as inner:
+                for n in ["pingpong", "write_bw_q7", "rping"]:
+                    run_tools(n + "+preload", os.path.join(out, n + "+preload"))
+                failed = inner.failed
         finally:
-            C = real
             shutil.rmtree(tmp, ignore_errors=True)
         C.ok(f"selftest: {label}: {'caught' if fail else 'passes'}", (failed > 0) == fail, f"{failed} checks failed")
     only_checked("synthetic files with the model's counts", None, False)
@@ -737,3 +490,4 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(main())
+

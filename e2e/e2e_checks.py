@@ -1,0 +1,120 @@
+"""What the e2e checkers share: expected counts that may be ranges (R), a PASS/FAIL tally
+(Checks, and the one instance C every check reports to), reading a run's files, the rxe counter
+deltas, and the packet arithmetic of an MTU-1024 rxe link. Used by check_tools.py and by the
+programs' models in tool_models.py.
+"""
+import contextlib
+import math
+import os
+import re
+
+MTU = 1024
+
+
+def pk(n):
+    """Packets of one request of n bytes (a 0-byte request is one packet)."""
+    return max(1, math.ceil(n / MTU))
+
+
+class R:
+    """An expected count: exact (lo == hi), or a range with the reason it is not exact.
+    hi None: no upper bound (said why)."""
+
+    def __init__(self, lo, hi="same", why=""):
+        self.lo, self.hi, self.why = lo, (lo if hi == "same" else hi), why
+
+    def ok(self, v):
+        return isinstance(v, int) and v >= self.lo and (self.hi is None or v <= self.hi)
+
+    def __add__(self, o):
+        o = o if isinstance(o, R) else R(o)
+        hi = None if self.hi is None or o.hi is None else self.hi + o.hi
+        whys = [w for w in dict.fromkeys((self.why, o.why)) if w]
+        return R(self.lo + o.lo, hi, "; ".join(whys))
+
+    def __repr__(self):
+        if self.hi == self.lo:
+            return str(self.lo)
+        return f"[{self.lo}, {'inf' if self.hi is None else self.hi}] ({self.why})"
+
+
+def E(v):
+    return v if isinstance(v, R) else R(v)
+
+
+class Checks:
+    def __init__(self, quiet=False):
+        self.passed = self.failed = 0
+        self.quiet = quiet
+
+    @contextlib.contextmanager
+    def scoped(self, quiet=True):
+        """A fresh tally for a nested run (the self-test's doctored copies): yields this
+        object with zero counts; the outer counts come back afterwards."""
+        saved = (self.passed, self.failed, self.quiet)
+        self.passed = self.failed = 0
+        self.quiet = quiet
+        try:
+            yield self
+        finally:
+            self.passed, self.failed, self.quiet = saved
+
+    def ok(self, name, cond, why=""):
+        if cond:
+            self.passed += 1
+            if not self.quiet:
+                print(f"PASS {name}")
+        else:
+            self.failed += 1
+            if not self.quiet:
+                print(f"FAIL {name}: {why}")
+        return cond
+
+    def count(self, name, got, want):
+        want = E(want)
+        return self.ok(f"{name} = {want!r}", want.ok(got), f"got {got!r}")
+
+
+C = Checks()
+
+
+def read(path, default=""):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def kv(path):
+    out = {}
+    for line in read(path).splitlines():
+        parts = line.split()
+        if len(parts) == 2 and re.fullmatch(r"-?\d+", parts[1]):
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def hw_delta(d):
+    b, a = kv(os.path.join(d, "rxe_before.txt")), kv(os.path.join(d, "rxe_after.txt"))
+    return {k: a[k] - b[k] for k in a if k in b and k != "lifespan"}
+
+
+def opts(argv, spec):
+    """Minimal getopt for the programs' options: spec maps an option to (key, takes_value).
+    Returns (dict, positional)."""
+    o, pos, i = {}, [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in spec:
+            key, val = spec[a]
+            if val:
+                o[key] = argv[i + 1]
+                i += 1
+            else:
+                o[key] = True
+        elif not a.startswith("-"):
+            pos.append(a)
+        i += 1
+    return o, pos
+
