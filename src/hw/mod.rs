@@ -75,9 +75,18 @@ pub fn vocabulary() -> &'static [&'static str] {
     vocab::names()
 }
 
+/// Where the list of known counter names is, for the diagnostic (docs/format.md's table is
+/// checked against [`VOCAB`] by a test).
+pub const KNOWN_COUNTERS_DOC: &str = "docs/format.md, \"Known counters\"";
+
+/// Unknown names a diagnostic shows at most (the rest are counted), and the bytes of each
+/// it shows (escaped): the line stays short whatever the variable holds.
+const SHOWN_UNKNOWN: usize = 4;
+const SHOWN_NAME_CHARS: usize = 48;
+
 /// Checks an RCCL_TELEMETRY_HW_COUNTERS list against the vocabulary and returns the names
-/// that are not canonical keys. Each unknown name gets one stderr line, once per process
-/// however often it is checked (`probe` checks too, so the caller need not).
+/// that are not canonical keys. The unknown names get one stderr line, each name once per
+/// process however often it is checked (`probe` checks too, so the caller need not).
 pub fn validate_allow_list(list: &[String]) -> Vec<String> {
     static REPORTED: parking_lot::Mutex<Option<HashSet<String>>> = parking_lot::Mutex::new(None);
     let mut unknown = Vec::new();
@@ -87,15 +96,87 @@ pub fn validate_allow_list(list: &[String]) -> Vec<String> {
             continue;
         }
         unknown.push(name.to_owned());
+    }
+    let fresh: Vec<String> = {
         let mut g = REPORTED.lock();
-        if g.get_or_insert_with(HashSet::new).insert(name.to_owned()) {
-            diag(&format!(
-                "RCCL_TELEMETRY_HW_COUNTERS: unknown counter '{name}' ignored (known: {})",
-                vocabulary().join(",")
-            ));
-        }
+        let seen = g.get_or_insert_with(HashSet::new);
+        unknown
+            .iter()
+            .filter(|n| seen.insert((*n).clone()))
+            .cloned()
+            .collect()
+    };
+    if !fresh.is_empty() {
+        diag(&unknown_counters_line(&fresh));
     }
     unknown
+}
+
+/// The one line for unknown counter names: each (shortened, control characters escaped) with
+/// the nearest known name when one is close, then where the known names are listed. Not the
+/// list itself: 48 names make a line nobody reads.
+pub fn unknown_counters_line(unknown: &[String]) -> String {
+    let mut shown: Vec<String> = unknown
+        .iter()
+        .take(SHOWN_UNKNOWN)
+        .map(|n| {
+            let mut shown = String::new();
+            let mut cut = false;
+            for c in n.chars() {
+                let e: String = c.escape_debug().collect();
+                if shown.len() + e.len() > SHOWN_NAME_CHARS {
+                    cut = true;
+                    break;
+                }
+                shown.push_str(&e);
+            }
+            let mut s = format!("'{shown}{}'", if cut { "..." } else { "" });
+            if let Some(near) = nearest_counter(n) {
+                s.push_str(&format!(" (did you mean '{near}'?)"));
+            }
+            s
+        })
+        .collect();
+    if unknown.len() > SHOWN_UNKNOWN {
+        shown.push(format!("and {} more", unknown.len() - SHOWN_UNKNOWN));
+    }
+    format!(
+        "RCCL_TELEMETRY_HW_COUNTERS: unknown counter{} {} ignored; the {} known names are listed in {KNOWN_COUNTERS_DOC}",
+        if unknown.len() == 1 { "" } else { "s" },
+        shown.join(", "),
+        VOCAB.len()
+    )
+}
+
+/// The known name closest to `name` by edit distance, when it is close enough to be a typo
+/// (at most a third of the name's length, and at most 3 edits).
+fn nearest_counter(name: &str) -> Option<&'static str> {
+    let a: Vec<char> = name.chars().take(SHOWN_NAME_CHARS + 4).collect();
+    let limit = (a.len() / 3).clamp(1, 3);
+    VOCAB
+        .iter()
+        .map(|k| (edit_distance(&a, k.name), k.name))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
+/// Levenshtein distance between `a` and `b` (insertions, deletions, substitutions).
+fn edit_distance(a: &[char], b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diag_prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = (diag_prev + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diag_prev = row[j + 1];
+            row[j + 1] = here;
+        }
+    }
+    row[b.len()]
 }
 
 /// Which vocabulary keys the allow-list lets through. An absent list, or one with no
@@ -380,6 +461,22 @@ pub mod testing {
         super::sampler::rows_so_far()
     }
 
+    /// The known counter names as the markdown table of docs/format.md ("Known counters").
+    pub fn known_counters_markdown() -> String {
+        let mut s = String::from("| Key | Kind | Unit | Meaning |\n|---|---|---|---|\n");
+        for k in super::vocab::VOCAB {
+            let kind = match k.kind {
+                super::vocab::Kind::Scalar => "scalar",
+                super::vocab::Kind::PerPrio => "per priority (8)",
+            };
+            s.push_str(&format!(
+                "| `{}` | {kind} | {} | {} |\n",
+                k.name, k.unit, k.meaning
+            ));
+        }
+        s
+    }
+
     /// The vocabulary as the markdown table of src/hw/README.md.
     pub fn vocabulary_markdown() -> String {
         let mut s = String::from(
@@ -478,6 +575,85 @@ mod tests {
         assert_eq!(
             validate_allow_list(&["bogus_counter".into(), "cnp_sent".into()]),
             vec!["bogus_counter".to_owned()]
+        );
+    }
+
+    #[test]
+    fn unknown_counter_line_names_the_name_and_points_to_the_list() {
+        let line = unknown_counters_line(&["cnp_snet".into()]);
+        assert!(line.contains("unknown counter 'cnp_snet'"), "{line}");
+        assert!(line.contains("did you mean 'cnp_sent'?"), "{line}");
+        assert!(line.contains(KNOWN_COUNTERS_DOC), "{line}");
+        // Not the vocabulary itself.
+        assert!(!line.contains("delta_rx_bytes"), "{line}");
+        assert!(line.len() < 200, "{} bytes: {line}", line.len());
+        // Nothing near: no guess.
+        let line = unknown_counters_line(&["bogus_counter_xyz".into()]);
+        assert!(!line.contains("did you mean"), "{line}");
+        // Several: one line, all named, the surplus counted.
+        let many: Vec<String> = (0..7).map(|i| format!("nope{i}")).collect();
+        let line = unknown_counters_line(&many);
+        assert!(line.contains("unknown counters 'nope0'"), "{line}");
+        assert!(
+            line.contains("'nope3'") && !line.contains("'nope4'"),
+            "{line}"
+        );
+        assert!(line.contains("and 3 more"), "{line}");
+        // A hostile name is escaped and shortened.
+        let line = unknown_counters_line(&[format!("a\nb\x1b{}", "z".repeat(500))]);
+        assert!(!line.contains('\n') && !line.contains('\x1b'), "{line:?}");
+        assert!(
+            line.contains("'a\\nb\\u{1b}zz") && line.contains("...'"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        let d = |a: &str, b: &str| edit_distance(&a.chars().collect::<Vec<_>>(), b);
+        assert_eq!(d("cnp_sent", "cnp_sent"), 0);
+        assert_eq!(d("cnp_snet", "cnp_sent"), 2);
+        assert_eq!(d("", "abc"), 3);
+        assert_eq!(d("kitten", "sitting"), 3);
+        assert_eq!(nearest_counter("out_of_bufer"), Some("out_of_buffer"));
+        assert_eq!(nearest_counter("x"), None);
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Whatever the variable holds: one line, bounded, naming the first unknown name.
+            #[test]
+            fn unknown_counter_line_is_one_bounded_line(
+                names in proptest::collection::vec(
+                    prop_oneof![
+                        ".{0,200}",
+                        proptest::sample::select(vocab::names().to_vec())
+                            .prop_map(|n| format!("{n}x")),
+                    ],
+                    1..12,
+                )
+            ) {
+                let line = unknown_counters_line(&names);
+                prop_assert!(!line.contains('\n'));
+                prop_assert!(line.len() <= 640, "{} bytes: {}", line.len(), line);
+                let first: String =
+                    names[0].chars().flat_map(char::escape_debug).take(8).collect();
+                prop_assert!(line.contains(&format!("'{first}")), "{}", line);
+            }
+        }
+    }
+
+    #[test]
+    fn format_doc_lists_every_known_counter() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/format.md"))
+            .unwrap();
+        let table = testing::known_counters_markdown();
+        assert!(
+            doc.contains(table.trim()),
+            "docs/format.md's \"Known counters\" table differs from hw::vocab::VOCAB; replace it with:\n{table}"
         );
     }
 

@@ -16,9 +16,9 @@ pub mod model;
 pub mod outliers;
 pub mod parquet_export;
 pub mod promgc;
-/// The Prometheus families and their renderer: the library's own file, compiled here too, so
-/// the export and the library's live textfile cannot drift.
-#[path = "../../../src/promtext.rs"]
+/// The Prometheus families and their renderer: the library's own files (`src/promtext/`),
+/// compiled here too, so the export and the library's live textfile cannot drift.
+#[path = "../../../src/promtext/mod.rs"]
 pub mod promtext;
 pub mod report;
 pub mod stalls;

@@ -1,0 +1,122 @@
+//! The renderer's input: plain data (a rank, its devices, channels, QPs, counters) that each
+//! side converts what it has into. Separate because both crates build these and only these.
+
+/// The software counters of a QP, or their sum over a channel or a device.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counts {
+    pub wqes_sent: u64,
+    pub recv_wqes: u64,
+    pub wqes_drained: u64,
+    pub wqes_completed: u64,
+    pub cts_signalled: u64,
+    pub cts_unsignalled: u64,
+    pub slot_misses: u64,
+    pub writes: u64,
+    pub writes_imm: u64,
+    /// The completion-latency histogram (buckets of the rank's interval, the last open).
+    pub hist: Vec<u64>,
+    /// The log-scale histogram, sparse and sorted: `(lo_ns, hi_ns, count)` with inclusive
+    /// bounds, `hi_ns` None for the open last bucket (channels and devices; QPs have none).
+    pub log_hist: Vec<(u64, Option<u64>, u64)>,
+}
+
+impl Counts {
+    pub fn add(&mut self, o: &Counts) {
+        for (a, b) in [
+            (&mut self.wqes_sent, o.wqes_sent),
+            (&mut self.recv_wqes, o.recv_wqes),
+            (&mut self.wqes_drained, o.wqes_drained),
+            (&mut self.wqes_completed, o.wqes_completed),
+            (&mut self.cts_signalled, o.cts_signalled),
+            (&mut self.cts_unsignalled, o.cts_unsignalled),
+            (&mut self.slot_misses, o.slot_misses),
+            (&mut self.writes, o.writes),
+            (&mut self.writes_imm, o.writes_imm),
+        ] {
+            *a = a.saturating_add(b);
+        }
+        if self.hist.len() < o.hist.len() {
+            self.hist.resize(o.hist.len(), 0);
+        }
+        for (a, b) in self.hist.iter_mut().zip(&o.hist) {
+            *a = a.saturating_add(*b);
+        }
+        if !o.log_hist.is_empty() {
+            let mut m: std::collections::BTreeMap<u64, (Option<u64>, u64)> = self
+                .log_hist
+                .iter()
+                .map(|&(lo, hi, n)| (lo, (hi, n)))
+                .collect();
+            for &(lo, hi, n) in &o.log_hist {
+                let e = m.entry(lo).or_insert((hi, 0));
+                e.1 = e.1.saturating_add(n);
+            }
+            self.log_hist = m.into_iter().map(|(lo, (hi, n))| (lo, hi, n)).collect();
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Qp {
+    pub id: u64,
+    /// "data", "cts", or None (not set).
+    pub role: Option<String>,
+    pub counts: Counts,
+}
+
+#[derive(Debug, Clone)]
+pub struct Channel {
+    /// None when the transport gave no channel ids.
+    pub id: Option<u64>,
+    /// The channel's totals (the sum of its QPs).
+    pub counts: Counts,
+    pub requests_completed: u64,
+    pub data_qps: u64,
+    pub cts_qps: u64,
+    pub untracked_qps: u64,
+    pub qps: Vec<Qp>,
+}
+
+/// A hardware counter's delta; -1 (or a negative element) is "not available".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hw {
+    Scalar(i64),
+    PerPrio(Vec<i64>),
+}
+
+#[derive(Debug, Clone)]
+pub struct Device {
+    pub id: u32,
+    pub name: String,
+    pub hw_type: String,
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub cq_errors: u64,
+    pub cq_polls: u64,
+    pub active_channels: u64,
+    /// Over the whole device (channels' and those with no channel).
+    pub untracked_qps: u64,
+    pub hw: Vec<(String, Hw)>,
+    pub channels: Vec<Channel>,
+}
+
+impl Device {
+    /// A device the rank drove (it moved bytes or has QPs); the others are not written.
+    pub fn is_used(&self) -> bool {
+        self.tx_bytes > 0 || self.rx_bytes > 0 || self.channels.iter().any(|c| !c.qps.is_empty())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Rank {
+    pub host: String,
+    pub pid: u64,
+    /// The launcher's rank, when known (the library reads it from the environment).
+    pub rank: Option<String>,
+    /// Unix seconds.
+    pub start_s: Option<f64>,
+    /// Unix seconds: when the numbers were taken.
+    pub taken_s: Option<f64>,
+    pub hist_interval_ns: u64,
+    pub devices: Vec<Device>,
+}

@@ -1,0 +1,93 @@
+//! Test data shared by the renderers' tests: a rank with one used and one unused device.
+
+use super::data::{Channel, Counts, Device, Hw, Qp, Rank};
+use super::families::Level;
+use super::render::render;
+
+pub(super) fn counts(n: u64) -> Counts {
+    Counts {
+        wqes_sent: n,
+        recv_wqes: n,
+        wqes_drained: 2 * n,
+        wqes_completed: n,
+        cts_signalled: 1,
+        cts_unsignalled: n - 1,
+        slot_misses: 0,
+        writes: n,
+        writes_imm: 0,
+        hist: vec![n, 0, 1],
+        log_hist: vec![(56, Some(59), n), (1 << 40, None, 1)],
+    }
+}
+
+pub(super) fn rank(pid: u64) -> Rank {
+    let qps = vec![
+        Qp {
+            id: 0,
+            role: Some("data".into()),
+            counts: counts(4),
+        },
+        Qp {
+            id: 1,
+            role: None,
+            counts: counts(2),
+        },
+    ];
+    let mut total = Counts::default();
+    for q in &qps {
+        total.add(&q.counts);
+    }
+    let ch = Channel {
+        id: Some(3),
+        counts: total,
+        requests_completed: 5,
+        data_qps: 1,
+        cts_qps: 0,
+        untracked_qps: 0,
+        qps,
+    };
+    let used = Device {
+        id: 0,
+        name: "mlx5_\"0\"".into(),
+        hw_type: "mlx5".into(),
+        tx_bytes: 100,
+        rx_bytes: 50,
+        cq_errors: 0,
+        cq_polls: 9,
+        active_channels: 1,
+        untracked_qps: 2,
+        hw: vec![
+            ("cnp_sent".into(), Hw::Scalar(7)),
+            (
+                "pfc_rx_pause_duration_us".into(),
+                Hw::PerPrio(vec![-1, 3, -1, -1, -1, -1, -1, -1]),
+            ),
+            ("rx_fcs_errors".into(), Hw::Scalar(-1)),
+        ],
+        channels: vec![ch],
+    };
+    let unused = Device {
+        id: 1,
+        name: "mlx5_1".into(),
+        tx_bytes: 0,
+        rx_bytes: 0,
+        channels: vec![],
+        ..used.clone()
+    };
+    Rank {
+        host: "h1".into(),
+        pid,
+        rank: Some("3".into()),
+        start_s: Some(1.5),
+        taken_s: Some(2.0),
+        hist_interval_ns: 30_000,
+        devices: vec![used, unused],
+    }
+}
+
+/// The lines of three ranks (one a repeat of the first) at `level`.
+pub(super) fn lines(level: Level) -> Vec<String> {
+    let mut s = String::new();
+    assert_eq!(render(&[rank(7), rank(8), rank(7)], level, &mut s), 1);
+    s.lines().map(str::to_owned).collect()
+}

@@ -1,0 +1,119 @@
+//! The NICs' hardware counters: one family per counter (its values converted to base units),
+//! then the availability gauge. Separate because their names come from the data, not from
+//! the family table.
+
+use std::collections::HashSet;
+
+use super::data::{Device, Hw};
+use super::families::{Kind, HW_AVAILABLE};
+use super::names::hw_metric;
+use super::syntax::{escape_into, header, prom_f64, sample};
+
+/// One family per hardware counter (available values only), then the availability gauge.
+pub(super) fn hw_families(out: &mut String, devs: &[(usize, &Device, String)]) {
+    // By name: the library holds them in its vocabulary's order, a parsed file sorted.
+    let mut order: Vec<&str> = devs
+        .iter()
+        .flat_map(|(_, d, _)| d.hw.iter().map(|(n, _)| n.as_str()))
+        .collect();
+    order.sort_unstable();
+    order.dedup();
+    let mut names_taken = HashSet::new();
+    for counter in &order {
+        let (name, help, scale) = hw_metric(counter);
+        if !names_taken.insert(name.clone()) {
+            continue; // two counter names that sanitise alike: the first wins
+        }
+        let mut wrote = false;
+        for (_, d, l) in devs {
+            for (_, v) in d.hw.iter().filter(|(n, _)| n == counter) {
+                let mut emit = |extra: &str, x: i64| {
+                    if x < 0 {
+                        return;
+                    }
+                    if !wrote {
+                        header(out, &name, &help, Kind::Counter);
+                        wrote = true;
+                    }
+                    if scale == 1.0 {
+                        sample(out, &name, l, extra, x);
+                    } else {
+                        sample(out, &name, l, extra, prom_f64(x as f64 * scale));
+                    }
+                };
+                match v {
+                    Hw::Scalar(x) => emit("", *x),
+                    Hw::PerPrio(a) => {
+                        for (p, x) in a.iter().enumerate() {
+                            emit(&format!("priority=\"{p}\""), *x);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if order.is_empty() {
+        return;
+    }
+    let name = HW_AVAILABLE.name();
+    header(out, &name, HW_AVAILABLE.help, HW_AVAILABLE.kind);
+    let mut extra = String::new();
+    for (_, d, l) in devs {
+        let mut hw: Vec<&(String, Hw)> = d.hw.iter().collect();
+        hw.sort_by(|a, b| a.0.cmp(&b.0));
+        for (n, v) in hw {
+            extra.clear();
+            extra.push_str("counter=\"");
+            escape_into(&mut extra, n);
+            extra.push('"');
+            match v {
+                Hw::Scalar(x) => sample(out, &name, l, &extra, u8::from(*x >= 0)),
+                Hw::PerPrio(a) => {
+                    let base = extra.clone();
+                    for (p, x) in a.iter().enumerate() {
+                        sample(
+                            out,
+                            &name,
+                            l,
+                            &format!("{base},priority=\"{p}\""),
+                            u8::from(*x >= 0),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::families::Level;
+    use super::super::fixtures::lines;
+
+    #[test]
+    fn unavailable_hardware_counters_are_absent_and_flagged() {
+        let l = lines(Level::Device);
+        assert!(!l.iter().any(|x| !x.starts_with('#') && x.ends_with(" -1")));
+        assert!(l
+            .iter()
+            .any(|x| x.starts_with("rccl_telemetry_hw_cnp_sent_total{") && x.ends_with(" 7")));
+        assert!(l.iter().any(|x| x
+            .starts_with("rccl_telemetry_hw_pfc_rx_pause_duration_seconds_total{")
+            && x.contains("priority=\"1\"")
+            && x.ends_with(" 0.000003")));
+        assert!(!l
+            .iter()
+            .any(|x| x.contains("priority=\"0\"") && x.starts_with("rccl_telemetry_hw_pfc")));
+        assert!(!l
+            .iter()
+            .any(|x| x.starts_with("rccl_telemetry_hw_rx_fcs_errors_total")));
+        assert!(l
+            .iter()
+            .any(|x| x.contains("counter=\"rx_fcs_errors\"") && x.ends_with(" 0")));
+        assert!(l
+            .iter()
+            .any(|x| x.contains("counter=\"cnp_sent\"") && x.ends_with(" 1")));
+        // Device level has no channel or QP series.
+        assert!(!l.iter().any(|x| x.contains("channel=")));
+    }
+}

@@ -1,0 +1,431 @@
+//! The renderer: a run's ranks to the text, scope by scope (the rank's times, the device-only
+//! counters, the software counters and histograms at device, channel and QP level). The
+//! hardware counters and the stalls have files of their own.
+
+use std::collections::HashSet;
+
+use super::data::{Channel, Counts, Device, Rank};
+use super::families::{
+    Level, Scope, Scope as S, CHANNEL_TOTALS, COMPLETION, COMPLETION_LOG, COUNTS, DEVICE_ONLY,
+    LAST_WRITE, START_TIME,
+};
+use super::hardware::hw_families;
+use super::syntax::{header, label, labels, prom_f64, sample, unique};
+
+/// One series owner at some scope: its labels and its counters.
+struct Item<'a> {
+    labels: String,
+    counts: &'a Counts,
+    interval_ns: u64,
+    totals: Option<&'a Channel>,
+}
+
+/// Writes the families of `ranks` (skipping a rank whose host and pid repeat an earlier
+/// one's, which would duplicate series); returns how many were skipped.
+pub fn render(ranks: &[Rank], level: Level, out: &mut String) -> usize {
+    let mut seen = HashSet::new();
+    let mut kept: Vec<&Rank> = Vec::with_capacity(ranks.len());
+    for r in ranks {
+        if seen.insert((r.host.as_str(), r.pid, r.rank.as_deref())) {
+            kept.push(r);
+        }
+    }
+    let skipped = ranks.len() - kept.len();
+
+    // Labels, built once per scope.
+    let rank_l: Vec<String> = kept
+        .iter()
+        .map(|r| {
+            let pid = r.pid.to_string();
+            let mut p = vec![("host", r.host.as_str()), ("pid", pid.as_str())];
+            if let Some(k) = &r.rank {
+                p.push(("rank", k.as_str()));
+            }
+            labels(&p)
+        })
+        .collect();
+    let mut dev_counts: Vec<Counts> = Vec::new();
+    // (rank index, device, labels, index into dev_counts)
+    let mut devs: Vec<(usize, &Device, String)> = Vec::new();
+    for (ri, r) in kept.iter().enumerate() {
+        let used: Vec<&Device> = r.devices.iter().filter(|d| d.is_used()).collect();
+        let names = unique(used.iter().map(|d| d.name.clone()));
+        for (d, name) in used.into_iter().zip(names) {
+            let mut l = rank_l[ri].clone();
+            let mut first = l.is_empty();
+            label(&mut l, &mut first, "device", &name);
+            label(&mut l, &mut first, "hw_type", &d.hw_type);
+            let mut total = Counts::default();
+            for c in &d.channels {
+                total.add(&c.counts);
+            }
+            dev_counts.push(total);
+            devs.push((ri, d, l));
+        }
+    }
+
+    for f in [START_TIME, LAST_WRITE] {
+        let get = |r: &Rank| {
+            if f.suffix == START_TIME.suffix {
+                r.start_s
+            } else {
+                r.taken_s
+            }
+        };
+        if kept.iter().any(|r| get(r).is_some()) {
+            header(out, &f.name(), f.help, f.kind);
+            for (r, l) in kept.iter().zip(&rank_l) {
+                if let Some(v) = get(r) {
+                    sample(out, &f.name(), l, "", prom_f64(v));
+                }
+            }
+        }
+    }
+    if devs.is_empty() {
+        return skipped;
+    }
+
+    // Device-only families.
+    for f in DEVICE_ONLY {
+        let name = f.name();
+        header(out, &name, f.help, f.kind);
+        for (_, d, l) in &devs {
+            let v = match f.suffix {
+                "tx_bytes_total" => d.tx_bytes,
+                "rx_bytes_total" => d.rx_bytes,
+                "cq_errors_total" => d.cq_errors,
+                "cq_polls_total" => d.cq_polls,
+                _ => d.active_channels,
+            };
+            sample(out, &name, l, "", v);
+        }
+    }
+
+    let dev_items: Vec<Item> = devs
+        .iter()
+        .zip(&dev_counts)
+        .map(|((ri, _, l), c)| Item {
+            labels: l.clone(),
+            counts: c,
+            interval_ns: kept[*ri].hist_interval_ns,
+            totals: None,
+        })
+        .collect();
+    counts_families(
+        out,
+        S::Device,
+        &dev_items,
+        devs.iter().map(|(_, d, _)| DevTotals::of(d)).collect(),
+    );
+    hw_families(out, &devs);
+
+    if level >= Level::Channel {
+        let mut ch_items: Vec<Item> = Vec::new();
+        let mut qp_items: Vec<Item> = Vec::new();
+        for (ri, d, dl) in &devs {
+            let ids = unique(d.channels.iter().enumerate().map(|(i, c)| {
+                c.id.map_or_else(|| format!("unknown_{i}"), |id| id.to_string())
+            }));
+            for (c, id) in d.channels.iter().zip(ids) {
+                let mut cl = dl.clone();
+                let mut first = cl.is_empty();
+                label(&mut cl, &mut first, "channel", &id);
+                if level >= Level::Qp {
+                    let qids = unique(c.qps.iter().map(|q| q.id.to_string()));
+                    for (q, qid) in c.qps.iter().zip(qids) {
+                        let mut ql = cl.clone();
+                        let mut first = ql.is_empty();
+                        label(&mut ql, &mut first, "qp", &qid);
+                        label(
+                            &mut ql,
+                            &mut first,
+                            "role",
+                            q.role.as_deref().unwrap_or("unset"),
+                        );
+                        qp_items.push(Item {
+                            labels: ql,
+                            counts: &q.counts,
+                            interval_ns: kept[*ri].hist_interval_ns,
+                            totals: None,
+                        });
+                    }
+                }
+                ch_items.push(Item {
+                    labels: cl,
+                    counts: &c.counts,
+                    interval_ns: kept[*ri].hist_interval_ns,
+                    totals: Some(c),
+                });
+            }
+        }
+        if level >= Level::Channel && !ch_items.is_empty() {
+            let totals = ch_items
+                .iter()
+                .map(|i| DevTotals::of_channel(i.totals.expect("a channel")))
+                .collect();
+            counts_families(out, S::Channel, &ch_items, totals);
+        }
+        if level >= Level::Qp && !qp_items.is_empty() {
+            counts_families(out, S::Qp, &qp_items, Vec::new());
+        }
+    }
+    skipped
+}
+
+/// requests completed, untracked QPs, data and CTS QPs of a device or a channel.
+struct DevTotals([u64; 4]);
+
+impl DevTotals {
+    fn of(d: &Device) -> DevTotals {
+        let s =
+            |g: fn(&Channel) -> u64| d.channels.iter().fold(0u64, |a, c| a.saturating_add(g(c)));
+        DevTotals([
+            s(|c| c.requests_completed),
+            d.untracked_qps,
+            s(|c| c.data_qps),
+            s(|c| c.cts_qps),
+        ])
+    }
+    fn of_channel(c: &Channel) -> DevTotals {
+        DevTotals([c.requests_completed, c.untracked_qps, c.data_qps, c.cts_qps])
+    }
+}
+
+/// The shared counters at one scope, then (device and channel) the totals, then the histogram.
+fn counts_families(out: &mut String, scope: Scope, items: &[Item], totals: Vec<DevTotals>) {
+    type Get = fn(&Counts) -> u64;
+    for f in COUNTS {
+        let f = f.at(scope);
+        let name = f.name();
+        header(out, &name, f.help, f.kind);
+        let variants: &[(&str, Get)] = match f.suffix {
+            "wqes_sent_total" => &[("", |c| c.wqes_sent)],
+            "recv_wqes_posted_total" => &[("", |c| c.recv_wqes)],
+            "wqes_drained_total" => &[("", |c| c.wqes_drained)],
+            "wqes_completed_total" => &[("", |c| c.wqes_completed)],
+            "cts_sent_total" => &[
+                ("signalled=\"true\"", |c| c.cts_signalled),
+                ("signalled=\"false\"", |c| c.cts_unsignalled),
+            ],
+            "slot_misses_total" => &[("", |c| c.slot_misses)],
+            _ => &[
+                ("immediate=\"false\"", |c| c.writes),
+                ("immediate=\"true\"", |c| c.writes_imm),
+            ],
+        };
+        for it in items {
+            for (extra, get) in variants {
+                sample(out, &name, &it.labels, extra, get(it.counts));
+            }
+        }
+    }
+    if !totals.is_empty() {
+        for (i, f) in CHANNEL_TOTALS.iter().enumerate() {
+            let f = f.at(scope);
+            let name = f.name();
+            header(out, &name, f.help, f.kind);
+            for (it, t) in items.iter().zip(&totals) {
+                match i {
+                    0 => sample(out, &name, &it.labels, "", t.0[0]),
+                    1 => sample(out, &name, &it.labels, "", t.0[1]),
+                    _ => {
+                        sample(out, &name, &it.labels, "role=\"data\"", t.0[2]);
+                        sample(out, &name, &it.labels, "role=\"cts\"", t.0[3]);
+                    }
+                }
+            }
+        }
+    }
+    // The completion-latency histogram, in seconds; the last bucket is +Inf. The library does
+    // not record the sum of the latencies, so _sum is absent (the format allows it).
+    let f = COMPLETION.at(scope);
+    let name = f.name();
+    if items.iter().any(|i| !i.counts.hist.is_empty()) {
+        header(out, &name, f.help, f.kind);
+        let (bucket, count) = (format!("{name}_bucket"), format!("{name}_count"));
+        let mut le = String::new();
+        for it in items.iter().filter(|i| !i.counts.hist.is_empty()) {
+            let h = &it.counts.hist;
+            let mut cum = 0u64;
+            for (b, c) in h.iter().enumerate() {
+                cum = cum.saturating_add(*c);
+                le.clear();
+                le.push_str("le=\"");
+                if b + 1 == h.len() {
+                    le.push_str("+Inf");
+                } else {
+                    le.push_str(&prom_f64((b as f64 + 1.0) * it.interval_ns as f64 / 1e9));
+                }
+                le.push('"');
+                sample(out, &bucket, &it.labels, &le, cum);
+            }
+            sample(out, &count, &it.labels, "", cum);
+        }
+    }
+    // The log-scale histogram as classic buckets: every series of the family gets the same
+    // `le` set (the upper bounds, in seconds, of every bucket non-empty in any of them), so
+    // sum by (le) and histogram_quantile work across ranks and devices.
+    if scope == S::Qp || items.iter().all(|i| i.counts.log_hist.is_empty()) {
+        return;
+    }
+    let f = COMPLETION_LOG.at(scope);
+    let name = f.name();
+    header(out, &name, f.help, f.kind);
+    let bounds: std::collections::BTreeSet<u64> = items
+        .iter()
+        .flat_map(|i| i.counts.log_hist.iter().filter_map(|b| b.1))
+        .collect();
+    let (bucket, count) = (format!("{name}_bucket"), format!("{name}_count"));
+    for it in items.iter().filter(|i| !i.counts.log_hist.is_empty()) {
+        let mut cum = 0u64;
+        let mut sorted = it.counts.log_hist.clone();
+        sorted.sort_unstable_by_key(|b| b.1.unwrap_or(u64::MAX));
+        let mut rest = sorted.iter().peekable();
+        for hi in &bounds {
+            while let Some(b) = rest.next_if(|b| b.1.is_some_and(|h| h <= *hi)) {
+                cum = cum.saturating_add(b.2);
+            }
+            sample(
+                out,
+                &bucket,
+                &it.labels,
+                &format!("le=\"{}\"", prom_f64(*hi as f64 / 1e9)),
+                cum,
+            );
+        }
+        let total = it
+            .counts
+            .log_hist
+            .iter()
+            .fold(0u64, |a, b| a.saturating_add(b.2));
+        sample(out, &bucket, &it.labels, "le=\"+Inf\"", total);
+        sample(out, &count, &it.labels, "", total);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::families::families;
+    use super::super::fixtures::lines;
+    use super::*;
+
+    #[test]
+    fn log_histogram_series_share_one_le_set_and_sum_channels_into_devices() {
+        let mut a = Counts {
+            log_hist: vec![(56, Some(59), 3), (1 << 40, None, 1)],
+            ..Counts::default()
+        };
+        let b = Counts {
+            log_hist: vec![(64, Some(71), 2), (56, Some(59), 1)],
+            ..Counts::default()
+        };
+        let items = [
+            Item {
+                labels: "host=\"h\",pid=\"1\"".into(),
+                counts: &a,
+                interval_ns: 1000,
+                totals: None,
+            },
+            Item {
+                labels: "host=\"h\",pid=\"2\"".into(),
+                counts: &b,
+                interval_ns: 1000,
+                totals: None,
+            },
+        ];
+        let mut out = String::new();
+        counts_families(&mut out, S::Device, &items, Vec::new());
+        let name = COMPLETION_LOG.name();
+        let lines: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}_")))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                format!("{name}_bucket{{host=\"h\",pid=\"1\",le=\"0.000000059\"}} 3"),
+                format!("{name}_bucket{{host=\"h\",pid=\"1\",le=\"0.000000071\"}} 3"),
+                format!("{name}_bucket{{host=\"h\",pid=\"1\",le=\"+Inf\"}} 4"),
+                format!("{name}_count{{host=\"h\",pid=\"1\"}} 4"),
+                format!("{name}_bucket{{host=\"h\",pid=\"2\",le=\"0.000000059\"}} 1"),
+                format!("{name}_bucket{{host=\"h\",pid=\"2\",le=\"0.000000071\"}} 3"),
+                format!("{name}_bucket{{host=\"h\",pid=\"2\",le=\"+Inf\"}} 3"),
+                format!("{name}_count{{host=\"h\",pid=\"2\"}} 3"),
+            ],
+            "{out}"
+        );
+        // QP series have no log-scale histogram.
+        let mut q = String::new();
+        counts_families(&mut q, S::Qp, &items, Vec::new());
+        assert!(!q.contains("log_seconds"), "{q}");
+        // Adding merges buckets by their lower bound, in order.
+        a.add(&b);
+        assert_eq!(
+            a.log_hist,
+            vec![(56, Some(59), 4), (64, Some(71), 2), (1 << 40, None, 1)]
+        );
+    }
+
+    #[test]
+    fn series_carry_the_rank_and_the_scope_labels() {
+        let l = lines(Level::Qp);
+        let has = |x: &str| l.iter().any(|y| y == x);
+        assert!(
+            has(
+                r#"rccl_telemetry_tx_bytes_total{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5"} 100"#
+            ),
+            "{l:#?}"
+        );
+        assert!(has(
+            r#"rccl_telemetry_wqes_sent_total{host="h1",pid="8",rank="3",device="mlx5_\"0\"",hw_type="mlx5"} 6"#
+        ));
+        assert!(has(
+            r#"rccl_telemetry_channel_qps{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5",channel="3",role="data"} 1"#
+        ));
+        assert!(has(
+            r#"rccl_telemetry_qp_cts_sent_total{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5",channel="3",qp="1",role="unset",signalled="false"} 1"#
+        ));
+        assert!(has(
+            r#"rccl_telemetry_untracked_qps{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5"} 2"#
+        ));
+        assert!(has(
+            r#"rccl_telemetry_qp_wqe_completion_seconds_bucket{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5",channel="3",qp="0",role="data",le="0.00003"} 4"#
+        ));
+        assert!(has(
+            r#"rccl_telemetry_wqe_completion_seconds_count{host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5"} 8"#
+        ));
+        assert!(has(
+            r#"rccl_telemetry_last_write_timestamp_seconds{host="h1",pid="7",rank="3"} 2"#
+        ));
+        // The unused device is absent; the repeated rank is written once.
+        assert!(!l.iter().any(|x| x.contains("mlx5_1")));
+        assert_eq!(
+            l.iter()
+                .filter(|x| x.starts_with("rccl_telemetry_tx_bytes_total{"))
+                .count(),
+            2
+        );
+    }
+
+    #[test]
+    fn every_family_has_help_and_type_once_and_counters_end_in_total() {
+        let l = lines(Level::Qp);
+        let mut typed = HashSet::new();
+        for x in l.iter().filter_map(|x| x.strip_prefix("# TYPE ")) {
+            let (n, k) = x.split_once(' ').unwrap();
+            assert!(typed.insert(n.to_owned()), "{n} twice");
+            if k == "counter" {
+                assert!(n.ends_with("_total"), "{n}");
+            }
+        }
+        for f in families(Level::Qp) {
+            assert!(typed.contains(&f.name()), "{} not written", f.name());
+        }
+        let series: Vec<&String> = l.iter().filter(|x| !x.starts_with('#')).collect();
+        let distinct: HashSet<&str> = series
+            .iter()
+            .map(|x| x.rsplit_once(' ').unwrap().0)
+            .collect();
+        assert_eq!(distinct.len(), series.len(), "duplicate series");
+    }
+}

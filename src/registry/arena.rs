@@ -1,0 +1,314 @@
+//! A channel's QP slots: the append-only arena of geometric segments (allocated on demand,
+//! never moved or freed, with each slot's role and the interposer's counters beside it) and
+//! the slot index that leads a bare slot address back to its channel. Separate from the
+//! devices and channels that own arenas: this is the memory layout and its one lock.
+
+use std::alloc::{alloc_zeroed, Layout};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
+
+use parking_lot::Mutex;
+
+use crate::counters::{QpExt, RcclQpStats};
+use crate::loghist::LogHist;
+
+use super::{channel, verbs_keys, Channel};
+
+/// Slots in the first segment of a channel's arena; segment s holds FIRST_SEG << s.
+const FIRST_SEG: u64 = 16;
+const SEGMENTS: usize = 24;
+/// Ceiling on QP slots per channel (a guard against a garbage numQps, not a design limit:
+/// 16,777,216 slots take 4 GiB).
+pub const MAX_QPS_PER_CHANNEL: u64 = 1 << 24;
+
+/// A channel's QP slots: geometric segments allocated on demand, never moved.
+pub struct SlotArena {
+    segs: [AtomicPtr<RcclQpStats>; SEGMENTS],
+    /// Parallel segments of `QpExt`, only when `verbs_keys()`.
+    ext_segs: [AtomicPtr<QpExt>; SEGMENTS],
+    /// Parallel segments of each slot's role (ROLE_*, one byte a slot): told once at setup,
+    /// read by the report, never by the hot path, so it stays out of the slot and the slot's
+    /// histogram word is a bare address.
+    role_segs: [AtomicPtr<AtomicU8>; SEGMENTS],
+    len: AtomicU64,
+    grow: Mutex<()>,
+    /// (device, channel) of the arena, when it belongs to a registered channel: its segments
+    /// are then listed in the slot index (`slot_home`), so a handle leads back to its channel.
+    home: Option<(u32, u32)>,
+}
+
+/// Where a slot segment lives: (device, channel, index of its first slot, slots in it).
+#[derive(Clone, Copy)]
+struct SegHome {
+    dev: u32,
+    ch: u32,
+    first: u64,
+    len: u64,
+}
+
+/// Every registered channel's slot segments by start address: the reverse of a handle, for
+/// the cold entry points that receive a bare `RcclQpStats*` (rcclTelemetryQpSetPeer). About
+/// one entry per channel per doubling of its slots; looked up only off the data path.
+static SLOT_INDEX: Mutex<std::collections::BTreeMap<usize, SegHome>> =
+    Mutex::new(std::collections::BTreeMap::new());
+
+/// The device id, channel and slot index of a slot handle; None for an address that is no
+/// reserved slot of a registered channel (a stray pointer, or an arena of a unit test).
+pub fn slot_home(q: *const RcclQpStats) -> Option<(u32, &'static Channel, u64)> {
+    let a = q as usize;
+    let h = {
+        let idx = SLOT_INDEX.lock();
+        let (&start, &h) = idx.range(..=a).next_back()?;
+        let off = a - start;
+        let size = std::mem::size_of::<RcclQpStats>();
+        if off % size != 0 || (off / size) as u64 >= h.len {
+            return None;
+        }
+        SegHome {
+            first: h.first + (off / size) as u64,
+            ..h
+        }
+    };
+    let c = channel(h.dev as i32, h.ch as i32)?;
+    (h.first < c.slots.reserved()).then_some((h.dev, c, h.first))
+}
+
+fn locate(i: u64) -> (usize, u64) {
+    let x = i / FIRST_SEG + 1;
+    let seg = 63 - x.leading_zeros() as u64;
+    (seg as usize, i - FIRST_SEG * ((1 << seg) - 1))
+}
+
+fn seg_len(seg: usize) -> u64 {
+    FIRST_SEG << seg
+}
+
+impl SlotArena {
+    fn new() -> SlotArena {
+        SlotArena {
+            segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            ext_segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            role_segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            len: AtomicU64::new(0),
+            grow: Mutex::new(()),
+            home: None,
+        }
+    }
+
+    pub(super) fn with_home(dev: u32, ch: u32) -> SlotArena {
+        SlotArena {
+            home: Some((dev, ch)),
+            ..SlotArena::new()
+        }
+    }
+
+    /// Reserves up to `n` consecutive slots, each recording its latencies into `log` as
+    /// well; returns (first, granted).
+    pub(super) fn reserve(&self, n: u64, log: Option<&'static LogHist>) -> (u64, u64) {
+        let _g = self.grow.lock();
+        let first = self.len.load(Relaxed);
+        let want = n.min(MAX_QPS_PER_CHANNEL.saturating_sub(first));
+        let mask = crate::hot::rcclTelemetryHotV3.sample_mask.load(Relaxed);
+        let mut granted = 0;
+        while granted < want {
+            let (seg, off) = locate(first + granted);
+            if self.segs[seg].load(Relaxed).is_null() {
+                let layout =
+                    Layout::array::<RcclQpStats>(seg_len(seg) as usize).expect("segment layout");
+                // SAFETY: non-zero size; all-zero bytes are a valid, empty RcclQpStats.
+                let p = unsafe { alloc_zeroed(layout) } as *mut RcclQpStats;
+                if p.is_null() {
+                    break; // out of memory: the rest are untracked
+                }
+                self.segs[seg].store(p, Release);
+                if let Some((dev, ch)) = self.home {
+                    let first = FIRST_SEG * ((1 << seg) - 1);
+                    SLOT_INDEX.lock().insert(
+                        p as usize,
+                        SegHome {
+                            dev,
+                            ch,
+                            first,
+                            len: seg_len(seg),
+                        },
+                    );
+                }
+            }
+            if self.role_segs[seg].load(Relaxed).is_null() {
+                let layout =
+                    Layout::array::<AtomicU8>(seg_len(seg) as usize).expect("segment layout");
+                // SAFETY: non-zero size; zero is ROLE_UNKNOWN.
+                let p = unsafe { alloc_zeroed(layout) } as *mut AtomicU8;
+                if p.is_null() {
+                    break;
+                }
+                self.role_segs[seg].store(p, Release);
+            }
+            if verbs_keys() && self.ext_segs[seg].load(Relaxed).is_null() {
+                let layout = Layout::array::<QpExt>(seg_len(seg) as usize).expect("segment layout");
+                // SAFETY: non-zero size; all-zero bytes are a valid, empty QpExt.
+                let p = unsafe { alloc_zeroed(layout) } as *mut QpExt;
+                if p.is_null() {
+                    break;
+                }
+                self.ext_segs[seg].store(p, Release);
+            }
+            let n = (seg_len(seg) - off).min(want - granted);
+            // SAFETY: the segment is allocated and holds slots off..off + n.
+            let seg_slots = unsafe {
+                std::slice::from_raw_parts(
+                    self.segs[seg].load(Relaxed).add(off as usize),
+                    n as usize,
+                )
+            };
+            for q in seg_slots {
+                q.sample_mask.store(mask, Relaxed);
+                if let Some(h) = log {
+                    q.set_log_hist(h);
+                }
+            }
+            granted += n;
+        }
+        self.len.store(first + granted, Release);
+        (first, granted)
+    }
+
+    /// Slots reserved so far (all of them resolvable).
+    pub fn reserved(&self) -> u64 {
+        self.len.load(Acquire)
+    }
+
+    /// Every reserved slot with its index, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &'static RcclQpStats)> + '_ {
+        (0..self.reserved()).filter_map(|i| Some((i, self.get(i)?)))
+    }
+
+    pub fn get(&self, i: u64) -> Option<&'static RcclQpStats> {
+        if i >= self.reserved() {
+            return None;
+        }
+        let (seg, off) = locate(i);
+        let p = self.segs[seg].load(Acquire);
+        // SAFETY: segments below len are allocated, never freed, and hold seg_len(seg) slots.
+        (!p.is_null()).then(|| unsafe { &*p.add(off as usize) })
+    }
+
+    /// The role of slot `i` as rcclTelemetrySetQpRole told it (ROLE_UNKNOWN until then).
+    pub fn role(&self, i: u64) -> u8 {
+        self.role_cell(i)
+            .map_or(crate::counters::ROLE_UNKNOWN, |r| r.load(Relaxed))
+    }
+
+    /// Records the role of slot `i`; false when no such slot is reserved.
+    pub fn set_role(&self, i: u64, role: u8) -> bool {
+        self.role_cell(i).map(|r| r.store(role, Relaxed)).is_some()
+    }
+
+    fn role_cell(&self, i: u64) -> Option<&'static AtomicU8> {
+        if i >= self.reserved() {
+            return None;
+        }
+        let (seg, off) = locate(i);
+        let p = self.role_segs[seg].load(Acquire);
+        // SAFETY: as for get(): allocated before len covered i, never freed.
+        (!p.is_null()).then(|| unsafe { &*p.add(off as usize) })
+    }
+
+    /// The verbs interposer's counters of slot `i` (None unless `verbs_keys()` was on when
+    /// the slot was reserved).
+    pub fn ext(&self, i: u64) -> Option<&'static QpExt> {
+        if i >= self.reserved() {
+            return None;
+        }
+        let (seg, off) = locate(i);
+        let p = self.ext_segs[seg].load(Acquire);
+        // SAFETY: as for get(): allocated before len covered i, never freed.
+        (!p.is_null()).then(|| unsafe { &*p.add(off as usize) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_covers_every_index_once() {
+        let mut expect = (0usize, 0u64);
+        for i in 0..100_000u64 {
+            assert_eq!(locate(i), expect, "i={i}");
+            expect.1 += 1;
+            if expect.1 == seg_len(expect.0) {
+                expect = (expect.0 + 1, 0);
+            }
+        }
+        let total: u64 = (0..SEGMENTS).map(seg_len).sum();
+        assert!(total >= MAX_QPS_PER_CHANNEL);
+    }
+
+    #[test]
+    fn arena_slots_never_move_and_grow_without_cap() {
+        let a = SlotArena::new();
+        let (f, g) = a.reserve(3, None);
+        assert_eq!((f, g), (0, 3));
+        let p0 = a.get(0).unwrap() as *const _;
+        let (f, g) = a.reserve(10_000, None);
+        assert_eq!((f, g), (3, 10_000));
+        assert_eq!(a.get(0).unwrap() as *const _, p0);
+        assert!(a.get(10_002).is_some());
+        assert!(a.get(10_003).is_none());
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..10_003 {
+            assert!(seen.insert(a.get(i).unwrap() as *const RcclQpStats as usize));
+        }
+    }
+
+    #[test]
+    fn roles_live_beside_the_slots_and_leave_the_histogram_word_a_bare_address() {
+        use crate::counters::{ROLE_CTS, ROLE_DATA, ROLE_UNKNOWN};
+        let log: &'static LogHist = Box::leak(Box::new(LogHist::new()));
+        let a = SlotArena::new();
+        // 40 slots span the first two segments (16 + 32).
+        assert_eq!(a.reserve(40, Some(log)), (0, 40));
+        assert!(!a.set_role(40, ROLE_DATA), "no slot 40");
+        assert_eq!(a.role(40), ROLE_UNKNOWN);
+        for i in 0..40 {
+            assert_eq!(a.role(i), ROLE_UNKNOWN, "slot {i} before its role is told");
+            assert!(a.set_role(i, if i % 3 == 0 { ROLE_CTS } else { ROLE_DATA }));
+        }
+        a.set_role(7, ROLE_CTS); // told again: the last word wins
+        for i in 0..40 {
+            let want = if i % 3 == 0 || i == 7 {
+                ROLE_CTS
+            } else {
+                ROLE_DATA
+            };
+            assert_eq!(a.role(i), want, "slot {i}");
+            let q = a.get(i).unwrap();
+            assert_eq!(
+                q.log_hist.load(Relaxed),
+                log as *const LogHist as u64,
+                "slot {i}: the word the inline hook uses as the pointer"
+            );
+            assert!(std::ptr::eq(q.log_hist().unwrap(), log));
+        }
+        let b = SlotArena::new();
+        b.reserve(2, None);
+        b.set_role(1, ROLE_DATA);
+        assert_eq!(
+            b.get(1).unwrap().log_hist.load(Relaxed),
+            0,
+            "no histogram: the word is 0, whatever the role"
+        );
+        assert!(b.get(1).unwrap().log_hist().is_none());
+        assert_eq!((b.role(0), b.role(1)), (ROLE_UNKNOWN, ROLE_DATA));
+    }
+
+    #[test]
+    fn arena_stops_at_the_ceiling() {
+        let a = SlotArena::new();
+        let (_, g) = a.reserve(MAX_QPS_PER_CHANNEL - 5, None);
+        assert_eq!(g, MAX_QPS_PER_CHANNEL - 5);
+        assert_eq!(a.reserve(10, None), (MAX_QPS_PER_CHANNEL - 5, 5));
+        assert_eq!(a.reserve(1, None), (MAX_QPS_PER_CHANNEL, 0));
+    }
+}

@@ -1,0 +1,236 @@
+//! Devices, channels and QP slots: the append-only arena behind every handle, handle
+//! resolution, and `num_qp_untracked` accounting. Also the per-thread shards behind the
+//! device forms (bytes, CQ errors, CQ polls, WQE sizes).
+//!
+//! Nothing here is ever freed or moved: devices, channels and slot segments are allocated
+//! once and leaked, so every handle stays valid for the life of the process.
+//!
+//! Submodules: `arena` (a channel's slot segments and the slot index behind `slot_home`),
+//! `stripes` (the device forms' per-thread counter sets); their public items are re-exported
+//! here.
+
+mod arena;
+mod stripes;
+
+pub use arena::{slot_home, SlotArena, MAX_QPS_PER_CHANNEL};
+pub use stripes::{
+    add, dev_totals, stripe, DevCounters, DevShard, DevTotals, SharedCounters, STRIPES,
+};
+
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::*};
+use std::sync::Once;
+
+use parking_lot::Mutex;
+
+use crate::counters::{RcclChannelStats, RcclQpStats};
+use crate::hw::{HwDevice, HwSettings};
+use crate::loghist::LogHist;
+
+pub use crate::hot::MAX_DEVS;
+pub const MAX_CHANNELS: usize = 512;
+
+/// Whether slots get a `QpExt` beside them and the file the verbs interposer's keys: set
+/// once by `librccl_telemetry_preload.so` before it reserves any slot.
+static VERBS_KEYS: AtomicBool = AtomicBool::new(false);
+
+/// Whether slots record into their channel's log-scale histogram (RCCL_TELEMETRY_LOG_HISTOGRAM,
+/// set at Init before any slot is reserved).
+static LOG_HISTOGRAM: AtomicBool = AtomicBool::new(true);
+
+pub fn set_log_histogram(on: bool) {
+    LOG_HISTOGRAM.store(on, Release);
+}
+
+/// Turns on the verbs interposer's per-QP and per-device keys for this process.
+pub fn enable_verbs_keys() {
+    VERBS_KEYS.store(true, Release);
+}
+
+/// Whether the verbs interposer's keys are on.
+pub fn verbs_keys() -> bool {
+    VERBS_KEYS.load(Acquire)
+}
+
+pub struct Channel {
+    pub stats: RcclChannelStats,
+    pub id: u32,
+    pub slots: SlotArena,
+    pub untracked: AtomicU64,
+    /// The log-scale completion histogram every slot of the channel records into (None with
+    /// RCCL_TELEMETRY_LOG_HISTOGRAM=0: then it costs no memory either).
+    pub log: Option<&'static LogHist>,
+    /// What rcclTelemetryQpSetPeer told about the channel's QPs, and the per-peer log-scale
+    /// histograms their slots record into (see `peers`).
+    pub peers: crate::peer_table::ChannelPeers,
+}
+
+pub struct Device {
+    pub id: u32,
+    pub roce_device: String,
+    pub transport: String,
+    channels: Box<[AtomicPtr<Channel>]>,
+    new_channel: Mutex<()>,
+    pub channels_unknown: AtomicBool,
+    /// QPs set up on an out-of-range channel index.
+    pub untracked_no_channel: AtomicU64,
+    first_use: Once,
+    pub hw: HwDevice,
+    /// The device forms' counters (bytes, CQ errors and polls, WQE sizes).
+    pub stripes: Box<[DevShard; STRIPES]>,
+    /// The verbs interposer's device-level counters.
+    pub verbs: DevVerbs,
+}
+
+/// Device-level counters of the verbs interposer (any thread, atomic adds).
+#[derive(Default)]
+pub struct DevVerbs {
+    /// Receive WRs posted to shared receive queues on this device (no QP at post time).
+    pub srq_recv_wqe: AtomicU64,
+    /// Completions drained whose qp_num is no QP the interposer tracks on this device.
+    pub wc_unknown_qp: AtomicU64,
+}
+
+impl Device {
+    pub fn channel(&self, ch: i32) -> Option<&'static Channel> {
+        let p = self.channels.get(usize::try_from(ch).ok()?)?.load(Acquire);
+        // SAFETY: channels are leaked boxes, never freed.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    fn channel_or_create(&self, ch: usize) -> &'static Channel {
+        if let Some(c) = self.channel(ch as i32) {
+            return c;
+        }
+        let _g = self.new_channel.lock();
+        if let Some(c) = self.channel(ch as i32) {
+            return c;
+        }
+        let c: &'static Channel = Box::leak(Box::new(Channel {
+            stats: RcclChannelStats {
+                req_completed: AtomicU64::new(0),
+            },
+            id: ch as u32,
+            slots: SlotArena::with_home(self.id, ch as u32),
+            untracked: AtomicU64::new(0),
+            peers: crate::peer_table::ChannelPeers::new(),
+            log: LOG_HISTOGRAM
+                .load(Acquire)
+                .then(|| &*Box::leak(Box::new(LogHist::new()))),
+        }));
+        self.channels[ch].store(c as *const Channel as *mut Channel, Release);
+        c
+    }
+
+    /// The channels seen so far, in index order.
+    pub fn channels(&self) -> impl Iterator<Item = &'static Channel> + '_ {
+        (0..MAX_CHANNELS as i32).filter_map(|i| self.channel(i))
+    }
+}
+
+static DEVICES: [AtomicPtr<Device>; MAX_DEVS] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; MAX_DEVS];
+static REGISTER: Mutex<()> = Mutex::new(());
+
+#[inline(always)]
+pub fn device(dev: i32) -> Option<&'static Device> {
+    let p = DEVICES.get(usize::try_from(dev).ok()?)?.load(Acquire);
+    // SAFETY: devices are leaked boxes, never freed.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Every registered device, in id order.
+pub fn devices() -> impl Iterator<Item = &'static Device> {
+    (0..MAX_DEVS as i32).filter_map(device)
+}
+
+/// Registers device `id`. Registering the same name again returns the id; a different
+/// name on a taken id is refused.
+pub fn register(
+    id: i32,
+    roce_device: &str,
+    transport: &str,
+    hw: &HwSettings,
+) -> Result<i32, String> {
+    let Ok(idx) = usize::try_from(id) else {
+        return Err(format!("device id {id} is negative"));
+    };
+    if idx >= MAX_DEVS {
+        return Err(format!(
+            "device id {id} is out of range 0..{}",
+            MAX_DEVS - 1
+        ));
+    }
+    let _g = REGISTER.lock();
+    if let Some(d) = device(id) {
+        return if d.roce_device == roce_device {
+            Ok(id)
+        } else {
+            Err(format!(
+                "device id {id} is already {}; {roce_device} not registered",
+                d.roce_device
+            ))
+        };
+    }
+    let d = Box::leak(Box::new(Device {
+        id: idx as u32,
+        roce_device: roce_device.to_owned(),
+        transport: transport.to_owned(),
+        channels: (0..MAX_CHANNELS)
+            .map(|_| AtomicPtr::new(ptr::null_mut()))
+            .collect(),
+        new_channel: Mutex::new(()),
+        channels_unknown: AtomicBool::new(false),
+        untracked_no_channel: AtomicU64::new(0),
+        first_use: Once::new(),
+        hw: HwDevice::probe(idx as u32, roce_device, hw),
+        // SAFETY: all-zero bytes are a valid DevShard.
+        stripes: Box::new(unsafe { std::mem::zeroed::<[DevShard; STRIPES]>() }),
+        verbs: DevVerbs::default(),
+    }));
+    DEVICES[idx].store(d, Release);
+    // The header's inline device forms count for this device from now on.
+    crate::hot::rcclTelemetryHotV3.stripes[idx].store(
+        d.stripes.as_ptr() as *mut DevShard as *mut std::ffi::c_void,
+        Release,
+    );
+    Ok(id)
+}
+
+/// SetupChannel: reserves `num_qps` slots on (dev, ch). Returns (first, granted), or None
+/// when nothing was granted. The device's hardware baseline is taken on its first call.
+pub fn setup_channel(dev: i32, ch: i32, num_qps: i32) -> Option<(u64, u64)> {
+    let d = device(dev)?;
+    if num_qps <= 0 {
+        return None;
+    }
+    d.first_use.call_once(|| d.hw.take_baseline());
+    let n = num_qps as u64;
+    let Some(chi) = usize::try_from(ch).ok().filter(|&c| c < MAX_CHANNELS) else {
+        d.untracked_no_channel.fetch_add(n, Relaxed);
+        return None;
+    };
+    let c = d.channel_or_create(chi);
+    let (first, granted) = c.slots.reserve(n, c.log);
+    if granted < n {
+        c.untracked.fetch_add(n - granted, Relaxed);
+    }
+    (granted > 0).then_some((first, granted))
+}
+
+#[inline]
+pub fn qp(dev: i32, ch: i32, qp: i32) -> Option<&'static RcclQpStats> {
+    device(dev)?.channel(ch)?.slots.get(u64::try_from(qp).ok()?)
+}
+
+/// Records the role of QP slot `qp` of (dev, ch); false when the indices name no slot.
+pub fn set_qp_role(dev: i32, ch: i32, qp: i32, role: u8) -> bool {
+    let (Some(c), Ok(i)) = (channel(dev, ch), u64::try_from(qp)) else {
+        return false;
+    };
+    c.slots.set_role(i, role)
+}
+
+pub fn channel(dev: i32, ch: i32) -> Option<&'static Channel> {
+    device(dev)?.channel(ch)
+}

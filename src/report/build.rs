@@ -1,0 +1,269 @@
+//! The snapshot: every slot of the registry read into the file's model (channel totals,
+//! per-peer sums, the stall keys, the QPs' identities). Separate from the model so that what
+//! the file says and how it is gathered from the live slots read apart.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::counters::{
+    size_bucket_max, ExtSnapshot, QpSnapshot, ROLE_CTS, ROLE_DATA, ROLE_UNKNOWN,
+};
+use crate::hw::{HwReport, HwSamples};
+use crate::loghist::LOG_BUCKETS;
+use crate::peers;
+use crate::registry::{self, Device};
+
+use super::*;
+
+fn gid_keys(g: Option<[u8; 16]>) -> (Option<GidText>, Option<GidIp>) {
+    let g = peers::nonzero(g);
+    (
+        g.map(GidText),
+        g.as_ref().and_then(peers::gid_addr).map(GidIp),
+    )
+}
+
+fn lid_key(l: u16) -> Option<u16> {
+    (l != 0).then_some(l)
+}
+
+fn qp_identity(q: Option<peers::QpInfo>, dev_gid: Option<[u8; 16]>, verbs: bool) -> QpIdentity {
+    let q = q.unwrap_or_default();
+    let ud = q.qp_type == Some("ud");
+    QpIdentity {
+        qp_num: q.qp_num,
+        local_gid: q.local_gid.filter(|g| Some(*g) != dev_gid).map(GidText),
+        peer: q.peer.filter(|_| !ud).map(|r| {
+            let (gid, gid_ip) = gid_keys(r.gid);
+            QpPeerReport {
+                qp_num: r.qp_num,
+                gid,
+                gid_ip,
+                lid: lid_key(r.lid),
+            }
+        }),
+        qp_type: if verbs { q.qp_type } else { None },
+    }
+}
+
+fn role_name(r: u8) -> Option<&'static str> {
+    match r {
+        ROLE_DATA => Some("data"),
+        ROLE_CTS => Some("cts"),
+        _ => None,
+    }
+}
+
+fn qp_report(id: u64, role: u8, s: &QpSnapshot, buckets: usize, sampled: bool) -> QpReport {
+    QpReport {
+        id,
+        role: role_name(role),
+        num_wqe_sent: s.wqe_sent,
+        num_recv_wqe: s.recv_wqe,
+        num_wqe_rcvd: s.wqe_rcvd,
+        num_wqe_completed: s.wqe_completed,
+        num_wqe_sampled: sampled.then(|| s.sampled()),
+        num_cts_sent: s.cts_sent(),
+        num_cts_sent_signalled: s.cts_signalled,
+        num_cts_sent_unsignalled: s.cts_unsignalled,
+        num_slot_miss: s.slot_miss,
+        num_write_wqe: s.write_wqe,
+        num_write_imm_wqe: s.write_imm_wqe,
+        wqe_completion_ns_min: s.lat_min,
+        wqe_completion_ns_max: s.lat_max,
+        wqe_completion_histogram: s.hist[..buckets].to_vec(),
+        verbs: None,
+        identity: None,
+        stall: None,
+    }
+}
+
+/// Builds one device's report from its slots (channel totals are derived here).
+pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
+    let buckets = id.histogram_buckets.clamp(1, 16) as usize;
+    let sampled = id.latency_sample > 1;
+    let unknown = d.channels_unknown.load(Relaxed);
+    let verbs = registry::verbs_keys();
+    let mut channels = Vec::new();
+    let mut active = 0;
+    let mut untracked = d.untracked_no_channel.load(Relaxed);
+    let mut dev_log = [0u64; LOG_BUCKETS];
+    let stall_view = crate::stall::device_view(d.id);
+    let local = peers::dev_local(d.id);
+    let mut dev_peers = peers::DevPeers::new(id.log_histogram);
+    for c in d.channels() {
+        let told = c.peers.by_slot();
+        let mut total = QpSnapshot::default();
+        let mut ext_total = ExtSnapshot::default();
+        let (mut data, mut cts) = (0, 0);
+        let mut qps = Vec::with_capacity(c.slots.reserved() as usize);
+        for (i, slot) in c.slots.iter() {
+            let s = slot.snapshot();
+            let role = c.slots.role(i);
+            total.accumulate(&s);
+            data += u64::from(role == ROLE_DATA);
+            cts += u64::from(role == ROLE_CTS);
+            let mut r = qp_report(i, role, &s, buckets, sampled);
+            if verbs {
+                let e = c.slots.ext(i).map(|e| e.snapshot()).unwrap_or_default();
+                ext_total.accumulate(&e);
+                r.verbs = Some((&e).into());
+            }
+            r.identity = Some(qp_identity(
+                told.get(i as usize).copied().flatten(),
+                local.gid,
+                verbs,
+            ));
+            if let Some(v) = &stall_view {
+                let st = v.state.qp(c.id, i).copied().unwrap_or_default();
+                r.stall = Some(QpStallReport::of(&st, v, verbs));
+            }
+            qps.push(r);
+        }
+        let req = c.stats.req_completed.load(Relaxed);
+        active += u64::from(total.active() || req > 0);
+        let ch_untracked = c.untracked.load(Relaxed);
+        untracked += ch_untracked;
+        let t = qp_report(0, ROLE_UNKNOWN, &total, buckets, sampled);
+        let log = dev_peers.add_channel(c);
+        for (a, b) in dev_log.iter_mut().zip(log.iter().flatten()) {
+            *a = a.wrapping_add(*b);
+        }
+        channels.push(ChannelReport {
+            id: (!unknown).then_some(c.id),
+            num_wqe_sent: t.num_wqe_sent,
+            num_recv_wqe: t.num_recv_wqe,
+            num_wqe_rcvd: t.num_wqe_rcvd,
+            num_wqe_completed: t.num_wqe_completed,
+            num_wqe_sampled: t.num_wqe_sampled,
+            num_cts_sent: t.num_cts_sent,
+            num_cts_sent_signalled: t.num_cts_sent_signalled,
+            num_cts_sent_unsignalled: t.num_cts_sent_unsignalled,
+            num_slot_miss: t.num_slot_miss,
+            num_write_wqe: t.num_write_wqe,
+            num_write_imm_wqe: t.num_write_imm_wqe,
+            num_req_completed: req,
+            num_data_qp: data,
+            num_cts_qp: cts,
+            num_qp_untracked: ch_untracked,
+            wqe_completion_ns_min: t.wqe_completion_ns_min,
+            wqe_completion_ns_max: t.wqe_completion_ns_max,
+            wqe_completion_histogram: t.wqe_completion_histogram,
+            queue_pairs: qps,
+            wqe_completion_log_histogram: log.as_ref().map(LogBuckets::of),
+            verbs: verbs.then(|| (&ext_total).into()),
+        });
+    }
+    let totals = registry::dev_totals(d);
+    let (gid, gid_ip) = gid_keys(local.gid);
+    let peer_list = dev_peers
+        .finish()
+        .into_iter()
+        .map(|p| {
+            let g = if let peers::PeerKey::Gid(g) = p.key {
+                Some(g)
+            } else {
+                None
+            };
+            let (gid, gid_ip) = gid_keys(g);
+            PeerReport {
+                gid,
+                gid_ip,
+                lid: lid_key(p.lid),
+                num_qps: p.num_qps,
+                num_qps_shared: (p.num_qps_shared > 0).then_some(p.num_qps_shared),
+                wqe_completion_log_histogram: p.hist.as_ref().map(LogBuckets::of),
+            }
+        })
+        .collect();
+    DeviceReport {
+        device_id: d.id,
+        roce_device: d.roce_device.clone(),
+        eth_device: d.hw.eth_device().to_owned(),
+        hw_type: d.hw.hw_type(),
+        tx_bytes: totals.tx_bytes,
+        rx_bytes: totals.rx_bytes,
+        num_cq_errors: totals.cq_errors,
+        cq_poll_count: totals.cq_polls,
+        num_channels: (!unknown).then_some(channels.len() as u64),
+        active_channels: active,
+        num_qp_untracked: untracked,
+        wqe_size_stats: totals
+            .sizes
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(b, &n)| SizeStat {
+                max_wqe_size: size_bucket_max(b),
+                num_wqe: n,
+            })
+            .collect(),
+        channels,
+        hw_counters: HwCounters(hw),
+        wqe_completion_log_histogram: id.log_histogram.then(|| LogBuckets::of(&dev_log)),
+        verbs: verbs.then(|| DeviceVerbsReport {
+            num_srq_recv_wqe: d.verbs.srq_recv_wqe.load(Relaxed),
+            num_wc_unknown_qp: d.verbs.wc_unknown_qp.load(Relaxed),
+        }),
+        port: local.port,
+        gid_index: local.gid_index,
+        gid,
+        gid_ip,
+        lid: lid_key(local.lid),
+        peers: peer_list,
+        stall: stall_view.map(|v| DeviceStallReport {
+            num_wqe_outstanding: v.state.outstanding,
+            num_qps_stalled: v.state.stalled,
+        }),
+    }
+}
+
+/// Builds the whole file from the registry.
+pub fn build(
+    id: &Identity,
+    end_wall_ns: u64,
+    samples: Option<HwSamples>,
+    is_final: bool,
+    trigger: &str,
+) -> FileReport {
+    // The stall keys as of now, not of the last tick.
+    crate::stall::tick();
+    let devices: Vec<DeviceReport> = registry::devices()
+        .map(|d| device_report(d, id, d.hw.final_report()))
+        .collect();
+    let transport = registry::devices()
+        .map(|d| d.transport.clone())
+        .find(|t| !t.is_empty());
+    let (hw_samples, hw_samples_dropped) = match samples {
+        Some(s) => (
+            Some(
+                s.samples
+                    .into_iter()
+                    .map(|x| SampleReport {
+                        device_id: x.device_id,
+                        timestamp_ns: x.timestamp_ns,
+                        counters: SampleCounters(x.counters),
+                    })
+                    .collect(),
+            ),
+            Some(s.dropped),
+        ),
+        None => (None, None),
+    };
+    FileReport {
+        version: FORMAT_VERSION,
+        host_name: id.host_name.clone(),
+        process_name: id.process_name.clone(),
+        process_id: std::process::id(),
+        start_time: rfc3339(id.start_wall_ns),
+        end_time: rfc3339(end_wall_ns),
+        is_final,
+        trigger: trigger.to_owned(),
+        transport,
+        histogram_interval_ns: id.histogram_interval_ns,
+        latency_sample_interval: (id.latency_sample > 1).then_some(id.latency_sample),
+        devices,
+        hw_samples,
+        hw_samples_dropped,
+        stall_ms: crate::stall::stall_ms(),
+    }
+}
