@@ -1,7 +1,8 @@
 # preload/preload.mk -- librccl_telemetry_preload.so, the LD_PRELOAD verbs interposer, and
 # its host tests' programs; the top-level Makefile includes this file.
 #
-#   make preload        target/release/librccl_telemetry_preload.so: preload/c/*.c compiled
+#   make preload        target/release/librccl_telemetry_preload.so: preload/c/*.c (one file a
+#                       concern, preload/c/preload.h what they share; docs/preload.md) compiled
 #                       against the system's <infiniband/verbs.h> (libibverbs-dev), linked with
 #                       the engine (the preload crate's staticlib). No DT_NEEDED on libibverbs:
 #                       the real entry points are found at run time.
@@ -13,8 +14,8 @@
 
 PRELOAD_SO     := $(REL)/librccl_telemetry_preload.so
 PRELOAD_ENGINE := $(REL)/librccl_telemetry_preload_engine.a
-PRELOAD_SRCS   := preload/c/preload.c
-PRELOAD_HDRS   := preload/c/engine.h include/rccl_telemetry.h
+PRELOAD_SRCS   := $(sort $(wildcard preload/c/*.c))
+PRELOAD_HDRS   := preload/c/preload.h preload/c/engine.h include/rccl_telemetry.h
 PRELOAD_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden $(CWARN) -Iinclude -Ipreload/c
 PB             := $(B)/preload
 FAKEVERBS      := $(PB)/fakeverbs/libibverbs.so.1
@@ -35,8 +36,8 @@ $(PRELOAD_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_E
 	  -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 	@! readelf -d $@ | grep -q 'NEEDED.*ibverbs' || { echo "$@ must not need libibverbs"; exit 1; }
 
-# The same interposer with test hooks (RTP_TEST_HOOKS in preload.c: the fake provider's cues
-# inside the interposer's own sections), for preload/tests/interposer.rs only; never installed.
+# The same interposer with test hooks (RTP_TEST_HOOKS in preload/c/preload.h: the fake
+# provider's cues inside the interposer's own sections), for preload/tests/interposer.rs only; never installed.
 PRELOAD_HOOKS_SO := $(PB)/librccl_telemetry_preload_hooks.so
 $(PRELOAD_HOOKS_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_ENGINE)
 	@mkdir -p $(dir $@)
