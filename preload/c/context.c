@@ -10,7 +10,6 @@
 struct rctx g_ctx[MAX_CTX];
 int g_nctx;
 
-
 /* The device's position in ibv_get_device_list. */
 static int device_index(struct ibv_device *dev) {
   struct ibv_device **(*get)(int *) = real_ibv_get_device_list();

@@ -58,7 +58,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-
 #ifdef RTP_BENCH_COUNTER_CLOCK
 /* A build for bench/preload_bench.c only (bench/bench.mk; never installed): the header's TSC
  * reads become a counter that advances 1000 ticks a read, so that the bench can tell what
@@ -84,7 +83,6 @@ static inline uint64_t rtp_bench_tsc(void) { return rtp_bench_clock += 1000; }
 
 /* ------------------------------------------------------------------------------------ */
 /* State (lifecycle.c)                                                                  */
-
 
 /* 0: not decided, 1: telemetry on (tables are patched), -1: off for good. */
 extern int g_state;
@@ -381,7 +379,6 @@ static inline struct rcq *cq_rec(struct rctx *c, struct ibv_cq_ex *cq) {
 /* ------------------------------------------------------------------------------------ */
 /* Counting                                                                             */
 
-
 /* The calling thread's own stripe of device dev, or NULL (then the library's calls count).
  * A stripe's owner never changes once set, so each thread keeps the stripes it owns. */
 extern __thread rcclTelemetryStripe_ *t_stripe[32] __attribute__((tls_model("initial-exec")));
@@ -482,7 +479,6 @@ static inline void record_untracked(struct rqp *r, uint32_t sig, uint32_t unsig)
   __atomic_store_n(&r->gap_total, GAP(GAP_S(g) + sig, GAP_U(g) + unsig), __ATOMIC_RELEASE);
 }
 
-
 /* ------------------------------------------------------------------------------------ */
 /* The common completion                                                                */
 
@@ -520,7 +516,6 @@ static inline __attribute__((always_inline)) int complete_common(struct rqp *r, 
   }
   return 1;
 }
-
 
 /* The rest of complete() (poll.c). */
 void complete_rest(struct rqp *r, int dev, struct ibv_cq *cq, int status, int opcode, uint32_t byte_len,

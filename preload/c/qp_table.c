@@ -13,7 +13,6 @@ struct rqp *g_free_qps;
 struct rqp *g_all_qps;
 struct rqp *g_qpc[QPC];
 
-
 /*
  * Record reuse. A poller reaches a QP's record through the completion's qp_num and cannot
  * know that another thread has just destroyed that QP, so a destroyed QP's record is not
@@ -34,7 +33,7 @@ int g_tnode_key_ok;
 
 void tnode_release(void *p) { __atomic_store_n(&((struct tnode *)p)->used, 0, __ATOMIC_RELEASE); }
 
-
+/* The calling thread's node (see preload.h). */
 __attribute__((noinline)) struct tnode *tnode_slow(void) {
   struct tnode *n;
   for (n = __atomic_load_n(&g_tnodes, __ATOMIC_ACQUIRE); n; n = n->next) {
@@ -81,7 +80,6 @@ __attribute__((noinline)) struct rqp *qp_find(int dev, uint32_t qpn) {
   window_exit(tn, out);
   return r;
 }
-
 
 /* Under g_mu: the leaf of (dev, qpn), made when absent; NULL when out of memory. */
 static struct qleaf *qpn_leaf(int dev, uint32_t qpn) {
