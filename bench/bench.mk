@@ -62,8 +62,9 @@ bench-quick: bench-build bench-preload-build
 	$(MAKE) --no-print-directory bench-stall BENCH_PROM_ARGS=--quick
 
 # The LD_PRELOAD interposer over the fake libibverbs (see bench/README.md). PRELOAD_CC_SO is
-# the same interposer with a counter for a clock (RTP_BENCH_COUNTER_CLOCK in preload.c), built
-# for the bench only: the difference tells the cost of an N=1 WQE's clock reads in the loop.
+# the same interposer with a counter for a clock (RTP_BENCH_COUNTER_CLOCK in
+# preload/c/preload.h), built for the bench only: the difference tells the cost of an N=1
+# WQE's clock reads in the loop.
 PRELOAD_CC_SO := $(BENCH_BUILD)/librccl_telemetry_preload_counterclock.so
 $(PRELOAD_CC_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_ENGINE)
 	@mkdir -p $(BENCH_BUILD)

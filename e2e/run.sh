@@ -52,7 +52,7 @@ if objdump -p "$LIB" | grep -q 'NEEDED.*libibverbs'; then fail "library does not
 else pass "library does not need libibverbs at run time"; fi
 
 stage "program (gcc, include/rccl_telemetry.h, -lrccl_telemetry -libverbs)"
-if gcc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o "$B/ibcast_e2e" e2e/ibcast_e2e.c \
+if gcc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o "$B/ibcast_e2e" e2e/ibcast/*.c \
      -Ltarget/release -lrccl_telemetry -libverbs 2>"$B/gcc.err"; then
   pass "ibcast_e2e compiles against the generated header and links the library"
 else

@@ -1,20 +1,22 @@
 # preload/preload.mk -- librccl_telemetry_preload.so, the LD_PRELOAD verbs interposer, and
 # its host tests' programs; the top-level Makefile includes this file.
 #
-#   make preload        target/release/librccl_telemetry_preload.so: preload/c/*.c compiled
+#   make preload        target/release/librccl_telemetry_preload.so: preload/c/*.c (one file a
+#                       concern, preload/c/preload.h what they share; docs/preload.md) compiled
 #                       against the system's <infiniband/verbs.h> (libibverbs-dev), linked with
 #                       the engine (the preload crate's staticlib). No DT_NEEDED on libibverbs:
 #                       the real entry points are found at run time.
 #   make preload-test-bins
 #                       build/preload/: a fake libibverbs.so.1 (c_tests/preload/fake_verbs.c)
-#                       and the test program, linked against it (verbs_app) and loading it
-#                       NCCL-style with dlopen + dlvsym (verbs_app_nccl); preload/tests/
-#                       interposer.rs runs them under the preload (part of `make test`).
+#                       and the test program (c_tests/preload/verbs_app*.c), linked against it
+#                       (verbs_app) and loading it NCCL-style with dlopen + dlvsym
+#                       (verbs_app_nccl); preload/tests/interposer.rs runs them under the
+#                       preload (part of `make test`).
 
 PRELOAD_SO     := $(REL)/librccl_telemetry_preload.so
 PRELOAD_ENGINE := $(REL)/librccl_telemetry_preload_engine.a
-PRELOAD_SRCS   := preload/c/preload.c
-PRELOAD_HDRS   := preload/c/engine.h include/rccl_telemetry.h
+PRELOAD_SRCS   := $(sort $(wildcard preload/c/*.c))
+PRELOAD_HDRS   := preload/c/preload.h preload/c/engine.h include/rccl_telemetry.h
 PRELOAD_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden $(CWARN) -Iinclude -Ipreload/c
 PB             := $(B)/preload
 FAKEVERBS      := $(PB)/fakeverbs/libibverbs.so.1
@@ -35,8 +37,8 @@ $(PRELOAD_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_E
 	  -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 	@! readelf -d $@ | grep -q 'NEEDED.*ibverbs' || { echo "$@ must not need libibverbs"; exit 1; }
 
-# The same interposer with test hooks (RTP_TEST_HOOKS in preload.c: the fake provider's cues
-# inside the interposer's own sections), for preload/tests/interposer.rs only; never installed.
+# The same interposer with test hooks (RTP_TEST_HOOKS in preload/c/preload.h: the fake
+# provider's cues inside the interposer's own sections), for preload/tests/interposer.rs only; never installed.
 PRELOAD_HOOKS_SO := $(PB)/librccl_telemetry_preload_hooks.so
 $(PRELOAD_HOOKS_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_ENGINE)
 	@mkdir -p $(dir $@)
@@ -50,13 +52,17 @@ $(FAKEVERBS): c_tests/preload/fake_verbs.c c_tests/preload/fake_verbs.h c_tests/
 	  -Wl,--version-script=c_tests/preload/fake_verbs.map $< -o $@ -lpthread
 	ln -sf libibverbs.so.1 $(dir $@)libibverbs.so
 
-$(PB)/verbs_app: c_tests/preload/verbs_app.c c_tests/preload/fake_verbs.h $(FAKEVERBS)
-	$(CC) -std=gnu11 -O2 -g $(CWARN) $< -o $@ -L$(PB)/fakeverbs -libverbs -Wl,-rpath,$(abspath $(PB)/fakeverbs) -lpthread
+# The test program: verbs_app.c (load, main) and verbs_app_*.c (helpers, scenarios).
+VERBS_APP_SRCS := $(sort $(wildcard c_tests/preload/verbs_app*.c))
+VERBS_APP_HDRS := c_tests/preload/verbs_app.h c_tests/preload/fake_verbs.h
+
+$(PB)/verbs_app: $(VERBS_APP_SRCS) $(VERBS_APP_HDRS) $(FAKEVERBS)
+	$(CC) -std=gnu11 -O2 -g $(CWARN) $(VERBS_APP_SRCS) -o $@ -L$(PB)/fakeverbs -libverbs -Wl,-rpath,$(abspath $(PB)/fakeverbs) -lpthread
 
 # No libibverbs at link time: dlopen finds the fake through LD_LIBRARY_PATH.
-$(PB)/verbs_app_nccl: c_tests/preload/verbs_app.c c_tests/preload/fake_verbs.h
+$(PB)/verbs_app_nccl: $(VERBS_APP_SRCS) $(VERBS_APP_HDRS)
 	@mkdir -p $(PB)
-	$(CC) -std=gnu11 -O2 -g $(CWARN) -DLOAD_LIKE_NCCL $< -o $@ -ldl -lpthread
+	$(CC) -std=gnu11 -O2 -g $(CWARN) -DLOAD_LIKE_NCCL $(VERBS_APP_SRCS) -o $@ -ldl -lpthread
 
 # Statically linked (with the fake as an archive): LD_PRELOAD cannot apply to it.
 $(PB)/static/libibverbs.a: c_tests/preload/fake_verbs.c c_tests/preload/fake_verbs.h
@@ -64,8 +70,8 @@ $(PB)/static/libibverbs.a: c_tests/preload/fake_verbs.c c_tests/preload/fake_ver
 	$(CC) -std=gnu11 -O2 -g $(CWARN) -c $< -o $(PB)/static/fake_verbs.o
 	ar rcs $@ $(PB)/static/fake_verbs.o
 
-$(PB)/verbs_app_static: c_tests/preload/verbs_app.c c_tests/preload/fake_verbs.h $(PB)/static/libibverbs.a
-	$(CC) -std=gnu11 -O2 -g $(CWARN) -static $< -o $@ -L$(PB)/static -libverbs -lpthread
+$(PB)/verbs_app_static: $(VERBS_APP_SRCS) $(VERBS_APP_HDRS) $(PB)/static/libibverbs.a
+	$(CC) -std=gnu11 -O2 -g $(CWARN) -static $(VERBS_APP_SRCS) -o $@ -L$(PB)/static -libverbs -lpthread
 
 preload-test-bins: $(FAKEVERBS) $(PRELOAD_HOOKS_SO) $(PB)/verbs_app $(PB)/verbs_app_nccl $(PB)/verbs_app_static
 

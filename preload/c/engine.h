@@ -10,7 +10,7 @@
 #include "rccl_telemetry.h"
 
 /* Mirror of QpExt: every field is updated with atomic adds, from any thread, but the last
- * two, written only by the stall walk (preload.c: stall_walk) and at QP destruction. */
+ * two, written only by the stall walk (stall.c: stall_walk) and at QP destruction. */
 typedef struct rtp_qpext {
   uint64_t send_wqe, read_wqe, atomic_wqe, other_wqe, retired_unsignalled, track_full, stall_out, stall_oldest;
 } rtp_qpext;
@@ -29,7 +29,7 @@ void rtp_qp_set_type(RcclQpStats *slot, const char *type);
 void rtp_qp_set_local(RcclQpStats *slot, uint32_t qp_num, int port);
 void rtp_qp_set_peer(RcclQpStats *slot, uint32_t qp_num, const uint8_t *local_gid, uint16_t local_lid, int port,
                      int gid_index, uint32_t remote_qp_num, const uint8_t *remote_gid, uint16_t remote_lid);
-/* Registers the walk the stall detector's tick calls (preload.c: stall_walk). */
+/* Registers the walk the stall detector's tick calls (stall.c: stall_walk). */
 void rtp_stall_walker(void (*walk)(void));
 /* [size, send, read, atomic, other, retired, track_full, offset of idx_sent in the slot] */
 int rtp_ext_layout(uint64_t *out, int n);

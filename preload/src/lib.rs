@@ -1,7 +1,7 @@
 //! The engine side of `librccl_telemetry_preload.so`, the LD_PRELOAD verbs interposer.
 //!
-//! The interposer itself is C (`preload/c/preload.c`: it touches verbs structures, so it is
-//! compiled against the system's `<infiniband/verbs.h>`), linked with this archive into
+//! The interposer itself is C (`preload/c/*.c`, a file per concern: it touches verbs
+//! structures, so it is compiled against the system's `<infiniband/verbs.h>`), linked with this archive into
 //! `librccl_telemetry_preload.so` by `make preload`. It counts the data path itself, into the
 //! engine's QP slots (through the header's slot mirror, under a per-QP lock or with atomic
 //! adds, since verbs lets any thread post to any QP) and device stripes (through the header's

@@ -1,5 +1,5 @@
 //! librccl_telemetry_preload.so on the host, over the fake libibverbs.so.1
-//! (c_tests/preload/fake_verbs.c): the scenarios of c_tests/preload/verbs_app.c, run with
+//! (c_tests/preload/fake_verbs.c): the scenarios of c_tests/preload/verbs_app*.c, run with
 //! the program linked against libibverbs and loading it the way NCCL's ibvwrap does
 //! (dlopen + dlvsym), each file validated against the schema and checked for exact counts.
 //! `make test` builds the programs (`make preload preload-test-bins`) before running this.
@@ -1268,7 +1268,7 @@ fn peers_wide_each_remote_nic_keeps_its_histogram_past_the_hook_cap() {
     assert_eq!(got, want);
 }
 
-/// Stall detection over the fake provider (c_tests/preload/verbs_app.c, scenario `stall`):
+/// Stall detection over the fake provider (c_tests/preload/verbs_app_stall.c, scenario `stall`):
 /// a QP whose signalled WR is not polled for the pause stalls and recovers, one destroyed
 /// while outstanding stops being stalled, runs of unsignalled WRs retired by a later
 /// completion never stall, and a trailing unsignalled run is outstanding but no stall. The

@@ -1,0 +1,171 @@
+/*
+ * e2e/ibcast/verbs.c: ibcast_e2e's verbs setup: the device's state, RC QPs taken to INIT and
+ * then to RTR/RTS towards the peer, memory registration, a comm's CQ, QPs, buffers and
+ * telemetry slots (comm_create), the peer told to telemetry (comm_connect), teardown, and the
+ * two posts that tally each WR from what was actually posted. Separate because it is the
+ * plain verbs part, the same for any protocol.
+ */
+#include "ibcast.h"
+
+struct ibv_context *ctx;
+struct ibv_pd *pd;
+int gid_index = 1, ib_port = 1, qp_timeout = 19;
+union ibv_gid my_gid;
+uint16_t my_lid;
+enum ibv_mtu path_mtu;
+uint32_t mtu_bytes;
+
+static struct ibv_qp *make_qp(struct ibv_cq *cq) {
+    struct ibv_qp_init_attr ia = {
+        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+        .cap = {.max_send_wr = 64, .max_recv_wr = 64, .max_send_sge = 1, .max_recv_sge = 1},
+    };
+    struct ibv_qp *qp = ibv_create_qp(pd, &ia);
+    if (!qp) die("ibv_create_qp: %s", strerror(errno));
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = ib_port,
+                            .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE};
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+        die("modify_qp INIT: %s", strerror(errno));
+    return qp;
+}
+
+static void connect_qp(struct ibv_qp *qp, uint32_t rqpn, uint32_t rpsn, uint32_t mypsn, const union ibv_gid *rgid) {
+    struct ibv_qp_attr a = {
+        .qp_state = IBV_QPS_RTR, .path_mtu = path_mtu, .dest_qp_num = rqpn, .rq_psn = rpsn,
+        .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
+        .ah_attr = {.is_global = 1, .port_num = ib_port,
+                    .grh = {.dgid = *rgid, .sgid_index = gid_index, .hop_limit = 64}},
+    };
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+        die("modify_qp RTR: %s", strerror(errno));
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = (uint8_t)qp_timeout; /* 19 = ~2 s: TCG guests on a busy host are slow, and every
+                              * spurious retransmission stresses rxe's duplicate handling;
+                              * the stall scenarios shorten it (--timeout) */
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.sq_psn = mypsn;
+    a.max_rd_atomic = 1;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                  IBV_QP_MAX_QP_RD_ATOMIC))
+        die("modify_qp RTS: %s", strerror(errno));
+}
+
+static struct ibv_mr *reg(void *p, size_t n) {
+    struct ibv_mr *mr = ibv_reg_mr(pd, p, n, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!mr) die("ibv_reg_mr(%zu): %s", n, strerror(errno));
+    return mr;
+}
+
+void *zalloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 4096, n)) die("out of memory");
+    memset(p, 0, n);
+    return p;
+}
+
+/* Post a send chain and tally it, WR by WR, from what was actually posted. */
+void post_send(Comm *c, Qp *q, struct ibv_send_wr *wr) {
+    struct ibv_send_wr *bad = NULL;
+    int rc = ibv_post_send(q->qp, wr, &bad);
+    if (rc) die("ibv_post_send on qp %u: %s", q->qp->qp_num, strerror(rc));
+    for (struct ibv_send_wr *w = wr; w; w = w->next) {
+        uint32_t len = w->num_sge ? w->sg_list[0].length : 0;
+        q->t->pkts_out += pkts_for(len);
+        T.send_pkts_min += pkts_for(len);
+        if (q == &c->cts) {
+            if (w->opcode == IBV_WR_RDMA_WRITE) {   /* a CTS entry */
+                if (w->send_flags & IBV_SEND_SIGNALED) q->t->cts_sig++; else q->t->cts_unsig++;
+            } else if (w->opcode == IBV_WR_SEND) {  /* the fin message */
+                q->t->wqe_sent++;
+            }
+        } else {
+            q->t->wqe_sent++;
+            if (w->opcode == IBV_WR_RDMA_WRITE) q->t->write++;
+            else if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) q->t->write_imm++;
+            tally_size(len);
+        }
+    }
+}
+
+void post_recv(Qp *q, uint64_t wr_id, struct ibv_sge *sge) {
+    struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = sge, .num_sge = sge ? 1 : 0}, *bad = NULL;
+    int rc = ibv_post_recv(q->qp, &wr, &bad);
+    if (rc) die("ibv_post_recv on qp %u: %s", q->qp->qp_num, strerror(rc));
+    q->t->recv_wqe++;
+}
+
+void comm_create(Chan *ch, Comm *c, int is_send, int ndata, int nreq) {
+    memset(c, 0, sizeof *c);
+    c->is_send = is_send; c->ch = ch; c->ndata = ndata; c->nreq = nreq;
+    c->cq = ibv_create_cq(ctx, 256, NULL, NULL, 0);
+    if (!c->cq) die("ibv_create_cq: %s", strerror(errno));
+    for (int q = 0; q < ndata; q++) c->data[q].qp = make_qp(c->cq);
+    c->cts.qp = make_qp(c->cq);
+    c->buf = zalloc((size_t)INFLIGHT * MAX_REQ);
+    c->buf_mr = reg(c->buf, (size_t)INFLIGHT * MAX_REQ);
+    c->fifo = zalloc(sizeof(struct CtsEntry) * FIFO_DEPTH);
+    c->fifo_mr = reg(c->fifo, sizeof(struct CtsEntry) * FIFO_DEPTH);
+    c->fin = zalloc(4096);
+    c->fin_mr = reg(c->fin, 4096);
+
+    /* telemetry: reserve this comm's QP slots on (device, channel), roles, handles */
+    int nslots = 0;
+    int first = rcclTelemetrySetupChannel(DEV, ch->id, ndata + 1, &nslots);
+    ch->t->requested_slots += ndata + 1;
+    ch->t->granted_slots += nslots > 0 ? nslots : 0;
+    if (first < 0 || nslots != ndata + 1)
+        fprintf(stderr, "ibcast_e2e: note: ch %d got %d of %d QP slots (first %d)\n", ch->id, nslots, ndata + 1, first);
+    for (int q = 0; q <= ndata; q++) {
+        Qp *qp = q < ndata ? &c->data[q] : &c->cts;
+        qp->slot = first >= 0 && q < nslots ? first + q : -1;
+        if (qp->slot >= 0) {
+            rcclTelemetrySetQpRole(DEV, ch->id, qp->slot, q < ndata);
+            qp->h = rcclTelemetryResolveQp(DEV, ch->id, qp->slot);
+            qp->t = &ch->t->qp[qp->slot < QPS_PER_CH ? qp->slot : 0];
+            if (qp->slot >= QPS_PER_CH) die("unexpected QP slot index %d", qp->slot);
+            qp->t->used = 1;
+            qp->t->is_data = q < ndata;
+        } else {
+            static struct QpTally untracked;  /* counted, but reported nowhere */
+            qp->h = NULL;
+            qp->t = &untracked;
+        }
+    }
+}
+
+/* After the exchange, as IB-CAST's connect/accept does: tell telemetry who is on the
+ * other end of every QP (cold path, once per QP). */
+static void tell_peer(Qp *q, uint32_t rqpn, const union ibv_gid *rgid, uint16_t rlid) {
+    q->t->qp_num = q->qp->qp_num;
+    q->t->peer_qp_num = rqpn;
+    q->t->peer_lid = rlid;
+    memcpy(q->t->peer_gid, rgid->raw, 16);
+    if (q->h) {
+        rcclTelemetryQpSetPeer(q->h, q->qp->qp_num, my_gid.raw, my_lid, rqpn, rgid->raw, rlid);
+        q->t->peer_set = 1;
+    }
+}
+
+void comm_connect(Comm *c, const struct CommInfo *peer, const union ibv_gid *rgid, uint16_t rlid) {
+    if ((int)peer->ndata != c->ndata) die("peer comm has %u data QPs, we have %d", peer->ndata, c->ndata);
+    for (int q = 0; q < c->ndata; q++) {
+        connect_qp(c->data[q].qp, peer->data[q].qpn, peer->data[q].psn, psn_of(c->data[q].qp->qp_num), rgid);
+        tell_peer(&c->data[q], peer->data[q].qpn, rgid, rlid);
+    }
+    connect_qp(c->cts.qp, peer->cts.qpn, peer->cts.psn, psn_of(c->cts.qp->qp_num), rgid);
+    tell_peer(&c->cts, peer->cts.qpn, rgid, rlid);
+}
+
+void comm_close(Comm *c) {
+    /* IB-CAST hands the comm's poll count to telemetry when the comm closes */
+    rcclTelemetryAddCqPolls(DEV, c->polls);
+    for (int q = 0; q < c->ndata; q++) ibv_destroy_qp(c->data[q].qp);
+    ibv_destroy_qp(c->cts.qp);
+    ibv_dereg_mr(c->buf_mr);
+    ibv_dereg_mr(c->fifo_mr);
+    ibv_dereg_mr(c->fin_mr);
+    ibv_destroy_cq(c->cq);
+    free(c->buf); free(c->fifo); free(c->fin);
+}
