@@ -159,8 +159,8 @@ install-check:
 
 # A simulated two-rank IB-CAST job (two processes, two NICs each) with telemetry on.
 demo: lib tool $(B)/ibcast_sim
-	@rm -rf $(DEMO) $(B)/demo_tallies && mkdir -p $(DEMO)
-	@sh c_tests/demo_job.sh $(B)/ibcast_sim $(DEMO) $(B)/demo_tallies
+	@rm -rf $(DEMO) $(B)/demo_work && mkdir -p $(DEMO)
+	@sh c_tests/demo_job.sh $(B)/ibcast_sim $(DEMO) $(B)/demo_work
 	@echo "telemetry files written by the 8 ranks (node-b:mlx5_1 is planted slow):"
 	@ls -1 $(DEMO)/rccl_telemetry_*.json
 	@echo

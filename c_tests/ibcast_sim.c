@@ -39,6 +39,14 @@
  *                      takes --slow-factor F (default 6) times longer
  *   --first-nic K      name the devices mlx5_K.. (default K = l * devices, below): when the
  *                      two halves cannot have two host names, they still drive distinct NICs
+ *   --nic-counters     the sim also plays its NICs' counters, in the fixture sysfs tree that
+ *                      RCCL_TELEMETRY_SYSFS_ROOT names (demo_job.sh makes one): after the
+ *                      traffic, before the flush, it adds to each device's
+ *                      ports/1/counters/port_{xmit,rcv}_{data,packets} what the device sent and
+ *                      received (4 KiB packets), and to hw_counters/np_ecn_marked_roce_packets,
+ *                      np_cnp_sent and rp_cnp_handled 1 per 256 received packets (the slow NIC:
+ *                      ECN marks and CNPs sent on 1 received packet in 8, and its CQ errors as
+ *                      local_ack_timeout_err and out_of_sequence)
  *   --cq-errors slow   CQ errors only on the slow NIC (1 request in 40); default "all": every
  *                      device, 1 request in 29
  *
@@ -98,6 +106,7 @@ typedef struct {
 static int g_ndev = 2, g_nch = 4, g_ndata = 2, g_nreq = 64;
 static int g_threads, g_unknown, g_bad, g_noflush, g_sigsnap, g_rank;
 static int g_nranks = 2, g_sizes_log, g_cq_slow_only, g_slow_rank = -1, g_slow_dev = -1, g_first_nic = -1;
+static int g_nic_counters;
 static double g_latency_us, g_link_gbps = 100.0, g_slow_factor = 6.0;
 static Device g_dev[MAX_DEV];
 static int g_fail;
@@ -383,6 +392,57 @@ static void bad_calls(void) {
   CHECK(rcclTelemetrySetupChannel(0, RCCL_TELEMETRY_MAX_CHANNELS, 3, &n) == -1 && n == 0);
 }
 
+/* Adds `add` to the counter file ROOT/class/infiniband/DEV/ports/1/DIR/NAME (--nic-counters);
+ * a file that cannot be read or written gets one line and is left alone. */
+static void bump_counter(const char *root, const char *dev, const char *dir, const char *name, uint64_t add) {
+  char path[1024];
+  unsigned long long v = 0;
+  snprintf(path, sizeof path, "%s/class/infiniband/%s/ports/1/%s/%s", root, dev, dir, name);
+  FILE *f = fopen(path, "r");
+  int ok = f && fscanf(f, "%llu", &v) == 1;
+  if (f) fclose(f);
+  f = ok ? fopen(path, "w") : NULL;
+  if (!f) {
+    fprintf(stderr, "ibcast_sim: --nic-counters: cannot update %s; left alone\n", path);
+    g_fail = 1;
+    return;
+  }
+  fprintf(f, "%llu\n", v + (unsigned long long)add);
+  fclose(f);
+}
+
+/* --nic-counters: what this rank's NICs counted, written where the library reads it. */
+static void count_on_nics(void) {
+  const char *root = getenv("RCCL_TELEMETRY_SYSFS_ROOT");
+  if (!root || !*root) {
+    fprintf(stderr, "ibcast_sim: --nic-counters needs RCCL_TELEMETRY_SYSFS_ROOT (a fixture tree); none written\n");
+    g_fail = 1;
+    return;
+  }
+  for (int di = 0; di < g_ndev; di++) {
+    Device *d = &g_dev[di];
+    uint64_t tx = 0, rx = 0, sent = 0, rcvd = 0, err = 0;
+    for (int ci = 0; ci < g_nch; ci++) {
+      Channel *c = &d->ch[ci];
+      tx += c->tx_bytes; rx += c->rx_bytes; err += c->cq_errors;
+      for (int q = 0; q < c->nqp; q++) { sent += c->t[q].sent + c->t[q].cts_sig + c->t[q].cts_unsig; rcvd += c->t[q].recv; }
+    }
+    uint64_t txp = tx / 4096 + sent, rxp = rx / 4096 + rcvd;
+    int slow = is_slow(g_rank, d->id);
+    bump_counter(root, d->name, "counters", "port_xmit_data", tx / 4); /* PMA: 4-byte words */
+    bump_counter(root, d->name, "counters", "port_rcv_data", rx / 4);
+    bump_counter(root, d->name, "counters", "port_xmit_packets", txp);
+    bump_counter(root, d->name, "counters", "port_rcv_packets", rxp);
+    bump_counter(root, d->name, "hw_counters", "np_ecn_marked_roce_packets", slow ? rxp / 8 : rxp / 256);
+    bump_counter(root, d->name, "hw_counters", "np_cnp_sent", slow ? rxp / 8 : rxp / 256);
+    bump_counter(root, d->name, "hw_counters", "rp_cnp_handled", txp / 256);
+    if (slow) {
+      bump_counter(root, d->name, "hw_counters", "local_ack_timeout_err", err);
+      bump_counter(root, d->name, "hw_counters", "out_of_sequence", err);
+    }
+  }
+}
+
 static void write_tally(const char *path) {
   FILE *f = fopen(path, "w");
   if (!f) { perror(path); exit(2); }
@@ -470,7 +530,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s TALLY.json [--devices N] [--channels N] [--data-qps N] [--requests N] "
                     "[--threads] [--unknown-channels] [--bad-calls] [--no-flush] [--signal-snapshots] [--rank R] "
                     "[--ranks N] [--latency-us U] [--link-gbps G] [--sizes uniform|log] [--slow-nic R:D] "
-                    "[--slow-factor F] [--first-nic K] [--cq-errors all|slow]\n", argv[0]);
+                    "[--slow-factor F] [--first-nic K] [--nic-counters] [--cq-errors all|slow]\n", argv[0]);
     return 2;
   }
   for (int i = 2; i < argc; i++) {
@@ -485,6 +545,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--signal-snapshots")) g_sigsnap = 1;
     else if (!strcmp(argv[i], "--rank") && i + 1 < argc) g_rank = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) g_nranks = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--nic-counters")) g_nic_counters = 1;
     else if (!strcmp(argv[i], "--first-nic") && i + 1 < argc) g_first_nic = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--latency-us") && i + 1 < argc) g_latency_us = atof(argv[++i]);
     else if (!strcmp(argv[i], "--link-gbps") && i + 1 < argc) g_link_gbps = atof(argv[++i]);
@@ -576,6 +637,7 @@ int main(int argc, char **argv) {
   } else if (on) {
     check_capture();
   }
+  if (on && g_nic_counters) count_on_nics();
   write_tally(argv[1]);
   if (!g_noflush && !g_threads) {
     int rc = rcclTelemetryFlush();

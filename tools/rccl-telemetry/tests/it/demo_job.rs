@@ -1,7 +1,7 @@
 //! `make demo`'s workload (c_tests/demo_job.sh: 8 ranks of build/ibcast_sim on two simulated
 //! hosts, through the real library, with one NIC planted 6x slower on every link and the only
-//! one with CQ errors): `outliers` must name that NIC and nothing else, `links` must rank its
-//! links slowest, and the HTML report must name it.
+//! one with CQ errors and with CNPs in its fixture sysfs counters): `outliers` must name that
+//! NIC and nothing else, `links` must rank its links slowest, and the HTML report must name it.
 
 use super::common::{run, skip, stderr, stdout};
 use serde_json::Value;
@@ -55,20 +55,31 @@ fn demo_job_outliers_links_and_report_name_the_planted_slow_nic() {
     // script could give it; every rank drives one NIC of its own.
     let mut files = 0;
     let mut slow: Option<(String, String)> = None;
+    // cnp_sent of the slow NIC, and of the others.
+    let (mut slow_cnp, mut other_cnp) = (0, Vec::new());
     for e in std::fs::read_dir(&out).unwrap() {
         let p = e.unwrap().path();
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
         files += 1;
         let devs = v["devices"].as_array().unwrap();
         assert_eq!(devs.len(), 1, "{}", p.display());
+        assert_eq!(devs[0]["hw_type"], "mlx5", "the fixture tree is read");
+        let cnp = devs[0]["hw_counters"]["cnp_sent"].as_i64().unwrap();
         if devs[0]["gid_ip"] == "10.0.5.1" {
+            slow_cnp = cnp;
             let host = v["host_name"].as_str().unwrap().to_owned();
             slow = Some((host, devs[0]["roce_device"].as_str().unwrap().to_owned()));
+        } else {
+            other_cnp.push(cnp);
         }
     }
     assert_eq!(files, 8, "one file per rank");
     let (host, dev) = slow.expect("a file for rank 5 (GID 10.0.5.1)");
     let label = format!("{host}:{dev}");
+    assert!(
+        other_cnp.iter().all(|c| *c > 0 && 10 * c < slow_cnp),
+        "cnp_sent: slow NIC {slow_cnp}, others {other_cnp:?}"
+    );
 
     // outliers: the slow NIC first, and every finding is about that NIC (the quiet majority
     // has nothing to report); exit 1 because it found something.
@@ -88,6 +99,10 @@ fn demo_job_outliers_links_and_report_name_the_planted_slow_nic() {
     assert!(
         findings.iter().any(|f| f["kind"] == "cq_errors"),
         "the planted CQ errors are not found: {findings:#?}"
+    );
+    assert!(
+        findings.iter().any(|f| f["kind"] == "hw_counter"),
+        "the slow NIC's CNPs are not found: {findings:#?}"
     );
 
     // links: the 8 links with the slow NIC at one end are the 8 with the highest p99.
