@@ -157,11 +157,12 @@ install-check:
 	$(B)/cmake-consumer/consumer
 	@echo "install-check: 1 passed, 0 failed"
 
-# A simulated two-rank IB-CAST job (two processes, two NICs each) with telemetry on.
+# A simulated 8-rank IB-CAST job (8 processes, one NIC each, on two simulated hosts) with
+# telemetry on and one NIC planted slow (c_tests/demo_job.sh); then what the tool says about it.
 demo: lib tool $(B)/ibcast_sim
 	@rm -rf $(DEMO) $(B)/demo_work && mkdir -p $(DEMO)
 	@sh c_tests/demo_job.sh $(B)/ibcast_sim $(DEMO) $(B)/demo_work
-	@echo "telemetry files written by the 8 ranks (node-b:mlx5_1 is planted slow):"
+	@echo "telemetry files written by the 8 ranks (rank 5's NIC, node-b:mlx5_1, is planted slow):"
 	@ls -1 $(DEMO)/rccl_telemetry_*.json
 	@echo
 	$(TOOL) check $(DEMO)
