@@ -1,5 +1,6 @@
 # rccl-telemetry: `make` builds the library and its header, `make demo` runs a simulated
-# two-rank IB-CAST job with telemetry on, `make test` runs every test.
+# 8-rank IB-CAST job on two hosts (one NIC planted slow) with telemetry on, `make test` runs
+# every test.
 
 CARGO   ?= cargo
 CC      ?= cc
@@ -156,18 +157,19 @@ install-check:
 	$(B)/cmake-consumer/consumer
 	@echo "install-check: 1 passed, 0 failed"
 
-# A simulated two-rank IB-CAST job (two processes, two NICs each) with telemetry on.
+# A simulated 8-rank IB-CAST job (8 processes, one NIC each, on two simulated hosts) with
+# telemetry on and one NIC planted slow (c_tests/demo_job.sh); then what the tool says about it.
 demo: lib tool $(B)/ibcast_sim
-	@rm -rf $(DEMO) && mkdir -p $(DEMO)
-	@for rank in 0 1; do \
-	  RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(DEMO) RCCL_TELEMETRY_LATENCY_SAMPLE=4 \
-	    $(B)/ibcast_sim $(B)/demo_tally_$$rank.json --rank $$rank --devices 2 --channels 4 --data-qps 2 --requests 500 & \
-	done; wait
-	@echo "telemetry files written by the two ranks:"
+	@rm -rf $(DEMO) $(B)/demo_work && mkdir -p $(DEMO)
+	@sh c_tests/demo_job.sh $(B)/ibcast_sim $(DEMO) $(B)/demo_work
+	@echo "telemetry files written by the 8 ranks (rank 5's NIC, node-b:mlx5_1, is planted slow):"
 	@ls -1 $(DEMO)/rccl_telemetry_*.json
 	@echo
 	$(TOOL) check $(DEMO)
 	$(TOOL) summary $(DEMO)
+	@echo '$(TOOL) outliers $(DEMO)'; $(TOOL) outliers $(DEMO); rc=$$?; \
+	  if [ $$rc -gt 1 ]; then exit $$rc; fi; echo "(outliers exits 1 when it finds something, as here)"
+	$(TOOL) links --top 10 $(DEMO)
 	$(TOOL) report -o $(DEMO)/report.html $(DEMO)
 	@echo "report: $(DEMO)/report.html"
 

@@ -4,6 +4,7 @@ mod common;
 
 mod bad_input;
 mod check_violations;
+mod demo_job;
 mod export_formats;
 mod fuzz;
 mod generated_runs;
