@@ -12,6 +12,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+pub mod scale;
+
 /// Escapes text for HTML element content and attribute values.
 pub fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
@@ -34,6 +36,12 @@ const ORANGE: RGBColor = RGBColor(255, 127, 14);
 const GREY: RGBColor = RGBColor(150, 150, 150);
 
 type DrawResult<T> = Result<T, String>;
+
+/// Drawing size of a chart that shares a row with one other (histograms, time series): the
+/// page scales it to half its width (CSS), so text keeps about its drawn size on a wide screen.
+const HALF: (u32, u32) = (660, 300);
+/// Drawing width of a chart that has a row to itself (heat map, byte skew).
+const WIDE_W: u32 = 1360;
 
 fn e2s<E: std::fmt::Debug>(e: E) -> String {
     format!("{e:?}")
@@ -299,7 +307,7 @@ fn heatmap_svg(rows: &[(String, Vec<u64>, bool)], width_ns: u64) -> DrawResult<S
         + 12;
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(&mut buf, (900, h)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut buf, (WIDE_W, h)).into_drawing_area();
         root.fill(&WHITE).map_err(e2s)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(
@@ -396,7 +404,7 @@ fn series_svg(counter: &str, lines: &[SeriesLine]) -> DrawResult<String> {
         * 1.05;
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(&mut buf, (440, 260)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut buf, HALF).into_drawing_area();
         root.fill(&WHITE).map_err(e2s)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(counter, ("sans-serif", 14))
@@ -451,7 +459,7 @@ fn skew_svg(
         * 1.08;
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(&mut buf, (900, 320)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut buf, (WIDE_W, 340)).into_drawing_area();
         root.fill(&WHITE).map_err(e2s)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(
@@ -513,10 +521,18 @@ fn skew_svg(
     Ok(buf)
 }
 
+/// Charts that get a row of the page to themselves; the others go two to a row.
+const WIDE_CHARTS: [&str; 2] = ["latency-heatmap", "byte-skew"];
+
 fn figure(out: &mut String, kind: &str, caption: &str, svg: DrawResult<String>) {
     match svg {
         Ok(svg) => {
-            let _ = writeln!(out, "<figure class=\"chart\" data-chart=\"{}\">{svg}<figcaption>{}</figcaption></figure>", esc(kind), esc(caption));
+            let size = if WIDE_CHARTS.contains(&kind) {
+                "wide"
+            } else {
+                "half"
+            };
+            let _ = writeln!(out, "<figure class=\"chart {size}\" data-chart=\"{}\">{svg}<figcaption>{}</figcaption></figure>", esc(kind), esc(caption));
         }
         Err(e) => {
             let _ = writeln!(
@@ -529,6 +545,23 @@ fn figure(out: &mut String, kind: &str, caption: &str, svg: DrawResult<String>) 
     }
 }
 
+/// Rows of the folded findings table the page shows; the rest are counted by kind.
+pub const REPORT_FINDING_ROWS: usize = 100;
+
+/// "kind x count" for folded finding rows, most frequent kind first.
+pub fn rows_by_kind(rows: &[crate::outliers::Row]) -> String {
+    let mut by: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in rows {
+        *by.entry(r.kind).or_default() += 1;
+    }
+    let mut v: Vec<(&str, usize)> = by.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    v.iter()
+        .map(|(k, n)| format!("{} x{n}", k.replace('_', " ")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Renders the whole page.
 pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> String {
     let flagged: BTreeSet<(String, Option<u32>)> = o
@@ -537,13 +570,16 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         .map(|f| (f.rank.clone(), f.device_id))
         .collect();
     let is_flagged = |rank: &str, dev: u32| flagged.contains(&(rank.to_string(), Some(dev)));
+    // What the page shows aggregated instead of row by row (large runs), stated under the summary.
+    let mut aggregated: Vec<String> = Vec::new();
     let mut h = String::new();
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rccl-telemetry report</title>\n<style>\n");
     h.push_str(
         "body{font-family:sans-serif;margin:1.5em;color:#222;max-width:1400px}h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}\n\
          table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{border:1px solid #ddd;padding:2px 6px}th{background:#f0f0f0}\n\
          td.n{text-align:right;font-variant-numeric:tabular-nums}tr.flag td{background:#fde0e0}.kv td:first-child{font-weight:bold}\n\
-         figure.chart{display:inline-block;margin:6px;border:1px solid #eee;vertical-align:top}figcaption{font-size:11px;color:#555;padding:2px 6px;max-width:880px}\n\
+         figure.chart{display:inline-block;margin:6px;border:1px solid #eee;vertical-align:top;box-sizing:border-box}figcaption{font-size:11px;color:#555;padding:2px 6px;max-width:880px}\n\
+         figure.half{width:calc(50% - 18px)}figure.wide{width:calc(100% - 14px)}figure.half svg,figure.wide svg{display:block;width:100%;height:auto}figure.half figcaption,figure.wide figcaption{max-width:none}\n\
          .note{font-size:12px;color:#555;max-width:1000px}.err{color:#b00}details{margin:.5em 0}\n\
          .hm figure{display:none}#hm-p99:checked~figure.hm-p99{display:inline-block}#hm-bytes:checked~figure.hm-bytes{display:inline-block}\n",
     );
@@ -643,33 +679,60 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         let _ = writeln!(h, "<p class=\"note\" id=\"format-note\">{}.</p>", esc(&n));
     }
     let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(s.percentile_method));
+    h.push_str(AGGREGATED_MARK);
 
-    // Outliers.
+    // Outliers, folded as the CLI folds them: one row per kind and device, naming its metrics.
+    let rows = crate::outliers::fold(&o.findings);
     let _ = writeln!(
         h,
-        "<h2 id=\"outliers\">Outliers</h2>\n<p>{} findings on {} of {} ranks (robust z &gt;= {}, median and MAD over {} used devices).</p>",
+        "<h2 id=\"outliers\">Outliers</h2>\n<p>{} findings in {} rows on {} of {} ranks (robust z &gt;= {}, median and MAD over {} used devices); one row per kind of finding and device, naming the counters it folds.</p>",
         o.findings.len(),
+        rows.len(),
         o.ranks_flagged,
         o.ranks,
         o.threshold,
         o.devices
     );
-    if !o.findings.is_empty() {
+    if !rows.is_empty() {
+        let roce: BTreeMap<(&str, Option<u32>), &str> = o
+            .findings
+            .iter()
+            .filter_map(|f| Some(((f.rank.as_str(), f.device_id), f.roce_device.as_deref()?)))
+            .collect();
         h.push_str("<table id=\"findings\"><tr><th>#</th><th>score</th><th>finding</th><th>rank</th><th>device</th><th>evidence</th></tr>\n");
-        for (i, f) in o.findings.iter().enumerate() {
+        for (i, r) in rows.iter().take(REPORT_FINDING_ROWS).enumerate() {
             let _ = writeln!(
                 h,
-                "<tr class=\"flag\"><td class=\"n\">{}</td><td class=\"n\">{:.1}</td><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr class=\"flag\"><td class=\"n\">{}</td><td class=\"n\">{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 i + 1,
-                f.score,
-                esc(&f.kind.replace('_', " ")),
-                esc(&f.metric),
-                esc(&f.rank),
-                f.device_id.map_or("-".into(), |d| format!("{d} ({})", esc(f.roce_device.as_deref().unwrap_or("")))),
-                esc(&f.evidence)
+                r.score,
+                esc(&r.what),
+                esc(&r.rank),
+                r.device_id.map_or("-".into(), |d| format!(
+                    "{d} ({})",
+                    esc(roce.get(&(r.rank.as_str(), Some(d))).copied().unwrap_or(""))
+                )),
+                esc(&r.evidence)
             );
         }
         h.push_str("</table>\n");
+        if rows.len() > REPORT_FINDING_ROWS {
+            let rest = rows_by_kind(&rows[REPORT_FINDING_ROWS..]);
+            let line = format!(
+                "{} more rows not shown (the {REPORT_FINDING_ROWS} strongest are above): {}. `rccl-telemetry outliers --top 0` lists them all.",
+                rows.len() - REPORT_FINDING_ROWS,
+                rest
+            );
+            let _ = writeln!(
+                h,
+                "<p class=\"note\" id=\"findings-rest\">{}</p>",
+                esc(&line)
+            );
+            aggregated.push(format!(
+                "the outliers table shows the {REPORT_FINDING_ROWS} strongest of {} rows, the rest counted by kind",
+                rows.len()
+            ));
+        }
     }
 
     // The NIC-by-NIC matrix (files with peers).
@@ -686,7 +749,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
                 l.devices,
                 if l.devices_without > 0 { format!("; {} devices without one are in the linear plot", l.devices_without) } else { String::new() }
             ),
-            log_histogram_svg(&format!("Whole run, log-scale histogram ({} devices)", l.devices), &l.buckets, 440, 260, BLUE),
+            log_histogram_svg(&format!("Whole run, log-scale histogram ({} devices)", l.devices), &l.buckets, HALF.0, HALF.1, BLUE),
         );
     }
     // The linear plot stays for runs (or the part of a mixed run) without the log-scale one.
@@ -696,7 +759,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
                 &mut h,
                 "latency-run",
                 &format!("All used devices, linear histogram (wqe_completion_histogram), bucket width {}; the last bucket is open-ended.", fmt_ns(l.histogram_interval_ns as f64)),
-                histogram_svg(&format!("Whole run ({} devices), bucket {}", l.devices, fmt_ns(l.histogram_interval_ns as f64)), &l.histogram, l.histogram_interval_ns, 440, 260, BLUE),
+                histogram_svg(&format!("Whole run ({} devices), bucket {}", l.devices, fmt_ns(l.histogram_interval_ns as f64)), &l.histogram, l.histogram_interval_ns, HALF.0, HALF.1, BLUE),
             );
         }
     }
@@ -742,8 +805,8 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
                         r.host, r.pid, r.device_id
                     ),
                     lh,
-                    440,
-                    260,
+                    HALF.0,
+                    HALF.1,
                     if *flagged { FLAG } else { BLUE },
                 ),
             );
@@ -765,35 +828,56 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
                 &format!("{}:{} dev {}", r.host, r.pid, r.device_id),
                 &r.histogram,
                 r.histogram_interval_ns,
-                440,
-                260,
+                HALF.0,
+                HALF.1,
                 if *flagged { FLAG } else { BLUE },
             ),
         );
     }
     let widths: BTreeSet<u64> = devs.iter().map(|d| d.0.histogram_interval_ns).collect();
     if let Some(w) = widths.iter().next() {
-        let mut rows: Vec<(String, Vec<u64>, bool)> = s
+        let eligible: Vec<&crate::summary::DeviceRow> = s
             .devices
             .iter()
             .filter(|r| r.used && r.latency.samples > 0 && r.histogram_interval_ns == *w)
+            .collect();
+        let tail =
+            |r: &crate::summary::DeviceRow| is_tail(&format!("{}:{}", r.host, r.pid), r.device_id);
+        // Beyond max_devices rows: every flagged device, then the first others in rank order.
+        let n_tail = eligible.iter().filter(|r| tail(r)).count().min(max_devices);
+        let mut others = max_devices - n_tail;
+        let mut rows: Vec<(String, Vec<u64>, bool)> = eligible
+            .iter()
+            .filter(|r| {
+                tail(r)
+                    || (others > 0 && {
+                        others -= 1;
+                        true
+                    })
+            })
             .take(max_devices)
             .map(|r| {
                 (
                     format!("{}:{} d{}", r.host, r.pid, r.device_id),
                     r.histogram.clone(),
-                    is_tail(&format!("{}:{}", r.host, r.pid), r.device_id),
+                    tail(r),
                 )
             })
             .collect();
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         let shown = rows.len();
+        if shown < eligible.len() {
+            aggregated.push(format!(
+                "the latency heat map draws {shown} of {} devices (every flagged one, then the first in rank order; --max-devices)",
+                eligible.len()
+            ));
+        }
         figure(
             &mut h,
             "latency-heatmap",
             &format!(
                 "{shown} devices in rank order{}, linear histogram (wqe_completion_histogram), bucket width {}; log colour scale; devices with a flagged latency tail in red.",
-                if shown < devs.len() { format!(" (first {shown} of {})", devs.len()) } else { String::new() },
+                if shown < eligible.len() { format!(" ({shown} of {}: every flagged one, then the first others)", eligible.len()) } else { String::new() },
                 fmt_ns(*w as f64)
             ),
             heatmap_svg(&rows, *w),
@@ -878,8 +962,10 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
                 String::new()
             }
         );
+        let mut cut = 0;
         for (counter, mut lines) in series.into_iter().take(8) {
             let total = lines.len();
+            cut = cut.max(total.saturating_sub(max_devices));
             // Keep every flagged line and as many others as fit.
             lines.sort_by_key(|l| !l.2);
             lines.truncate(max_devices);
@@ -889,6 +975,11 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
                 &format!("{counter}: delta since the device baseline, {} of {total} devices; red where this counter was flagged.", lines.len()),
                 series_svg(&counter, &lines),
             );
+        }
+        if cut > 0 {
+            aggregated.push(format!(
+                "each hw_samples chart draws at most {max_devices} device lines, every flagged one first (--max-devices)"
+            ));
         }
     }
 
@@ -922,17 +1013,25 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
                 fmt_bytes(mt),
                 fmt_bytes(mr)
             ),
-            skew_svg(&pts, mt, mr),
+            if pts.len() > scale::SKEW_MAX_COLUMNS {
+                aggregated.push(format!(
+                    "the byte-skew chart groups {} devices per column ({} devices)",
+                    pts.len().div_ceil(scale::SKEW_MAX_COLUMNS),
+                    pts.len()
+                ));
+                scale::skew_grouped_svg(&pts, mt, mr)
+            } else {
+                skew_svg(&pts, mt, mr)
+            },
         );
     }
 
-    // The per-device table, folded.
-    h.push_str("<h2 id=\"devices\">Devices</h2>\n<details><summary>Per-device table</summary>\n<table><tr><th>host</th><th>pid</th><th>dev</th><th>roce</th><th>hw</th><th>tx</th><th>rx</th><th>WQEs sent</th><th>CQ err</th><th>untracked</th><th>p50</th><th>p99</th><th>max</th></tr>\n");
-    for r in &s.devices {
+    // The per-device table, folded; beyond DEVICE_TABLE_MAX devices, per host.
+    const DEVICE_HEADER: &str = "<tr><th>host</th><th>pid</th><th>dev</th><th>roce</th><th>hw</th><th>tx</th><th>rx</th><th>WQEs sent</th><th>CQ err</th><th>untracked</th><th>p50</th><th>p99</th><th>max</th></tr>\n";
+    let device_row = |r: &crate::summary::DeviceRow| {
         let fl = is_flagged(&format!("{}:{}", r.host, r.pid), r.device_id);
-        let _ = writeln!(
-            h,
-            "<tr{}><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+        format!(
+            "<tr{}><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
             if fl { " class=\"flag\"" } else { "" },
             esc(&r.host),
             r.pid,
@@ -947,9 +1046,28 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             esc(&fmt_percentile(r.latency.get(0.5))),
             esc(&fmt_percentile(r.latency.get(0.99))),
             r.latency.max_ns.map_or("-".into(), |m| fmt_ns(m as f64))
-        );
+        )
+    };
+    h.push_str("<h2 id=\"devices\">Devices</h2>\n");
+    if s.devices.len() > scale::DEVICE_TABLE_MAX {
+        let flagged_dev = |r: &crate::summary::DeviceRow| {
+            is_flagged(&format!("{}:{}", r.host, r.pid), r.device_id)
+        };
+        aggregated.push(scale::device_section(
+            &mut h,
+            &s.devices,
+            &flagged_dev,
+            DEVICE_HEADER,
+            &device_row,
+        ));
+    } else {
+        h.push_str("<details><summary>Per-device table</summary>\n<table>");
+        h.push_str(DEVICE_HEADER);
+        for r in &s.devices {
+            h.push_str(&device_row(r));
+        }
+        h.push_str("</table></details>\n");
     }
-    h.push_str("</table></details>\n");
     if !s.hw_counters_moved.is_empty() {
         h.push_str("<h2 id=\"hw\">Hardware counters that moved</h2>\n<table><tr><th>counter</th><th>kind</th><th>moved on</th><th>n/a on</th><th>total</th><th>median</th><th>max</th><th>max at</th></tr>\n");
         for c in &s.hw_counters_moved {
@@ -992,8 +1110,21 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         ))
     );
     h.push_str("</body></html>\n");
-    h
+    let note = if aggregated.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "<p class=\"note\" id=\"aggregated\">Aggregated for size ({} ranks, {} devices): {}.</p>\n",
+            s.files,
+            s.devices.len(),
+            esc(&aggregated.join("; "))
+        )
+    };
+    h.replacen(AGGREGATED_MARK, &note, 1)
 }
+
+/// Where the note on what the page aggregated goes, filled in once the page is written.
+const AGGREGATED_MARK: &str = "<!--aggregated-->";
 
 // ---------------------------------------------------------------------------------------------
 // The NIC-by-NIC matrix (files with peers)
