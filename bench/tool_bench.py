@@ -81,7 +81,7 @@ def main():
             print(f"tool_bench: generate --ranks {ranks} failed (exit {rc})", file=sys.stderr)
             return 1
         entry = {"ranks": ranks, "input_bytes": du(run),
-                 "input_files": len([f for f in os.listdir(run) if f.endswith(".json")]),
+                 "input_files": len([f for f in os.listdir(run) if f.startswith("rccl_telemetry_")]),
                  "generate": {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "peak_rss_kib": rss},
                  "commands": []}
         report = os.path.join(out, f"report{ranks}.html")
