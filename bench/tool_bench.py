@@ -120,7 +120,7 @@ def main():
             entry["report_in_chromium"] = {"exit": rc, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
                                            "peak_rss_kib": rss, "screenshot": os.path.exists(shot)}
             print(f"{ranks:>6} ranks  report in {browser}: exit {rc}  wall {wall:7.2f} s  cpu {cpu:7.2f} s"
-                  "  (the browser's own process; its renderers are not waited for by it)", flush=True)
+                  "  (cpu: the browser and the processes it reaped)", flush=True)
             shutil.rmtree(profile, ignore_errors=True)
             if os.path.exists(shot):
                 os.remove(shot)
