@@ -1,14 +1,18 @@
 # Make targets for the analysis tool (tools/rccl-telemetry), included by the top-level Makefile.
 #   make tool-test      its tests (unit, generated runs, check, fuzz, promtool, DuckDB, Chromium)
 #   make tool-demo      a generated 64-rank run with planted anomalies, through every command
-#   make tool-bench     times every command on a generated run of RT_BENCH_RANKS ranks
+#   make tool-bench     times summary, outliers, check, report and the Parquet export on generated
+#                       runs of RT_BENCH_RANKS ranks (1,024, 4,096, 16,384), with each child's peak
+#                       RSS, into bench/tool-results.json (bench/tool_bench.py; ~200 MB of input
+#                       at 16,384 ranks, under out/, deleted after each size)
 #   make tool-ci-deps   installs what the tool's tests need (Debian: prometheus, chromium; PyPI: duckdb, pyarrow)
 
 CARGO          ?= cargo
 RT_TOOL        ?= target/release/rccl-telemetry
 RT_DEMO        ?= out/tool-demo
 RT_BENCH       ?= out/tool-bench
-RT_BENCH_RANKS ?= 4096
+RT_BENCH_RANKS ?= 1024 4096 16384
+RT_BENCH_JSON  ?= bench/tool-results.json
 
 .PHONY: tool-build tool-test tool-demo tool-bench tool-ci-deps
 
@@ -36,14 +40,8 @@ tool-demo: tool-build
 
 tool-bench: tool-build
 	@rm -rf $(RT_BENCH) && mkdir -p $(RT_BENCH)
-	$(RT_TOOL) generate --ranks $(RT_BENCH_RANKS) --samples 20 --plant all $(RT_BENCH)/run
-	@du -sh $(RT_BENCH)/run
-	@for cmd in "summary --json" "check" "outliers --json" "export --format csv -o $(RT_BENCH)/run.csv" \
-	            "export --format prometheus -o $(RT_BENCH)/run.prom" "export --format parquet -o $(RT_BENCH)/parquet" \
-	            "report -o $(RT_BENCH)/report.html"; do \
-	  start=$$(date +%s.%N); $(RT_TOOL) $$cmd $(RT_BENCH)/run >/dev/null 2>&1; rc=$$?; end=$$(date +%s.%N); \
-	  awk -v c="$$cmd" -v r=$$rc -v s=$$start -v e=$$end 'BEGIN { printf "%-56s exit %d  %6.2f s\n", c, r, e - s }'; \
-	done
+	python3 bench/tool_bench.py $(RT_TOOL) $(RT_BENCH) $(RT_BENCH_JSON) $(RT_BENCH_RANKS)
+	@rm -rf $(RT_BENCH)
 
 # Included before the top-level Makefile's first rule, this file must not become its default goal.
 ifeq ($(.DEFAULT_GOAL),tool-build)

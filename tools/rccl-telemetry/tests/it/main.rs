@@ -17,5 +17,6 @@ mod prom_shared;
 mod report_axes;
 mod report_log_axis;
 mod report_render;
+mod report_scale;
 mod stalls_cmd;
 mod terminal_tables;

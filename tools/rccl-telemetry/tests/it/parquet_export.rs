@@ -459,3 +459,64 @@ fn bad_parquet_arguments_get_one_line_and_exit_2() {
         "a refused export must not write"
     );
 }
+
+/// The README's schema names every column the export writes, with its type, in its table's row
+/// (the shared counters in their own row, the identifiers in the paragraph above the table).
+#[test]
+fn the_readme_schema_names_every_column_with_its_type() {
+    use rccl_telemetry_tool::parquet_export::{columns, Kind, IDS, LINK_IDS, TABLES};
+    let readme = std::fs::read_to_string(README).expect("README");
+    let start = readme.find("**Schema, version").expect("schema paragraph");
+    let schema = &readme[start..];
+    let schema = &schema[..schema.find("**Worked example").expect("end of the schema")];
+    let row = |name: &str| -> &str {
+        let at = schema
+            .find(&format!("| `{name}` |"))
+            .or_else(|| schema.find(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no schema row for {name}"));
+        schema[at..].lines().next().expect("row")
+    };
+    let paragraph = &schema[..schema.find("| table |").expect("schema table")];
+    for (table, _) in TABLES {
+        let mut text = row(table).to_string();
+        if matches!(*table, "channels" | "qps") {
+            text.push_str(row("counters (channels, qps)"));
+        }
+        let ids = if *table == "links" { LINK_IDS } else { IDS };
+        for c in columns(table) {
+            let own = !ids.iter().any(|i| i.name == c.name);
+            let (where_, hay) = if own {
+                (*table, text.as_str())
+            } else {
+                ("the identifiers' paragraph", paragraph)
+            };
+            let at = hay
+                .find(&format!("`{}`", c.name))
+                .unwrap_or_else(|| panic!("{table}.{} is not in {where_}", c.name));
+            // Its type is named after it, before the next column's type (or the row's end).
+            if own {
+                let after = &hay[at..];
+                let label = c.kind.label();
+                let kind_at = after.find(label).unwrap_or(usize::MAX);
+                let other = [
+                    Kind::Bool,
+                    Kind::I32,
+                    Kind::I64,
+                    Kind::F64,
+                    Kind::Str,
+                    Kind::TsMicros,
+                ]
+                .iter()
+                .filter(|k| **k != c.kind && !label.contains(k.label()))
+                .filter_map(|k| after.find(k.label()))
+                .min()
+                .unwrap_or(usize::MAX);
+                assert!(
+                    kind_at < other,
+                    "{table}.{}: the README names another type before {label}",
+                    c.name
+                );
+            }
+        }
+    }
+}

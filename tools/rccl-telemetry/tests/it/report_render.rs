@@ -56,7 +56,9 @@ fn report_is_self_contained_and_has_every_section_and_chart() {
         assert!(n >= 1, "chart {kind} missing");
     }
     // Each figure holds an SVG with real content (bars, cells, lines or markers).
-    for fig in html.split("<figure class=\"chart\"").skip(1) {
+    let figures: Vec<&str> = html.split("<figure class=\"chart ").skip(1).collect();
+    assert!(figures.len() >= 5, "only {} figures", figures.len());
+    for fig in figures {
         let fig = fig.split("</figure>").next().unwrap();
         assert!(fig.contains("<svg"), "figure without svg");
         let marks = fig.matches("<rect").count()

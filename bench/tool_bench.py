@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Times the analysis tool (tools/rccl-telemetry) on generated runs of growing size.
+
+For each rank count: `rccl-telemetry generate` writes a run under OUT, then each command runs
+once on it as a child process; its wall time, CPU time (user + sys) and peak resident memory
+(ru_maxrss of that child alone, from wait4) are recorded, with the size of what it wrote. The
+run is deleted before the next size, so at most one generated run is on disk at a time.
+Writes the figures as JSON (with the commit and the date) and prints a table and, per command,
+the ratio from each size to the next. Kept in Python because GNU time is not installed and
+wait4 gives each child's own peak RSS.
+
+usage: tool_bench.py TOOL OUT RESULTS.json RANKS [RANKS ...]
+"""
+
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+
+def du(path):
+    """Bytes under path (a file or a directory tree)."""
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            total += os.path.getsize(os.path.join(root, f))
+    return total
+
+
+def timed(argv):
+    """Runs argv with its output discarded; returns (exit code, wall s, cpu s, peak RSS KiB)."""
+    start = time.monotonic()
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.monotonic() - start
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
+
+
+def git(*args):
+    try:
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main():
+    if len(sys.argv) < 5:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    tool, out, results = sys.argv[1], sys.argv[2], sys.argv[3]
+    try:
+        sizes = [int(a) for a in sys.argv[4:]]
+    except ValueError:
+        print("tool_bench: RANKS must be whole numbers", file=sys.stderr)
+        return 2
+    os.makedirs(out, exist_ok=True)
+    doc = {
+        "what": "rccl-telemetry analysis tool on generated runs (generate --samples 20 --plant all)",
+        "commit": git("rev-parse", "--short=12", "HEAD"),
+        "dirty": git("status", "--porcelain", "--untracked-files=no") != "",
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "cpus": os.cpu_count(),
+        "loadavg_at_start": list(os.getloadavg()),
+        "note": "one run of each command, wall and cpu seconds; peak_rss_kib is the child's own "
+        "ru_maxrss; the machine is shared, so wall times are noisy",
+        "runs": [],
+    }
+    failed = False
+    for ranks in sizes:
+        run = os.path.join(out, f"run{ranks}")
+        shutil.rmtree(run, ignore_errors=True)
+        rc, wall, cpu, rss = timed([tool, "generate", "--ranks", str(ranks), "--samples", "20",
+                                    "--plant", "all", run])
+        if rc != 0:
+            print(f"tool_bench: generate --ranks {ranks} failed (exit {rc})", file=sys.stderr)
+            return 1
+        entry = {"ranks": ranks, "input_bytes": du(run),
+                 "input_files": len([f for f in os.listdir(run) if f.startswith("rccl_telemetry_")]),
+                 "generate": {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "peak_rss_kib": rss},
+                 "commands": []}
+        report = os.path.join(out, f"report{ranks}.html")
+        parquet = os.path.join(out, f"parquet{ranks}")
+        commands = [
+            ("summary", ["summary"], None),
+            ("summary --json", ["summary", "--json"], None),
+            ("outliers", ["outliers"], None),
+            ("check", ["check"], None),
+            ("report", ["report", "-o", report], report),
+            ("export parquet", ["export", "--format", "parquet", "-o", parquet], parquet),
+        ]
+        for name, args, written in commands:
+            rc, wall, cpu, rss = timed([tool, *args, run])
+            # outliers and check exit 1 when they find something (every anomaly is planted).
+            ok = rc == 0 or (rc == 1 and name in ("outliers", "check"))
+            failed |= not ok
+            row = {"command": name, "exit": rc, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
+                   "peak_rss_kib": rss}
+            if written and os.path.exists(written):
+                row["output_bytes"] = du(written)
+            entry["commands"].append(row)
+            print(f"{ranks:>6} ranks  {name:<16} exit {rc}  wall {wall:7.2f} s  cpu {cpu:7.2f} s  "
+                  f"peak RSS {rss / 1024:7.1f} MiB"
+                  + (f"  wrote {row['output_bytes'] / 1e6:.1f} MB" if "output_bytes" in row else ""),
+                  flush=True)
+        browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+        if browser and os.path.exists(report):
+            # Loading and painting the page headless (browser start included), once.
+            profile = os.path.join(out, "chromium-profile")
+            shot = os.path.join(out, "report.png")
+            rc, wall, cpu, rss = timed([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                                        "--host-resolver-rules=MAP * ~NOTFOUND",
+                                        f"--user-data-dir={profile}", "--window-size=1400,6000",
+                                        f"--screenshot={shot}", "file://" + os.path.abspath(report)])
+            entry["report_in_chromium"] = {"exit": rc, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
+                                           "peak_rss_kib": rss, "screenshot": os.path.exists(shot)}
+            print(f"{ranks:>6} ranks  report in {browser}: exit {rc}  wall {wall:7.2f} s  cpu {cpu:7.2f} s"
+                  "  (cpu: the browser and the processes it reaped)", flush=True)
+            shutil.rmtree(profile, ignore_errors=True)
+            if os.path.exists(shot):
+                os.remove(shot)
+        doc["runs"].append(entry)
+        shutil.rmtree(run, ignore_errors=True)
+        if os.path.exists(report):
+            os.remove(report)
+        shutil.rmtree(parquet, ignore_errors=True)
+    # How each grows from one size to the next.
+    growth = {}
+    for a, b in zip(doc["runs"], doc["runs"][1:]):
+        key = f"{a['ranks']}->{b['ranks']}"
+        growth[key] = {}
+        for ca, cb in zip(a["commands"], b["commands"]):
+            growth[key][ca["command"]] = {
+                "wall": round(cb["wall_s"] / max(ca["wall_s"], 1e-3), 2),
+                "cpu": round(cb["cpu_s"] / max(ca["cpu_s"], 1e-3), 2),
+                "peak_rss": round(cb["peak_rss_kib"] / max(ca["peak_rss_kib"], 1), 2),
+            }
+        print(f"growth {key}: " + ", ".join(
+            f"{c} cpu x{g['cpu']} rss x{g['peak_rss']}" for c, g in growth[key].items()))
+    doc["growth"] = growth
+    with open(results, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    print(f"wrote {results}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+//! `export --format csv|ndjson`: every figure of the files as one long, tidy table (one
+//! observation a row: rank, device, channel, QP, metric, value), to the depth `--level` asks.
+//! Separate from the Prometheus text (export.rs), which has families and labels, not rows.
+
+use super::*;
+
+/// How deep the tidy export goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Level {
+    /// Device totals, hw counters and hw samples.
+    Device,
+    /// ... plus per-channel counters and histograms.
+    Channel,
+    /// ... plus per-QP counters and histograms (everything in the files).
+    Qp,
+}
+
+/// One observation. `value` is empty (null) where the file says -1 ("not available") or null.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row<'a> {
+    pub file: &'a str,
+    /// Who wrote the file: "v1" or "intree-1.0" (whose hw_sample timestamp_ns is
+    /// CLOCK_MONOTONIC of its host, not wall-clock time).
+    pub format: &'static str,
+    pub host: &'a str,
+    pub pid: i64,
+    pub process: &'a str,
+    pub device_id: u32,
+    pub roce_device: &'a str,
+    pub hw_type: &'a str,
+    /// device, channel, qp, hw (hardware counters) or hw_sample.
+    pub scope: &'static str,
+    pub channel: Option<u64>,
+    pub qp: Option<u64>,
+    pub role: Option<&'a str>,
+    pub metric: &'a str,
+    /// Histogram bucket, PFC priority, max_wqe_size for wqe_size_count, or the bucket's lower
+    /// bound in ns for wqe_completion_log_histogram; empty otherwise.
+    pub index: Option<u64>,
+    pub timestamp_ns: Option<u64>,
+    pub value: Option<i64>,
+}
+
+fn avail(v: i64) -> Option<i64> {
+    (v >= 0).then_some(v)
+}
+
+fn clamp_u64(v: u64) -> Option<i64> {
+    i64::try_from(v).ok()
+}
+
+/// Calls `emit` for every row of one file, in file order.
+pub fn rows<'a>(path: &'a str, f: &'a TelemetryFile, level: Level, emit: &mut dyn FnMut(Row<'a>)) {
+    for d in &f.devices {
+        let base = Row {
+            file: path,
+            format: f.format.label(),
+            host: &f.host_name,
+            pid: f.process_id,
+            process: &f.process_name,
+            device_id: d.device_id,
+            roce_device: &d.roce_device,
+            hw_type: &d.hw_type,
+            scope: "device",
+            channel: None,
+            qp: None,
+            role: None,
+            metric: "",
+            index: None,
+            timestamp_ns: None,
+            value: None,
+        };
+        device_rows(&base, d, emit);
+        for (name, v) in &d.hw_counters {
+            match v {
+                HwValue::Scalar(x) => emit(Row {
+                    scope: "hw",
+                    metric: name,
+                    value: avail(*x),
+                    ..base.clone()
+                }),
+                HwValue::PerPrio(a) => {
+                    for (i, x) in a.iter().enumerate() {
+                        emit(Row {
+                            scope: "hw",
+                            metric: name,
+                            index: Some(i as u64),
+                            value: avail(*x),
+                            ..base.clone()
+                        })
+                    }
+                }
+            }
+        }
+        if let Some(samples) = &f.hw_samples {
+            for s in samples.iter().filter(|s| s.device_id == d.device_id) {
+                for (name, v) in &s.counters {
+                    emit(Row {
+                        scope: "hw_sample",
+                        metric: name,
+                        timestamp_ns: Some(s.timestamp_ns),
+                        value: avail(*v),
+                        ..base.clone()
+                    });
+                }
+            }
+        }
+        if level == Level::Device {
+            continue;
+        }
+        for c in &d.channels {
+            let cb = Row {
+                scope: "channel",
+                channel: c.id,
+                ..base.clone()
+            };
+            counter_rows(&cb, &c.counters, emit);
+            log_rows(&cb, c.wqe_completion_log_histogram.as_deref(), emit);
+            for (m, v) in [
+                ("num_req_completed", c.num_req_completed),
+                ("num_data_qp", c.num_data_qp),
+                ("num_cts_qp", c.num_cts_qp),
+                ("num_qp_untracked", c.num_qp_untracked),
+            ] {
+                emit(Row {
+                    metric: m,
+                    value: clamp_u64(v),
+                    ..cb.clone()
+                });
+            }
+            if level == Level::Qp {
+                for q in &c.queue_pairs {
+                    let qb = Row {
+                        scope: "qp",
+                        qp: Some(q.id),
+                        role: q.role.as_deref(),
+                        ..cb.clone()
+                    };
+                    counter_rows(&qb, &q.counters, emit);
+                }
+            }
+        }
+    }
+}
+
+fn device_rows<'a>(base: &Row<'a>, d: &'a Device, emit: &mut dyn FnMut(Row<'a>)) {
+    for (m, v) in [
+        ("tx_bytes", clamp_u64(d.tx_bytes)),
+        ("rx_bytes", clamp_u64(d.rx_bytes)),
+        ("num_cq_errors", clamp_u64(d.num_cq_errors)),
+        ("cq_poll_count", clamp_u64(d.cq_poll_count)),
+        ("num_channels", d.num_channels.and_then(clamp_u64)),
+        ("active_channels", clamp_u64(d.active_channels)),
+        ("num_qp_untracked", clamp_u64(d.num_qp_untracked)),
+    ] {
+        emit(Row {
+            metric: m,
+            value: v,
+            ..base.clone()
+        });
+    }
+    for w in &d.wqe_size_stats {
+        emit(Row {
+            metric: "wqe_size_count",
+            index: Some(w.max_wqe_size),
+            value: clamp_u64(w.num_wqe),
+            ..base.clone()
+        });
+    }
+    log_rows(base, d.wqe_completion_log_histogram.as_deref(), emit);
+}
+
+/// The log-scale histogram (version-2 files): one row per non-empty bucket, index = its lower
+/// bound in ns (the bucket ends below the next row's lower bound; the file has the upper bound).
+fn log_rows<'a>(
+    base: &Row<'a>,
+    h: Option<&[crate::model::LogBucket]>,
+    emit: &mut dyn FnMut(Row<'a>),
+) {
+    for (lo, _, n) in h.unwrap_or_default() {
+        emit(Row {
+            metric: "wqe_completion_log_histogram",
+            index: Some(*lo),
+            value: clamp_u64(*n),
+            ..base.clone()
+        });
+    }
+}
+
+fn counter_rows<'a>(base: &Row<'a>, c: &'a Counters, emit: &mut dyn FnMut(Row<'a>)) {
+    for (m, v) in [
+        ("num_wqe_sent", c.num_wqe_sent),
+        ("num_recv_wqe", c.num_recv_wqe),
+        ("num_wqe_rcvd", c.num_wqe_rcvd),
+        ("num_wqe_completed", c.num_wqe_completed),
+        ("num_cts_sent", c.num_cts_sent),
+        ("num_cts_sent_signalled", c.num_cts_sent_signalled),
+        ("num_cts_sent_unsignalled", c.num_cts_sent_unsignalled),
+        ("num_slot_miss", c.num_slot_miss),
+        ("num_write_wqe", c.num_write_wqe),
+        ("num_write_imm_wqe", c.num_write_imm_wqe),
+    ] {
+        emit(Row {
+            metric: m,
+            value: clamp_u64(v),
+            ..base.clone()
+        });
+    }
+    if let Some(s) = c.num_wqe_sampled {
+        emit(Row {
+            metric: "num_wqe_sampled",
+            value: clamp_u64(s),
+            ..base.clone()
+        });
+    }
+    emit(Row {
+        metric: "wqe_completion_ns_min",
+        value: avail(c.wqe_completion_ns_min),
+        ..base.clone()
+    });
+    emit(Row {
+        metric: "wqe_completion_ns_max",
+        value: avail(c.wqe_completion_ns_max),
+        ..base.clone()
+    });
+    for (b, v) in c.wqe_completion_histogram.iter().enumerate() {
+        emit(Row {
+            metric: "wqe_completion_histogram",
+            index: Some(b as u64),
+            value: clamp_u64(*v),
+            ..base.clone()
+        });
+    }
+}
+
+/// Writes every row of the run as CSV (with a header) or NDJSON.
+pub fn write_tidy(
+    run: &Run,
+    level: Level,
+    ndjson: bool,
+    out: &mut dyn Write,
+) -> Result<(), String> {
+    let paths: Vec<String> = run
+        .files
+        .iter()
+        .map(|l| l.path.display().to_string())
+        .collect();
+    if ndjson {
+        let mut err = None;
+        for (l, p) in run.files.iter().zip(&paths) {
+            rows(p, &l.file, level, &mut |r| {
+                if err.is_none() {
+                    if let Err(e) = serde_json::to_writer(&mut *out, &r)
+                        .map_err(|e| e.to_string())
+                        .and_then(|_| out.write_all(b"\n").map_err(|e| e.to_string()))
+                    {
+                        err = Some(e);
+                    }
+                }
+            });
+        }
+        return err.map_or(Ok(()), Err);
+    }
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(out);
+    let mut err = None;
+    // An empty run still gets its header.
+    w.write_record([
+        "file",
+        "format",
+        "host",
+        "pid",
+        "process",
+        "device_id",
+        "roce_device",
+        "hw_type",
+        "scope",
+        "channel",
+        "qp",
+        "role",
+        "metric",
+        "index",
+        "timestamp_ns",
+        "value",
+    ])
+    .map_err(|e| e.to_string())?;
+    for (l, p) in run.files.iter().zip(&paths) {
+        rows(p, &l.file, level, &mut |r| {
+            if err.is_none() {
+                if let Err(e) = w.serialize(&r) {
+                    err = Some(e.to_string());
+                }
+            }
+        });
+    }
+    if let Some(e) = err {
+        return Err(e);
+    }
+    w.flush().map_err(|e| e.to_string())
+}

@@ -1,0 +1,497 @@
+//! The report's SVG charts, drawn with plotters: the linear and log-scale latency histograms,
+//! the devices x buckets heat map, the hw_samples time series and the byte skew. Separate from
+//! report.rs (the page) so the page's layout reads apart from the drawing, and the axis helpers
+//! the tests check are in one place.
+
+use super::*;
+
+pub(super) const FLAG: RGBColor = RGBColor(214, 39, 40);
+pub(super) const BLUE: RGBColor = RGBColor(31, 119, 180);
+pub(super) const ORANGE: RGBColor = RGBColor(255, 127, 14);
+pub(super) const GREY: RGBColor = RGBColor(150, 150, 150);
+
+pub(super) type DrawResult<T> = Result<T, String>;
+
+/// Drawing size of a chart that shares a row with one other (histograms, time series): the
+/// page scales it to half its width (CSS), so text keeps about its drawn size on a wide screen.
+pub(super) const HALF: (u32, u32) = (660, 300);
+/// Drawing width of a chart that has a row to itself (heat map, byte skew).
+pub(super) const WIDE_W: u32 = 1360;
+
+pub(super) fn e2s<E: std::fmt::Debug>(e: E) -> String {
+    format!("{e:?}")
+}
+
+/// A bar chart of one histogram (share of completions per bucket).
+pub(super) fn histogram_svg(
+    title: &str,
+    hist: &[u64],
+    width_ns: u64,
+    w: u32,
+    h: u32,
+    color: RGBColor,
+) -> DrawResult<String> {
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(e2s)?;
+        let total: u64 = crate::stats::hist_total(hist).max(1);
+        let shares: Vec<f64> = hist
+            .iter()
+            .map(|c| *c as f64 / total as f64 * 100.0)
+            .collect();
+        let ymax = shares.iter().cloned().fold(0.0f64, f64::max).max(1.0) * 1.1;
+        let n = hist.len().max(1);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 14))
+            .margin(8)
+            .x_label_area_size(34)
+            .y_label_area_size(44)
+            .build_cartesian_2d(0f64..n as f64, 0f64..ymax)
+            .map_err(e2s)?;
+        // Ticks sit on bucket edges: bar b spans [b*w, (b+1)*w); the last bar is open-ended.
+        let labels: Vec<String> = (0..=n)
+            .map(|e| {
+                if e == n {
+                    "\u{221e}".to_string()
+                } else if e == 0 {
+                    "0".to_string()
+                } else {
+                    fmt_ns(e as f64 * width_ns as f64)
+                }
+            })
+            .collect();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n + 1)
+            .x_label_formatter(&|x| {
+                let i = x.floor() as usize;
+                if (x - x.floor()).abs() < 1e-9 && i < labels.len() {
+                    labels[i].clone()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc("% of completions")
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .draw()
+            .map_err(e2s)?;
+        chart
+            .draw_series(shares.iter().enumerate().map(|(b, s)| {
+                Rectangle::new(
+                    [(b as f64 + 0.08, 0.0), (b as f64 + 0.92, *s)],
+                    color.filled(),
+                )
+            }))
+            .map_err(e2s)?;
+        root.present().map_err(e2s)?;
+    }
+    Ok(buf)
+}
+
+/// Where a latency sits on the log axis of [`log_histogram_svg`]: log10 of the ns (the axis
+/// starts at 1 ns; the exact 0 ns bucket is drawn as a thin bar there).
+pub(super) fn log_x(ns: f64) -> f64 {
+    ns.max(1.0).log10()
+}
+
+/// The decades the log axis of a log-scale histogram spans, as (first, last) exponents of
+/// ten: from the decade of the lowest bucket to the one above the highest (at least one).
+pub fn log_axis_decades(buckets: &[crate::model::LogBucket]) -> (i32, i32) {
+    let lo = buckets
+        .iter()
+        .filter(|b| b.2 > 0)
+        .map(|b| b.0)
+        .min()
+        .unwrap_or(1);
+    let hi = buckets
+        .iter()
+        .filter(|b| b.2 > 0)
+        .map(log_bucket_end)
+        .fold(1.0f64, f64::max);
+    let a = (log_x(lo as f64).floor() as i32).max(0);
+    let b = (hi.log10().ceil() as i32).max(a + 1);
+    (a, b)
+}
+
+/// The right edge of a log-scale bucket's bar: one past its inclusive upper bound; the open
+/// last bucket is drawn 1/8 of its lower bound wide, like the buckets below it.
+pub(super) fn log_bucket_end(b: &crate::model::LogBucket) -> f64 {
+    match b.1 {
+        Some(hi) => hi as f64 + 1.0,
+        None => b.0 as f64 * 1.125,
+    }
+}
+
+/// The tick labels of the log axis: one per power of ten.
+pub fn log_axis_labels(buckets: &[crate::model::LogBucket]) -> Vec<String> {
+    let (a, b) = log_axis_decades(buckets);
+    (a..=b).map(|e| fmt_ns(10f64.powi(e))).collect()
+}
+
+/// A bar chart of one log-scale histogram (share of completions per bucket) on a log latency
+/// axis, ticks at powers of ten; each bar spans its bucket's bounds.
+pub(super) fn log_histogram_svg(
+    title: &str,
+    buckets: &[crate::model::LogBucket],
+    w: u32,
+    h: u32,
+    color: RGBColor,
+) -> DrawResult<String> {
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(e2s)?;
+        let total: u64 = buckets
+            .iter()
+            .fold(0u64, |s, b| s.saturating_add(b.2))
+            .max(1);
+        let shares: Vec<(f64, f64, f64)> = buckets
+            .iter()
+            .filter(|b| b.2 > 0)
+            .map(|b| {
+                (
+                    log_x(b.0 as f64),
+                    log_bucket_end(b).log10(),
+                    b.2 as f64 / total as f64 * 100.0,
+                )
+            })
+            .collect();
+        let ymax = shares.iter().map(|s| s.2).fold(0.0f64, f64::max).max(1.0) * 1.1;
+        let (a, b) = log_axis_decades(buckets);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 14))
+            .margin(8)
+            // Room for the last decade's label, centred on the right edge.
+            .margin_right(24)
+            .x_label_area_size(34)
+            .y_label_area_size(44)
+            .build_cartesian_2d(a as f64..b as f64, 0f64..ymax)
+            .map_err(e2s)?;
+        // plotters' own ticks on this axis would fall on fractions of a decade: label each
+        // power of ten at its place instead.
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_desc("% of completions")
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .draw()
+            .map_err(e2s)?;
+        let font = ("sans-serif", 11).into_font().color(&BLACK);
+        for e in a..b {
+            // Unlabelled minor ticks at 2..9 times each power of ten.
+            for m in 2..10 {
+                let (px, py) = chart.backend_coord(&(e as f64 + (m as f64).log10(), 0.0));
+                root.draw(&PathElement::new(vec![(px, py), (px, py + 2)], BLACK))
+                    .map_err(e2s)?;
+            }
+        }
+        for e in a..=b {
+            let (px, py) = chart.backend_coord(&(e as f64, 0.0));
+            root.draw(&PathElement::new(vec![(px, py), (px, py + 4)], BLACK))
+                .map_err(e2s)?;
+            root.draw(&Text::new(
+                fmt_ns(10f64.powi(e)),
+                (px, py + 6),
+                font.pos(Pos::new(HPos::Center, VPos::Top)),
+            ))
+            .map_err(e2s)?;
+        }
+        chart
+            .draw_series(shares.iter().map(|(x0, x1, s)| {
+                // Narrow buckets (the exact ones below 16 ns) still get a visible bar.
+                let x1 = x1.max(x0 + 0.01);
+                Rectangle::new([(*x0, 0.0), (x1, *s)], color.filled())
+            }))
+            .map_err(e2s)?;
+        root.present().map_err(e2s)?;
+    }
+    Ok(buf)
+}
+
+/// What a log-scale histogram's figure says about where it came from.
+pub const LOG_HIST_LABEL: &str =
+    "log-scale histogram (wqe_completion_log_histogram), relative error <= 12.5%";
+
+/// Devices x buckets: each row is one device's histogram, colour = share of its completions.
+/// The smallest of 1, 2, 5, 10, 20, 50, ... that is at least `min`.
+pub fn nice_step(min: f64) -> usize {
+    let mut base = 1usize;
+    loop {
+        for m in [1, 2, 5] {
+            if (base * m) as f64 >= min {
+                return base * m;
+            }
+        }
+        base = base.saturating_mul(10);
+    }
+}
+
+/// Row height of the heat map: every row gets 12 px (room for its name) up to 100 devices;
+/// beyond, the chart stays about 600 px high.
+pub fn heatmap_row_height(n_rows: usize) -> f64 {
+    if n_rows <= 100 {
+        (600.0 / n_rows.max(1) as f64).clamp(12.0, 18.0)
+    } else {
+        (600.0 / n_rows as f64).max(1.0)
+    }
+}
+
+/// Where the heat map labels its rows, as (y of the row centre, row index from the top):
+/// every row while rows are at least 12 px high, else every `step`-th row; a flagged row is
+/// always labelled (an unlabelled row nearer than 12 px to it is left out).
+pub fn heatmap_label_rows(n_rows: usize, row_h: f64, flagged: &[bool]) -> Vec<(f64, usize)> {
+    let step = nice_step(12.0 / row_h);
+    let near = (12.0 / row_h).ceil() as usize;
+    let is_flagged = |ri: usize| flagged.get(ri).copied().unwrap_or(false);
+    let flagged_rows: Vec<usize> = (0..n_rows).filter(|ri| is_flagged(*ri)).collect();
+    let mut rows: Vec<usize> = (0..n_rows)
+        .step_by(step)
+        .filter(|ri| is_flagged(*ri) || !flagged_rows.iter().any(|f| f.abs_diff(*ri) < near))
+        .chain(flagged_rows.iter().copied())
+        .collect();
+    rows.sort_unstable();
+    rows.dedup();
+    rows.into_iter()
+        .map(|ri| ((n_rows - 1 - ri) as f64 + 0.5, ri))
+        .collect()
+}
+
+/// Tick positions of the byte-skew chart's device axis: integers only, at most about 20.
+pub fn skew_ticks(n: usize) -> Vec<f64> {
+    let step = nice_step(n as f64 / 20.0);
+    (0..n).step_by(step).map(|i| i as f64).collect()
+}
+
+pub(super) fn heatmap_svg(rows: &[(String, Vec<u64>, bool)], width_ns: u64) -> DrawResult<String> {
+    let n_rows = rows.len().max(1);
+    let n_b = rows.iter().map(|r| r.1.len()).max().unwrap_or(1).max(1);
+    let row_h = heatmap_row_height(n_rows);
+    let h = (row_h * n_rows as f64) as u32 + 90;
+    let flags: Vec<bool> = rows.iter().map(|r| r.2).collect();
+    let labelled = heatmap_label_rows(n_rows, row_h, &flags);
+    let label_w = rows
+        .iter()
+        .map(|r| r.0.chars().count())
+        .max()
+        .unwrap_or(8)
+        .clamp(8, 40) as u32
+        * 7
+        + 12;
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (WIDE_W, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(e2s)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "Completion latency per device (row = device, colour = share of its completions)",
+                ("sans-serif", 14),
+            )
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(label_w)
+            .build_cartesian_2d(0f64..n_b as f64, 0f64..n_rows as f64)
+            .map_err(e2s)?;
+        // Labels drawn where they belong (plotters' own ticks fall on "nice" values, not on row
+        // or bucket centres): each labelled row's name at its centre, each bucket's edge below it.
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_labels(0)
+            .y_labels(0)
+            .draw()
+            .map_err(e2s)?;
+        let font = ("sans-serif", 11).into_font().color(&BLACK);
+        for (y, ri) in &labelled {
+            let (px, py) = chart.backend_coord(&(0.0, *y));
+            let name = rows.get(*ri).map_or("", |r| r.0.as_str());
+            root.draw(&Text::new(
+                name.to_string(),
+                (px - 6, py),
+                font.pos(Pos::new(HPos::Right, VPos::Center)),
+            ))
+            .map_err(e2s)?;
+        }
+        for b in 0..n_b {
+            let label = if b + 1 == n_b {
+                format!(">={}", fmt_ns(b as f64 * width_ns as f64))
+            } else {
+                format!("<{}", fmt_ns((b as f64 + 1.0) * width_ns as f64))
+            };
+            let (px, py) = chart.backend_coord(&(b as f64 + 0.5, 0.0));
+            root.draw(&Text::new(
+                label,
+                (px, py + 6),
+                font.pos(Pos::new(HPos::Center, VPos::Top)),
+            ))
+            .map_err(e2s)?;
+        }
+        let mut cells = Vec::new();
+        for (ri, (_, hist, flagged)) in rows.iter().enumerate() {
+            let total: u64 = crate::stats::hist_total(hist).max(1);
+            let y = (n_rows - 1 - ri) as f64;
+            for (b, c) in hist.iter().enumerate() {
+                let share = *c as f64 / total as f64;
+                // Log scale so a 1% tail is visible next to an 80% mode.
+                let t = if share <= 0.0 {
+                    0.0
+                } else {
+                    ((share.log10() + 4.0) / 4.0).clamp(0.05, 1.0)
+                };
+                let col = if *flagged {
+                    RGBColor(255, (255.0 * (1.0 - t)) as u8, (255.0 * (1.0 - t)) as u8)
+                } else {
+                    RGBColor(
+                        (255.0 * (1.0 - t)) as u8,
+                        (255.0 * (1.0 - 0.6 * t)) as u8,
+                        255,
+                    )
+                };
+                cells.push(Rectangle::new(
+                    [(b as f64, y), (b as f64 + 1.0, y + 1.0)],
+                    col.filled(),
+                ));
+            }
+        }
+        chart.draw_series(cells).map_err(e2s)?;
+        root.present().map_err(e2s)?;
+    }
+    Ok(buf)
+}
+
+/// One device's line in a time-series chart: its label, (seconds, value) points, flagged.
+pub(super) type SeriesLine = (String, Vec<(f64, f64)>, bool);
+
+/// One line per device for one sampled counter; flagged ranks in red, the rest grey.
+pub(super) fn series_svg(counter: &str, lines: &[SeriesLine]) -> DrawResult<String> {
+    let xmax = lines
+        .iter()
+        .flat_map(|l| l.1.iter().map(|p| p.0))
+        .fold(0.0f64, f64::max)
+        .max(1e-3);
+    let ymax = lines
+        .iter()
+        .flat_map(|l| l.1.iter().map(|p| p.1))
+        .fold(0.0f64, f64::max)
+        .max(1.0)
+        * 1.05;
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, HALF).into_drawing_area();
+        root.fill(&WHITE).map_err(e2s)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(counter, ("sans-serif", 14))
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0f64..xmax, 0f64..ymax)
+            .map_err(e2s)?;
+        chart
+            .configure_mesh()
+            .x_desc("s since the first sample (see the time origin above)")
+            .y_label_formatter(&|y| {
+                if ymax < 10.0 {
+                    format!("{y:.1}")
+                } else {
+                    fmt_count(y.max(0.0).round() as u64)
+                }
+            })
+            .draw()
+            .map_err(e2s)?;
+        // Grey first so the flagged lines stay on top.
+        for flagged in [false, true] {
+            for (_, pts, f) in lines.iter().filter(|l| l.2 == flagged) {
+                let style = if *f {
+                    FLAG.stroke_width(2)
+                } else {
+                    GREY.mix(0.5).stroke_width(1)
+                };
+                let _ = f;
+                chart
+                    .draw_series(LineSeries::new(pts.iter().copied(), style))
+                    .map_err(e2s)?;
+            }
+        }
+        root.present().map_err(e2s)?;
+    }
+    Ok(buf)
+}
+
+/// tx and rx bytes per device in rank order, with the median; flagged devices in red.
+pub(super) fn skew_svg(
+    points: &[(String, f64, f64, bool)],
+    median_tx: f64,
+    median_rx: f64,
+) -> DrawResult<String> {
+    let n = points.len().max(1);
+    let ymax = points
+        .iter()
+        .map(|p| p.1.max(p.2))
+        .fold(0.0f64, f64::max)
+        .max(1.0)
+        * 1.08;
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (WIDE_W, 340)).into_drawing_area();
+        root.fill(&WHITE).map_err(e2s)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "Bytes per rank and device (blue tx, orange rx, dashed: median; red: flagged)",
+                ("sans-serif", 14),
+            )
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(70)
+            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..ymax)
+            .map_err(e2s)?;
+        chart
+            .configure_mesh()
+            .x_desc("device, numbered in rank (host, pid) order")
+            .x_labels(skew_ticks(n).len().max(2))
+            // Devices are whole numbers: a tick between two of them gets no label (rounding
+            // 0.5 and 1.5 would repeat 0, 0, 1, 1, 2, 2).
+            .x_label_formatter(&|x| {
+                if (x - x.round()).abs() < 1e-9 && *x >= 0.0 {
+                    format!("{x:.0}")
+                } else {
+                    String::new()
+                }
+            })
+            .y_label_formatter(&|y| fmt_bytes(*y))
+            .draw()
+            .map_err(e2s)?;
+        let r = if n > 200 { 2 } else { 3 };
+        chart
+            .draw_series(points.iter().enumerate().map(|(i, p)| {
+                Circle::new(
+                    (i as f64, p.1),
+                    r,
+                    if p.3 { FLAG.filled() } else { BLUE.filled() },
+                )
+            }))
+            .map_err(e2s)?;
+        chart
+            .draw_series(points.iter().enumerate().map(|(i, p)| {
+                TriangleMarker::new(
+                    (i as f64, p.2),
+                    r,
+                    if p.3 { FLAG.filled() } else { ORANGE.filled() },
+                )
+            }))
+            .map_err(e2s)?;
+        for (m, c) in [(median_tx, BLUE), (median_rx, ORANGE)] {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(-0.5, m), (n as f64 - 0.5, m)],
+                    6,
+                    4,
+                    c.stroke_width(1),
+                ))
+                .map_err(e2s)?;
+        }
+        root.present().map_err(e2s)?;
+    }
+    Ok(buf)
+}

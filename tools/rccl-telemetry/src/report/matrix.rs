@@ -1,0 +1,214 @@
+//! The report's NIC-by-NIC matrix (files of version 3, with peers): per-link p99 latency or
+//! bytes as a heat map, per NIC or per host beyond HEATMAP_MAX_NICS, the culprits the outliers
+//! name outlined. Separate from the charts because it is hand-written SVG over the joined links.
+
+use super::*;
+
+/// NICs beyond which the matrix is drawn per host (one cell per host pair).
+pub const HEATMAP_MAX_NICS: usize = 300;
+
+/// Colour of a latency cell: its ratio to the matrix median, pale at or below 1x, through
+/// yellow and orange to dark red at 4x and above (log scale).
+pub fn ratio_colour(r: f64) -> String {
+    let t = if r.is_finite() && r > 1.0 {
+        (r.log2() / 2.0).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let stops = [
+        (0.0, (236, 244, 236)),
+        (0.25, (255, 237, 160)),
+        (0.5, (253, 174, 97)),
+        (0.75, (230, 85, 50)),
+        (1.0, (140, 0, 20)),
+    ];
+    let mut k = 0;
+    while k + 2 < stops.len() && t > stops[k + 1].0 {
+        k += 1;
+    }
+    let (t0, c0) = stops[k];
+    let (t1, c1) = stops[k + 1];
+    let f = ((t - t0) / (t1 - t0)).clamp(0.0, 1.0);
+    let mix = |a: i32, b: i32| (a as f64 + (b - a) as f64 * f).round() as i32;
+    format!(
+        "rgb({},{},{})",
+        mix(c0.0, c1.0),
+        mix(c0.1, c1.1),
+        mix(c0.2, c1.2)
+    )
+}
+
+fn bytes_colour(frac: f64) -> String {
+    let f = frac.clamp(0.0, 1.0);
+    let mix = |a: f64, b: f64| (a + (b - a) * f).round() as i32;
+    format!(
+        "rgb({},{},{})",
+        mix(240.0, 8.0),
+        mix(245.0, 69.0),
+        mix(255.0, 148.0)
+    )
+}
+
+/// One matrix as SVG: `vals[a][b]` (None: no link), `labels`, the colour of a value, the text
+/// of a value (cell titles, drawn for up to 150 rows), and cells to outline.
+fn matrix_svg(
+    id: &str,
+    labels: &[String],
+    vals: &[Vec<Option<f64>>],
+    colour: &dyn Fn(f64) -> String,
+    text: &dyn Fn(f64) -> String,
+    outline: &BTreeSet<(usize, usize)>,
+) -> String {
+    let n = labels.len();
+    let cell = (760.0 / n.max(1) as f64).clamp(1.5, 22.0);
+    let label_every = ((7.0 / cell).ceil() as usize).max(1);
+    let font = (cell * label_every as f64 * 0.8).clamp(5.0, 11.0);
+    let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(1) as f64;
+    let margin = (longest * font * 0.6 + 8.0).min(220.0);
+    let size = margin + cell * n as f64 + 10.0;
+    let mut s = String::new();
+    let _ = write!(s, "<svg id=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{size:.0}\" height=\"{size:.0}\" font-family=\"sans-serif\" font-size=\"{font:.1}\">");
+    let _ = write!(s, "<rect x=\"{margin:.1}\" y=\"{margin:.1}\" width=\"{w:.1}\" height=\"{w:.1}\" fill=\"#f4f4f4\"/>", w = cell * n as f64);
+    for (i, l) in labels.iter().enumerate() {
+        if i % label_every != 0 {
+            continue;
+        }
+        let c = margin + cell * (i as f64 + 0.5);
+        let _ = write!(s, "<text x=\"{:.1}\" y=\"{c:.1}\" text-anchor=\"end\" dominant-baseline=\"middle\">{}</text>", margin - 3.0, esc(l));
+        let _ = write!(s, "<text transform=\"translate({c:.1},{:.1}) rotate(-90)\" dominant-baseline=\"middle\">{}</text>", margin - 3.0, esc(l));
+    }
+    let titles = n <= 150;
+    for (a, row) in vals.iter().enumerate() {
+        for (b, v) in row.iter().enumerate() {
+            let Some(v) = v else { continue };
+            let (x, y) = (margin + cell * b as f64, margin + cell * a as f64);
+            let _ = write!(s, "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{cell:.2}\" height=\"{cell:.2}\" fill=\"{}\">", colour(*v));
+            if titles {
+                let _ = write!(
+                    s,
+                    "<title>{} -&gt; {}: {}</title>",
+                    esc(&labels[a]),
+                    esc(&labels[b]),
+                    esc(&text(*v))
+                );
+            }
+            s.push_str("</rect>");
+        }
+    }
+    // Outlines at least 12 px wide, so a culprit cell of a large matrix still catches the eye.
+    let ring = cell.max(12.0);
+    for (a, b) in outline {
+        let (x, y) = (
+            margin + cell * (*b as f64 + 0.5) - ring / 2.0,
+            margin + cell * (*a as f64 + 0.5) - ring / 2.0,
+        );
+        let _ = write!(s, "<rect class=\"culprit\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{ring:.2}\" height=\"{ring:.2}\" fill=\"none\" stroke=\"#000\" stroke-width=\"{:.1}\"/>", (ring / 8.0).clamp(1.2, 2.0));
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// The matrix section: a heat map of per-link p99 latency (sending side) or of bytes,
+/// selectable in the page without script (radio buttons and CSS), the culprits outlined.
+/// Empty when no file has peers.
+pub fn matrix_section(run: &Run) -> String {
+    let lr = crate::links::join(run);
+    if lr.links.is_empty() {
+        return String::new();
+    }
+    let culprits = crate::outliers::classify_fabric(&lr, &crate::outliers::Options::default());
+    let n = lr.nics.len();
+    let per_host = n > HEATMAP_MAX_NICS;
+    // Rows/columns: NICs sorted by host and device, or hosts.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|a, b| {
+        (&lr.nics[*a].host, &lr.nics[*a].device).cmp(&(&lr.nics[*b].host, &lr.nics[*b].device))
+    });
+    let (labels, pos): (Vec<String>, Vec<usize>) = if per_host {
+        let hosts: Vec<String> = order
+            .iter()
+            .map(|i| lr.nics[*i].host.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let pos = (0..n)
+            .map(|i| {
+                hosts
+                    .iter()
+                    .position(|h| *h == lr.nics[i].host)
+                    .unwrap_or(0)
+            })
+            .collect();
+        (hosts, pos)
+    } else {
+        let mut pos = vec![0; n];
+        for (k, i) in order.iter().enumerate() {
+            pos[*i] = k;
+        }
+        (order.iter().map(|i| lr.nics[*i].label()).collect(), pos)
+    };
+    let k = labels.len();
+    let mut p99: Vec<Vec<Option<f64>>> = vec![vec![None; k]; k];
+    let mut bytes: Vec<Vec<Option<f64>>> = vec![vec![None; k]; k];
+    for l in &lr.links {
+        let (a, b) = (pos[l.src_nic], pos[l.dst_nic]);
+        if let Some(p) = l.latency.as_ref().and_then(|x| x.p99_ns) {
+            // Per host: the worst link of the host pair, so one slow link still shows.
+            p99[a][b] = Some(p99[a][b].map_or(p, |q: f64| q.max(p)));
+        }
+        bytes[a][b] = Some(bytes[a][b].unwrap_or(0.0) + l.tx_bytes_est as f64);
+    }
+    let all: Vec<f64> = p99.iter().flatten().flatten().copied().collect();
+    let med = crate::stats::median(&all).unwrap_or(1.0).max(1.0);
+    let bmax = bytes
+        .iter()
+        .flatten()
+        .flatten()
+        .copied()
+        .fold(0.0, f64::max)
+        .max(1.0);
+    let mut outline = BTreeSet::new();
+    for c in &culprits {
+        match c.kind {
+            "slow_link" => {
+                let (a, b) = (pos[c.nics[0]], pos[c.nics[1]]);
+                outline.insert((a, b));
+                outline.insert((b, a));
+            }
+            _ => {
+                for i in &c.nics {
+                    let a = pos[*i];
+                    for (b, row) in p99.iter().enumerate().take(k) {
+                        if p99[a][b].is_some() {
+                            outline.insert((a, b));
+                        }
+                        if row[a].is_some() {
+                            outline.insert((b, a));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut h = String::new();
+    let _ = writeln!(
+        h,
+        "<h2 id=\"matrix\">Links: NIC by NIC</h2>\n<p class=\"note\">Row: the sending NIC; column: its peer. {}{}. Culprits named by the outliers are outlined.</p>",
+        esc(&lr.headline()),
+        if per_host { format!(", drawn per host ({} hosts; more than {HEATMAP_MAX_NICS} NICs): a cell is the worst p99 of the host pair, or its bytes", k) } else { String::new() }
+    );
+    h.push_str("<div class=\"hm\"><input type=\"radio\" name=\"hm\" id=\"hm-p99\" checked><label for=\"hm-p99\">p99 latency</label> <input type=\"radio\" name=\"hm\" id=\"hm-bytes\"><label for=\"hm-bytes\">bytes</label>\n");
+    let _ = writeln!(
+        h,
+        "<figure class=\"chart hm-p99\">{}<figcaption>p99 completion latency at the sending side, coloured by its ratio to the median link {} (pale 1x, yellow 1.4x, orange 2x, red 2.8x, dark red 4x and more).</figcaption></figure>",
+        matrix_svg("matrix-p99", &labels, &p99, &|v| ratio_colour(v / med), &|v| format!("p99 {} ({:.2}x the median)", fmt_ns(v), v / med), &outline),
+        esc(&fmt_ns(med))
+    );
+    let _ = writeln!(
+        h,
+        "<figure class=\"chart hm-bytes\">{}<figcaption>Bytes sent on the link (the device's tx bytes shared out by its WRs), darker is more; the largest cell is {}.</figcaption></figure></div>",
+        matrix_svg("matrix-bytes", &labels, &bytes, &|v| bytes_colour(v / bmax), &|v| fmt_bytes(v), &BTreeSet::new()),
+        esc(&fmt_bytes(bmax))
+    );
+    h
+}
