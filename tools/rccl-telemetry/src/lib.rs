@@ -24,3 +24,5 @@ pub mod report;
 pub mod stalls;
 pub mod stats;
 pub mod summary;
+pub mod summary_fleet;
+pub mod summary_text;

@@ -21,12 +21,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// One table for the run: ranks, devices, bytes and their share, WQEs, CQ errors,
-    /// untracked QPs, latency percentiles, and the hardware counters that moved.
+    /// The run at a glance: totals, latency, and one row per rank and device (up to 32 rows;
+    /// beyond, distributions across the rows and hosts and the rows that stand out).
     Summary {
-        /// Print JSON for scripts instead of tables.
+        /// Print JSON for scripts instead of tables (always every row).
         #[arg(long)]
         json: bool,
+        /// One table row per rank and device however many there are.
+        #[arg(long)]
+        all: bool,
+        /// Latency from the linear histogram too (default: the log-scale one when the files
+        /// have it, the linear one when that is all they have).
+        #[arg(long)]
+        linear: bool,
         /// Also list the registered devices a rank never drove.
         #[arg(long)]
         all_devices: bool,
@@ -233,6 +240,8 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Summary {
             json,
+            all,
+            linear,
             all_devices,
             wide,
             inputs,
@@ -247,7 +256,12 @@ fn main() -> ExitCode {
                     Err(c) => c,
                 }
             } else {
-                let mut text = summary::render_text_layout(&s, layout::Layout::from_flag(wide));
+                let o = summary::TextOptions {
+                    layout: layout::Layout::from_flag(wide),
+                    all,
+                    linear,
+                };
+                let mut text = summary::render_with(&s, &o);
                 if let Some(line) = stalls::one_line(&stalls::find(&run, &[])) {
                     text.push_str(&line);
                     text.push('\n');

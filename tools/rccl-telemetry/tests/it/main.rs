@@ -5,6 +5,7 @@ mod common;
 mod bad_input;
 mod check_violations;
 mod export_formats;
+mod fleet_scale;
 mod fuzz;
 mod generated_runs;
 mod intree_files;
