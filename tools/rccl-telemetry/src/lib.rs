@@ -14,7 +14,10 @@ pub mod links;
 pub mod load;
 pub mod model;
 pub mod outliers;
+pub mod outliers_fabric;
+pub mod outliers_text;
 pub mod parquet_export;
+pub mod plain;
 pub mod promgc;
 /// The Prometheus families and their renderer: the library's own file, compiled here too, so
 /// the export and the library's live textfile cannot drift.
