@@ -5,6 +5,7 @@
 //! so the tests (and the fuzzing) can call the parser and the analyses directly.
 
 pub mod check;
+pub mod check_text;
 pub mod export;
 pub mod generate;
 pub mod hwclass;

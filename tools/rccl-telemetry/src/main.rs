@@ -44,11 +44,18 @@ enum Cmd {
         inputs: Vec<PathBuf>,
     },
     /// Validate every file against the committed JSON Schema and the format's invariants.
-    /// Prints one line per violation (file: JSON pointer: kind: message); exit 1 if any.
+    /// Prints one line per violation (file: JSON pointer: kind: message), grouped by kind beyond
+    /// 32; exit 1 if any.
     Check {
         /// Print the violations as one JSON object instead of lines.
         #[arg(long)]
         json: bool,
+        /// One line per violation however many (beyond 32 they are grouped by kind).
+        #[arg(long)]
+        all: bool,
+        /// Lines not cut to the terminal's width (the grouped view).
+        #[arg(long)]
+        wide: bool,
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
     },
@@ -65,9 +72,13 @@ enum Cmd {
         /// Counters and latency: least ratio to the median.
         #[arg(long, default_value_t = 2.0)]
         min_ratio: f64,
-        /// Show at most this many rows in the table (0 = all; --json always has every finding).
-        #[arg(long, default_value_t = 50)]
-        top: usize,
+        /// Show at most this many rows (0 = all) [default: 20 two-line rows beyond 32 devices,
+        /// else 50 table rows; --json always has every finding].
+        #[arg(long)]
+        top: Option<usize>,
+        /// Every row, in the table with its whole evidence, however large the run.
+        #[arg(long)]
+        all: bool,
         /// Every column, nothing wrapped (the default fits the terminal, COLUMNS, or 100).
         #[arg(long)]
         wide: bool,
@@ -269,7 +280,12 @@ fn main() -> ExitCode {
                 print(&text)
             }
         }
-        Cmd::Check { json, inputs } => {
+        Cmd::Check {
+            json,
+            all,
+            wide,
+            inputs,
+        } => {
             let report = match check::check_inputs(&inputs) {
                 Ok(r) => r,
                 Err(e) => return fail(e),
@@ -279,12 +295,11 @@ fn main() -> ExitCode {
                     return c;
                 }
             } else {
-                let mut text = String::new();
-                for v in report.violations.iter().chain(&report.limitations) {
-                    text.push_str(&v.line());
-                    text.push('\n');
-                }
-                print(&text);
+                print(&rccl_telemetry_tool::check_text::render(
+                    &report,
+                    all,
+                    layout::Layout::from_flag(wide),
+                ));
             }
             if !report.intree_format_limitations.is_empty() {
                 eprintln!(
@@ -318,6 +333,7 @@ fn main() -> ExitCode {
             min_skew,
             min_ratio,
             top,
+            all,
             wide,
             inputs,
         } => {
@@ -336,10 +352,13 @@ fn main() -> ExitCode {
                     return c;
                 }
             } else {
-                print(&outliers::render_text_layout(
+                print(&outliers::render_with(
                     &r,
-                    top,
-                    layout::Layout::from_flag(wide),
+                    &outliers::OutlierText {
+                        layout: layout::Layout::from_flag(wide),
+                        top,
+                        all,
+                    },
                 ));
             }
             if r.findings.is_empty() {

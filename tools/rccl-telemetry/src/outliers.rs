@@ -549,4 +549,6 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
 
 use crate::outliers_fabric::fabric_findings;
 pub use crate::outliers_fabric::{classify_fabric, Culprit, MIN_LINK_SAMPLES};
-pub use crate::outliers_text::{fold, render_text, render_text_layout, Row};
+pub use crate::outliers_text::{
+    fold, render_text, render_text_layout, render_with, OutlierText, Row,
+};

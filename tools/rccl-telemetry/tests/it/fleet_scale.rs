@@ -130,6 +130,43 @@ fn summary_of_4096_ranks_fits_one_screen_and_all_lists_every_row() {
         .iter()
         .any(|x| x["who"] == row_label(skew).as_str()));
 
+    // outliers: counts by kind first, then the strongest rows, two lines each, in one screen.
+    let text = stdout(&run100(&["outliers", g.arg()]));
+    assert!(text.lines().count() <= 50, "outliers: {text}");
+    assert!(widest(&text) <= 100, "outliers: {text}");
+    assert!(
+        text.lines().nth(1).unwrap().starts_with("By kind: "),
+        "{text}"
+    );
+    for p in g.planted.iter().filter(|p| {
+        SUMMARY_PLANTS.contains(&p.kind.as_str())
+            || ["unavailable", "snapshot"].contains(&p.kind.as_str())
+    }) {
+        let rank = format!("{}:{}", p.host, p.pid);
+        assert!(
+            text.contains(&rank),
+            "outliers lacks planted {} at {rank}:\n{text}",
+            p.kind
+        );
+    }
+    let rows: usize = text
+        .split(" rows on ")
+        .next()
+        .and_then(|h| h.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("N findings in M rows");
+    let all = stdout(&run100(&["outliers", "--all", g.arg()]));
+    let numbered = all
+        .lines()
+        .filter(|l| {
+            // A row's first line has its score (# is left out at 100 columns).
+            l.strip_prefix('│')
+                .and_then(|r| r.split('┆').next())
+                .is_some_and(|c| c.trim().parse::<f64>().is_ok())
+        })
+        .count();
+    assert_eq!(numbered, rows, "outliers --all has every row:\n{all}");
+
     // --all: today's table, one row per rank and device.
     let all = stdout(&run100(&["summary", "--all", g.arg()]));
     let table_rows = all.lines().filter(|l| l.starts_with("│ gpu_node_")).count();
@@ -216,4 +253,61 @@ fn version2_runs_show_the_log_scale_figures_and_linear_only_on_request() {
         g.arg(),
     ]));
     assert!(row(&all).contains(&lin_p50), "{}", row(&all));
+}
+
+#[test]
+fn check_of_4096_files_counts_first_and_groups_the_violations() {
+    let g = gen(GenOptions {
+        ranks: 4096,
+        seed: 2,
+        ..Default::default()
+    });
+    let files = g.files();
+    // 30 truncated files and 30 with a negative byte count; the other 4,036 are healthy.
+    let mut touched = Vec::new();
+    for (i, f) in files
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 64 == 5)
+        .take(60)
+    {
+        if touched.len() < 30 {
+            std::fs::write(f, b"{\"version\": ").unwrap();
+        } else {
+            let mut v: Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+            v["devices"][0]["tx_bytes"] = Value::from(-5);
+            std::fs::write(f, serde_json::to_vec(&v).unwrap()).unwrap();
+        }
+        touched.push((i, f.clone()));
+    }
+    let j: Value =
+        serde_json::from_slice(&run100(&["check", "--json", g.arg()]).stdout).expect("check json");
+    let violations = j["violations"].as_array().unwrap().len();
+    assert!(
+        violations > 32,
+        "the test needs more than a screen: {violations}"
+    );
+
+    let out = run100(&["check", g.arg()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.lines().count() <= 50, "{text}");
+    assert!(widest(&text) <= 100, "{text}");
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with("Checked 4096 files: 4036 valid, 30 with violations, 30 unreadable;"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("{violations} violations")), "{text}");
+    assert!(
+        text.contains("30 files: ") && text.contains(" more"),
+        "{text}"
+    );
+    // Nothing about a healthy file.
+    let healthy = files[0].file_name().unwrap().to_str().unwrap();
+    assert!(!text.contains(healthy), "{text}");
+
+    // --all: one line per violation, as before.
+    let all = stdout(&run100(&["check", "--all", g.arg()]));
+    assert_eq!(all.lines().count(), violations, "{all}");
 }
