@@ -10,6 +10,7 @@ pub mod export;
 pub mod generate;
 pub mod hwclass;
 pub mod intree;
+pub mod intree_check;
 pub mod layout;
 pub mod links;
 pub mod load;
