@@ -13,6 +13,7 @@ pub mod intree;
 pub mod intree_check;
 pub mod layout;
 pub mod links;
+pub mod links_text;
 pub mod load;
 pub mod model;
 pub mod outliers;
