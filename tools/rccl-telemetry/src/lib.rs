@@ -5,16 +5,22 @@
 //! so the tests (and the fuzzing) can call the parser and the analyses directly.
 
 pub mod check;
+pub mod check_text;
 pub mod export;
 pub mod generate;
 pub mod hwclass;
 pub mod intree;
+pub mod intree_check;
 pub mod layout;
 pub mod links;
+pub mod links_text;
 pub mod load;
 pub mod model;
 pub mod outliers;
+pub mod outliers_fabric;
+pub mod outliers_text;
 pub mod parquet_export;
+pub mod plain;
 pub mod promgc;
 /// The Prometheus families and their renderer: the library's own files (`src/promtext/`),
 /// compiled here too, so the export and the library's live textfile cannot drift.
@@ -24,3 +30,5 @@ pub mod report;
 pub mod stalls;
 pub mod stats;
 pub mod summary;
+pub mod summary_fleet;
+pub mod summary_text;

@@ -21,12 +21,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// One table for the run: ranks, devices, bytes and their share, WQEs, CQ errors,
-    /// untracked QPs, latency percentiles, and the hardware counters that moved.
+    /// The run at a glance: totals, latency, and one row per rank and device (up to 32 rows;
+    /// beyond, distributions across the rows and hosts and the rows that stand out).
     Summary {
-        /// Print JSON for scripts instead of tables.
+        /// Print JSON for scripts instead of tables (always every row).
         #[arg(long)]
         json: bool,
+        /// One table row per rank and device however many there are.
+        #[arg(long)]
+        all: bool,
+        /// Latency from the linear histogram too (default: the log-scale one when the files
+        /// have it, the linear one when that is all they have).
+        #[arg(long)]
+        linear: bool,
         /// Also list the registered devices a rank never drove.
         #[arg(long)]
         all_devices: bool,
@@ -37,11 +44,18 @@ enum Cmd {
         inputs: Vec<PathBuf>,
     },
     /// Validate every file against the committed JSON Schema and the format's invariants.
-    /// Prints one line per violation (file: JSON pointer: kind: message); exit 1 if any.
+    /// Prints one line per violation (file: JSON pointer: kind: message), grouped by kind beyond
+    /// 32; exit 1 if any.
     Check {
         /// Print the violations as one JSON object instead of lines.
         #[arg(long)]
         json: bool,
+        /// One line per violation however many (beyond 32 they are grouped by kind).
+        #[arg(long)]
+        all: bool,
+        /// Lines not cut to the terminal's width (the grouped view).
+        #[arg(long)]
+        wide: bool,
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
     },
@@ -58,9 +72,13 @@ enum Cmd {
         /// Counters and latency: least ratio to the median.
         #[arg(long, default_value_t = 2.0)]
         min_ratio: f64,
-        /// Show at most this many rows in the table (0 = all; --json always has every finding).
-        #[arg(long, default_value_t = 50)]
-        top: usize,
+        /// Show at most this many rows (0 = all) [default: 20 two-line rows beyond 32 devices,
+        /// else 50 table rows; --json always has every finding].
+        #[arg(long)]
+        top: Option<usize>,
+        /// Every row, in the table with its whole evidence, however large the run.
+        #[arg(long)]
+        all: bool,
         /// Every column, nothing wrapped (the default fits the terminal, COLUMNS, or 100).
         #[arg(long)]
         wide: bool,
@@ -233,6 +251,8 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Summary {
             json,
+            all,
+            linear,
             all_devices,
             wide,
             inputs,
@@ -247,7 +267,12 @@ fn main() -> ExitCode {
                     Err(c) => c,
                 }
             } else {
-                let mut text = summary::render_text_layout(&s, layout::Layout::from_flag(wide));
+                let o = summary::TextOptions {
+                    layout: layout::Layout::from_flag(wide),
+                    all,
+                    linear,
+                };
+                let mut text = summary::render_with(&s, &o);
                 if let Some(line) = stalls::one_line(&stalls::find(&run, &[])) {
                     text.push_str(&line);
                     text.push('\n');
@@ -255,7 +280,12 @@ fn main() -> ExitCode {
                 print(&text)
             }
         }
-        Cmd::Check { json, inputs } => {
+        Cmd::Check {
+            json,
+            all,
+            wide,
+            inputs,
+        } => {
             let report = match check::check_inputs(&inputs) {
                 Ok(r) => r,
                 Err(e) => return fail(e),
@@ -265,12 +295,11 @@ fn main() -> ExitCode {
                     return c;
                 }
             } else {
-                let mut text = String::new();
-                for v in report.violations.iter().chain(&report.limitations) {
-                    text.push_str(&v.line());
-                    text.push('\n');
-                }
-                print(&text);
+                print(&rccl_telemetry_tool::check_text::render(
+                    &report,
+                    all,
+                    layout::Layout::from_flag(wide),
+                ));
             }
             if !report.intree_format_limitations.is_empty() {
                 eprintln!(
@@ -304,6 +333,7 @@ fn main() -> ExitCode {
             min_skew,
             min_ratio,
             top,
+            all,
             wide,
             inputs,
         } => {
@@ -322,10 +352,13 @@ fn main() -> ExitCode {
                     return c;
                 }
             } else {
-                print(&outliers::render_text_layout(
+                print(&outliers::render_with(
                     &r,
-                    top,
-                    layout::Layout::from_flag(wide),
+                    &outliers::OutlierText {
+                        layout: layout::Layout::from_flag(wide),
+                        top,
+                        all,
+                    },
                 ));
             }
             if r.findings.is_empty() {

@@ -1,13 +1,12 @@
-//! `summary`: one table for the run.
+//! `summary`: the run read into one row per rank and device, its totals and latency.
+//!
+//! The model and its aggregation; `summary_fleet` adds the distributions and stand-outs for
+//! runs beyond a screen, `summary_text` prints either view.
 
 use crate::hwclass::{classify, Category};
-use crate::layout::{col, table, Column, Layout};
 use crate::load::Run;
 use crate::model::{add_hist, add_log_hist, parse_timestamp_ns, Device, LogBucket, TelemetryFile};
-use crate::stats::{
-    fmt_bytes, fmt_count, fmt_ns, histogram_percentile, log_histogram_percentile, median,
-    Percentile,
-};
+use crate::stats::{fmt_ns, histogram_percentile, log_histogram_percentile, median, Percentile};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -83,7 +82,7 @@ impl Latency {
 
 /// Formats a percentile for a table cell.
 /// `p50 ..  p90 ..  p99 ..  p99.9 ..  max ..` of a run's latency, as the summary prints it.
-fn percentiles_line(l: &Latency) -> String {
+pub(crate) fn percentiles_line(l: &Latency) -> String {
     format!(
         "p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
         fmt_percentile(l.get(0.5)),
@@ -217,6 +216,9 @@ pub struct Summary {
     pub log_latency: Option<LogRunLatency>,
     pub devices: Vec<DeviceRow>,
     pub hw_counters_moved: Vec<HwCounterSummary>,
+    /// Distributions across the rows and hosts, and what stands out (what the summary prints
+    /// for runs beyond a screen).
+    pub fleet: crate::summary_fleet::Fleet,
 }
 
 fn device_row(path: &str, f: &TelemetryFile, d: &Device) -> DeviceRow {
@@ -280,8 +282,10 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
     // (devices with, devices without, buckets, min, max)
     let mut log: (usize, usize, Vec<LogBucket>, Option<i64>, Option<i64>) =
         (0, 0, Vec::new(), None, None);
-    // name -> (category, per-device values (rank label, device), unavailable count)
+    // name -> (per-device values (rank label, device), unavailable count)
     let mut hw: BTreeMap<String, (Vec<(i64, String)>, usize)> = BTreeMap::new();
+    // name -> (row index, value) for the fleet aggregates
+    let mut hw_rows: BTreeMap<String, Vec<(usize, i64)>> = BTreeMap::new();
 
     for l in &run.files {
         let f = &l.file;
@@ -352,7 +356,11 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
                     let e = hw.entry(name.clone()).or_default();
                     match v.total() {
                         Some(t) => {
-                            e.0.push((t, format!("{} dev {}", rank_label(f), d.device_id)))
+                            e.0.push((t, format!("{} dev {}", rank_label(f), d.device_id)));
+                            hw_rows
+                                .entry(name.clone())
+                                .or_default()
+                                .push((rows.len(), t));
                         }
                         None => e.1 += 1,
                     }
@@ -422,6 +430,7 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
         })
         .collect();
 
+    let fleet = crate::summary_fleet::build(&rows, &hw_rows);
     let duration_s = match (start, end) {
         (Some((s, _)), Some((e, _))) => Some((e - s) as f64 / 1e9),
         _ => None,
@@ -469,47 +478,9 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
         }),
         devices: rows,
         hw_counters_moved: hw_moved,
+        fleet,
     }
 }
-
-fn pct(share: f64) -> String {
-    format!("{:.1}%", share * 100.0)
-}
-
-/// The device table's columns; the drop rank says which go first when the terminal is narrow.
-const DEVICE_COLUMNS: [Column; 20] = [
-    col("rank", false, 0).whole(),
-    col("host", false, 0),
-    col("pid", true, 0),
-    col("process", false, 6),
-    col("format", false, 2),
-    col("dev", true, 0),
-    col("roce", false, 5),
-    col("hw", false, 4),
-    col("tx", true, 0),
-    col("tx%", true, 2),
-    col("rx", true, 0),
-    col("rx%", true, 2),
-    col("WQEs sent", true, 3),
-    col("CQ err", true, 1),
-    col("untracked", true, 1),
-    col("slot miss", true, 7),
-    col("p50", true, 0),
-    col("p99", true, 0),
-    col("max", true, 3),
-    col("hw moved", true, 2),
-];
-
-const HW_COLUMNS: [Column; 8] = [
-    col("counter", false, 0),
-    col("kind", false, 2),
-    col("moved on", true, 0),
-    col("n/a on", true, 1),
-    col("total", true, 0),
-    col("median", true, 1),
-    col("max", true, 0),
-    col("max at", false, 0),
-];
 
 /// What a run that mixes formats or holds in-tree files needs said about its times.
 pub fn format_note(s: &Summary) -> Option<String> {
@@ -524,228 +495,4 @@ pub fn format_note(s: &Summary) -> Option<String> {
     ))
 }
 
-/// Renders the summary for people, fitted to `layout` (default: the terminal's width).
-pub fn render_text(s: &Summary) -> String {
-    render_text_layout(s, Layout::Wide)
-}
-
-/// Renders the summary for people within `layout`.
-pub fn render_text_layout(s: &Summary, layout: Layout) -> String {
-    let mut out = String::new();
-    let line = |out: &mut String, text: String| {
-        out.push_str(&layout.wrap(&text));
-        out.push('\n');
-    };
-    let types: Vec<String> = s
-        .hw_types
-        .iter()
-        .map(|(k, v)| format!("{k} x{v}"))
-        .collect();
-    let formats: Vec<String> = s.formats.iter().map(|(k, v)| format!("{k} x{v}")).collect();
-    line(
-        &mut out,
-        format!(
-            "Run: {} rank files ({} skipped; format {}) on {} hosts; process {}; transport {}",
-            s.files,
-            s.files_skipped,
-            formats.join(", "),
-            s.hosts,
-            s.processes.join(", "),
-            s.transports.join(", ")
-        ),
-    );
-    line(
-        &mut out,
-        format!(
-            "Devices: {} used of {} registered ({}); latency_sample_interval {}",
-            s.devices_used,
-            s.devices_registered,
-            if types.is_empty() {
-                "none".into()
-            } else {
-                types.join(", ")
-            },
-            s.latency_sample_intervals
-                .iter()
-                .map(|n| n.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    );
-    if let (Some(a), Some(b)) = (&s.start_time, &s.end_time) {
-        line(
-            &mut out,
-            format!("Time: {a} .. {b} ({:.3} s)", s.duration_s.unwrap_or(0.0)),
-        );
-    }
-    if let Some(n) = format_note(s) {
-        line(&mut out, format!("Note: {n}"));
-    }
-    let triggers: Vec<String> = s
-        .triggers
-        .iter()
-        .map(|(k, v)| format!("{k} x{v}"))
-        .collect();
-    let mut written = format!("Written by: {}", triggers.join(", "));
-    if s.files_final < s.files {
-        written.push_str(&format!(
-            "; {} of {} files are snapshots of live processes (final=false): their counters cover part of the run",
-            s.files - s.files_final,
-            s.files
-        ));
-    }
-    line(&mut out, written);
-    line(
-        &mut out,
-        format!(
-            "Totals: tx {} rx {}, {} WQEs sent, {} completed, {} CQ errors, {} untracked QPs, {} slot misses",
-            fmt_bytes(s.tx_bytes as f64),
-            fmt_bytes(s.rx_bytes as f64),
-            fmt_count(s.num_wqe_sent),
-            fmt_count(s.num_wqe_completed),
-            fmt_count(s.num_cq_errors),
-            fmt_count(s.num_qp_untracked),
-            fmt_count(s.num_slot_miss)
-        ),
-    );
-    if s.hw_samples > 0 || s.hw_samples_dropped > 0 {
-        line(
-            &mut out,
-            format!(
-                "hw_samples: {} kept, {} dropped",
-                s.hw_samples, s.hw_samples_dropped
-            ),
-        );
-    }
-    if let Some(l) = &s.log_latency {
-        line(
-            &mut out,
-            format!(
-                "Latency (log-scale histogram, within {:.1}%, {} devices{}, {} sampled completions): {}",
-                l.latency.max_relative_error().unwrap_or(0.125) * 100.0,
-                l.devices,
-                if l.devices_without > 0 { format!(" ({} more without one)", l.devices_without) } else { String::new() },
-                fmt_count(l.latency.samples),
-                percentiles_line(&l.latency),
-            ),
-        );
-    }
-    for l in &s.latency {
-        line(
-            &mut out,
-            format!(
-                "Latency (bucket {}, {} devices, {} sampled completions): {}",
-                fmt_ns(l.histogram_interval_ns as f64),
-                l.devices,
-                fmt_count(l.latency.samples),
-                percentiles_line(&l.latency),
-            ),
-        );
-    }
-    out.push('\n');
-
-    let rows: Vec<Vec<String>> = s
-        .devices
-        .iter()
-        .map(|r| {
-            vec![
-                format!("{}:{}", r.host, r.pid),
-                r.host.clone(),
-                r.pid.to_string(),
-                r.process.clone(),
-                r.format.to_string(),
-                r.device_id.to_string(),
-                r.roce_device.clone(),
-                r.hw_type.clone(),
-                fmt_bytes(r.tx_bytes as f64),
-                pct(r.tx_share),
-                fmt_bytes(r.rx_bytes as f64),
-                pct(r.rx_share),
-                fmt_count(r.num_wqe_sent),
-                fmt_count(r.num_cq_errors),
-                fmt_count(r.num_qp_untracked),
-                fmt_count(r.num_slot_miss),
-                fmt_percentile(r.latency.get(0.5)),
-                fmt_percentile(r.latency.get(0.99)),
-                r.latency.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
-                r.hw_counters_moved.to_string(),
-            ]
-        })
-        .collect();
-    // Wide: host and pid apart; fitted: one "rank" column (host:pid). One format in the run:
-    // the Run line says it, and the column is only worth its width when the run mixes them.
-    let wide = layout == Layout::Wide;
-    let shown = |i: usize| match DEVICE_COLUMNS[i].header {
-        "rank" => !wide,
-        "host" | "pid" => wide,
-        "format" => wide || s.formats.len() > 1,
-        _ => true,
-    };
-    let cols: Vec<Column> = (0..DEVICE_COLUMNS.len())
-        .filter(|i| shown(*i))
-        .map(|i| DEVICE_COLUMNS[i])
-        .collect();
-    let rows: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            r.iter()
-                .enumerate()
-                .filter(|(i, _)| shown(*i))
-                .map(|(_, x)| x.clone())
-                .collect()
-        })
-        .collect();
-    let (t, gone) = table(&cols, &rows, layout);
-    out.push_str(&t);
-    out.push('\n');
-    if !gone.is_empty() {
-        line(
-            &mut out,
-            format!(
-                "(columns left out to fit {} columns: {}; --wide or --json shows them)",
-                layout_width(layout),
-                gone.join(", ")
-            ),
-        );
-    }
-
-    if !s.hw_counters_moved.is_empty() {
-        out.push('\n');
-        line(
-            &mut out,
-            "Hardware counters that moved (deltas over the run, used devices only):".into(),
-        );
-        let rows: Vec<Vec<String>> = s
-            .hw_counters_moved
-            .iter()
-            .map(|h| {
-                vec![
-                    h.name.clone(),
-                    h.category.label().to_string(),
-                    format!("{}/{}", h.devices_moved, h.devices_reporting),
-                    h.devices_unavailable.to_string(),
-                    fmt_count(h.total.max(0) as u64),
-                    fmt_count(h.median.max(0.0).round() as u64),
-                    fmt_count(h.max.max(0) as u64),
-                    h.max_at.clone(),
-                ]
-            })
-            .collect();
-        let (t, _) = table(&HW_COLUMNS, &rows, layout);
-        out.push_str(&t);
-        out.push('\n');
-    }
-    out.push('\n');
-    line(&mut out, PERCENTILE_METHOD.to_string());
-    if let Some(m) = s.log_percentile_method {
-        line(&mut out, m.to_string());
-    }
-    out
-}
-
-fn layout_width(l: Layout) -> usize {
-    match l {
-        Layout::Fit(w) => w,
-        Layout::Wide => 0,
-    }
-}
+pub use crate::summary_text::{render_text, render_text_layout, render_with, TextOptions};

@@ -263,7 +263,15 @@ fn check_log_histogram(dir: &Path, sampled: u64) {
         .as_str()
         .unwrap()
         .contains("12.5%"));
+    // The text shows the log-scale figures; the linear ones of the same completions only
+    // with --linear.
     let text = stdout(&run(&["summary", d]));
+    assert!(
+        text.contains("Latency (log-scale histogram, within ")
+            && !text.contains("Latency (bucket 30.0 µs"),
+        "{text}"
+    );
+    let text = stdout(&run(&["summary", "--linear", d]));
     assert!(
         text.contains("Latency (log-scale histogram, within ")
             && text.contains("Latency (bucket 30.0 µs"),

@@ -73,7 +73,10 @@ fn default_tables_fit_columns_or_100() {
 #[test]
 fn wide_keeps_every_column_and_the_fitted_table_says_what_it_left_out() {
     let g = planted_run();
-    let wide = stdout(&run_cols(&["summary", "--wide", g.arg()], Some("80")));
+    let wide = stdout(&run_cols(
+        &["summary", "--wide", "--all", g.arg()],
+        Some("80"),
+    ));
     let header = wide
         .lines()
         .find(|l| l.contains("WQEs sent") && l.contains('┆'))
@@ -92,7 +95,7 @@ fn wide_keeps_every_column_and_the_fitted_table_says_what_it_left_out() {
     ] {
         assert!(header.contains(h), "--wide lacks {h}: {header}");
     }
-    let fitted = stdout(&run_cols(&["summary", g.arg()], Some("80")));
+    let fitted = stdout(&run_cols(&["summary", "--all", g.arg()], Some("80")));
     let header = fitted
         .lines()
         .find(|l| l.contains("rank") && l.contains('┆'))
