@@ -179,28 +179,54 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             .collect::<Vec<_>>()
             .join(", "),
     );
-    for l in &s.latency {
+    // The latency figures follow the summary's rule: log-scale when the files have it, the
+    // linear histogram's only when it is all there is (or some devices lack a log histogram).
+    let show_log = s.log_latency.is_some();
+    let show_linear = s.log_latency.as_ref().is_none_or(|l| l.devices_without > 0);
+    let percentiles = |l: &crate::summary::Latency| {
+        format!(
+            "p50 {}, p90 {}, p99 {}, p99.9 {}, max {} over {} sampled completions",
+            fmt_percentile(l.get(0.5)),
+            fmt_percentile(l.get(0.9)),
+            fmt_percentile(l.get(0.99)),
+            fmt_percentile(l.get(0.999)),
+            l.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
+            fmt_count(l.samples)
+        )
+    };
+    if let Some(l) = &s.log_latency {
+        kv(
+            &format!(
+                "Latency (log-scale, within {:.1}%)",
+                l.latency.max_relative_error().unwrap_or(0.125) * 100.0
+            ),
+            percentiles(&l.latency),
+        );
+    }
+    for l in s.latency.iter().filter(|_| show_linear) {
         kv(
             &format!(
                 "Latency (bucket {})",
                 fmt_ns(l.histogram_interval_ns as f64)
             ),
-            format!(
-                "p50 {}, p90 {}, p99 {}, p99.9 {}, max {} over {} sampled completions",
-                fmt_percentile(l.latency.get(0.5)),
-                fmt_percentile(l.latency.get(0.9)),
-                fmt_percentile(l.latency.get(0.99)),
-                fmt_percentile(l.latency.get(0.999)),
-                l.latency.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
-                fmt_count(l.latency.samples)
-            ),
+            percentiles(&l.latency),
         );
     }
     h.push_str("</table>\n");
     if let Some(n) = crate::summary::format_note(s) {
         let _ = writeln!(h, "<p class=\"note\" id=\"format-note\">{}.</p>", esc(&n));
     }
-    let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(s.percentile_method));
+    let _ = writeln!(
+        h,
+        "<p class=\"note\">{}</p>",
+        esc(&crate::summary_text::method_note(
+            s,
+            show_log,
+            show_linear,
+            true,
+            false
+        ))
+    );
     h.push_str(AGGREGATED_MARK);
 
     // Outliers, folded as the CLI folds them: one row per kind and device, naming its metrics.

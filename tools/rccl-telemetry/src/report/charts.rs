@@ -74,7 +74,7 @@ pub(super) fn histogram_svg(
                 }
             })
             .y_desc("% of completions")
-            .y_label_formatter(&|y| format!("{y:.0}"))
+            .y_label_formatter(&share_label)
             .draw()
             .map_err(e2s)?;
         chart
@@ -176,7 +176,7 @@ pub(super) fn log_histogram_svg(
             .disable_x_mesh()
             .x_labels(0)
             .y_desc("% of completions")
-            .y_label_formatter(&|y| format!("{y:.0}"))
+            .y_label_formatter(&share_label)
             .draw()
             .map_err(e2s)?;
         let font = ("sans-serif", 11).into_font().color(&BLACK);
@@ -494,4 +494,32 @@ pub(super) fn skew_svg(
         root.present().map_err(e2s)?;
     }
     Ok(buf)
+}
+
+/// A share axis's tick label: whole percents as integers, plotters' half and fifth steps with
+/// one decimal (with `{:.0}` a 0-5 % axis read 0, 0, 1, 1, 2, 2, ...).
+fn share_label(y: &f64) -> String {
+    if (y - y.round()).abs() < 1e-9 {
+        format!("{y:.0}")
+    } else {
+        format!("{y:.1}")
+    }
+}
+
+#[cfg(test)]
+mod share_label_tests {
+    use super::share_label;
+
+    #[test]
+    fn fractional_ticks_keep_a_decimal_and_whole_ones_none() {
+        // plotters' ticks on a 0-5 % axis: each label distinct, whole percents bare.
+        let ticks = [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5];
+        let labels: Vec<String> = ticks.iter().map(share_label).collect();
+        assert_eq!(labels[..4], ["0", "0.5", "1", "1.5"]);
+        let mut d = labels.clone();
+        d.dedup();
+        assert_eq!(d.len(), labels.len(), "{labels:?}");
+        assert_eq!(share_label(&12.0), "12");
+        assert_eq!(share_label(&0.2), "0.2");
+    }
 }

@@ -79,6 +79,19 @@ fn version_2_report_plots_the_log_scale_histogram_on_a_log_axis() {
     });
     to_version2(&g);
     let (html, s) = report(&g);
+    // The summary table gives the log-scale percentiles (the summary's p50) and no linear row.
+    let p50 = s["log_latency"]["latency"]["percentiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["q"] == 0.5)
+        .and_then(|p| p["estimate_ns"].as_f64())
+        .expect("the summary's log-scale p50");
+    assert!(
+        html.contains("<td>Latency (log-scale, within") && !html.contains("<td>Latency (bucket"),
+        "summary table rows"
+    );
+    assert!(html.contains(&format!("p50 {},", fmt_ns(p50))), "p50 {p50}");
     // Every histogram plot comes from the log-scale histogram; no linear one is left.
     assert_eq!(
         html.matches("data-chart=\"latency-run\"").count(),
@@ -170,6 +183,11 @@ fn version_1_report_keeps_the_linear_plot_labelled_with_its_bucket_width() {
     });
     let (html, s) = report(&g);
     assert!(s.get("log_latency").is_none());
+    // All there is is the linear histogram: the summary table gives its figures.
+    assert!(
+        html.contains("<td>Latency (bucket") && !html.contains("<td>Latency (log-scale"),
+        "summary table rows"
+    );
     assert!(
         !html.contains("data-chart=\"latency-run-log\"")
             && !html.contains("data-chart=\"latency-device-log\"")
