@@ -2,6 +2,7 @@
 //! one is a visible, required skip), running one under LD_PRELOAD over the fake provider and
 //! validating each file it wrote against the schema, and the assertions on a file's devices,
 //! QPs and counters. Separate so that each concern's module holds only its scenarios.
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -1,6 +1,7 @@
 //! The data path: chains of posts with unsignalled runs and refused WRs (direct and
 //! NCCL-style, sampled and not), error completions on a shared CQ, many threads on the same
 //! QPs, SRQ receives, and a full send record: every counter checked exactly.
+
 use super::common::*;
 
 fn check_chain(r: &Run, iters: u64, sample: u64) {

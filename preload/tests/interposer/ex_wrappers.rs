@@ -1,5 +1,6 @@
 //! The extended verbs: QPs built with the ibv_qp_ex builders and CQs polled through
 //! ibv_cq_ex, and a cq_ex whose provider refuses the flags the interposer adds (left alone).
+
 use super::common::*;
 
 #[test]

@@ -1,5 +1,6 @@
 //! fork(): a child is not counted (with and without ibv_fork_init), and a fork while another
 //! thread holds the interposer's lock leaves a child that can still destroy and close.
+
 use super::common::*;
 
 #[test]

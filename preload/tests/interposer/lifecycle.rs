@@ -1,6 +1,7 @@
 //! Objects coming and going: a destroyed QP's record kept while a poller is inside it, a
 //! context reopened at a closed one's address, QP churn under a progress thread, devices
 //! closed and reopened keeping their ids, and 100k QPs created and destroyed staying bounded.
+
 use super::common::*;
 
 /// A poller stopped inside the last completion of QP X (the hooks build, on the fake's cue),

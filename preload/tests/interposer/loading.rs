@@ -1,6 +1,7 @@
 //! How the interposer attaches, or does not: disabled it leaves every table the provider's
 //! and writes nothing, a static program is not caught, and dlsym(RTLD_NEXT/RTLD_DEFAULT)
 //! stays relative to the caller.
+
 use super::common::*;
 
 #[test]

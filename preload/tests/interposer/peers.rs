@@ -1,6 +1,7 @@
 //! Peers: what a program passes to ibv_modify_qp (direct and NCCL-style) is what the file
 //! says per QP and per device; with telemetry off modify_qp is a pure call-through; past the
 //! hook cap each remote NIC keeps its own histogram.
+
 use serde_json::Value;
 
 use super::common::*;

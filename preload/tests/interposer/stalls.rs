@@ -1,5 +1,6 @@
 //! Stall detection over the fake provider (c_tests/preload/verbs_app_stall.c): stalled QPs
 //! named, recovered and ended; with RCCL_TELEMETRY_STALL_MS=0 no stall keys and no lines.
+
 use super::common::*;
 
 /// Stall detection over the fake provider (c_tests/preload/verbs_app_stall.c, scenario `stall`):
