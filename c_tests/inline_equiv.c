@@ -2,9 +2,9 @@
  * The header's inline hooks against the library's exported functions.
  *
  *   inline_equiv layout       prints the offsets the header's mirrors assume ("name value"),
- *                             for rust_tests/c_abi.rs to compare with the library's layout.
+ *                             for rust_tests/c_abi/inline.rs to compare with the library's layout.
  *   inline_equiv logindex     prints the header's log-scale bucket index of many values ("value
- *                             index"), for rust_tests/c_abi.rs to compare with the library's.
+ *                             index"), for rust_tests/c_abi/inline.rs to compare with the library's.
  *   inline_equiv run SEED     drives device 0 (mlx5_0) through the inline hooks, device 1
  *                             (mlx5_1) through the exported handle functions and device 2
  *                             (mlx5_2) through the index forms, with the same pseudo-random
@@ -232,7 +232,7 @@ static int run(uint64_t seed) {
 /* The header's log-scale bucket index of every value 0..2^16, of every edge of every bucket
  * (each value 2^k * m for m in 8..16, and one below and above), of the largest values and of
  * 50,000 pseudo-random values spread over every magnitude: "value index raw" lines, for
- * rust_tests/c_abi.rs to compare with the library's loghist::clamp_index (index: the stored
+ * rust_tests/c_abi/inline.rs to compare with the library's loghist::clamp_index (index: the stored
  * bucket, clamped) and loghist::bucket_index (raw: the unclamped index the sampled path takes
  * for a latency below 2^32 ns, defined below 2^61; "-" above). */
 static void log_line(uint64_t v) {

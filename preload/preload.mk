@@ -10,7 +10,7 @@
 #                       build/preload/: a fake libibverbs.so.1 (c_tests/preload/fake_verbs.c)
 #                       and the test program (c_tests/preload/verbs_app*.c), linked against it
 #                       (verbs_app) and loading it NCCL-style with dlopen + dlvsym
-#                       (verbs_app_nccl); preload/tests/interposer.rs runs them under the
+#                       (verbs_app_nccl); preload/tests/interposer/ runs them under the
 #                       preload (part of `make test`).
 
 PRELOAD_SO     := $(REL)/librccl_telemetry_preload.so
@@ -38,7 +38,7 @@ $(PRELOAD_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_E
 	@! readelf -d $@ | grep -q 'NEEDED.*ibverbs' || { echo "$@ must not need libibverbs"; exit 1; }
 
 # The same interposer with test hooks (RTP_TEST_HOOKS in preload/c/preload.h: the fake
-# provider's cues inside the interposer's own sections), for preload/tests/interposer.rs only; never installed.
+# provider's cues inside the interposer's own sections), for preload/tests/interposer/ only; never installed.
 PRELOAD_HOOKS_SO := $(PB)/librccl_telemetry_preload_hooks.so
 $(PRELOAD_HOOKS_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_ENGINE)
 	@mkdir -p $(dir $@)

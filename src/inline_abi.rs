@@ -19,12 +19,12 @@
 //! the header. The symbol name carries the layout version: a change to any layout below must
 //! rename it (V3, ...; V2 since the QP slot carries the channel log histogram's address), so a caller compiled against an older header fails to load instead of
 //! counting into the wrong fields. The offsets are pinned here at compile time and compared
-//! with the header's C structs by `rust_tests/c_abi.rs`.
+//! with the header's C structs by `rust_tests/c_abi/inline.rs`.
 //!
 //! A (PIE or non-PIE) executable that reads `rcclTelemetryHotV3` usually gets a copy of it by
 //! a copy relocation; the library reaches the symbol through its GOT (`R_X86_64_GLOB_DAT`), so
 //! both sides use that one copy. Its size is part of the layout for the same reason. The
-//! equivalence test in `rust_tests/c_abi.rs` would fail if they ever saw two objects (the
+//! equivalence test in `rust_tests/c_abi/inline.rs` would fail if they ever saw two objects (the
 //! inline device forms would find no stripes).
 
 use std::mem::{offset_of, size_of};

@@ -1,7 +1,7 @@
 /*
  * c_tests/preload/verbs_app.c (with verbs_app_*.c): an ibverbs program that knows nothing of telemetry, run
  * under librccl_telemetry_preload.so over the fake libibverbs (fake_verbs.c) by
- * preload/tests/interposer.rs. Built twice: linked against libibverbs (verbs_app), and
+ * preload/tests/interposer/. Built twice: linked against libibverbs (verbs_app), and
  * with -DLOAD_LIKE_NCCL (verbs_app_nccl), which links no libibverbs and takes every entry
  * point the way NCCL's and RCCL's ibvwrap do: dlopen("libibverbs.so.1") after start, then
  * dlvsym(handle, name, "IBVERBS_1.1") / dlsym. Both run the same scenarios through the same

@@ -6,8 +6,8 @@
  */
 #include "verbs_app.h"
 
-/* The GIDs, LIDs and remote QP numbers below are what preload/tests/interposer.rs expects
- * (peers_* tests): keep both in step. */
+/* The GIDs, LIDs and remote QP numbers below are what preload/tests/interposer/peers.rs
+ * expects (peers_* tests): keep both in step. */
 static const uint8_t GID_LL_LOCAL[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x50, 0x54, 0x00, 0xff, 0xfe, 0x12, 0x34, 0x01};
 static const uint8_t GID_V4_LOCAL[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 168, 10, 1};
 static const uint8_t GID_V6_LOCAL[16] = {0xfd, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1};

@@ -1,0 +1,20 @@
+//! Hardware counters through the public API against fixture sysfs trees, one per driver
+//! family (mlx5, thor2 in each bnxt_re naming generation, ainic, rxe), built from the real
+//! raw names. Every raw counter changes between the baseline and the flush by its own
+//! amount, so each expected delta below names the raw counter it must come from.
+//!
+//! One test binary (`hw_fixtures`), a module per driver family (mlx5, thor2, ainic, rxe),
+//! reading (what is read and when, whatever the driver) and vocabulary (the docs' table);
+//! rig holds the fixture rig and the report check they share.
+
+#[path = "../fixtures/hw_tree.rs"]
+mod hw_tree;
+
+mod rig;
+
+mod ainic;
+mod mlx5;
+mod reading;
+mod rxe;
+mod thor2;
+mod vocabulary;
