@@ -3,7 +3,7 @@
 #   make tool-demo      a generated 64-rank run with planted anomalies, through every command
 #   make tool-bench     times summary, outliers, check, report and the Parquet export on generated
 #                       runs of RT_BENCH_RANKS ranks (1,024, 4,096, 16,384), with each child's peak
-#                       RSS, into bench/tool-results.json (bench/tool_bench.py; ~200 MB of input
+#                       RSS, into bench/tool-results.json (bench/tool_bench.py; 571 MB of input
 #                       at 16,384 ranks, under out/, deleted after each size)
 #   make tool-ci-deps   installs what the tool's tests need (Debian: prometheus, chromium; PyPI: duckdb, pyarrow)
 
