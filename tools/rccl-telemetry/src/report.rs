@@ -185,12 +185,8 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
     let show_linear = s.log_latency.as_ref().is_none_or(|l| l.devices_without > 0);
     let percentiles = |l: &crate::summary::Latency| {
         format!(
-            "p50 {}, p90 {}, p99 {}, p99.9 {}, max {} over {} sampled completions",
-            fmt_percentile(l.get(0.5)),
-            fmt_percentile(l.get(0.9)),
-            fmt_percentile(l.get(0.99)),
-            fmt_percentile(l.get(0.999)),
-            l.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
+            "{}, over {} sampled completions",
+            crate::summary::percentiles_line(l),
             fmt_count(l.samples)
         )
     };
