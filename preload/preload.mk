@@ -7,7 +7,7 @@
 #                       the engine (the preload crate's staticlib). No DT_NEEDED on libibverbs:
 #                       the real entry points are found at run time.
 #   make preload-test-bins
-#                       build/preload/: a fake libibverbs.so.1 (c_tests/preload/fake_verbs.c)
+#                       build/preload/: a fake libibverbs.so.1 (c_tests/preload/fake_verbs_*.c)
 #                       and the test program (c_tests/preload/verbs_app*.c), linked against it
 #                       (verbs_app) and loading it NCCL-style with dlopen + dlvsym
 #                       (verbs_app_nccl); preload/tests/interposer/ runs them under the
@@ -46,10 +46,15 @@ $(PRELOAD_HOOKS_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRE
 	  -Wl,--version-script=preload/c/exports.map -Wl,-z,defs -Wl,--gc-sections \
 	  -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 
-$(FAKEVERBS): c_tests/preload/fake_verbs.c c_tests/preload/fake_verbs.h c_tests/preload/fake_verbs.map
+# The fake provider: one file a concern (c_tests/preload/fake_verbs.h says which), what they
+# share in fake_verbs_internal.h.
+FAKEVERBS_SRCS := $(sort $(wildcard c_tests/preload/fake_verbs_*.c))
+FAKEVERBS_HDRS := c_tests/preload/fake_verbs.h c_tests/preload/fake_verbs_internal.h
+
+$(FAKEVERBS): $(FAKEVERBS_SRCS) $(FAKEVERBS_HDRS) c_tests/preload/fake_verbs.map
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -fPIC -shared -fvisibility=hidden $(CWARN) -Wl,-soname,libibverbs.so.1 \
-	  -Wl,--version-script=c_tests/preload/fake_verbs.map $< -o $@ -lpthread
+	  -Wl,--version-script=c_tests/preload/fake_verbs.map $(FAKEVERBS_SRCS) -o $@ -lpthread
 	ln -sf libibverbs.so.1 $(dir $@)libibverbs.so
 
 # The test program: verbs_app.c (load, main) and verbs_app_*.c (helpers, scenarios).
@@ -65,10 +70,13 @@ $(PB)/verbs_app_nccl: $(VERBS_APP_SRCS) $(VERBS_APP_HDRS)
 	$(CC) -std=gnu11 -O2 -g $(CWARN) -DLOAD_LIKE_NCCL $(VERBS_APP_SRCS) -o $@ -ldl -lpthread
 
 # Statically linked (with the fake as an archive): LD_PRELOAD cannot apply to it.
-$(PB)/static/libibverbs.a: c_tests/preload/fake_verbs.c c_tests/preload/fake_verbs.h
+$(PB)/static/libibverbs.a: $(FAKEVERBS_SRCS) $(FAKEVERBS_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g $(CWARN) -c $< -o $(PB)/static/fake_verbs.o
-	ar rcs $@ $(PB)/static/fake_verbs.o
+	rm -f $@ $(PB)/static/fake_verbs*.o
+	for f in $(FAKEVERBS_SRCS); do \
+	  $(CC) -std=gnu11 -O2 -g $(CWARN) -c $$f -o $(PB)/static/$$(basename $$f .c).o || exit 1; \
+	done
+	ar rcs $@ $(patsubst c_tests/preload/%.c,$(PB)/static/%.o,$(FAKEVERBS_SRCS))
 
 $(PB)/verbs_app_static: $(VERBS_APP_SRCS) $(VERBS_APP_HDRS) $(PB)/static/libibverbs.a
 	$(CC) -std=gnu11 -O2 -g $(CWARN) -static $(VERBS_APP_SRCS) -o $@ -L$(PB)/static -libverbs -lpthread

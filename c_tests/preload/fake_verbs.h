@@ -1,4 +1,44 @@
-/* c_tests/preload/fake_verbs.h: the fake libibverbs' test controls (see fake_verbs.c). */
+/*
+ * c_tests/preload/fake_verbs.h: the test controls of the fake libibverbs.so.1 (fake_verbs_*.c,
+ * fake_verbs_internal.h what those files share), and what the fake does. It is a libibverbs
+ * for the interposer's host tests and bench: no kernel, no NIC. Two devices (fake0, fake1)
+ * whose contexts carry a provider-style ops table and struct verbs_context (create_qp_ex,
+ * create_cq_ex), QPs connected in pairs by fakeverbs_connect(), and CQs whose completions are
+ * exactly what the posts imply:
+ *
+ * - a send WR completes at post time: a CQE on the send CQ when signalled (or when it
+ *   fails); SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM also consume a receive of the peer
+ *   (its receive queue, or its SRQ) and complete it on the peer's receive CQ with byte_len;
+ * - fakeverbs_fail_next(qp) makes the QP's next send WR fail (IBV_WC_REM_ACCESS_ERR) and puts
+ *   the QP in the error state: its outstanding receives flush at once, and every later WR
+ *   (send or receive) completes with IBV_WC_WR_FLUSH_ERR, signalled or not;
+ * - a send WR whose wr_id is FAKEVERBS_REJECT_WR_ID is refused (EINVAL, *bad_wr = it; the
+ *   WRs before it were posted);
+ * - fakeverbs_inject(cq, qp_num) queues a successful completion for any qp_num.
+ * QP state: the exported ibv_modify_qp calls the provider's modify_qp through a table
+ * private to the library (as libibverbs does: struct verbs_ex_private, not ctx->ops) and, on
+ * success, sets qp->state. The provider's modify_qp checks the transition (to RESET or ERR
+ * from anywhere; RESET->INIT->RTR->RTS; INIT->INIT, RTS->RTS), a port (1..2) where one is
+ * named, IBV_QP_AV and IBV_QP_DEST_QPN at INIT->RTR of a connected QP and its sgid_index
+ * (< 16) when is_global; a wrong one is EINVAL, and fakeverbs_fail_modify(qp, err) makes the
+ * QP's next modify fail with err. Each device has 2 ports, each a GID table of 16 entries
+ * (all zeros until fakeverbs_set_gid) and a LID (0 until fakeverbs_set_lid), read by
+ * ibv_query_gid (the library's own, as libibverbs reads sysfs) and the provider's
+ * query_port (reached through verbs_context.query_port or the exported ibv_query_port);
+ * fakeverbs_queries() counts those reads.
+ * Cues (fakeverbs_hold / fakeverbs_wait_held / fakeverbs_release): the next call reaching a
+ * named point blocks there until released, so that a test can stop a thread inside a
+ * provider call (and whatever the interposer holds around it) and act meanwhile.
+ * QP numbers are spread over the 24-bit space (qp_new), not consecutive.
+ * Knobs (environment): FAKEVERBS_SEND_WR_CAP=n reports cap.max_send_wr = n while taking any
+ * number of WRs; FAKEVERBS_WC_FLAGS_ALLOWED=mask refuses ibv_cq_ex wc_flags outside mask.
+ *
+ * The symbols carry libibverbs' version nodes (fake_verbs.map), so a program can dlvsym them
+ * the way NCCL's ibvwrap does. Written from verbs.h and the man pages, for these tests only.
+ * Files: fake_verbs_device.c (devices, contexts, PDs, ports and GIDs), fake_verbs_qp.c (QPs,
+ * SRQs, modify_qp), fake_verbs_datapath.c (CQs, post and poll), fake_verbs_ex.c (ibv_cq_ex,
+ * ibv_qp_ex), fake_verbs_cues.c (the cues).
+ */
 #ifndef FAKE_VERBS_H
 #define FAKE_VERBS_H
 #include <infiniband/verbs.h>

@@ -1,5 +1,5 @@
 //! librccl_telemetry_preload.so on the host, over the fake libibverbs.so.1
-//! (c_tests/preload/fake_verbs.c): the scenarios of c_tests/preload/verbs_app*.c, run with
+//! (c_tests/preload/fake_verbs_*.c): the scenarios of c_tests/preload/verbs_app*.c, run with
 //! the program linked against libibverbs and loading it the way NCCL's ibvwrap does
 //! (dlopen + dlvsym), each file validated against the schema and checked for exact counts.
 //! `make test` builds the programs (`make preload preload-test-bins`) before running this.
