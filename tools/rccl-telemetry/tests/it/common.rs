@@ -28,6 +28,29 @@ pub fn run(args: &[&str]) -> Output {
     out
 }
 
+/// Runs the binary as a terminal `columns` wide would (`None`: no COLUMNS at all); the
+/// command must exit 0 or 1 (1: it found something).
+pub fn run_cols(args: &[&str], columns: Option<&str>) -> Output {
+    let mut c = Command::new(bin());
+    c.args(args);
+    match columns {
+        Some(w) => c.env("COLUMNS", w),
+        None => c.env_remove("COLUMNS"),
+    };
+    let out = c.output().expect("run rccl-telemetry");
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The widest line of a text, in characters.
+pub fn widest(s: &str) -> usize {
+    s.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

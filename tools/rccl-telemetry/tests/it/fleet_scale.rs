@@ -5,25 +5,11 @@
 use crate::common::*;
 use rccl_telemetry_tool::generate::{GenOptions, Planted, PLANTS};
 use serde_json::Value;
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// Runs the binary as a 100-column terminal would see it.
 fn run100(args: &[&str]) -> Output {
-    let out = Command::new(bin())
-        .args(args)
-        .env("COLUMNS", "100")
-        .output()
-        .expect("run rccl-telemetry");
-    assert!(
-        matches!(out.status.code(), Some(0 | 1)),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn widest(s: &str) -> usize {
-    s.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+    run_cols(args, Some("100"))
 }
 
 /// Every anomaly `generate --plant all` plants (without hw_samples).

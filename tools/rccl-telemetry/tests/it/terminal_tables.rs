@@ -5,27 +5,6 @@
 use crate::common::*;
 use rccl_telemetry_tool::generate::{GenOptions, PLANTS};
 use serde_json::Value;
-use std::process::{Command, Output};
-
-fn run_cols(args: &[&str], columns: Option<&str>) -> Output {
-    let mut c = Command::new(bin());
-    c.args(args);
-    match columns {
-        Some(w) => c.env("COLUMNS", w),
-        None => c.env_remove("COLUMNS"),
-    };
-    let out = c.output().expect("run rccl-telemetry");
-    assert!(
-        matches!(out.status.code(), Some(0 | 1)),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn widest(s: &str) -> usize {
-    s.lines().map(|l| l.chars().count()).max().unwrap_or(0)
-}
 
 fn planted_run() -> GenRun {
     gen(GenOptions {
