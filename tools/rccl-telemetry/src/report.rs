@@ -21,7 +21,7 @@ mod samples;
 pub mod scale;
 use charts::{
     e2s, heatmap_svg, histogram_svg, log_histogram_svg, skew_svg, DrawResult, BLUE, FLAG, HALF,
-    ORANGE, WIDE_W,
+    ORANGE,
 };
 pub use charts::{
     heatmap_label_rows, heatmap_row_height, log_axis_decades, log_axis_labels, nice_step,

@@ -4,6 +4,7 @@
 //! the tests check are in one place.
 
 use super::*;
+use plotters::coord::types::RangedCoordf64;
 
 pub(super) const FLAG: RGBColor = RGBColor(214, 39, 40);
 pub(super) const BLUE: RGBColor = RGBColor(31, 119, 180);
@@ -419,13 +420,24 @@ pub(super) fn series_svg(counter: &str, lines: &[SeriesLine]) -> DrawResult<Stri
     Ok(buf)
 }
 
-/// tx and rx bytes per device in rank order, with the median; flagged devices in red.
-pub(super) fn skew_svg(
+/// The plotting area both byte-skew charts draw on.
+pub(super) type SkewChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The frame both byte-skew charts share: bytes on the y axis up to the largest tx or rx of
+/// `points`, one x column per `per` devices in rank order (labelled with its first device),
+/// and the run's tx and rx medians dashed across, drawn after `draw` has added the marks.
+pub(super) fn skew_frame(
     points: &[(String, f64, f64, bool)],
-    median_tx: f64,
-    median_rx: f64,
+    per: usize,
+    caption: &str,
+    x_desc: &str,
+    x_labels: usize,
+    (median_tx, median_rx): (f64, f64),
+    draw: impl FnOnce(&mut SkewChart) -> DrawResult<()>,
 ) -> DrawResult<String> {
-    let n = points.len().max(1);
+    let per = per.max(1);
+    let n = points.len().div_ceil(per).max(1);
     let ymax = points
         .iter()
         .map(|p| p.1.max(p.2))
@@ -437,10 +449,7 @@ pub(super) fn skew_svg(
         let root = SVGBackend::with_string(&mut buf, (WIDE_W, 340)).into_drawing_area();
         root.fill(&WHITE).map_err(e2s)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "Bytes per rank and device (blue tx, orange rx, dashed: median; red: flagged)",
-                ("sans-serif", 14),
-            )
+            .caption(caption, ("sans-serif", 14))
             .margin(8)
             .x_label_area_size(30)
             .y_label_area_size(70)
@@ -448,13 +457,13 @@ pub(super) fn skew_svg(
             .map_err(e2s)?;
         chart
             .configure_mesh()
-            .x_desc("device, numbered in rank (host, pid) order")
-            .x_labels(skew_ticks(n).len().max(2))
-            // Devices are whole numbers: a tick between two of them gets no label (rounding
+            .x_desc(x_desc)
+            .x_labels(x_labels)
+            // Columns are whole numbers: a tick between two of them gets no label (rounding
             // 0.5 and 1.5 would repeat 0, 0, 1, 1, 2, 2).
             .x_label_formatter(&|x| {
                 if (x - x.round()).abs() < 1e-9 && *x >= 0.0 {
-                    format!("{x:.0}")
+                    format!("{:.0}", x * per as f64)
                 } else {
                     String::new()
                 }
@@ -462,25 +471,7 @@ pub(super) fn skew_svg(
             .y_label_formatter(&|y| fmt_bytes(*y))
             .draw()
             .map_err(e2s)?;
-        let r = if n > 200 { 2 } else { 3 };
-        chart
-            .draw_series(points.iter().enumerate().map(|(i, p)| {
-                Circle::new(
-                    (i as f64, p.1),
-                    r,
-                    if p.3 { FLAG.filled() } else { BLUE.filled() },
-                )
-            }))
-            .map_err(e2s)?;
-        chart
-            .draw_series(points.iter().enumerate().map(|(i, p)| {
-                TriangleMarker::new(
-                    (i as f64, p.2),
-                    r,
-                    if p.3 { FLAG.filled() } else { ORANGE.filled() },
-                )
-            }))
-            .map_err(e2s)?;
+        draw(&mut chart)?;
         for (m, c) in [(median_tx, BLUE), (median_rx, ORANGE)] {
             chart
                 .draw_series(DashedLineSeries::new(
@@ -494,6 +485,45 @@ pub(super) fn skew_svg(
         root.present().map_err(e2s)?;
     }
     Ok(buf)
+}
+
+/// tx and rx bytes per device in rank order, with the median; flagged devices in red.
+pub(super) fn skew_svg(
+    points: &[(String, f64, f64, bool)],
+    median_tx: f64,
+    median_rx: f64,
+) -> DrawResult<String> {
+    let n = points.len().max(1);
+    skew_frame(
+        points,
+        1,
+        "Bytes per rank and device (blue tx, orange rx, dashed: median; red: flagged)",
+        "device, numbered in rank (host, pid) order",
+        skew_ticks(n).len().max(2),
+        (median_tx, median_rx),
+        |chart| {
+            let r = if n > 200 { 2 } else { 3 };
+            chart
+                .draw_series(points.iter().enumerate().map(|(i, p)| {
+                    Circle::new(
+                        (i as f64, p.1),
+                        r,
+                        if p.3 { FLAG.filled() } else { BLUE.filled() },
+                    )
+                }))
+                .map_err(e2s)?;
+            chart
+                .draw_series(points.iter().enumerate().map(|(i, p)| {
+                    TriangleMarker::new(
+                        (i as f64, p.2),
+                        r,
+                        if p.3 { FLAG.filled() } else { ORANGE.filled() },
+                    )
+                }))
+                .map_err(e2s)?;
+            Ok(())
+        },
+    )
 }
 
 /// A share axis's tick label: whole percents as integers, plotters' half and fifth steps with

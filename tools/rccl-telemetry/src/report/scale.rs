@@ -4,7 +4,8 @@
 //! column. Separate from report.rs (the page's layout and the charts of any run) because these
 //! are the aggregations the page says it made, and their bounds are tested on their own.
 
-use super::{e2s, esc, DrawResult, BLUE, FLAG, ORANGE, WIDE_W};
+use super::charts::skew_frame;
+use super::{e2s, esc, DrawResult, BLUE, FLAG, ORANGE};
 use crate::stats::{fmt_bytes, fmt_count, fmt_ns};
 use crate::summary::{DeviceRow, Latency};
 use plotters::prelude::*;
@@ -287,96 +288,57 @@ pub fn skew_grouped_svg(
 ) -> DrawResult<String> {
     let cols = skew_columns(points, SKEW_MAX_COLUMNS);
     let per = cols.first().map_or(1, |c| c.devices.max(1));
-    let n = cols.len().max(1);
-    let ymax = points
-        .iter()
-        .map(|p| p.1.max(p.2))
-        .fold(0.0f64, f64::max)
-        .max(1.0)
-        * 1.08;
-    let mut buf = String::new();
-    {
-        let root = SVGBackend::with_string(&mut buf, (WIDE_W, 340)).into_drawing_area();
-        root.fill(&WHITE).map_err(e2s)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!("Bytes per device, {per} devices per column (line: least to most, dot: median; blue tx, orange rx; red: flagged)"),
-                ("sans-serif", 14),
-            )
-            .margin(8)
-            .x_label_area_size(30)
-            .y_label_area_size(70)
-            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..ymax)
-            .map_err(e2s)?;
-        chart
-            .configure_mesh()
-            .x_desc(format!(
-                "first device of the column, numbered in rank (host, pid) order ({per} per column)"
-            ))
-            .x_labels(20)
-            .x_label_formatter(&|x| {
-                if (x - x.round()).abs() < 1e-9 && *x >= 0.0 {
-                    format!("{:.0}", x * per as f64)
-                } else {
-                    String::new()
-                }
-            })
-            .y_label_formatter(&|y| fmt_bytes(*y))
-            .draw()
-            .map_err(e2s)?;
-        for (off, pick, colour) in [
-            (
-                -0.2,
-                (|c: &SkewColumn| c.tx) as fn(&SkewColumn) -> Spread,
-                BLUE,
-            ),
-            (0.2, |c: &SkewColumn| c.rx, ORANGE),
-        ] {
-            chart
-                .draw_series(cols.iter().enumerate().map(|(i, c)| {
-                    let (lo, _, hi) = pick(c);
-                    PathElement::new(
-                        vec![(i as f64 + off, lo), (i as f64 + off, hi)],
-                        colour.stroke_width(1),
-                    )
-                }))
-                .map_err(e2s)?;
+    skew_frame(
+        points,
+        per,
+        &format!("Bytes per device, {per} devices per column (line: least to most, dot: median; blue tx, orange rx; red: flagged)"),
+        &format!(
+            "first device of the column, numbered in rank (host, pid) order ({per} per column)"
+        ),
+        20,
+        (median_tx, median_rx),
+        |chart| {
+            for (off, pick, colour) in [
+                (
+                    -0.2,
+                    (|c: &SkewColumn| c.tx) as fn(&SkewColumn) -> Spread,
+                    BLUE,
+                ),
+                (0.2, |c: &SkewColumn| c.rx, ORANGE),
+            ] {
+                chart
+                    .draw_series(cols.iter().enumerate().map(|(i, c)| {
+                        let (lo, _, hi) = pick(c);
+                        PathElement::new(
+                            vec![(i as f64 + off, lo), (i as f64 + off, hi)],
+                            colour.stroke_width(1),
+                        )
+                    }))
+                    .map_err(e2s)?;
+                chart
+                    .draw_series(cols.iter().enumerate().map(|(i, c)| {
+                        Circle::new((i as f64 + off, pick(c).1), 2, colour.filled())
+                    }))
+                    .map_err(e2s)?;
+            }
             chart
                 .draw_series(
-                    cols.iter()
+                    points
+                        .iter()
                         .enumerate()
-                        .map(|(i, c)| Circle::new((i as f64 + off, pick(c).1), 2, colour.filled())),
+                        .filter(|(_, p)| p.3)
+                        .flat_map(|(i, p)| {
+                            let x = (i / per) as f64;
+                            [
+                                Circle::new((x - 0.2, p.1), 3, FLAG.filled()),
+                                Circle::new((x + 0.2, p.2), 3, FLAG.filled()),
+                            ]
+                        }),
                 )
                 .map_err(e2s)?;
-        }
-        chart
-            .draw_series(
-                points
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| p.3)
-                    .flat_map(|(i, p)| {
-                        let x = (i / per) as f64;
-                        [
-                            Circle::new((x - 0.2, p.1), 3, FLAG.filled()),
-                            Circle::new((x + 0.2, p.2), 3, FLAG.filled()),
-                        ]
-                    }),
-            )
-            .map_err(e2s)?;
-        for (m, c) in [(median_tx, BLUE), (median_rx, ORANGE)] {
-            chart
-                .draw_series(DashedLineSeries::new(
-                    vec![(-0.5, m), (n as f64 - 0.5, m)],
-                    6,
-                    4,
-                    c.stroke_width(1),
-                ))
-                .map_err(e2s)?;
-        }
-        root.present().map_err(e2s)?;
-    }
-    Ok(buf)
+            Ok(())
+        },
+    )
 }
 
 #[cfg(test)]
