@@ -182,8 +182,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
     );
     // The latency figures follow the summary's rule: log-scale when the files have it, the
     // linear histogram's only when it is all there is (or some devices lack a log histogram).
-    let show_log = s.log_latency.is_some();
-    let show_linear = s.log_latency.as_ref().is_none_or(|l| l.devices_without > 0);
+    let (show_log, show_linear) = crate::summary_text::latency_views(s, false);
     let percentiles = |l: &crate::summary::Latency| {
         format!(
             "{}, over {} sampled completions",

@@ -91,11 +91,13 @@ pub fn render_text_layout(s: &Summary, layout: Layout) -> String {
     render_with(s, &TextOptions::new(layout))
 }
 
-/// Which latency figures the text shows: (log-scale, linear).
-fn latency_views(s: &Summary, o: &TextOptions) -> (bool, bool) {
+/// Which latency figures a rendering shows, (log-scale, linear): the log-scale ones when the
+/// files have them, the linear ones when asked for or when some (or all) devices have nothing
+/// else. The summary's text and the report's summary table both follow it.
+pub fn latency_views(s: &Summary, linear_asked: bool) -> (bool, bool) {
     match &s.log_latency {
         None => (false, true),
-        Some(l) => (true, o.linear || l.devices_without > 0),
+        Some(l) => (true, linear_asked || l.devices_without > 0),
     }
 }
 
@@ -103,7 +105,7 @@ fn latency_views(s: &Summary, o: &TextOptions) -> (bool, bool) {
 /// fleet view.
 pub fn render_with(s: &Summary, o: &TextOptions) -> String {
     let layout = o.layout;
-    let (show_log, show_linear) = latency_views(s, o);
+    let (show_log, show_linear) = latency_views(s, o.linear);
     let mut out = String::new();
     let line = |out: &mut String, text: String| {
         out.push_str(&layout.wrap(&text));
@@ -458,7 +460,7 @@ fn render_fleet(s: &Summary, o: &TextOptions, out: &mut String) {
         out.push_str(&layout.wrap(&text));
         out.push('\n');
     };
-    let (show_log, show_linear) = latency_views(s, o);
+    let (show_log, show_linear) = latency_views(s, o.linear);
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut quiet = Vec::new();
     // A driver's aliases (pfc_rx_frames and pfc_rx_frames_total) read the same on every
