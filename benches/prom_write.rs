@@ -106,11 +106,11 @@ fn main() {
         ("+ per-QP series (PROMETHEUS_QP=1)", Level::Qp),
     ] {
         let (render, _) = time(reps, || {
-            std::hint::black_box(rccl_telemetry::prom::render_now(level));
+            std::hint::black_box(rccl_telemetry::textfile::render_now(level));
         });
         let mut path = None;
         let (write, write_min) = time(reps, || {
-            path = Some(rccl_telemetry::prom::write_at(level).expect("textfile write"))
+            path = Some(rccl_telemetry::textfile::write_at(level).expect("textfile write"))
         });
         let text = std::fs::read_to_string(path.unwrap()).unwrap();
         let series = text.lines().filter(|l| !l.starts_with('#')).count();

@@ -3,7 +3,7 @@
 //! every slot with traffic, 1 in 64 of them with a WRITE_WITH_IMM outstanding (stalled after
 //! the first ticks). Ticks run on the writer thread every RCCL_TELEMETRY_STALL_MS / 2, never on
 //! the data path, so the hot-path figures of bench.c do not move. The clock is injected
-//! (`stall::manual_clock`), so the writer thread's own ticks do not run meanwhile.
+//! (`stall_detector::manual_clock`), so the writer thread's own ticks do not run meanwhile.
 //!
 //!   cargo bench -p rccl-telemetry --bench stall_tick [-- --quick]
 
@@ -11,7 +11,7 @@ use std::ffi::CString;
 use std::time::Instant;
 
 use rccl_telemetry::capi::*;
-use rccl_telemetry::stall;
+use rccl_telemetry::stall_detector;
 
 const QPS: i32 = 16;
 
@@ -63,7 +63,7 @@ fn main() {
     ] {
         std::env::set_var(k, v);
     }
-    stall::manual_clock();
+    stall_detector::manual_clock();
     assert_eq!(rcclTelemetryInit(), 0);
     println!("stall detector, one tick over every QP slot ({ticks} ticks after 3 warm-up ticks that detect the stalls), median (min) ms:");
     println!(
@@ -96,20 +96,20 @@ fn main() {
         let slots = (devs.end as u64) * channels as u64 * QPS as u64;
         for _ in 0..3 {
             now += 600_000_000;
-            stall::tick_at(now, now);
+            stall_detector::tick_at(now, now);
         }
         let v: Vec<f64> = (0..ticks)
             .map(|_| {
                 now += 500_000_000;
                 let t = Instant::now();
-                stall::tick_at(now, now);
+                stall_detector::tick_at(now, now);
                 t.elapsed().as_secs_f64() * 1e3
             })
             .collect();
         let min = v.iter().copied().fold(f64::INFINITY, f64::min);
         let med = median(v);
         let stalled: u64 = (0..devs.end as u32)
-            .filter_map(stall::device_summary)
+            .filter_map(stall_detector::device_summary)
             .map(|(_, s)| s)
             .sum();
         assert_eq!(stalled, slots / 64, "1 in 64 QPs is stalled");

@@ -317,8 +317,8 @@ fn the_graph_has_the_edges_the_layers_are_about() {
     for (from, to) in [
         ("registry", "counters"),
         ("registry", "hw"),
-        ("report", "registry"),
-        ("prom", "report"),
+        ("rank_file", "registry"),
+        ("textfile", "rank_file"),
         ("capi", "lib"),
         ("lib", "writer"),
         ("latency", "sysfs"),
@@ -352,10 +352,13 @@ fn a_wrong_table_fails_on_the_real_sources() {
         ("state", &["config", "registry"]),
         (
             "hot data",
-            &["latency", "loghist", "counters", "peer_table"],
+            &["latency", "loghist", "counters", "channel_peers"],
         ),
-        ("observers", &["peers", "stall"]),
-        ("outputs", &["atomic_file", "report", "prom", "writer"]),
+        ("observers", &["peers", "stall_detector"]),
+        (
+            "outputs",
+            &["atomic_file", "rank_file", "textfile", "writer"],
+        ),
         ("entry points", &["lib", "capi", "signals", "inline_abi"]),
     ];
     let v = violations(wrong, &sources(&src_dir()));

@@ -1,5 +1,5 @@
-//! Stall detection over the hooks, in process, with an injected clock (`stall::manual_clock`
-//! and `stall::tick_at`): no sleeping. An IB-CAST-shaped QP whose WRITE_WITH_IMM does not
+//! Stall detection over the hooks, in process, with an injected clock (`stall_detector::manual_clock`
+//! and `stall_detector::tick_at`): no sleeping. An IB-CAST-shaped QP whose WRITE_WITH_IMM does not
 //! complete stalls after RCCL_TELEMETRY_STALL_MS and appears in the live textfile with its
 //! labels and in a snapshot; its completion ends the stall, which disappears from the next
 //! textfile while the snapshot keeps its duration. CTS without a completion hook, receives
@@ -9,7 +9,7 @@ use std::ffi::CString;
 
 use rccl_telemetry::capi::*;
 use rccl_telemetry::promtext::Level;
-use rccl_telemetry::{prom, report, stall};
+use rccl_telemetry::{rank_file, stall_detector, textfile};
 use serde_json::Value;
 
 const MS: u64 = 1_000_000;
@@ -17,7 +17,7 @@ const WALL0: u64 = 1_796_210_131_000_000_000;
 
 fn snapshot() -> Value {
     let rt = rccl_telemetry::runtime().expect("on");
-    let f = report::build(
+    let f = rank_file::build(
         &rt.id,
         WALL0,
         rccl_telemetry::hw::sampler_snapshot(),
@@ -25,7 +25,7 @@ fn snapshot() -> Value {
         "test",
     );
     let mut out = Vec::new();
-    report::to_writer(&mut out, &f).unwrap();
+    rank_file::to_writer(&mut out, &f).unwrap();
     serde_json::from_slice(&out).unwrap()
 }
 
@@ -49,7 +49,7 @@ fn a_stall_appears_and_disappears_and_its_duration_stays() {
         std::env::set_var("RCCL_TELEMETRY_STALL_MS", "1000");
         std::env::set_var("RCCL_TELEMETRY_SAMPLE_MS", "1");
     }
-    stall::manual_clock();
+    stall_detector::manual_clock();
     assert_eq!(rcclTelemetryInit(), 0);
     // The library keeps panic messages for its own boundary; this test wants them printed.
     drop(std::panic::take_hook());
@@ -99,10 +99,10 @@ fn a_stall_appears_and_disappears_and_its_duration_stays() {
         // QP 3: receives waiting for the peer.
         rcclTelemetryQpRecvPosted(q[3]);
     }
-    let tick = |ms: u64| stall::tick_at(1_000 * MS + ms * MS, WALL0 + ms * MS);
+    let tick = |ms: u64| stall_detector::tick_at(1_000 * MS + ms * MS, WALL0 + ms * MS);
     assert!(!tick(0));
     assert!(!tick(500));
-    let text = prom::render_now(Level::Channel);
+    let text = textfile::render_now(Level::Channel);
     assert!(
         series(&text, "rccl_telemetry_qp_stalled_seconds").is_empty(),
         "not yet: {text}"
@@ -111,7 +111,7 @@ fn a_stall_appears_and_disappears_and_its_duration_stays() {
     assert!(!tick(1500));
 
     // The live textfile names it.
-    let path = prom::write_now().unwrap();
+    let path = textfile::write_now().unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     let dev = "device=\"mlx5_4\",hw_type=";
     let stalled = series(&text, "rccl_telemetry_stalled_qps");
@@ -185,9 +185,9 @@ fn a_stall_appears_and_disappears_and_its_duration_stays() {
     );
     let qps = d["channels"][0]["queue_pairs"].as_array().unwrap();
     assert_eq!(qps[1]["stalled"], true);
-    assert_eq!(qps[1]["stalled_since"], report::rfc3339(WALL0));
+    assert_eq!(qps[1]["stalled_since"], rank_file::rfc3339(WALL0));
     assert_eq!(qps[1]["longest_stall_ms"], 1500);
-    assert_eq!(qps[1]["longest_stall_start"], report::rfc3339(WALL0));
+    assert_eq!(qps[1]["longest_stall_start"], rank_file::rfc3339(WALL0));
     assert!(qps[1].get("oldest_outstanding_ms").is_none());
     for i in [0, 2, 3] {
         assert_eq!(
@@ -204,7 +204,7 @@ fn a_stall_appears_and_disappears_and_its_duration_stays() {
     // SAFETY: a resolved handle.
     unsafe { rcclTelemetryQpWqeComplete(q[1], 1) };
     assert!(tick(2000), "the stall set changed when it ended");
-    let text = std::fs::read_to_string(prom::write_now().unwrap()).unwrap();
+    let text = std::fs::read_to_string(textfile::write_now().unwrap()).unwrap();
     assert!(
         series(&text, "rccl_telemetry_qp_stalled_seconds").is_empty(),
         "{text}"

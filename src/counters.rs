@@ -346,7 +346,7 @@ pub struct QpExt {
     pub track_full: AtomicU64,
     /// Written only by the interposer's walk of its send records, which the stall detector's
     /// tick runs (never the data path): the send WRs outstanding, with bit 63
-    /// (`stall::EXPECT_BIT`) set when a signalled one is among them; cleared when the QP is
+    /// (`stall_detector::EXPECT_BIT`) set when a signalled one is among them; cleared when the QP is
     /// destroyed.
     pub stall_out: AtomicU64,
     /// The PostTs token of the oldest outstanding send WR (> 1: a clock reading; else 0).

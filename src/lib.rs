@@ -3,8 +3,8 @@
 //!
 //! Flow: env -> `config` -> (enabled?) -> `registry` (devices -> channels -> QP slots) <- hooks
 //! (`capi`, through resolved handles) ; `hw` (baselines on first use, finals at flush) ;
-//! at exit or Flush: snapshot every slot -> `report` -> JSON -> temp file -> rename.
-//! The hot path never calls into `hw` or `report`.
+//! at exit or Flush: snapshot every slot -> `rank_file` -> JSON -> temp file -> rename.
+//! The hot path never calls into `hw` or `rank_file`.
 //!
 //! Layers, bottom to top; a module imports only from its own layer or below, and nothing
 //! imports in a circle ([`LAYERS`] is the table; `rust_tests/layers.rs` checks every
@@ -15,12 +15,14 @@
 //!    relaxed add, `spawn_quiet`), `sysfs` (bounded attribute reads), `promtext` (the
 //!    Prometheus text format, shared with the tool);
 //! 2. hot data: `latency` (clock, tokens, linear histogram), `loghist`, `counters` (the
-//!    slots), `peer_table` (a channel's told identities and per-peer histograms);
-//! 3. hardware: `hw` (its sampler takes stall numbers through a source `stall` installs);
+//!    slots), `channel_peers` (a channel's told identities and per-peer histograms);
+//! 3. hardware: `hw` (its sampler takes stall numbers through a source `stall_detector`
+//!    installs);
 //! 4. state: `config` (the environment), `registry` (devices, channels, slots);
-//! 5. observers built on the registry: `peers` (SetPeer, per-peer sums), `stall` (detection);
-//! 6. outputs: `atomic_file`, `report` (JSON), `prom` (textfile), `writer` (the thread; the
-//!    runtime hands it its writes as `writer::Jobs`);
+//! 5. observers built on the registry: `peers` (SetPeer, per-peer sums), `stall_detector`;
+//! 6. outputs: `atomic_file`, `rank_file` (the per-rank JSON file), `textfile` (the live
+//!    node_exporter textfile), `writer` (the thread; the runtime hands it its writes as
+//!    `writer::Jobs`);
 //! 7. entry points: this file (the runtime: Init, Flush, the final write), `capi`,
 //!    `signals`, `inline_abi`.
 
@@ -34,17 +36,21 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "hot data",
-        &["latency", "loghist", "counters", "peer_table"],
+        &["latency", "loghist", "counters", "channel_peers"],
     ),
     ("hardware", &["hw"]),
     ("state", &["config", "registry"]),
-    ("observers", &["peers", "stall"]),
-    ("outputs", &["atomic_file", "report", "prom", "writer"]),
+    ("observers", &["peers", "stall_detector"]),
+    (
+        "outputs",
+        &["atomic_file", "rank_file", "textfile", "writer"],
+    ),
     ("entry points", &["lib", "capi", "signals", "inline_abi"]),
 ];
 
 pub mod atomic_file;
 pub mod capi;
+pub mod channel_peers;
 pub mod config;
 pub mod counters;
 pub mod diag;
@@ -54,15 +60,14 @@ pub mod inline_abi;
 pub mod latency;
 pub mod loghist;
 pub mod panics;
-pub mod peer_table;
 pub mod peers;
-pub mod prom;
 pub mod promtext;
+pub mod rank_file;
 pub mod registry;
-pub mod report;
 pub mod signals;
-pub mod stall;
+pub mod stall_detector;
 mod sysfs;
+pub mod textfile;
 pub mod thread;
 pub mod writer;
 
@@ -72,7 +77,7 @@ use std::sync::OnceLock;
 use parking_lot::Mutex;
 
 use config::{Config, Fault};
-use report::Identity;
+use rank_file::Identity;
 
 /// Lifecycle of the library in this process.
 const UNINIT: u8 = 0;
@@ -233,14 +238,14 @@ fn start() -> Result<(), String> {
         &cfg.hw.sysfs_root,
     );
     registry::set_log_histogram(cfg.log_histogram);
-    stall::configure(cfg.stall_ms);
-    if let Err(e) = report::probe_dir(&cfg.output_dir) {
+    stall_detector::configure(cfg.stall_ms);
+    if let Err(e) = rank_file::probe_dir(&cfg.output_dir) {
         diag::warn(&e);
     }
     let id = Identity {
         pid: std::process::id(),
-        host_name: report::host_name(),
-        process_name: report::process_name(),
+        host_name: rank_file::host_name(),
+        process_name: rank_file::process_name(),
         start_wall_ns: latency::realtime_ns(),
         histogram_buckets: cfg.histogram_buckets,
         histogram_interval_ns: cfg.histogram_interval_ns,
@@ -250,7 +255,7 @@ fn start() -> Result<(), String> {
     diag::debug(|| {
         format!(
             "telemetry on: output {}, {} latency buckets of {} ns, measuring 1 WQE in {}, sampler {} ms, sysfs {}",
-            cfg.output_dir.join(report::file_name(&id.host_name)).display(),
+            cfg.output_dir.join(rank_file::file_name(&id.host_name)).display(),
             cfg.histogram_buckets,
             cfg.histogram_interval_ns,
             cfg.latency_sample,
@@ -259,7 +264,7 @@ fn start() -> Result<(), String> {
         )
     });
     hw::sampler_start(&cfg.hw);
-    let prom_interval = prom::configure(&cfg, &id);
+    let prom_interval = textfile::configure(&cfg, &id);
     // The stall detector ticks on the writer thread: with detection on (the default) the
     // writer runs even when nothing else asks for it.
     let want_writer = cfg.signals
@@ -293,7 +298,7 @@ fn start() -> Result<(), String> {
         match writer::start(
             interval,
             prom_interval,
-            stall::tick_period_ms(stall::stall_ms()),
+            stall_detector::tick_period_ms(stall_detector::stall_ms()),
             jobs,
         ) {
             Ok(()) => {
@@ -317,7 +322,7 @@ pub fn snapshot_signal() -> i32 {
 /// The writer thread's periodic textfile write, while telemetry is on.
 fn prom_periodic() {
     if is_on() {
-        prom::write_periodic();
+        textfile::write_periodic();
     }
 }
 
@@ -370,7 +375,7 @@ pub fn write_file(trigger: Trigger, is_final: bool) -> i32 {
         {
             go_inert(FINISHED);
             // The live textfile goes first: the rank's series end with it.
-            prom::finish();
+            textfile::finish();
             let rc = {
                 let _g = WRITE_LOCK.lock();
                 write_locked(rt, trigger, true)
@@ -415,16 +420,16 @@ fn write_locked(rt: &Runtime, trigger: Trigger, is_final: bool) -> i32 {
         } else {
             hw::sampler_snapshot()
         };
-        let file = report::build(
+        let file = rank_file::build(
             &rt.id,
             latency::realtime_ns(),
             samples,
             is_final,
             &trigger.name(),
         );
-        report::write_atomic(
+        rank_file::write_atomic(
             &rt.cfg.output_dir,
-            &report::file_name(&rt.id.host_name),
+            &rank_file::file_name(&rt.id.host_name),
             &file,
         )
     });

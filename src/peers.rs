@@ -4,7 +4,7 @@
 //!
 //! Storage: nothing in the slot (its 256-byte layout is mirrored by the header). Each channel
 //! keeps a side table (`ChannelPeers`, in `registry::Channel`; its type is the leaf-ward
-//! `peer_table`, below the registry, this module above it) behind one mutex: the told
+//! `channel_peers`, below the registry, this module above it) behind one mutex: the told
 //! identities by slot index, and the channel's per-peer log-scale histograms. A handle leads
 //! back to its channel through the registry's slot index (`registry::slot_home`). Every access
 //! is cold: a setup call per QP, a report per file.
@@ -35,10 +35,10 @@ use std::sync::atomic::{AtomicU64, Ordering::*};
 
 use parking_lot::Mutex;
 
+use crate::channel_peers::Inner;
+pub use crate::channel_peers::{nonzero, ChannelPeers, PeerKey, QpInfo, Remote};
 use crate::counters::RcclQpStats;
 use crate::loghist::{LogHist, LOG_BUCKETS};
-use crate::peer_table::Inner;
-pub use crate::peer_table::{nonzero, ChannelPeers, PeerKey, QpInfo, Remote};
 use crate::registry::{self, Channel};
 
 /// Per-peer histograms a channel creates before its QPs towards further peers share one

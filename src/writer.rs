@@ -176,10 +176,10 @@ fn serve(
             // A change in the set of stalled QPs rewrites the textfile at once, so a stall
             // shows (and an ended one goes) within two ticks, not at the next interval.
             if stall.as_mut().is_some_and(Every::due) {
-                crate::stall::tick();
+                crate::stall_detector::tick();
             }
             // (also a change seen by the tick before a file was built)
-            if crate::stall::take_changed() && prom.is_some() {
+            if crate::stall_detector::take_changed() && prom.is_some() {
                 prom_due = true;
             }
             if prom_due {

@@ -292,7 +292,7 @@ pub unsafe extern "C" fn rtp_qp_set_peer(
 #[no_mangle]
 pub extern "C" fn rtp_stall_walker(walk: Option<extern "C" fn()>) {
     if let Some(f) = walk {
-        rccl_telemetry::stall::set_walker(f);
+        rccl_telemetry::stall_detector::set_walker(f);
     }
 }
 

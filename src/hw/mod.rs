@@ -417,7 +417,7 @@ pub fn sampler_stop() -> Option<HwSamples> {
 
 /// Stall detection's per-device numbers (outstanding WRs, stalled QPs) for the sampler's
 /// rows. Stall detection sits above this layer (it walks the registry), so it installs its
-/// source here (`stall::configure`) instead of this module calling up; None: detection off.
+/// source here (`stall_detector::configure`) instead of this module calling up; None: detection off.
 pub type StallRows = fn(u32) -> Option<(u64, u64)>;
 
 static STALL_ROWS: parking_lot::Mutex<Option<StallRows>> = parking_lot::Mutex::new(None);

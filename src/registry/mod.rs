@@ -62,7 +62,7 @@ pub struct Channel {
     pub log: Option<&'static LogHist>,
     /// What rcclTelemetryQpSetPeer told about the channel's QPs, and the per-peer log-scale
     /// histograms their slots record into (see `peers`).
-    pub peers: crate::peer_table::ChannelPeers,
+    pub peers: crate::channel_peers::ChannelPeers,
 }
 
 pub struct Device {
@@ -113,7 +113,7 @@ impl Device {
             id: ch as u32,
             slots: SlotArena::with_home(self.id, ch as u32),
             untracked: AtomicU64::new(0),
-            peers: crate::peer_table::ChannelPeers::new(),
+            peers: crate::channel_peers::ChannelPeers::new(),
             log: LOG_HISTOGRAM
                 .load(Acquire)
                 .then(|| &*Box::leak(Box::new(LogHist::new()))),

@@ -60,15 +60,15 @@ fn child_prom_rank() {
     // Nothing moves from here on: the live renderings and the JSON file see the same slots.
     std::fs::write(
         dir.join("live_channel.txt"),
-        rccl_telemetry::prom::render_now(Level::Channel),
+        rccl_telemetry::textfile::render_now(Level::Channel),
     )
     .unwrap();
     std::fs::write(
         dir.join("live_qp.txt"),
-        rccl_telemetry::prom::render_now(Level::Qp),
+        rccl_telemetry::textfile::render_now(Level::Qp),
     )
     .unwrap();
-    let written = rccl_telemetry::prom::write_now().expect("the textfile");
+    let written = rccl_telemetry::textfile::write_now().expect("the textfile");
     assert_eq!(written.parent(), Some(dir.as_path()));
     std::fs::copy(&written, dir.join("live_file.txt")).unwrap();
     if std::env::var_os(HANG).is_some() {
@@ -139,7 +139,7 @@ fn child(dir: &Path, sysfs: &Path) -> Command {
     .env_remove(HANG)
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    for v in rccl_telemetry::prom::RANK_VARS {
+    for v in rccl_telemetry::textfile::RANK_VARS {
         cmd.env_remove(v); // the JSON file has no rank: the library must not add one here
     }
     cmd

@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 
 use crate::config::Config;
 use crate::promtext::{self, Level};
-use crate::report::{self, ChannelReport, DeviceReport, Identity, QpReport};
+use crate::rank_file::{self, ChannelReport, DeviceReport, Identity, QpReport};
 use crate::{diag, hw, latency, registry};
 
 /// The launcher's rank variables, first found wins (Open MPI, PMIx, MPICH/PMI, Slurm,
@@ -60,7 +60,7 @@ static STATE: Mutex<State> = Mutex::new(State {
 
 /// The file name of this rank: rccl_telemetry_<hostname>_<uid>_<pid>.prom.
 pub fn file_name(host: &str) -> String {
-    let json = report::file_name(host);
+    let json = rank_file::file_name(host);
     format!("{}.prom", json.strip_suffix(".json").unwrap_or(&json))
 }
 
@@ -110,7 +110,7 @@ pub fn configure(cfg: &Config, id: &Identity) -> u64 {
 fn probe(dir: &Path) -> Result<(), String> {
     match std::fs::metadata(dir) {
         Ok(m) if !m.is_dir() => Err(format!("Prometheus directory {} is not a directory; no textfile will be written", dir.display())),
-        Ok(_) => report::probe_dir(dir)
+        Ok(_) => rank_file::probe_dir(dir)
             .map_err(|e| e.replacen("output directory", "Prometheus directory", 1).replacen("the telemetry file", "the textfile", 1)),
         Err(e) => Err(format!("Prometheus directory {} is unusable: {e}; no textfile will be written unless that changes", dir.display())),
     }
@@ -215,7 +215,7 @@ pub fn finish() {
 fn snapshot(id: &Identity, rank: Option<String>) -> promtext::Rank {
     let mut devices = Vec::new();
     for d in registry::devices() {
-        let rep = report::device_report(d, id, Vec::new());
+        let rep = rank_file::device_report(d, id, Vec::new());
         let mut dev = device(&rep);
         if dev.is_used() {
             // Hardware deltas since first use, read on this thread (never on the data path).
@@ -238,7 +238,7 @@ fn snapshot(id: &Identity, rank: Option<String>) -> promtext::Rank {
 fn stall_devices(r: &promtext::Rank) -> Vec<promtext::DevStall> {
     let mut out = Vec::new();
     for d in registry::devices() {
-        let Some(v) = crate::stall::device_view(d.id) else {
+        let Some(v) = crate::stall_detector::device_view(d.id) else {
             return out;
         };
         let Some(shown) = r.devices.iter().find(|x| x.id == d.id) else {
@@ -256,7 +256,7 @@ fn stall_devices(r: &promtext::Rank) -> Vec<promtext::DevStall> {
                 let Some(start) = st.stall_start else {
                     continue;
                 };
-                let p = crate::stall::peer_labels(c, i as u64);
+                let p = crate::stall_detector::peer_labels(c, i as u64);
                 qps.push(promtext::StalledQp {
                     channel: if unknown {
                         format!("unknown_{pos}")

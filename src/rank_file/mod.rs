@@ -126,13 +126,14 @@ pub struct QpStallReport {
 
 impl QpStallReport {
     pub fn of(
-        st: &crate::stall::QpState,
-        view: &crate::stall::DevView,
+        st: &crate::stall_detector::QpState,
+        view: &crate::stall_detector::DevView,
         preload: bool,
     ) -> QpStallReport {
         QpStallReport {
             num_wqe_outstanding: st.outstanding,
-            oldest_outstanding_ms: preload.then(|| crate::stall::token_age_ms(st.oldest_token)),
+            oldest_outstanding_ms: preload
+                .then(|| crate::stall_detector::token_age_ms(st.oldest_token)),
             stalled: st.stalled(),
             stalled_since: st.stall_start.map(|s| rfc3339(view.wall(s))),
             longest_stall_ms: st.longest_ns / 1_000_000,

@@ -87,7 +87,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
     let mut active = 0;
     let mut untracked = d.untracked_no_channel.load(Relaxed);
     let mut dev_log = [0u64; LOG_BUCKETS];
-    let stall_view = crate::stall::device_view(d.id);
+    let stall_view = crate::stall_detector::device_view(d.id);
     let local = peers::dev_local(d.id);
     let mut dev_peers = peers::DevPeers::new(id.log_histogram);
     for c in d.channels() {
@@ -226,7 +226,7 @@ pub fn build(
     trigger: &str,
 ) -> FileReport {
     // The stall keys as of now, not of the last tick.
-    crate::stall::tick();
+    crate::stall_detector::tick();
     let devices: Vec<DeviceReport> = registry::devices()
         .map(|d| device_report(d, id, d.hw.final_report()))
         .collect();
@@ -264,6 +264,6 @@ pub fn build(
         devices,
         hw_samples,
         hw_samples_dropped,
-        stall_ms: crate::stall::stall_ms(),
+        stall_ms: crate::stall_detector::stall_ms(),
     }
 }
