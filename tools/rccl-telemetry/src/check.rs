@@ -1,6 +1,8 @@
 //! `check`: validates each file against the committed JSON Schema and the invariants the
 //! seed states, one line per violation with the file and the JSON path (a JSON Pointer).
 
+pub mod text;
+
 use crate::load::{expand_inputs, progress, read_raw};
 use crate::model::{parse_timestamp_ns, Counters, TelemetryFile};
 use rayon::prelude::*;

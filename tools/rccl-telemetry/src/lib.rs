@@ -5,20 +5,15 @@
 //! so the tests (and the fuzzing) can call the parser and the analyses directly.
 
 pub mod check;
-pub mod check_text;
 pub mod export;
 pub mod generate;
 pub mod hwclass;
 pub mod intree;
-pub mod intree_check;
 pub mod layout;
 pub mod links;
-pub mod links_text;
 pub mod load;
 pub mod model;
 pub mod outliers;
-pub mod outliers_fabric;
-pub mod outliers_text;
 pub mod parquet_export;
 pub mod plain;
 pub mod promgc;
@@ -30,5 +25,3 @@ pub mod report;
 pub mod stalls;
 pub mod stats;
 pub mod summary;
-pub mod summary_fleet;
-pub mod summary_text;

@@ -11,7 +11,9 @@
 //! A QP whose peer is in no file is counted as unmatched (grouped by its NIC and the remote
 //! NIC); a QP whose peer identity is claimed by two QPs is ambiguous and joined to neither.
 //!
-//! The table for people is printed by `links_text`.
+//! The table for people is printed by `links::text`.
+
+pub mod text;
 
 use crate::load::Run;
 use crate::model::{add_hist, add_log_hist, Device, LogBucket, QueuePair, TelemetryFile};
@@ -555,4 +557,4 @@ pub fn lookup<'a>(
         .map_or(&[], |v| v.as_slice())
 }
 
-pub use crate::links_text::render_text;
+pub use crate::links::text::render_text;

@@ -92,7 +92,7 @@ fn main() -> ExitCode {
                     return c;
                 }
             } else {
-                print(&rccl_telemetry_tool::check_text::render(
+                print(&rccl_telemetry_tool::check::text::render(
                     &report,
                     all,
                     layout::Layout::from_flag(wide),

@@ -7,7 +7,10 @@
 //! practically meaningful ratio, so a run whose ranks agree to the byte does not report noise.
 //!
 //! The fabric classifier (slow NIC, link or host from the joined links) is in
-//! `outliers_fabric`, the folding and printing of the findings in `outliers_text`.
+//! `outliers::fabric`, the folding and printing of the findings in `outliers::text`.
+
+pub mod fabric;
+pub mod text;
 
 use crate::hwclass::{classify, Category};
 use crate::load::Run;
@@ -547,8 +550,8 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
     }
 }
 
-use crate::outliers_fabric::fabric_findings;
-pub use crate::outliers_fabric::{classify_fabric, Culprit, MIN_LINK_SAMPLES};
-pub use crate::outliers_text::{
+use crate::outliers::fabric::fabric_findings;
+pub use crate::outliers::fabric::{classify_fabric, Culprit, MIN_LINK_SAMPLES};
+pub use crate::outliers::text::{
     fold, render_text, render_text_layout, render_with, OutlierText, Row,
 };

@@ -182,7 +182,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
     );
     // The latency figures follow the summary's rule: log-scale when the files have it, the
     // linear histogram's only when it is all there is (or some devices lack a log histogram).
-    let (show_log, show_linear) = crate::summary_text::latency_views(s, false);
+    let (show_log, show_linear) = crate::summary::text::latency_views(s, false);
     let percentiles = |l: &crate::summary::Latency| {
         format!(
             "{}, over {} sampled completions",
@@ -215,7 +215,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
     let _ = writeln!(
         h,
         "<p class=\"note\">{}</p>",
-        esc(&crate::summary_text::method_note(
+        esc(&crate::summary::text::method_note(
             s,
             show_log,
             show_linear,

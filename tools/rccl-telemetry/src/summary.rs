@@ -1,7 +1,10 @@
 //! `summary`: the run read into one row per rank and device, its totals and latency.
 //!
-//! The model and its aggregation; `summary_fleet` adds the distributions and stand-outs for
-//! runs beyond a screen, `summary_text` prints either view.
+//! The model and its aggregation; `summary::fleet` adds the distributions and stand-outs for
+//! runs beyond a screen, `summary::text` prints either view.
+
+pub mod fleet;
+pub mod text;
 
 use crate::hwclass::{classify, Category};
 use crate::load::Run;
@@ -218,7 +221,7 @@ pub struct Summary {
     pub hw_counters_moved: Vec<HwCounterSummary>,
     /// Distributions across the rows and hosts, and what stands out (what the summary prints
     /// for runs beyond a screen).
-    pub fleet: crate::summary_fleet::Fleet,
+    pub fleet: crate::summary::fleet::Fleet,
 }
 
 fn device_row(path: &str, f: &TelemetryFile, d: &Device) -> DeviceRow {
@@ -430,7 +433,7 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
         })
         .collect();
 
-    let fleet = crate::summary_fleet::build(&rows, &hw_rows);
+    let fleet = crate::summary::fleet::build(&rows, &hw_rows);
     let duration_s = match (start, end) {
         (Some((s, _)), Some((e, _))) => Some((e - s) as f64 / 1e9),
         _ => None,
@@ -495,4 +498,4 @@ pub fn format_note(s: &Summary) -> Option<String> {
     ))
 }
 
-pub use crate::summary_text::{render_text, render_text_layout, render_with, TextOptions};
+pub use crate::summary::text::{render_text, render_text_layout, render_with, TextOptions};

@@ -2,7 +2,7 @@
 //! p99 / max), the same per host, and the rows and hosts that stand out from the median.
 //!
 //! Separate from `summary` (which reads the files into rows and totals) because this is only
-//! statistics over those rows; `summary_text` prints it for runs too large for one table.
+//! statistics over those rows; `summary::text` prints it for runs too large for one table.
 
 use crate::hwclass::{classify, Category};
 use crate::stats::{fmt_bytes, fmt_count, fmt_ns, median, Robust};

@@ -3,13 +3,13 @@
 //! (distributions, hosts, the rows that stand out) for larger runs.
 //!
 //! Separate from `summary` (the model and its aggregation) so the JSON and the text can be
-//! read apart; the fleet figures themselves come from `summary_fleet`.
+//! read apart; the fleet figures themselves come from `summary::fleet`.
 
 use crate::layout::{col, table, Column, Layout};
 use crate::plain::{fit, plain_table};
 use crate::stats::{fmt_bytes, fmt_count, fmt_ns};
+use crate::summary::fleet::{row_latency, Distribution, StandOut, Unit};
 use crate::summary::{fmt_percentile, format_note, percentiles_line, Summary};
-use crate::summary_fleet::{row_latency, Distribution, StandOut, Unit};
 
 /// Beyond this many table rows (rank x device) the summary prints the fleet view instead of
 /// the table: 32 rows and the header fill about one screen of 50 lines.
