@@ -314,7 +314,7 @@ fn csv_ndjson_and_parquet_of_every_version_read_back() {
             assert_eq!(o.status.code(), Some(0), "{name} links {fmt}");
         }
         let pq = tempfile::tempdir().unwrap();
-        for partition in [None, Some("job")] {
+        for partition in [None, Some("job"), Some("date,job")] {
             let out = pq
                 .path()
                 .join(partition.unwrap_or("flat").replace(',', "-"));
