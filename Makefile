@@ -23,6 +23,7 @@ include preload/preload.mk
 include bench/bench.mk
 include tools/tool.mk
 include e2e/e2e.mk
+include packaging/prometheus/prometheus.mk
 
 .PHONY: all lib header tool c-tests tsan header-check install install-check demo lint test skips clean
 
@@ -181,7 +182,8 @@ lint:
 
 # Tests whose environment is missing record a visible skip (rust_tests/skip.rs) in
 # $(B)/skips.log; the list and count end the run, and a required skip fails it.
-test: lint lib preload preload-test-bins c-tests header-check tsan install-check bench-quick bench-latest-check e2e-selftest
+test: lint lib preload preload-test-bins c-tests header-check tsan install-check bench-quick bench-latest-check e2e-selftest \
+	  prom-rules-test
 	@mkdir -p $(B) && rm -f $(B)/skips.log
 	RCCL_TELEMETRY_SKIP_LOG=$(abspath $(B))/skips.log $(CARGO) test --release --workspace; rc=$$?; \
 	  sh .ci/skips.sh $(B)/skips.log || rc=1; exit $$rc

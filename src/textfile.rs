@@ -123,10 +123,12 @@ pub fn render_now(level: Level) -> String {
     };
     let rank = LIVE.get().and_then(|l| l.rank.clone());
     let mut out = String::with_capacity(1 << 16);
-    let r = snapshot(id, rank);
+    let mut links = Vec::new();
+    let r = snapshot(id, rank, &mut links);
     promtext::render(std::slice::from_ref(&r), level, &mut out);
     let stalls = stall_devices(&r);
     promtext::render_stalls(&r, &stalls, &mut out);
+    render_peer_latency(&r, links, &mut out);
     out
 }
 
@@ -211,13 +213,15 @@ pub fn finish() {
 
 // ------------------------------------------------------------------- slots -> promtext
 
-/// One rank's live numbers, as the JSON file would hold them now.
-fn snapshot(id: &Identity, rank: Option<String>) -> promtext::Rank {
+/// One rank's live numbers, as the JSON file would hold them now; the per-peer histograms of
+/// its used devices go to `links`.
+fn snapshot(id: &Identity, rank: Option<String>, links: &mut Vec<PeerLatency>) -> promtext::Rank {
     let mut devices = Vec::new();
     for d in registry::devices() {
         let rep = rank_file::device_report(d, id, Vec::new());
         let mut dev = device(&rep);
         if dev.is_used() {
+            links.extend(peer_latency(&dev, &rep));
             // Hardware deltas since first use, read on this thread (never on the data path).
             dev.hw = hw_values(&d.hw.final_report());
             devices.push(dev);
@@ -356,10 +360,199 @@ fn device(d: &DeviceReport) -> promtext::Device {
     }
 }
 
+// ------------------------------------------------------------ per-link latency
+
+/// Remote NICs per rank that get latency series (the busiest first); the others are counted
+/// in `rccl_telemetry_peer_series_dropped`. With [`PEER_LE_BOUNDS`] a rank writes at most
+/// 32 x 38 = 1,216 such series, plus the gauge.
+pub const MAX_PEER_SERIES: usize = 32;
+
+/// The `le` bounds of the per-peer histogram, in ns: 2^k and 1.5 x 2^k for k = 12..=29 (4.1 µs
+/// to 805 ms), two per octave. Each is a bucket boundary of the log-scale histogram, so every
+/// completion is counted under the right bound, and one fixed set for every rank and link lets
+/// histogram_quantile work over any sum of them. 36 bounds, +Inf and _count: 38 series a link.
+pub const PEER_LE_BOUNDS: [u64; 36] = {
+    let mut b = [0u64; 36];
+    let mut k = 12;
+    while k <= 29 {
+        b[2 * (k - 12)] = 1 << k;
+        b[2 * (k - 12) + 1] = 3 << (k - 1);
+        k += 1;
+    }
+    b
+};
+
+const PEER_FAMILY: &str = "rccl_telemetry_peer_wqe_completion_seconds";
+const PEER_HELP: &str = "WQE completion latency of the device's QPs whose peer is this remote NIC (peer_gid, or peer_lid without a GID), log-scale buckets two per octave (no _sum: not recorded).";
+const PEER_DROPPED: &str = "rccl_telemetry_peer_series_dropped";
+const PEER_DROPPED_HELP: &str =
+    "Remote NICs with completions beyond the cap of per-peer latency series (the busiest keep theirs).";
+
+/// One (device, remote NIC) pair's completions.
+struct PeerLatency {
+    device: String,
+    hw_type: String,
+    peer_gid: String,
+    peer_lid: String,
+    /// The sparse log-scale buckets: (lower ns, exclusive upper ns or None, count).
+    buckets: Vec<(u64, Option<u64>, u64)>,
+    total: u64,
+}
+
+fn peer_latency(dev: &promtext::Device, rep: &DeviceReport) -> Vec<PeerLatency> {
+    rep.peers
+        .iter()
+        .filter_map(|p| {
+            let b = p.wqe_completion_log_histogram.as_ref()?;
+            let total = b.0.iter().fold(0u64, |a, x| a.saturating_add(x.2));
+            (total > 0).then(|| PeerLatency {
+                device: dev.name.clone(),
+                hw_type: dev.hw_type.clone(),
+                peer_gid: p
+                    .gid
+                    .as_ref()
+                    .map(|g| crate::peers::gid_text(&g.0))
+                    .unwrap_or_default(),
+                peer_lid: p
+                    .lid
+                    .filter(|_| p.gid.is_none())
+                    .map(|l| l.to_string())
+                    .unwrap_or_default(),
+                buckets: b.0.clone(),
+                total,
+            })
+        })
+        .collect()
+}
+
+fn escaped(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The per-peer latency histograms and the count of peers past the cap (nothing when no
+/// device has per-peer histograms: no peers told, or the log-scale histogram off).
+fn render_peer_latency(r: &promtext::Rank, mut links: Vec<PeerLatency>, out: &mut String) {
+    use std::fmt::Write as _;
+    if links.is_empty() {
+        return;
+    }
+    links.sort_by(|a, b| b.total.cmp(&a.total));
+    let dropped = links.len().saturating_sub(MAX_PEER_SERIES);
+    links.truncate(MAX_PEER_SERIES);
+    let mut base = format!("host=\"{}\",pid=\"{}\"", escaped(&r.host), r.pid);
+    if let Some(k) = &r.rank {
+        let _ = write!(base, ",rank=\"{}\"", escaped(k));
+    }
+    let _ = writeln!(
+        out,
+        "# HELP {PEER_FAMILY} {PEER_HELP}\n# TYPE {PEER_FAMILY} histogram"
+    );
+    for l in &links {
+        let lbl = format!(
+            "{base},device=\"{}\",hw_type=\"{}\",peer_gid=\"{}\",peer_lid=\"{}\"",
+            escaped(&l.device),
+            escaped(&l.hw_type),
+            l.peer_gid,
+            l.peer_lid
+        );
+        for bound in PEER_LE_BOUNDS {
+            let cum = l
+                .buckets
+                .iter()
+                .filter(|b| b.1.is_some_and(|hi| hi <= bound))
+                .fold(0u64, |a, b| a.saturating_add(b.2));
+            let le = promtext::prom_f64(bound as f64 / 1e9);
+            let _ = writeln!(out, "{PEER_FAMILY}_bucket{{{lbl},le=\"{le}\"}} {cum}");
+        }
+        let _ = writeln!(
+            out,
+            "{PEER_FAMILY}_bucket{{{lbl},le=\"+Inf\"}} {}\n{PEER_FAMILY}_count{{{lbl}}} {}",
+            l.total, l.total
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP {PEER_DROPPED} {PEER_DROPPED_HELP}\n# TYPE {PEER_DROPPED} gauge\n{PEER_DROPPED}{{{base}}} {dropped}"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::ffi::OsString;
+
+    #[test]
+    fn peer_latency_is_cumulative_on_fixed_bounds_and_capped() {
+        assert_eq!(PEER_LE_BOUNDS[0], 4096);
+        assert_eq!(PEER_LE_BOUNDS[1], 6144);
+        assert_eq!(PEER_LE_BOUNDS[35], 3 << 28);
+        for b in PEER_LE_BOUNDS {
+            // A bucket boundary of the log-scale histogram: the bucket starting there begins at b.
+            let i = crate::loghist::bucket_index(b);
+            assert_eq!(crate::loghist::bucket_bounds(i).0, b);
+        }
+        let r = promtext::Rank {
+            host: "h\"1".into(),
+            pid: 7,
+            rank: Some("3".into()),
+            start_s: None,
+            taken_s: None,
+            hist_interval_ns: 0,
+            devices: Vec::new(),
+        };
+        let link = |i: usize, n: u64| PeerLatency {
+            device: "mlx5_0".into(),
+            hw_type: "mlx5".into(),
+            peer_gid: format!("fe80:0000:0000:0000:0000:0000:0000:{i:04x}"),
+            peer_lid: String::new(),
+            buckets: vec![
+                (4096, Some(4608), n),
+                (12288, Some(13312), 1),
+                (1 << 40, None, 1),
+            ],
+            total: n + 2,
+        };
+        let mut out = String::new();
+        render_peer_latency(&r, (0..40).map(|i| link(i, i as u64)).collect(), &mut out);
+        let count = |f: &str| out.lines().filter(|l| l.starts_with(f)).count();
+        assert_eq!(
+            count("rccl_telemetry_peer_wqe_completion_seconds_count{"),
+            MAX_PEER_SERIES
+        );
+        assert_eq!(
+            count("rccl_telemetry_peer_wqe_completion_seconds_"),
+            MAX_PEER_SERIES * 38
+        );
+        assert!(
+            out.contains(
+                "rccl_telemetry_peer_series_dropped{host=\"h\\\"1\",pid=\"7\",rank=\"3\"} 8\n"
+            ),
+            "{out}"
+        );
+        // The busiest link is kept; its buckets are cumulative; the open bucket only in +Inf.
+        let l = "host=\"h\\\"1\",pid=\"7\",rank=\"3\",device=\"mlx5_0\",hw_type=\"mlx5\",peer_gid=\"fe80:0000:0000:0000:0000:0000:0000:0027\",peer_lid=\"\"";
+        for (le, n) in [
+            ("0.000004096", 0),
+            ("0.000006144", 39),
+            ("0.000012288", 39),
+            ("0.000016384", 40),
+            ("+Inf", 41),
+        ] {
+            let want = format!(
+                "rccl_telemetry_peer_wqe_completion_seconds_bucket{{{l},le=\"{le}\"}} {n}\n"
+            );
+            assert!(out.contains(&want), "{want} in {out}");
+        }
+        assert!(
+            !out.contains("0000:0000:0007\""),
+            "a quiet link past the cap"
+        );
+        let mut none = String::new();
+        render_peer_latency(&r, Vec::new(), &mut none);
+        assert!(none.is_empty());
+    }
 
     #[test]
     fn the_name_is_the_json_name_with_prom() {

@@ -5,7 +5,8 @@
 #                       runs of RT_BENCH_RANKS ranks (1,024, 4,096, 16,384), with each child's peak
 #                       RSS, into bench/tool-results.json (bench/tool_bench.py; 571 MB of input
 #                       at 16,384 ranks, under out/, deleted after each size)
-#   make tool-ci-deps   installs what the tool's tests need (Debian: prometheus, chromium; PyPI: duckdb, pyarrow)
+#   make tool-ci-deps   installs what the tool's tests need (Debian: prometheus, node_exporter, chromium,
+#                       Java 17; PyPI: duckdb, pyarrow, pyspark)
 
 CARGO          ?= cargo
 RT_TOOL        ?= target/release/rccl-telemetry
@@ -24,8 +25,9 @@ tool-test:
 
 # Every external tool the tests use; without them those tests print SKIP instead of running.
 tool-ci-deps:
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus chromium fonts-dejavu-core >/dev/null
-	python3 -m pip install -q duckdb pyarrow
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-node-exporter \
+	  chromium fonts-dejavu-core openjdk-17-jre-headless >/dev/null
+	python3 -m pip install -q duckdb pyarrow 'pyspark>=4,<5'
 
 tool-demo: tool-build
 	@rm -rf $(RT_DEMO) && mkdir -p $(RT_DEMO)

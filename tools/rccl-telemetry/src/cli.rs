@@ -124,8 +124,9 @@ pub enum Cmd {
         /// Write here instead of stdout (parquet: the directory the tables go to, required).
         #[arg(short, long)]
         output: Option<PathBuf>,
-        /// Parquet: split each table into hive directories by these keys (job, host; comma
-        /// separated, in directory order): DIR/<table>/job=J/host=H/<table>.parquet.
+        /// Parquet: split each table into hive directories by these keys, comma separated, in
+        /// directory order: `job` (DIR/<table>/job=J/<table>.parquet) or, for many jobs,
+        /// `date,job` (date=YYYY-MM-DD, the day the job started, UTC). Host stays a column.
         #[arg(long, value_delimiter = ',')]
         partition: Vec<String>,
         /// Parquet: the job id of every input file [default: the name of each file's directory].

@@ -159,6 +159,58 @@ fn stall_devices(tf: &TelemetryFile, r: &promtext::Rank) -> Vec<promtext::DevSta
     out
 }
 
+/// Appends exposition fragments that may each hold the same families (one rank's stall
+/// series each) as one exposition: every family's HELP and TYPE line once, then all of its
+/// samples, families in the order they first appear. A sample belongs to the family of the
+/// HELP or TYPE line above it, as in the format.
+fn merge_families(fragments: &[String], out: &mut String) {
+    struct Fam<'a> {
+        help: Option<&'a str>,
+        kind: Option<&'a str>,
+        samples: Vec<&'a str>,
+    }
+    let mut order: Vec<&str> = Vec::new();
+    let mut fams: BTreeMap<&str, Fam<'_>> = BTreeMap::new();
+    for frag in fragments {
+        let mut cur: Option<&str> = None;
+        for line in frag.lines() {
+            let header = line
+                .strip_prefix("# HELP ")
+                .map(|r| (true, r))
+                .or_else(|| line.strip_prefix("# TYPE ").map(|r| (false, r)));
+            if let Some((is_help, rest)) = header {
+                let name = rest.split(' ').next().unwrap_or(rest);
+                let f = fams.entry(name).or_insert_with(|| {
+                    order.push(name);
+                    Fam {
+                        help: None,
+                        kind: None,
+                        samples: Vec::new(),
+                    }
+                });
+                let slot = if is_help { &mut f.help } else { &mut f.kind };
+                slot.get_or_insert(line);
+                cur = Some(name);
+            } else if !line.is_empty() && !line.starts_with('#') {
+                match cur.and_then(|c| fams.get_mut(c)) {
+                    Some(f) => f.samples.push(line),
+                    None => {
+                        out.push_str(line);
+                        out.push('\n');
+                    }
+                }
+            }
+        }
+    }
+    for name in order {
+        let f = &fams[name];
+        for l in f.help.iter().chain(&f.kind).chain(&f.samples) {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+}
+
 /// Renders the run as Prometheus text exposition format (version 0.0.4) at the default depth
 /// (device and channel series, as the library's live textfile).
 pub fn prometheus(run: &Run) -> String {
@@ -174,11 +226,20 @@ pub fn prometheus_at(run: &Run, level: Level) -> (String, usize) {
     let ranks: Vec<promtext::Rank> = run.files.iter().map(|l| prom_rank(&l.file)).collect();
     let mut out = String::new();
     let dups = promtext::render(&ranks, level.into(), &mut out);
-    // The stall families after each rank's, as the live textfile has them (files written with
-    // stall detection on only).
-    for (l, r) in run.files.iter().zip(&ranks) {
-        promtext::render_stalls(r, &stall_devices(&l.file, r), &mut out);
-    }
+    // The stall families after the counters, as the live textfile has them (files written
+    // with stall detection on only). The renderer writes one rank's families with their HELP
+    // and TYPE lines; a run of many ranks needs each family's lines once, its samples together.
+    let stalls: Vec<String> = run
+        .files
+        .iter()
+        .zip(&ranks)
+        .map(|(l, r)| {
+            let mut s = String::new();
+            promtext::render_stalls(r, &stall_devices(&l.file, r), &mut s);
+            s
+        })
+        .collect();
+    merge_families(&stalls, &mut out);
 
     let mut hosts: BTreeMap<&str, usize> = BTreeMap::new();
     let (mut start, mut end): (Option<i128>, Option<i128>) = (None, None);
@@ -213,4 +274,23 @@ pub fn prometheus_at(run: &Run, level: Level) -> (String, usize) {
     promtext::write_simple(&mut out, &promtext::RUN_START, &secs(start));
     promtext::write_simple(&mut out, &promtext::RUN_END, &secs(end));
     (out, dups)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fragments_of_the_same_families_merge_into_one_header_each() {
+        let a = "# HELP x_a A.\n# TYPE x_a gauge\nx_a{r=\"1\"} 1\n# HELP x_b B.\n# TYPE x_b gauge\nx_b{r=\"1\"} 2\n";
+        let b = "# HELP x_a A.\n# TYPE x_a gauge\nx_a{r=\"2\"} 3\n# HELP x_c C.\n# TYPE x_c gauge\nx_c 4\n";
+        let mut out = String::new();
+        merge_families(&[a.to_string(), String::new(), b.to_string()], &mut out);
+        assert_eq!(
+            out,
+            "# HELP x_a A.\n# TYPE x_a gauge\nx_a{r=\"1\"} 1\nx_a{r=\"2\"} 3\n\
+             # HELP x_b B.\n# TYPE x_b gauge\nx_b{r=\"1\"} 2\n\
+             # HELP x_c C.\n# TYPE x_c gauge\nx_c 4\n"
+        );
+    }
 }

@@ -2,7 +2,8 @@
 //! Spark, Trino and pyarrow.
 //!
 //! Written with the `parquet` crate's low-level column writers (no arrow): every table is built
-//! column by column in memory ([`Table`]), then written as one row group, Snappy-compressed.
+//! column by column in memory ([`Table`]) and written a row group of [`ROW_GROUP_ROWS`] rows
+//! at a time, Snappy-compressed.
 //! The schema is versioned ([`SCHEMA_VERSION`], a column of every table and the file metadata
 //! key [`SCHEMA_VERSION_KEY`]); the columns are documented in the tool's README ("Parquet
 //! export"). Types are the ones every engine reads without a cast: BOOLEAN, INT32, INT64,
@@ -44,8 +45,10 @@ pub use tables::*;
 // ---------------------------------------------------------------------------------------------
 // Jobs, partitions, files
 
-/// The columns `--partition` can split the dataset by.
-pub const PARTITION_KEYS: &[&str] = &["job", "host"];
+/// The keys `--partition` can split the dataset by: the job, and the UTC date the job
+/// started (for a month of jobs: `date,job`). Host is a column of every table, never a
+/// directory: one file per host is a few kilobytes, and engines pay per file.
+pub const PARTITION_KEYS: &[&str] = &["date", "job"];
 
 /// The job a rank file belongs to: the name of the directory holding it.
 pub fn job_of(path: &Path) -> String {
@@ -56,6 +59,16 @@ pub fn job_of(path: &Path) -> String {
         .filter(|s| !s.is_empty())
         .unwrap_or("unknown")
         .to_string()
+}
+
+/// The date of a file's `start_time`, `YYYY-MM-DD`: UTC for the library's files, the local
+/// date as written for the in-tree engine's; None when the text is not a date.
+pub fn start_date(start_time: &str) -> Option<String> {
+    let d = start_time.get(..10)?;
+    let b = d.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    (digits(0..4) && b[4] == b'-' && digits(5..7) && b[7] == b'-' && digits(8..10))
+        .then(|| d.to_string())
 }
 
 /// A value as a hive directory name's right-hand side: letters, digits, '.', '_' and '-' as
@@ -92,18 +105,22 @@ pub struct Written {
     pub rows: BTreeMap<&'static str, usize>,
 }
 
-/// Writes the tables. Without partitions: DIR/<table>.parquet. With `--partition job,host`:
-/// DIR/<table>/job=<job>/host=<host>/<table>.parquet, so each table is a hive-partitioned
-/// dataset of its own (what Spark, Trino and DuckDB expect) and several jobs exported into one
-/// DIR form one dataset; exporting a job again replaces its files.
+/// Writes the tables. Without partitions: DIR/<table>.parquet. With `--partition date,job`:
+/// DIR/<table>/date=<date>/job=<job>/<table>.parquet, so each table is a hive-partitioned
+/// dataset of its own (what Spark, Trino and DuckDB expect), one file per table and job, and
+/// several jobs exported into one DIR form one dataset; exporting a job again replaces its
+/// files.
 pub fn write(run: &Run, o: &Options) -> Result<Written, String> {
     let files = &run.files;
     let mut keys: Vec<&'static str> = Vec::new();
     for p in &o.partition {
         let Some(k) = PARTITION_KEYS.iter().find(|k| **k == p.as_str()) else {
-            return Err(format!(
-                "--partition {p}: not a partition key (use job, host or job,host)"
-            ));
+            let why = if p == "host" {
+                "host is a column of every table, not a directory"
+            } else {
+                "not a partition key"
+            };
+            return Err(format!("--partition {p}: {why} (use job, or date,job)"));
         };
         if keys.contains(k) {
             return Err(format!("--partition names {p} twice"));
@@ -145,13 +162,23 @@ pub fn write(run: &Run, o: &Options) -> Result<Written, String> {
             })
             .collect()
     };
-    let key_of = |job: &String, host: &String| -> Vec<String> {
+    // A job's date is the earliest start date of its files, so a job that runs past midnight
+    // stays in one directory.
+    let mut dates: BTreeMap<&String, String> = BTreeMap::new();
+    for (l, job) in files.iter().zip(&jobs) {
+        let d = start_date(&l.file.start_time).unwrap_or_else(|| "unknown".into());
+        let e = dates.entry(job).or_insert_with(|| d.clone());
+        if d < *e {
+            *e = d;
+        }
+    }
+    let key_of = |job: &String| -> Vec<String> {
         keys.iter()
             .map(|k| {
                 if *k == "job" {
                     job.clone()
                 } else {
-                    host.clone()
+                    dates.get(job).cloned().unwrap_or_else(|| "unknown".into())
                 }
             })
             .collect()
@@ -163,21 +190,16 @@ pub fn write(run: &Run, o: &Options) -> Result<Written, String> {
             || l.path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
-        groups
-            .entry(key_of(job, &l.file.host_name))
-            .or_default()
-            .ranks
-            .push(Rank {
-                job,
-                rank_file,
-                loaded: l,
-            });
+        groups.entry(key_of(job)).or_default().ranks.push(Rank {
+            job,
+            rank_file,
+            loaded: l,
+        });
     }
     for (job, rep) in &reports {
         for link in &rep.links {
-            // A link goes with its sending host's files.
             groups
-                .entry(key_of(job, &link.src.host))
+                .entry(key_of(job))
                 .or_default()
                 .links
                 .push((job.as_str(), link));
@@ -244,6 +266,20 @@ mod tests {
     }
 
     #[test]
+    fn a_start_date_is_the_text_s_date() {
+        assert_eq!(
+            start_date("2026-12-02T23:59:59.5Z").as_deref(),
+            Some("2026-12-02")
+        );
+        assert_eq!(
+            start_date("2026-12-02 11:00:00").as_deref(),
+            Some("2026-12-02")
+        );
+        assert_eq!(start_date("12/02/2026"), None);
+        assert_eq!(start_date(""), None);
+    }
+
+    #[test]
     fn hive_values_escape_what_a_path_cannot_hold() {
         assert_eq!(hive_escape("node-01.cluster_a"), "node-01.cluster_a");
         assert_eq!(hive_escape("a/b=c d"), "a%2Fb%3Dc%20d");
@@ -253,7 +289,11 @@ mod tests {
     #[test]
     fn bad_partition_keys_are_refused() {
         let dir = std::env::temp_dir().join("rccl-telemetry-parquet-unit");
-        for p in [vec!["rank".to_string()], vec!["job".into(), "job".into()]] {
+        for p in [
+            vec!["rank".to_string()],
+            vec!["host".into()],
+            vec!["job".into(), "job".into()],
+        ] {
             let o = Options {
                 dir: dir.clone(),
                 job: None,

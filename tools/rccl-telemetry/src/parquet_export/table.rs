@@ -31,8 +31,12 @@ struct Column {
     last: Option<ByteArray>,
 }
 
-/// Rows buffered before they are written as a row group: bounds the memory of a big table.
-pub const ROW_GROUP_ROWS: usize = 128 * 1024;
+/// Rows of a row group: 122,880 (60 x 2,048), DuckDB's own row-group size and the unit it
+/// hands to each scanning thread, so a table of a million rows is read by every core, not
+/// one; Spark splits a file at row-group boundaries and reads each group in one task, at
+/// this size a few megabytes compressed (the tables are narrow), well inside one task's
+/// input and small enough that the writer buffers little (a group per table in memory).
+pub const ROW_GROUP_ROWS: usize = 122_880;
 
 struct Sink {
     w: SerializedFileWriter<std::io::BufWriter<std::fs::File>>,

@@ -6,6 +6,7 @@ mod bad_input;
 mod check_violations;
 mod demo_job;
 mod export_formats;
+mod export_versions;
 mod fleet_scale;
 mod fuzz;
 mod generated_runs;
