@@ -32,3 +32,4 @@ pub mod stats;
 pub mod summary;
 pub mod summary_fleet;
 pub mod summary_text;
+pub mod waitfor;
