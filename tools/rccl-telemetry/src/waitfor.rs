@@ -395,6 +395,14 @@ pub fn analyse(run: &Run) -> Hang {
         ));
         return hang;
     }
+    // A run whose every file was written at its end finished: links that went quiet before
+    // then were done, not hung. The quiet rule reads snapshots of a live (or hung) job only.
+    if latest
+        .values()
+        .all(|&fi| run.files[fi].file.is_final != Some(false))
+    {
+        return hang;
+    }
     let tick_ms = (stall_ms.max(1000) / 2).max(5);
     quiet_roots(&g, &links, stall_ms.max(1000), tick_ms, &mut hang);
     hang
