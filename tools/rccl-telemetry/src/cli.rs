@@ -195,7 +195,10 @@ pub enum Cmd {
         samples: usize,
         /// Format version 3 with peers: every rank has its own NIC and QPs to every rank of
         /// the other hosts, each QP naming its peer. Plants are then: slow_nic, slow_link,
-        /// slow_host, missing_peer, ambiguous_peer, lid_only, stall, recovered_stall.
+        /// slow_host, missing_peer, ambiguous_peer, lid_only, stall, recovered_stall; or one
+        /// hang (format version 4, rail-shaped: a rank's peers are its NIC's peers on the hosts
+        /// one and two away): frozen_rank, stopped_posting, dead_link, two_hangs,
+        /// recovered_hang, idle.
         #[arg(long)]
         peers: bool,
         /// With --peers: QPs per connected pair of ranks.

@@ -17,6 +17,8 @@ use std::path::Path;
 
 mod fabric;
 pub use fabric::*;
+mod hang;
+pub use hang::{generate_hang, HANG_PLANTS};
 
 /// Anomalies the generator can plant, each on its own rank.
 pub const PLANTS: [&str; 13] = [

@@ -25,3 +25,4 @@ pub mod report;
 pub mod stalls;
 pub mod stats;
 pub mod summary;
+pub mod waitfor;

@@ -177,12 +177,13 @@ pub fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawFile, BadFile> {
         Some(Value::Number(n)) if n.as_i64() == Some(1) => SourceFormat::V1,
         Some(Value::Number(n)) if n.as_i64() == Some(2) => SourceFormat::V2,
         Some(Value::Number(n)) if n.as_i64() == Some(3) => SourceFormat::V3,
+        Some(Value::Number(n)) if n.as_i64() == Some(4) => SourceFormat::V4,
         Some(Value::String(s)) if s == "1.0" => SourceFormat::InTree,
         Some(v) => {
             return Err(BadFile::new(
                 path,
                 BadKind::WrongVersion,
-                format!("unsupported version {v} (this tool reads versions 1, 2 and 3, and \"1.0\" of RCCL's in-tree engine)"),
+                format!("unsupported version {v} (this tool reads versions 1 to 4, and \"1.0\" of RCCL's in-tree engine)"),
             ))
         }
         None => {

@@ -6,6 +6,7 @@ use clap::Parser;
 use cli::{Cli, Cmd, Format};
 use rccl_telemetry_tool::{
     check, export, generate, layout, links, load, outliers, promgc, report, stalls, summary,
+    waitfor,
 };
 use std::io::Write;
 use std::path::PathBuf;
@@ -144,6 +145,8 @@ fn main() -> ExitCode {
                 ..Default::default()
             };
             let r = outliers::find(&run, &opt);
+            // The root of a hang, if any: the line `stalls` and `summary` share (waitfor).
+            let hang = waitfor::analyse(&run);
             if json {
                 if let Err(c) = to_json(&r).map(|t| print(&t)) {
                     return c;
@@ -157,8 +160,11 @@ fn main() -> ExitCode {
                         all,
                     },
                 ));
+                if let Some(l) = waitfor::one_line(&hang) {
+                    print(&format!("{}\n", layout::Layout::from_flag(wide).wrap(&l)));
+                }
             }
-            if r.findings.is_empty() {
+            if r.findings.is_empty() && hang.roots.is_empty() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)
@@ -216,7 +222,7 @@ fn main() -> ExitCode {
                     layout::Layout::from_flag(wide),
                 ));
             }
-            if r.stalled_qps > 0 {
+            if r.found() {
                 ExitCode::from(1)
             } else {
                 ExitCode::SUCCESS

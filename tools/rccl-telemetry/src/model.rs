@@ -1,4 +1,4 @@
-//! The per-rank file as typed data (schema versions 1, 2 and 3; the in-tree engine's through `intree`).
+//! The per-rank file as typed data (schema versions 1 to 4; the in-tree engine's through `intree`).
 //!
 //! Parsing is lenient where the format may grow: unknown keys are ignored at every level
 //! (a later version adds snapshot keys at the top), and everything `check` needs to say
@@ -20,6 +20,10 @@ pub enum SourceFormat {
     /// Version 3: version 2 plus every QP's identity and peer (issue 22) and the stall keys (issue 23).
     #[serde(rename = "v3")]
     V3,
+    /// Version 4: version 3 plus error completions per QP (by status, the first one), the QP's
+    /// state, its last post and completion times, and errors by status per device.
+    #[serde(rename = "v4")]
+    V4,
     #[serde(rename = "intree-1.0")]
     InTree,
 }
@@ -31,6 +35,7 @@ impl SourceFormat {
             SourceFormat::V1 => "v1",
             SourceFormat::V2 => "v2",
             SourceFormat::V3 => "v3",
+            SourceFormat::V4 => "v4",
             SourceFormat::InTree => "intree-1.0",
         }
     }
@@ -39,7 +44,10 @@ impl SourceFormat {
     /// they compare across hosts. The in-tree engine writes local times without a zone and
     /// CLOCK_MONOTONIC sample times.
     pub fn has_wall_clock(self) -> bool {
-        matches!(self, SourceFormat::V1 | SourceFormat::V2 | SourceFormat::V3)
+        matches!(
+            self,
+            SourceFormat::V1 | SourceFormat::V2 | SourceFormat::V3 | SourceFormat::V4
+        )
     }
 }
 
@@ -118,6 +126,9 @@ pub struct Device {
     /// Version 3 (stall detection on): QPs stalled when the file was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_qps_stalled: Option<u64>,
+    /// Version 4: error completions of the device's QPs by status name (`RETRY_EXC_ERR`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cq_errors_by_status: Option<BTreeMap<String, u64>>,
 }
 
 /// A remote NIC a device's QPs talk to (version 3, device "peers").
@@ -242,6 +253,48 @@ pub struct QueuePair {
     pub longest_stall_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub longest_stall_start: Option<String>,
+    // Version 4: what failed on the QP and when it last made progress.
+    /// Error completions by status name (`RETRY_EXC_ERR`, `WR_FLUSH_ERR`, ...); empty when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cq_errors: Option<BTreeMap<String, u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_cq_error: Option<QpError>,
+    /// The QP's state after an error where it could be read ("ERR"), else null.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qp_state: Option<String>,
+    /// Wall times of the last post and the last completion, at the stall check's resolution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_post_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_completion_time: Option<String>,
+}
+
+/// A QP's first error completion (version 4, queue pair "first_cq_error").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QpError {
+    /// The `ibv_wc_status` name without its `IBV_WC_` prefix.
+    pub status: String,
+    #[serde(default)]
+    pub status_code: i64,
+    #[serde(default)]
+    pub vendor_err: u64,
+    pub time: String,
+    /// The failed WR, where the writer knew it (the preload's send record).
+    #[serde(default)]
+    pub opcode: Option<String>,
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    #[serde(default)]
+    pub age_ms: Option<u64>,
+}
+
+impl QueuePair {
+    /// Error completions of any status (0 in files without the key).
+    pub fn cq_error_total(&self) -> u64 {
+        self.cq_errors
+            .as_ref()
+            .map_or(0, |m| m.values().fold(0u64, |s, v| s.saturating_add(*v)))
+    }
 }
 
 /// A value under "hw_counters": a scalar or a per-priority array; -1 means "not available".

@@ -172,6 +172,10 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             fmt_count(s.num_slot_miss)
         ),
     );
+    // The root of a hang: the line `stalls`, `summary` and `outliers` share (waitfor).
+    if let Some(l) = crate::waitfor::hang_line(run) {
+        kv("Hang", l.trim_start_matches("Hang: ").to_string());
+    }
     kv(
         "latency_sample_interval",
         s.latency_sample_intervals

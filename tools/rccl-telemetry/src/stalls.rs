@@ -82,6 +82,23 @@ pub struct StallReport {
     pub longest_per_rank: Vec<RankStall>,
     /// Lines of the textfiles that could not be read (the first 10).
     pub prom_problems: Vec<String>,
+    /// The root(s) of the hang from the wait-for graph of the JSON files (`waitfor`): empty
+    /// when none can be named, and then `no_root` says why (null when there is no hang at all).
+    pub roots: Vec<crate::waitfor::Root>,
+    /// "wait_for" (stalled or errored QPs), "quiet" (last-progress times) or "none".
+    pub roots_basis: &'static str,
+    pub no_root: Option<String>,
+    /// QPs with error completions (format version 4), in the JSON files' latest file per rank.
+    pub errored_qps: u64,
+    /// Ranks with a QP waiting on another rank.
+    pub waiting_ranks: usize,
+}
+
+impl StallReport {
+    /// Something is stuck now: a QP stalled, or a root named.
+    pub fn found(&self) -> bool {
+        self.stalled_qps > 0 || !self.roots.is_empty()
+    }
 }
 
 /// The *.prom files among the inputs (files given, and those in directories given).
@@ -381,7 +398,24 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
     });
     rep.longest_per_rank
         .sort_by_key(|r| std::cmp::Reverse(r.longest_stall_ms));
+    let h = crate::waitfor::analyse(run);
+    rep.errored_qps = h.errored_qps;
+    rep.waiting_ranks = h.waiting_ranks;
+    rep.roots_basis = h.basis;
+    rep.no_root = h.no_root;
+    rep.roots = h.roots;
     rep
+}
+
+fn hang_of(r: &StallReport) -> crate::waitfor::Hang {
+    crate::waitfor::Hang {
+        basis: r.roots_basis,
+        stalled_qps: r.stalled_qps as u64,
+        errored_qps: r.errored_qps,
+        roots: r.roots.clone(),
+        no_root: r.no_root.clone(),
+        ..Default::default()
+    }
 }
 
 fn ms(v: Option<u64>) -> String {
@@ -394,7 +428,9 @@ pub fn one_line(r: &StallReport) -> Option<String> {
         return None;
     }
     let worst = r.longest_per_rank.first();
-    Some(format!(
+    let hang = crate::waitfor::one_line(&hang_of(r)).map_or(String::new(), |l| format!("\n{l}"));
+    Some(
+        format!(
         "Stalls: {} QPs stalled now on {} links ({} snapshot files); longest stall of the run {}{}",
         r.stalled_qps,
         r.groups.len(),
@@ -403,8 +439,56 @@ pub fn one_line(r: &StallReport) -> Option<String> {
         worst.map_or(String::new(), |w| format!(
             " on {} {} QP {}",
             w.rank, w.device, w.qp
-        ))
-    ))
+        )),
+    ) + &hang,
+    )
+}
+
+/// The root section of `stalls`: every root with its evidence, or why none can be named.
+fn render_roots(r: &StallReport, top: usize, layout: Layout) -> String {
+    let mut out = String::new();
+    if r.roots.is_empty() {
+        if let Some(why) = &r.no_root {
+            if r.stalled_qps > 0 || r.errored_qps > 0 || why.contains("went quiet") {
+                out.push_str(&layout.wrap(&format!("No root of the hang can be named: {why}.")));
+                out.push('\n');
+            }
+        }
+        return out;
+    }
+    let basis = match r.roots_basis {
+        "quiet" => "from the last-progress times (nothing stalled or errored)".to_string(),
+        _ => format!(
+            "from the wait-for graph: {} ranks wait on another ({} QPs stalled, {} with errors)",
+            r.waiting_ranks, r.stalled_qps, r.errored_qps
+        ),
+    };
+    out.push_str(&layout.wrap(&format!(
+        "Root{} of the hang, {basis}:",
+        if r.roots.len() == 1 { "" } else { "s" }
+    )));
+    out.push('\n');
+    let n = if top == 0 {
+        r.roots.len()
+    } else {
+        top.min(r.roots.len())
+    };
+    for root in r.roots.iter().take(n) {
+        let who = if root.ranks.is_empty() {
+            root.nics.join(" ")
+        } else {
+            format!("{} ({})", root.ranks.join(" + "), root.nics.join(" "))
+        };
+        out.push_str(&layout.wrap(&format!("- {} {who}: {}.", root.kind, root.evidence)));
+        out.push('\n');
+    }
+    if n < r.roots.len() {
+        out.push_str(&format!(
+            "... and {} more roots (--top 0, --json)\n",
+            r.roots.len() - n
+        ));
+    }
+    out
 }
 
 /// Renders the stalls for people; `top` bounds the groups and ranks shown (0 = all).
@@ -421,6 +505,7 @@ pub fn render_text(r: &StallReport, top: usize, layout: Layout) -> String {
         r.prom_stalled_qps_gauge.map_or(String::new(), |g| format!(" (rccl_telemetry_stalled_qps sums to {g})"))
     )));
     out.push('\n');
+    out.push_str(&render_roots(r, top, layout));
     if r.files > 0 && r.files_with_stall_keys == 0 {
         out.push_str(
             "No file has stall keys (format version 3 with RCCL_TELEMETRY_STALL_MS > 0).\n",

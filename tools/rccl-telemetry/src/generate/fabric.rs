@@ -80,6 +80,9 @@ pub fn generate_fabric(
     o: &GenOptions,
     qps_per_peer: usize,
 ) -> Result<Vec<Planted>, String> {
+    if let Some(r) = super::hang::dispatch(dir, o, qps_per_peer) {
+        return r;
+    }
     for p in &o.plants {
         if !FABRIC_PLANTS.contains(&p.as_str()) {
             return Err(format!(

@@ -1,0 +1,583 @@
+//! `generate --peers --plant <hang>`: runs of format version 4 of a job that hangs (or
+//! recovers), for the wait-for graph of `stalls`. The job is rail-shaped: NIC `l` of a host
+//! talks to NIC `l` of the hosts one and two away on either side (every other rank when there
+//! is one host), so a rank has at most four peers and 16,384 ranks stay small. Every QP
+//! carries the version-4 keys (errors by status, first error, state, last post and
+//! completion). Separate from `fabric.rs` because a hang is a story in time (who stopped
+//! first, who wrote a file when), not a latency factor per link.
+
+use super::*;
+use crate::model::QpError;
+use std::collections::BTreeSet;
+
+/// The hang plants of `--peers`, one at a time.
+pub const HANG_PLANTS: [&str; 6] = [
+    "frozen_rank", // a frozen receiver: its peers' QPs stall towards it (RNR), its file predates them
+    "stopped_posting", // a rank stops posting: nothing stalls, its links go quiet first
+    "dead_link",   // a dead path: RETRY_EXC_ERR then WR_FLUSH_ERR at both ends of one link
+    "two_hangs",   // two frozen receivers that share no peer
+    "recovered_hang", // final files: the QPs towards one rank stalled 7.5 s on RNR and recovered
+    "idle",        // a healthy job snapshotted while idle: every link went quiet at once
+];
+
+/// The hook `generate_fabric` calls first: Some when the plants are hang plants.
+pub fn dispatch(
+    dir: &Path,
+    o: &GenOptions,
+    qps_per_peer: usize,
+) -> Option<Result<Vec<Planted>, String>> {
+    let n = o
+        .plants
+        .iter()
+        .filter(|p| HANG_PLANTS.contains(&p.as_str()))
+        .count();
+    if n == 0 {
+        return None;
+    }
+    if n != 1 || o.plants.len() != 1 {
+        return Some(Err(format!(
+            "a hang plant ({}) goes alone: one per run, without other plants",
+            HANG_PLANTS.join(", ")
+        )));
+    }
+    Some(generate_hang(dir, o, qps_per_peer.max(1)))
+}
+
+/// One QP being generated.
+struct Qp {
+    peer: usize,
+    qpn: u64,
+    peer_qpn: u64,
+    ch: usize,
+    stalled_since: Option<i128>,
+    outstanding: u64,
+    errors: BTreeMap<String, u64>,
+    first_error: Option<QpError>,
+    last_post: i128,
+    last_completion: i128,
+    longest_stall: Option<(u64, i128)>,
+}
+
+/// One rank's file as the story has it.
+struct RankState {
+    end: i128,
+    is_final: bool,
+    trigger: &'static str,
+    qps: Vec<Qp>,
+    rnr_naks: u64,
+    retry_exceeded: u64,
+}
+
+const MS: i128 = 1_000_000;
+const S: i128 = 1_000_000_000;
+
+/// Writes the run; see [`HANG_PLANTS`].
+pub fn generate_hang(
+    dir: &Path,
+    o: &GenOptions,
+    qps_per_peer: usize,
+) -> Result<Vec<Planted>, String> {
+    let plant = o.plants[0].as_str();
+    if o.ranks < 2 || o.ranks_per_host == 0 {
+        return Err("a hang needs --ranks >= 2 and --ranks-per-host >= 1".into());
+    }
+    if o.ranks_per_host > o.devices_per_rank.max(1) {
+        return Err(format!("--peers gives every rank of a host its own NIC: --ranks-per-host {} needs --devices-per-rank >= {0}", o.ranks_per_host));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut rng = fastrand::Rng::with_seed(o.seed);
+    let rph = o.ranks_per_host;
+    let n_hosts = o.ranks.div_ceil(rph);
+    let host_of = |r: usize| r / rph;
+    let dev_of = |r: usize| ((r % rph) % o.devices_per_rank.max(1)) as u32;
+    let pid_of = |r: usize| 20_000 + (r as i64 * 7919) % 40_000;
+    let hostname = |h: usize| format!("gpu_node_{h:03}");
+    let partners = |r: usize| -> Vec<usize> {
+        if n_hosts == 1 {
+            return (0..o.ranks).filter(|&x| x != r).collect();
+        }
+        let (h, l) = (host_of(r), r % rph);
+        let mut v = BTreeSet::new();
+        for dh in [1, 2, n_hosts - 1, n_hosts.saturating_sub(2)] {
+            let h2 = (h + dh) % n_hosts;
+            let x = h2 * rph + l;
+            if h2 != h && x < o.ranks && dh % n_hosts != 0 {
+                v.insert(x);
+            }
+        }
+        v.into_iter().collect()
+    };
+    let peers: Vec<Vec<usize>> = (0..o.ranks).map(partners).collect();
+    if peers.iter().all(|p| p.is_empty()) {
+        return Err("no rank has a peer: give the run two hosts or two ranks on one".into());
+    }
+
+    let run_start: i128 = 1_796_209_200_000_000_000 + rng.i128(0..50 * MS); // 2026-12-02T11:00:00Z
+    let t0 = run_start + 40 * S; // the moment it goes wrong
+    let snap = t0 + 20 * S; // when the operator asks every rank for a snapshot (SIGUSR1)
+    let final_end = run_start + 120 * S;
+    let finals = matches!(plant, "recovered_hang");
+    // Healthy defaults: every rank writes at the same moment, every link busy until then.
+    let mut next_qpn: Vec<u64> = (0..o.ranks).map(|_| 0x100 + rng.u64(0..0x4000)).collect();
+    let mut st: Vec<RankState> = (0..o.ranks)
+        .map(|_| RankState {
+            end: if finals { final_end } else { snap } + rng.i128(0..300 * MS),
+            is_final: finals,
+            trigger: if finals { "exit" } else { "SIGUSR1" },
+            qps: Vec::new(),
+            rnr_naks: 0,
+            retry_exceeded: 0,
+        })
+        .collect();
+    let n_channels = 4usize;
+    for a in 0..o.ranks {
+        for &b in &peers[a] {
+            if b <= a {
+                continue;
+            }
+            for k in 0..qps_per_peer {
+                let (qa, qb) = (next_qpn[a], next_qpn[b]);
+                next_qpn[a] += 1;
+                next_qpn[b] += 1;
+                let ch = (a + b + k) % n_channels;
+                for (me, other, mine, theirs) in [(a, b, qa, qb), (b, a, qb, qa)] {
+                    let end = st[me].end;
+                    let post = end - rng.i128(0..200 * MS);
+                    st[me].qps.push(Qp {
+                        peer: other,
+                        qpn: mine,
+                        peer_qpn: theirs,
+                        ch,
+                        stalled_since: None,
+                        outstanding: 0,
+                        errors: BTreeMap::new(),
+                        first_error: None,
+                        last_post: post,
+                        last_completion: (post + rng.i128(0..5 * MS)).min(end),
+                        longest_stall: None,
+                    });
+                }
+            }
+        }
+    }
+    let mut planted = Vec::new();
+    let mut mark = |kind: &str, r: usize, peer: Option<usize>, note: &str| {
+        planted.push(Planted {
+            kind: kind.into(),
+            host: hostname(host_of(r)),
+            pid: pid_of(r),
+            device_id: dev_of(r),
+            file: format!(
+                "rccl_telemetry_{}_1000_{}.json",
+                hostname(host_of(r)),
+                pid_of(r)
+            ),
+            counter: Some(note.to_string()),
+            peer: peer.map(|p| format!("{}:mlx5_{}", hostname(host_of(p)), dev_of(p))),
+        });
+    };
+    // A rank with peers, chosen by the seed.
+    let pick = |rng: &mut fastrand::Rng| loop {
+        let r = rng.usize(0..o.ranks);
+        if !peers[r].is_empty() {
+            break r;
+        }
+    };
+    // Ranks that stopped: their last file is an interval snapshot from just before.
+    let freeze = |st: &mut Vec<RankState>, rng: &mut fastrand::Rng, f: usize| {
+        let end = t0 - 300 * MS + rng.i128(0..100 * MS);
+        st[f].end = end;
+        st[f].trigger = "interval";
+        for q in &mut st[f].qps {
+            q.last_post = end - rng.i128(0..200 * MS);
+            q.last_completion = (q.last_post + rng.i128(0..5 * MS)).min(end);
+        }
+    };
+    // `waiter`'s QPs towards `on` stall from `since` (RNR: the receiver posts no receives).
+    let stall_towards = |st: &mut Vec<RankState>,
+                         rng: &mut fastrand::Rng,
+                         waiter: usize,
+                         on: usize,
+                         since: i128| {
+        let end = st[waiter].end;
+        let mut n = 0;
+        for q in st[waiter].qps.iter_mut().filter(|q| q.peer == on) {
+            let s = since + rng.i128(0..50 * MS);
+            q.stalled_since = Some(s);
+            q.outstanding = 6 + rng.u64(0..7);
+            q.last_post = s;
+            q.last_completion = s - rng.i128(0..MS);
+            q.longest_stall = Some((((end - s) / MS) as u64, s));
+            n += 1;
+        }
+        st[waiter].rnr_naks += 40 * n;
+    };
+    match plant {
+        "frozen_rank" | "two_hangs" => {
+            let f1 = pick(&mut rng);
+            let mut frozen = vec![f1];
+            if plant == "two_hangs" {
+                let near: BTreeSet<usize> = std::iter::once(f1)
+                    .chain(peers[f1].iter().copied())
+                    .flat_map(|x| std::iter::once(x).chain(peers[x].iter().copied()))
+                    .collect();
+                let far: Vec<usize> = (0..o.ranks)
+                    .filter(|r| !near.contains(r) && !peers[*r].is_empty())
+                    .collect();
+                if far.is_empty() {
+                    return Err("two_hangs needs two ranks that share no peer: --ranks-per-host >= 2 or 10 hosts".into());
+                }
+                frozen.push(far[rng.usize(0..far.len())]);
+            }
+            for &f in &frozen {
+                freeze(&mut st, &mut rng, f);
+                mark(plant, f, None, "frozen: its peers stall towards it");
+                for &p in &peers[f].clone() {
+                    if !frozen.contains(&p) {
+                        stall_towards(&mut st, &mut rng, p, f, t0);
+                    }
+                }
+            }
+            if plant == "frozen_rank" {
+                // The hang spreads: ranks two away stall towards the waiting ranks, later.
+                let first: BTreeSet<usize> = peers[f1].iter().copied().collect();
+                for &p in &first {
+                    for &q in &peers[p] {
+                        if q != f1 && !first.contains(&q) && rng.bool() {
+                            stall_towards(&mut st, &mut rng, q, p, t0 + 2 * S);
+                        }
+                    }
+                }
+            }
+        }
+        "stopped_posting" => {
+            let s = pick(&mut rng);
+            mark(
+                plant,
+                s,
+                None,
+                "stopped posting: its links went quiet first",
+            );
+            let first: BTreeSet<usize> = peers[s].iter().copied().collect();
+            // Hops from the stopped rank: its links go quiet at t0, the next ring 1.5 s later, ...
+            let dist: Vec<usize> = (0..o.ranks)
+                .map(|r| {
+                    if r == s {
+                        0
+                    } else if first.contains(&r) {
+                        1
+                    } else if peers[r].iter().any(|x| first.contains(x)) {
+                        2
+                    } else {
+                        3
+                    }
+                })
+                .collect();
+            for (r, rs) in st.iter_mut().enumerate() {
+                for q in &mut rs.qps {
+                    let d = dist[r].min(dist[q.peer]);
+                    // The stopped rank posts last at t0; its peers a little later (the credits
+                    // it had given them), then they block too.
+                    let lag = if r == s { 0 } else { 15 * MS };
+                    let quiet = t0 + lag + [0, 1500, 3000, 4500][d] * MS + rng.i128(0..10 * MS);
+                    q.last_post = quiet;
+                    q.last_completion = quiet + rng.i128(0..5 * MS);
+                }
+            }
+        }
+        "dead_link" => {
+            let a = pick(&mut rng);
+            let b = peers[a][rng.usize(0..peers[a].len())];
+            mark(
+                plant,
+                a,
+                Some(b),
+                "RETRY_EXC_ERR then WR_FLUSH_ERR at both ends",
+            );
+            for (me, other, at) in [(a, b, t0), (b, a, t0 + 150 * MS)] {
+                let mut first_err = at;
+                for q in st[me].qps.iter_mut().filter(|q| q.peer == other) {
+                    let e = at + rng.i128(0..10 * MS);
+                    first_err = first_err.min(e);
+                    let flushed = 4 + rng.u64(0..8);
+                    q.errors = BTreeMap::from([
+                        ("RETRY_EXC_ERR".to_string(), 1),
+                        ("WR_FLUSH_ERR".to_string(), flushed),
+                    ]);
+                    q.first_error = Some(QpError {
+                        status: "RETRY_EXC_ERR".into(),
+                        status_code: 12,
+                        vendor_err: 0x81,
+                        time: format_timestamp_ns(e),
+                        opcode: Some("RDMA_WRITE".into()),
+                        bytes: Some(262_144),
+                        age_ms: Some(7_516),
+                    });
+                    // The failed WR waited out seven retries: a stall that the error ended.
+                    let stall = e - 7_516 * MS;
+                    q.last_post = stall + rng.i128(0..20 * MS);
+                    q.last_completion = stall - rng.i128(0..MS);
+                    q.longest_stall = Some((7_516, stall));
+                    q.outstanding = 0;
+                }
+                st[me].retry_exceeded +=
+                    st[me].qps.iter().filter(|q| q.peer == other).count() as u64;
+                // The writer's snapshot on the first error.
+                let end = first_err + 20 * MS + rng.i128(0..20 * MS);
+                st[me].end = end;
+                st[me].trigger = "cq_error";
+                for q in &mut st[me].qps {
+                    q.last_post = q.last_post.min(end);
+                    q.last_completion = q.last_completion.min(end);
+                }
+            }
+        }
+        "recovered_hang" => {
+            let r = pick(&mut rng);
+            mark(plant, r, None, "recovered: no root");
+            for &p in &peers[r].clone() {
+                let mut n = 0;
+                for q in st[p].qps.iter_mut().filter(|q| q.peer == r) {
+                    q.longest_stall = Some((7_500, t0));
+                    n += 1;
+                }
+                st[p].rnr_naks += 40 * n;
+            }
+        }
+        "idle" => {
+            // Everyone finished a phase at t0 and waits at a host-side barrier.
+            for s in &mut st {
+                for q in &mut s.qps {
+                    q.last_post = t0 + rng.i128(0..150 * MS);
+                    q.last_completion = q.last_post + rng.i128(0..5 * MS);
+                }
+            }
+        }
+        _ => unreachable!("checked by dispatch"),
+    }
+
+    for (rank, s) in st.iter().enumerate() {
+        let f = rank_file(
+            o,
+            rank,
+            s,
+            &mut rng,
+            n_channels,
+            &|r| {
+                let (h, d) = (host_of(r), dev_of(r));
+                (fabric_gid(h, d), (h * 16 + d as usize + 1) as u64)
+            },
+            &hostname(host_of(rank)),
+            pid_of(rank),
+            run_start,
+        );
+        write_file(dir, &f)?;
+    }
+    let manifest = dir.join("planted.json");
+    let text =
+        serde_json::to_string_pretty(&planted).map_err(|e| format!("cannot serialise: {e}"))?;
+    std::fs::write(&manifest, text)
+        .map_err(|e| format!("cannot write {}: {e}", manifest.display()))?;
+    Ok(planted)
+}
+
+/// The log-scale histogram of some samples (the library's buckets).
+fn log_hist(samples: &[u64]) -> Vec<LogBucket> {
+    let mut m: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for &s in samples {
+        let (lo, hi) = log_bucket(s);
+        m.entry(lo).or_insert((hi, 0)).1 += 1;
+    }
+    m.into_iter()
+        .map(|(lo, (hi, n))| (lo, Some(hi), n))
+        .collect()
+}
+
+/// One rank's file: its device (NIC `dev_of(rank)`), channels, QPs with every version-4 key.
+#[allow(clippy::too_many_arguments)]
+fn rank_file(
+    o: &GenOptions,
+    rank: usize,
+    s: &RankState,
+    rng: &mut fastrand::Rng,
+    n_channels: usize,
+    nic: &dyn Fn(usize) -> ((String, String), u64),
+    host: &str,
+    pid: i64,
+    run_start: i128,
+) -> TelemetryFile {
+    let wqe_size: u64 = 256 * 1024;
+    let (my_gid, my_lid) = nic(rank);
+    let dev_id = ((rank % o.ranks_per_host) % o.devices_per_rank.max(1)) as u32;
+    let mut channels: Vec<Channel> = (0..n_channels)
+        .map(|c| Channel {
+            id: Some(c as u64),
+            ..Default::default()
+        })
+        .collect();
+    let mut peer_hists: BTreeMap<usize, (u64, Vec<LogBucket>)> = BTreeMap::new();
+    let (mut tx, mut rx, mut outstanding, mut stalled) = (0u64, 0u64, 0u64, 0u64);
+    let mut by_status: BTreeMap<String, u64> = BTreeMap::new();
+    for (i, q) in s.qps.iter().enumerate() {
+        let n = 300 + rng.u64(0..40);
+        let samples: Vec<u64> = (0..n)
+            .map(|_| (9_000.0 * (0.15 * noise(rng)).exp()) as u64)
+            .collect();
+        let lh = log_hist(&samples);
+        let width = o.interval_ns.max(1);
+        let mut lin = vec![0u64; o.buckets.max(1)];
+        let top = lin.len() - 1;
+        for &x in &samples {
+            lin[((x / width) as usize).min(top)] += 1;
+        }
+        let errs: u64 = q.errors.values().sum();
+        let sent = n + q.outstanding + errs;
+        let ph = peer_hists.entry(q.peer).or_insert((0, Vec::new()));
+        ph.0 += 1;
+        add_log_hist(&mut ph.1, &lh);
+        tx += sent * wqe_size;
+        rx += n * wqe_size;
+        for (k, v) in &q.errors {
+            *by_status.entry(k.clone()).or_default() += v;
+        }
+        let ((pg, pip), plid) = nic(q.peer);
+        let is_stalled = q.stalled_since.is_some();
+        outstanding += q.outstanding;
+        stalled += u64::from(is_stalled);
+        let qp = QueuePair {
+            id: i as u64,
+            role: Some("data".into()),
+            counters: Counters {
+                num_wqe_sent: sent,
+                num_recv_wqe: n / 8,
+                // Every completion polled: the sends' and the receives'.
+                num_wqe_rcvd: n + n / 8,
+                num_wqe_completed: n,
+                num_write_wqe: sent - sent / 8,
+                num_write_imm_wqe: sent / 8,
+                wqe_completion_ns_min: *samples.iter().min().unwrap_or(&0) as i64,
+                wqe_completion_ns_max: *samples.iter().max().unwrap_or(&0) as i64,
+                wqe_completion_histogram: lin,
+                ..Default::default()
+            },
+            qp_num: Some(q.qpn),
+            peer: Some(QpPeer {
+                qp_num: q.peer_qpn,
+                gid: Some(pg),
+                gid_ip: Some(pip),
+                lid: Some(plid),
+            }),
+            num_wqe_outstanding: Some(q.outstanding),
+            stalled: Some(is_stalled),
+            stalled_since: q.stalled_since.map(format_timestamp_ns),
+            longest_stall_ms: Some(q.longest_stall.map_or(0, |l| l.0)),
+            longest_stall_start: q.longest_stall.map(|l| format_timestamp_ns(l.1)),
+            cq_errors: Some(q.errors.clone()),
+            first_cq_error: q.first_error.clone(),
+            qp_state: q.first_error.as_ref().map(|_| "ERR".to_string()),
+            last_post_time: Some(format_timestamp_ns(q.last_post)),
+            last_completion_time: Some(format_timestamp_ns(q.last_completion)),
+            ..Default::default()
+        };
+        let ch = &mut channels[q.ch];
+        ch.num_data_qp += 1;
+        add_log_hist(
+            ch.wqe_completion_log_histogram.get_or_insert_with(Vec::new),
+            &lh,
+        );
+        ch.queue_pairs.push(qp);
+    }
+    for ch in &mut channels {
+        ch.counters = counters_from_qps(&ch.queue_pairs, false);
+        if ch.queue_pairs.is_empty() {
+            ch.counters.wqe_completion_histogram = vec![0; o.buckets.max(1)];
+        }
+        ch.num_req_completed = ch.counters.num_recv_wqe;
+        ch.wqe_completion_log_histogram.get_or_insert_with(Vec::new);
+    }
+    let mut dev_log = Vec::new();
+    for ch in &channels {
+        add_log_hist(
+            &mut dev_log,
+            ch.wqe_completion_log_histogram.as_deref().unwrap_or(&[]),
+        );
+    }
+    let peers = peer_hists
+        .into_iter()
+        .map(|(pr, (nq, h))| {
+            let ((g, ip), lid) = nic(pr);
+            DevicePeer {
+                gid: Some(g),
+                gid_ip: Some(ip),
+                lid: Some(lid),
+                num_qps: nq,
+                wqe_completion_log_histogram: Some(h),
+            }
+        })
+        .collect();
+    let mut hw = BTreeMap::new();
+    for k in HW_SCALARS {
+        hw.insert(k.to_string(), HwValue::Scalar(0));
+    }
+    hw.insert(
+        "rnr_nak_retry_err".into(),
+        HwValue::Scalar(s.rnr_naks as i64),
+    );
+    hw.insert(
+        "retry_exceeded_err".into(),
+        HwValue::Scalar(s.retry_exceeded as i64),
+    );
+    hw.insert(
+        "local_ack_timeout_err".into(),
+        HwValue::Scalar(7 * s.retry_exceeded as i64),
+    );
+    let qp_count = s.qps.len() as u64;
+    let dev = Device {
+        device_id: dev_id,
+        roce_device: format!("mlx5_{dev_id}"),
+        eth_device: format!("enp{}s0f0", 12 + dev_id * 16),
+        hw_type: o.hw_type.clone(),
+        tx_bytes: tx,
+        rx_bytes: rx,
+        num_cq_errors: by_status.values().sum(),
+        cq_poll_count: qp_count * 900,
+        num_channels: Some(n_channels as u64),
+        active_channels: channels
+            .iter()
+            .filter(|c| !c.queue_pairs.is_empty())
+            .count() as u64,
+        wqe_size_stats: vec![crate::model::WqeSizeStat {
+            max_wqe_size: wqe_size,
+            num_wqe: (tx / wqe_size).max(1),
+        }],
+        channels,
+        hw_counters: hw,
+        wqe_completion_log_histogram: Some(dev_log),
+        port: Some(1),
+        gid_index: Some(3),
+        gid: Some(my_gid.0),
+        gid_ip: Some(my_gid.1),
+        lid: Some(my_lid),
+        peers: Some(peers),
+        num_wqe_outstanding: Some(outstanding),
+        num_qps_stalled: Some(stalled),
+        cq_errors_by_status: Some(by_status),
+        ..Default::default()
+    };
+    TelemetryFile {
+        format: crate::model::SourceFormat::V4,
+        version: 4,
+        host_name: host.to_string(),
+        process_name: "all_reduce_perf".into(),
+        process_id: pid,
+        start_time: format_timestamp_ns(run_start + rng.i128(0..50 * MS)),
+        end_time: format_timestamp_ns(s.end),
+        is_final: Some(s.is_final),
+        trigger: Some(s.trigger.into()),
+        transport: Some("IB-CAST".into()),
+        histogram_interval_ns: o.interval_ns.max(1),
+        devices: vec![dev],
+        stall_ms: Some(1000),
+        ..Default::default()
+    }
+}

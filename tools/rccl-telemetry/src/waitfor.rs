@@ -1,0 +1,830 @@
+//! The root of a hang: the wait-for graph across ranks, and the quiet-links rule.
+//!
+//! Rank A waits on B when A has a QP towards B (joined through `links`' QP index, else through
+//! the peer's device GID or LID) that is stalled or has error completions (format version 4).
+//! The roots are the sink components of that graph: a rank (or a peer NIC in no file) that
+//! others wait on and that waits on nobody, or a cycle of ranks waiting on each other with
+//! nothing beyond it. With nothing stalled or errored, the QPs' last post and completion times
+//! (version 4) give the links that went quiet first: their common end is named, or the one
+//! link when one went quiet alone. Each rank is read from its latest file (snapshot or final).
+//! Separate from `stalls` (which lists what is stuck) because it is the one function that
+//! `stalls`, `summary`, `outliers` and the report share for their hang line.
+
+use crate::links::{lookup, norm_gid, qp_index};
+use crate::load::Run;
+use crate::model::{format_timestamp_ns, parse_timestamp_ns, TelemetryFile};
+use crate::stats::fmt_ns;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// One root of a hang, as `stalls --json` lists it under `roots`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Root {
+    /// "rank": waited on, waits on nobody; "cycle": ranks waiting on each other and on nobody
+    /// else; "quiet_end": the end common to the links that went quiet first; "quiet_link":
+    /// the one link that went quiet first (either end).
+    pub kind: &'static str,
+    /// "host:pid" of each rank (empty for a peer that is in no file).
+    pub ranks: Vec<String>,
+    /// "host:device" of its NICs others wait on (or of the quiet links' ends); a NIC in no file
+    /// by its address: "gid ... (not in the files)".
+    pub nics: Vec<String>,
+    /// False when no file of the run is this rank's (frozen, killed, or not collected).
+    pub in_files: bool,
+    /// QPs waiting on it (towards it, or inside the cycle), and on how many ranks.
+    pub waiting_qps: u64,
+    pub waiting_ranks: u64,
+    pub stalled_qps: u64,
+    pub errored_qps: u64,
+    /// Ranks that wait on it directly or through others (members of a cycle not counted).
+    pub blocked_ranks: u64,
+    /// The earliest stall start or first error among those QPs; for the quiet rule, when the
+    /// first links went quiet.
+    pub since: Option<String>,
+    /// Error completions of the waiting QPs by status.
+    pub errors_by_status: BTreeMap<String, u64>,
+    /// The earliest first error: "STATUS at TIME on host:device QP n".
+    pub first_error: Option<String>,
+    /// Quiet rule: the links that went quiet first ("a <-> b").
+    pub quiet_links: Vec<String>,
+    /// The evidence in one sentence.
+    pub evidence: String,
+}
+
+/// What the graph says about a run.
+#[derive(Debug, Clone, Serialize, Default, PartialEq)]
+pub struct Hang {
+    /// "wait_for" (stalled or errored QPs), "quiet" (last-progress times) or "none".
+    pub basis: &'static str,
+    /// Ranks read (their latest file) and those with a QP waiting on another.
+    pub ranks: usize,
+    pub waiting_ranks: usize,
+    pub stalled_qps: u64,
+    pub errored_qps: u64,
+    /// Stalled or errored QPs whose peer could not be resolved (no peer, ambiguous claim).
+    pub unresolved_qps: u64,
+    pub edges: usize,
+    pub roots: Vec<Root>,
+    /// Why no root is named, when none is.
+    pub no_root: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Key {
+    Rank(String, i64),
+    Absent(String),
+}
+
+struct Node {
+    key: Key,
+    label: String,
+    /// Index of its latest file in the run.
+    file: Option<usize>,
+}
+
+#[derive(Default)]
+struct Edge {
+    qps: u64,
+    stalled: u64,
+    errored: u64,
+    since: Option<i128>,
+    errors: BTreeMap<String, u64>,
+    first_error: Option<(i128, String)>,
+    dst_nics: BTreeSet<String>,
+}
+
+/// The latest file of each rank (host, pid): the newest end_time, a final file on a tie.
+fn latest_files(run: &Run) -> BTreeMap<(String, i64), usize> {
+    let mut m: BTreeMap<(String, i64), usize> = BTreeMap::new();
+    let when = |f: &TelemetryFile| {
+        (
+            parse_timestamp_ns(&f.end_time).unwrap_or(i128::MIN),
+            f.is_final != Some(false),
+        )
+    };
+    for (i, l) in run.files.iter().enumerate() {
+        let k = (l.file.host_name.clone(), l.file.process_id);
+        match m.get(&k) {
+            Some(&j) if when(&run.files[j].file) >= when(&l.file) => {}
+            _ => {
+                m.insert(k, i);
+            }
+        }
+    }
+    m
+}
+
+struct Graph {
+    nodes: Vec<Node>,
+    index: HashMap<Key, usize>,
+}
+
+impl Graph {
+    fn node(&mut self, key: Key, file: Option<usize>) -> usize {
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        let label = match &key {
+            Key::Rank(h, p) => format!("{h}:{p}"),
+            Key::Absent(a) => a.clone(),
+        };
+        self.nodes.push(Node {
+            key: key.clone(),
+            label,
+            file,
+        });
+        self.index.insert(key, self.nodes.len() - 1);
+        self.nodes.len() - 1
+    }
+}
+
+/// A peer resolved to its rank and NIC, or to its address when no file has it.
+enum Peer {
+    Rank(String, i64, String),
+    Absent(String),
+    Unresolved,
+}
+
+fn ns(s: Option<&str>) -> Option<i128> {
+    s.and_then(parse_timestamp_ns)
+}
+
+fn min_opt(a: Option<i128>, b: Option<i128>) -> Option<i128> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    }
+}
+
+/// Strongly connected components (Tarjan, iterative): the component of every node.
+fn components(adj: &[Vec<usize>]) -> Vec<usize> {
+    let n = adj.len();
+    let (mut index, mut low) = (vec![usize::MAX; n], vec![0usize; n]);
+    let (mut on, mut comp) = (vec![false; n], vec![usize::MAX; n]);
+    let (mut stack, mut call) = (Vec::new(), Vec::<(usize, usize)>::new());
+    let (mut next, mut nc) = (0usize, 0usize);
+    for s in 0..n {
+        if index[s] != usize::MAX {
+            continue;
+        }
+        index[s] = next;
+        low[s] = next;
+        next += 1;
+        stack.push(s);
+        on[s] = true;
+        call.push((s, 0));
+        while let Some(top) = call.len().checked_sub(1) {
+            let (v, i) = call[top];
+            if i < adj[v].len() {
+                call[top].1 += 1;
+                let w = adj[v][i];
+                if index[w] == usize::MAX {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on[w] = true;
+                    call.push((w, 0));
+                } else if on[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+            } else {
+                call.pop();
+                if let Some(&(u, _)) = call.last() {
+                    low[u] = low[u].min(low[v]);
+                }
+                if low[v] == index[v] {
+                    while let Some(w) = stack.pop() {
+                        on[w] = false;
+                        comp[w] = nc;
+                        if w == v {
+                            break;
+                        }
+                    }
+                    nc += 1;
+                }
+            }
+        }
+    }
+    comp
+}
+
+fn ts(v: i128) -> String {
+    format_timestamp_ns(v)
+}
+
+fn status_list(m: &BTreeMap<String, u64>) -> String {
+    let mut v: Vec<(&String, &u64)> = m.iter().collect();
+    v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    v.iter()
+        .map(|(k, n)| format!("{k} x{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Builds the wait-for graph of the run and names its roots.
+pub fn analyse(run: &Run) -> Hang {
+    let latest = latest_files(run);
+    let idx = qp_index(run);
+    // Device GIDs and LIDs of the latest files: a peer whose QPN no file claims (a QP created
+    // after its owner's last file) still names its NIC.
+    let mut by_addr: HashMap<String, BTreeSet<(String, i64, String)>> = HashMap::new();
+    for &fi in latest.values() {
+        let f = &run.files[fi].file;
+        for d in &f.devices {
+            let who = (f.host_name.clone(), f.process_id, d.roce_device.clone());
+            if let Some(g) = norm_gid(d.gid.as_deref()) {
+                by_addr.entry(g).or_default().insert(who.clone());
+            }
+            if let Some(l) = d.lid.filter(|l| *l > 0) {
+                by_addr.entry(format!("lid {l}")).or_default().insert(who);
+            }
+        }
+    }
+    let resolve = |p: &crate::model::QpPeer| -> Peer {
+        let claims = lookup(&idx, p.gid.as_deref(), p.lid, p.qp_num);
+        let ranks: BTreeSet<(&String, i64)> = claims.iter().map(|c| (&c.0, c.1)).collect();
+        if ranks.len() == 1 {
+            let c = &claims[0];
+            return Peer::Rank(c.0.clone(), c.1, format!("{}:{}", c.0, c.2));
+        }
+        if ranks.len() > 1 {
+            return Peer::Unresolved;
+        }
+        let g = norm_gid(p.gid.as_deref());
+        let key = g
+            .clone()
+            .or(p.lid.filter(|l| *l > 0).map(|l| format!("lid {l}")));
+        let Some(key) = key else {
+            return Peer::Unresolved;
+        };
+        match by_addr.get(&key) {
+            Some(s) if s.len() == 1 => {
+                let (h, pid, d) = s.iter().next().cloned().unwrap_or_default();
+                Peer::Rank(h.clone(), pid, format!("{h}:{d}"))
+            }
+            Some(_) => Peer::Unresolved,
+            None => {
+                let what = match (&g, p.gid_ip.as_deref().filter(|s| !s.is_empty())) {
+                    (Some(_), Some(ip)) => format!("gid {} ({ip})", g.clone().unwrap_or_default()),
+                    (Some(g), None) => format!("gid {g}"),
+                    _ => key,
+                };
+                Peer::Absent(format!("{what} (not in the files)"))
+            }
+        }
+    };
+
+    let mut g = Graph {
+        nodes: Vec::new(),
+        index: HashMap::new(),
+    };
+    for (k, &fi) in &latest {
+        g.node(Key::Rank(k.0.clone(), k.1), Some(fi));
+    }
+    let mut hang = Hang {
+        basis: "none",
+        ranks: latest.len(),
+        ..Default::default()
+    };
+    let mut edges: BTreeMap<(usize, usize), Edge> = BTreeMap::new();
+    // Links for the quiet rule: (lower node, higher node) -> acc.
+    let mut links: BTreeMap<(usize, usize), Quiet> = BTreeMap::new();
+    let mut stall_ms: u64 = 0;
+    for (k, &fi) in &latest {
+        let f = &run.files[fi].file;
+        stall_ms = stall_ms.max(f.stall_ms.unwrap_or(0));
+        let src = g.index[&Key::Rank(k.0.clone(), k.1)];
+        let end_ns = parse_timestamp_ns(&f.end_time);
+        for d in &f.devices {
+            let src_nic = format!("{}:{}", f.host_name, d.roce_device);
+            for c in &d.channels {
+                for q in &c.queue_pairs {
+                    let errs = q.cq_error_total();
+                    let errored = errs > 0 || q.first_cq_error.is_some();
+                    let stalled = q.stalled == Some(true);
+                    let progress =
+                        ns(q.last_post_time.as_deref()).max(ns(q.last_completion_time.as_deref()));
+                    if !(stalled || errored || progress.is_some()) {
+                        continue;
+                    }
+                    hang.stalled_qps += u64::from(stalled);
+                    hang.errored_qps += u64::from(errored);
+                    let Some(p) = &q.peer else {
+                        if stalled || errored {
+                            hang.unresolved_qps += 1;
+                        }
+                        continue;
+                    };
+                    let (dst, dst_nic) = match resolve(p) {
+                        Peer::Rank(h, pid, nic) => {
+                            let fi = latest.get(&(h.clone(), pid)).copied();
+                            (g.node(Key::Rank(h, pid), fi), nic)
+                        }
+                        Peer::Absent(a) => (g.node(Key::Absent(a.clone()), None), a),
+                        Peer::Unresolved => {
+                            if stalled || errored {
+                                hang.unresolved_qps += 1;
+                            }
+                            continue;
+                        }
+                    };
+                    if let Some(t) = progress {
+                        let key = (src.min(dst), src.max(dst));
+                        let l = links.entry(key).or_default();
+                        l.last = l.last.max(Some(t));
+                        l.observed = l.observed.max(end_ns);
+                        let e = if src <= dst {
+                            &mut l.post_lo
+                        } else {
+                            &mut l.post_hi
+                        };
+                        *e = (*e).max(ns(q.last_post_time.as_deref()));
+                        let nics = if src <= dst {
+                            (&mut l.nic_lo, &mut l.nic_hi)
+                        } else {
+                            (&mut l.nic_hi, &mut l.nic_lo)
+                        };
+                        nics.0.insert(src_nic.clone());
+                        nics.1.insert(dst_nic.clone());
+                    }
+                    if !(stalled || errored) {
+                        continue;
+                    }
+                    let e = edges.entry((src, dst)).or_default();
+                    e.qps += 1;
+                    e.stalled += u64::from(stalled);
+                    e.errored += u64::from(errored);
+                    if stalled {
+                        e.since = min_opt(e.since, ns(q.stalled_since.as_deref()));
+                    }
+                    if let Some(fe) = &q.first_cq_error {
+                        let t = parse_timestamp_ns(&fe.time);
+                        e.since = min_opt(e.since, t);
+                        let what = format!(
+                            "{} at {} on {src_nic} QP {}{}",
+                            fe.status,
+                            fe.time,
+                            q.id,
+                            q.qp_num.map_or(String::new(), |n| format!(" (QPN {n})"))
+                        );
+                        let t = t.unwrap_or(i128::MAX);
+                        if e.first_error.as_ref().is_none_or(|(t0, _)| t < *t0) {
+                            e.first_error = Some((t, what));
+                        }
+                    }
+                    for (s, n) in q.cq_errors.iter().flatten() {
+                        *e.errors.entry(s.clone()).or_default() += n;
+                    }
+                    e.dst_nics.insert(dst_nic);
+                }
+            }
+        }
+    }
+    hang.edges = edges.len();
+    hang.waiting_ranks = edges.keys().map(|(s, _)| *s).collect::<BTreeSet<_>>().len();
+    if !edges.is_empty() {
+        hang.basis = "wait_for";
+        wait_for_roots(&g, &edges, run, &mut hang);
+        return hang;
+    }
+    if hang.unresolved_qps > 0 {
+        hang.no_root = Some(format!(
+            "{} QPs are stalled or errored but none of their peers can be told (no peer key, or a peer claimed by two files): run `rccl-telemetry links` on the same files",
+            hang.unresolved_qps
+        ));
+        return hang;
+    }
+    // A run whose every file was written at its end finished: links that went quiet before
+    // then were done, not hung. The quiet rule reads snapshots of a live (or hung) job only.
+    if latest
+        .values()
+        .all(|&fi| run.files[fi].file.is_final != Some(false))
+    {
+        return hang;
+    }
+    let tick_ms = (stall_ms.max(1000) / 2).max(5);
+    quiet_roots(&g, &links, stall_ms.max(1000), tick_ms, &mut hang);
+    hang
+}
+
+/// The sink components of the graph, each a root with its evidence.
+fn wait_for_roots(g: &Graph, edges: &BTreeMap<(usize, usize), Edge>, run: &Run, hang: &mut Hang) {
+    let n = g.nodes.len();
+    let mut adj = vec![Vec::new(); n];
+    let mut radj = vec![Vec::new(); n];
+    let mut in_graph = vec![false; n];
+    for &(s, d) in edges.keys() {
+        adj[s].push(d);
+        radj[d].push(s);
+        in_graph[s] = true;
+        in_graph[d] = true;
+    }
+    let comp = components(&adj);
+    let nc = comp
+        .iter()
+        .filter(|c| **c != usize::MAX)
+        .max()
+        .map_or(0, |m| m + 1);
+    let mut has_out = vec![false; nc];
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); nc];
+    for v in 0..n {
+        if in_graph[v] {
+            members[comp[v]].push(v);
+        }
+    }
+    for &(s, d) in edges.keys() {
+        if comp[s] != comp[d] {
+            has_out[comp[s]] = true;
+        }
+    }
+    let mut roots = Vec::new();
+    for c in 0..nc {
+        if has_out[c] || members[c].is_empty() {
+            continue;
+        }
+        let mem: BTreeSet<usize> = members[c].iter().copied().collect();
+        let mut r = Root {
+            kind: if mem.len() > 1 { "cycle" } else { "rank" },
+            ranks: Vec::new(),
+            nics: Vec::new(),
+            in_files: mem.iter().all(|&v| g.nodes[v].file.is_some()),
+            waiting_qps: 0,
+            waiting_ranks: 0,
+            stalled_qps: 0,
+            errored_qps: 0,
+            blocked_ranks: 0,
+            since: None,
+            errors_by_status: BTreeMap::new(),
+            first_error: None,
+            quiet_links: Vec::new(),
+            evidence: String::new(),
+        };
+        let mut since = None;
+        let mut first: Option<(i128, String)> = None;
+        let mut waiters = BTreeSet::new();
+        let mut nics = BTreeSet::new();
+        for &d in &mem {
+            for &s in &radj[d] {
+                let e = &edges[&(s, d)];
+                waiters.insert(s);
+                r.waiting_qps += e.qps;
+                r.stalled_qps += e.stalled;
+                r.errored_qps += e.errored;
+                since = min_opt(since, e.since);
+                for (k, v) in &e.errors {
+                    *r.errors_by_status.entry(k.clone()).or_default() += v;
+                }
+                if let Some(fe) = &e.first_error {
+                    if first.as_ref().is_none_or(|f| fe.0 < f.0) {
+                        first = Some(fe.clone());
+                    }
+                }
+                nics.extend(e.dst_nics.iter().cloned());
+            }
+        }
+        r.waiting_ranks = waiters.len() as u64;
+        r.since = since.map(ts);
+        r.first_error = first.map(|f| f.1);
+        r.nics = nics.into_iter().collect();
+        for &v in &mem {
+            if let Key::Rank(..) = g.nodes[v].key {
+                r.ranks.push(g.nodes[v].label.clone());
+            }
+        }
+        // Everyone behind it: a walk back along the edges.
+        let mut seen: BTreeSet<usize> = mem.clone();
+        let mut todo: Vec<usize> = mem.iter().copied().collect();
+        while let Some(v) = todo.pop() {
+            for &s in &radj[v] {
+                if seen.insert(s) {
+                    todo.push(s);
+                }
+            }
+        }
+        r.blocked_ranks = (seen.len() - mem.len()) as u64;
+        r.evidence = root_evidence(&r, &mem, g, run, since);
+        roots.push(r);
+    }
+    roots.sort_by(|a, b| {
+        b.blocked_ranks
+            .cmp(&a.blocked_ranks)
+            .then(b.waiting_qps.cmp(&a.waiting_qps))
+            .then(a.since.cmp(&b.since))
+            .then(a.ranks.cmp(&b.ranks))
+    });
+    hang.roots = roots;
+}
+
+fn root_evidence(
+    r: &Root,
+    mem: &BTreeSet<usize>,
+    g: &Graph,
+    run: &Run,
+    since: Option<i128>,
+) -> String {
+    let who = |v: usize| g.nodes[v].label.clone();
+    let mut s = match r.kind {
+        "cycle" => format!(
+            "{} wait on each other and on nobody else",
+            mem.iter()
+                .map(|&v| who(v))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+        _ => format!("{} waits on nobody", who(*mem.iter().next().unwrap_or(&0))),
+    };
+    s.push_str(&format!(
+        "; {} QP{} on {} rank{} wait on {} ({} stalled, {} with errors{})",
+        r.waiting_qps,
+        if r.waiting_qps == 1 { "" } else { "s" },
+        r.waiting_ranks,
+        if r.waiting_ranks == 1 { "" } else { "s" },
+        if r.kind == "cycle" { "them" } else { "it" },
+        r.stalled_qps,
+        r.errored_qps,
+        if r.errors_by_status.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", status_list(&r.errors_by_status))
+        }
+    ));
+    if let Some(t) = &r.since {
+        s.push_str(&format!(", since {t}"));
+    }
+    if let Some(fe) = &r.first_error {
+        s.push_str(&format!("; first error {fe}"));
+    }
+    if r.blocked_ranks > r.waiting_ranks {
+        s.push_str(&format!(
+            "; {} ranks blocked behind it in all",
+            r.blocked_ranks
+        ));
+    }
+    if r.kind == "rank" {
+        let v = *mem.iter().next().unwrap_or(&0);
+        match g.nodes[v].file {
+            None => {
+                s.push_str("; no file of it among the inputs (frozen, killed, or not collected)")
+            }
+            Some(fi) => {
+                let f = &run.files[fi].file;
+                let end = parse_timestamp_ns(&f.end_time);
+                let kind = if f.is_final == Some(false) {
+                    "snapshot"
+                } else {
+                    "final file"
+                };
+                if let (Some(e), Some(t)) = (end, since) {
+                    if e < t {
+                        s.push_str(&format!(
+                            "; its latest file ({kind}, {}, {}) is older than the first wait on it: it stopped writing (frozen or stopped?)",
+                            f.trigger.as_deref().unwrap_or("?"),
+                            f.end_time
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    s
+}
+
+/// One link's last progress (the quiet rule).
+#[derive(Default)]
+struct Quiet {
+    last: Option<i128>,
+    observed: Option<i128>,
+    post_lo: Option<i128>,
+    post_hi: Option<i128>,
+    nic_lo: BTreeSet<String>,
+    nic_hi: BTreeSet<String>,
+}
+
+fn quiet_roots(
+    g: &Graph,
+    links: &BTreeMap<(usize, usize), Quiet>,
+    quiet_ms: u64,
+    tick_ms: u64,
+    hang: &mut Hang,
+) {
+    if links.is_empty() {
+        hang.no_root = Some(
+            "nothing is stalled or errored, and no QP has last-progress times (format version 4): nothing to go on"
+                .into(),
+        );
+        return;
+    }
+    let quiet_ns = quiet_ms as i128 * 1_000_000;
+    let tick_ns = tick_ms as i128 * 1_000_000;
+    let mut quiet: Vec<(&(usize, usize), &Quiet, i128)> = links
+        .iter()
+        .filter_map(|(k, l)| {
+            let (t, o) = (l.last?, l.observed?);
+            (o - t >= quiet_ns).then_some((k, l, t))
+        })
+        .collect();
+    if quiet.is_empty() {
+        hang.no_root = Some(format!(
+            "nothing is stalled or errored, and every link made progress within {} of its files being written",
+            fmt_ns(quiet_ns as f64)
+        ));
+        return;
+    }
+    quiet.sort_by_key(|q| q.2);
+    let t0 = quiet[0].2;
+    let first: Vec<_> = quiet.iter().filter(|q| q.2 - t0 <= tick_ns).collect();
+    if first.len() == links.len() {
+        hang.no_root = Some(format!(
+            "nothing is stalled or errored, and all {} links went quiet within one check ({}) of each other, at {}: the times cannot tell which stopped first",
+            links.len(),
+            fmt_ns(tick_ns as f64),
+            ts(t0)
+        ));
+        return;
+    }
+    let later = quiet.get(first.len()).map(|q| q.2);
+    let link_name =
+        |k: &(usize, usize)| format!("{} <-> {}", g.nodes[k.0].label, g.nodes[k.1].label);
+    let mut ends: BTreeMap<usize, usize> = BTreeMap::new();
+    for q in &first {
+        *ends.entry(q.0 .0).or_default() += 1;
+        *ends.entry(q.0 .1).or_default() += 1;
+    }
+    hang.basis = "quiet";
+    let next = match later {
+        Some(t) => format!("the next went quiet at {}", ts(t)),
+        None => format!(
+            "{} other links were still making progress",
+            links.len() - first.len()
+        ),
+    };
+    let base = |kind: &'static str| Root {
+        kind,
+        ranks: Vec::new(),
+        nics: Vec::new(),
+        in_files: true,
+        waiting_qps: 0,
+        waiting_ranks: 0,
+        stalled_qps: 0,
+        errored_qps: 0,
+        blocked_ranks: 0,
+        since: Some(ts(t0)),
+        errors_by_status: BTreeMap::new(),
+        first_error: None,
+        quiet_links: first.iter().map(|q| link_name(q.0)).collect(),
+        evidence: String::new(),
+    };
+    let nics_of = |v: usize| -> Vec<String> {
+        let mut s = BTreeSet::new();
+        for q in &first {
+            if q.0 .0 == v {
+                s.extend(q.1.nic_lo.iter().cloned());
+            }
+            if q.0 .1 == v {
+                s.extend(q.1.nic_hi.iter().cloned());
+            }
+        }
+        s.into_iter().collect()
+    };
+    let rank_of = |v: usize| match g.nodes[v].key {
+        Key::Rank(..) => vec![g.nodes[v].label.clone()],
+        Key::Absent(_) => Vec::new(),
+    };
+    if first.len() == 1 {
+        let (k, l, _) = first[0];
+        let mut r = base("quiet_link");
+        r.ranks = rank_of(k.0).into_iter().chain(rank_of(k.1)).collect();
+        r.nics = l.nic_lo.iter().chain(&l.nic_hi).cloned().collect();
+        r.in_files = g.nodes[k.0].file.is_some() && g.nodes[k.1].file.is_some();
+        let who_first = match (l.post_lo, l.post_hi) {
+            (Some(a), Some(b)) if b - a > tick_ns => format!(
+                "; {} posted last at {}, {} at {}",
+                g.nodes[k.0].label,
+                ts(a),
+                g.nodes[k.1].label,
+                ts(b)
+            ),
+            (Some(a), Some(b)) if a - b > tick_ns => format!(
+                "; {} posted last at {}, {} at {}",
+                g.nodes[k.1].label,
+                ts(b),
+                g.nodes[k.0].label,
+                ts(a)
+            ),
+            _ => String::new(),
+        };
+        r.evidence = format!(
+            "nothing is stalled or errored; the link {} went quiet first, at {} ({next}): either end{who_first}",
+            link_name(k),
+            ts(t0)
+        );
+        hang.roots = vec![r];
+        return;
+    }
+    let (&v, &cnt) = ends
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .unwrap_or((&0, &0));
+    if cnt < first.len() {
+        hang.basis = "none";
+        let mut names: Vec<String> = first.iter().take(6).map(|q| link_name(q.0)).collect();
+        if first.len() > 6 {
+            names.push(format!("and {} more", first.len() - 6));
+        }
+        hang.no_root = Some(format!(
+            "nothing is stalled or errored; {} links went quiet first, at {} (within {}), with no end common to all of them: {}",
+            first.len(),
+            ts(t0),
+            fmt_ns(tick_ns as f64),
+            names.join(", ")
+        ));
+        return;
+    }
+    let mut r = base("quiet_end");
+    r.ranks = rank_of(v);
+    r.nics = nics_of(v);
+    r.in_files = g.nodes[v].file.is_some();
+    let own_post = first
+        .iter()
+        .filter_map(|q| {
+            if q.0 .0 == v {
+                q.1.post_lo
+            } else {
+                q.1.post_hi
+            }
+        })
+        .max();
+    let peer_post = first
+        .iter()
+        .filter_map(|q| {
+            if q.0 .0 == v {
+                q.1.post_hi
+            } else {
+                q.1.post_lo
+            }
+        })
+        .max();
+    r.evidence = format!(
+        "nothing is stalled or errored; the {} links that went quiet first, at {} (within {}; {next}), all have {} at one end{}",
+        first.len(),
+        ts(t0),
+        fmt_ns(tick_ns as f64),
+        g.nodes[v].label,
+        match (own_post, peer_post) {
+            (Some(a), Some(b)) => format!("; its last post on them at {}, its peers' at {}", ts(a), ts(b)),
+            (Some(a), None) => format!("; its last post on them at {}", ts(a)),
+            _ => String::new(),
+        }
+    );
+    hang.roots = vec![r];
+}
+
+/// The hang in one line for `summary`, `outliers` and the report; None when the files show no
+/// hang at all (nothing stalled or errored, no link quiet).
+pub fn one_line(h: &Hang) -> Option<String> {
+    if !h.roots.is_empty() {
+        let names: Vec<String> = h
+            .roots
+            .iter()
+            .take(4)
+            .map(|r| {
+                let who = if r.ranks.is_empty() {
+                    r.nics.join(" ")
+                } else {
+                    format!("{} ({})", r.ranks.join(" + "), r.nics.join(" "))
+                };
+                match r.kind {
+                    "cycle" => format!("{who} wait on each other ({} QPs)", r.waiting_qps),
+                    "rank" => format!(
+                        "{who}: {} QPs on {} ranks wait on it",
+                        r.waiting_qps, r.waiting_ranks
+                    ),
+                    _ => format!("{who}: the links that went quiet first"),
+                }
+            })
+            .collect();
+        return Some(format!(
+            "Hang: {} {}: {}{} (rccl-telemetry stalls for the evidence)",
+            h.roots.len(),
+            if h.roots.len() == 1 { "root" } else { "roots" },
+            names.join("; "),
+            if h.roots.len() > 4 { "; ..." } else { "" }
+        ));
+    }
+    let evidence = h.stalled_qps + h.errored_qps > 0
+        || h.no_root
+            .as_deref()
+            .is_some_and(|r| r.contains("went quiet"));
+    evidence.then(|| {
+        format!(
+            "Hang: no root named: {}",
+            h.no_root.as_deref().unwrap_or("-")
+        )
+    })
+}
+
+/// The shared call: the hang line of a run (see [`one_line`]).
+pub fn hang_line(run: &Run) -> Option<String> {
+    one_line(&analyse(run))
+}
