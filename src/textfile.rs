@@ -438,7 +438,7 @@ fn render_peer_latency(r: &promtext::Rank, mut links: Vec<PeerLatency>, out: &mu
     if links.is_empty() {
         return;
     }
-    links.sort_by(|a, b| b.total.cmp(&a.total));
+    links.sort_by_key(|l| std::cmp::Reverse(l.total));
     let dropped = links.len().saturating_sub(MAX_PEER_SERIES);
     links.truncate(MAX_PEER_SERIES);
     let mut base = format!("host=\"{}\",pid=\"{}\"", escaped(&r.host), r.pid);
