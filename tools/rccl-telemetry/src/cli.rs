@@ -2,7 +2,7 @@
 //! options and their help text. A module of the binary, apart from `main.rs`, which runs the
 //! commands, so the whole command line reads in one place.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use rccl_telemetry_tool::export;
 use std::path::PathBuf;
 
@@ -21,191 +21,31 @@ pub struct Cli {
 pub enum Cmd {
     /// The run at a glance: totals, latency, and one row per rank and device (up to 32 rows;
     /// beyond, distributions across the rows and hosts and the rows that stand out).
-    Summary {
-        /// Print JSON for scripts instead of tables (always every row).
-        #[arg(long)]
-        json: bool,
-        /// One table row per rank and device however many there are.
-        #[arg(long)]
-        all: bool,
-        /// Latency from the linear histogram too (default: the log-scale one when the files
-        /// have it, the linear one when that is all they have).
-        #[arg(long)]
-        linear: bool,
-        /// Also list the registered devices a rank never drove.
-        #[arg(long)]
-        all_devices: bool,
-        /// Every column, nothing wrapped (the default fits the terminal, COLUMNS, or 100).
-        #[arg(long)]
-        wide: bool,
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-    },
+    Summary(SummaryArgs),
     /// Validate every file against the committed JSON Schema and the format's invariants.
     /// Prints one line per violation (file: JSON pointer: kind: message), grouped by kind beyond
     /// 32; exit 1 if any.
-    Check {
-        /// Print the violations as one JSON object instead of lines.
-        #[arg(long)]
-        json: bool,
-        /// One line per violation however many (beyond 32 they are grouped by kind).
-        #[arg(long)]
-        all: bool,
-        /// Lines not cut to the terminal's width (the grouped view).
-        #[arg(long)]
-        wide: bool,
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-    },
+    Check(CheckArgs),
     /// Rank what stands out across the ranks and devices (median and MAD); exit 1 if anything does.
-    Outliers {
-        #[arg(long)]
-        json: bool,
-        /// Robust z-score a value must reach.
-        #[arg(long, default_value_t = 3.5)]
-        threshold: f64,
-        /// Byte skew: least relative distance from the median.
-        #[arg(long, default_value_t = 0.10)]
-        min_skew: f64,
-        /// Counters and latency: least ratio to the median.
-        #[arg(long, default_value_t = 2.0)]
-        min_ratio: f64,
-        /// Show at most this many rows (0 = all) [default: 20 two-line rows beyond 32 devices,
-        /// else 50 table rows; --json always has every finding].
-        #[arg(long)]
-        top: Option<usize>,
-        /// Every row, in the table with its whole evidence, however large the run.
-        #[arg(long)]
-        all: bool,
-        /// Every column, nothing wrapped (the default fits the terminal, COLUMNS, or 100).
-        #[arg(long)]
-        wide: bool,
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-    },
+    Outliers(OutliersArgs),
     /// Join every QP to its peer's QP in the other files (by GID and QPN, LID without a GID)
     /// and print one row per link (ordered NIC pair): QPs, WRs each way, the sending side's
     /// completion latency, stalls; then the QPs whose peer is in no file, and the ambiguous ones.
-    Links {
-        /// One JSON object: every link (both ends by host, pids, device, GID), unmatched, ambiguous.
-        #[arg(long)]
-        json: bool,
-        /// Links shown in the table, slowest p99 first (0 = all); beyond it, per host pair.
-        #[arg(long, default_value_t = 30)]
-        top: usize,
-        #[arg(long)]
-        wide: bool,
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-    },
+    Links(LinksArgs),
     /// What is stuck: every stalled QP (snapshot files of a hang, final files, live *.prom
     /// textfiles), grouped by link, longest first, with the ranks waiting on them; and the
     /// longest stall of every rank. Exit 1 when a QP is stalled now.
-    Stalls {
-        #[arg(long)]
-        json: bool,
-        /// Links and ranks shown (0 = all).
-        #[arg(long, default_value_t = 30)]
-        top: usize,
-        #[arg(long)]
-        wide: bool,
-        /// Files and directories: rccl_telemetry_*.json and *.prom.
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-    },
+    Stalls(StallsArgs),
     /// Export as Prometheus text, as long tidy CSV / NDJSON, or as Parquet tables (-o DIR).
-    Export {
-        #[arg(long, value_enum)]
-        format: Format,
-        /// How deep the series or rows go [default: channel for prometheus (as the library's
-        /// live textfile), qp for csv and ndjson].
-        #[arg(long, value_enum)]
-        level: Option<export::Level>,
-        /// Write here instead of stdout (parquet: the directory the tables go to, required).
-        #[arg(short, long)]
-        output: Option<PathBuf>,
-        /// Parquet: split each table into hive directories by these keys, comma separated, in
-        /// directory order: `job` (DIR/<table>/job=J/<table>.parquet) or, for many jobs,
-        /// `date,job` (date=YYYY-MM-DD, the day the job started, UTC). Host stays a column.
-        #[arg(long, value_delimiter = ',')]
-        partition: Vec<String>,
-        /// Parquet: the job id of every input file [default: the name of each file's directory].
-        #[arg(long)]
-        job: Option<String>,
-        /// Export the links (joined QPs, as `links --json` has them) instead of the files: one
-        /// row per link (CSV, NDJSON), or rccl_telemetry_link_* series with src_host,
-        /// src_device, dst_host, dst_device labels (Prometheus; one series per link and family).
-        #[arg(long)]
-        links: bool,
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-    },
+    Export(ExportArgs),
     /// Remove the live Prometheus textfiles no running rank owns (left by SIGKILL): those not
     /// rewritten for --max-age seconds, and those of this host whose pid is not running.
     /// Prints one line per file removed. For cron, or before node_exporter starts.
-    PromGc {
-        /// Seconds without a rewrite after which a file is stale (a few times
-        /// RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S).
-        #[arg(long, default_value_t = 300)]
-        max_age: u64,
-        /// Say what would go, remove nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// The directory given to RCCL_TELEMETRY_PROMETHEUS_DIR (node_exporter's
-        /// --collector.textfile.directory).
-        dir: PathBuf,
-    },
+    PromGc(PromGcArgs),
     /// Write one self-contained HTML page: summary, outliers and charts.
-    Report {
-        /// The HTML file to write.
-        #[arg(short, long, default_value = "rccl_telemetry_report.html")]
-        output: PathBuf,
-        /// Most devices drawn in the per-device charts.
-        #[arg(long, default_value_t = 512)]
-        max_devices: usize,
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-    },
+    Report(ReportArgs),
     /// Write a synthetic run (for tests, demos and benchmarks), optionally with planted anomalies.
-    Generate {
-        #[arg(long, default_value_t = 16)]
-        ranks: usize,
-        #[arg(long, default_value_t = 8)]
-        ranks_per_host: usize,
-        #[arg(long, default_value_t = 8)]
-        devices_per_rank: usize,
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Anomalies to plant, comma separated, or "all": cnp, tail, skew, cq_errors,
-        /// unavailable, untracked, slot_miss, pfc, drops, retransmit, out_of_sequence,
-        /// samples_dropped, snapshot.
-        #[arg(long, value_delimiter = ',')]
-        plant: Vec<String>,
-        #[arg(long, default_value = "mlx5")]
-        hw_type: String,
-        /// RCCL_TELEMETRY_LATENCY_SAMPLE in effect (a power of two; 1 = every WQE).
-        #[arg(long, default_value_t = 1)]
-        latency_sample: u64,
-        #[arg(long, default_value_t = 5)]
-        buckets: usize,
-        #[arg(long, default_value_t = 30_000)]
-        interval_ns: u64,
-        /// hw_samples per rank (0: the sampler did not run).
-        #[arg(long, default_value_t = 0)]
-        samples: usize,
-        /// Format version 3 with peers: every rank has its own NIC and QPs to every rank of
-        /// the other hosts, each QP naming its peer. Plants are then: slow_nic, slow_link,
-        /// slow_host, missing_peer, ambiguous_peer, lid_only, stall, recovered_stall; or one
-        /// hang (format version 4, rail-shaped: a rank's peers are its NIC's peers on the hosts
-        /// one and two away): frozen_rank, stopped_posting, dead_link, two_hangs,
-        /// recovered_hang, idle.
-        #[arg(long)]
-        peers: bool,
-        /// With --peers: QPs per connected pair of ranks.
-        #[arg(long, default_value_t = 2)]
-        qps_per_peer: usize,
-        dir: PathBuf,
-    },
+    Generate(GenerateArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -214,4 +54,191 @@ pub enum Format {
     Csv,
     Ndjson,
     Parquet,
+}
+
+#[derive(Args)]
+pub struct SummaryArgs {
+    /// Print JSON for scripts instead of tables (always every row).
+    #[arg(long)]
+    pub json: bool,
+    /// One table row per rank and device however many there are.
+    #[arg(long)]
+    pub all: bool,
+    /// Latency from the linear histogram too (default: the log-scale one when the files
+    /// have it, the linear one when that is all they have).
+    #[arg(long)]
+    pub linear: bool,
+    /// Also list the registered devices a rank never drove.
+    #[arg(long)]
+    pub all_devices: bool,
+    /// Every column, nothing wrapped (the default fits the terminal, COLUMNS, or 100).
+    #[arg(long)]
+    pub wide: bool,
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct CheckArgs {
+    /// Print the violations as one JSON object instead of lines.
+    #[arg(long)]
+    pub json: bool,
+    /// One line per violation however many (beyond 32 they are grouped by kind).
+    #[arg(long)]
+    pub all: bool,
+    /// Lines not cut to the terminal's width (the grouped view).
+    #[arg(long)]
+    pub wide: bool,
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct OutliersArgs {
+    #[arg(long)]
+    pub json: bool,
+    /// Robust z-score a value must reach.
+    #[arg(long, default_value_t = 3.5)]
+    pub threshold: f64,
+    /// Byte skew: least relative distance from the median.
+    #[arg(long, default_value_t = 0.10)]
+    pub min_skew: f64,
+    /// Counters and latency: least ratio to the median.
+    #[arg(long, default_value_t = 2.0)]
+    pub min_ratio: f64,
+    /// Show at most this many rows (0 = all) [default: 20 two-line rows beyond 32 devices,
+    /// else 50 table rows; --json always has every finding].
+    #[arg(long)]
+    pub top: Option<usize>,
+    /// Every row, in the table with its whole evidence, however large the run.
+    #[arg(long)]
+    pub all: bool,
+    /// Every column, nothing wrapped (the default fits the terminal, COLUMNS, or 100).
+    #[arg(long)]
+    pub wide: bool,
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct LinksArgs {
+    /// One JSON object: every link (both ends by host, pids, device, GID), unmatched, ambiguous.
+    #[arg(long)]
+    pub json: bool,
+    /// Links shown in the table, slowest p99 first (0 = all); beyond it, per host pair.
+    #[arg(long, default_value_t = 30)]
+    pub top: usize,
+    #[arg(long)]
+    pub wide: bool,
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct StallsArgs {
+    #[arg(long)]
+    pub json: bool,
+    /// Links and ranks shown (0 = all).
+    #[arg(long, default_value_t = 30)]
+    pub top: usize,
+    #[arg(long)]
+    pub wide: bool,
+    /// Files and directories: rccl_telemetry_*.json and *.prom.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ExportArgs {
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// How deep the series or rows go [default: channel for prometheus (as the library's
+    /// live textfile), qp for csv and ndjson].
+    #[arg(long, value_enum)]
+    pub level: Option<export::Level>,
+    /// Write here instead of stdout (parquet: the directory the tables go to, required).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Parquet: split each table into hive directories by these keys, comma separated, in
+    /// directory order: `job` (DIR/<table>/job=J/<table>.parquet) or, for many jobs,
+    /// `date,job` (date=YYYY-MM-DD, the day the job started, UTC). Host stays a column.
+    #[arg(long, value_delimiter = ',')]
+    pub partition: Vec<String>,
+    /// Parquet: the job id of every input file [default: the name of each file's directory].
+    #[arg(long)]
+    pub job: Option<String>,
+    /// Export the links (joined QPs, as `links --json` has them) instead of the files: one
+    /// row per link (CSV, NDJSON), or rccl_telemetry_link_* series with src_host,
+    /// src_device, dst_host, dst_device labels (Prometheus; one series per link and family).
+    #[arg(long)]
+    pub links: bool,
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct PromGcArgs {
+    /// Seconds without a rewrite after which a file is stale (a few times
+    /// RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S).
+    #[arg(long, default_value_t = 300)]
+    pub max_age: u64,
+    /// Say what would go, remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The directory given to RCCL_TELEMETRY_PROMETHEUS_DIR (node_exporter's
+    /// --collector.textfile.directory).
+    pub dir: PathBuf,
+}
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// The HTML file to write.
+    #[arg(short, long, default_value = "rccl_telemetry_report.html")]
+    pub output: PathBuf,
+    /// Most devices drawn in the per-device charts.
+    #[arg(long, default_value_t = 512)]
+    pub max_devices: usize,
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct GenerateArgs {
+    #[arg(long, default_value_t = 16)]
+    pub ranks: usize,
+    #[arg(long, default_value_t = 8)]
+    pub ranks_per_host: usize,
+    #[arg(long, default_value_t = 8)]
+    pub devices_per_rank: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Anomalies to plant, comma separated, or "all": cnp, tail, skew, cq_errors,
+    /// unavailable, untracked, slot_miss, pfc, drops, retransmit, out_of_sequence,
+    /// samples_dropped, snapshot.
+    #[arg(long, value_delimiter = ',')]
+    pub plant: Vec<String>,
+    #[arg(long, default_value = "mlx5")]
+    pub hw_type: String,
+    /// RCCL_TELEMETRY_LATENCY_SAMPLE in effect (a power of two; 1 = every WQE).
+    #[arg(long, default_value_t = 1)]
+    pub latency_sample: u64,
+    #[arg(long, default_value_t = 5)]
+    pub buckets: usize,
+    #[arg(long, default_value_t = 30_000)]
+    pub interval_ns: u64,
+    /// hw_samples per rank (0: the sampler did not run).
+    #[arg(long, default_value_t = 0)]
+    pub samples: usize,
+    /// Format version 3 with peers: every rank has its own NIC and QPs to every rank of
+    /// the other hosts, each QP naming its peer. Plants are then: slow_nic, slow_link,
+    /// slow_host, missing_peer, ambiguous_peer, lid_only, stall, recovered_stall; or one
+    /// hang (format version 4, rail-shaped: a rank's peers are its NIC's peers on the hosts
+    /// one and two away): frozen_rank, stopped_posting, dead_link, two_hangs,
+    /// recovered_hang, idle.
+    #[arg(long)]
+    pub peers: bool,
+    /// With --peers: QPs per connected pair of ranks.
+    #[arg(long, default_value_t = 2)]
+    pub qps_per_peer: usize,
+    pub dir: PathBuf,
 }

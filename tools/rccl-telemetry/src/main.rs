@@ -1,463 +1,416 @@
-//! The `rccl-telemetry` command line.
+//! The `rccl-telemetry` command line: `main` parses it and turns what `run` returns into the
+//! exit code (the one place that decides it); `run` hands each subcommand to its function,
+//! which reads the inputs, calls the library's module and prints.
 
 mod cli;
 
 use clap::Parser;
-use cli::{Cli, Cmd, Format};
+use cli::{
+    CheckArgs, Cli, Cmd, ExportArgs, Format, GenerateArgs, LinksArgs, OutliersArgs, PromGcArgs,
+    ReportArgs, StallsArgs, SummaryArgs,
+};
 use rccl_telemetry_tool::{
-    check, export, generate, layout, links, load, outliers, promgc, report, stalls, summary,
-    waitfor,
+    check, export, generate, layout, links, load, outliers, parquet_export, promgc, report, stalls,
+    summary, waitfor,
 };
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-fn fail(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("rccl-telemetry: {msg}");
-    ExitCode::from(2)
+/// How a command that ran ended.
+enum Done {
+    /// Exit 0: nothing to report, or the work is done.
+    Clean,
+    /// Exit 1: the command found what it looks for (violations, outliers, stalled QPs), or
+    /// could not remove a file.
+    Found,
 }
 
-/// Loads the inputs; None (after saying why) when nothing could be read.
-fn load(inputs: &[PathBuf]) -> Option<load::Run> {
+/// Why a command could not run (exit 2): the message to print, or None when it is said.
+struct Failed(Option<String>);
+
+type Outcome = Result<Done, Failed>;
+
+fn fail(msg: impl std::fmt::Display) -> Failed {
+    Failed(Some(msg.to_string()))
+}
+
+/// `Found` when `found`, else `Clean`.
+fn found_if(found: bool) -> Done {
+    if found {
+        Done::Found
+    } else {
+        Done::Clean
+    }
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(Done::Clean) => ExitCode::SUCCESS,
+        Ok(Done::Found) => ExitCode::from(1),
+        Err(Failed(msg)) => {
+            if let Some(msg) = msg {
+                eprintln!("rccl-telemetry: {msg}");
+            }
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Outcome {
+    match cli.cmd {
+        Cmd::Summary(a) => summary(a),
+        Cmd::Check(a) => check(a),
+        Cmd::Outliers(a) => outliers(a),
+        Cmd::Links(a) => links(a),
+        Cmd::Stalls(a) => stalls(a),
+        Cmd::Export(a) => export(a),
+        Cmd::PromGc(a) => prom_gc(a),
+        Cmd::Report(a) => report(a),
+        Cmd::Generate(a) => generate(a),
+    }
+}
+
+/// Loads the inputs; fails (after saying why) when nothing could be read.
+fn load(inputs: &[PathBuf]) -> Result<load::Run, Failed> {
     let run = load::load_run(inputs);
     load::report_bad(&run.bad, run.found);
     if run.files.is_empty() {
         eprintln!("rccl-telemetry: no readable rccl_telemetry_*.json file in the inputs");
-        return None;
+        return Err(Failed(None));
     }
-    Some(run)
+    Ok(run)
 }
 
-fn print(s: &str) -> ExitCode {
+fn print(s: &str) {
     let mut out = std::io::stdout().lock();
     // A closed pipe (| head) is not an error worth a message.
     let _ = out.write_all(s.as_bytes()).and_then(|_| out.flush());
-    ExitCode::SUCCESS
 }
 
-fn to_json<T: serde::Serialize>(v: &T) -> Result<String, ExitCode> {
-    serde_json::to_string_pretty(v)
-        .map(|mut s| {
-            s.push('\n');
-            s
-        })
-        .map_err(|e| fail(format!("cannot serialise: {e}")))
+fn print_json<T: serde::Serialize>(v: &T) -> Result<(), Failed> {
+    let mut s =
+        serde_json::to_string_pretty(v).map_err(|e| fail(format!("cannot serialise: {e}")))?;
+    s.push('\n');
+    print(&s);
+    Ok(())
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.cmd {
-        Cmd::Summary {
-            json,
-            all,
-            linear,
-            all_devices,
-            wide,
-            inputs,
-        } => {
-            let Some(run) = load(&inputs) else {
-                return ExitCode::from(2);
-            };
-            let s = summary::summarize(&run, all_devices);
-            if json {
-                match to_json(&s) {
-                    Ok(t) => print(&t),
-                    Err(c) => c,
-                }
-            } else {
-                let o = summary::TextOptions {
-                    layout: layout::Layout::from_flag(wide),
-                    all,
-                    linear,
-                };
-                let mut text = summary::render_with(&s, &o);
-                if let Some(line) = stalls::one_line(&stalls::find(&run, &[])) {
-                    text.push_str(&line);
-                    text.push('\n');
-                }
-                print(&text)
-            }
+fn summary(a: SummaryArgs) -> Outcome {
+    let run = load(&a.inputs)?;
+    let s = summary::summarize(&run, a.all_devices);
+    if a.json {
+        print_json(&s)?;
+        return Ok(Done::Clean);
+    }
+    let o = summary::TextOptions {
+        layout: layout::Layout::from_flag(a.wide),
+        all: a.all,
+        linear: a.linear,
+    };
+    let mut text = summary::render_with(&s, &o);
+    if let Some(line) = stalls::one_line(&stalls::find(&run, &[])) {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    print(&text);
+    Ok(Done::Clean)
+}
+
+fn check(a: CheckArgs) -> Outcome {
+    let report = check::check_inputs(&a.inputs).map_err(fail)?;
+    if a.json {
+        print_json(&report)?;
+    } else {
+        print(&check::text::render(
+            &report,
+            a.all,
+            layout::Layout::from_flag(a.wide),
+        ));
+    }
+    if !report.intree_format_limitations.is_empty() {
+        eprintln!(
+            "rccl-telemetry: {} in-tree (intree-1.0) files were checked against that format's own rules; what it cannot express:",
+            report.files_intree
+        );
+        for l in &report.intree_format_limitations {
+            eprintln!("  - {l}");
         }
-        Cmd::Check {
-            json,
-            all,
-            wide,
-            inputs,
-        } => {
-            let report = match check::check_inputs(&inputs) {
-                Ok(r) => r,
-                Err(e) => return fail(e),
-            };
-            if json {
-                if let Err(c) = to_json(&report).map(|t| print(&t)) {
-                    return c;
-                }
-            } else {
-                print(&rccl_telemetry_tool::check::text::render(
-                    &report,
-                    all,
-                    layout::Layout::from_flag(wide),
-                ));
-            }
-            if !report.intree_format_limitations.is_empty() {
-                eprintln!(
-                    "rccl-telemetry: {} in-tree (intree-1.0) files were checked against that format's own rules; what it cannot express:",
-                    report.files_intree
-                );
-                for l in &report.intree_format_limitations {
-                    eprintln!("  - {l}");
-                }
-            }
-            eprintln!(
-                "rccl-telemetry: checked {} files: {} valid, {} with violations, {} unreadable; {} violations",
-                report.files,
-                report.files_valid,
-                report.files - report.files_valid - report.files_unreadable,
-                report.files_unreadable,
-                report.violations.len()
-            );
-            if report.files == 0 {
-                eprintln!("rccl-telemetry: no rccl_telemetry_*.json file in the inputs");
-                ExitCode::from(2)
-            } else if report.violations.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
+    }
+    eprintln!(
+        "rccl-telemetry: checked {} files: {} valid, {} with violations, {} unreadable; {} violations",
+        report.files,
+        report.files_valid,
+        report.files - report.files_valid - report.files_unreadable,
+        report.files_unreadable,
+        report.violations.len()
+    );
+    if report.files == 0 {
+        return Err(fail("no rccl_telemetry_*.json file in the inputs"));
+    }
+    Ok(found_if(!report.violations.is_empty()))
+}
+
+fn outliers(a: OutliersArgs) -> Outcome {
+    let run = load(&a.inputs)?;
+    let opt = outliers::Options {
+        threshold: a.threshold,
+        min_skew: a.min_skew,
+        min_ratio: a.min_ratio,
+        ..Default::default()
+    };
+    let r = outliers::find(&run, &opt);
+    // The root of a hang, if any: the line `stalls` and `summary` share (waitfor).
+    let hang = waitfor::analyse(&run);
+    if a.json {
+        print_json(&r)?;
+    } else {
+        let l = layout::Layout::from_flag(a.wide);
+        print(&outliers::render_with(
+            &r,
+            &outliers::OutlierText {
+                layout: l,
+                top: a.top,
+                all: a.all,
+            },
+        ));
+        if let Some(line) = waitfor::one_line(&hang) {
+            print(&format!("{}\n", l.wrap(&line)));
         }
-        Cmd::Outliers {
-            json,
-            threshold,
-            min_skew,
-            min_ratio,
-            top,
-            all,
-            wide,
-            inputs,
-        } => {
-            let Some(run) = load(&inputs) else {
-                return ExitCode::from(2);
-            };
-            let opt = outliers::Options {
-                threshold,
-                min_skew,
-                min_ratio,
-                ..Default::default()
-            };
-            let r = outliers::find(&run, &opt);
-            // The root of a hang, if any: the line `stalls` and `summary` share (waitfor).
-            let hang = waitfor::analyse(&run);
-            if json {
-                if let Err(c) = to_json(&r).map(|t| print(&t)) {
-                    return c;
-                }
-            } else {
-                print(&outliers::render_with(
-                    &r,
-                    &outliers::OutlierText {
-                        layout: layout::Layout::from_flag(wide),
-                        top,
-                        all,
-                    },
-                ));
-                if let Some(l) = waitfor::one_line(&hang) {
-                    print(&format!("{}\n", layout::Layout::from_flag(wide).wrap(&l)));
-                }
-            }
-            if r.findings.is_empty() && hang.roots.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
+    }
+    Ok(found_if(!r.findings.is_empty() || !hang.roots.is_empty()))
+}
+
+fn links(a: LinksArgs) -> Outcome {
+    let run = load(&a.inputs)?;
+    let r = links::join(&run);
+    if a.json {
+        print_json(&r)?;
+    } else {
+        print(&links::render_text(
+            &r,
+            a.top,
+            layout::Layout::from_flag(a.wide),
+        ));
+    }
+    Ok(Done::Clean)
+}
+
+fn stalls(a: StallsArgs) -> Outcome {
+    let proms = stalls::prom_inputs(&a.inputs);
+    let run = if stalls::only_prom(&a.inputs) {
+        load::Run::default()
+    } else {
+        match load(&a.inputs) {
+            Ok(r) => r,
+            Err(_) if !proms.is_empty() => load::Run::default(),
+            Err(e) => return Err(e),
         }
-        Cmd::Links {
-            json,
-            top,
-            wide,
-            inputs,
-        } => {
-            let Some(run) = load(&inputs) else {
-                return ExitCode::from(2);
-            };
-            let r = links::join(&run);
-            if json {
-                match to_json(&r) {
-                    Ok(t) => print(&t),
-                    Err(c) => c,
-                }
-            } else {
-                print(&links::render_text(
-                    &r,
-                    top,
-                    layout::Layout::from_flag(wide),
-                ))
+    };
+    let r = stalls::find(&run, &proms);
+    if a.json {
+        print_json(&r)?;
+    } else {
+        print(&stalls::render_text(
+            &r,
+            a.top,
+            layout::Layout::from_flag(a.wide),
+        ));
+    }
+    Ok(found_if(r.found()))
+}
+
+fn export(a: ExportArgs) -> Outcome {
+    if matches!(a.format, Format::Parquet) {
+        return export_parquet(a);
+    }
+    if !a.partition.is_empty() || a.job.is_some() {
+        return Err(fail("--partition and --job apply to --format parquet only"));
+    }
+    let run = load(&a.inputs)?;
+    let mut sink: Box<dyn Write> = match &a.output {
+        Some(p) => match std::fs::File::create(p) {
+            Ok(f) => Box::new(std::io::BufWriter::new(f)),
+            Err(e) => return Err(fail(format!("cannot create {}: {e}", p.display()))),
+        },
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let r = match a.format {
+        Format::Prometheus if a.links => sink
+            .write_all(export::prometheus_links(&run).as_bytes())
+            .map_err(|e| e.to_string()),
+        Format::Csv if a.links => export::write_link_rows(&run, false, &mut sink),
+        Format::Ndjson if a.links => export::write_link_rows(&run, true, &mut sink),
+        Format::Prometheus => {
+            let (text, dups) =
+                export::prometheus_at(&run, a.level.unwrap_or(export::Level::Channel));
+            if dups > 0 {
+                eprintln!("rccl-telemetry: {dups} files repeat the host and pid of an earlier file; only the first of each is exported");
             }
+            sink.write_all(text.as_bytes()).map_err(|e| e.to_string())
         }
-        Cmd::Stalls {
-            json,
-            top,
-            wide,
-            inputs,
-        } => {
-            let proms = stalls::prom_inputs(&inputs);
-            let run = if stalls::only_prom(&inputs) {
-                load::Run::default()
-            } else {
-                match load(&inputs) {
-                    Some(r) => r,
-                    None if !proms.is_empty() => load::Run::default(),
-                    None => return ExitCode::from(2),
-                }
-            };
-            let r = stalls::find(&run, &proms);
-            if json {
-                match to_json(&r) {
-                    Ok(t) => print(&t),
-                    Err(c) => return c,
-                };
-            } else {
-                print(&stalls::render_text(
-                    &r,
-                    top,
-                    layout::Layout::from_flag(wide),
-                ));
-            }
-            if r.found() {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            }
+        Format::Csv => {
+            export::write_tidy(&run, a.level.unwrap_or(export::Level::Qp), false, &mut sink)
         }
-        Cmd::Export {
-            format,
-            level,
-            output,
-            partition,
-            job,
-            links,
-            inputs,
-        } => {
-            if matches!(format, Format::Parquet) {
-                let Some(dir) = output else {
-                    return fail("--format parquet needs -o DIR (the directory the tables go to)");
-                };
-                let Some(run) = load(&inputs) else {
-                    return ExitCode::from(2);
-                };
-                if links {
-                    eprintln!("rccl-telemetry: --links is not needed for parquet (it always writes the links table)");
-                }
-                if level.is_some() {
-                    eprintln!(
-                        "rccl-telemetry: --level is ignored for parquet (every table is written)"
-                    );
-                }
-                let o = rccl_telemetry_tool::parquet_export::Options {
-                    dir,
-                    job,
-                    partition,
-                };
-                return match rccl_telemetry_tool::parquet_export::write(&run, &o) {
-                    Ok(w) => {
-                        let rows: Vec<String> =
-                            w.rows.iter().map(|(t, n)| format!("{t} {n}")).collect();
-                        eprintln!(
-                            "rccl-telemetry: wrote {} Parquet files to {} (rows: {})",
-                            w.files.len(),
-                            o.dir.display(),
-                            rows.join(", ")
-                        );
-                        ExitCode::SUCCESS
-                    }
-                    Err(e) => fail(format!("export failed: {e}")),
-                };
-            }
-            if !partition.is_empty() || job.is_some() {
-                return fail("--partition and --job apply to --format parquet only");
-            }
-            let Some(run) = load(&inputs) else {
-                return ExitCode::from(2);
-            };
-            let mut sink: Box<dyn Write> = match &output {
-                Some(p) => match std::fs::File::create(p) {
-                    Ok(f) => Box::new(std::io::BufWriter::new(f)),
-                    Err(e) => return fail(format!("cannot create {}: {e}", p.display())),
-                },
-                None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
-            };
-            let r = match format {
-                Format::Prometheus if links => sink
-                    .write_all(export::prometheus_links(&run).as_bytes())
-                    .map_err(|e| e.to_string()),
-                Format::Csv if links => export::write_link_rows(&run, false, &mut sink),
-                Format::Ndjson if links => export::write_link_rows(&run, true, &mut sink),
-                Format::Prometheus => {
-                    let (text, dups) =
-                        export::prometheus_at(&run, level.unwrap_or(export::Level::Channel));
-                    if dups > 0 {
-                        eprintln!("rccl-telemetry: {dups} files repeat the host and pid of an earlier file; only the first of each is exported");
-                    }
-                    sink.write_all(text.as_bytes()).map_err(|e| e.to_string())
-                }
-                Format::Csv => {
-                    export::write_tidy(&run, level.unwrap_or(export::Level::Qp), false, &mut sink)
-                }
-                Format::Ndjson => {
-                    export::write_tidy(&run, level.unwrap_or(export::Level::Qp), true, &mut sink)
-                }
-                Format::Parquet => unreachable!("dispatched above"),
-            };
-            match r.and_then(|_| sink.flush().map_err(|e| e.to_string())) {
-                Ok(()) => ExitCode::SUCCESS,
-                // Writing to a closed pipe: stop quietly.
-                Err(e) if output.is_none() && e.contains("Broken pipe") => ExitCode::SUCCESS,
-                Err(e) => fail(format!("export failed: {e}")),
-            }
+        Format::Ndjson => {
+            export::write_tidy(&run, a.level.unwrap_or(export::Level::Qp), true, &mut sink)
         }
-        Cmd::PromGc {
-            max_age,
-            dry_run,
-            dir,
-        } => {
-            let stale = match promgc::find(
-                &dir,
-                std::time::Duration::from_secs(max_age),
-                &promgc::this_host(),
-                std::time::SystemTime::now(),
-            ) {
-                Ok(s) => s,
-                Err(e) => return fail(e),
-            };
-            let mut failed = false;
-            for s in &stale {
-                if dry_run {
-                    println!("would remove {} ({})", s.path.display(), s.why);
-                } else {
-                    match std::fs::remove_file(&s.path) {
-                        Ok(()) => println!("removed {} ({})", s.path.display(), s.why),
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => {
-                            eprintln!("rccl-telemetry: cannot remove {}: {e}", s.path.display());
-                            failed = true;
-                        }
-                    }
-                }
-            }
-            if failed {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            }
+        Format::Parquet => unreachable!("dispatched above"),
+    };
+    match r.and_then(|_| sink.flush().map_err(|e| e.to_string())) {
+        Ok(()) => Ok(Done::Clean),
+        // Writing to a closed pipe: stop quietly.
+        Err(e) if a.output.is_none() && e.contains("Broken pipe") => Ok(Done::Clean),
+        Err(e) => Err(fail(format!("export failed: {e}"))),
+    }
+}
+
+fn export_parquet(a: ExportArgs) -> Outcome {
+    let Some(dir) = a.output else {
+        return Err(fail(
+            "--format parquet needs -o DIR (the directory the tables go to)",
+        ));
+    };
+    let run = load(&a.inputs)?;
+    if a.links {
+        eprintln!(
+            "rccl-telemetry: --links is not needed for parquet (it always writes the links table)"
+        );
+    }
+    if a.level.is_some() {
+        eprintln!("rccl-telemetry: --level is ignored for parquet (every table is written)");
+    }
+    let o = parquet_export::Options {
+        dir,
+        job: a.job,
+        partition: a.partition,
+    };
+    let w = parquet_export::write(&run, &o).map_err(|e| fail(format!("export failed: {e}")))?;
+    let rows: Vec<String> = w.rows.iter().map(|(t, n)| format!("{t} {n}")).collect();
+    eprintln!(
+        "rccl-telemetry: wrote {} Parquet files to {} (rows: {})",
+        w.files.len(),
+        o.dir.display(),
+        rows.join(", ")
+    );
+    Ok(Done::Clean)
+}
+
+fn prom_gc(a: PromGcArgs) -> Outcome {
+    let stale = promgc::find(
+        &a.dir,
+        std::time::Duration::from_secs(a.max_age),
+        &promgc::this_host(),
+        std::time::SystemTime::now(),
+    )
+    .map_err(fail)?;
+    let mut failed = false;
+    for s in &stale {
+        if a.dry_run {
+            println!("would remove {} ({})", s.path.display(), s.why);
+            continue;
         }
-        Cmd::Report {
-            output,
-            max_devices,
-            inputs,
-        } => {
-            let Some(run) = load(&inputs) else {
-                return ExitCode::from(2);
-            };
-            let s = summary::summarize(&run, false);
-            let o = outliers::find(&run, &outliers::Options::default());
-            let html = report::render(&run, &s, &o, max_devices.max(1));
-            match std::fs::write(&output, html) {
-                Ok(()) => {
-                    eprintln!(
-                        "rccl-telemetry: wrote {} ({} files, {} findings)",
-                        output.display(),
-                        s.files,
-                        o.findings.len()
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(format!("cannot write {}: {e}", output.display())),
-            }
-        }
-        Cmd::Generate {
-            ranks,
-            ranks_per_host,
-            devices_per_rank,
-            seed,
-            plant,
-            hw_type,
-            latency_sample,
-            buckets,
-            interval_ns,
-            samples,
-            peers,
-            qps_per_peer,
-            dir,
-        } => {
-            let plants: Vec<String> = if peers && plant.iter().any(|p| p == "all") {
-                // Every fabric plant but the ones that change what the others look like.
-                [
-                    "slow_nic",
-                    "slow_link",
-                    "slow_host",
-                    "missing_peer",
-                    "ambiguous_peer",
-                    "lid_only",
-                    "recovered_stall",
-                ]
-                .iter()
-                .map(|p| p.to_string())
-                .collect()
-            } else if plant.iter().any(|p| p == "all") {
-                generate::PLANTS
-                    .iter()
-                    .filter(|p| samples > 0 || **p != "samples_dropped")
-                    .map(|p| p.to_string())
-                    .collect()
-            } else {
-                plant.into_iter().filter(|p| !p.is_empty()).collect()
-            };
-            if !latency_sample.is_power_of_two() {
-                return fail(format!(
-                    "--latency-sample {latency_sample} is not a power of two"
-                ));
-            }
-            let o = generate::GenOptions {
-                ranks,
-                ranks_per_host,
-                seed,
-                plants,
-                hw_type,
-                latency_sample,
-                buckets,
-                interval_ns,
-                samples,
-                devices_per_rank,
-            };
-            let r = if peers {
-                generate::generate_fabric(&dir, &o, qps_per_peer.max(1))
-            } else {
-                generate::generate(&dir, &o)
-            };
-            match r {
-                Ok(planted) => {
-                    for p in &planted {
-                        eprintln!(
-                            "planted {:<16} {}:{} dev {}{}{}",
-                            p.kind,
-                            p.host,
-                            p.pid,
-                            p.device_id,
-                            p.peer
-                                .as_ref()
-                                .map_or(String::new(), |c| format!(" <-> {c}")),
-                            p.counter
-                                .as_ref()
-                                .map_or(String::new(), |c| format!(" ({c})"))
-                        );
-                    }
-                    eprintln!(
-                        "rccl-telemetry: wrote {ranks} rank files and planted.json to {}",
-                        dir.display()
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(e),
+        match std::fs::remove_file(&s.path) {
+            Ok(()) => println!("removed {} ({})", s.path.display(), s.why),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                eprintln!("rccl-telemetry: cannot remove {}: {e}", s.path.display());
+                failed = true;
             }
         }
     }
+    Ok(found_if(failed))
+}
+
+fn report(a: ReportArgs) -> Outcome {
+    let run = load(&a.inputs)?;
+    let s = summary::summarize(&run, false);
+    let o = outliers::find(&run, &outliers::Options::default());
+    let html = report::render(&run, &s, &o, a.max_devices.max(1));
+    std::fs::write(&a.output, html)
+        .map_err(|e| fail(format!("cannot write {}: {e}", a.output.display())))?;
+    eprintln!(
+        "rccl-telemetry: wrote {} ({} files, {} findings)",
+        a.output.display(),
+        s.files,
+        o.findings.len()
+    );
+    Ok(Done::Clean)
+}
+
+/// The plants `--plant` names ("all": every plant of the kind of run).
+fn plants(a: &GenerateArgs) -> Vec<String> {
+    let all = a.plant.iter().any(|p| p == "all");
+    if a.peers && all {
+        // Every fabric plant but the ones that change what the others look like.
+        [
+            "slow_nic",
+            "slow_link",
+            "slow_host",
+            "missing_peer",
+            "ambiguous_peer",
+            "lid_only",
+            "recovered_stall",
+        ]
+        .iter()
+        .map(|p| p.to_string())
+        .collect()
+    } else if all {
+        generate::PLANTS
+            .iter()
+            .filter(|p| a.samples > 0 || **p != "samples_dropped")
+            .map(|p| p.to_string())
+            .collect()
+    } else {
+        a.plant.iter().filter(|p| !p.is_empty()).cloned().collect()
+    }
+}
+
+fn generate(a: GenerateArgs) -> Outcome {
+    let plants = plants(&a);
+    if !a.latency_sample.is_power_of_two() {
+        return Err(fail(format!(
+            "--latency-sample {} is not a power of two",
+            a.latency_sample
+        )));
+    }
+    let o = generate::GenOptions {
+        ranks: a.ranks,
+        ranks_per_host: a.ranks_per_host,
+        seed: a.seed,
+        plants,
+        hw_type: a.hw_type,
+        latency_sample: a.latency_sample,
+        buckets: a.buckets,
+        interval_ns: a.interval_ns,
+        samples: a.samples,
+        devices_per_rank: a.devices_per_rank,
+    };
+    let planted = if a.peers {
+        generate::generate_fabric(&a.dir, &o, a.qps_per_peer.max(1))
+    } else {
+        generate::generate(&a.dir, &o)
+    }
+    .map_err(fail)?;
+    for p in &planted {
+        eprintln!(
+            "planted {:<16} {}:{} dev {}{}{}",
+            p.kind,
+            p.host,
+            p.pid,
+            p.device_id,
+            p.peer
+                .as_ref()
+                .map_or(String::new(), |c| format!(" <-> {c}")),
+            p.counter
+                .as_ref()
+                .map_or(String::new(), |c| format!(" ({c})"))
+        );
+    }
+    eprintln!(
+        "rccl-telemetry: wrote {} rank files and planted.json to {}",
+        a.ranks,
+        a.dir.display()
+    );
+    Ok(Done::Clean)
 }

@@ -6,19 +6,29 @@
 //! (x - median) / (1.4826 * MAD) passes `threshold` AND it differs from the median by a
 //! practically meaningful ratio, so a run whose ranks agree to the byte does not report noise.
 //!
-//! The fabric classifier (slow NIC, link or host from the joined links) is in
-//! `outliers::fabric`, the folding and printing of the findings in `outliers::text`.
+//! Each rule is a detector, one file each (as a metrics exporter has one file per collector):
+//! a function from the run's [`Input`] to its findings, listed in [`DETECTORS`]. A finding's
+//! kind is a [`Kind`]. The fabric classifier (slow NIC, link or host from the joined links) is
+//! `fabric`, the folding and printing of the findings `text`.
 
+mod availability;
+mod cq_errors;
 pub mod fabric;
+mod hw_counter;
+mod latency_tail;
+mod samples_dropped;
+mod skew;
+mod slot_miss;
+mod snapshot;
 pub mod text;
+mod untracked;
 
-use crate::hwclass::{classify, Category};
+use crate::hwclass::Category;
 use crate::load::Run;
-use crate::model::{Device, HwValue, TelemetryFile};
-use crate::stats::{fmt_bytes, fmt_count, fmt_ns, Robust};
-use crate::summary::{rank_label, Latency};
+use crate::model::{Device, TelemetryFile};
+use crate::stats::{fmt_count, Robust};
+use crate::summary::rank_label;
 use serde::Serialize;
-use std::collections::BTreeMap;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -43,12 +53,64 @@ impl Default for Options {
     }
 }
 
+/// What kind of anomaly a finding is: one variant per thing a detector can say. Its name in
+/// the JSON (`--json`, `"kind"`) is [`Kind::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    TxByteSkew,
+    RxByteSkew,
+    LatencyTail,
+    HwCounter,
+    CqErrors,
+    UntrackedQps,
+    SlotMiss,
+    CounterUnavailable,
+    CounterAvailable,
+    Snapshot,
+    SamplesDropped,
+    SlowNic,
+    SlowLink,
+    SlowHost,
+}
+
+impl Kind {
+    /// The name in the JSON and in scripts: `"slow_link"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::TxByteSkew => "tx_byte_skew",
+            Kind::RxByteSkew => "rx_byte_skew",
+            Kind::LatencyTail => "latency_tail",
+            Kind::HwCounter => "hw_counter",
+            Kind::CqErrors => "cq_errors",
+            Kind::UntrackedQps => "untracked_qps",
+            Kind::SlotMiss => "slot_miss",
+            Kind::CounterUnavailable => "counter_unavailable",
+            Kind::CounterAvailable => "counter_available",
+            Kind::Snapshot => "snapshot",
+            Kind::SamplesDropped => "samples_dropped",
+            Kind::SlowNic => "slow_nic",
+            Kind::SlowLink => "slow_link",
+            Kind::SlowHost => "slow_host",
+        }
+    }
+
+    /// The name for people: "slow link".
+    pub fn label(self) -> String {
+        self.as_str().replace('_', " ")
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
-    /// What kind of anomaly: tx_byte_skew, rx_byte_skew, latency_tail, hw_counter,
-    /// cq_errors, untracked_qps, slot_miss, counter_unavailable, counter_available, snapshot,
-    /// samples_dropped.
-    pub kind: &'static str,
+    /// What kind of anomaly (serialised as its name: `"latency_tail"`).
+    pub kind: Kind,
     /// For hw counters, the counter's category (cnp, ecn, pfc, ...).
     pub category: Option<Category>,
     pub rank: String,
@@ -69,6 +131,10 @@ pub struct Finding {
     pub score: f64,
     /// The evidence, in one sentence.
     pub evidence: String,
+    /// Fabric findings: the NICs (host, device name) of the culprit, as the links' matrix
+    /// names them (one NIC, the two ends of a link, every NIC of a host); empty otherwise.
+    #[serde(skip)]
+    pub nics: Vec<(String, String)>,
 }
 
 #[derive(Debug, Serialize)]
@@ -80,14 +146,15 @@ pub struct OutlierReport {
     pub findings: Vec<Finding>,
 }
 
-struct Dev<'a> {
-    file: &'a TelemetryFile,
-    path: String,
-    dev: &'a Device,
+/// One used device of the run, with the file it is in.
+pub struct Dev<'a> {
+    pub file: &'a TelemetryFile,
+    pub path: String,
+    pub dev: &'a Device,
 }
 
 impl Dev<'_> {
-    fn finding(&self, kind: &'static str, metric: &str, value: f64) -> Finding {
+    fn finding(&self, kind: Kind, metric: &str, value: f64) -> Finding {
         Finding {
             device_id: Some(self.dev.device_id),
             roce_device: Some(self.dev.roce_device.clone()),
@@ -96,8 +163,39 @@ impl Dev<'_> {
     }
 }
 
+/// What every detector looks at: the run, its used devices, the options.
+pub struct Input<'a> {
+    pub run: &'a Run,
+    pub devs: Vec<Dev<'a>>,
+    pub opt: &'a Options,
+}
+
+impl Input<'_> {
+    /// Enough devices for a median and a MAD to mean something.
+    fn statistical(&self) -> bool {
+        self.devs.len() >= self.opt.min_population
+    }
+}
+
+/// A detector: one rule over the run, its findings in any order (`find` ranks them).
+pub type Detector = fn(&Input) -> Vec<Finding>;
+
+/// Every detector, in the order their findings are gathered (ties in the ranking keep it).
+pub const DETECTORS: [(&str, Detector); 10] = [
+    ("byte skew", skew::find),
+    ("latency tail", latency_tail::find),
+    ("hw counters", hw_counter::find),
+    ("counter availability", availability::find),
+    ("cq errors", cq_errors::find),
+    ("untracked qps", untracked::find),
+    ("slot misses", slot_miss::find),
+    ("snapshots", snapshot::find),
+    ("samples dropped", samples_dropped::find),
+    ("fabric", fabric::find),
+];
+
 /// A finding about a whole rank file rather than one of its devices.
-fn rank_finding(l: &crate::load::Loaded, kind: &'static str, metric: &str, value: f64) -> Finding {
+fn rank_finding(l: &crate::load::Loaded, kind: Kind, metric: &str, value: f64) -> Finding {
     new_finding(&l.file, l.path.display().to_string(), kind, metric, value)
 }
 
@@ -105,7 +203,7 @@ fn rank_finding(l: &crate::load::Loaded, kind: &'static str, metric: &str, value
 fn new_finding(
     file: &TelemetryFile,
     path: String,
-    kind: &'static str,
+    kind: Kind,
     metric: &str,
     value: f64,
 ) -> Finding {
@@ -126,6 +224,7 @@ fn new_finding(
         z: None,
         score: 0.0,
         evidence: String::new(),
+        nics: Vec::new(),
     }
 }
 
@@ -151,10 +250,9 @@ fn count(v: f64) -> String {
     fmt_count(v.max(0.0).round() as u64)
 }
 
-/// Finds the outliers of one run.
-pub fn find(run: &Run, opt: &Options) -> OutlierReport {
-    let devs: Vec<Dev> = run
-        .files
+/// The used devices of a run, file by file.
+fn used_devices(run: &Run) -> Vec<Dev<'_>> {
+    run.files
         .iter()
         .flat_map(|l| {
             let path = l.path.display().to_string();
@@ -168,375 +266,35 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
                     dev: d,
                 })
         })
-        .collect();
-    let mut out: Vec<Finding> = Vec::new();
-    let statistical = devs.len() >= opt.min_population;
+        .collect()
+}
 
-    // Byte skew, both directions.
-    if statistical {
-        for (metric, kind, get) in [
-            (
-                "tx_bytes",
-                "tx_byte_skew",
-                (|d: &Device| d.tx_bytes) as fn(&Device) -> u64,
-            ),
-            ("rx_bytes", "rx_byte_skew", |d: &Device| d.rx_bytes),
-        ] {
-            let vals: Vec<f64> = devs.iter().map(|d| get(d.dev) as f64).collect();
-            let Some(r) = Robust::of(&vals, 1.0) else {
-                continue;
-            };
-            for (d, &x) in devs.iter().zip(&vals) {
-                let z = r.z(x);
-                let rel = if r.median > 0.0 {
-                    (x / r.median - 1.0).abs()
-                } else {
-                    f64::INFINITY
-                };
-                if z.abs() >= opt.threshold && rel >= opt.min_skew {
-                    let mut f = with_stats(d.finding(kind, metric, x), &r, z);
-                    f.evidence = format!(
-                        "{metric} {} {} (MAD {}, robust z {:+.1}) over {} devices",
-                        fmt_bytes(x),
-                        vs_median(x, r.median, fmt_bytes),
-                        fmt_bytes(r.mad),
-                        z,
-                        r.n
-                    );
-                    out.push(f);
-                }
-            }
-        }
-    }
-
-    // Heavy latency tail: p99 estimated from each device's histogram: the log-scale one
-    // (version-2 files) when every device has it, else the linear one.
-    let use_log = !devs.is_empty() && devs.iter().all(|d| d.dev.log_histogram().is_some());
-    let lat: Vec<(usize, Latency)> = devs
+/// Finds the outliers of one run: every detector's findings, strongest first.
+///
+/// A device that is an end of a slow link, or one NIC of a slow host, is not also reported
+/// for its device-wide latency tail: the link (host) explains it.
+pub fn find(run: &Run, opt: &Options) -> OutlierReport {
+    let input = Input {
+        run,
+        devs: used_devices(run),
+        opt,
+    };
+    let mut out: Vec<Finding> = DETECTORS.iter().flat_map(|(_, d)| d(&input)).collect();
+    let explained: Vec<(String, String)> = out
         .iter()
-        .enumerate()
-        .filter_map(|(i, d)| {
-            let (mn, mx) = d.dev.latency_min_max();
-            let l = match d.dev.log_histogram().filter(|_| use_log) {
-                Some(h) => Latency::of_log(&h, mn, mx),
-                None => Latency::of(&d.dev.histogram(), d.file.histogram_interval_ns, mn, mx),
-            };
-            (l.samples > 0 && l.get(0.99).is_some()).then_some((i, l))
-        })
+        .filter(|f| matches!(f.kind, Kind::SlowLink | Kind::SlowHost))
+        .flat_map(|f| f.nics.iter().cloned())
         .collect();
-    if lat.len() >= opt.min_population {
-        let vals: Vec<f64> = lat
-            .iter()
-            .map(|(_, l)| l.get(0.99).map_or(0.0, |p| p.estimate_ns))
-            .collect();
-        let width = devs.first().map_or(1, |d| d.file.histogram_interval_ns) as f64;
-        // The floor is the resolution of the figures: a quarter bucket, or 1/8 of the median.
-        let floor = if use_log {
-            crate::stats::median(&vals).unwrap_or(0.0) / 8.0
-        } else {
-            width / 4.0
-        };
-        if let Some(r) = Robust::of(&vals, floor) {
-            for ((i, l), &x) in lat.iter().zip(&vals) {
-                let z = r.z(x);
-                if z >= opt.threshold && x >= opt.min_ratio * r.median {
-                    let d = &devs[*i];
-                    let p = l.get(0.99);
-                    let hist = d.dev.histogram();
-                    let total: u64 = crate::stats::hist_total(&hist);
-                    let top = hist.last().copied().unwrap_or(0);
-                    let mut f =
-                        with_stats(d.finding("latency_tail", "p99_completion_ns", x), &r, z);
-                    if use_log {
-                        f.evidence = format!(
-                            "p99 completion latency {}{} vs run median {} (robust z {:+.1}), from the log-scale histogram (within {:.1}%) of {} sampled completions, max {}",
-                            if p.is_some_and(|p| p.open_bucket) { ">=" } else { "~" },
-                            fmt_ns(p.filter(|p| p.open_bucket).map_or(x, |p| p.lower_ns)),
-                            fmt_ns(r.median),
-                            z,
-                            100.0 * p.and_then(|p| p.relative_error).unwrap_or(0.125),
-                            fmt_count(l.samples),
-                            l.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
-                        );
-                        out.push(f);
-                        continue;
-                    }
-                    f.evidence = format!(
-                        "p99 completion latency {}{} vs run median {} (robust z {:+.1}); {:.1}% of {} sampled completions in the open top bucket (>= {}), max {}",
-                        if p.is_some_and(|p| p.open_bucket) { ">=" } else { "~" },
-                        fmt_ns(p.filter(|p| p.open_bucket).map_or(x, |p| p.lower_ns)),
-                        fmt_ns(r.median),
-                        z,
-                        if total > 0 { 100.0 * top as f64 / total as f64 } else { 0.0 },
-                        fmt_count(total),
-                        fmt_ns((hist.len().max(1) - 1) as f64 * d.file.histogram_interval_ns as f64),
-                        l.max_ns.map_or("-".into(), |m| fmt_ns(m as f64)),
-                    );
-                    out.push(f);
-                }
-            }
-        }
-    }
-
-    // Problem hardware counters, one population per counter name.
-    let mut names: BTreeMap<&str, ()> = BTreeMap::new();
-    for d in &devs {
-        for k in d.dev.hw_counters.keys() {
-            names.insert(k, ());
-        }
-    }
-    for name in names.keys() {
-        let cat = classify(name);
-        if !cat.is_problem() {
-            continue;
-        }
-        let have: Vec<(&Dev, f64, &HwValue)> = devs
-            .iter()
-            .filter_map(|d| {
-                let v = d.dev.hw_counters.get(*name)?;
-                v.total().map(|t| (d, t as f64, v))
-            })
-            .collect();
-        if have.len() < opt.min_population {
-            continue;
-        }
-        let vals: Vec<f64> = have.iter().map(|(_, x, _)| *x).collect();
-        let Some(r) = Robust::of(&vals, 1.0) else {
-            continue;
-        };
-        for (d, x, v) in &have {
-            let z = r.z(*x);
-            if z >= opt.threshold && *x >= opt.min_ratio * r.median && *x > 0.0 {
-                let mut f = with_stats(d.finding("hw_counter", name, *x), &r, z);
-                f.category = Some(cat);
-                let prio = match v {
-                    HwValue::PerPrio(a) => {
-                        let nz: Vec<String> = a
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, v)| **v > 0)
-                            .map(|(i, v)| format!("prio{i}={}", fmt_count(*v as u64)))
-                            .collect();
-                        format!(" [{}]", nz.join(" "))
-                    }
-                    _ => String::new(),
-                };
-                let moved = d
-                    .dev
-                    .hw("delta_tx_bytes")
-                    .unwrap_or(0)
-                    .saturating_add(d.dev.hw("delta_rx_bytes").unwrap_or(0));
-                let per_gib = if moved > 0 {
-                    format!(
-                        "; {:.1} per GiB moved",
-                        *x / (moved as f64 / (1u64 << 30) as f64)
-                    )
-                } else {
-                    String::new()
-                };
-                f.evidence = format!(
-                    "{} counter {name} = {}{prio} {} (MAD {:.0}, robust z {:+.1}) over {} devices{per_gib}",
-                    cat.label(),
-                    fmt_count(*x as u64),
-                    vs_median(*x, r.median, count),
-                    r.mad,
-                    z,
-                    r.n
-                );
-                out.push(f);
-            }
-        }
-    }
-
-    // Counters that read -1 on some devices of a hw_type but not on others: flag the minority.
-    let mut by_type: BTreeMap<&str, Vec<&Dev>> = BTreeMap::new();
-    for d in &devs {
-        by_type.entry(d.dev.hw_type.as_str()).or_default().push(d);
-    }
-    for (hw_type, group) in &by_type {
-        let mut names: BTreeMap<&str, (Vec<&Dev>, Vec<&Dev>)> = BTreeMap::new();
-        for d in group {
-            for (k, v) in &d.dev.hw_counters {
-                let e = names.entry(k).or_default();
-                if v.total().is_some() {
-                    e.0.push(d)
-                } else {
-                    e.1.push(d)
-                }
-            }
-        }
-        for (name, (avail, unavail)) in names {
-            if avail.is_empty() || unavail.is_empty() {
-                continue;
-            }
-            let n = avail.len() + unavail.len();
-            let (minority, kind, what) = if unavail.len() <= avail.len() {
-                (&unavail, "counter_unavailable", format!("reads -1 (not available) here but is available on {} of {n} {hw_type} devices", avail.len()))
-            } else {
-                (
-                    &avail,
-                    "counter_available",
-                    format!(
-                        "is available here but reads -1 on {} of {n} {hw_type} devices",
-                        unavail.len()
-                    ),
-                )
-            };
-            for d in minority {
-                let v = d
-                    .dev
-                    .hw_counters
-                    .get(name)
-                    .and_then(HwValue::total)
-                    .unwrap_or(-1);
-                let mut f = d.finding(kind, name, v as f64);
-                f.category = Some(classify(name));
-                f.population = n;
-                // Rarer is more surprising: the score grows as the minority shrinks.
-                f.score = opt.threshold + (1.0 - minority.len() as f64 / n as f64);
-                f.evidence = format!("hw counter {name} {what}");
-                out.push(f);
-            }
-        }
-    }
-
-    // CQ errors and untracked QPs: any is worth a line; the score says how unusual.
-    for (kind, metric, get) in [
-        (
-            "cq_errors",
-            "num_cq_errors",
-            (|d: &Device| d.num_cq_errors) as fn(&Device) -> u64,
-        ),
-        ("untracked_qps", "num_qp_untracked", |d: &Device| {
-            d.num_qp_untracked
-        }),
-    ] {
-        let vals: Vec<f64> = devs.iter().map(|d| get(d.dev) as f64).collect();
-        let r = Robust::of(&vals, 1.0);
-        for (d, &x) in devs.iter().zip(&vals) {
-            if x <= 0.0 {
-                continue;
-            }
-            let mut f = d.finding(kind, metric, x);
-            if let Some(r) = &r {
-                let z = r.z(x);
-                f = with_stats(f, r, z);
-                f.score = z.max(opt.threshold + 2.0);
-            } else {
-                f.score = opt.threshold + 2.0;
-            }
-            let affected = vals.iter().filter(|v| **v > 0.0).count();
-            f.evidence = if kind == "cq_errors" {
-                format!(
-                    "{} completions drained with an error status ({} of {} devices have CQ errors)",
-                    fmt_count(x as u64),
-                    affected,
-                    devs.len()
-                )
-            } else {
-                format!(
-                    "{} QPs got no stats slot: their traffic is missing from every counter ({} of {} devices have untracked QPs)",
-                    fmt_count(x as u64),
-                    affected,
-                    devs.len()
-                )
-            };
-            out.push(f);
-        }
-    }
-
-    // Slot misses (a polling race, noisy by nature: the ratio rule keeps ordinary noise out).
-    if statistical {
-        let vals: Vec<f64> = devs
-            .iter()
-            .map(|d| d.dev.sum_channels(|c| c.counters.num_slot_miss) as f64)
-            .collect();
-        if let Some(r) = Robust::of(&vals, 1.0) {
-            for (d, &x) in devs.iter().zip(&vals) {
-                let z = r.z(x);
-                if z >= opt.threshold && x >= opt.min_ratio * r.median && x > 0.0 {
-                    let mut f = with_stats(d.finding("slot_miss", "num_slot_miss", x), &r, z);
-                    f.evidence = format!(
-                        "{} CTS FIFO slot misses {} (MAD {:.0}, robust z {:+.1}) over {} devices",
-                        fmt_count(x as u64),
-                        vs_median(x, r.median, count),
-                        r.mad,
-                        z,
-                        r.n
-                    );
-                    out.push(f);
-                }
-            }
-        }
-    }
-
-    // A snapshot among final files: its counters cover only part of the run, so it looks low.
-    let finals = run
-        .files
-        .iter()
-        .filter(|l| l.file.is_final.unwrap_or(true))
-        .count();
-    if finals > 0 {
-        for l in run
-            .files
-            .iter()
-            .filter(|l| !l.file.is_final.unwrap_or(true))
-        {
-            let mut f = rank_finding(l, "snapshot", "final", 0.0);
-            f.score = opt.threshold + 1.5;
-            f.population = run.files.len();
-            f.evidence = format!(
-                "this file is a snapshot of a live process (final=false, trigger {}, taken {}) while {} of {} files are final: its counters cover only part of the run",
-                l.file.trigger.as_deref().unwrap_or("unknown"),
-                l.file.end_time,
-                finals,
-                run.files.len()
-            );
-            out.push(f);
-        }
-    }
-
-    // The sampler's bounded buffer overflowed: the time series has gaps.
-    for l in &run.files {
-        if let Some(n) = l.file.hw_samples_dropped.filter(|n| *n > 0) {
-            let kept = l.file.hw_samples.as_ref().map_or(0, Vec::len);
-            let mut f = rank_finding(l, "samples_dropped", "hw_samples_dropped", n as f64);
-            f.score = opt.threshold;
-            f.evidence = format!(
-                "{} hw_samples dropped ({} kept): the time series has gaps",
-                fmt_count(n),
-                fmt_count(kept as u64)
-            );
-            out.push(f);
-        }
-    }
-
-    // Files with peers: name the slow NIC, link or host from the NIC-by-NIC matrix. A device
-    // that is an end of a slow link, or one NIC of a slow host, is not also reported for its
-    // device-wide latency tail: the link (host) explains it.
-    let links = crate::links::join(run);
-    if !links.links.is_empty() {
-        let culprits = classify_fabric(&links, opt);
-        let mut explained: Vec<(String, String)> = Vec::new();
-        for c in culprits.iter().filter(|c| c.kind != "slow_nic") {
-            explained.extend(
-                c.nics
-                    .iter()
-                    .map(|i| (links.nics[*i].host.clone(), links.nics[*i].device.clone())),
-            );
-        }
-        out.retain(|f| {
-            f.kind != "latency_tail"
-                || !explained
-                    .iter()
-                    .any(|(h, d)| *h == f.host && Some(d) == f.roce_device.as_ref())
-        });
-        out.extend(fabric_findings(run, &links, &culprits));
-    }
+    out.retain(|f| {
+        f.kind != Kind::LatencyTail
+            || !explained
+                .iter()
+                .any(|(h, d)| *h == f.host && Some(d) == f.roce_device.as_ref())
+    });
     out.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then_with(|| (a.kind, &a.rank, a.device_id).cmp(&(b.kind, &b.rank, b.device_id)))
+        b.score.total_cmp(&a.score).then_with(|| {
+            (a.kind.as_str(), &a.rank, a.device_id).cmp(&(b.kind.as_str(), &b.rank, b.device_id))
+        })
     });
     let mut flagged: Vec<&str> = out.iter().map(|f| f.rank.as_str()).collect();
     flagged.sort_unstable();
@@ -544,14 +302,11 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
     OutlierReport {
         threshold: opt.threshold,
         ranks: run.files.len(),
-        devices: devs.len(),
+        devices: input.devs.len(),
         ranks_flagged: flagged.len(),
         findings: out,
     }
 }
 
-use crate::outliers::fabric::fabric_findings;
-pub use crate::outliers::fabric::{classify_fabric, Culprit, MIN_LINK_SAMPLES};
-pub use crate::outliers::text::{
-    fold, render_text, render_text_layout, render_with, OutlierText, Row,
-};
+pub use fabric::{classify_fabric, Culprit, MIN_LINK_SAMPLES};
+pub use text::{fold, render_text, render_text_layout, render_with, OutlierText, Row};

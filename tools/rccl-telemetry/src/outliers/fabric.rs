@@ -1,11 +1,11 @@
 //! Naming the bad one at fabric scale: a slow NIC, a slow link or a slow host, classified from
 //! the NIC-by-NIC matrix of per-link p99 completion latency (files of version 3 with peers).
 //!
-//! Separate from `outliers` (per-device robust z-scores over the rank files) because it works
-//! on the joined links, not on devices; `outliers::find` adds its culprits as findings.
+//! The one detector that works on the joined links, not on devices: its culprits become
+//! findings (`slow_nic`, `slow_link`, `slow_host`).
 
+use super::{Finding, Input, Kind, Options};
 use crate::load::Run;
-use crate::outliers::{Finding, Options};
 use crate::stats::{fmt_ns, median};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 /// What the matrix classification found.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Culprit {
-    /// "slow_nic", "slow_link" or "slow_host".
-    pub kind: &'static str,
+    /// [`Kind::SlowNic`], [`Kind::SlowLink`] or [`Kind::SlowHost`].
+    pub kind: Kind,
     /// NIC indices into [`crate::links::LinkReport::nics`]: one NIC, the two ends of a link, or
     /// every NIC of a host.
     pub nics: Vec<usize>,
@@ -58,6 +58,7 @@ fn log_floor() -> f64 {
 ///
 /// Limits: with two NICs (or two hosts) nothing can say which end is slow; links with fewer
 /// than [`MIN_LINK_SAMPLES`] completions are left out.
+#[allow(clippy::too_many_lines)] // past the limit of clippy.toml: to be split into its steps
 pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<Culprit> {
     let n = links.nics.len();
     let m = links.matrix(|l| {
@@ -119,7 +120,7 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
                 in_host[*a] = true;
             }
             out.push(Culprit {
-                kind: "slow_host",
+                kind: Kind::SlowHost,
                 nics: members.clone(),
                 host: h.to_string(),
                 p99_ns: lvl.exp(),
@@ -145,7 +146,7 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
             .collect();
         let k = mine.iter().filter(|v| slow(**v)).count();
         out.push(Culprit {
-            kind: "slow_nic",
+            kind: Kind::SlowNic,
             nics: vec![a],
             host: links.nics[a].host.clone(),
             p99_ns: level[a].exp(),
@@ -195,7 +196,7 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
         let (row, _) = row_col(s);
         let (_, col) = row_col(d);
         out.push(Culprit {
-            kind: "slow_link",
+            kind: Kind::SlowLink,
             nics: vec![a, b],
             host: links.nics[s].host.clone(),
             p99_ns: v.exp(),
@@ -224,8 +225,19 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
     out
 }
 
+/// The detector: files with peers get their slow NIC, link or host named from the NIC-by-NIC
+/// matrix.
+pub(super) fn find(x: &Input) -> Vec<Finding> {
+    let links = crate::links::join(x.run);
+    if links.links.is_empty() {
+        return Vec::new();
+    }
+    let culprits = classify_fabric(&links, x.opt);
+    fabric_findings(x.run, &links, &culprits)
+}
+
 /// The classification as outlier findings (one per culprit).
-pub(crate) fn fabric_findings(
+fn fabric_findings(
     run: &Run,
     links: &crate::links::LinkReport,
     culprits: &[Culprit],
@@ -241,8 +253,10 @@ pub(crate) fn fabric_findings(
                 .find(|l| l.file.host_name == nic.host && l.file.process_id == pid)
                 .map_or(String::new(), |l| l.path.display().to_string());
             let rank = match c.kind {
-                "slow_host" => c.host.clone(),
-                "slow_link" => format!("{} <-> {}", nic.label(), links.nics[c.nics[1]].label()),
+                Kind::SlowHost => c.host.clone(),
+                Kind::SlowLink => {
+                    format!("{} <-> {}", nic.label(), links.nics[c.nics[1]].label())
+                }
                 _ => nic.label(),
             };
             Finding {
@@ -252,8 +266,8 @@ pub(crate) fn fabric_findings(
                 host: c.host.clone(),
                 pid,
                 file,
-                device_id: (c.kind != "slow_host").then_some(nic.device_id),
-                roce_device: (c.kind != "slow_host").then(|| nic.device.clone()),
+                device_id: (c.kind != Kind::SlowHost).then_some(nic.device_id),
+                roce_device: (c.kind != Kind::SlowHost).then(|| nic.device.clone()),
                 metric: "link_p99_completion_ns".into(),
                 value: c.p99_ns,
                 population: links.nics.len(),
@@ -262,6 +276,11 @@ pub(crate) fn fabric_findings(
                 z: Some(c.z),
                 score: c.z,
                 evidence: c.evidence.clone(),
+                nics: c
+                    .nics
+                    .iter()
+                    .map(|i| (links.nics[*i].host.clone(), links.nics[*i].device.clone()))
+                    .collect(),
             }
         })
         .collect()

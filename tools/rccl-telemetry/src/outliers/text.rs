@@ -4,8 +4,8 @@
 //! Separate from `outliers` (the rules that find them) so the statistics read without the
 //! rendering.
 
+use super::{Finding, Kind, OutlierReport};
 use crate::layout::{col, table, Column, Layout};
-use crate::outliers::{Finding, OutlierReport};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 pub struct Row {
     /// The highest score of the folded findings.
     pub score: f64,
-    pub kind: &'static str,
+    pub kind: Kind,
     pub what: String,
     pub rank: String,
     pub device_id: Option<u32>,
@@ -26,8 +26,8 @@ pub struct Row {
 
 fn what(f: &Finding) -> String {
     match f.category {
-        Some(c) if f.kind == "hw_counter" => format!("{} ({})", c.label(), f.metric),
-        _ => format!("{} ({})", f.kind.replace('_', " "), f.metric),
+        Some(c) if f.kind == Kind::HwCounter => format!("{} ({})", c.label(), f.metric),
+        _ => format!("{} ({})", f.kind.label(), f.metric),
     }
 }
 
@@ -36,7 +36,7 @@ fn what(f: &Finding) -> String {
 pub fn fold(findings: &[Finding]) -> Vec<Row> {
     let mut rows: Vec<Row> = Vec::new();
     let mut members: Vec<Vec<&Finding>> = Vec::new();
-    let mut index: BTreeMap<(&str, &str, &str, Option<u32>), usize> = BTreeMap::new();
+    let mut index: BTreeMap<(Kind, &str, &str, Option<u32>), usize> = BTreeMap::new();
     for f in findings {
         let key = (f.kind, f.rank.as_str(), f.file.as_str(), f.device_id);
         match index.get(&key) {
@@ -69,10 +69,10 @@ pub fn fold(findings: &[Finding]) -> Vec<Row> {
                 .collect();
             cats.sort_unstable();
             cats.dedup();
-            r.what = if r.kind == "hw_counter" && cats.len() == 1 {
+            r.what = if r.kind == Kind::HwCounter && cats.len() == 1 {
                 format!("{} ({} counters)", cats[0], m.len())
             } else {
-                format!("{} ({} counters)", r.kind.replace('_', " "), m.len())
+                format!("{} ({} counters)", r.kind.label(), m.len())
             };
             r.evidence = format!(
                 "{} counters: {}. Strongest: {}",
@@ -134,7 +134,12 @@ pub fn render_text_layout(r: &OutlierReport, top: usize, layout: Layout) -> Stri
 pub fn by_kind(rows: &[Row]) -> String {
     let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for r in rows {
-        let k = r.what.split(" (").next().unwrap_or(r.kind).to_string();
+        let k = r
+            .what
+            .split(" (")
+            .next()
+            .unwrap_or(r.kind.as_str())
+            .to_string();
         let e = counts.entry(k).or_default();
         e.0 += 1;
         e.1 += r.metrics.len();

@@ -3,6 +3,7 @@
 //! name outlined. Separate from the charts because it is hand-written SVG over the joined links.
 
 use super::*;
+use crate::outliers::{Finding, Kind};
 
 /// NICs beyond which the matrix is drawn per host (one cell per host pair).
 pub const HEATMAP_MAX_NICS: usize = 300;
@@ -108,15 +109,20 @@ fn matrix_svg(
     s
 }
 
-/// The matrix section: a heat map of per-link p99 latency (sending side) or of bytes,
-/// selectable in the page without script (radio buttons and CSS), the culprits outlined.
-/// Empty when no file has peers.
+/// The matrix section of a run, with the culprits its outliers (default options) name.
 pub fn matrix_section(run: &Run) -> String {
+    let o = crate::outliers::find(run, &crate::outliers::Options::default());
+    matrix_section_with(run, &o.findings)
+}
+
+/// The matrix section: a heat map of per-link p99 latency (sending side) or of bytes,
+/// selectable in the page without script (radio buttons and CSS), the NICs of the fabric
+/// findings (slow NIC, link, host) outlined. Empty when no file has peers.
+pub fn matrix_section_with(run: &Run, findings: &[Finding]) -> String {
     let lr = crate::links::join(run);
     if lr.links.is_empty() {
         return String::new();
     }
-    let culprits = crate::outliers::classify_fabric(&lr, &crate::outliers::Options::default());
     let n = lr.nics.len();
     let per_host = n > HEATMAP_MAX_NICS;
     // Rows/columns: NICs sorted by host and device, or hosts.
@@ -167,16 +173,27 @@ pub fn matrix_section(run: &Run) -> String {
         .copied()
         .fold(0.0, f64::max)
         .max(1.0);
+    let nic_of: BTreeMap<(&str, &str), usize> = lr
+        .nics
+        .iter()
+        .enumerate()
+        .map(|(i, x)| ((x.host.as_str(), x.device.as_str()), i))
+        .collect();
     let mut outline = BTreeSet::new();
-    for c in &culprits {
-        match c.kind {
-            "slow_link" => {
-                let (a, b) = (pos[c.nics[0]], pos[c.nics[1]]);
+    for f in findings {
+        let nics: Vec<usize> = f
+            .nics
+            .iter()
+            .filter_map(|(h, d)| nic_of.get(&(h.as_str(), d.as_str())).copied())
+            .collect();
+        match f.kind {
+            Kind::SlowLink if nics.len() == 2 => {
+                let (a, b) = (pos[nics[0]], pos[nics[1]]);
                 outline.insert((a, b));
                 outline.insert((b, a));
             }
             _ => {
-                for i in &c.nics {
+                for i in &nics {
                     let a = pos[*i];
                     for (b, row) in p99.iter().enumerate().take(k) {
                         if p99[a][b].is_some() {
