@@ -4,7 +4,8 @@
 //! that recovered still shows its worst pause); and the stalled QPs of the live Prometheus
 //! textfiles (`*.prom`: `rccl_telemetry_stalled_qps` per device, and the per-QP series
 //! `rccl_telemetry_qp_stalled_seconds` / `rccl_telemetry_qp_stall_outstanding` with the labels
-//! host, pid, device, channel, qp, qp_num, peer_gid, peer_qp_num).
+//! host, pid, device, channel, qp, qp_num, peer_gid, peer_qp_num). The root of the hang
+//! (`roots`) comes from the wait-for graph of `waitfor`.
 
 use crate::layout::{col, table, Column, Layout};
 use crate::links::{lookup, qp_index};

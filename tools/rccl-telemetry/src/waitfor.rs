@@ -828,3 +828,42 @@ pub fn one_line(h: &Hang) -> Option<String> {
 pub fn hang_line(run: &Run) -> Option<String> {
     one_line(&analyse(run))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn components_find_cycles_and_leave_chains_apart() {
+        // 0 -> 1 -> 2 <-> 3, 4 -> 2, 5 alone with a self-loop.
+        let adj = vec![vec![1], vec![2], vec![3], vec![2], vec![2], vec![5]];
+        let c = components(&adj);
+        assert_eq!(c[2], c[3]);
+        let distinct: BTreeSet<usize> = [c[0], c[1], c[2], c[4], c[5]].into_iter().collect();
+        assert_eq!(distinct.len(), 5, "{c:?}");
+    }
+
+    #[test]
+    fn a_long_chain_does_not_recurse() {
+        let n = 200_000;
+        let adj: Vec<Vec<usize>> = (0..n)
+            .map(|i| if i + 1 < n { vec![i + 1] } else { vec![] })
+            .collect();
+        let c = components(&adj);
+        assert_eq!(c.iter().collect::<BTreeSet<_>>().len(), n);
+    }
+
+    #[test]
+    fn the_line_is_none_without_a_hang_and_says_why_with_one() {
+        assert_eq!(one_line(&Hang::default()), None);
+        let h = Hang {
+            stalled_qps: 3,
+            no_root: Some("because".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            one_line(&h).as_deref(),
+            Some("Hang: no root named: because")
+        );
+    }
+}

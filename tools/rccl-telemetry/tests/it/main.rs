@@ -10,6 +10,7 @@ mod export_versions;
 mod fleet_scale;
 mod fuzz;
 mod generated_runs;
+mod hang_roots;
 mod intree_files;
 mod library_files;
 mod links_fabric;
