@@ -10,7 +10,7 @@ use std::ffi::CString;
 use std::time::Instant;
 
 use rccl_telemetry::capi::*;
-use rccl_telemetry::promtext::Level;
+use rccl_telemetry_format::promtext::Level;
 
 const DEVICES: i32 = 8;
 const CHANNELS: i32 = 64;

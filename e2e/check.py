@@ -24,7 +24,7 @@ QP_COUNTERS = ["num_wqe_sent", "num_recv_wqe", "num_wqe_rcvd", "num_wqe_complete
 LATENCY_KEYS = {"wqe_completion_histogram", "wqe_completion_log_histogram", "wqe_completion_ns_min", "wqe_completion_ns_max",
                 "num_wqe_sampled", "latency_sample_interval"}
 
-# Hardware keys (src/hw/vocab.rs). For rxe: delta_{tx,rx}_packets <- hw_counters
+# Hardware keys (format/src/vocab.rs). For rxe: delta_{tx,rx}_packets <- hw_counters
 # sent_pkts/rcvd_pkts; rdma_sends/rdma_recvs <- the same-named hw_counters; the NIC-level
 # port_* keys <- the netdev's counters; delta_{tx,rx}_bytes: rxe (6.1) exposes no RoCE
 # byte counter, so -1 is the honest value there.

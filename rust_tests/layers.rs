@@ -344,10 +344,7 @@ fn fixture(files: &[(&str, &str)]) -> Vec<(String, String)> {
 fn a_wrong_table_fails_on_the_real_sources() {
     // The hot data put above the registry: the registry's imports of it now point up.
     let wrong: Table = &[
-        (
-            "leaves",
-            &["diag", "panics", "hot", "thread", "sysfs", "promtext"],
-        ),
+        ("leaves", &["diag", "panics", "hot", "thread", "sysfs"]),
         ("hardware", &["hw"]),
         ("state", &["config", "registry"]),
         (

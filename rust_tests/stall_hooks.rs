@@ -8,8 +8,8 @@
 use std::ffi::CString;
 
 use rccl_telemetry::capi::*;
-use rccl_telemetry::promtext::Level;
 use rccl_telemetry::{rank_file, stall_detector, textfile};
+use rccl_telemetry_format::promtext::Level;
 use serde_json::Value;
 
 const MS: u64 = 1_000_000;

@@ -12,8 +12,7 @@
 //!
 //! 1. leaves, what everyone borrows: `diag` (stderr lines), `panics` (the boundary's panic
 //!    line), `hot` (the header's hot parameters), `thread` (the thread pointer, the owner's
-//!    relaxed add, `spawn_quiet`), `sysfs` (bounded attribute reads), `promtext` (the
-//!    Prometheus text format, shared with the tool);
+//!    relaxed add, `spawn_quiet`), `sysfs` (bounded attribute reads);
 //! 2. hot data: `latency` (clock, tokens, linear histogram), `loghist`, `counters` (the
 //!    slots), `channel_peers` (a channel's told identities and per-peer histograms);
 //! 3. hardware: `hw` (its sampler takes stall numbers through a source `stall_detector`
@@ -25,15 +24,16 @@
 //!    `writer::Jobs`);
 //! 7. entry points: this file (the runtime: Init, Flush, the final write), `capi`,
 //!    `signals`, `inline_abi`.
+//!
+//! Below every layer, a crate of its own: `rccl_telemetry_format` (`format/`), the file
+//! format the tool reads too: the file's types and version, the hardware-counter vocabulary,
+//! the Prometheus families and renderer.
 
 /// The layer table (bottom first) that `rust_tests/layers.rs` holds `src/` to; `lib` is this
 /// file. A new module gets a row here.
 #[doc(hidden)]
 pub const LAYERS: &[(&str, &[&str])] = &[
-    (
-        "leaves",
-        &["diag", "panics", "hot", "thread", "sysfs", "promtext"],
-    ),
+    ("leaves", &["diag", "panics", "hot", "thread", "sysfs"]),
     (
         "hot data",
         &["latency", "loghist", "counters", "channel_peers"],
@@ -61,7 +61,6 @@ pub mod latency;
 pub mod loghist;
 pub mod panics;
 pub mod peers;
-pub mod promtext;
 pub mod rank_file;
 pub mod registry;
 pub mod signals;

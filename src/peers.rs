@@ -40,6 +40,8 @@ pub use crate::channel_peers::{nonzero, ChannelPeers, PeerKey, QpInfo, Remote};
 use crate::counters::RcclQpStats;
 use crate::loghist::{LogHist, LOG_BUCKETS};
 use crate::registry::{self, Channel};
+/// The GID's text form is the file format's (the file and the textfile's labels show it).
+pub use rccl_telemetry_format::write::{gid_text_into, GID_TEXT_LEN};
 
 /// Per-peer histograms a channel creates before its QPs towards further peers share one
 /// "other peers" histogram. Rings and trees give a channel 2-3 peers per device; 8 leaves room
@@ -331,26 +333,6 @@ impl DevPeers {
 pub fn gid_text(g: &[u8; 16]) -> String {
     let mut buf = [0u8; GID_TEXT_LEN];
     gid_text_into(g, &mut buf).to_owned()
-}
-
-/// Length of a GID's text form.
-pub const GID_TEXT_LEN: usize = 39;
-
-/// [`gid_text`] into a caller's buffer, without allocating (the report writes one per QP).
-pub fn gid_text_into<'a>(g: &[u8; 16], buf: &'a mut [u8; GID_TEXT_LEN]) -> &'a str {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut at = 0;
-    for (i, b) in g.iter().enumerate() {
-        if i > 0 && i % 2 == 0 {
-            buf[at] = b':';
-            at += 1;
-        }
-        buf[at] = HEX[usize::from(b >> 4)];
-        buf[at + 1] = HEX[usize::from(b & 15)];
-        at += 2;
-    }
-    // Only ASCII hex digits and ':' were written.
-    std::str::from_utf8(&buf[..]).expect("ASCII")
 }
 
 /// The address a GID encodes: dotted quad for an IPv4-mapped GID (::ffff:a.b.c.d), else the

@@ -1,7 +1,7 @@
 //! The live node_exporter textfile (`RCCL_TELEMETRY_PROMETHEUS_DIR`).
 //!
 //! Every `RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S` the writer thread (never the data path)
-//! snapshots the slots, renders them with [`crate::promtext`] (the definition the tool's
+//! snapshots the slots, renders them with [`rccl_telemetry_format::promtext`] (the definition the tool's
 //! `export --format prometheus` shares) and writes
 //! `<dir>/rccl_telemetry_<hostname>_<uid>_<pid>.prom` with [`crate::atomic_file::write_atomic_mode`]:
 //! a temporary file in the same directory, renamed over the name (never following a planted
@@ -18,9 +18,9 @@ use std::sync::OnceLock;
 use parking_lot::Mutex;
 
 use crate::config::Config;
-use crate::promtext::{self, Level};
 use crate::rank_file::{self, ChannelReport, DeviceReport, Identity, QpReport};
 use crate::{diag, hw, latency, registry};
+use rccl_telemetry_format::promtext::{self, Level};
 
 /// The launcher's rank variables, first found wins (Open MPI, PMIx, MPICH/PMI, Slurm,
 /// torchrun): a decimal value becomes the `rank` label.

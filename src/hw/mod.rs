@@ -13,15 +13,17 @@
 //!
 //! Submodules: `driver` (hw_type), `netdev` (eth_device), `ethtool` (SIOCETHTOOL),
 //! (the bounded attribute readers are the leaf `crate::sysfs`),
-//! `vocab` (the canonical keys and per-driver
-//! sources, as data), `baseline` (snapshots, wrap and reset), `sampler` (the thread).
+//! `baseline` (snapshots, wrap and reset), `sampler` (the thread). The canonical keys and
+//! their per-driver sources, as data, are the file format's `vocab`
+//! (`rccl_telemetry_format::vocab`, in `format/`), seen here as `vocab`.
 
 mod baseline;
 mod driver;
 mod ethtool;
 mod netdev;
 mod sampler;
-mod vocab;
+/// The canonical keys and their per-driver sources: the file format's vocabulary.
+use rccl_telemetry_format::vocab;
 
 use crate::sysfs;
 
@@ -55,15 +57,9 @@ impl Default for HwSettings {
     }
 }
 
-/// One value under "hw_counters": a scalar, or one of the per-priority arrays.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HwValue {
-    Scalar(i64),
-    PerPrio([i64; 8]),
-}
-
-/// The "hw_counters" object of one device, keys in vocabulary order.
-pub type HwReport = Vec<(&'static str, HwValue)>;
+/// One value under "hw_counters" and the object of one device, keys in vocabulary order:
+/// the file format's types.
+pub use rccl_telemetry_format::write::{HwReport, HwValue};
 
 /// One stderr line with the library's prefix (through the crate's single stderr writer).
 pub(crate) fn diag(msg: &str) {
@@ -653,7 +649,7 @@ mod tests {
         let table = testing::known_counters_markdown();
         assert!(
             doc.contains(table.trim()),
-            "docs/format.md's \"Known counters\" table differs from hw::vocab::VOCAB; replace it with:\n{table}"
+            "docs/format.md's \"Known counters\" table differs from rccl_telemetry_format::vocab::VOCAB; replace it with:\n{table}"
         );
     }
 

@@ -115,7 +115,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             ));
             if let Some(v) = &stall_view {
                 let st = v.state.qp(c.id, i).copied().unwrap_or_default();
-                r.stall = Some(QpStallReport::of(&st, v, verbs));
+                r.stall = Some(qp_stall_report(&st, v, verbs));
             }
             qps.push(r);
         }
@@ -149,7 +149,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             wqe_completion_ns_max: t.wqe_completion_ns_max,
             wqe_completion_histogram: t.wqe_completion_histogram,
             queue_pairs: qps,
-            wqe_completion_log_histogram: log.as_ref().map(LogBuckets::of),
+            wqe_completion_log_histogram: log.as_ref().map(log_buckets),
             verbs: verbs.then(|| (&ext_total).into()),
         });
     }
@@ -171,7 +171,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
                 lid: lid_key(p.lid),
                 num_qps: p.num_qps,
                 num_qps_shared: (p.num_qps_shared > 0).then_some(p.num_qps_shared),
-                wqe_completion_log_histogram: p.hist.as_ref().map(LogBuckets::of),
+                wqe_completion_log_histogram: p.hist.as_ref().map(log_buckets),
             }
         })
         .collect();
@@ -199,7 +199,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             .collect(),
         channels,
         hw_counters: HwCounters(hw),
-        wqe_completion_log_histogram: id.log_histogram.then(|| LogBuckets::of(&dev_log)),
+        wqe_completion_log_histogram: id.log_histogram.then(|| log_buckets(&dev_log)),
         verbs: verbs.then(|| DeviceVerbsReport {
             num_srq_recv_wqe: d.verbs.srq_recv_wqe.load(Relaxed),
             num_wc_unknown_qp: d.verbs.wc_unknown_qp.load(Relaxed),

@@ -1,6 +1,8 @@
-//! The JSON file: its model (keys in the seed's order) and their serialisation; `build` reads
-//! the registry into it, `layout` lays it out, `file` writes it (through
-//! `atomic_file::write_atomic_with`) and names it.
+//! The per-rank JSON file: the library's side of it. The file's types, key order and version
+//! are the format crate's (`rccl_telemetry_format::write`, in `format/`, re-exported here);
+//! `build` reads the registry into them, `layout` lays the file out, `file` writes it
+//! (through `atomic_file::write_atomic_with`) and names it. This file holds what fills the
+//! format's types from the library's own state.
 
 mod build;
 mod file;
@@ -9,23 +11,11 @@ mod layout;
 pub use build::{build, device_report};
 pub use file::{file_name, host_name, probe_dir, process_name, rfc3339, write_atomic};
 pub use layout::to_writer;
-
-use std::io::Write;
-
-use serde::ser::{SerializeMap, Serializer};
-use serde::Serialize;
+pub use rccl_telemetry_format::write::*;
+pub use rccl_telemetry_format::FORMAT_VERSION;
 
 use crate::counters::ExtSnapshot;
-use crate::hw::{HwReport, HwValue};
 use crate::loghist::{self, LOG_BUCKETS};
-use crate::peers;
-
-/// 2: adds `wqe_completion_log_histogram` to every channel and device (version 1 files lack it).
-/// 3: adds each QP's identity and peer, and each device's local identity and per-peer latency
-/// ("qp_num", "local_gid", "peer", "qp_type"; "port", "gid_index", "gid", "gid_ip", "lid",
-/// "peers"), after every older key of their object; and, with stall detection on, each QP's and
-/// device's stall keys after those, and "stall_ms" (always) at the top.
-pub const FORMAT_VERSION: u32 = 3;
 
 /// Process facts captured at Init.
 #[derive(Debug, Clone)]
@@ -42,182 +32,21 @@ pub struct Identity {
     pub log_histogram: bool,
 }
 
-#[derive(Serialize)]
-pub struct FileReport {
-    pub version: u32,
-    pub host_name: String,
-    pub process_name: String,
-    pub process_id: u32,
-    pub start_time: String,
-    pub end_time: String,
-    /// true in the file written at exit or by rcclTelemetryFlush; false in a snapshot.
-    #[serde(rename = "final")]
-    pub is_final: bool,
-    /// What wrote this file: exit, rcclTelemetryFlush, interval, or a signal name.
-    pub trigger: String,
-    pub transport: Option<String>,
-    pub histogram_interval_ns: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub latency_sample_interval: Option<u64>,
-    pub devices: Vec<DeviceReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hw_samples: Option<Vec<SampleReport>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hw_samples_dropped: Option<u64>,
-    /// RCCL_TELEMETRY_STALL_MS in effect (0: stall detection off).
-    pub stall_ms: u64,
-}
-
-#[derive(Serialize)]
-pub struct DeviceReport {
-    pub device_id: u32,
-    pub roce_device: String,
-    pub eth_device: String,
-    pub hw_type: &'static str,
-    pub tx_bytes: u64,
-    pub rx_bytes: u64,
-    pub num_cq_errors: u64,
-    pub cq_poll_count: u64,
-    pub num_channels: Option<u64>,
-    pub active_channels: u64,
-    pub num_qp_untracked: u64,
-    pub wqe_size_stats: Vec<SizeStat>,
-    pub channels: Vec<ChannelReport>,
-    pub hw_counters: HwCounters,
-    /// The sum of the channels' log-scale histograms (after the seed's keys; absent with
-    /// RCCL_TELEMETRY_LOG_HISTOGRAM=0).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wqe_completion_log_histogram: Option<LogBuckets>,
-    /// Only in files written by the verbs interposer (librccl_telemetry_preload.so).
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub verbs: Option<DeviceVerbsReport>,
-    /// Version 3: the local port, GID index, GID and LID its QPs use (the first told).
-    pub port: Option<u8>,
-    pub gid_index: Option<u32>,
-    pub gid: Option<GidText>,
-    pub gid_ip: Option<GidIp>,
-    pub lid: Option<u16>,
-    /// Version 3: one entry per remote NIC its QPs were told of, with their latency.
-    pub peers: Vec<PeerReport>,
-    /// Stall detection's keys (absent with RCCL_TELEMETRY_STALL_MS=0).
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub stall: Option<DeviceStallReport>,
-}
-
-/// A device's stall keys, as of the detector's last tick.
-#[derive(Serialize)]
-pub struct DeviceStallReport {
-    pub num_wqe_outstanding: u64,
-    pub num_qps_stalled: u64,
-}
-
-/// A QP's stall keys, as of the detector's last tick.
-#[derive(Serialize)]
-pub struct QpStallReport {
-    pub num_wqe_outstanding: u64,
-    /// Only in the interposer's files (the key is absent in the hooks').
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub oldest_outstanding_ms: Option<Option<u64>>,
-    pub stalled: bool,
-    pub stalled_since: Option<String>,
-    pub longest_stall_ms: u64,
-    pub longest_stall_start: Option<String>,
-}
-
-impl QpStallReport {
-    pub fn of(
-        st: &crate::stall_detector::QpState,
-        view: &crate::stall_detector::DevView,
-        preload: bool,
-    ) -> QpStallReport {
-        QpStallReport {
-            num_wqe_outstanding: st.outstanding,
-            oldest_outstanding_ms: preload
-                .then(|| crate::stall_detector::token_age_ms(st.oldest_token)),
-            stalled: st.stalled(),
-            stalled_since: st.stall_start.map(|s| rfc3339(view.wall(s))),
-            longest_stall_ms: st.longest_ns / 1_000_000,
-            longest_stall_start: (st.longest_ns > 0).then(|| rfc3339(view.wall(st.longest_start))),
-        }
+/// A QP's stall keys from the detector's state of it.
+pub fn qp_stall_report(
+    st: &crate::stall_detector::QpState,
+    view: &crate::stall_detector::DevView,
+    preload: bool,
+) -> QpStallReport {
+    QpStallReport {
+        num_wqe_outstanding: st.outstanding,
+        oldest_outstanding_ms: preload
+            .then(|| crate::stall_detector::token_age_ms(st.oldest_token)),
+        stalled: st.stalled(),
+        stalled_since: st.stall_start.map(|s| rfc3339(view.wall(s))),
+        longest_stall_ms: st.longest_ns / 1_000_000,
+        longest_stall_start: (st.longest_ns > 0).then(|| rfc3339(view.wall(st.longest_start))),
     }
-}
-
-/// A GID in the file: its text form, written straight from the 16 bytes (no allocation).
-pub struct GidText(pub [u8; 16]);
-
-impl Serialize for GidText {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut buf = [0u8; peers::GID_TEXT_LEN];
-        s.serialize_str(peers::gid_text_into(&self.0, &mut buf))
-    }
-}
-
-/// The address a GID encodes, in the file (see `peers::gid_ip`).
-pub struct GidIp(pub std::net::IpAddr);
-
-impl Serialize for GidIp {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut buf = [0u8; 64];
-        let mut w = &mut buf[..];
-        write!(w, "{}", self.0).map_err(serde::ser::Error::custom)?;
-        let n = 64 - w.len();
-        s.serialize_str(std::str::from_utf8(&buf[..n]).map_err(serde::ser::Error::custom)?)
-    }
-}
-
-/// A remote NIC of a device (device "peers").
-#[derive(Serialize)]
-pub struct PeerReport {
-    pub gid: Option<GidText>,
-    pub gid_ip: Option<GidIp>,
-    pub lid: Option<u16>,
-    pub num_qps: u64,
-    /// Those of num_qps whose channel had reached its per-peer histogram cap: their
-    /// completions are in the channel's sum but not in this entry's histogram.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub num_qps_shared: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wqe_completion_log_histogram: Option<LogBuckets>,
-}
-
-/// A QP's peer (queue pair "peer").
-#[derive(Serialize)]
-pub struct QpPeerReport {
-    pub qp_num: u32,
-    pub gid: Option<GidText>,
-    pub gid_ip: Option<GidIp>,
-    pub lid: Option<u16>,
-}
-
-/// Version 3 queue-pair keys, after every older one.
-#[derive(Serialize)]
-pub struct QpIdentity {
-    pub qp_num: Option<u32>,
-    /// Only when it differs from the device's "gid".
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub local_gid: Option<GidText>,
-    pub peer: Option<QpPeerReport>,
-    /// Only in the verbs interposer's files.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub qp_type: Option<&'static str>,
-}
-
-/// The verbs interposer's device keys, after the seed's.
-#[derive(Serialize)]
-pub struct DeviceVerbsReport {
-    pub num_srq_recv_wqe: u64,
-    pub num_wc_unknown_qp: u64,
-}
-
-/// The verbs interposer's channel and QP keys, after the seed's.
-#[derive(Serialize)]
-pub struct VerbsCounters {
-    pub num_send_wqe: u64,
-    pub num_read_wqe: u64,
-    pub num_atomic_wqe: u64,
-    pub num_other_wqe: u64,
-    pub num_wqe_retired_unsignalled: u64,
-    pub num_wqe_track_full: u64,
 }
 
 impl From<&ExtSnapshot> for VerbsCounters {
@@ -233,114 +62,7 @@ impl From<&ExtSnapshot> for VerbsCounters {
     }
 }
 
-#[derive(Serialize)]
-pub struct SizeStat {
-    pub max_wqe_size: u64,
-    pub num_wqe: u64,
-}
-
-#[derive(Serialize)]
-pub struct ChannelReport {
-    pub id: Option<u32>,
-    pub num_wqe_sent: u64,
-    pub num_recv_wqe: u64,
-    pub num_wqe_rcvd: u64,
-    pub num_wqe_completed: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub num_wqe_sampled: Option<u64>,
-    pub num_cts_sent: u64,
-    pub num_cts_sent_signalled: u64,
-    pub num_cts_sent_unsignalled: u64,
-    pub num_slot_miss: u64,
-    pub num_write_wqe: u64,
-    pub num_write_imm_wqe: u64,
-    pub num_req_completed: u64,
-    pub num_data_qp: u64,
-    pub num_cts_qp: u64,
-    pub num_qp_untracked: u64,
-    pub wqe_completion_ns_min: i64,
-    pub wqe_completion_ns_max: i64,
-    pub wqe_completion_histogram: Vec<u64>,
-    pub queue_pairs: Vec<QpReport>,
-    /// Every sampled completion of the channel's QPs, log-scale (after the seed's keys;
-    /// absent with RCCL_TELEMETRY_LOG_HISTOGRAM=0).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wqe_completion_log_histogram: Option<LogBuckets>,
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub verbs: Option<VerbsCounters>,
-}
-
-/// A log-scale histogram as the file shows it: only the non-empty buckets, each as
-/// `[lo_ns, hi_ns, count]` with inclusive bounds (`hi_ns` null for the last, open bucket).
-#[derive(Serialize)]
-pub struct LogBuckets(pub Vec<(u64, Option<u64>, u64)>);
-
-impl LogBuckets {
-    pub fn of(counts: &[u64; LOG_BUCKETS]) -> LogBuckets {
-        LogBuckets(loghist::sparse(counts))
-    }
-}
-
-#[derive(Serialize)]
-pub struct QpReport {
-    pub id: u64,
-    pub role: Option<&'static str>,
-    pub num_wqe_sent: u64,
-    pub num_recv_wqe: u64,
-    pub num_wqe_rcvd: u64,
-    pub num_wqe_completed: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub num_wqe_sampled: Option<u64>,
-    pub num_cts_sent: u64,
-    pub num_cts_sent_signalled: u64,
-    pub num_cts_sent_unsignalled: u64,
-    pub num_slot_miss: u64,
-    pub num_write_wqe: u64,
-    pub num_write_imm_wqe: u64,
-    pub wqe_completion_ns_min: i64,
-    pub wqe_completion_ns_max: i64,
-    pub wqe_completion_histogram: Vec<u64>,
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub verbs: Option<VerbsCounters>,
-    /// Version 3 (per QP only; None in the channel totals built from a QpReport).
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub identity: Option<QpIdentity>,
-    /// Stall detection's keys (per QP only; absent with RCCL_TELEMETRY_STALL_MS=0).
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub stall: Option<QpStallReport>,
-}
-
-/// "hw_counters": the hw module's ordered keys.
-pub struct HwCounters(pub HwReport);
-
-impl Serialize for HwCounters {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (k, v) in &self.0 {
-            match v {
-                HwValue::Scalar(x) => m.serialize_entry(k, x)?,
-                HwValue::PerPrio(a) => m.serialize_entry(k, a)?,
-            }
-        }
-        m.end()
-    }
-}
-
-#[derive(Serialize)]
-pub struct SampleReport {
-    pub device_id: u32,
-    pub timestamp_ns: u64,
-    pub counters: SampleCounters,
-}
-
-pub struct SampleCounters(pub Vec<(&'static str, i64)>);
-
-impl Serialize for SampleCounters {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (k, v) in &self.0 {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
-    }
+/// A log-scale histogram as the file shows it (only the non-empty buckets).
+pub fn log_buckets(counts: &[u64; LOG_BUCKETS]) -> LogBuckets {
+    LogBuckets(loghist::sparse(counts))
 }

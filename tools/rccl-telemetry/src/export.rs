@@ -218,7 +218,7 @@ pub fn prometheus(run: &Run) -> String {
 }
 
 /// Renders the run at `level`, with the families, help texts and labels of the library's live
-/// textfile (both compile src/promtext/): one set of series per rank (`host`, `pid`), so
+/// textfile (both render with the format crate's `promtext`): one set of series per rank (`host`, `pid`), so
 /// summing over ranks, or taking the max of a NIC's hardware counters over the ranks that
 /// share it, is PromQL's job. Then the run-wide families. Also returns how many files were
 /// left out because an earlier file had the same host and pid.

@@ -11,6 +11,7 @@ use crate::model::{
     add_log_hist, format_timestamp_ns, Channel, Counters, Device, DevicePeer, HwSample, HwValue,
     LogBucket, QpPeer, QueuePair, TelemetryFile,
 };
+use rccl_telemetry_format::vocab::{self, Kind};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -180,67 +181,18 @@ fn counters_from_qps(qps: &[QueuePair], sampled: bool) -> Counters {
     c
 }
 
-/// The hardware-counter vocabulary the generator writes: the library's canonical keys
-/// (src/hw/README.md), 44 scalars then four per-priority arrays.
-const HW_SCALARS: [&str; 44] = [
-    "delta_tx_bytes",
-    "delta_rx_bytes",
-    "delta_tx_packets",
-    "delta_rx_packets",
-    "port_tx_bytes",
-    "port_rx_bytes",
-    "port_tx_packets",
-    "port_rx_packets",
-    "cnp_sent",
-    "cnp_handled",
-    "cnp_ignored",
-    "ecn_marked_pkts",
-    "local_ack_timeout_err",
-    "retransmitted_pkts",
-    "completer_retry_err",
-    "retry_exceeded_err",
-    "rnr_retry_exceeded_err",
-    "packet_seq_err",
-    "out_of_sequence",
-    "implied_nak_seq_err",
-    "duplicate_request",
-    "rnr_nak_retry_err",
-    "rnr_nak_sent",
-    "req_cqe_error",
-    "resp_cqe_error",
-    "req_remote_access_errors",
-    "resp_remote_access_errors",
-    "out_of_buffer",
-    "rdma_sends",
-    "rdma_recvs",
-    "rx_write_requests",
-    "rx_read_requests",
-    "ack_deferred",
-    "tx_roce_errors",
-    "rx_roce_discards",
-    "port_rx_discards",
-    "rx_buffer_passed_thres",
-    "pfc_rx_frames_total",
-    "pfc_tx_frames_total",
-    "pause_storm_events",
-    "link_down_events",
-    "rx_fcs_errors",
-    "phy_symbol_errors",
-    "fec_corrected_bits",
-];
-const HW_ARRAYS: [&str; 4] = [
-    "pfc_rx_frames",
-    "pfc_tx_frames",
-    "pfc_rx_pause_duration_us",
-    "pfc_tx_pause_duration_us",
-];
+/// The hardware-counter vocabulary the generator writes: the format's canonical keys
+/// (`rccl_telemetry_format::vocab`), the scalars then the per-priority arrays.
+fn hw_names(kind: Kind) -> impl Iterator<Item = &'static str> {
+    vocab::names_of(kind)
+}
 
 fn unavailable_counters() -> BTreeMap<String, HwValue> {
     let mut m = BTreeMap::new();
-    for k in HW_SCALARS {
+    for k in hw_names(Kind::Scalar) {
         m.insert(k.to_string(), HwValue::Scalar(-1));
     }
-    for k in HW_ARRAYS {
+    for k in hw_names(Kind::PerPrio) {
         m.insert(k.to_string(), HwValue::PerPrio(vec![-1; 8]));
     }
     m
@@ -477,7 +429,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
 
             let packets = |b: u64| b / 4096 + b / 65536;
             let mut hw = BTreeMap::new();
-            for k in HW_SCALARS {
+            for k in hw_names(Kind::Scalar) {
                 hw.insert(k.to_string(), HwValue::Scalar(0));
             }
             let mut set = |name: &str, v: u64| {

@@ -17,10 +17,9 @@ pub mod outliers;
 pub mod parquet_export;
 pub mod plain;
 pub mod promgc;
-/// The Prometheus families and their renderer: the library's own files (`src/promtext/`),
-/// compiled here too, so the export and the library's live textfile cannot drift.
-#[path = "../../../src/promtext/mod.rs"]
-pub mod promtext;
+/// The Prometheus families and their renderer: the format crate's, which the library's live
+/// textfile renders with too, so the export and the textfile cannot drift.
+pub use rccl_telemetry_format::promtext;
 pub mod report;
 pub mod stalls;
 pub mod stats;

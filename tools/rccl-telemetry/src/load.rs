@@ -173,20 +173,17 @@ pub fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawFile, BadFile> {
             "not a telemetry file: top level is not an object".into(),
         ));
     };
-    let format = match obj.get("version") {
-        Some(Value::Number(n)) if n.as_i64() == Some(1) => SourceFormat::V1,
-        Some(Value::Number(n)) if n.as_i64() == Some(2) => SourceFormat::V2,
-        Some(Value::Number(n)) if n.as_i64() == Some(3) => SourceFormat::V3,
-        Some(Value::Number(n)) if n.as_i64() == Some(4) => SourceFormat::V4,
-        Some(Value::String(s)) if s == "1.0" => SourceFormat::InTree,
-        Some(v) => {
+    let version = obj.get("version");
+    let format = match (version, version.and_then(SourceFormat::of_version)) {
+        (_, Some(format)) => format,
+        (Some(v), None) => {
             return Err(BadFile::new(
                 path,
                 BadKind::WrongVersion,
                 format!("unsupported version {v} (this tool reads versions 1 to 4, and \"1.0\" of RCCL's in-tree engine)"),
             ))
         }
-        None => {
+        (None, None) => {
             return Err(BadFile::new(path, BadKind::WrongVersion, "no \"version\" key (not a telemetry file?)".into()))
         }
     };

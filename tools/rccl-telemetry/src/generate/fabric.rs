@@ -340,7 +340,7 @@ pub fn generate_fabric(
             })
             .collect();
         let mut hw = BTreeMap::new();
-        for k in HW_SCALARS {
+        for k in hw_names(Kind::Scalar) {
             hw.insert(k.to_string(), HwValue::Scalar(0));
         }
         let qp_count: u64 = channels.iter().map(|c| c.queue_pairs.len() as u64).sum();

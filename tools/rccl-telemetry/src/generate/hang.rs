@@ -516,7 +516,7 @@ fn rank_file(
         })
         .collect();
     let mut hw = BTreeMap::new();
-    for k in HW_SCALARS {
+    for k in hw_names(Kind::Scalar) {
         hw.insert(k.to_string(), HwValue::Scalar(0));
     }
     hw.insert(

@@ -6,7 +6,7 @@
 
 use crate::common::*;
 use rccl_telemetry::capi::*;
-use rccl_telemetry::promtext::Level;
+use rccl_telemetry_format::promtext::Level;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -1,11 +1,12 @@
 //! Prometheus text exposition (format 0.0.4): the one definition of every metric family
 //! (name, type, help text, labels) and the one renderer, shared by the library's live
 //! textfile (`RCCL_TELEMETRY_PROMETHEUS_DIR`) and the tool's
-//! `rccl-telemetry export --format prometheus`, which compiles these very files (`#[path]` to
-//! this `mod.rs`), so the two cannot drift.
+//! `rccl-telemetry export --format prometheus`, which both depend on this crate, so the two
+//! cannot drift.
 //!
-//! Plain data in, text out: std only and no paths into either crate. Each side converts what
-//! it has (the library its live slots, the tool a parsed JSON file) into [`Rank`]s.
+//! Plain data in, text out: std only and no paths into the rest of the crate. Each side
+//! converts what it has (the library its live slots, the tool a parsed JSON file) into
+//! [`Rank`]s.
 //!
 //! Conventions: every series carries the rank's identity (`host`, `pid`, and `rank` when the
 //! launcher told it); device series add `device` and `hw_type`; channel series add `channel`,

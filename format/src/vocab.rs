@@ -1,4 +1,7 @@
-//! The canonical hardware-counter vocabulary, as data.
+//! The canonical hardware-counter vocabulary, as data: one row per key of a device's
+//! "hw_counters" (its name, kind, unit and meaning, which the file, the Prometheus families,
+//! the schema and the docs take from here) with where each driver exposes it, which the
+//! library's `hw` reads. Name and sources are one row so that a counter is added in one place.
 //!
 //! Every device emits every key of [`VOCAB`], in this order, whatever its driver.
 //! For each key and driver the table lists alternatives in priority order: the first
@@ -817,6 +820,11 @@ pub static VOCAB: &[Key] = &[
 pub fn names() -> &'static [&'static str] {
     static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     NAMES.get_or_init(|| VOCAB.iter().map(|k| k.name).collect())
+}
+
+/// The canonical names of one kind, in emission order.
+pub fn names_of(kind: Kind) -> impl Iterator<Item = &'static str> {
+    VOCAB.iter().filter(move |k| k.kind == kind).map(|k| k.name)
 }
 
 /// Position of a canonical name in [`VOCAB`].

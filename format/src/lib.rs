@@ -1,0 +1,36 @@
+//! rccl-telemetry-format: the per-rank file and the Prometheus text format, in one place for
+//! the writer (`librccl_telemetry`, its verbs interposer) and the reader (the `rccl-telemetry`
+//! tool), as Darshan's writer and parser share one log-format header.
+//!
+//! - [`write`]: the file as the library writes it, one struct per object, field order = key
+//!   order; the hardware-counter values.
+//! - [`read`]: the file as a reader takes it, every version this library has written
+//!   ([`READ_VERSIONS`]): keys an older version lacks are optional, unknown keys are ignored.
+//! - [`vocab`]: the hardware-counter vocabulary (name, kind, unit, meaning, and where each
+//!   driver exposes it), in the order the file lists it.
+//! - [`promtext`]: the Prometheus text exposition: every family and the renderer, shared by
+//!   the library's live textfile and the tool's `export --format prometheus`.
+//!
+//! Plain data and serde only: nothing here reads a counter, a clock or the file system, and
+//! the crate depends on nothing the library does not already.
+
+pub mod promtext;
+pub mod read;
+pub mod vocab;
+pub mod write;
+
+/// The version this library writes.
+/// 2: adds `wqe_completion_log_histogram` to every channel and device (version 1 files lack it).
+/// 3: adds each QP's identity and peer, and each device's local identity and per-peer latency
+/// ("qp_num", "local_gid", "peer", "qp_type"; "port", "gid_index", "gid", "gid_ip", "lid",
+/// "peers"), after every older key of their object; and, with stall detection on, each QP's and
+/// device's stall keys after those, and "stall_ms" (always) at the top.
+pub const FORMAT_VERSION: u32 = 3;
+
+/// The numeric versions [`read`] takes: every one this library has written, and 4 (errors per
+/// QP, last post and completion times, communicators).
+pub const READ_VERSIONS: [u32; 4] = [1, 2, 3, 4];
+
+/// The "version" string of the files RCCL's in-tree engine writes, which the tool also reads
+/// (mapping them onto [`read`]'s model itself).
+pub const INTREE_VERSION: &str = "1.0";

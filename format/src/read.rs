@@ -1,0 +1,553 @@
+//! The per-rank file as a reader takes it: typed data for every version this library has
+//! written ([`crate::READ_VERSIONS`]: 1 to 4; the tool maps the in-tree engine's files
+//! onto it through its `intree`).
+//!
+//! The tolerance of older versions is here: a key an older version lacks is optional
+//! (`#[serde(default)]`, None when absent), and [`SourceFormat::of_version`] says which
+//! version a file's "version" value names. Parsing is lenient where the format may grow:
+//! unknown keys are ignored at every level (a later version adds snapshot keys at the top),
+//! and everything a checker needs to say about an unexpected key comes from the JSON Schema,
+//! not from here.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Which writer produced a file: this library (schema version 1) or RCCL's in-tree C engine
+/// (version "1.0", mapped onto this model by `intree`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum SourceFormat {
+    #[default]
+    #[serde(rename = "v1")]
+    V1,
+    /// Version 2: version 1 plus the log-scale completion histogram of every channel and device.
+    #[serde(rename = "v2")]
+    V2,
+    /// Version 3: version 2 plus every QP's identity and peer (issue 22) and the stall keys (issue 23).
+    #[serde(rename = "v3")]
+    V3,
+    /// Version 4: version 3 plus error completions per QP (by status, the first one), the QP's
+    /// state, its last post and completion times, and errors by status per device.
+    #[serde(rename = "v4")]
+    V4,
+    #[serde(rename = "intree-1.0")]
+    InTree,
+}
+
+impl SourceFormat {
+    /// The format a file's "version" value names: 1 to 4 (this library's), or "1.0"
+    /// (RCCL's in-tree engine); None for any other value.
+    pub fn of_version(v: &serde_json::Value) -> Option<SourceFormat> {
+        match v {
+            serde_json::Value::Number(n) if n.as_i64() == Some(1) => Some(SourceFormat::V1),
+            serde_json::Value::Number(n) if n.as_i64() == Some(2) => Some(SourceFormat::V2),
+            serde_json::Value::Number(n) if n.as_i64() == Some(3) => Some(SourceFormat::V3),
+            serde_json::Value::Number(n) if n.as_i64() == Some(4) => Some(SourceFormat::V4),
+            serde_json::Value::String(s) if s == crate::INTREE_VERSION => {
+                Some(SourceFormat::InTree)
+            }
+            _ => None,
+        }
+    }
+
+    /// The short name shown in tables, CSV rows and JSON.
+    pub fn label(self) -> &'static str {
+        match self {
+            SourceFormat::V1 => "v1",
+            SourceFormat::V2 => "v2",
+            SourceFormat::V3 => "v3",
+            SourceFormat::V4 => "v4",
+            SourceFormat::InTree => "intree-1.0",
+        }
+    }
+
+    /// True when start_time/end_time are UTC and hw_samples timestamps are wall-clock ns, so
+    /// they compare across hosts. The in-tree engine writes local times without a zone and
+    /// CLOCK_MONOTONIC sample times.
+    pub fn has_wall_clock(self) -> bool {
+        matches!(
+            self,
+            SourceFormat::V1 | SourceFormat::V2 | SourceFormat::V3 | SourceFormat::V4
+        )
+    }
+}
+
+/// One rccl_telemetry_<host>_<uid>_<pid>.json file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TelemetryFile {
+    /// Who wrote it; not a key of either format (set by the loader).
+    #[serde(skip)]
+    pub format: SourceFormat,
+    pub version: i64,
+    pub host_name: String,
+    pub process_name: String,
+    pub process_id: i64,
+    pub start_time: String,
+    pub end_time: String,
+    /// true: written at exit or by rcclTelemetryFlush; false: a snapshot of a live process.
+    /// Absent in files written before snapshots existed (read as final).
+    #[serde(rename = "final", default, skip_serializing_if = "Option::is_none")]
+    pub is_final: Option<bool>,
+    /// What wrote the file: exit, rcclTelemetryFlush, interval, or a signal name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
+    #[serde(default)]
+    pub transport: Option<String>,
+    pub histogram_interval_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_sample_interval: Option<u64>,
+    pub devices: Vec<Device>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw_samples: Option<Vec<HwSample>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw_samples_dropped: Option<u64>,
+    /// Version 3: the RCCL_TELEMETRY_STALL_MS in effect (0 = stall detection off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Device {
+    pub device_id: u32,
+    pub roce_device: String,
+    pub eth_device: String,
+    pub hw_type: String,
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub num_cq_errors: u64,
+    pub cq_poll_count: u64,
+    pub num_channels: Option<u64>,
+    pub active_channels: u64,
+    pub num_qp_untracked: u64,
+    #[serde(default)]
+    pub wqe_size_stats: Vec<WqeSizeStat>,
+    pub channels: Vec<Channel>,
+    pub hw_counters: BTreeMap<String, HwValue>,
+    /// Version 2: the sum of the channels' log-scale histograms (see [`LogBucket`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wqe_completion_log_histogram: Option<Vec<LogBucket>>,
+    // Version 3 (issue 22): the local identity its QPs use; null or absent where unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gid_index: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gid_ip: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lid: Option<u64>,
+    /// Version 3: one entry per remote NIC its QPs were told of, with the completion latency
+    /// towards it. None in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peers: Option<Vec<DevicePeer>>,
+    /// Version 3 (stall detection on): send WRs outstanding over the device's QPs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_wqe_outstanding: Option<u64>,
+    /// Version 3 (stall detection on): QPs stalled when the file was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_qps_stalled: Option<u64>,
+    /// Version 4: error completions of the device's QPs by status name (`RETRY_EXC_ERR`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cq_errors_by_status: Option<BTreeMap<String, u64>>,
+}
+
+/// A remote NIC a device's QPs talk to (version 3, device "peers").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DevicePeer {
+    #[serde(default)]
+    pub gid: Option<String>,
+    #[serde(default)]
+    pub gid_ip: Option<String>,
+    #[serde(default)]
+    pub lid: Option<u64>,
+    #[serde(default)]
+    pub num_qps: u64,
+    /// The completions of the QPs towards this NIC, log-scale (absent with LOG_HISTOGRAM=0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wqe_completion_log_histogram: Option<Vec<LogBucket>>,
+}
+
+/// A QP's peer (version 3, queue pair "peer").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QpPeer {
+    pub qp_num: u64,
+    #[serde(default)]
+    pub gid: Option<String>,
+    #[serde(default)]
+    pub gid_ip: Option<String>,
+    #[serde(default)]
+    pub lid: Option<u64>,
+}
+
+/// One non-empty bucket of a log-scale completion histogram (file version 2):
+/// `[lo_ns, hi_ns, count]`, bounds inclusive; `hi_ns` null for the last, open-ended bucket.
+pub type LogBucket = (u64, Option<u64>, u64);
+
+/// Adds sparse log-scale histograms bucket by bucket (keyed by lower bound), in order.
+pub fn add_log_hist(dst: &mut Vec<LogBucket>, src: &[LogBucket]) {
+    let mut m: BTreeMap<u64, (Option<u64>, u64)> =
+        dst.iter().map(|(lo, hi, n)| (*lo, (*hi, *n))).collect();
+    for (lo, hi, n) in src {
+        let e = m.entry(*lo).or_insert((*hi, 0));
+        e.1 = e.1.saturating_add(*n);
+        if hi.is_none() {
+            e.0 = None;
+        }
+    }
+    *dst = m.into_iter().map(|(lo, (hi, n))| (lo, hi, n)).collect();
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WqeSizeStat {
+    pub max_wqe_size: u64,
+    pub num_wqe: u64,
+}
+
+/// The software counters a channel and a queue pair have in common.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Counters {
+    pub num_wqe_sent: u64,
+    pub num_recv_wqe: u64,
+    pub num_wqe_rcvd: u64,
+    pub num_wqe_completed: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_wqe_sampled: Option<u64>,
+    pub num_cts_sent: u64,
+    pub num_cts_sent_signalled: u64,
+    pub num_cts_sent_unsignalled: u64,
+    pub num_slot_miss: u64,
+    pub num_write_wqe: u64,
+    pub num_write_imm_wqe: u64,
+    pub wqe_completion_ns_min: i64,
+    pub wqe_completion_ns_max: i64,
+    pub wqe_completion_histogram: Vec<u64>,
+    /// Preload files: sends retired by a later signalled completion without one of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_wqe_retired_unsignalled: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Channel {
+    pub id: Option<u64>,
+    #[serde(flatten)]
+    pub counters: Counters,
+    pub num_req_completed: u64,
+    pub num_data_qp: u64,
+    pub num_cts_qp: u64,
+    pub num_qp_untracked: u64,
+    pub queue_pairs: Vec<QueuePair>,
+    /// Version 2: every sampled completion of the channel, log-scale (see [`LogBucket`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wqe_completion_log_histogram: Option<Vec<LogBucket>>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct QueuePair {
+    pub id: u64,
+    pub role: Option<String>,
+    #[serde(flatten)]
+    pub counters: Counters,
+    // Version 3 (issue 22): the QP's identity and its peer; absent or null where unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qp_num: Option<u64>,
+    /// Only when it differs from the device's "gid".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_gid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<QpPeer>,
+    /// Preload files only: "rc", "uc", "ud", ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qp_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_ud_peers: Option<u64>,
+    // Version 3 stall keys (issue 23), present when stall detection was on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_wqe_outstanding: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_outstanding_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled_since: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest_stall_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest_stall_start: Option<String>,
+    // Version 4: what failed on the QP and when it last made progress.
+    /// Error completions by status name (`RETRY_EXC_ERR`, `WR_FLUSH_ERR`, ...); empty when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cq_errors: Option<BTreeMap<String, u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_cq_error: Option<QpError>,
+    /// The QP's state after an error where it could be read ("ERR"), else null.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qp_state: Option<String>,
+    /// Wall times of the last post and the last completion, at the stall check's resolution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_post_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_completion_time: Option<String>,
+}
+
+/// A QP's first error completion (version 4, queue pair "first_cq_error").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QpError {
+    /// The `ibv_wc_status` name without its `IBV_WC_` prefix.
+    pub status: String,
+    #[serde(default)]
+    pub status_code: i64,
+    #[serde(default)]
+    pub vendor_err: u64,
+    pub time: String,
+    /// The failed WR, where the writer knew it (the preload's send record).
+    #[serde(default)]
+    pub opcode: Option<String>,
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    #[serde(default)]
+    pub age_ms: Option<u64>,
+}
+
+impl QueuePair {
+    /// Error completions of any status (0 in files without the key).
+    pub fn cq_error_total(&self) -> u64 {
+        self.cq_errors
+            .as_ref()
+            .map_or(0, |m| m.values().fold(0u64, |s, v| s.saturating_add(*v)))
+    }
+}
+
+/// A value under "hw_counters": a scalar or a per-priority array; -1 means "not available".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum HwValue {
+    Scalar(i64),
+    PerPrio(Vec<i64>),
+}
+
+impl HwValue {
+    /// None when the counter is not available (-1, or an array that is all -1);
+    /// otherwise the value, an array summed over the available priorities.
+    pub fn total(&self) -> Option<i64> {
+        match self {
+            HwValue::Scalar(v) => (*v >= 0).then_some(*v),
+            HwValue::PerPrio(a) => {
+                let avail: Vec<i64> = a.iter().copied().filter(|v| *v >= 0).collect();
+                if avail.is_empty() {
+                    None
+                } else {
+                    Some(avail.iter().fold(0i64, |s, v| s.saturating_add(*v)))
+                }
+            }
+        }
+    }
+
+    /// True when at least one element reads -1.
+    pub fn has_unavailable(&self) -> bool {
+        match self {
+            HwValue::Scalar(v) => *v < 0,
+            HwValue::PerPrio(a) => a.iter().any(|v| *v < 0),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HwSample {
+    pub device_id: u32,
+    pub timestamp_ns: u64,
+    pub counters: BTreeMap<String, i64>,
+}
+
+impl Counters {
+    /// How many completions the histogram is built from.
+    pub fn sampled(&self) -> u64 {
+        self.num_wqe_sampled.unwrap_or(self.num_wqe_completed)
+    }
+}
+
+impl Device {
+    /// A device this rank actually drove (it moved bytes or had QPs).
+    pub fn is_used(&self) -> bool {
+        self.tx_bytes > 0
+            || self.rx_bytes > 0
+            || self.channels.iter().any(|c| !c.queue_pairs.is_empty())
+    }
+
+    /// The sum of every channel's histogram, bucket by bucket (the longest length wins).
+    pub fn histogram(&self) -> Vec<u64> {
+        let mut h: Vec<u64> = Vec::new();
+        for ch in &self.channels {
+            add_hist(&mut h, &ch.counters.wqe_completion_histogram);
+        }
+        h
+    }
+
+    /// The device's log-scale histogram: its own key, else the sum of its channels'; None
+    /// when the file has none (version 1, the in-tree engine, RCCL_TELEMETRY_LOG_HISTOGRAM=0).
+    pub fn log_histogram(&self) -> Option<Vec<LogBucket>> {
+        if let Some(h) = &self.wqe_completion_log_histogram {
+            return Some(h.clone());
+        }
+        let mut out = None::<Vec<LogBucket>>;
+        for c in &self.channels {
+            if let Some(h) = &c.wqe_completion_log_histogram {
+                add_log_hist(out.get_or_insert_with(Vec::new), h);
+            }
+        }
+        out
+    }
+
+    /// Min and max completion latency over the channels (ignoring -1).
+    pub fn latency_min_max(&self) -> (Option<i64>, Option<i64>) {
+        let mins = self
+            .channels
+            .iter()
+            .map(|c| c.counters.wqe_completion_ns_min)
+            .filter(|v| *v >= 0);
+        let maxs = self
+            .channels
+            .iter()
+            .map(|c| c.counters.wqe_completion_ns_max)
+            .filter(|v| *v >= 0);
+        (mins.min(), maxs.max())
+    }
+
+    /// Sum of a channel counter over the device's channels.
+    pub fn sum_channels(&self, f: impl Fn(&Channel) -> u64) -> u64 {
+        self.channels
+            .iter()
+            .fold(0u64, |s, c| s.saturating_add(f(c)))
+    }
+
+    pub fn hw(&self, name: &str) -> Option<i64> {
+        self.hw_counters.get(name).and_then(HwValue::total)
+    }
+}
+
+/// Adds `src` into `dst` bucket by bucket, growing `dst` as needed.
+pub fn add_hist(dst: &mut Vec<u64>, src: &[u64]) {
+    if dst.len() < src.len() {
+        dst.resize(src.len(), 0);
+    }
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = d.saturating_add(*s);
+    }
+}
+
+/// Parses an RFC 3339 UTC timestamp "YYYY-MM-DDTHH:MM:SS.fffffffffZ" into Unix ns.
+/// Returns None for anything else (the schema's pattern is the authority on format).
+pub fn parse_timestamp_ns(s: &str) -> Option<i128> {
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse::<i64>().ok() };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let rest = &s[19..];
+    let rest = rest.strip_suffix('Z')?;
+    let frac_ns: i64 = if rest.is_empty() {
+        0
+    } else {
+        let digits = rest.strip_prefix('.')?;
+        if digits.is_empty() || digits.len() > 9 || !digits.bytes().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        digits.parse::<i64>().ok()? * 10i64.pow(9 - digits.len() as u32)
+    };
+    // Days from civil (Howard Hinnant's algorithm).
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = if y2 >= 0 { y2 } else { y2 - 399 } / 400;
+    let yoe = y2 - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146097 + doe - 719468;
+    let secs = days * 86400 + h * 3600 + mi * 60 + se;
+    Some(secs as i128 * 1_000_000_000 + frac_ns as i128)
+}
+
+/// Formats Unix ns as the file format's timestamp ("2026-12-02T11:15:31.123456789Z").
+pub fn format_timestamp_ns(ns: i128) -> String {
+    let secs = ns.div_euclid(1_000_000_000) as i64;
+    let frac = ns.rem_euclid(1_000_000_000) as i64;
+    let days = secs.div_euclid(86400);
+    let sod = secs.rem_euclid(86400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719468;
+    let era = if z >= 0 { z } else { z - 146096 } / 146097;
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:09}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn timestamp_round_trips() {
+        for ns in [
+            0i128,
+            1_796_210_131_123_456_789,
+            951_782_400_000_000_001,
+            4_102_444_799_999_999_999,
+        ] {
+            assert_eq!(
+                parse_timestamp_ns(&format_timestamp_ns(ns)),
+                Some(ns),
+                "{}",
+                format_timestamp_ns(ns)
+            );
+        }
+        assert_eq!(
+            format_timestamp_ns(1_796_210_131_123_456_789),
+            "2026-12-02T11:15:31.123456789Z"
+        );
+    }
+
+    use super::*;
+
+    #[test]
+    fn timestamp_parses_epoch_and_known_instant() {
+        assert_eq!(
+            parse_timestamp_ns("1970-01-01T00:00:00.000000000Z"),
+            Some(0)
+        );
+        // 2026-12-02T11:15:31Z = 1796210131 s (checked with `date -d ... +%s`).
+        assert_eq!(
+            parse_timestamp_ns("2026-12-02T11:15:31.123456789Z"),
+            Some(1_796_210_131_123_456_789)
+        );
+        assert_eq!(parse_timestamp_ns("2026-13-02T11:15:31.123456789Z"), None);
+        assert_eq!(parse_timestamp_ns("garbage"), None);
+    }
+
+    #[test]
+    fn hw_value_total_ignores_unavailable() {
+        assert_eq!(HwValue::Scalar(-1).total(), None);
+        assert_eq!(HwValue::Scalar(0).total(), Some(0));
+        assert_eq!(HwValue::PerPrio(vec![-1; 8]).total(), None);
+        assert_eq!(
+            HwValue::PerPrio(vec![1, 2, -1, 0, 0, 0, 0, 3]).total(),
+            Some(6)
+        );
+    }
+}
