@@ -18,6 +18,13 @@
 // InfiniBand without GRH (LIDs, an all-zero GID). After the final Flush the file is read back
 // and must show, per QP, exactly the QPNs, GIDs and LIDs passed.
 //
+// Error completions: where the transport's poll finds a work completion whose status is not
+// IBV_WC_SUCCESS, it finds the QP by the completion's qp_num and calls rcclTelemetryQpCqError
+// with the status and vendor_err (a dead path: one RETRY_EXC_ERR, then WR_FLUSH_ERR for the
+// WRs behind it); one with no QP of its own still calls rcclTelemetryCqError. The device's
+// num_cq_errors counts all of them, and the file names the failed QP's errors by status and
+// its first one.
+//
 // Usage: rccl_callsites. With RCCL_TELEMETRY_ENABLE=1 (and RCCL_TELEMETRY_OUTPUT_DIR) it
 // exits 0 when the library's live totals equal the counts this program made; disabled, when
 // setup refuses as documented (-1, NULL handles) and the same data path runs harmlessly.
@@ -109,8 +116,28 @@ struct ncclIbComm {
 };
 
 struct Tally {
-  uint64_t sent = 0, recv = 0, rcvd = 0, txBytes = 0, rxBytes = 0;
+  uint64_t sent = 0, recv = 0, rcvd = 0, txBytes = 0, rxBytes = 0, cqErrors = 0;
 };
+
+// The fields of a `struct ibv_wc` the error path reads (no verbs header needed).
+struct wcLike {
+  int status;                   // enum ibv_wc_status: 0 success, 5 WR_FLUSH_ERR, 12 RETRY_EXC_ERR
+  uint32_t vendor_err;
+  uint32_t qp_num;
+};
+
+// The transport's poll loop on an error completion: the QP it belongs to, by qp_num.
+void onErrorCompletion(ncclIbComm *comm, const wcLike &wc, Tally *tally) {
+  ncclIbQp *qp = nullptr;
+  for (int q = 0; q < kQps; q++)
+    if (comm->qps[q].qpn == wc.qp_num) qp = &comm->qps[q];
+  if (qp != nullptr) {
+    if (rcclTelemetryOn()) rcclTelemetryQpCqError(qp->telQp, wc.status, wc.vendor_err);
+  } else {
+    rcclTelemetryCqError(comm->dev);
+  }
+  tally->cqErrors++;
+}
 
 int fail(const char *what) {
   std::fprintf(stderr, "rccl_callsites: FAIL: %s\n", what);
@@ -206,6 +233,17 @@ int main() {
   for (int d = 0; d < kDevs; d++)
     for (int c = 0; c < kChannels; c++) rcclTelemetryAddCqPolls(d, comms[d][c].telCqPollCount);
 
+  // Device 0, channel 1: data QP 1's path dies (one RETRY_EXC_ERR, two flushed WRs behind it),
+  // and one error completion names no QP of the comm.
+  {
+    ncclIbComm *comm = &comms[0][1];
+    const uint32_t qpn = comm->qps[1].qpn;
+    const wcLike errs[] = {{12, 0x81, qpn}, {5, 0, qpn}, {5, 0, qpn}, {10, 0, 0xabcdefu}};
+    for (const wcLike &wc : errs)
+      if (wc.status != 0) onErrorCompletion(comm, wc, &tally[0]);
+    rcclTelemetryQpCqError(nullptr, 12, 0);  // a NULL handle: a no-op
+  }
+
   RcclTelemetrySwSnapshot snap[kDevs];
   std::memset(snap, 0, sizeof snap);
   if (!on) {
@@ -229,6 +267,7 @@ int main() {
     uint64_t hist = 0;
     for (int b = 0; b < RCCL_TELEMETRY_HISTOGRAM_SIZE; b++) hist += s.wqe_completion_histogram[b];
     if (hist != tally[d].rcvd) return fail("histogram total");
+    if (s.num_cq_errors != tally[d].cqErrors) return fail("num_cq_errors");
   }
   if (rcclTelemetryFlush() != 0) return fail("Flush");
   if (rcclTelemetryOn() != 0 || (rcclTelemetryOn)() != 0) return fail("On after the final Flush");
@@ -251,7 +290,27 @@ int main() {
   } else {
     return fail("no telemetry file after Flush");
   }
-  if (text.find("\"version\": 3,") == std::string::npos) return fail("file version 3");
+  if (text.find("\"version\": 4,") == std::string::npos) return fail("file version 4");
+  {
+    // The failed QP: its errors by status, its first error with the status and vendor_err.
+    size_t at = text.find("\"qp_num\": " + std::to_string(comms[0][1].qps[1].qpn) + ",");
+    at = findIn(text, "\"cq_errors\": {\n", at, std::string::npos);
+    size_t end = findIn(text, "}", at, std::string::npos);
+    if (at == std::string::npos || findIn(text, "\"WR_FLUSH_ERR\": 2,", at, end) == std::string::npos ||
+        findIn(text, "\"RETRY_EXC_ERR\": 1\n", at, end) == std::string::npos)
+      return fail("the failed QP's cq_errors by status");
+    at = findIn(text, "\"first_cq_error\": {", end, std::string::npos);
+    end = findIn(text, "}", at, std::string::npos);
+    for (const char *k : {"\"status\": \"RETRY_EXC_ERR\",", "\"status_code\": 12,", "\"vendor_err\": 129,", "\"opcode\": null,"})
+      if (at == std::string::npos || findIn(text, k, at, end) == std::string::npos) return fail("the failed QP's first_cq_error");
+    if (findIn(text, "\"qp_state\": \"ERR\",", end, std::string::npos) == std::string::npos) return fail("the failed QP's qp_state");
+    // Every other QP: none.
+    size_t none = 0;
+    for (at = text.find("\"first_cq_error\": null"); at != std::string::npos; at = text.find("\"first_cq_error\": null", at + 1)) none++;
+    if (none != kDevs * kChannels * kQps - 1) return fail("first_cq_error null on every other QP");
+    if (text.find("\"cq_errors_by_status\": {\n      \"WR_FLUSH_ERR\": 2,\n      \"RETRY_EXC_ERR\": 1\n    }") == std::string::npos)
+      return fail("device 0's cq_errors_by_status");
+  }
   for (int d = 0; d < kDevs; d++) {
     for (int c = 0; c < kChannels; c++) {
       ncclIbConnectionMetadata remote = makeMeta(d, c, 1);

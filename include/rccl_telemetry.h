@@ -201,6 +201,20 @@ void rcclTelemetryBytes(int devIdx, int isSend, uint64_t bytes);
 // One completion drained with an error status: num_cq_errors.
 void rcclTelemetryCqError(int devIdx);
 
+// One completion drained with an error status on this QP (cold path: where the transport
+// handles a work completion whose status is not IBV_WC_SUCCESS). `status` is the
+// `enum ibv_wc_status` value, `vendorErr` the completion's vendor_err. The QP's file entry
+// counts it by status ("cq_errors") and names its first error ("first_cq_error", with the
+// wall time; "qp_state" "ERR", where an error leaves an RC QP); the device counts it in
+// num_cq_errors and by status ("cq_errors_by_status"), so do not also call
+// rcclTelemetryCqError for it. A QP's first error asks the writer thread for a snapshot
+// (trigger "cq_error", rate-limited). NULL handle, telemetry off or after the final write:
+// no-op.
+//
+// # Safety
+// `qp` is NULL or a handle from rcclTelemetryResolveQp.
+void rcclTelemetryQpCqError(struct RcclQpStats *qp, int status, uint32_t vendorErr);
+
 // Adds `polls` ibv_poll_cq calls to cq_poll_count.
 void rcclTelemetryAddCqPolls(int devIdx, uint64_t polls);
 

@@ -468,6 +468,38 @@ pub extern "C" fn rcclTelemetryCqError(devIdx: c_int) {
     )
 }
 
+/// One completion drained with an error status on this QP (cold path: where the transport
+/// handles a work completion whose status is not IBV_WC_SUCCESS). `status` is the
+/// `enum ibv_wc_status` value, `vendorErr` the completion's vendor_err. The QP's file entry
+/// counts it by status ("cq_errors") and names its first error ("first_cq_error", with the
+/// wall time; "qp_state" "ERR", where an error leaves an RC QP); the device counts it in
+/// num_cq_errors and by status ("cq_errors_by_status"), so do not also call
+/// rcclTelemetryCqError for it. A QP's first error asks the writer thread for a snapshot
+/// (trigger "cq_error", rate-limited). NULL handle, telemetry off or after the final write:
+/// no-op.
+///
+/// # Safety
+/// `qp` is NULL or a handle from rcclTelemetryResolveQp.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryQpCqError(
+    qp: *mut RcclQpStats,
+    status: c_int,
+    vendorErr: u32,
+) {
+    boundary!("rcclTelemetryQpCqError", (), {
+        if !crate::is_on() {
+            return;
+        }
+        // SAFETY: handles are NULL or stable slot addresses, valid for the process.
+        let Some(q) = (unsafe { (qp as *const RcclQpStats).as_ref() }) else {
+            return;
+        };
+        if let Some(dev) = crate::cq_errors::record(q, status, vendorErr, None, Some("ERR")) {
+            device_op(dev as c_int, |s, o| registry::add(&s.cq_errors, 1, o));
+        }
+    })
+}
+
 /// Adds `polls` ibv_poll_cq calls to cq_poll_count.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryAddCqPolls(devIdx: c_int, polls: u64) {

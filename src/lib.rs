@@ -18,7 +18,8 @@
 //! 3. hardware: `hw` (its sampler takes stall numbers through a source `stall_detector`
 //!    installs);
 //! 4. state: `config` (the environment), `registry` (devices, channels, slots);
-//! 5. observers built on the registry: `peers` (SetPeer, per-peer sums), `stall_detector`;
+//! 5. observers built on the registry: `peers` (SetPeer, per-peer sums), `stall_detector`,
+//!    `cq_errors` (error completions per QP and device, by status);
 //! 6. outputs: `atomic_file`, `rank_file` (the per-rank JSON file), `textfile` (the live
 //!    node_exporter textfile), `writer` (the thread; the runtime hands it its writes as
 //!    `writer::Jobs`);
@@ -40,7 +41,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("hardware", &["hw"]),
     ("state", &["config", "registry"]),
-    ("observers", &["peers", "stall_detector"]),
+    ("observers", &["peers", "stall_detector", "cq_errors"]),
     (
         "outputs",
         &["atomic_file", "rank_file", "textfile", "writer"],
@@ -53,6 +54,7 @@ pub mod capi;
 pub mod channel_peers;
 pub mod config;
 pub mod counters;
+pub mod cq_errors;
 pub mod diag;
 pub mod hot;
 pub mod hw;
@@ -301,6 +303,10 @@ fn start() -> Result<(), String> {
             jobs,
         ) {
             Ok(()) => {
+                // A QP's first error completion wakes the writer for its snapshot.
+                cq_errors::set_waker(|| {
+                    writer::request(writer::TRIGGER);
+                });
                 for d in signals::install(signals, snapshot_signal) {
                     diag::warn(&d);
                 }

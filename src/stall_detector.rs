@@ -50,6 +50,15 @@ static WALKER: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
 /// thread ticked: the writer, or a file's build).
 static CHANGED: AtomicBool = AtomicBool::new(false);
 
+/// A stall episode started at a tick since [`take_started`] last looked (the writer's
+/// snapshot trigger).
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Whether a stall episode started at a tick since the last call (on any QP).
+pub fn take_started() -> bool {
+    STARTED.swap(false, AcqRel)
+}
+
 /// Whether the set of stalled QPs changed since the last call (the writer rewrites the
 /// textfile then).
 pub fn take_changed() -> bool {
@@ -103,6 +112,8 @@ pub struct Reading {
     pub expect: bool,
     /// Preload: the PostTs token of the oldest outstanding send WR (> 1: a clock reading).
     pub oldest_token: i64,
+    /// Moves on every WR posted to the QP, send or receive (for its last post's time).
+    pub posted: u64,
 }
 
 /// Reads one slot: through its `QpExt` (preload) or from the hooks' counters.
@@ -110,6 +121,18 @@ pub fn read(slot: &RcclQpStats, ext: Option<&QpExt>) -> Reading {
     // The completion count first: a post between the two loads shows as outstanding, never a
     // completion as missing.
     let progress = slot.wqe_rcvd.load(Relaxed);
+    let posted = [
+        &slot.sent_write,
+        &slot.sent_imm,
+        &slot.idx_sent,
+        &slot.idx_write,
+        &slot.idx_imm,
+        &slot.recv_wqe,
+        &slot.cts_signalled,
+        &slot.cts_unsignalled,
+    ]
+    .iter()
+    .fold(0u64, |a, c| a.wrapping_add(c.load(Relaxed)));
     match ext {
         Some(e) => {
             let out = e.stall_out.load(Relaxed);
@@ -118,6 +141,7 @@ pub fn read(slot: &RcclQpStats, ext: Option<&QpExt>) -> Reading {
                 outstanding: out & !EXPECT_BIT,
                 expect: out & EXPECT_BIT != 0,
                 oldest_token: e.stall_oldest.load(Relaxed) as i64,
+                posted,
             }
         }
         None => {
@@ -131,6 +155,7 @@ pub fn read(slot: &RcclQpStats, ext: Option<&QpExt>) -> Reading {
                 outstanding,
                 expect: outstanding > 0,
                 oldest_token: 0,
+                posted,
             }
         }
     }
@@ -151,6 +176,11 @@ pub struct QpState {
     pub longest_start: u64,
     pub outstanding: u64,
     pub oldest_token: i64,
+    last_posted: u64,
+    /// The tick that first saw the QP's latest post, and its latest completion (None: none
+    /// seen yet). Tick resolution: the event happened since the tick before.
+    pub last_post: Option<u64>,
+    pub last_completion: Option<u64>,
 }
 
 impl QpState {
@@ -160,8 +190,22 @@ impl QpState {
             self.seen = true;
             self.last_progress = r.progress;
             self.wait_since = now;
+            self.last_posted = r.posted;
+            if r.posted != 0 {
+                self.last_post = Some(now);
+            }
+            if r.progress != 0 {
+                self.last_completion = Some(now);
+            }
+        }
+        if r.posted != self.last_posted {
+            self.last_posted = r.posted;
+            self.last_post = Some(now);
         }
         let progressed = r.progress != self.last_progress;
+        if progressed {
+            self.last_completion = Some(now);
+        }
         self.last_progress = r.progress;
         self.outstanding = r.outstanding;
         self.oldest_token = if r.outstanding > 0 { r.oldest_token } else { 0 };
@@ -316,6 +360,9 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
     }
     let changed = set != det.stalled_set;
     det.stalled_set = set;
+    if !started.is_empty() {
+        STARTED.store(true, Release);
+    }
     if changed {
         CHANGED.store(true, Relaxed);
     }
@@ -451,6 +498,7 @@ mod tests {
             outstanding,
             expect: outstanding > 0,
             oldest_token: 0,
+            posted: 0,
         }
     }
 
@@ -492,6 +540,7 @@ mod tests {
             outstanding: 4,
             expect: false,
             oldest_token: 0,
+            posted: 0,
         };
         for t in 0..20 {
             assert!(!s.step(&unsignalled, t * 500 * MS, 1000 * MS));
@@ -524,7 +573,8 @@ mod tests {
                 progress: 2,
                 outstanding: 2,
                 expect: true,
-                oldest_token: 0
+                oldest_token: 0,
+                posted: 9 + 3 + 3 + 1
             }
         );
         slot.wqe_rcvd.store(10, Relaxed); // receive completions on the same QP: a lower bound
@@ -544,11 +594,38 @@ mod tests {
                 progress: 0,
                 outstanding: 7,
                 expect: true,
-                oldest_token: 12345
+                oldest_token: 12345,
+                posted: 100
             }
         );
         ext.stall_out.store(3, Relaxed);
         assert!(!read(&slot, Some(&ext)).expect);
+    }
+
+    #[test]
+    fn last_post_and_completion_are_the_ticks_that_saw_them() {
+        let at = |posted, progress| Reading {
+            posted,
+            ..r(progress, 0)
+        };
+        let mut s = QpState::default();
+        s.step(&at(0, 0), 100 * MS, 1000 * MS);
+        assert_eq!((s.last_post, s.last_completion), (None, None));
+        s.step(&at(2, 0), 200 * MS, 1000 * MS);
+        assert_eq!((s.last_post, s.last_completion), (Some(200 * MS), None));
+        s.step(&at(2, 1), 300 * MS, 1000 * MS);
+        s.step(&at(2, 1), 400 * MS, 1000 * MS);
+        assert_eq!(
+            (s.last_post, s.last_completion),
+            (Some(200 * MS), Some(300 * MS))
+        );
+        // Seen first with work already done: stamped at that first tick.
+        let mut s = QpState::default();
+        s.step(&at(5, 4), 700 * MS, 1000 * MS);
+        assert_eq!(
+            (s.last_post, s.last_completion),
+            (Some(700 * MS), Some(700 * MS))
+        );
     }
 
     #[test]

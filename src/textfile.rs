@@ -128,6 +128,7 @@ pub fn render_now(level: Level) -> String {
     promtext::render(std::slice::from_ref(&r), level, &mut out);
     let stalls = stall_devices(&r);
     promtext::render_stalls(&r, &stalls, &mut out);
+    promtext::render_errors(&r, &error_devices(&r), &mut out);
     render_peer_latency(&r, links, &mut out);
     out
 }
@@ -281,6 +282,57 @@ fn stall_devices(r: &promtext::Rank) -> Vec<promtext::DevStall> {
             hw_type: shown.hw_type.clone(),
             outstanding: v.state.outstanding,
             stalled: v.state.stalled,
+            qps,
+        });
+    }
+    out
+}
+
+/// Error completions of the devices the textfile shows: by status, and each errored QP.
+fn error_devices(r: &promtext::Rank) -> Vec<promtext::DevErrors> {
+    let errors = crate::cq_errors::all();
+    let names = |m: &std::collections::BTreeMap<i32, u64>| {
+        m.iter()
+            .map(|(k, v)| (crate::cq_errors::status_name(*k), *v))
+            .collect::<Vec<_>>()
+    };
+    let mut out = Vec::new();
+    for d in registry::devices() {
+        let Some(shown) = r.devices.iter().find(|x| x.id == d.id) else {
+            continue;
+        };
+        let unknown = d
+            .channels_unknown
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let mut qps = Vec::new();
+        for (pos, c) in d.channels().enumerate() {
+            for (i, slot) in c.slots.iter() {
+                let Some(e) = errors.get(&(slot as *const crate::counters::RcclQpStats as usize))
+                else {
+                    continue;
+                };
+                let Some(first) = &e.first else { continue };
+                let p = crate::stall_detector::peer_labels(c, i);
+                qps.push(promtext::ErroredQp {
+                    channel: if unknown {
+                        format!("unknown_{pos}")
+                    } else {
+                        c.id.to_string()
+                    },
+                    qp: i,
+                    qp_num: p.qp_num,
+                    peer_gid: p.peer_gid,
+                    peer_qp_num: p.peer_qp_num,
+                    by_status: names(&e.by_status),
+                    first_status: crate::cq_errors::status_name(first.status),
+                    first_s: first.wall_ns as f64 / 1e9,
+                });
+            }
+        }
+        out.push(promtext::DevErrors {
+            name: shown.name.clone(),
+            hw_type: shown.hw_type.clone(),
+            by_status: names(&crate::cq_errors::device(d.id)),
             qps,
         });
     }

@@ -32,6 +32,10 @@ pub enum Trigger {
     Interval,
     /// A termination signal, or RCCL_TELEMETRY_SNAPSHOT_SIGNAL.
     Signal(i32),
+    /// A QP's first error completion (a snapshot, rate-limited: [`Triggered`]).
+    CqError,
+    /// The first check of a stall episode (a snapshot, rate-limited: [`Triggered`]).
+    Stall,
 }
 
 impl Trigger {
@@ -41,6 +45,8 @@ impl Trigger {
             Trigger::Flush => "rcclTelemetryFlush".into(),
             Trigger::Interval => "interval".into(),
             Trigger::Signal(s) => crate::config::signal_name(s),
+            Trigger::CqError => "cq_error".into(),
+            Trigger::Stall => "stall".into(),
         }
     }
 }
@@ -58,6 +64,8 @@ pub struct Jobs {
 
 pub const STOP: u8 = 0;
 pub const SNAPSHOT: u8 = 0xff;
+/// Wakes the writer to look for a snapshot trigger (a QP's first error completion).
+pub const TRIGGER: u8 = 0xfe;
 /// Set on a termination-signal request when the process will go on to run an earlier
 /// handler (which may not exit): the write is then a snapshot, not the final file.
 pub const CHAINED: u8 = 0x40;
@@ -134,6 +142,61 @@ impl Every {
     }
 }
 
+/// Snapshots written on a trigger (an error, a stall) at most per process.
+pub const TRIGGERED_MAX: u32 = 16;
+/// The least time between two triggered snapshots; a trigger inside it is written when it
+/// ends (several coalesce into one), never dropped while [`TRIGGERED_MAX`] is not reached.
+pub const TRIGGERED_GAP_MS: u64 = 1000;
+
+/// The rate limit of triggered snapshots (time injected, so that tests need no clock).
+#[derive(Debug, Default, Clone)]
+pub struct Triggered {
+    /// When the last triggered snapshot was written (ms on the caller's clock).
+    last_ms: Option<u64>,
+    pub written: u32,
+    /// A trigger is waiting for the gap to pass: an error outranks a stall.
+    pending: Option<Trigger>,
+    /// Triggers that came after the bound was reached.
+    pub refused: u64,
+}
+
+impl Triggered {
+    /// Notes a trigger (written by the next [`Triggered::due`] that the gap allows).
+    pub fn note(&mut self, t: Trigger) {
+        if self.written >= TRIGGERED_MAX {
+            self.refused += 1;
+            return;
+        }
+        if self.pending != Some(Trigger::CqError) {
+            self.pending = Some(t);
+        }
+    }
+
+    /// The snapshot to write now, if any (and then counted as written).
+    pub fn due(&mut self, now_ms: u64) -> Option<Trigger> {
+        let t = self.pending?;
+        if self
+            .last_ms
+            .is_some_and(|l| now_ms < l.saturating_add(TRIGGERED_GAP_MS))
+        {
+            return None;
+        }
+        self.pending = None;
+        self.last_ms = Some(now_ms);
+        self.written += 1;
+        Some(t)
+    }
+
+    /// When a pending trigger may be written (ms on the caller's clock).
+    pub fn next_ms(&self) -> Option<u64> {
+        self.pending?;
+        Some(
+            self.last_ms
+                .map_or(0, |l| l.saturating_add(TRIGGERED_GAP_MS)),
+        )
+    }
+}
+
 fn serve(
     req: i32,
     ack: i32,
@@ -145,11 +208,33 @@ fn serve(
     let mut json = Every::new(interval_s);
     let mut prom = Every::new(prom_interval_s);
     let mut stall = Every::ms(stall_tick_ms);
+    let mut trig = Triggered::default();
+    let t0 = Instant::now();
+    let ms_since = |t: Instant| t.saturating_duration_since(t0).as_millis() as u64;
     loop {
+        // Snapshot triggers: a QP's first error (its hook woke us, or the pipe was full and
+        // this is the next tick), a stall episode's first check (at a tick, here or before a
+        // file was built elsewhere).
+        if crate::cq_errors::take_pending() {
+            trig.note(Trigger::CqError);
+        }
+        if crate::stall_detector::take_started() {
+            trig.note(Trigger::Stall);
+        }
+        if trig.refused == 1 {
+            trig.refused += 1; // said once
+            crate::diag::warn(&format!(
+                "{TRIGGERED_MAX} snapshots were written on errors and stalls; later ones are only in interval snapshots and the final file"
+            ));
+        }
+        if let Some(t) = trig.due(ms_since(Instant::now())) {
+            (jobs.write_file)(t, false);
+        }
         let next = [&json, &prom, &stall]
             .into_iter()
             .flatten()
             .map(|e| e.next)
+            .chain(trig.next_ms().map(|ms| t0 + Duration::from_millis(ms)))
             .min();
         let timeout_ms = match next {
             None => -1,
@@ -199,6 +284,7 @@ fn serve(
         for &b in &buf[..got as usize] {
             match b {
                 STOP => return,
+                TRIGGER => {} // looked at on the way round
                 SNAPSHOT => {
                     (jobs.write_file)(Trigger::Signal((jobs.snapshot_signal)()), false);
                 }
@@ -253,4 +339,42 @@ pub fn stop() {
         std::thread::sleep(Duration::from_millis(1)); // pipe full of requests: let it drain
     }
     let _ = handle.join();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn triggered_snapshots_keep_a_gap_coalesce_and_stop_at_the_bound() {
+        let mut t = Triggered::default();
+        assert_eq!(t.due(0), None, "nothing pending");
+        t.note(Trigger::Stall);
+        assert_eq!(t.next_ms(), Some(0));
+        assert_eq!(t.due(5), Some(Trigger::Stall), "the first goes at once");
+        // Inside the gap: an error and a stall wait, coalesce, and the error names it.
+        t.note(Trigger::CqError);
+        t.note(Trigger::Stall);
+        assert_eq!(t.next_ms(), Some(5 + TRIGGERED_GAP_MS));
+        assert_eq!(t.due(5 + TRIGGERED_GAP_MS - 1), None);
+        assert_eq!(t.due(5 + TRIGGERED_GAP_MS), Some(Trigger::CqError));
+        assert_eq!(t.due(10 * TRIGGERED_GAP_MS), None, "one write for both");
+        // Up to the bound, then refused.
+        let mut now = 100 * TRIGGERED_GAP_MS;
+        while t.written < TRIGGERED_MAX {
+            t.note(Trigger::Stall);
+            assert_eq!(t.due(now), Some(Trigger::Stall));
+            now += TRIGGERED_GAP_MS;
+        }
+        t.note(Trigger::CqError);
+        assert_eq!((t.due(now), t.next_ms(), t.refused), (None, None, 1));
+        assert_eq!(t.written, TRIGGERED_MAX);
+    }
+
+    #[test]
+    fn trigger_names_are_the_files() {
+        assert_eq!(Trigger::CqError.name(), "cq_error");
+        assert_eq!(Trigger::Stall.name(), "stall");
+        assert_eq!(Trigger::Interval.name(), "interval");
+    }
 }

@@ -12,6 +12,8 @@
  * - fakeverbs_fail_next(qp) makes the QP's next send WR fail (IBV_WC_REM_ACCESS_ERR) and puts
  *   the QP in the error state: its outstanding receives flush at once, and every later WR
  *   (send or receive) completes with IBV_WC_WR_FLUSH_ERR, signalled or not;
+ *   fakeverbs_fail_next_status(qp, status, vendor_err) does the same with that status and
+ *   vendor_err;
  * - a send WR whose wr_id is FAKEVERBS_REJECT_WR_ID is refused (EINVAL, *bad_wr = it; the
  *   WRs before it were posted);
  * - fakeverbs_inject(cq, qp_num) queues a successful completion for any qp_num.
@@ -49,6 +51,7 @@
 
 void fakeverbs_connect(struct ibv_qp *a, struct ibv_qp *b);
 void fakeverbs_fail_next(struct ibv_qp *qp);
+void fakeverbs_fail_next_status(struct ibv_qp *qp, int status, uint32_t vendor_err);
 void fakeverbs_inject(struct ibv_cq *cq, uint32_t qp_num);
 void fakeverbs_fail_modify(struct ibv_qp *qp, int err);
 int fakeverbs_set_gid(struct ibv_context *ctx, uint8_t port, int index, const void *gid16);

@@ -98,7 +98,8 @@ void send_one(struct fqp *q, const struct ibv_send_wr *w) {
   }
   if (q->fail_next) {
     q->fail_next = 0;
-    wc_of(&wc, q, w->wr_id, IBV_WC_REM_ACCESS_ERR, wc_opcode(w->opcode), 0);
+    wc_of(&wc, q, w->wr_id, q->fail_status, wc_opcode(w->opcode), 0);
+    wc.vendor_err = q->fail_vendor;
     cq_push(q->scq, &wc);
     qp_error(q);
     return;

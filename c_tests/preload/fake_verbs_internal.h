@@ -48,6 +48,8 @@ struct fqp {
   struct fqp *peer;
   int sig_all, error, fail_next, ex;
   int fail_modify; /* the error the next modify_qp returns, 0 none */
+  enum ibv_wc_status fail_status; /* the status (and vendor_err) of the failing WR */
+  uint32_t fail_vendor;
   uint8_t port;    /* from IBV_QP_PORT */
   uint64_t *rq; /* receive wr_ids, FIFO */
   size_t rcap, rhead, rtail;

@@ -139,11 +139,16 @@ EXPORT void fakeverbs_connect(struct ibv_qp *a, struct ibv_qp *b) {
   pthread_mutex_unlock(&g_mu);
 }
 
-EXPORT void fakeverbs_fail_next(struct ibv_qp *qp) {
+EXPORT void fakeverbs_fail_next_status(struct ibv_qp *qp, int status, uint32_t vendor_err) {
   pthread_mutex_lock(&g_mu);
-  ((struct fqp *)qp)->fail_next = 1;
+  struct fqp *q = (struct fqp *)qp;
+  q->fail_next = 1;
+  q->fail_status = (enum ibv_wc_status)status;
+  q->fail_vendor = vendor_err;
   pthread_mutex_unlock(&g_mu);
 }
+
+EXPORT void fakeverbs_fail_next(struct ibv_qp *qp) { fakeverbs_fail_next_status(qp, IBV_WC_REM_ACCESS_ERR, 0); }
 
 EXPORT void fakeverbs_fail_modify(struct ibv_qp *qp, int err) {
   pthread_mutex_lock(&g_mu);

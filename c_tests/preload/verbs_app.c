@@ -44,6 +44,7 @@ static void load(void) {
   S(fork_init, "ibv_fork_init", "IBVERBS_1.0");
   S(connect, "fakeverbs_connect", NULL);
   S(fail_next, "fakeverbs_fail_next", NULL);
+  S(fail_next_status, "fakeverbs_fail_next_status", NULL);
   S(inject, "fakeverbs_inject", NULL);
   S(pristine, "fakeverbs_pristine", NULL);
   S(cq_pristine, "fakeverbs_cq_pristine", NULL);
@@ -76,6 +77,7 @@ static void load(void) {
   V.fork_init = ibv_fork_init;
   V.connect = fakeverbs_connect;
   V.fail_next = fakeverbs_fail_next;
+  V.fail_next_status = fakeverbs_fail_next_status;
   V.inject = fakeverbs_inject;
   V.pristine = fakeverbs_pristine;
   V.cq_pristine = fakeverbs_cq_pristine;
@@ -92,12 +94,13 @@ static void load(void) {
 #endif
 
 int main(int argc, char **argv) {
-  if (argc < 2) FAIL("usage: verbs_app chain|errors|ex|threads|fork|fork-locked|reuse|reopen|reopen-race|churn|qploop|srq|srq-shared|full|disabled|dlnext|peers|peers-wide|stall [N]");
+  if (argc < 2) FAIL("usage: verbs_app chain|errors|errors-all|ex|threads|fork|fork-locked|reuse|reopen|reopen-race|churn|qploop|srq|srq-shared|full|disabled|dlnext|peers|peers-wide|stall [N]");
   load();
   const char *s = argv[1];
   int n = argc > 2 ? atoi(argv[2]) : 100;
   if (!strcmp(s, "chain")) sc_chain(n);
   else if (!strcmp(s, "errors")) sc_errors();
+  else if (!strcmp(s, "errors-all")) sc_errors_all();
   else if (!strcmp(s, "ex")) sc_ex(n);
   else if (!strcmp(s, "threads")) sc_threads(argc > 3 ? atoi(argv[3]) : 4, n);
   else if (!strcmp(s, "fork")) sc_fork(n);

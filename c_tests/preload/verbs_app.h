@@ -40,6 +40,7 @@ struct verbs_table {
   int (*fork_init)(void);
   void (*connect)(struct ibv_qp *, struct ibv_qp *);
   void (*fail_next)(struct ibv_qp *);
+  void (*fail_next_status)(struct ibv_qp *, int, uint32_t);
   void (*inject)(struct ibv_cq *, uint32_t);
   int (*pristine)(struct ibv_context *);
   int (*cq_pristine)(struct ibv_cq_ex *);
@@ -107,4 +108,5 @@ void sc_dlnext(void);
 void sc_peers(void);
 void sc_peers_wide(int n);
 void sc_stall(int pause_ms);
+void sc_errors_all(void);
 #endif

@@ -100,6 +100,40 @@ void sc_errors(void) {
   report(NULL);
 }
 
+/* Every error status, one pair each (a QP fails once): A posts a signalled RDMA_WRITE that
+ * completes, then a chain of a signalled RDMA_WRITE of 100 + s bytes that fails with status s
+ * and vendor_err 0x100 + s, an unsignalled SEND and a signalled one behind it (flushed). */
+void sc_errors_all(void) {
+  for (int st = 1; st <= 23; st++) {
+    struct pair p;
+    mk_pair(&p, 0);
+    struct ibv_send_wr w[3], *bad = NULL;
+    struct ibv_sge s[3];
+    set_wr(&w[0], &s[0], IBV_WR_RDMA_WRITE, 64, 1, 1);
+    if (ibv_post_send(p.a, w, &bad)) FAIL("post_send");
+    drain(p.cqa, 1, IBV_WC_SUCCESS);
+    V.fail_next_status(p.a, st, 0x100u + (uint32_t)st);
+    set_wr(&w[0], &s[0], IBV_WR_RDMA_WRITE, 100 + (uint32_t)st, 1, 2);
+    set_wr(&w[1], &s[1], IBV_WR_SEND, 8, 0, 3);
+    set_wr(&w[2], &s[2], IBV_WR_SEND, 8, 1, 4);
+    w[0].next = &w[1];
+    w[1].next = &w[2];
+    if (ibv_post_send(p.a, w, &bad)) FAIL("post_send");
+    struct ibv_wc wc[3];
+    int got = 0;
+    while (got < 3) {
+      int k = ibv_poll_cq(p.cqa, 3 - got, wc + got);
+      __atomic_fetch_add(&g_polls[0], 1, __ATOMIC_RELAXED);
+      if (k < 0) FAIL("poll_cq");
+      got += k;
+    }
+    if ((int)wc[0].status != st || wc[0].vendor_err != 0x100u + (uint32_t)st) FAIL("status %d: got %d", st, wc[0].status);
+    if (wc[1].status != IBV_WC_WR_FLUSH_ERR || wc[2].status != IBV_WC_WR_FLUSH_ERR) FAIL("status %d: no flushes", st);
+    free_pair(&p);
+  }
+  report(NULL);
+}
+
 /* ibv_create_cq_ex (wc_flags without QP_NUM) + ibv_create_qp_ex with ibv_wr_* builders. */
 void sc_ex(int iters) {
   struct ibv_context *c = open_dev(0);

@@ -25,7 +25,11 @@ pub mod write;
 /// ("qp_num", "local_gid", "peer", "qp_type"; "port", "gid_index", "gid", "gid_ip", "lid",
 /// "peers"), after every older key of their object; and, with stall detection on, each QP's and
 /// device's stall keys after those, and "stall_ms" (always) at the top.
-pub const FORMAT_VERSION: u32 = 3;
+/// 4: adds each QP's error completions by status, its first error, its state after it and the
+/// times of its last post and completion ("cq_errors", "first_cq_error", "qp_state",
+/// "last_post_time", "last_completion_time"), and each device's errors by status
+/// ("cq_errors_by_status"), after every older key of their object.
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The numeric versions [`read`] takes: every one this library has written, and 4 (errors per
 /// QP, last post and completion times, communicators).

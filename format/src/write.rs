@@ -30,7 +30,8 @@ pub struct FileReport {
     /// true in the file written at exit or by rcclTelemetryFlush; false in a snapshot.
     #[serde(rename = "final")]
     pub is_final: bool,
-    /// What wrote this file: exit, rcclTelemetryFlush, interval, or a signal name.
+    /// What wrote this file: exit, rcclTelemetryFlush, interval, cq_error, stall, or a signal
+    /// name.
     pub trigger: String,
     pub transport: Option<String>,
     pub histogram_interval_ns: u64,
@@ -79,6 +80,49 @@ pub struct DeviceReport {
     /// Stall detection's keys (absent with RCCL_TELEMETRY_STALL_MS=0).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub stall: Option<DeviceStallReport>,
+    /// Version 4: error completions by status (those the hooks or the interposer knew the
+    /// status of; num_cq_errors counts every one).
+    pub cq_errors_by_status: StatusCounts,
+}
+
+/// Error completions by status, as a map from the status name (`enum ibv_wc_status` without
+/// `IBV_WC_`) to the count, in the enum's order (the writer orders them).
+#[derive(Debug, Clone, Default)]
+pub struct StatusCounts(pub Vec<(String, u64)>);
+
+impl Serialize for StatusCounts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// A QP's first error completion (queue pair "first_cq_error").
+#[derive(Serialize)]
+pub struct FirstErrorReport {
+    pub status: String,
+    pub status_code: i32,
+    pub vendor_err: u32,
+    pub time: String,
+    /// The failed WR, as the interposer's send record knew it (null with the hooks).
+    pub opcode: Option<&'static str>,
+    pub bytes: Option<u64>,
+    pub age_ms: Option<u64>,
+}
+
+/// Version 4 queue-pair keys: its error completions and its last progress.
+#[derive(Serialize)]
+pub struct QpErrorReport {
+    pub cq_errors: StatusCounts,
+    pub first_cq_error: Option<FirstErrorReport>,
+    pub qp_state: Option<&'static str>,
+    /// The stall detector's check that first saw its latest post / completion (null when
+    /// none was seen, or with detection off).
+    pub last_post_time: Option<String>,
+    pub last_completion_time: Option<String>,
 }
 
 /// A device's stall keys, as of the detector's last tick.
@@ -269,6 +313,9 @@ pub struct QpReport {
     /// Stall detection's keys (per QP only; absent with RCCL_TELEMETRY_STALL_MS=0).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub stall: Option<QpStallReport>,
+    /// Version 4 (per QP only).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<QpErrorReport>,
 }
 
 /// "hw_counters": the hw module's ordered keys.

@@ -70,6 +70,7 @@ struct ibv_cq_ex *w_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_att
   q->read_qp_num = cq->read_qp_num;
   q->read_byte_len = cq->read_byte_len;
   q->read_opcode = cq->read_opcode;
+  q->read_vendor_err = cq->read_vendor_err;
   q->cq = cq;
   __atomic_store_n(cell, q, __ATOMIC_RELEASE);
   cq->start_poll = cx_start_poll;

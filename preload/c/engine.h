@@ -29,6 +29,13 @@ void rtp_qp_set_type(RcclQpStats *slot, const char *type);
 void rtp_qp_set_local(RcclQpStats *slot, uint32_t qp_num, int port);
 void rtp_qp_set_peer(RcclQpStats *slot, uint32_t qp_num, const uint8_t *local_gid, uint16_t local_lid, int port,
                      int gid_index, uint32_t remote_qp_num, const uint8_t *remote_gid, uint16_t remote_lid);
+/* One error completion (cold path): on slot's QP (NULL: a completion of no tracked QP of device
+ * dev, counted by status on the device only). opcode: the failed WR's enum ibv_wr_opcode, -2 a
+ * receive, -1 unknown; bytes: its payload, -1 unknown; token: its PostTs token (> 1: a clock
+ * reading, so its age is known); rc: 1 for an RC or XRC QP (an error leaves it in ERR). The
+ * device's num_cq_errors is the caller's (rcclTelemetryCqError). */
+void rtp_cq_error(RcclQpStats *slot, int dev, int status, uint32_t vendor_err, int opcode, int64_t bytes,
+                  int64_t token, int rc);
 /* Registers the walk the stall detector's tick calls (stall.c: stall_walk). */
 void rtp_stall_walker(void (*walk)(void));
 /* [size, send, read, atomic, other, retired, track_full, offset of idx_sent in the slot] */

@@ -55,9 +55,16 @@ static inline int64_t retire_signalled(struct rqp *r) {
   return tok;
 }
 
+/* What the send record knew of the WR an error completed (opcode -1, bytes -1: unknown). */
+struct failed_wr {
+  int op;
+  int64_t bytes, token;
+};
+
 /* An error completion of the send queue, on the completing side: errors complete one WR
- * each, signalled or not. RCCL_TELEMETRY_TS_UNSAMPLED when a WR was outstanding, else 0. */
-static inline int64_t retire_error(struct rqp *r) {
+ * each, signalled or not: the oldest, whose entry (when it has one) says what it was (*f).
+ * RCCL_TELEMETRY_TS_UNSAMPLED when a WR was outstanding, else 0. */
+static inline int64_t retire_error(struct rqp *r, struct failed_wr *f) {
   for (;;) {
     uint64_t g, d = r->gap_done;
     struct ent *e = oldest(r, &g);
@@ -65,8 +72,10 @@ static inline int64_t retire_error(struct rqp *r) {
     else if (GAP_S(g) != GAP_S(d)) r->gap_done = GAP(GAP_S(d) + 1, GAP_U(d));
     else if (e) {
       uint32_t fl = LD(e->flags);
+      struct failed_wr w = {e->op, e->bytes, e->token};
       __atomic_store_n(&r->head, r->head + 1, __ATOMIC_RELEASE);
       if (fl & ENT_VOID) continue;
+      *f = w;
     } else return 0;
     return RCCL_TELEMETRY_TS_UNSAMPLED;
   }
@@ -75,7 +84,8 @@ static inline int64_t retire_error(struct rqp *r) {
 /* The rest of complete(): receives, errors, and the latency of a sampled send (all but the
  * unsampled successful send completion), inside the completing side. */
 __attribute__((noinline)) void complete_rest(struct rqp *r, int dev, struct ibv_cq *cq, int status, int opcode,
-                                             uint32_t byte_len, uint64_t wr_id, int64_t *now, uintptr_t tp) {
+                                             uint32_t byte_len, uint64_t wr_id, int64_t *now, uintptr_t tp,
+                                             uint32_t vendor_err) {
   int err = status != IBV_WC_SUCCESS;
   if (UNLIKELY(err)) rcclTelemetryCqError(dev);
   int recv;
@@ -96,6 +106,7 @@ __attribute__((noinline)) void complete_rest(struct rqp *r, int dev, struct ibv_
     }
   }
   int64_t tok;
+  struct failed_wr f = {recv ? -2 : -1, -1, 0};
   if (recv) {
     tok = 0;
     if (r->has_srq) {
@@ -107,10 +118,17 @@ __attribute__((noinline)) void complete_rest(struct rqp *r, int dev, struct ibv_
       if (o) tok = RCCL_TELEMETRY_TS_UNSAMPLED;
     }
   } else {
-    tok = err ? retire_error(r) : retire_signalled(r);
+    tok = err ? retire_error(r, &f) : retire_signalled(r);
     if (tok > RCCL_TELEMETRY_TS_UNSAMPLED && *now <= RCCL_TELEMETRY_TS_UNSAMPLED) *now = rcclTelemetryPollTs();
   }
   rcclTelemetryQpWqeCompleteAt(r->slot, tok, *now > RCCL_TELEMETRY_TS_UNSAMPLED ? *now : 1);
+  if (UNLIKELY(err)) {
+    /* An error completion moves an RC (or XRC) QP to ERR; other types are not judged. */
+    struct ibv_qp *qp = LD(r->qp);
+    enum ibv_qp_type t = qp ? qp->qp_type : IBV_QPT_RC;
+    int rc = t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV;
+    rtp_cq_error(r->slot, dev, status, vendor_err, f.op, f.bytes, f.token, rc);
+  }
   if (recv && !err) {
     rcclTelemetryStripe_ *st = own_stripe(dev, tp);
     if (LIKELY(st != NULL)) ADD(st->own.rx_bytes, byte_len);
@@ -132,7 +150,7 @@ static __attribute__((noinline)) int poll_counted(struct rctx *c, struct ibv_cq 
   uint64_t out = window_enter(tn);
   int64_t now = 0;
   for (int i = 0; i < got; i++)
-    complete(dev, cq, wc[i].qp_num, wc[i].status, wc[i].opcode, wc[i].byte_len, wc[i].wr_id, &now, tp);
+    complete(dev, cq, wc[i].qp_num, wc[i].status, wc[i].opcode, wc[i].byte_len, wc[i].wr_id, &now, tp, wc[i].vendor_err);
   window_exit(tn, out);
   return got;
 }
@@ -161,7 +179,7 @@ int w_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
   ADD(st->own.cq_polls, 1);
   int64_t now = 0, now_rest = 0; /* two, so that only the rare path's lives in memory */
   if (UNLIKELY(!complete_common(r, wc->status, wc->opcode, &now)))
-    complete_rest(r, dev, cq, wc->status, wc->opcode, wc->byte_len, wc->wr_id, &now_rest, tp);
+    complete_rest(r, dev, cq, wc->status, wc->opcode, wc->byte_len, wc->wr_id, &now_rest, tp, wc->vendor_err);
   side_exit(&r->cs, 0);
   window_exit(tn, out);
   return 1;
@@ -172,10 +190,11 @@ static inline void cqx_one(struct rcq *q, struct ibv_cq_ex *cq) {
   uint32_t qpn = q->read_qp_num(cq);
   int op = q->read_opcode ? (int)q->read_opcode(cq) : 0;
   uint32_t len = (cq->status == IBV_WC_SUCCESS && q->have_len && (op & IBV_WC_RECV)) ? q->read_byte_len(cq) : 0;
+  uint32_t verr = UNLIKELY(cq->status != IBV_WC_SUCCESS) && q->read_vendor_err ? q->read_vendor_err(cq) : 0;
   struct tnode *tn = t_node;
   if (UNLIKELY(!tn) && !(tn = tnode_slow())) return;
   uint64_t out = window_enter(tn);
-  complete(q->dev, ibv_cq_ex_to_cq(cq), qpn, cq->status, op, len, cq->wr_id, &q->now, self_tp());
+  complete(q->dev, ibv_cq_ex_to_cq(cq), qpn, cq->status, op, len, cq->wr_id, &q->now, self_tp(), verr);
   window_exit(tn, out);
 }
 

@@ -34,7 +34,7 @@ static __attribute__((noinline)) int post_general(struct rqp *r, struct ibv_qp *
   int fits = record_room(r, n);
   if (LIKELY(fits)) {
     uint64_t t = t0;
-    for (struct ibv_send_wr *w = wr; w; w = w->next) record(r, t++, w->wr_id, signalled_wr(r, w));
+    for (struct ibv_send_wr *w = wr; w; w = w->next) record(r, t++, w->wr_id, signalled_wr(r, w), w->opcode, wr_bytes(w));
     __atomic_store_n(&r->tail, t, __ATOMIC_RELEASE);
   }
   struct ibv_send_wr *badwr = NULL;
@@ -104,9 +104,9 @@ int w_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
     side_exit(&r->ps, 0);
     return post_slow(qp, wr, bad);
   }
-  record(r, t0, wr->wr_id, signalled_wr(r, wr));
-  __atomic_store_n(&r->tail, t0 + 1, __ATOMIC_RELEASE);
   uint64_t b = wr_bytes(wr);
+  record(r, t0, wr->wr_id, signalled_wr(r, wr), wr->opcode, b);
+  __atomic_store_n(&r->tail, t0 + 1, __ATOMIC_RELEASE);
   wqe_size(st, r->dev, b); /* st is not NULL here: the stores only */
   tx_bytes(st, r->dev, b);
   count_send_op(r, wr->opcode, 1);

@@ -144,14 +144,18 @@ extern struct qleaf *g_qpn[32][QTOP];
 
 /* One send WR outstanding on a QP's send queue, in posting order. gap: how many signalled
  * (high half) and unsignalled (low half) WRs had gone untracked (record full) when this one
- * was recorded, each modulo 2^32. */
+ * was recorded, each modulo 2^32. op and bytes name the WR if it fails (an error completion
+ * carries no opcode): in what was padding, so an entry stays 32 bytes. */
 struct ent {
   uint64_t wr_id;
   int64_t token;  /* signalled: PostTs token (1 unsampled, > 1 a clock reading, 0 no slot) */
   uint64_t gap;
-  uint32_t flags; /* ENT_SIG, ENT_VOID (atomic: a refused post voids entries it published) */
-  uint32_t pad_;
+  uint16_t flags; /* ENT_SIG, ENT_VOID (atomic: a refused post voids entries it published) */
+  uint8_t op;     /* enum ibv_wr_opcode */
+  uint8_t pad_;
+  uint32_t bytes; /* its SGE sum, at most UINT32_MAX */
 };
+_Static_assert(sizeof(struct ent) == 32, "a send record entry is 32 bytes");
 #define GAP_S(g) ((uint32_t)((g) >> 32))
 #define GAP_U(g) ((uint32_t)(g))
 #define GAP(s, u) (((uint64_t)(uint32_t)(s) << 32) | (uint32_t)(u))
@@ -220,6 +224,7 @@ struct rcq {
   uint32_t (*read_qp_num)(struct ibv_cq_ex *);
   uint32_t (*read_byte_len)(struct ibv_cq_ex *);
   enum ibv_wc_opcode (*read_opcode)(struct ibv_cq_ex *);
+  uint32_t (*read_vendor_err)(struct ibv_cq_ex *); /* NULL when the provider has none */
   int64_t now;
   struct rcq *next_free;
 };
@@ -450,13 +455,15 @@ static inline int record_room(const struct rqp *r, uint64_t n) {
   return r->tail + n - __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) <= r->ring_cap;
 }
 
-/* Entry t (not yet published) for one send WR, on the posting side. */
-static inline void record(struct rqp *r, uint64_t t, uint64_t wr_id, int signalled) {
+/* Entry t (not yet published) for one send WR of opcode op and bytes, on the posting side. */
+static inline void record(struct rqp *r, uint64_t t, uint64_t wr_id, int signalled, int op, uint64_t bytes) {
   struct ent *e = &r->ring[t & (r->ring_cap - 1)];
   e->wr_id = wr_id;
   e->token = signalled ? rcclTelemetryPostTs(r->slot) : 0;
   e->gap = r->gap_total;
-  ST(e->flags, signalled ? ENT_SIG : 0u);
+  e->op = (uint8_t)op;
+  e->bytes = bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)bytes;
+  ST(e->flags, (uint16_t)(signalled ? ENT_SIG : 0u));
 }
 
 /* After the provider's call, on the posting side: entries [from, to) of WRs it refused are
@@ -466,7 +473,7 @@ static inline void record_refused(struct rqp *r, uint64_t from, uint64_t to) {
   for (uint64_t t = from; t < to; t++) {
     struct ent *e = &r->ring[t & (r->ring_cap - 1)];
     sig += (LD(e->flags) & ENT_SIG) != 0;
-    ST(e->flags, LD(e->flags) | ENT_VOID);
+    ST(e->flags, (uint16_t)(LD(e->flags) | ENT_VOID));
   }
   rcclTelemetryQp_ *q = (rcclTelemetryQp_ *)(void *)r->slot;
   if (sig && q && LD(q->sample_mask)) ST(q->post_seq, LD(q->post_seq) - sig);
@@ -517,23 +524,27 @@ static inline __attribute__((always_inline)) int complete_common(struct rqp *r, 
   return 1;
 }
 
-/* The rest of complete() (poll.c). */
+/* The rest of complete() (poll.c). vendor_err: the completion's (read only for an error). */
 void complete_rest(struct rqp *r, int dev, struct ibv_cq *cq, int status, int opcode, uint32_t byte_len,
-                   uint64_t wr_id, int64_t *now, uintptr_t tp);
+                   uint64_t wr_id, int64_t *now, uintptr_t tp, uint32_t vendor_err);
 
 /* One completion of device dev's CQ cq, by the thread tp. now: the poll's clock reading,
  * read on first need. The common case (complete_common) is handled inline. */
 static inline __attribute__((always_inline)) void complete(int dev, struct ibv_cq *cq, uint32_t qpn, int status,
                                                            int opcode, uint32_t byte_len, uint64_t wr_id, int64_t *now,
-                                                           uintptr_t tp) {
+                                                           uintptr_t tp, uint32_t vendor_err) {
   struct rqp *r = qp_by_num(dev, qpn);
   if (UNLIKELY(!r)) {
-    if (UNLIKELY(status != IBV_WC_SUCCESS)) rcclTelemetryCqError(dev);
+    if (UNLIKELY(status != IBV_WC_SUCCESS)) {
+      rcclTelemetryCqError(dev);
+      rtp_cq_error(NULL, dev, status, vendor_err, -1, -1, 0, 0);
+    }
     rtp_wc_unknown(dev, 1);
     return;
   }
   int locked = side_enter(&r->cs, tp);
-  if (UNLIKELY(!complete_common(r, status, opcode, now))) complete_rest(r, dev, cq, status, opcode, byte_len, wr_id, now, tp);
+  if (UNLIKELY(!complete_common(r, status, opcode, now)))
+    complete_rest(r, dev, cq, status, opcode, byte_len, wr_id, now, tp, vendor_err);
   side_exit(&r->cs, locked);
 }
 

@@ -62,7 +62,7 @@ static int qx_wr_complete(struct ibv_qp_ex *qpx) {
   uint64_t n = r->npend, t0 = r->tail;
   int fits = record_room(r, n);
   if (LIKELY(fits)) {
-    for (uint32_t i = 0; i < r->npend; i++) record(r, t0 + i, r->pend[i].wr_id, r->pend[i].signalled);
+    for (uint32_t i = 0; i < r->npend; i++) record(r, t0 + i, r->pend[i].wr_id, r->pend[i].signalled, r->pend[i].op, r->pend[i].bytes);
     __atomic_store_n(&r->tail, t0 + n, __ATOMIC_RELEASE);
   }
   int rc = r->orig_qpx.wr_complete(qpx);

@@ -287,6 +287,54 @@ pub unsafe extern "C" fn rtp_qp_set_peer(
     })
 }
 
+/// One error completion polled (cold path): on `slot`'s QP, with what the send record knew of
+/// the failed WR (`opcode`: its `enum ibv_wr_opcode`, -2 a receive, -1 unknown; `bytes` -1
+/// unknown; `token` its PostTs token), or, with a NULL slot, on device `dev` only (a QP the
+/// interposer does not track). `rc` != 0: the QP is RC or XRC, so the error left it in ERR.
+/// The device's num_cq_errors is counted by the caller.
+///
+/// # Safety
+/// `slot` is NULL or a slot from rtp_qp_slot.
+#[no_mangle]
+pub unsafe extern "C" fn rtp_cq_error(
+    slot: *const RcclQpStats,
+    dev: c_int,
+    status: c_int,
+    vendor_err: u32,
+    opcode: c_int,
+    bytes: i64,
+    token: i64,
+    rc: c_int,
+) {
+    boundary!("rtp_cq_error", (), {
+        if !rccl_telemetry::is_on() {
+            return;
+        }
+        // SAFETY: per the caller's contract.
+        match unsafe { slot_ref(slot) } {
+            Some(q) => {
+                let wr = (opcode != -1).then_some(rccl_telemetry::cq_errors::WrInfo {
+                    opcode,
+                    bytes: u64::try_from(bytes).ok(),
+                    token,
+                });
+                rccl_telemetry::cq_errors::record(
+                    q,
+                    status,
+                    vendor_err,
+                    wr,
+                    (rc != 0).then_some("ERR"),
+                );
+            }
+            None => {
+                if let Ok(d) = u32::try_from(dev) {
+                    rccl_telemetry::cq_errors::record_device(d, status);
+                }
+            }
+        }
+    })
+}
+
 /// Registers the interposer's walk of its send records, which the stall detector's tick calls
 /// (on the writer thread) before it reads the slots' `QpExt::stall_out` / `stall_oldest`.
 #[no_mangle]

@@ -38,6 +38,9 @@ fn sampling_moves_only_the_latency_fields() {
                         "wqe_completion_ns_max",
                         "wqe_completion_histogram",
                         "num_wqe_sampled",
+                        // wall-clock readings of the stall detector's checks
+                        "last_post_time",
+                        "last_completion_time",
                     ] {
                         o.remove(k);
                     }
@@ -136,6 +139,8 @@ fn log_histogram_off_leaves_no_key_and_changes_nothing_else() {
                         "wqe_completion_ns_min",
                         "wqe_completion_ns_max",
                         "wqe_completion_histogram",
+                        "last_post_time",
+                        "last_completion_time",
                     ] {
                         q.as_object_mut().unwrap().remove(k);
                     }

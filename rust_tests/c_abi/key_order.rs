@@ -1,5 +1,5 @@
-//! The file's key order: version 3's keys come after every older key, at the top, per
-//! device, per QP and per peer, with and without stall detection.
+//! The file's key order: version 3's keys come after every older key, and version 4's after
+//! those, at the top, per device, per QP and per peer, with and without stall detection.
 
 use super::common::*;
 use super::sim::*;
@@ -23,7 +23,7 @@ fn keys_at(text: &str, depth: usize) -> Vec<String> {
 }
 
 #[test]
-fn version_3_keys_follow_every_older_key() {
+fn version_3_and_4_keys_follow_every_older_key() {
     // With stall detection on (the default) its keys come last; with it off they are absent.
     for (stall_ms, dev_stall, qp_stall) in [
         (
@@ -53,6 +53,7 @@ fn version_3_keys_follow_every_older_key() {
         let want: Vec<&str> = ["port", "gid_index", "gid", "gid_ip", "lid", "peers"]
             .iter()
             .chain(dev_stall)
+            .chain(&["cq_errors_by_status"])
             .copied()
             .collect();
         assert_eq!(dev[at..], want, "{dev:?}");
@@ -63,7 +64,19 @@ fn version_3_keys_follow_every_older_key() {
                     .any(|k| k == "wqe_completion_log_histogram")
         );
         let qp = keys_at(&text, 4);
-        let want: Vec<&str> = ["qp_num", "peer"].iter().chain(qp_stall).copied().collect();
+        let v4 = [
+            "cq_errors",
+            "first_cq_error",
+            "qp_state",
+            "last_post_time",
+            "last_completion_time",
+        ];
+        let want: Vec<&str> = ["qp_num", "peer"]
+            .iter()
+            .chain(qp_stall)
+            .chain(&v4)
+            .copied()
+            .collect();
         assert_eq!(qp[qp.len() - want.len()..], want, "{qp:?}");
         assert_eq!(qp[0], "id");
         let peer = keys_at(&text, 5);

@@ -74,6 +74,7 @@ fn qp_report(id: u64, role: u8, s: &QpSnapshot, buckets: usize, sampled: bool) -
         verbs: None,
         identity: None,
         stall: None,
+        errors: None,
     }
 }
 
@@ -90,6 +91,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
     let stall_view = crate::stall_detector::device_view(d.id);
     let local = peers::dev_local(d.id);
     let mut dev_peers = peers::DevPeers::new(id.log_histogram);
+    let errors = crate::cq_errors::all();
     for c in d.channels() {
         let told = c.peers.by_slot();
         let mut total = QpSnapshot::default();
@@ -113,10 +115,16 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
                 local.gid,
                 verbs,
             ));
-            if let Some(v) = &stall_view {
-                let st = v.state.qp(c.id, i).copied().unwrap_or_default();
-                r.stall = Some(qp_stall_report(&st, v, verbs));
+            let st = stall_view
+                .as_ref()
+                .map(|v| (v.state.qp(c.id, i).copied().unwrap_or_default(), v));
+            if let Some((st, v)) = &st {
+                r.stall = Some(qp_stall_report(st, v, verbs));
             }
+            r.errors = Some(qp_error_report(
+                errors.get(&(slot as *const crate::counters::RcclQpStats as usize)),
+                st.as_ref().map(|(s, v)| (s, *v)),
+            ));
             qps.push(r);
         }
         let req = c.stats.req_completed.load(Relaxed);
@@ -214,6 +222,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             num_wqe_outstanding: v.state.outstanding,
             num_qps_stalled: v.state.stalled,
         }),
+        cq_errors_by_status: status_counts(&crate::cq_errors::device(d.id)),
     }
 }
 

@@ -49,6 +49,42 @@ pub fn qp_stall_report(
     }
 }
 
+/// Error completions by status value, named and in the enum's order.
+pub fn status_counts(m: &std::collections::BTreeMap<i32, u64>) -> StatusCounts {
+    StatusCounts(
+        m.iter()
+            .map(|(k, v)| (crate::cq_errors::status_name(*k), *v))
+            .collect(),
+    )
+}
+
+/// A QP's version-4 keys: its error completions (None: it had none) and, from the stall
+/// detector's state of it, the ticks that saw its last post and completion.
+pub fn qp_error_report(
+    e: Option<&crate::cq_errors::QpErrors>,
+    stall: Option<(
+        &crate::stall_detector::QpState,
+        &crate::stall_detector::DevView,
+    )>,
+) -> QpErrorReport {
+    let at = |t: Option<u64>| stall.and_then(|(_, v)| t.map(|t| rfc3339(v.wall(t))));
+    QpErrorReport {
+        cq_errors: e.map(|e| status_counts(&e.by_status)).unwrap_or_default(),
+        first_cq_error: e.and_then(|e| e.first.as_ref()).map(|f| FirstErrorReport {
+            status: crate::cq_errors::status_name(f.status),
+            status_code: f.status,
+            vendor_err: f.vendor_err,
+            time: rfc3339(f.wall_ns),
+            opcode: f.opcode,
+            bytes: f.bytes,
+            age_ms: f.age_ms,
+        }),
+        qp_state: e.and_then(|e| e.state),
+        last_post_time: at(stall.and_then(|(s, _)| s.last_post)),
+        last_completion_time: at(stall.and_then(|(s, _)| s.last_completion)),
+    }
+}
+
 impl From<&ExtSnapshot> for VerbsCounters {
     fn from(e: &ExtSnapshot) -> Self {
         VerbsCounters {

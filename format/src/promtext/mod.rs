@@ -21,10 +21,12 @@
 //! `names` (metric names and base units of hardware counters), `syntax` (escaping, sample
 //! lines), `data` (what each side converts into), `render` (the software counters and
 //! histograms at each scope), `hardware` (the NICs' counters), `stalls` (stall detection's
-//! families). Everything public is re-exported here, so callers write `promtext::X`.
+//! families), `errors` (error completions by status, per device and per errored QP).
+//! Everything public is re-exported here, so callers write `promtext::X`.
 //! Every file of this directory keeps to the rule above: `super::` paths only.
 
 mod data;
+mod errors;
 mod families;
 #[cfg(test)]
 mod fixtures;
@@ -35,6 +37,7 @@ mod stalls;
 mod syntax;
 
 pub use data::*;
+pub use errors::*;
 pub use families::*;
 pub use names::*;
 pub use render::render;

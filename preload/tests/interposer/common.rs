@@ -227,8 +227,15 @@ pub fn counters(f: &Value) -> Value {
                     "wqe_completion_ns_max",
                     "wqe_completion_histogram",
                     "wqe_completion_log_histogram",
+                    // wall-clock readings (the stall detector's checks, the first error)
+                    "last_post_time",
+                    "last_completion_time",
                 ] {
                     o.remove(k);
+                }
+                if let Some(e) = o.get_mut("first_cq_error").and_then(Value::as_object_mut) {
+                    e.remove("time");
+                    e.remove("age_ms");
                 }
             };
             strip(c.as_object_mut().unwrap());

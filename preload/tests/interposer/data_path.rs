@@ -162,6 +162,22 @@ fn error_completions_on_a_shared_cq_and_unknown_qps() {
                 ("rx_bytes", 0),
             ],
         );
+        // By status: the failed write (unsignalled: no clock reading, no age), then flushes.
+        let errs = serde_json::json!({"WR_FLUSH_ERR": 7, "REM_ACCESS_ERR": 1});
+        assert_eq!(q[0]["cq_errors"], errs);
+        assert_eq!(d["cq_errors_by_status"], errs);
+        let e = &q[0]["first_cq_error"];
+        assert_eq!(
+            (&e["status"], &e["opcode"], &e["bytes"], &e["age_ms"]),
+            (
+                &serde_json::json!("REM_ACCESS_ERR"),
+                &serde_json::json!("RDMA_WRITE"),
+                &serde_json::json!(32),
+                &serde_json::Value::Null
+            ),
+            "{e}"
+        );
+        assert!(q[1]["first_cq_error"].is_null());
     }
 }
 

@@ -4,7 +4,8 @@
 //! (dlopen + dlvsym), each file validated against the schema and checked for exact counts.
 //! `make test` builds the programs (`make preload preload-test-bins`) before running this.
 //!
-//! One test binary (`interposer`), its scenarios split by concern: data_path (posts,
+//! One test binary (`interposer`), its scenarios split by concern: cq_errors (every error
+//! status, per QP), data_path (posts,
 //! completions, SRQ), ex_wrappers (ibv_qp_ex/ibv_cq_ex), fork, lifecycle (destroy, reopen,
 //! churn), loading (disabled, static, dlsym), peers (modify_qp), stalls; common holds the
 //! runner and the assertions they share.
@@ -14,6 +15,7 @@ mod skip;
 
 mod common;
 
+mod cq_errors;
 mod data_path;
 mod ex_wrappers;
 mod fork;
