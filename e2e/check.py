@@ -35,6 +35,18 @@ NIC_KEYS = [("port_tx_bytes", "tx_queue_0_bytes", "tx_bytes"), ("port_rx_bytes",
             ("port_rx_packets", "rx_queue_0_packets", "rx_packets")]
 
 
+# enum ibv_wc_status without IBV_WC_, by value (the file's status names)
+WC_STATUS = ["SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR", "WR_FLUSH_ERR",
+             "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR", "REM_ACCESS_ERR", "REM_OP_ERR",
+             "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR", "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR",
+             "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR", "RESP_TIMEOUT_ERR", "GENERAL_ERR", "TM_ERR",
+             "TM_RNDV_INCOMPLETE"]
+
+
+def status_name(code):
+    return WC_STATUS[code] if 0 <= code < len(WC_STATUS) else f"UNKNOWN_{code}"
+
+
 class Checks:
     def __init__(self):
         self.passed = 0
@@ -311,6 +323,65 @@ def check_hw(name, dev, tally, d, netdev, suffix="", pair=False):
             C.ok(f"{name}: hw {k} >= request packets ({want})", isinstance(v, int) and v >= want > 0, f"{k} = {v}")
 
 
+def tally_errors(tq):
+    """A tally QP's error completions: {status name: count}, and its first status name (None)."""
+    by = {status_name(int(k)): v for k, v in tq.get("cq_errors_by_code", {}).items()}
+    first = tq.get("first_error_code", -1)
+    return by, (status_name(first) if first >= 0 else None)
+
+
+def file_errors(doc):
+    """-> {(channel id, qp id): qp} of the QPs whose cq_errors are not empty, and the device's by status."""
+    out, dev_by = {}, {}
+    for dev in doc.get("devices", []):
+        if dev.get("device_id") == 0:
+            dev_by = dev.get("cq_errors_by_status", {})
+        for ch in dev.get("channels", []):
+            for q in ch.get("queue_pairs", []):
+                if q.get("cq_errors"):
+                    out[(ch.get("id"), q.get("id"))] = q
+    return out, dev_by
+
+
+def check_errors(name, doc, tally):
+    """Format 4: every QP's cq_errors, first_cq_error and qp_state, and the device's
+    cq_errors_by_status, against the program's own tally of the completions it polled."""
+    if doc.get("version", 0) < 4:
+        C.ok(f"{name}: format version 4 (per-QP errors)", False, f"version {doc.get('version')}")
+        return {}
+    bad, dev_want = [], {}
+    qps = {(c.get("id"), q.get("id")): q for d in doc.get("devices", []) if d.get("device_id") == 0
+           for c in d.get("channels", []) for q in c.get("queue_pairs", [])}
+    for tc in tally["devices"][0]["channels"]:
+        for tq in tc["queue_pairs"]:
+            by, first = tally_errors(tq)
+            for k, v in by.items():
+                dev_want[k] = dev_want.get(k, 0) + v
+            q = qps.get((tc["id"], tq["id"]))
+            if q is None:
+                continue
+            where = f"ch {tc['id']} qp {tq['id']}"
+            if q.get("cq_errors") != by:
+                bad.append(f"{where} cq_errors {q.get('cq_errors')} != {by}")
+            fe = q.get("first_cq_error")
+            if (fe or {}).get("status") != first:
+                bad.append(f"{where} first_cq_error {fe} != {first}")
+            if q.get("qp_state") != ("ERR" if first else None):
+                bad.append(f"{where} qp_state {q.get('qp_state')}")
+    C.ok(f"{name}: per-QP cq_errors, first_cq_error, qp_state = program tally", not bad, "; ".join(bad[:4]))
+    _, dev_by = file_errors(doc)
+    C.equal(f"{name}: device cq_errors_by_status", dev_by, dev_want)
+    return dev_want
+
+
+def check_clean_errors(name, doc, tally, probe):
+    """A clean run: no error completion but the error probe's one REM_ACCESS_ERR."""
+    errs, dev_by = file_errors(doc)
+    want = {"REM_ACCESS_ERR": 1} if probe else {}
+    C.ok(f"{name}: no error but the probe's (cq_errors_by_status {want})", dev_by == want and len(errs) == len(want),
+         f"device {dev_by}, QPs {[(k, q.get('cq_errors')) for k, q in errs.items()]}")
+
+
 def scenario(name, d, netdev, sampled_n=1):
     """One program run: exit status, payloads, file, schema, software counters, capture."""
     tally_path = os.path.join(d, "tally.json")
@@ -325,9 +396,13 @@ def scenario(name, d, netdev, sampled_n=1):
     if doc is None:
         return tally, None
     validate(f"{name}: file validates against the schema", doc)
-    check_no_stall(name, doc)
+    if not tally.get("expect_errors"):
+        check_no_stall(name, doc)
     dev = compare_sw(name, doc, tally, sampled_n)
     check_capture(name, tally)
+    check_errors(name, doc, tally)
+    if not tally.get("expect_errors"):
+        check_clean_errors(name, doc, tally, tally.get("error_probe"))
     return tally, (doc, dev)
 
 
@@ -395,7 +470,9 @@ def single(res):
         # (format 3) QP numbers are the device's, new in every process: qp_num and each
         # QP's peer (its QPN) differ too; the device's GID and peers list do not.
         drop = LATENCY_KEYS | {"process_id", "start_time", "end_time", "hw_counters", "num_slot_miss",
-                               "cq_poll_count", "qp_num", "peer"}
+                               "cq_poll_count", "qp_num", "peer",
+                               # (format 4) wall-clock readings: the detector's checks, the probe's error
+                               "last_post_time", "last_completion_time", "time"}
         diffs = diff_paths(strip_run(got[0], drop), strip_run(got16[0], drop))
         C.ok("lat16 vs main: only the latency fields differ", not diffs, "; ".join(diffs[:6]))
         lat_main = [q.get("wqe_completion_histogram") for c in got[1]["channels"] for q in c["queue_pairs"]]
@@ -420,6 +497,32 @@ def single(res):
             C.ok(f"sample: {k} never decreases", vals == sorted(vals), f"values {vals[:4]}...{vals[-4:]}")
         C.ok("sample: a packet count rises over the run", any(v[-1] > v[0] for v in readable.values()),
              f"first/last: { {k: (v[0], v[-1]) for k, v in readable.items()} }")
+
+    # 5. RNR exhausted: the receiver publishes CTS without receives from request 3 on, its
+    # peer (itself, over rxe loopback) retries rnr_retry = 1 times, then RNR_RETRY_EXC_ERR
+    tr, gotr = scenario("rnr", os.path.join(out, "rnr"), netdev)
+    if gotr:
+        doc, dev = gotr
+        errs, dev_by = file_errors(doc)
+        firsts = {k: q["first_cq_error"] for k, q in errs.items()}
+        rnr = {k: f for k, f in firsts.items() if f and f.get("status") == "RNR_RETRY_EXC_ERR"}
+        C.ok("rnr: RNR_RETRY_EXC_ERR is the first error of a QP", bool(rnr), f"first errors {firsts}")
+        C.ok("rnr: only send data QPs failed, each first with RNR_RETRY_EXC_ERR (flushes after)",
+             all(f.get("status") == "RNR_RETRY_EXC_ERR" for f in firsts.values()) and
+             set(dev_by) <= {"RNR_RETRY_EXC_ERR", "WR_FLUSH_ERR"}, f"{firsts}; device {dev_by}")
+        for k, f in rnr.items():
+            C.ok(f"rnr: ch {k[0]} qp {k[1]}: first_cq_error carries vendor_err and time",
+                 isinstance(f.get("vendor_err"), int) and str(f.get("time", "")).endswith("Z"), str(f))
+        if dev:
+            hw = dev.get("hw_counters", {})
+            for key, raw in [("rnr_retry_exceeded_err", "retry_rnr_exceeded_err"), ("rnr_nak_retry_err", "rcvd_rnr_err")]:
+                moved = raw_delta(os.path.join(out, "rnr"), "rxe", raw)
+                C.ok(f"rnr: rxe's {key} ({raw}) moved, the file's delta within rxe's ({hw.get(key)} of {moved})",
+                     isinstance(hw.get(key), int) and hw[key] >= 1 and moved is not None and hw[key] <= moved,
+                     f"file {hw.get(key)}, rxe {raw} delta {moved}")
+            n_rnr = dev_by.get("RNR_RETRY_EXC_ERR", 0)
+            C.ok(f"rnr: rnr_retry_exceeded_err counts the RNR_RETRY_EXC_ERR completions ({n_rnr})",
+                 hw.get("rnr_retry_exceeded_err") == n_rnr, f"hw {hw.get('rnr_retry_exceeded_err')}")
 
     # 4. unwritable output directory: a message, no file, a normal exit
     d = os.path.join(out, "unwritable")
@@ -463,6 +566,8 @@ def pair(res):
             check_no_stall(name, doc)
             dev = compare_sw(name, doc, tally, 1)
             check_capture(name, tally)
+            check_errors(name, doc, tally)
+            check_clean_errors(name, doc, tally, tally.get("error_probe"))
             if dev:
                 check_hw(name, dev, tally, d, netdev, pair=True)
             totals.setdefault(host, 0)

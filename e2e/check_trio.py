@@ -4,7 +4,9 @@
 Usage: check_trio.py RESULTDIR   (RESULTDIR/{a,b,c}/out/trio/<scenario>/...)
 
 Scenarios: links_clean, links_delay (tc netem delay on a -> c), stall_loss (tc netem loss
-100% on a -> c for a few seconds, then restored). Prints "PASS <name>" / "FAIL <name>: why"
+100% on a -> c for a few seconds, then restored), stall_stop (a receiver frozen), dead_path
+(loss 100% on a -> c for good: error completions) and dead_tool (ib_write_bw through it).
+E2E_TRIO_ONLY=faults: only the last two. Prints "PASS <name>" / "FAIL <name>: why"
 per check (and "SKIP <name>: why" for a check whose feature the files do not carry yet);
 exits 1 if any check failed. The live textfiles are read through the real node_exporter
 (Debian's prometheus-node-exporter, textfile collector only, on a loopback port).
@@ -131,6 +133,8 @@ def ibcast_file(name, d):
     K.validate(f"{name}: file validates against the schema", doc)
     dev = K.compare_sw(name, doc, tally, 1)
     K.check_capture(name, tally)
+    K.check_errors(name, doc, tally)
+    K.check_clean_errors(name, doc, tally, tally.get("error_probe"))
     if dev:
         K.check_hw(name, dev, tally, os.path.dirname(d), K.read(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(d))),
                                                                             "rxe_netdev")).strip(), pair=True)
@@ -515,6 +519,144 @@ def stall_stop(res, scen, ne):
                                                            for q in stq), f"trigger {sdoc.get('trigger')}, stalled {stq[:1]}")
 
 
+def errored(doc):
+    """-> [(channel id, qp)] of the QPs with error completions"""
+    return [(ch.get("id"), q) for _, ch, q in qps_of(doc) if q.get("cq_errors")]
+
+
+def dead_path(res, scen, ne):
+    """100% loss on a -> c for good: the a-c link's QPs fail at both ends, nothing else does;
+    the snapshots the library wrote on its own, rxe's counters and the textfile agree."""
+    d = {g: os.path.join(res, g, "out", "trio", scen) for g in GUESTS}
+    tallies = {}
+    for g in GUESTS:
+        p = os.path.join(d[g], "ibcast", "tally.json")
+        if ok(f"{scen} {g}: the rank wrote its tally (hung or done)", os.path.exists(p), K.read(os.path.join(d[g], "ibcast", "stdout.txt"))[-300:]):
+            tallies[g] = K.load(p)
+    # RoCE v2 GIDs of the guests' IPv4 addresses (192.0.2.1, .2, .3)
+    gid = {g: f"0000:0000:0000:0000:0000:ffff:c000:02{k + 1:02x}" for k, g in enumerate(GUESTS)}
+    peer_of = {"a": "c", "c": "a"}
+    for g in GUESTS:
+        t = tallies.get(g)
+        if t is None:
+            continue
+        nm = f"{scen} {g}"
+        faulted = g in peer_of
+        said = K.read(os.path.join(d[g], "ibcast", "stdout.txt"))
+        ok(f"{nm}: the rank {'hung on the dead path' if faulted else 'finished with no error'}",
+           ("ibcast_e2e: hung after" if faulted else "ibcast_e2e: done after 0 error") in said, said[-300:])
+        if faulted and g == "c" and not t.get("errors_seen"):
+            # c's sends wait for a's CTS, which the dead path loses: with nothing in flight
+            # when it died, c gets no error, its link just goes quiet
+            sh = glob.glob(os.path.join(d[g], "snap_hung", "*.json"))
+            if ok(f"{nm}: a snapshot of the hung rank (SIGUSR1)", len(sh) == 1, f"{sh}"):
+                doc = K.load(sh[0])
+                K.check_errors(f"{nm} (nothing in flight when the path died)", doc, t)
+                ok(f"{nm}: no error in its file either", not errored(doc), f"{[(c, q.get('cq_errors')) for c, q in errored(doc)]}")
+            continue
+        files = glob.glob(os.path.join(d[g], "ibcast", "telemetry", "rccl_telemetry_*.json"))
+        if not ok(f"{nm}: one file left", len(files) == 1, f"{files}"):
+            continue
+        left = K.load(files[0])
+        K.validate(f"{nm}: the file left validates against the schema", left)
+        if not faulted:
+            ok(f"{nm}: SIGTERM wrote the final file", left.get("final") is True, f"final {left.get('final')}")
+            K.check_errors(nm, left, t)
+            K.check_clean_errors(nm, left, t, False)
+            continue
+        # the snapshots the library wrote by itself, before any signal
+        snaps = [K.load(p) for p in sorted(glob.glob(os.path.join(d[g], "ibcast", "snaps", "[0-9]*.json")))]
+        trig = [s.get("trigger") for s in snaps]
+        first = next((s for s in snaps if s.get("trigger") == "cq_error"), None)
+        ok(f"{nm}: the library wrote a snapshot on its own at the first error (trigger cq_error)", first is not None
+           and first.get("final") is False, f"triggers seen {trig}")
+        if first:
+            K.validate(f"{nm}: the cq_error snapshot validates against the schema", first)
+            fe = [(c, q) for c, q in errored(first) if (q.get("first_cq_error") or {}).get("status") == "RETRY_EXC_ERR"]
+            ok(f"{nm}: the cq_error snapshot names a QP whose first error is RETRY_EXC_ERR", bool(fe),
+               f"{[(c, q.get('cq_errors')) for c, q in errored(first)]}")
+        ok(f"{nm}: the file left after SIGKILL is a snapshot", left.get("final") is False, f"final {left.get('final')}")
+        sh = glob.glob(os.path.join(d[g], "snap_hung", "*.json"))
+        if not ok(f"{nm}: a snapshot of the hung rank (SIGUSR1)", len(sh) == 1, f"{sh}"):
+            continue
+        doc = K.load(sh[0])
+        K.validate(f"{nm}: the hung rank's snapshot validates against the schema", doc)
+        K.check_errors(nm, doc, t)
+        errs = errored(doc)
+        off = [(c, q.get("id")) for c, q in errs if c not in FAULT_CH]
+        ok(f"{nm}: only QPs of the dead a-c link failed (channels {sorted(FAULT_CH)})", errs and not off, f"failed elsewhere: {off}")
+        retry = [(c, q) for c, q in errs if (q.get("first_cq_error") or {}).get("status") == "RETRY_EXC_ERR"]
+        ok(f"{nm}: a QP's first error is RETRY_EXC_ERR", bool(retry), f"{[(c, q.get('first_cq_error')) for c, q in errs]}")
+        bad_peer = [(c, q.get("id"), (q.get("peer") or {}).get("gid")) for c, q in retry
+                    if (q.get("peer") or {}).get("gid") != gid.get(peer_of[g])]
+        ok(f"{nm}: every RETRY_EXC_ERR QP names {peer_of[g]} as its peer", retry and not bad_peer, f"{bad_peer} want {gid.get(peer_of[g])}")
+        ok(f"{nm}: WR_FLUSH_ERR on the WRs behind a failed one", any(q["cq_errors"].get("WR_FLUSH_ERR", 0) > 0 for _, q in retry),
+           f"{[(c, q.get('id'), q.get('cq_errors')) for c, q in retry]}")
+        ok(f"{nm}: every errored QP's state is ERR", all(q.get("qp_state") == "ERR" for _, q in errs), "")
+        dev = doc["devices"][0]
+        n_retry = dev.get("cq_errors_by_status", {}).get("RETRY_EXC_ERR", 0)
+        hw = dev.get("hw_counters", {})
+        moved = K.raw_delta(d[g], "rxe", "retry_exceeded_err")
+        ok(f"{nm}: rxe's retry_exceeded_err moved by the RETRY_EXC_ERRs ({n_retry}) and the file says so",
+           moved is not None and moved >= n_retry >= 1 and hw.get("retry_exceeded_err") == n_retry,
+           f"rxe delta {moved}, file {hw.get('retry_exceeded_err')}, completions {n_retry}")
+        crt = K.raw_delta(d[g], "rxe", "completer_retry_err")
+        ok(f"{nm}: rxe retried before giving up (completer_retry_err, the file's {hw.get('completer_retry_err')})",
+           crt is not None and crt >= 1 and isinstance(hw.get("completer_retry_err"), int) and 1 <= hw["completer_retry_err"] <= crt,
+           f"rxe delta {crt}")
+        ok(f"{nm}: local_ack_timeout_err is not exposed by rxe (-1; completer_retry_err is rxe's count)",
+           hw.get("local_ack_timeout_err") == -1, f"{hw.get('local_ack_timeout_err')}")
+        # the live textfile while hung, through node_exporter
+        pf = os.path.join(d[g], "prom_hung.prom")
+        if ne.error:
+            ok(f"{nm}: node_exporter serves the textfile", False, ne.error)
+        elif ok(f"{nm}: the live textfile copied while hung", os.path.exists(pf), ""):
+            smp = ne.scrape(pf)
+            err = [v for n, _, v in smp if n == "node_textfile_scrape_error"]
+            ok(f"{nm}: node_exporter parses the textfile", err == [0.0], f"{err}")
+            by = {l.get("status"): v for n, l, v in smp if n == "rccl_telemetry_cq_errors_by_status_total" and l.get("device") == "rxe0"}
+            ok(f"{nm}: textfile: errors by status on rxe0 = the snapshot's", by.get("RETRY_EXC_ERR", 0) >= 1 and
+               set(by) == set(dev.get("cq_errors_by_status", {})), f"{by} vs {dev.get('cq_errors_by_status')}")
+            qs = [l for n, l, v in smp if n == "rccl_telemetry_qp_cq_errors_total" and l.get("status") == "RETRY_EXC_ERR"]
+            ok(f"{nm}: textfile: the failed QPs' series name {peer_of[g]} as the peer", qs and
+               all(l.get("peer_gid") == gid.get(peer_of[g]) for l in qs), f"{qs[:2]}")
+
+
+def dead_tool(res, scen):
+    """ib_write_bw under the interposer through the dead path: the client's file names the
+    failed QP, its status, the failed WR and the peer; the server's names no error."""
+    a = os.path.join(res, "a", "out", "trio", scen)
+    c = os.path.join(res, "c", "out", "trio", scen)
+    if not ok(f"{scen}: run (the interposer was built)", os.path.exists(os.path.join(a, "preload")), "no run"):
+        return
+    docs = {}
+    for side, d in [("client", a), ("server", c)]:
+        pid = K.read(os.path.join(d, side, "pid")).strip()
+        f = glob.glob(os.path.join(d, side, "telemetry", f"rccl_telemetry_*_{pid}.json"))
+        if ok(f"{scen} {side}: its file (pid {pid}) written", len(f) == 1, f"{f}"):
+            docs[side] = K.load(f[0])
+            K.validate(f"{scen} {side}: file validates against the schema", docs[side])
+    out = K.read(os.path.join(a, "client", "stdout")) + K.read(os.path.join(a, "client", "stderr"))
+    ok(f"{scen} client: ib_write_bw failed on the completion error", K.read(os.path.join(a, "client", "rc")).strip() not in ("", "0"),
+       out[-300:])
+    cli, srv = docs.get("client"), docs.get("server")
+    if cli:
+        errs = errored(cli)
+        fe = [q for _, q in errs if (q.get("first_cq_error") or {}).get("status") == "RETRY_EXC_ERR"]
+        ok(f"{scen} client: a QP's first error is RETRY_EXC_ERR", bool(fe), f"{[q.get('cq_errors') for _, q in errs]}")
+        wr = [q for q in fe if q["first_cq_error"].get("opcode") == "RDMA_WRITE" and q["first_cq_error"].get("bytes") == 4096]
+        ok(f"{scen} client: the failed WR of the data QP was a 4096-byte RDMA_WRITE", bool(wr),
+           f"{[q['first_cq_error'] for q in fe]}")
+        for q in fe:
+            ok(f"{scen} client: qp {q.get('qp_num')}: state ERR, peer is c's GID", q.get("qp_state") == "ERR" and
+               (q.get("peer") or {}).get("gid") == "0000:0000:0000:0000:0000:ffff:c000:0203",
+               f"{q.get('qp_state')}, peer {q.get('peer')}")
+        ok(f"{scen} client: every failed QP failed first with RETRY_EXC_ERR (the dead path)", errs and len(errs) == len(fe),
+           f"{len(errs)} errored, {len(fe)} with RETRY_EXC_ERR")
+    if srv:
+        ok(f"{scen} server: no error in its file", not errored(srv) and not srv["devices"][0].get("cq_errors_by_status"), "")
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -522,12 +664,16 @@ def main():
     res = sys.argv[1]
     for g in GUESTS:
         ok(f"guest {g}: trio results present", os.path.isdir(os.path.join(res, g, "out", "trio")), "no out/trio")
-    links(res, "links_clean")
-    links(res, "links_delay")
+    if os.environ.get("E2E_TRIO_ONLY") != "faults":
+        links(res, "links_clean")
+        links(res, "links_delay")
     ne = NodeExporter()
     try:
-        stall(res, "stall_loss", ne)
-        stall_stop(res, "stall_stop", ne)
+        if os.environ.get("E2E_TRIO_ONLY") != "faults":
+            stall(res, "stall_loss", ne)
+            stall_stop(res, "stall_stop", ne)
+        dead_path(res, "dead_path", ne)
+        dead_tool(res, "dead_tool")
     finally:
         ne.close()
     print(f"check_trio.py: {K.C.passed} passed, {K.C.failed} failed")

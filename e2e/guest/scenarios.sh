@@ -34,10 +34,14 @@ run() {
 }
 
 run_single() {
-  mkdir -p /out/main/telemetry /out/lat16/telemetry /out/sample/telemetry
+  mkdir -p /out/main/telemetry /out/lat16/telemetry /out/sample/telemetry /out/rnr/telemetry
   run main /out/main/telemetry -- $WORKLOAD
   run lat16 /out/lat16/telemetry RCCL_TELEMETRY_LATENCY_SAMPLE=16 -- $WORKLOAD
   run sample /out/sample/telemetry RCCL_TELEMETRY_SAMPLE_MS=5 -- --channels 0,3,17 --reqs 100
+  # RNR exhausted: from request 3 on the receiver publishes its CTS with no receive posted;
+  # the sender's WRITE_WITH_IMMs meet RNR NAKs and, with rnr_retry 1, fail
+  run rnr /out/rnr/telemetry -- --channels 0,17 --index-channel 17 --reqs 8 --rnr-after 3 --rnr-retry 1 \
+    --expect-errors --hang-ms 3000
   # An output directory nobody can write, not even root: a read-only mount.
   mkdir -p /ro && mount -t tmpfs -o ro,size=1m ro /ro
   run unwritable /ro -- $WORKLOAD

@@ -240,12 +240,123 @@ trio_stall_stop() {
   log "trio $name ($E2E_ROLE): rc=$(cat $d/*/rc 2>/dev/null | tr '\n' ' ')"
 }
 
+# json_watch DIR PID: while PID lives, copy DIR/telemetry/*.json into DIR/snaps/NNN.json each
+# time it changes (every 0.2 s), with /proc/uptime stamps in DIR/snaps/index: the snapshots
+# the library wrote on its own (a QP's first error, a stall's first check)
+json_watch() {
+  jw=$1/snaps; mkdir -p $jw; : > $jw/index; jn=0
+  while kill -0 $2 2>/dev/null; do
+    for f in $1/telemetry/*.json; do
+      [ -e "$f" ] || continue
+      if ! cmp -s "$f" $jw/last.json 2>/dev/null; then
+        jn=$((jn + 1)); cp "$f" $jw/last.json 2>/dev/null && cp $jw/last.json $jw/$(printf '%03d' $jn).json &&
+          echo "$(printf '%03d' $jn) $(up)" >> $jw/index
+      fi
+    done
+    sleep 0.2
+  done
+  rm -f $jw/last.json
+}
+
+# A dead path: 100% loss on a -> c for good, 0.3 s after the traffic began. With --timeout 18
+# (1.07 s) and --retry-cnt 1, RC gives up after about 2 s: the a-c link's QPs fail at both
+# ends (RETRY_EXC_ERR, then WR_FLUSH_ERR on the WRs behind), a-b and b-c finish. Each rank
+# then stays (--hang) until killed: a and c with SIGKILL (the files left are the library's own
+# snapshots), b with SIGTERM (its final file: a clean rank). The live textfile and the rxe
+# counters are copied while they hang.
+trio_dead_path() {
+  name=$1; port=$2; d=/out/trio/$name; mkdir -p $d
+  snap $d before
+  [ "$E2E_ROLE" = a ] && { fault delay 0ms || log "tc netem arm failed"; }
+  trio_ibcast $d $port "RCCL_TELEMETRY_STALL_MS=$TRIO_STALL_MS" -- $TRIO_DEAD_WORKLOAD
+  json_watch $d/ibcast $IBPID &
+  jp=$!
+  if [ "$E2E_ROLE" = a ]; then
+    i=0; until grep -q 'channels' $d/ibcast/stdout.txt 2>/dev/null; do i=$((i + 1)); [ $i -gt 600 ] && break; sleep 0.1; done
+    sleep 0.3
+    t0=$(up)
+    fault change loss 100% || log "tc netem loss failed"
+    echo "loss_start $t0 $(up)" > $d/fault.txt
+  fi
+  i=0; until grep -qE 'ibcast_e2e: (hung|done) after' $d/ibcast/stdout.txt 2>/dev/null || [ $i -gt 900 ]; do
+    i=$((i + 1)); sleep 0.1
+  done
+  # the textfile, a snapshot (SIGUSR1) and the counters of the hung rank, then the kill
+  sleep 1
+  for f in $d/ibcast/prom/*.prom; do cp "$f" $d/prom_hung.prom; done
+  kill -USR1 $IBPID
+  snap_copy $d/ibcast/telemetry $d/snap_hung
+  snap $d after
+  if [ "$E2E_ROLE" = b ]; then kill -TERM $IBPID; else kill -KILL $IBPID; fi
+  wait $IBPID; echo $? > $d/ibcast/rc
+  wait $jp
+  echo "killed $(up)" >> $d/fault.txt
+  [ "$E2E_ROLE" = a ] && fault clear
+  log "trio $name ibcast: rc=$(cat $d/ibcast/rc) $(tail -1 $d/ibcast/stdout.txt)"
+}
+
+# A third-party program through a dead path: ib_write_bw under the interposer, a's client
+# writing to c's server (over rdma_cm, with retry count 1), the loss
+# switched on once the traffic flows. The client gets RETRY_EXC_ERR, reports it and exits (its
+# file is the final one); the server, waiting on the dead path, is stopped with SIGTERM.
+trio_dead_tool() {
+  name=$1; port=$2; d=/out/trio/$name; mkdir -p $d
+  [ -e $PRELOAD_SO ] || { log "no $PRELOAD_SO: no third-party dead path run"; return; }
+  snap $d before
+  G=$(roce_gid)
+  # rdma_cm (-R): perftest sets its QPs' retry count only there (--retry_count); its own path
+  # always asks for 7, which rxe (as the spec allows) retries without end
+  args="-d rxe0 -x $G -s 4096 -D 20 -R --retry_count=1 -F -p $port"
+  case $E2E_ROLE in
+    c)
+      : > $d/preload
+      launch $d server 1 "" -- nice -n 19 ib_write_bw $args &
+      sp=$!
+      wait_ready cm $port
+      echo ready | timeout 120 nc -l -p $((port + 10)) > /dev/null
+      # a's TCP to c dies with the path: c stops its server once the traffic came (300
+      # packets) and then nothing arrived for 3 s
+      rx() { cat /sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts; }
+      r0=$(rx); i=0
+      while [ $(($(rx) - r0)) -lt 300 ] && [ $i -lt 1200 ]; do i=$((i + 1)); sleep 0.05; done
+      r0=-1
+      while [ "$(rx)" != "$r0" ]; do r0=$(rx); sleep 3; done
+      kill -TERM $(cat $d/server/pid) 2>/dev/null
+      wait $sp ;;
+    a)
+      : > $d/preload
+      fault delay 0ms || log "tc netem arm failed"
+      i=0
+      until timeout 5 nc $(ip_of c) $((port + 10)) < /dev/null 2>/dev/null | grep -q ready; do
+        i=$((i + 1)); [ $i -gt 300 ] && { log "no ready from c"; break; }; sleep 0.2
+      done
+      launch $d client 1 "" -- nice -n 19 ib_write_bw $args $(ip_of c) &
+      cp=$!
+      s0=$(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts)
+      i=0
+      while [ $(($(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts) - s0)) -lt 300 ] && [ $i -lt 600 ]; do
+        i=$((i + 1)); sleep 0.05
+      done
+      t0=$(up)
+      fault change loss 100% || log "tc netem loss failed"
+      echo "loss_start $t0 $(up)" > $d/fault.txt
+      wait $cp
+      snap $d after
+      fault clear ;;
+  esac
+  [ "$E2E_ROLE" = a ] || snap $d after
+  log "trio $name ($E2E_ROLE): rc=$(cat $d/*/rc 2>/dev/null | tr '\n' ' ')"
+}
+
 # --timeout 21 (8.6 s): the delayed path's round trip (2 s + TCG's own) stays under it
 TRIO_WORKLOAD="--index-channel 17 --reqs 16 --max-size 32768 --inflight 2 --timeout 21"
 # --linger-ms: the rank idles 4 s after its traffic, so its textfile is still there (and
 # rewritten without the stall) when a copies it after the recovery
 TRIO_STALL_WORKLOAD="--index-channel 17 --reqs 64 --max-size 16384 --inflight 2 --timeout 17 --linger-ms 4000"
 TRIO_STALL_MS=1000
+# the dead path: retries run out in ~2 s; a rank that saw an error and no progress for 4 s
+# says it is hung and stays
+TRIO_DEAD_WORKLOAD="--index-channel 17 --reqs 64 --max-size 16384 --inflight 2 --timeout 18 --retry-cnt 1 --expect-errors --hang-ms 4000 --hang"
 TRIO_LOSS_S=3.0
 TRIO_STOP_S=4.5
 # Measured on loaded TCG guests: completion p50 0.2-0.4 s, p99 0.7-1.2 s on every link; 5 ms
@@ -255,6 +366,15 @@ TRIO_DELAY=${E2E_TRIO_DELAY:-2000ms}
 run_trio() {
   mkdir -p /out/trio
   echo "$TRIO_DELAY" > /out/trio/delay
+  # E2E_TRIO_ONLY=faults (kernel command line): only the dead-path scenarios (development)
+  if [ "${E2E_TRIO_ONLY:-}" = faults ]; then
+    trio_barrier 1
+    trio_dead_path dead_path 18780
+    trio_barrier 8
+    trio_dead_tool dead_tool 18800
+    trio_barrier 9
+    return
+  fi
   trio_barrier 1
   trio_links_run links_clean 18700
   trio_barrier 2
@@ -278,4 +398,8 @@ run_trio() {
   trio_barrier 6
   trio_stall_stop stall_stop 18760
   trio_barrier 7
+  trio_dead_path dead_path 18780
+  trio_barrier 8
+  trio_dead_tool dead_tool 18800
+  trio_barrier 9
 }

@@ -29,7 +29,15 @@
  *    It exists so the rxe rdma_sends counter, which counts SEND opcodes only,
  *    has traffic to count;
  *  - with --error-probe, one RDMA_WRITE with a wrong rkey after the traffic
- *    provokes a real IBV_WC_REM_ACCESS_ERR completion (the CqError path).
+ *    provokes a real IBV_WC_REM_ACCESS_ERR completion (the QpCqError path);
+ *  - faults (--expect-errors): error completions are tallied per QP by status
+ *    instead of ending the run; once nothing moved for --hang-ms (after
+ *    errors, or with nothing in flight on a dead path) the rank writes its
+ *    tally and stops (--hang: stays, hung, until killed).
+ *    --retry-cnt / --rnr-retry set the QPs' RC retry counts (7 by default);
+ *    --rnr-after N makes the receiver publish the CTS of request N on without
+ *    posting its receives (a frozen receive queue: the sender's
+ *    WRITE_WITH_IMM meets RNR NAKs until rnr_retry runs out).
  *
  * Telemetry hooks are called where IB-CAST calls them (C_API.md): Init and
  * RegisterDevice at transport init, SetupChannel/SetQpRole/Resolve* at connect,
@@ -37,7 +45,7 @@
  * one with a completion to hand the token back to), Bytes per request, QpRecvPosted
  * per receive WQE, PostTs (signalled only) + QpCtsSent per CTS, QpSlotMiss per
  * unpublished FIFO slot, QpWqeComplete per drained completion (the PostTs token
- * of a signalled send, 0 for a receive), CqError per error completion,
+ * of a signalled send, 0 for a receive), QpCqError per error completion,
  * ChRequestCompleted per request, AddCqPolls at comm close. One channel
  * (--index-channel) uses the index forms instead of the handle forms.
  *
@@ -93,6 +101,9 @@ struct QpTally {
     uint16_t peer_lid;
     uint8_t peer_gid[16];
     int peer_set;
+    /* error completions by enum ibv_wc_status, and the first one's (-1: none) */
+    uint64_t errors[32];
+    int first_error;
 };
 
 struct ChTally {
@@ -173,7 +184,7 @@ typedef struct Chan {
 /* the device (verbs.c) */
 extern struct ibv_context *ctx;
 extern struct ibv_pd *pd;
-extern int gid_index, ib_port, qp_timeout;
+extern int gid_index, ib_port, qp_timeout, retry_cnt, rnr_retry;
 extern union ibv_gid my_gid;
 extern uint16_t my_lid;
 extern enum ibv_mtu path_mtu;
@@ -222,6 +233,8 @@ static inline void t_req_completed(Chan *c) {
 extern uint32_t max_size;
 extern int inflight; /* requests in flight per comm, 1..INFLIGHT */
 extern int probe_done;
+extern int expect_errors, rnr_after, error_probe;
+extern uint64_t errors_seen;
 uint64_t pkts_for(uint32_t len);
 
 /* wr_id: kind in bits 60..63, request sequence in 8..39, slot in 0..7 */

@@ -31,17 +31,22 @@ static void usage(void) {
             "usage: ibcast_e2e --tally FILE [--dev rxe0] [--gid 1] [--channels 0,3,17] [--reqs 24]\n"
             "                  [--index-channel ID] [--max-size BYTES] [--inflight 1..4] [--error-probe]\n"
             "                  [--timeout 1..31] [--linger-ms MS] [--peer IP --port P [--listen]] [--rank R]\n"
+            "                  [--retry-cnt 0..7] [--rnr-retry 0..7] [--expect-errors [--hang-ms MS] [--hang]]\n"
+            "                  [--rnr-after N]\n"
             "                  [--link listen:PORT:CHANNELS | --link IP:PORT:CHANNELS ...]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     const char *tally = NULL, *devname = "rxe0", *peer = NULL, *chlist = "0,3,17";
-    int nreq = 24, port = 18515, listen_side = 0, rank = 0, index_ch = -1, error_probe = 0, linger_ms = 0;
+    int nreq = 24, port = 18515, listen_side = 0, rank = 0, index_ch = -1, linger_ms = 0;
+    int hang_ms = 5000, hang = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--listen")) { listen_side = 1; continue; }
         if (!strcmp(a, "--error-probe")) { error_probe = 1; continue; }
+        if (!strcmp(a, "--expect-errors")) { expect_errors = 1; continue; }
+        if (!strcmp(a, "--hang")) { hang = 1; continue; }
         if (!v) usage();
         if (!strcmp(a, "--tally")) tally = v;
         else if (!strcmp(a, "--dev")) devname = v;
@@ -56,6 +61,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--inflight")) inflight = atoi(v);
         else if (!strcmp(a, "--timeout")) qp_timeout = atoi(v);
         else if (!strcmp(a, "--linger-ms")) linger_ms = atoi(v);
+        else if (!strcmp(a, "--retry-cnt")) retry_cnt = atoi(v);
+        else if (!strcmp(a, "--rnr-retry")) rnr_retry = atoi(v);
+        else if (!strcmp(a, "--hang-ms")) hang_ms = atoi(v);
+        else if (!strcmp(a, "--rnr-after")) rnr_after = atoi(v);
         else if (!strcmp(a, "--link")) {
             /* listen:PORT:CHANNELS or IP:PORT:CHANNELS */
             if (nlinks == MAX_LINKS) usage();
@@ -71,7 +80,8 @@ int main(int argc, char **argv) {
         i++;
     }
     if (!tally || nreq < 1 || max_size > MAX_REQ || inflight < 1 || inflight > INFLIGHT || qp_timeout < 1 ||
-        qp_timeout > 31 || (nlinks && (peer || listen_side)))
+        qp_timeout > 31 || (nlinks && (peer || listen_side)) || retry_cnt < 0 || retry_cnt > 7 || rnr_retry < 0 ||
+        rnr_retry > 7 || hang_ms < 1)
         usage();
     if (!nlinks) {   /* the classic forms: one link, or none (single host, loopback) */
         Link *l = &links[nlinks++];
@@ -167,7 +177,27 @@ int main(int argc, char **argv) {
         }
         if (done) break;
         if (sum != last_sum) { last_sum = sum; last_change = now_ms(); }
+        /* a fault scenario: the hang (after errors, or with nothing in flight on a dead path) */
+        else if (expect_errors && now_ms() - last_change > (uint64_t)hang_ms) break;
         else if (now_ms() - last_change > 30000) die("no progress for 30 s");
+    }
+    if (expect_errors) {
+        /* A fault scenario: the run is what it is now. The peers may be hung too, so no
+         * barrier and no teardown: the tally, then either stay (hung, until killed: the file
+         * on disk is then the library's snapshot) or exit (the final file). */
+        for (int i = 0; i < nchan; i++)   /* what comm_close would hand over */
+            rcclTelemetryAddCqPolls(DEV, chans[i].send.polls + chans[i].recv.polls);
+        uint64_t ms = now_ms() - t0;
+        write_tally(tally, !boot ? "single" : nlinks > 1 ? "trio" : "pair", rank, nreq, ms);
+        int all_done = 1;
+        for (int i = 0; i < nchan; i++)
+            all_done &= chans[i].recv.completed == chans[i].recv.nreq && chans[i].send.completed == chans[i].send.nreq;
+        printf("ibcast_e2e: %s after %llu error completions in %llu ms\n", all_done ? "done" : "hung",
+               (unsigned long long)errors_seen, (unsigned long long)ms);
+        fflush(stdout);
+        if (hang)
+            for (;;) pause();
+        return 0;
     }
     if (error_probe) {
         /* Provoke one real error completion after all traffic: an RDMA_WRITE with a

@@ -147,7 +147,8 @@ void recv_try_post(Comm *c) {
     memset(dst, 0xEE, size + 64 < MAX_REQ ? size + 64 : MAX_REQ);   /* stale data cannot pass the check */
     memset(r, 0, sizeof *r);
     r->active = 1; r->seq = seq; r->size = size; r->pending = c->ndata;
-    for (int q = 0; q < c->ndata; q++) {
+    /* --rnr-after: from that request on the CTS goes out with no receive behind it */
+    for (int q = 0; q < c->ndata && (rnr_after < 0 || seq < rnr_after); q++) {
         t_recv_posted(ch, &c->data[q]);
         post_recv(&c->data[q], mkid(K_DATA, seq, q), NULL);  /* write-with-imm consumes no SGE */
     }
@@ -183,13 +184,24 @@ static void check_payload(Comm *c, Req *r) {
 
 /* ---------------------------------------------------------- completions */
 
-int probe_done;
+int probe_done, expect_errors, rnr_after = -1, error_probe;
+uint64_t errors_seen;
 
+/* IB-CAST's error path: the QP by the completion's qp_num, its status and vendor_err. */
 static void on_error(Comm *c, Qp *q, struct ibv_wc *wc) {
     T.cq_errors++;
-    rcclTelemetryCqError(DEV);
+    rcclTelemetryQpCqError(q->h, (int)wc->status, wc->vendor_err);
+    if (q->t->first_error < 0) q->t->first_error = (int)wc->status;
+    q->t->errors[wc->status & 31]++;
     if (id_kind(wc->wr_id) == K_PROBE && wc->status == IBV_WC_REM_ACCESS_ERR) {
         probe_done = 1;   /* the one error this program provokes on purpose */
+        return;
+    }
+    if (expect_errors) {
+        if (!errors_seen++)
+            printf("ibcast_e2e: first error: ch %d %s comm qp %u: %s (vendor_err %#x)\n", c->ch->id,
+                   c->is_send ? "send" : "recv", q->qp->qp_num, ibv_wc_status_str(wc->status), wc->vendor_err);
+        fflush(stdout);
         return;
     }
     die("ch %d %s comm: completion error on qp %u: %s (wr_id %#llx)", c->ch->id, c->is_send ? "send" : "recv",

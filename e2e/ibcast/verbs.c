@@ -9,7 +9,7 @@
 
 struct ibv_context *ctx;
 struct ibv_pd *pd;
-int gid_index = 1, ib_port = 1, qp_timeout = 19;
+int gid_index = 1, ib_port = 1, qp_timeout = 19, retry_cnt = 7, rnr_retry = 7;
 union ibv_gid my_gid;
 uint16_t my_lid;
 enum ibv_mtu path_mtu;
@@ -43,8 +43,8 @@ static void connect_qp(struct ibv_qp *qp, uint32_t rqpn, uint32_t rpsn, uint32_t
     a.timeout = (uint8_t)qp_timeout; /* 19 = ~2 s: TCG guests on a busy host are slow, and every
                               * spurious retransmission stresses rxe's duplicate handling;
                               * the stall scenarios shorten it (--timeout) */
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
+    a.retry_cnt = (uint8_t)retry_cnt;  /* 7 unless a fault scenario wants the error */
+    a.rnr_retry = (uint8_t)rnr_retry;
     a.sq_psn = mypsn;
     a.max_rd_atomic = 1;
     if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
@@ -127,10 +127,12 @@ void comm_create(Chan *ch, Comm *c, int is_send, int ndata, int nreq) {
             if (qp->slot >= QPS_PER_CH) die("unexpected QP slot index %d", qp->slot);
             qp->t->used = 1;
             qp->t->is_data = q < ndata;
+            qp->t->first_error = -1;
         } else {
             static struct QpTally untracked;  /* counted, but reported nowhere */
             qp->h = NULL;
             qp->t = &untracked;
+            untracked.first_error = -1;
         }
     }
 }
