@@ -20,41 +20,7 @@ use parking_lot::Mutex;
 use crate::counters::RcclQpStats;
 use crate::{latency, registry};
 
-/// `enum ibv_wc_status` without its `IBV_WC_` prefix, by value (`<infiniband/verbs.h>`).
-pub const STATUS_NAMES: [&str; 24] = [
-    "SUCCESS",
-    "LOC_LEN_ERR",
-    "LOC_QP_OP_ERR",
-    "LOC_EEC_OP_ERR",
-    "LOC_PROT_ERR",
-    "WR_FLUSH_ERR",
-    "MW_BIND_ERR",
-    "BAD_RESP_ERR",
-    "LOC_ACCESS_ERR",
-    "REM_INV_REQ_ERR",
-    "REM_ACCESS_ERR",
-    "REM_OP_ERR",
-    "RETRY_EXC_ERR",
-    "RNR_RETRY_EXC_ERR",
-    "LOC_RDD_VIOL_ERR",
-    "REM_INV_RD_REQ_ERR",
-    "REM_ABORT_ERR",
-    "INV_EECN_ERR",
-    "INV_EEC_STATE_ERR",
-    "FATAL_ERR",
-    "RESP_TIMEOUT_ERR",
-    "GENERAL_ERR",
-    "TM_ERR",
-    "TM_RNDV_INCOMPLETE",
-];
-
-/// The name of a status value: the enum's name, or `UNKNOWN_<n>` for a value it lacks.
-pub fn status_name(status: i32) -> String {
-    usize::try_from(status)
-        .ok()
-        .and_then(|i| STATUS_NAMES.get(i))
-        .map_or_else(|| format!("UNKNOWN_{status}"), |n| (*n).to_owned())
-}
+pub use rccl_telemetry_format::wc_status::{status_name, STATUS_NAMES};
 
 /// `enum ibv_wr_opcode` without its `IBV_WR_` prefix (the send WR that failed).
 pub fn opcode_name(op: i32) -> &'static str {

@@ -8,6 +8,7 @@
 //!   ([`READ_VERSIONS`]): keys an older version lacks are optional, unknown keys are ignored.
 //! - [`vocab`]: the hardware-counter vocabulary (name, kind, unit, meaning, and where each
 //!   driver exposes it), in the order the file lists it.
+//! - [`wc_status`]: the names of `enum ibv_wc_status` (error completions by status).
 //! - [`promtext`]: the Prometheus text exposition: every family and the renderer, shared by
 //!   the library's live textfile and the tool's `export --format prometheus`.
 //!
@@ -17,6 +18,7 @@
 pub mod promtext;
 pub mod read;
 pub mod vocab;
+pub mod wc_status;
 pub mod write;
 
 /// The version this library writes.

@@ -20,6 +20,7 @@ pub use tidy::*;
 
 use crate::promtext::{self, Level as PromLevel};
 pub use crate::promtext::{base_unit, prom_name};
+use rccl_telemetry_format::wc_status;
 
 impl From<Level> for PromLevel {
     fn from(l: Level) -> PromLevel {
@@ -159,6 +160,57 @@ fn stall_devices(tf: &TelemetryFile, r: &promtext::Rank) -> Vec<promtext::DevSta
     out
 }
 
+/// One file's error completions as the live textfile showed them when the file was written
+/// (version 4 files; empty for older ones): the devices the rank's series show, each with its
+/// errors by status, and every QP that had an error, with its first.
+fn error_devices(tf: &TelemetryFile, r: &promtext::Rank) -> Vec<promtext::DevErrors> {
+    let ordered = |m: &BTreeMap<String, u64>| {
+        let mut v: Vec<(String, u64)> = m.iter().map(|(k, n)| (k.clone(), *n)).collect();
+        v.sort_by(|a, b| wc_status::order_key(&a.0).cmp(&wc_status::order_key(&b.0)));
+        v
+    };
+    let mut out = Vec::new();
+    for d in &tf.devices {
+        let Some(by_status) = &d.cq_errors_by_status else {
+            return Vec::new();
+        };
+        let Some(shown) = r
+            .devices
+            .iter()
+            .find(|x| x.id == d.device_id && x.is_used())
+        else {
+            continue;
+        };
+        let mut qps = Vec::new();
+        for (pos, c) in d.channels.iter().enumerate() {
+            for q in &c.queue_pairs {
+                let Some(first) = &q.first_cq_error else {
+                    continue;
+                };
+                qps.push(promtext::ErroredQp {
+                    channel: c
+                        .id
+                        .map_or_else(|| format!("unknown_{pos}"), |id| id.to_string()),
+                    qp: q.id,
+                    qp_num: q.qp_num.and_then(|n| u32::try_from(n).ok()),
+                    peer_gid: q.peer.as_ref().and_then(|p| p.gid.clone()),
+                    peer_qp_num: q.peer.as_ref().and_then(|p| u32::try_from(p.qp_num).ok()),
+                    by_status: q.cq_errors.as_ref().map(ordered).unwrap_or_default(),
+                    first_status: first.status.clone(),
+                    first_s: parse_timestamp_ns(&first.time).map_or(0.0, |t| t as f64 / 1e9),
+                });
+            }
+        }
+        out.push(promtext::DevErrors {
+            name: shown.name.clone(),
+            hw_type: shown.hw_type.clone(),
+            by_status: ordered(by_status),
+            qps,
+        });
+    }
+    out
+}
+
 /// Appends exposition fragments that may each hold the same families (one rank's stall
 /// series each) as one exposition: every family's HELP and TYPE line once, then all of its
 /// samples, families in the order they first appear. A sample belongs to the family of the
@@ -226,8 +278,8 @@ pub fn prometheus_at(run: &Run, level: Level) -> (String, usize) {
     let ranks: Vec<promtext::Rank> = run.files.iter().map(|l| prom_rank(&l.file)).collect();
     let mut out = String::new();
     let dups = promtext::render(&ranks, level.into(), &mut out);
-    // The stall families after the counters, as the live textfile has them (files written
-    // with stall detection on only). The renderer writes one rank's families with their HELP
+    // The stall and error families after the counters, as the live textfile has them (stall
+    // families: files written with stall detection on only; error families: version 4). The renderer writes one rank's families with their HELP
     // and TYPE lines; a run of many ranks needs each family's lines once, its samples together.
     let stalls: Vec<String> = run
         .files
@@ -236,6 +288,7 @@ pub fn prometheus_at(run: &Run, level: Level) -> (String, usize) {
         .map(|(l, r)| {
             let mut s = String::new();
             promtext::render_stalls(r, &stall_devices(&l.file, r), &mut s);
+            promtext::render_errors(r, &error_devices(&l.file, r), &mut s);
             s
         })
         .collect();
