@@ -87,6 +87,11 @@ $(B)/rccl_callsites_calls: c_tests/rccl_callsites.cc include/net_telemetry.h inc
 	@mkdir -p $(B)
 	$(CXX) -std=c++17 $(CWARN) -O2 -DRCCL_TELEMETRY_NO_INLINE -Iinclude $< -o $@ $(LINK)
 
+# Communicator contexts from init to finalize (rust_tests/comms.rs checks their files).
+$(B)/comm_sim: c_tests/comm_sim.c include/rccl_telemetry.h | lib
+	@mkdir -p $(B)
+	$(CC) -std=c11 -pedantic $(CWARN) -O2 -Iinclude $< -o $@ $(LINK)
+
 # rcclTelemetryQpWqeCompleteAt against the per-WQE form, with constructed ns tokens.
 $(B)/complete_at: c_tests/complete_at.c include/rccl_telemetry.h | lib
 	@mkdir -p $(B)
@@ -97,12 +102,13 @@ $(B)/complete_at_calls: c_tests/complete_at.c include/rccl_telemetry.h | lib
 	$(CC) -std=c11 $(CWARN) -O2 -DRCCL_TELEMETRY_NO_INLINE -Iinclude $< -o $@ $(LINK)
 
 c-tests: $(B)/ibcast_sim $(B)/ibcast_sim_cxx17 $(B)/header_c11 $(B)/header_cxx17 $(B)/header_cxx14 $(B)/header_c11_calls \
-	  $(B)/rccl_callsites $(B)/rccl_callsites_calls $(B)/complete_at $(B)/complete_at_calls
+	  $(B)/rccl_callsites $(B)/rccl_callsites_calls $(B)/complete_at $(B)/complete_at_calls $(B)/comm_sim
 	@rm -rf $(B)/callsites && mkdir -p $(B)/callsites
 	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(B)/callsites $(B)/rccl_callsites
 	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(B)/callsites $(B)/rccl_callsites_calls
 	env -u RCCL_TELEMETRY_ENABLE $(B)/rccl_callsites
 	env -u RCCL_TELEMETRY_ENABLE $(B)/rccl_callsites_calls
+	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(B)/callsites $(B)/comm_sim lifetimes >/dev/null
 	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_CLOCK=monotonic RCCL_TELEMETRY_OUTPUT_DIR=$(B)/callsites $(B)/complete_at
 	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_CLOCK=monotonic RCCL_TELEMETRY_OUTPUT_DIR=$(B)/callsites $(B)/complete_at_calls
 	$(B)/header_c11

@@ -25,6 +25,14 @@
 // num_cq_errors counts all of them, and the file names the failed QP's errors by status and
 // its first one.
 //
+// Communicators: ncclCommInitRank gives each ncclComm its telemetry context
+// (rcclTelemetryCommInit with comm->commHash, rank, nRanks), the transport's connection setup
+// of a communicator uses its Comm forms (SetupChannel, SetQpRole, ResolveQp, ResolveChannel),
+// and ncclCommDestroy, after the transport has destroyed the communicator's QPs, calls
+// rcclTelemetryCommFinalize. Here a communicator split from the process's (its own hash, rank
+// and size) runs on the same devices and channels as the process-wide calls and is destroyed
+// before the final Flush: SwCapture keeps its counts, and the file shows it finalized, apart.
+//
 // Usage: rccl_callsites. With RCCL_TELEMETRY_ENABLE=1 (and RCCL_TELEMETRY_OUTPUT_DIR) it
 // exits 0 when the library's live totals equal the counts this program made; disabled, when
 // setup refuses as documented (-1, NULL handles) and the same data path runs harmlessly.
@@ -118,6 +126,45 @@ struct ncclIbComm {
 struct Tally {
   uint64_t sent = 0, recv = 0, rcvd = 0, txBytes = 0, rxBytes = 0, cqErrors = 0;
 };
+
+// The part of RCCL's ncclComm the telemetry calls read, and the context it keeps.
+struct ncclComm {
+  uint64_t commHash = 0;
+  int rank = 0, nRanks = 0;
+  rcclTelemetryComm_t *telComm = nullptr;
+};
+
+// ncclCommInitRank: the communicator's telemetry context (NULL when telemetry is off).
+void commInitTelemetry(ncclComm *comm) {
+  comm->telComm = rcclTelemetryCommInit(comm->commHash, comm->rank, comm->nRanks);
+}
+
+// ncclCommDestroy: the transport has destroyed the communicator's QPs (their handles go with
+// them), then the context ends.
+void commDestroyTelemetry(ncclComm *comm, ncclIbComm (*ibComms)[kChannels]) {
+  for (int d = 0; d < kDevs; d++)
+    for (int c = 0; c < kChannels; c++) {
+      for (int q = 0; q < kQps; q++) ibComms[d][c].qps[q].telQp = nullptr;
+      ibComms[d][c].telCh = nullptr;
+    }
+  rcclTelemetryCommFinalize(comm->telComm);
+  comm->telComm = nullptr;
+}
+
+// The transport's connection setup of one (device, channel) of a communicator.
+bool commConnect(ncclComm *comm, ncclIbComm *ib, bool on) {
+  int numSlots = 0;
+  int got = rcclTelemetryCommSetupChannel(comm->telComm, ib->dev, ib->ch, kQps, &numSlots);
+  if (on ? (got != 0 || numSlots != kQps) : (got != -1 || numSlots != 0)) return false;
+  for (int q = 0; q < kQps; q++) {
+    bool isData = q < kQps - 1;
+    rcclTelemetryCommSetQpRole(comm->telComm, ib->dev, ib->ch, q, isData);
+    ib->qps[q].telQp = rcclTelemetryCommResolveQp(comm->telComm, ib->dev, ib->ch, q);
+    if ((ib->qps[q].telQp != nullptr) != on) return false;
+  }
+  ib->telCh = rcclTelemetryCommResolveChannel(comm->telComm, ib->dev, ib->ch);
+  return (ib->telCh != nullptr) == on;
+}
 
 // The fields of a `struct ibv_wc` the error path reads (no verbs header needed).
 struct wcLike {
@@ -233,6 +280,45 @@ int main() {
   for (int d = 0; d < kDevs; d++)
     for (int c = 0; c < kChannels; c++) rcclTelemetryAddCqPolls(d, comms[d][c].telCqPollCount);
 
+  // A communicator split from the process's: its context from init to destroy, on the same
+  // devices and channels as the process-wide calls' QPs, yet its own slots.
+  {
+    ncclComm split;
+    split.commHash = 0x7e1e7e1e5eedull;
+    split.rank = 1;
+    split.nRanks = 2;
+    commInitTelemetry(&split);
+    if ((split.telComm != nullptr) != on) return fail("CommInit");
+    static ncclIbComm splitIb[kDevs][kChannels];
+    for (int d = 0; d < kDevs; d++)
+      for (int c = 0; c < kChannels; c++) {
+        splitIb[d][c].dev = d;
+        splitIb[d][c].ch = c;
+        if (!commConnect(&split, &splitIb[d][c], on)) return fail("the communicator's connection setup");
+        for (int q = 0; q < kQps; q++)
+          if (on && splitIb[d][c].qps[q].telQp == comms[d][c].qps[q].telQp) return fail("a communicator shares a slot");
+      }
+    for (int r = 0; r < 50; r++)
+      for (int d = 0; d < kDevs; d++)
+        for (int c = 0; c < kChannels; c++) {
+          ncclIbComm *ib = &splitIb[d][c];
+          ncclIbRequest req;
+          req.size = 4096;
+          for (int q = 0; q < kQps - 1; q++) {
+            ncclIbQp *qp = &ib->qps[q];
+            if (rcclTelemetryOn()) req.tel_post_ts = static_cast<uint64_t>(rcclTelemetryPostTs(qp->telQp));
+            rcclTelemetryQpSendPosted(qp->telQp, q == kQps - 2);
+            rcclTelemetryBytes(ib->dev, 1, req.size);
+            tally[d].sent++;
+            tally[d].txBytes += req.size;
+            if (rcclTelemetryOn()) rcclTelemetryQpWqeComplete(qp->telQp, req.tel_post_ts);
+            tally[d].rcvd++;
+          }
+          rcclTelemetryChRequestCompleted(ib->telCh);
+        }
+    commDestroyTelemetry(&split, splitIb);
+  }
+
   // Device 0, channel 1: data QP 1's path dies (one RETRY_EXC_ERR, two flushed WRs behind it),
   // and one error completion names no QP of the comm.
   {
@@ -307,7 +393,8 @@ int main() {
     // Every other QP: none.
     size_t none = 0;
     for (at = text.find("\"first_cq_error\": null"); at != std::string::npos; at = text.find("\"first_cq_error\": null", at + 1)) none++;
-    if (none != kDevs * kChannels * kQps - 1) return fail("first_cq_error null on every other QP");
+    // (and on each device's record of the finalized communicator)
+    if (none != kDevs * kChannels * kQps - 1 + kDevs) return fail("first_cq_error null on every other QP");
     if (text.find("\"cq_errors_by_status\": {\n      \"WR_FLUSH_ERR\": 2,\n      \"RETRY_EXC_ERR\": 1\n    }") == std::string::npos)
       return fail("device 0's cq_errors_by_status");
   }
@@ -330,6 +417,23 @@ int main() {
         }
         if (at == std::string::npos) return fail("a QP's peer QPN, GID, address or LID in the file");
       }
+    }
+  }
+  // The split communicator: finalized, listed with its hash, rank and size, and a record on
+  // each device with every WQE it posted there.
+  {
+    size_t at = text.find("\"communicators\": [");
+    if (findIn(text, "\"hash\": \"0x7e1e7e1e5eed\",\n    \"rank\": 1,\n    \"nranks\": 2,", at, std::string::npos) ==
+        std::string::npos)
+      return fail("the communicator in communicators");
+    at = 0;
+    for (int d = 0; d < kDevs; d++) {
+      at = text.find("\"finalized_comms\": [", at + 1);
+      size_t end = findIn(text, "\"peers\": [", at, std::string::npos);
+      const std::string sent = "\"num_wqe_sent\": " + std::to_string(50 * kChannels * (kQps - 1)) + ",";
+      if (findIn(text, "\"hash\": \"0x7e1e7e1e5eed\"", at, end) == std::string::npos ||
+          findIn(text, sent, at, end) == std::string::npos)
+        return fail("the finalized communicator's record on a device");
     }
   }
   // The devices' own identity: device 0's GID, device 1's LID.

@@ -16,6 +16,15 @@
  *
  * Handles come from rcclTelemetryResolveQp / rcclTelemetryResolveChannel once, at
  * connection setup; they stay valid for the life of the process. Store them on the QP.
+ *
+ * Communicators: each communicator gets a context of its own, so two communicators on one
+ * (device, channel) stay apart in every count and output. The order RCCL follows: at
+ * ncclCommInitRank rcclTelemetryCommInit(comm->commHash, rank, nRanks); at connection setup
+ * rcclTelemetryCommSetupChannel / rcclTelemetryCommSetQpRole / rcclTelemetryCommResolveQp /
+ * rcclTelemetryCommResolveChannel in place of the process-wide forms (the hooks are the
+ * same); at ncclCommDestroy, once its QPs are destroyed and no hook runs on its handles,
+ * rcclTelemetryCommFinalize. Its handles are dead from then on; its counts stay in the file
+ * and the device totals. The process-wide calls are a communicator that is never finalized.
  */
 
 
@@ -51,7 +60,12 @@ typedef struct RcclChannelStats RcclChannelStats;
 // The header's inline hooks mirror this layout (see `inline_abi`).
 typedef struct RcclQpStats RcclQpStats;
 
-// Software totals of one device, summed over its QPs (live snapshot; nothing is reset).
+// A communicator's telemetry context (opaque; the pointer is a token and is never
+// dereferenced).
+typedef struct rcclTelemetryComm rcclTelemetryComm;
+
+// Software totals of one device, summed over its QPs and those of its finalized
+// communicators (live snapshot; nothing is reset).
 typedef struct RcclTelemetrySwSnapshot {
   int device_id;
   uint64_t tx_bytes;
@@ -68,6 +82,9 @@ typedef struct RcclTelemetrySwSnapshot {
   int64_t wqe_completion_ns_max;
   uint64_t wqe_completion_histogram[RCCL_TELEMETRY_HISTOGRAM_SIZE];
 } RcclTelemetrySwSnapshot;
+
+// The handle rcclTelemetryCommInit returns.
+typedef struct rcclTelemetryComm rcclTelemetryComm_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -255,6 +272,64 @@ int64_t rcclTelemetryNowToken(void);
 // # Safety
 // `out` points to at least maxDevs writable entries.
 int rcclTelemetrySwCapture(struct RcclTelemetrySwSnapshot *out, int maxDevs);
+
+// Creates the telemetry context of a communicator, at ncclCommInitRank (cold path):
+// `commHash` is RCCL's comm->commHash, `rank` this rank's place in it (0..nRanks-1),
+// `nRanks` its size. Channels and QPs set up through it are its own: its channel chIdx on a
+// device is not the process-wide calls' channel chIdx nor another communicator's, and every
+// output names it (commHash in hex, rank, nRanks) beside them. NULL when telemetry is off
+// (every Comm call then a no-op), and with one line for a rank outside 0..nRanks-1.
+// Thread-safe.
+rcclTelemetryComm_t *rcclTelemetryCommInit(uint64_t commHash, int rank, int nRanks);
+
+// rcclTelemetrySetupChannel in the communicator's own channel space: reserves `numQps` QP
+// slots on its channel chIdx of device devIdx (slot indices start at 0 on each of its
+// channels). Returns the first slot index and sets `*numSlots` (if not NULL) to how many were
+// granted; -1 and 0 when none, for a NULL or finalized communicator, or while telemetry is
+// off. Cold path; thread-safe.
+//
+// # Safety
+// `comm` is NULL or a handle from rcclTelemetryCommInit; `numSlots` is NULL or points to a
+// writable int.
+int rcclTelemetryCommSetupChannel(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int numQps, int *numSlots);
+
+// rcclTelemetrySetQpRole for the communicator's QP slot qpIdx of (devIdx, chIdx).
+//
+// # Safety
+// `comm` is NULL or a handle from rcclTelemetryCommInit.
+void rcclTelemetryCommSetQpRole(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int qpIdx, int isDataQp);
+
+// The stats handle of the communicator's QP slot qpIdx on (devIdx, chIdx), to store on the
+// QP at setup, and to use with the same hooks as any handle. NULL for a NULL or finalized
+// communicator, while telemetry is off, or when the indices name no slot. Valid until the
+// communicator's rcclTelemetryCommFinalize.
+//
+// # Safety
+// `comm` is NULL or a handle from rcclTelemetryCommInit.
+struct RcclQpStats *rcclTelemetryCommResolveQp(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int qpIdx);
+
+// The stats handle of the communicator's channel chIdx on devIdx. NULL as for
+// rcclTelemetryCommResolveQp, or when it set up no slot there. Valid until the
+// communicator's rcclTelemetryCommFinalize.
+//
+// # Safety
+// `comm` is NULL or a handle from rcclTelemetryCommInit.
+struct RcclChannelStats *rcclTelemetryCommResolveChannel(rcclTelemetryComm_t *comm, int devIdx, int chIdx);
+
+// Ends a communicator's telemetry, at ncclCommDestroy (or ncclCommAbort), after its QPs are
+// destroyed and no hook runs on its handles any more. Its counts are folded into a compact
+// record (every counter summed, histograms merged, its peers' latency, its error completions,
+// its QPs' stalls ended now), which the file keeps under each device ("finalized_comms"), and
+// the device totals and SwCapture keep counting; its channels' memory goes to later
+// communicators, cleared. Afterwards the communicator handle and every handle resolved
+// through it must not be used again: calls with the communicator handle are no-ops (one line
+// the first time), and a count that still reaches one of its slots goes to its record, never
+// to another communicator's counts. NULL, a finalized handle, or telemetry off: no-op.
+// Thread-safe; it waits for a file or textfile being written.
+//
+// # Safety
+// `comm` is NULL or a handle from rcclTelemetryCommInit.
+void rcclTelemetryCommFinalize(rcclTelemetryComm_t *comm);
 
 #ifdef __cplusplus
 }  // extern "C"

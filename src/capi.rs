@@ -31,7 +31,8 @@ macro_rules! boundary {
     };
 }
 
-/// Software totals of one device, summed over its QPs (live snapshot; nothing is reset).
+/// Software totals of one device, summed over its QPs and those of its finalized
+/// communicators (live snapshot; nothing is reset).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct RcclTelemetrySwSnapshot {
@@ -664,6 +665,7 @@ pub unsafe extern "C" fn rcclTelemetrySwCapture(
         if !crate::is_on() || out.is_null() || maxDevs < 0 {
             return -1;
         }
+        let _view = registry::read_view();
         let mut n = 0;
         for d in registry::devices().take(maxDevs as usize) {
             let snap = sw_snapshot(d);
@@ -676,7 +678,8 @@ pub unsafe extern "C" fn rcclTelemetrySwCapture(
 }
 
 fn sw_snapshot(d: &registry::Device) -> RcclTelemetrySwSnapshot {
-    let mut total = crate::counters::QpSnapshot::default();
+    // The finalized communicators' counts first: the totals never go down when one goes.
+    let mut total = crate::comms::device_total(d.id).totals;
     for c in d.channels() {
         for (_, q) in c.slots.iter() {
             total.accumulate(&q.snapshot());
@@ -697,4 +700,208 @@ fn sw_snapshot(d: &registry::Device) -> RcclTelemetrySwSnapshot {
         wqe_completion_ns_max: total.lat_max,
         wqe_completion_histogram: total.hist,
     }
+}
+
+// ------------------------------------------------------------------------------ communicators
+
+/// A communicator's telemetry context (opaque; the pointer is a token and is never
+/// dereferenced).
+#[allow(non_camel_case_types)]
+pub struct rcclTelemetryComm {
+    _opaque: [u8; 0],
+}
+
+/// The handle rcclTelemetryCommInit returns.
+#[allow(non_camel_case_types)]
+pub type rcclTelemetryComm_t = rcclTelemetryComm;
+
+/// Whether a stale communicator handle was already reported (once per process).
+static STALE_COMM_SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The live communicator of a handle, while telemetry counts. NULL: None, silently; a
+/// finalized or unknown handle: None, with one line per process naming the call.
+fn live_comm(
+    comm: *mut rcclTelemetryComm_t,
+    call: &str,
+) -> Option<std::sync::Arc<registry::comm::Comm>> {
+    if comm.is_null() || !crate::is_on() {
+        return None;
+    }
+    let c = registry::comm::get(comm as usize as u64);
+    if c.is_none() && !STALE_COMM_SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        crate::diag::warn(&format!(
+            "{call}: the communicator handle is finalized or unknown; ignored (its calls are no-ops; said once)"
+        ));
+    }
+    c
+}
+
+/// Creates the telemetry context of a communicator, at ncclCommInitRank (cold path):
+/// `commHash` is RCCL's comm->commHash, `rank` this rank's place in it (0..nRanks-1),
+/// `nRanks` its size. Channels and QPs set up through it are its own: its channel chIdx on a
+/// device is not the process-wide calls' channel chIdx nor another communicator's, and every
+/// output names it (commHash in hex, rank, nRanks) beside them. NULL when telemetry is off
+/// (every Comm call then a no-op), and with one line for a rank outside 0..nRanks-1.
+/// Thread-safe.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryCommInit(
+    commHash: u64,
+    rank: c_int,
+    nRanks: c_int,
+) -> *mut rcclTelemetryComm_t {
+    boundary!("rcclTelemetryCommInit", std::ptr::null_mut(), {
+        if !crate::is_on() {
+            return std::ptr::null_mut();
+        }
+        if nRanks < 1 || rank < 0 || rank >= nRanks {
+            crate::diag::warn(&format!(
+                "rcclTelemetryCommInit(0x{commHash:x}, rank {rank}, nRanks {nRanks}): rank is not in 0..nRanks-1; no context (its calls are no-ops)"
+            ));
+            return std::ptr::null_mut();
+        }
+        match registry::comm::create(commHash, rank, nRanks, crate::latency::realtime_ns()) {
+            Some((h, c)) => {
+                crate::diag::debug(|| {
+                    format!(
+                        "communicator {} is context {}",
+                        c.ident.describe(),
+                        c.ident.id
+                    )
+                });
+                h as usize as *mut rcclTelemetryComm_t
+            }
+            None => {
+                crate::diag::warn(&format!(
+                    "rcclTelemetryCommInit(0x{commHash:x}): {} communicators are alive; no context (its calls are no-ops)",
+                    registry::comm::MAX_LIVE_COMMS
+                ));
+                std::ptr::null_mut()
+            }
+        }
+    })
+}
+
+/// rcclTelemetrySetupChannel in the communicator's own channel space: reserves `numQps` QP
+/// slots on its channel chIdx of device devIdx (slot indices start at 0 on each of its
+/// channels). Returns the first slot index and sets `*numSlots` (if not NULL) to how many were
+/// granted; -1 and 0 when none, for a NULL or finalized communicator, or while telemetry is
+/// off. Cold path; thread-safe.
+///
+/// # Safety
+/// `comm` is NULL or a handle from rcclTelemetryCommInit; `numSlots` is NULL or points to a
+/// writable int.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryCommSetupChannel(
+    comm: *mut rcclTelemetryComm_t,
+    devIdx: c_int,
+    chIdx: c_int,
+    numQps: c_int,
+    numSlots: *mut c_int,
+) -> c_int {
+    let (first, granted) = boundary!("rcclTelemetryCommSetupChannel", (-1, 0), {
+        match live_comm(comm, "rcclTelemetryCommSetupChannel")
+            .and_then(|c| c.setup_channel(devIdx, chIdx, numQps, &crate::comms::usable))
+        {
+            Some((first, granted)) => (first as c_int, granted as c_int),
+            None => (-1, 0),
+        }
+    });
+    if !numSlots.is_null() {
+        // SAFETY: per the caller's contract.
+        unsafe { *numSlots = granted };
+    }
+    first
+}
+
+/// rcclTelemetrySetQpRole for the communicator's QP slot qpIdx of (devIdx, chIdx).
+///
+/// # Safety
+/// `comm` is NULL or a handle from rcclTelemetryCommInit.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryCommSetQpRole(
+    comm: *mut rcclTelemetryComm_t,
+    devIdx: c_int,
+    chIdx: c_int,
+    qpIdx: c_int,
+    isDataQp: c_int,
+) {
+    boundary!("rcclTelemetryCommSetQpRole", (), {
+        if let Some(c) = live_comm(comm, "rcclTelemetryCommSetQpRole") {
+            let role = if isDataQp != 0 { ROLE_DATA } else { ROLE_CTS };
+            c.set_qp_role(devIdx, chIdx, qpIdx, role);
+        }
+    })
+}
+
+/// The stats handle of the communicator's QP slot qpIdx on (devIdx, chIdx), to store on the
+/// QP at setup, and to use with the same hooks as any handle. NULL for a NULL or finalized
+/// communicator, while telemetry is off, or when the indices name no slot. Valid until the
+/// communicator's rcclTelemetryCommFinalize.
+///
+/// # Safety
+/// `comm` is NULL or a handle from rcclTelemetryCommInit.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryCommResolveQp(
+    comm: *mut rcclTelemetryComm_t,
+    devIdx: c_int,
+    chIdx: c_int,
+    qpIdx: c_int,
+) -> *mut RcclQpStats {
+    boundary!("rcclTelemetryCommResolveQp", std::ptr::null_mut(), {
+        live_comm(comm, "rcclTelemetryCommResolveQp")
+            .and_then(|c| c.qp(devIdx, chIdx, qpIdx))
+            .map_or(std::ptr::null_mut(), |q| {
+                q as *const RcclQpStats as *mut RcclQpStats
+            })
+    })
+}
+
+/// The stats handle of the communicator's channel chIdx on devIdx. NULL as for
+/// rcclTelemetryCommResolveQp, or when it set up no slot there. Valid until the
+/// communicator's rcclTelemetryCommFinalize.
+///
+/// # Safety
+/// `comm` is NULL or a handle from rcclTelemetryCommInit.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryCommResolveChannel(
+    comm: *mut rcclTelemetryComm_t,
+    devIdx: c_int,
+    chIdx: c_int,
+) -> *mut RcclChannelStats {
+    boundary!("rcclTelemetryCommResolveChannel", std::ptr::null_mut(), {
+        live_comm(comm, "rcclTelemetryCommResolveChannel")
+            .and_then(|c| c.channel(devIdx, chIdx))
+            .map_or(std::ptr::null_mut(), |c| {
+                &c.stats as *const RcclChannelStats as *mut RcclChannelStats
+            })
+    })
+}
+
+/// Ends a communicator's telemetry, at ncclCommDestroy (or ncclCommAbort), after its QPs are
+/// destroyed and no hook runs on its handles any more. Its counts are folded into a compact
+/// record (every counter summed, histograms merged, its peers' latency, its error completions,
+/// its QPs' stalls ended now), which the file keeps under each device ("finalized_comms"), and
+/// the device totals and SwCapture keep counting; its channels' memory goes to later
+/// communicators, cleared. Afterwards the communicator handle and every handle resolved
+/// through it must not be used again: calls with the communicator handle are no-ops (one line
+/// the first time), and a count that still reaches one of its slots goes to its record, never
+/// to another communicator's counts. NULL, a finalized handle, or telemetry off: no-op.
+/// Thread-safe; it waits for a file or textfile being written.
+///
+/// # Safety
+/// `comm` is NULL or a handle from rcclTelemetryCommInit.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryCommFinalize(comm: *mut rcclTelemetryComm_t) {
+    boundary!("rcclTelemetryCommFinalize", (), {
+        if comm.is_null() || !crate::is_on() {
+            return;
+        }
+        if !crate::comms::finalize(comm as usize as u64)
+            && !STALE_COMM_SAID.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            crate::diag::warn(
+                "rcclTelemetryCommFinalize: the communicator handle is finalized or unknown; ignored (said once)",
+            );
+        }
+    })
 }

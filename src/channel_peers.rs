@@ -59,6 +59,9 @@ pub(crate) struct Inner {
     pub(crate) hists: Vec<(PeerKey, &'static LogHist)>,
     /// The "other peers" histogram, once the cap was reached.
     pub(crate) other: Option<&'static LogHist>,
+    /// Histograms of the channel's earlier owners, cleared, for its next per-peer ones (a
+    /// channel handed from communicator to communicator keeps reusing the same few).
+    pub(crate) spare: Vec<&'static LogHist>,
 }
 
 impl Default for ChannelPeers {
@@ -100,6 +103,19 @@ impl ChannelPeers {
     pub fn hists(&self) -> (Vec<(PeerKey, &'static LogHist)>, Option<&'static LogHist>) {
         let g = self.inner.lock();
         (g.hists.clone(), g.other)
+    }
+
+    /// Forgets every told QP and empties the per-peer histograms into the spares (the channel
+    /// is handed to its next owner; no slot points at them any more).
+    pub fn clear(&self) {
+        let mut g = self.inner.lock();
+        g.qps = Vec::new();
+        let other = g.other.take();
+        let hists: Vec<&'static LogHist> = g.hists.drain(..).map(|(_, h)| h).chain(other).collect();
+        for h in hists {
+            h.reset();
+            g.spare.push(h);
+        }
     }
 }
 

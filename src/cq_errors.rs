@@ -180,6 +180,16 @@ pub fn of(qp: &RcclQpStats) -> Option<QpErrors> {
         .cloned()
 }
 
+/// Removes and returns slot `qp`'s errors (its communicator is finalized: the slot's next
+/// owner starts with none).
+pub fn take(qp: &RcclQpStats) -> Option<QpErrors> {
+    TABLE
+        .lock()
+        .qps
+        .as_mut()?
+        .remove(&(qp as *const RcclQpStats as usize))
+}
+
 /// Every errored slot's errors, by slot address (one lock for a whole file).
 pub fn all() -> HashMap<usize, QpErrors> {
     TABLE.lock().qps.clone().unwrap_or_default()

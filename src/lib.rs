@@ -19,7 +19,8 @@
 //!    installs);
 //! 4. state: `config` (the environment), `registry` (devices, channels, slots);
 //! 5. observers built on the registry: `peers` (SetPeer, per-peer sums), `stall_detector`,
-//!    `cq_errors` (error completions per QP and device, by status);
+//!    `cq_errors` (error completions per QP and device, by status), `comms` (a finalized
+//!    communicator's record);
 //! 6. outputs: `atomic_file`, `rank_file` (the per-rank JSON file), `textfile` (the live
 //!    node_exporter textfile), `writer` (the thread; the runtime hands it its writes as
 //!    `writer::Jobs`);
@@ -41,7 +42,10 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("hardware", &["hw"]),
     ("state", &["config", "registry"]),
-    ("observers", &["peers", "stall_detector", "cq_errors"]),
+    (
+        "observers",
+        &["peers", "stall_detector", "cq_errors", "comms"],
+    ),
     (
         "outputs",
         &["atomic_file", "rank_file", "textfile", "writer"],
@@ -52,6 +56,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
 pub mod atomic_file;
 pub mod capi;
 pub mod channel_peers;
+pub mod comms;
 pub mod config;
 pub mod counters;
 pub mod cq_errors;
@@ -252,6 +257,7 @@ fn start() -> Result<(), String> {
         histogram_interval_ns: cfg.histogram_interval_ns,
         latency_sample: cfg.latency_sample,
         log_histogram: cfg.log_histogram,
+        rank: textfile::rank_from(|n| std::env::var_os(n)),
     };
     diag::debug(|| {
         format!(

@@ -157,6 +157,24 @@ impl LogHist {
         Some(unsafe { &*p })
     }
 
+    /// Empties the histogram for its next owner: both sets' counts, the lost count and the
+    /// owning thread (the next one to record owns it). Its shared set, once allocated, stays.
+    /// Only while nothing records into it (its channel was handed back).
+    pub fn reset(&self) {
+        for c in &self.counts.0 {
+            c.store(0, Relaxed);
+        }
+        let p = self.shared.load(Acquire);
+        if !p.is_null() {
+            // SAFETY: as in shared_set.
+            for c in unsafe { &(*p).0 } {
+                c.store(0, Relaxed);
+            }
+        }
+        self.lost.store(0, Relaxed);
+        self.owner.store(0, Relaxed);
+    }
+
     /// The counts of both sets, bucket by bucket.
     pub fn snapshot(&self) -> [u64; LOG_BUCKETS] {
         let mut out = [0u64; LOG_BUCKETS];

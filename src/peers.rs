@@ -92,7 +92,11 @@ pub fn hist_bytes() -> u64 {
     HIST_BYTES.load(Relaxed)
 }
 
-fn new_hist() -> &'static LogHist {
+/// A histogram for the channel: a spare of its earlier owners' (cleared), else a new one.
+fn new_hist(g: &mut Inner) -> &'static LogHist {
+    if let Some(h) = g.spare.pop() {
+        return h;
+    }
     HIST_BYTES.fetch_add(std::mem::size_of::<LogHist>() as u64, Relaxed);
     Box::leak(Box::new(LogHist::new()))
 }
@@ -173,11 +177,18 @@ fn repoint(qp: &RcclQpStats, c: &Channel, g: &mut Inner, key: PeerKey) {
     let h = match g.hists.iter().find(|(k, _)| *k == key) {
         Some(&(_, h)) => h,
         None if g.hists.len() < peer_hists_per_channel() => {
-            let h = new_hist();
+            let h = new_hist(g);
             g.hists.push((key, h));
             h
         }
-        None => *g.other.get_or_insert_with(new_hist),
+        None => match g.other {
+            Some(h) => h,
+            None => {
+                let h = new_hist(g);
+                g.other = Some(h);
+                h
+            }
+        },
     };
     // Release: the histogram's zeroed memory is visible before its address is.
     qp.log_hist.store(h as *const LogHist as u64, Release);

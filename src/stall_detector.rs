@@ -27,6 +27,12 @@
 //! the tick that first saw it waiting. Detection latency: the count is compared at ticks, so a
 //! stall is detected at most two ticks (one STALL_MS) after the threshold is crossed, and a
 //! recorded duration is within one tick of the real pause.
+//!
+//! Communicators: the state is kept per channel object (its serial on the device) and owner
+//! (the channel's generation). A finalized communicator's QPs are forgotten at once
+//! ([`forget`], after [`fold`] ended their stalls at the finalization and summed them into
+//! its record): a QP torn down with work in flight is no stall afterwards, and a later
+//! communicator handed the same channel starts from nothing.
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::*};
 
@@ -247,17 +253,34 @@ impl QpState {
 
 // ------------------------------------------------------------------------- the detector
 
-/// One device's QPs, by channel id then slot index.
+/// One channel object's QPs, by slot index, under one owner (the channel's generation).
+#[derive(Default, Clone)]
+pub struct ChanState {
+    pub generation: u64,
+    pub qps: Vec<QpState>,
+}
+
+/// One device's QPs, by channel serial (`registry::Channel::serial`) then slot index.
 #[derive(Default, Clone)]
 pub struct DevState {
-    pub channels: Vec<Vec<QpState>>,
+    pub channels: Vec<ChanState>,
     pub outstanding: u64,
     pub stalled: u64,
 }
 
 impl DevState {
-    pub fn qp(&self, ch: u32, i: u64) -> Option<&QpState> {
-        self.channels.get(ch as usize)?.get(i as usize)
+    /// Slot `i` of the channel object of serial `serial`.
+    pub fn qp(&self, serial: u32, i: u64) -> Option<&QpState> {
+        self.channels.get(serial as usize)?.qps.get(i as usize)
+    }
+
+    /// The QPs of channel `c` as of the last tick (empty when the channel has changed owner
+    /// since).
+    pub fn channel(&self, c: &registry::Channel) -> &[QpState] {
+        match self.channels.get(c.serial as usize) {
+            Some(s) if s.generation == c.generation() => &s.qps,
+            _ => &[],
+        }
     }
 }
 
@@ -268,7 +291,7 @@ struct Detector {
     wall_offset: i128,
     ticked: bool,
     tick_mono: u64,
-    /// (device, channel, slot) of every QP stalled at the last tick, in order.
+    /// (device, channel serial, slot) of every QP stalled at the last tick, in order.
     stalled_set: Vec<(u32, u32, u64)>,
 }
 
@@ -306,6 +329,7 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
     if stall_ns == 0 {
         return false;
     }
+    let _view = registry::read_view();
     let mut det = DET.lock();
     let w = WALKER.load(Acquire);
     if !w.is_null() {
@@ -326,11 +350,18 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
         let ds = &mut det.devs[di];
         let (mut out, mut stalled) = (0u64, 0u64);
         for c in d.channels() {
-            let ci = c.id as usize;
+            let ci = c.serial as usize;
             if ds.channels.len() <= ci {
-                ds.channels.resize_with(ci + 1, Vec::new);
+                ds.channels.resize_with(ci + 1, ChanState::default);
             }
-            let qs = &mut ds.channels[ci];
+            let cs = &mut ds.channels[ci];
+            if cs.generation != c.generation() {
+                *cs = ChanState {
+                    generation: c.generation(),
+                    qps: Vec::new(),
+                };
+            }
+            let qs = &mut cs.qps;
             let n = c.slots.reserved() as usize;
             if qs.len() < n {
                 qs.resize(n, QpState::default());
@@ -341,7 +372,7 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
                 if st.step(&r, mono, stall_ns) {
                     started.push(Started {
                         dev: d.id,
-                        ch: c.id,
+                        ch: c.id(),
                         idx: i,
                         outstanding: r.outstanding,
                         waited_ns: mono - st.stall_start.unwrap_or(mono),
@@ -351,7 +382,7 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
                 out = out.wrapping_add(st.outstanding);
                 if st.stalled() {
                     stalled += 1;
-                    set.push((d.id, c.id, i));
+                    set.push((d.id, c.serial, i));
                 }
             }
         }
@@ -388,8 +419,11 @@ fn say(started: &[Started]) {
             (None, None, Some(n)) => format!("peer qp_num {n}"),
             _ => "peer unknown".to_owned(),
         };
+        let comm = registry::comm::describe(s.channel.owner())
+            .map(|c| format!(" of communicator {c}"))
+            .unwrap_or_default();
         diag::warn(&format!(
-            "stall: device {} ({dev}) channel {} QP {} (qp_num {qpn}), {peer}: {} WRs outstanding, no completion for {} ms",
+            "stall: device {} ({dev}) channel {}{comm} QP {} (qp_num {qpn}), {peer}: {} WRs outstanding, no completion for {} ms",
             s.dev,
             s.ch,
             s.idx,
@@ -478,6 +512,81 @@ pub fn device_summary(dev: u32) -> Option<(u64, u64)> {
             .get(dev as usize)
             .map_or((0, 0), |d| (d.outstanding, d.stalled)),
     )
+}
+
+/// The stall keys a finalized communicator's channel leaves in its record: its QPs' stalls
+/// end at `now` (monotonic ns), the finalization.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StallFold {
+    /// Send WRs outstanding at the last tick before the finalization.
+    pub outstanding: u64,
+    /// QPs stalled when the communicator was finalized.
+    pub stalled: u64,
+    /// The longest stall of its QPs (one that lasted to the finalization ends there).
+    pub longest_ns: u64,
+    /// When it started, wall-clock ns (None: no stall).
+    pub longest_start_wall: Option<u64>,
+}
+
+impl StallFold {
+    pub fn add(&mut self, o: &StallFold) {
+        self.outstanding = self.outstanding.wrapping_add(o.outstanding);
+        self.stalled += o.stalled;
+        if o.longest_ns > self.longest_ns {
+            self.longest_ns = o.longest_ns;
+            self.longest_start_wall = o.longest_start_wall;
+        }
+    }
+}
+
+/// Channel `c`'s QPs as a finalized record keeps them, their stalls ended at `now`
+/// (monotonic ns). None when detection is off.
+pub fn fold(c: &registry::Channel, now: u64) -> Option<StallFold> {
+    if !enabled() {
+        return None;
+    }
+    let det = DET.lock();
+    let mut f = StallFold::default();
+    let Some(ds) = det.devs.get(c.dev as usize) else {
+        return Some(f);
+    };
+    for st in ds.channel(c) {
+        let mut st = *st;
+        f.outstanding = f.outstanding.wrapping_add(st.outstanding);
+        if let Some(s) = st.stall_start {
+            f.stalled += 1;
+            st.note(s, now.max(det.tick_mono));
+        }
+        if st.longest_ns > f.longest_ns {
+            f.longest_ns = st.longest_ns;
+            let wall = i128::from(st.longest_start) + det.wall_offset;
+            f.longest_start_wall = u64::try_from(wall).ok();
+        }
+    }
+    Some(f)
+}
+
+/// Forgets channel `c`'s QPs (its communicator was finalized): they leave the device's
+/// outstanding and stalled counts and the stalled set at once, not at the next tick.
+pub fn forget(c: &registry::Channel) {
+    let mut det = DET.lock();
+    let det = &mut *det;
+    let Some(ds) = det.devs.get_mut(c.dev as usize) else {
+        return;
+    };
+    let Some(cs) = ds.channels.get_mut(c.serial as usize) else {
+        return;
+    };
+    for st in cs.qps.drain(..) {
+        ds.outstanding = ds.outstanding.wrapping_sub(st.outstanding);
+        ds.stalled = ds.stalled.saturating_sub(u64::from(st.stalled()));
+    }
+    let before = det.stalled_set.len();
+    det.stalled_set
+        .retain(|&(d, serial, _)| (d, serial) != (c.dev, c.serial));
+    if det.stalled_set.len() != before {
+        CHANGED.store(true, Relaxed);
+    }
 }
 
 /// Age in ms of a token's clock reading, now (None when it is no clock reading).

@@ -122,6 +122,8 @@ pub fn render_now(level: Level) -> String {
         return String::new();
     };
     let rank = LIVE.get().and_then(|l| l.rank.clone());
+    // One view of the channels: a communicator finalized meanwhile is counted once.
+    let _view = registry::read_view();
     let mut out = String::with_capacity(1 << 16);
     let mut links = Vec::new();
     let r = snapshot(id, rank, &mut links);
@@ -221,6 +223,7 @@ fn snapshot(id: &Identity, rank: Option<String>, links: &mut Vec<PeerLatency>) -
     for d in registry::devices() {
         let rep = rank_file::device_report(d, id, Vec::new());
         let mut dev = device(&rep);
+        finalized_into(&mut dev, &rep);
         if dev.is_used() {
             links.extend(peer_latency(&dev, &rep));
             // Hardware deltas since first use, read on this thread (never on the data path).
@@ -253,11 +256,8 @@ fn stall_devices(r: &promtext::Rank) -> Vec<promtext::DevStall> {
             .channels_unknown
             .load(std::sync::atomic::Ordering::Relaxed);
         let mut qps = Vec::new();
-        for (pos, c) in d.channels().enumerate() {
-            let Some(states) = v.state.channels.get(c.id as usize) else {
-                continue;
-            };
-            for (i, st) in states.iter().enumerate() {
+        for (pos, c) in d.channels().into_iter().enumerate() {
+            for (i, st) in v.state.channel(c).iter().enumerate() {
                 let Some(start) = st.stall_start else {
                     continue;
                 };
@@ -266,8 +266,9 @@ fn stall_devices(r: &promtext::Rank) -> Vec<promtext::DevStall> {
                     channel: if unknown {
                         format!("unknown_{pos}")
                     } else {
-                        c.id.to_string()
+                        c.id().to_string()
                     },
+                    comm: comm_labels(c),
                     qp: i as u64,
                     qp_num: p.qp_num,
                     peer_gid: p.peer_gid,
@@ -305,7 +306,7 @@ fn error_devices(r: &promtext::Rank) -> Vec<promtext::DevErrors> {
             .channels_unknown
             .load(std::sync::atomic::Ordering::Relaxed);
         let mut qps = Vec::new();
-        for (pos, c) in d.channels().enumerate() {
+        for (pos, c) in d.channels().into_iter().enumerate() {
             for (i, slot) in c.slots.iter() {
                 let Some(e) = errors.get(&(slot as *const crate::counters::RcclQpStats as usize))
                 else {
@@ -317,8 +318,9 @@ fn error_devices(r: &promtext::Rank) -> Vec<promtext::DevErrors> {
                     channel: if unknown {
                         format!("unknown_{pos}")
                     } else {
-                        c.id.to_string()
+                        c.id().to_string()
                     },
+                    comm: comm_labels(c),
                     qp: i,
                     qp_num: p.qp_num,
                     peer_gid: p.peer_gid,
@@ -337,6 +339,19 @@ fn error_devices(r: &promtext::Rank) -> Vec<promtext::DevErrors> {
         });
     }
     out
+}
+
+/// The labels of the communicator that owns channel `c` (None: the process-wide calls').
+fn comm_labels(c: &registry::Channel) -> Option<promtext::CommLabels> {
+    let owner = c.owner();
+    if owner == registry::OWNER_DEFAULT {
+        return None;
+    }
+    registry::comm::by_id(owner).map(|m| promtext::CommLabels {
+        hash: format!("0x{:x}", m.ident.hash),
+        rank: i64::from(m.ident.rank),
+        nranks: i64::from(m.ident.nranks),
+    })
 }
 
 fn hw_values(r: &hw::HwReport) -> Vec<(String, promtext::Hw)> {
@@ -380,6 +395,11 @@ fn qp(q: &QpReport) -> promtext::Qp {
 fn channel(c: &ChannelReport) -> promtext::Channel {
     promtext::Channel {
         id: c.id.map(u64::from),
+        comm: c.comm.as_ref().map(|m| promtext::CommLabels {
+            hash: m.hash.clone(),
+            rank: i64::from(m.rank),
+            nranks: i64::from(m.nranks),
+        }),
         counts: promtext::Counts {
             log_hist: c
                 .wqe_completion_log_histogram
@@ -409,6 +429,25 @@ fn device(d: &DeviceReport) -> promtext::Device {
         untracked_qps: d.num_qp_untracked,
         hw: Vec::new(),
         channels: d.channels.iter().map(channel).collect(),
+        finalized: promtext::Counts::default(),
+        finalized_requests: 0,
+        finalized_qps: 0,
+    }
+}
+
+/// Adds the device's finalized communicators to its series: their counts stay in the
+/// device's counters after their channels' series end.
+fn finalized_into(dev: &mut promtext::Device, rep: &DeviceReport) {
+    for f in &rep.finalized_comms {
+        let mut c = counts!(f);
+        c.log_hist = f
+            .wqe_completion_log_histogram
+            .as_ref()
+            .map(|b| b.0.clone())
+            .unwrap_or_default();
+        dev.finalized.add(&c);
+        dev.finalized_requests = dev.finalized_requests.saturating_add(f.num_req_completed);
+        dev.finalized_qps = dev.finalized_qps.saturating_add(f.num_qps);
     }
 }
 

@@ -30,7 +30,9 @@ pub mod write;
 /// 4: adds each QP's error completions by status, its first error, its state after it and the
 /// times of its last post and completion ("cq_errors", "first_cq_error", "qp_state",
 /// "last_post_time", "last_completion_time"), and each device's errors by status
-/// ("cq_errors_by_status"), after every older key of their object.
+/// ("cq_errors_by_status"), after every older key of their object; and the communicators: the
+/// process's "rank" and its "communicators" at the top, each channel's "comm", each device's
+/// "finalized_comms" (a finalized communicator's counts), after every older key of their object.
 pub const FORMAT_VERSION: u32 = 4;
 
 /// The numeric versions [`read`] takes: every one this library has written, and 4 (errors per

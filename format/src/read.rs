@@ -103,6 +103,85 @@ pub struct TelemetryFile {
     /// Version 3: the RCCL_TELEMETRY_STALL_MS in effect (0 = stall detection off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall_ms: Option<u64>,
+    /// Version 4: the process's rank from the launcher's environment (None: unknown, or an
+    /// older file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u64>,
+    /// Version 4: the communicators RCCL told of, live and finalized (None in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub communicators: Option<Vec<Communicator>>,
+}
+
+/// A communicator as the file names it (a channel's and a finalized record's "comm").
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CommRef {
+    /// Its id in the process (creation order).
+    pub id: u64,
+    /// RCCL's commHash, "0x" and hex.
+    pub hash: String,
+    pub rank: i64,
+    pub nranks: i64,
+}
+
+impl CommRef {
+    /// `0x<hash> rank <rank>/<nranks>`, as the library's lines name it.
+    pub fn label(&self) -> String {
+        format!("{} rank {}/{}", self.hash, self.rank, self.nranks)
+    }
+}
+
+/// One communicator of a process (version 4, top-level "communicators").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Communicator {
+    #[serde(flatten)]
+    pub comm: CommRef,
+    pub init_time: String,
+    /// None while it is live.
+    #[serde(default)]
+    pub finalize_time: Option<String>,
+}
+
+/// A finalized communicator's counts on one device (version 4, device "finalized_comms"):
+/// every counter its channels had, summed, under the channel keys' names.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FinalizedComm {
+    /// None: the oldest finalized communicators past the writer's cap, summed.
+    #[serde(default)]
+    pub comm: Option<CommRef>,
+    #[serde(default)]
+    pub num_comms: u64,
+    #[serde(default)]
+    pub num_channels: u64,
+    #[serde(default)]
+    pub num_qps: u64,
+    #[serde(flatten)]
+    pub counters: Counters,
+    #[serde(default)]
+    pub num_req_completed: u64,
+    #[serde(default)]
+    pub num_data_qp: u64,
+    #[serde(default)]
+    pub num_cts_qp: u64,
+    #[serde(default)]
+    pub num_qp_untracked: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wqe_completion_log_histogram: Option<Vec<LogBucket>>,
+    #[serde(default)]
+    pub peers: Vec<DevicePeer>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cq_errors: Option<BTreeMap<String, u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_cq_error: Option<QpError>,
+    /// Stall detection on: WRs outstanding and QPs stalled when it was finalized, its longest
+    /// stall.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_wqe_outstanding: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_qps_stalled: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest_stall_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest_stall_start: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -149,6 +228,9 @@ pub struct Device {
     /// Version 4: error completions of the device's QPs by status name (`RETRY_EXC_ERR`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cq_errors_by_status: Option<BTreeMap<String, u64>>,
+    /// Version 4: the finalized communicators' counts on this device (their channels are gone).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub finalized_comms: Vec<FinalizedComm>,
 }
 
 /// A remote NIC a device's QPs talk to (version 3, device "peers").
@@ -239,6 +321,10 @@ pub struct Channel {
     /// Version 2: every sampled completion of the channel, log-scale (see [`LogBucket`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wqe_completion_log_histogram: Option<Vec<LogBucket>>,
+    /// Version 4: the communicator it belongs to (None: the process-wide calls', or an
+    /// older file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<CommRef>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -366,18 +452,30 @@ impl Counters {
 }
 
 impl Device {
-    /// A device this rank actually drove (it moved bytes or had QPs).
+    /// A device this rank actually drove (it moved bytes or had QPs, its own or a finalized
+    /// communicator's).
     pub fn is_used(&self) -> bool {
         self.tx_bytes > 0
             || self.rx_bytes > 0
             || self.channels.iter().any(|c| !c.queue_pairs.is_empty())
+            || self.finalized_comms.iter().any(|f| f.num_qps > 0)
     }
 
-    /// The sum of every channel's histogram, bucket by bucket (the longest length wins).
+    /// The software counters of the device: every channel's, then every finalized
+    /// communicator's (what the device's totals are summed from).
+    pub fn all_counters(&self) -> impl Iterator<Item = &Counters> {
+        self.channels
+            .iter()
+            .map(|c| &c.counters)
+            .chain(self.finalized_comms.iter().map(|f| &f.counters))
+    }
+
+    /// The sum of every channel's histogram and the finalized communicators', bucket by
+    /// bucket (the longest length wins).
     pub fn histogram(&self) -> Vec<u64> {
         let mut h: Vec<u64> = Vec::new();
-        for ch in &self.channels {
-            add_hist(&mut h, &ch.counters.wqe_completion_histogram);
+        for c in self.all_counters() {
+            add_hist(&mut h, &c.wqe_completion_histogram);
         }
         h
     }
@@ -389,34 +487,66 @@ impl Device {
             return Some(h.clone());
         }
         let mut out = None::<Vec<LogBucket>>;
-        for c in &self.channels {
-            if let Some(h) = &c.wqe_completion_log_histogram {
-                add_log_hist(out.get_or_insert_with(Vec::new), h);
-            }
+        let hists = self
+            .channels
+            .iter()
+            .map(|c| &c.wqe_completion_log_histogram)
+            .chain(
+                self.finalized_comms
+                    .iter()
+                    .map(|f| &f.wqe_completion_log_histogram),
+            );
+        for h in hists.flatten() {
+            add_log_hist(out.get_or_insert_with(Vec::new), h);
         }
         out
     }
 
-    /// Min and max completion latency over the channels (ignoring -1).
+    /// Min and max completion latency over the channels and finalized communicators
+    /// (ignoring -1).
     pub fn latency_min_max(&self) -> (Option<i64>, Option<i64>) {
         let mins = self
-            .channels
-            .iter()
-            .map(|c| c.counters.wqe_completion_ns_min)
+            .all_counters()
+            .map(|c| c.wqe_completion_ns_min)
             .filter(|v| *v >= 0);
         let maxs = self
-            .channels
-            .iter()
-            .map(|c| c.counters.wqe_completion_ns_max)
+            .all_counters()
+            .map(|c| c.wqe_completion_ns_max)
             .filter(|v| *v >= 0);
         (mins.min(), maxs.max())
     }
 
-    /// Sum of a channel counter over the device's channels.
+    /// Sum of a channel counter over the device's channels (those in use when the file was
+    /// written; see [`Device::sum_counters`] for the device's totals).
     pub fn sum_channels(&self, f: impl Fn(&Channel) -> u64) -> u64 {
         self.channels
             .iter()
             .fold(0u64, |s, c| s.saturating_add(f(c)))
+    }
+
+    /// Sum of a software counter over the device's channels and its finalized communicators:
+    /// the device's total.
+    pub fn sum_counters(&self, f: impl Fn(&Counters) -> u64) -> u64 {
+        self.all_counters()
+            .fold(0u64, |s, c| s.saturating_add(f(c)))
+    }
+
+    /// The communicators of the device's channels and finalized records, in order of first
+    /// appearance (None: the process-wide calls' channels, or the record of those past the
+    /// writer's cap).
+    pub fn comms(&self) -> Vec<Option<&CommRef>> {
+        let mut v: Vec<Option<&CommRef>> = Vec::new();
+        let all = self
+            .channels
+            .iter()
+            .map(|c| c.comm.as_ref())
+            .chain(self.finalized_comms.iter().map(|f| f.comm.as_ref()));
+        for c in all {
+            if !v.contains(&c) {
+                v.push(c);
+            }
+        }
+        v
     }
 
     pub fn hw(&self, name: &str) -> Option<i64> {

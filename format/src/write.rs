@@ -44,6 +44,96 @@ pub struct FileReport {
     pub hw_samples_dropped: Option<u64>,
     /// RCCL_TELEMETRY_STALL_MS in effect (0: stall detection off).
     pub stall_ms: u64,
+    /// Version 4: the process's rank, from the launcher's environment (null when unknown).
+    pub rank: Option<u64>,
+    /// Version 4: the communicators RCCL told of (rcclTelemetryCommInit), live and finalized,
+    /// by id.
+    pub communicators: Vec<CommunicatorReport>,
+}
+
+/// A communicator as the file names it: its id in the process, RCCL's commHash, the
+/// process's rank in it and its size (a channel's and a finalized record's "comm").
+#[derive(Serialize)]
+pub struct CommRef {
+    pub id: u64,
+    /// "0x" and lower-case hex, as RCCL's own log lines print it.
+    pub hash: String,
+    pub rank: i32,
+    pub nranks: i32,
+}
+
+impl CommRef {
+    pub fn new(id: u64, hash: u64, rank: i32, nranks: i32) -> CommRef {
+        CommRef {
+            id,
+            hash: format!("0x{hash:x}"),
+            rank,
+            nranks,
+        }
+    }
+}
+
+/// One communicator of the process (top-level "communicators").
+#[derive(Serialize)]
+pub struct CommunicatorReport {
+    #[serde(flatten)]
+    pub comm: CommRef,
+    pub init_time: String,
+    /// null while it is live.
+    pub finalize_time: Option<String>,
+}
+
+/// A finalized communicator's record on one device (device "finalized_comms"): every counter
+/// its channels and QPs had, summed, with the channel keys' names and meanings.
+#[derive(Serialize)]
+pub struct FinalizedCommReport {
+    /// null: the record sums the oldest finalized communicators, past the file's cap.
+    pub comm: Option<CommRef>,
+    pub num_comms: u64,
+    pub num_channels: u64,
+    pub num_qps: u64,
+    pub num_wqe_sent: u64,
+    pub num_recv_wqe: u64,
+    pub num_wqe_rcvd: u64,
+    pub num_wqe_completed: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_wqe_sampled: Option<u64>,
+    pub num_cts_sent: u64,
+    pub num_cts_sent_signalled: u64,
+    pub num_cts_sent_unsignalled: u64,
+    pub num_slot_miss: u64,
+    pub num_write_wqe: u64,
+    pub num_write_imm_wqe: u64,
+    pub num_req_completed: u64,
+    pub num_data_qp: u64,
+    pub num_cts_qp: u64,
+    pub num_qp_untracked: u64,
+    pub wqe_completion_ns_min: i64,
+    pub wqe_completion_ns_max: i64,
+    pub wqe_completion_histogram: Vec<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wqe_completion_log_histogram: Option<LogBuckets>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub verbs: Option<VerbsCounters>,
+    /// Its QPs' remote NICs, as the device's "peers" (its QPs, their latency).
+    pub peers: Vec<PeerReport>,
+    pub cq_errors: StatusCounts,
+    /// The earliest first error of its QPs.
+    pub first_cq_error: Option<FirstErrorReport>,
+    /// Stall detection's keys (absent with RCCL_TELEMETRY_STALL_MS=0).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<FinalizedStallReport>,
+}
+
+/// A finalized communicator's stall keys: its QPs' stalls ended at its finalization.
+#[derive(Serialize)]
+pub struct FinalizedStallReport {
+    /// Send WRs outstanding when it was finalized.
+    pub num_wqe_outstanding: u64,
+    /// QPs stalled when it was finalized.
+    pub num_qps_stalled: u64,
+    pub longest_stall_ms: u64,
+    pub longest_stall_start: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -83,6 +173,8 @@ pub struct DeviceReport {
     /// Version 4: error completions by status (those the hooks or the interposer knew the
     /// status of; num_cq_errors counts every one).
     pub cq_errors_by_status: StatusCounts,
+    /// Version 4: the finalized communicators' records on this device.
+    pub finalized_comms: Vec<FinalizedCommReport>,
 }
 
 /// Error completions by status, as a map from the status name (`enum ibv_wc_status` without
@@ -279,6 +371,8 @@ pub struct ChannelReport {
     pub wqe_completion_log_histogram: Option<LogBuckets>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub verbs: Option<VerbsCounters>,
+    /// Version 4: the communicator the channel belongs to (null: the process-wide calls').
+    pub comm: Option<CommRef>,
 }
 
 /// A log-scale histogram as the file shows it: only the non-empty buckets, each as

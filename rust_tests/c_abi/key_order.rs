@@ -1,5 +1,6 @@
 //! The file's key order: version 3's keys come after every older key, and version 4's after
-//! those, at the top, per device, per QP and per peer, with and without stall detection.
+//! those, at the top, per device, per channel, per QP and per peer, with and without stall
+//! detection; the communicators' keys (c_tests/comm_sim.c) last of version 4's.
 
 use super::common::*;
 use super::sim::*;
@@ -47,16 +48,24 @@ fn version_3_and_4_keys_follow_every_older_key() {
         );
         let text = std::fs::read_to_string(&telemetry_files(d.path())[0]).unwrap();
         let top = keys_at(&text, 1);
-        assert_eq!(top.last().map(String::as_str), Some("stall_ms"), "{top:?}");
+        assert_eq!(
+            top[top.len() - 3..],
+            ["stall_ms", "rank", "communicators"],
+            "{top:?}"
+        );
         let dev = keys_at(&text, 2);
         let at = dev.iter().position(|k| k == "port").unwrap();
         let want: Vec<&str> = ["port", "gid_index", "gid", "gid_ip", "lid", "peers"]
             .iter()
             .chain(dev_stall)
-            .chain(&["cq_errors_by_status"])
+            .chain(&["cq_errors_by_status", "finalized_comms"])
             .copied()
             .collect();
         assert_eq!(dev[at..], want, "{dev:?}");
+        let ch_at = text.find("\"channels\": [").unwrap();
+        let ch = keys_at(&text[ch_at..], 3);
+        assert_eq!(ch.last().map(String::as_str), Some("comm"), "{ch:?}");
+        assert!(ch.contains(&"wqe_completion_log_histogram".to_owned()));
         assert!(
             dev[..at].iter().any(|k| k == "hw_counters")
                 && dev[..at]
@@ -94,4 +103,65 @@ fn version_3_and_4_keys_follow_every_older_key() {
             ]
         );
     }
+}
+
+#[test]
+fn communicator_keys_come_last_and_in_order() {
+    let d = tempfile::tempdir().unwrap();
+    let prog = c_program("comm_sim", &[]);
+    let out = run(
+        &prog,
+        &["two"],
+        &[
+            ("RCCL_TELEMETRY_ENABLE", "1"),
+            ("RCCL_TELEMETRY_OUTPUT_DIR", d.path().to_str().unwrap()),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&telemetry_files(d.path())[0]).unwrap();
+    // The top-level list: a communicator's keys, then its times.
+    let at = text.find("\"communicators\": [").unwrap();
+    assert_eq!(
+        keys_at(&text[at..], 2),
+        ["id", "hash", "rank", "nranks", "init_time", "finalize_time"]
+    );
+    // A channel's communicator.
+    let at = text.find("\"comm\": {").unwrap();
+    assert_eq!(keys_at(&text[at..], 4), ["id", "hash", "rank", "nranks"]);
+    // A finalized record: its communicator and size, a channel's counters in a channel's
+    // order, then its peers, errors and stall keys.
+    let at = text.find("\"finalized_comms\": [").unwrap();
+    let rec = keys_at(&text[at..], 3);
+    let want = [
+        "comm",
+        "num_comms",
+        "num_channels",
+        "num_qps",
+        "num_wqe_sent",
+        "num_recv_wqe",
+        "num_wqe_rcvd",
+        "num_wqe_completed",
+        "num_cts_sent",
+        "num_cts_sent_signalled",
+        "num_cts_sent_unsignalled",
+        "num_slot_miss",
+        "num_write_wqe",
+        "num_write_imm_wqe",
+        "num_req_completed",
+        "num_data_qp",
+        "num_cts_qp",
+        "num_qp_untracked",
+        "wqe_completion_ns_min",
+        "wqe_completion_ns_max",
+        "wqe_completion_histogram",
+        "wqe_completion_log_histogram",
+        "peers",
+        "cq_errors",
+        "first_cq_error",
+        "num_wqe_outstanding",
+        "num_qps_stalled",
+        "longest_stall_ms",
+        "longest_stall_start",
+    ];
+    assert_eq!(rec, want, "{rec:?}");
 }

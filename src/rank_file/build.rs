@@ -1,16 +1,19 @@
 //! The snapshot: every slot of the registry read into the file's model (channel totals,
-//! per-peer sums, the stall keys, the QPs' identities). Separate from the model so that what
-//! the file says and how it is gathered from the live slots read apart.
+//! per-peer sums, the stall keys, the QPs' identities, the communicators and the finalized
+//! ones' records). Separate from the model so that what the file says and how it is gathered
+//! from the live slots read apart.
 
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::comms::{self, DevRecord};
 use crate::counters::{
     size_bucket_max, ExtSnapshot, QpSnapshot, ROLE_CTS, ROLE_DATA, ROLE_UNKNOWN,
 };
 use crate::hw::{HwReport, HwSamples};
 use crate::loghist::LOG_BUCKETS;
 use crate::peers;
-use crate::registry::{self, Device};
+use crate::registry::comm::CommIdent;
+use crate::registry::{self, Device, OWNER_DEFAULT};
 
 use super::*;
 
@@ -78,8 +81,102 @@ fn qp_report(id: u64, role: u8, s: &QpSnapshot, buckets: usize, sampled: bool) -
     }
 }
 
-/// Builds one device's report from its slots (channel totals are derived here).
+fn comm_ref(c: &CommIdent) -> CommRef {
+    CommRef::new(c.id, c.hash, c.rank, c.nranks)
+}
+
+fn peer_report(
+    key: peers::PeerKey,
+    lid: u16,
+    num_qps: u64,
+    shared: u64,
+    hist: Option<LogBuckets>,
+) -> PeerReport {
+    let g = if let peers::PeerKey::Gid(g) = key {
+        Some(g)
+    } else {
+        None
+    };
+    let (gid, gid_ip) = gid_keys(g);
+    PeerReport {
+        gid,
+        gid_ip,
+        lid: lid_key(lid),
+        num_qps,
+        num_qps_shared: (shared > 0).then_some(shared),
+        wqe_completion_log_histogram: hist,
+    }
+}
+
+fn first_error_report(f: &crate::cq_errors::FirstError) -> FirstErrorReport {
+    FirstErrorReport {
+        status: crate::cq_errors::status_name(f.status),
+        status_code: f.status,
+        vendor_err: f.vendor_err,
+        time: rfc3339(f.wall_ns),
+        opcode: f.opcode,
+        bytes: f.bytes,
+        age_ms: f.age_ms,
+    }
+}
+
+/// A finalized communicator's record on a device, as the file shows it.
+fn finalized_report(
+    comm: Option<&CommIdent>,
+    r: &DevRecord,
+    buckets: usize,
+    sampled: bool,
+) -> FinalizedCommReport {
+    let t = qp_report(0, ROLE_UNKNOWN, &r.totals, buckets, sampled);
+    FinalizedCommReport {
+        comm: comm.map(comm_ref),
+        num_comms: r.num_comms,
+        num_channels: r.num_channels,
+        num_qps: r.num_qps,
+        num_wqe_sent: t.num_wqe_sent,
+        num_recv_wqe: t.num_recv_wqe,
+        num_wqe_rcvd: t.num_wqe_rcvd,
+        num_wqe_completed: t.num_wqe_completed,
+        num_wqe_sampled: t.num_wqe_sampled,
+        num_cts_sent: t.num_cts_sent,
+        num_cts_sent_signalled: t.num_cts_sent_signalled,
+        num_cts_sent_unsignalled: t.num_cts_sent_unsignalled,
+        num_slot_miss: t.num_slot_miss,
+        num_write_wqe: t.num_write_wqe,
+        num_write_imm_wqe: t.num_write_imm_wqe,
+        num_req_completed: r.req_completed,
+        num_data_qp: r.data_qps,
+        num_cts_qp: r.cts_qps,
+        num_qp_untracked: r.untracked,
+        wqe_completion_ns_min: t.wqe_completion_ns_min,
+        wqe_completion_ns_max: t.wqe_completion_ns_max,
+        wqe_completion_histogram: t.wqe_completion_histogram,
+        wqe_completion_log_histogram: r.log.as_ref().map(|l| log_buckets(&l.counts())),
+        verbs: r.ext.as_ref().map(Into::into),
+        peers: r
+            .peers
+            .iter()
+            .map(|p| {
+                let h = p.hist.as_ref().map(|h| log_buckets(&h.counts()));
+                peer_report(p.key, p.lid, p.num_qps, p.num_qps_shared, h)
+            })
+            .collect(),
+        cq_errors: status_counts(&r.cq_errors),
+        first_cq_error: r.first_cq_error.as_ref().map(first_error_report),
+        stall: r.stall.map(|s| FinalizedStallReport {
+            num_wqe_outstanding: s.outstanding,
+            num_qps_stalled: s.stalled,
+            longest_stall_ms: s.longest_ns / 1_000_000,
+            longest_stall_start: s.longest_start_wall.map(rfc3339),
+        }),
+    }
+}
+
+/// Builds one device's report from its slots (channel totals are derived here) and its
+/// finalized communicators' records.
 pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
+    let _view = registry::read_view();
+    let comms: Vec<CommIdent> = registry::comm::live().iter().map(|c| c.ident).collect();
     let buckets = id.histogram_buckets.clamp(1, 16) as usize;
     let sampled = id.latency_sample > 1;
     let unknown = d.channels_unknown.load(Relaxed);
@@ -115,9 +212,10 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
                 local.gid,
                 verbs,
             ));
-            let st = stall_view
-                .as_ref()
-                .map(|v| (v.state.qp(c.id, i).copied().unwrap_or_default(), v));
+            let st = stall_view.as_ref().map(|v| {
+                let st = v.state.channel(c).get(i as usize).copied();
+                (st.unwrap_or_default(), v)
+            });
             if let Some((st, v)) = &st {
                 r.stall = Some(qp_stall_report(st, v, verbs));
             }
@@ -136,8 +234,9 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
         for (a, b) in dev_log.iter_mut().zip(log.iter().flatten()) {
             *a = a.wrapping_add(*b);
         }
+        let owner = c.owner();
         channels.push(ChannelReport {
-            id: (!unknown).then_some(c.id),
+            id: (!unknown).then_some(c.id()),
             num_wqe_sent: t.num_wqe_sent,
             num_recv_wqe: t.num_recv_wqe,
             num_wqe_rcvd: t.num_wqe_rcvd,
@@ -159,28 +258,30 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             queue_pairs: qps,
             wqe_completion_log_histogram: log.as_ref().map(log_buckets),
             verbs: verbs.then(|| (&ext_total).into()),
+            comm: (owner != OWNER_DEFAULT)
+                .then(|| comms.iter().find(|x| x.id == owner).map(comm_ref))
+                .flatten(),
         });
     }
+    // The finalized communicators: their records, and their share of the device's totals.
+    let finalized: Vec<FinalizedCommReport> = comms::device_records(d.id)
+        .iter()
+        .map(|(comm, r)| {
+            untracked += r.untracked;
+            if let Some(l) = &r.log {
+                l.add_to(&mut dev_log);
+            }
+            finalized_report(comm.as_ref(), r, buckets, sampled)
+        })
+        .collect();
     let totals = registry::dev_totals(d);
     let (gid, gid_ip) = gid_keys(local.gid);
     let peer_list = dev_peers
         .finish()
         .into_iter()
         .map(|p| {
-            let g = if let peers::PeerKey::Gid(g) = p.key {
-                Some(g)
-            } else {
-                None
-            };
-            let (gid, gid_ip) = gid_keys(g);
-            PeerReport {
-                gid,
-                gid_ip,
-                lid: lid_key(p.lid),
-                num_qps: p.num_qps,
-                num_qps_shared: (p.num_qps_shared > 0).then_some(p.num_qps_shared),
-                wqe_completion_log_histogram: p.hist.as_ref().map(log_buckets),
-            }
+            let h = p.hist.as_ref().map(log_buckets);
+            peer_report(p.key, p.lid, p.num_qps, p.num_qps_shared, h)
         })
         .collect();
     DeviceReport {
@@ -223,6 +324,7 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             num_qps_stalled: v.state.stalled,
         }),
         cq_errors_by_status: status_counts(&crate::cq_errors::device(d.id)),
+        finalized_comms: finalized,
     }
 }
 
@@ -234,6 +336,9 @@ pub fn build(
     is_final: bool,
     trigger: &str,
 ) -> FileReport {
+    // One view of the channels for the whole file: a communicator finalized meanwhile is in
+    // its channels or in its record, never in both or neither.
+    let _view = registry::read_view();
     // The stall keys as of now, not of the last tick.
     crate::stall_detector::tick();
     let devices: Vec<DeviceReport> = registry::devices()
@@ -274,5 +379,14 @@ pub fn build(
         hw_samples,
         hw_samples_dropped,
         stall_ms: crate::stall_detector::stall_ms(),
+        rank: id.rank.as_deref().and_then(|r| r.parse().ok()),
+        communicators: comms::communicators()
+            .iter()
+            .map(|l| CommunicatorReport {
+                comm: comm_ref(&l.ident),
+                init_time: rfc3339(l.init_wall_ns),
+                finalize_time: l.finalize_wall_ns.map(rfc3339),
+            })
+            .collect(),
     }
 }

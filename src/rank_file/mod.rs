@@ -30,6 +30,8 @@ pub struct Identity {
     pub latency_sample: u64,
     /// Whether channels record the log-scale histogram (RCCL_TELEMETRY_LOG_HISTOGRAM).
     pub log_histogram: bool,
+    /// The process's rank, from the launcher's environment (`textfile::RANK_VARS`).
+    pub rank: Option<String>,
 }
 
 /// A QP's stall keys from the detector's state of it.

@@ -2,6 +2,11 @@
 //! never moved or freed, with each slot's role and the interposer's counters beside it) and
 //! the slot index that leads a bare slot address back to its channel. Separate from the
 //! devices and channels that own arenas: this is the memory layout and its one lock.
+//!
+//! A communicator's channel is handed to a later communicator when it is finalized: the arena
+//! is then cleared ([`SlotArena::release`]: every slot it had zeroed, its count back to 0) and
+//! keeps its segments, so a device's slot memory is its high-water mark, not the sum of its
+//! communicators' lifetimes.
 
 use std::alloc::{alloc_zeroed, Layout};
 use std::ptr;
@@ -12,7 +17,7 @@ use parking_lot::Mutex;
 use crate::counters::{QpExt, RcclQpStats};
 use crate::loghist::LogHist;
 
-use super::{channel, verbs_keys, Channel};
+use super::{device, verbs_keys, Channel};
 
 /// Slots in the first segment of a channel's arena; segment s holds FIRST_SEG << s.
 const FIRST_SEG: u64 = 16;
@@ -31,19 +36,36 @@ pub struct SlotArena {
     /// histogram word is a bare address.
     role_segs: [AtomicPtr<AtomicU8>; SEGMENTS],
     len: AtomicU64,
+    /// Slots the arena had when it was last released (what [`SlotArena::quiet`] checks).
+    released: AtomicU64,
     grow: Mutex<()>,
-    /// (device, channel) of the arena, when it belongs to a registered channel: its segments
-    /// are then listed in the slot index (`slot_home`), so a handle leads back to its channel.
+    /// (device, channel serial) of the arena, when it belongs to a registered channel: its
+    /// segments are then listed in the slot index (`slot_home`), so a handle leads back to
+    /// its channel.
     home: Option<(u32, u32)>,
 }
 
-/// Where a slot segment lives: (device, channel, index of its first slot, slots in it).
+/// Where a slot segment lives: (device, channel serial, index of its first slot, slots in it).
 #[derive(Clone, Copy)]
 struct SegHome {
     dev: u32,
-    ch: u32,
+    serial: u32,
     first: u64,
     len: u64,
+}
+
+/// A slot as its words, to clear and check it whole (it is 32 atomic words, nothing else).
+fn words(q: &RcclQpStats) -> &[AtomicU64; 32] {
+    const _: () = assert!(std::mem::size_of::<RcclQpStats>() == 32 * 8);
+    // SAFETY: RcclQpStats is repr(C), made of AtomicU64 fields and arrays only, 256 bytes.
+    unsafe { &*(q as *const RcclQpStats as *const [AtomicU64; 32]) }
+}
+
+/// The interposer's counters of a slot as their words.
+fn ext_words(e: &QpExt) -> &[AtomicU64; 8] {
+    const _: () = assert!(std::mem::size_of::<QpExt>() == 8 * 8);
+    // SAFETY: QpExt is repr(C), eight AtomicU64 fields, 64 bytes.
+    unsafe { &*(e as *const QpExt as *const [AtomicU64; 8]) }
 }
 
 /// Every registered channel's slot segments by start address: the reverse of a handle, for
@@ -69,7 +91,7 @@ pub fn slot_home(q: *const RcclQpStats) -> Option<(u32, &'static Channel, u64)> 
             ..h
         }
     };
-    let c = channel(h.dev as i32, h.ch as i32)?;
+    let c = device(h.dev as i32)?.object(h.serial)?;
     (h.first < c.slots.reserved()).then_some((h.dev, c, h.first))
 }
 
@@ -90,14 +112,15 @@ impl SlotArena {
             ext_segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             role_segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             len: AtomicU64::new(0),
+            released: AtomicU64::new(0),
             grow: Mutex::new(()),
             home: None,
         }
     }
 
-    pub(super) fn with_home(dev: u32, ch: u32) -> SlotArena {
+    pub(super) fn with_home(dev: u32, serial: u32) -> SlotArena {
         SlotArena {
-            home: Some((dev, ch)),
+            home: Some((dev, serial)),
             ..SlotArena::new()
         }
     }
@@ -121,13 +144,13 @@ impl SlotArena {
                     break; // out of memory: the rest are untracked
                 }
                 self.segs[seg].store(p, Release);
-                if let Some((dev, ch)) = self.home {
+                if let Some((dev, serial)) = self.home {
                     let first = FIRST_SEG * ((1 << seg) - 1);
                     SLOT_INDEX.lock().insert(
                         p as usize,
                         SegHome {
                             dev,
-                            ch,
+                            serial,
                             first,
                             len: seg_len(seg),
                         },
@@ -176,6 +199,74 @@ impl SlotArena {
     /// Slots reserved so far (all of them resolvable).
     pub fn reserved(&self) -> u64 {
         self.len.load(Acquire)
+    }
+
+    /// Clears the arena for its next owner: every slot it had (counters, histogram, the
+    /// histogram word and the sampling mask, so a handle kept past its owner records nothing
+    /// in anyone's histogram), its roles and the interposer's counters are zeroed, and its
+    /// count drops to 0. The segments stay (the next owner's slots reuse them).
+    pub(super) fn release(&self) {
+        let _g = self.grow.lock();
+        let n = self.len.load(Relaxed);
+        for i in 0..n {
+            let (seg, off) = locate(i);
+            let p = self.segs[seg].load(Acquire);
+            if !p.is_null() {
+                // SAFETY: as for get(): allocated, never freed, seg_len(seg) slots.
+                for w in words(unsafe { &*p.add(off as usize) }) {
+                    w.store(0, Relaxed);
+                }
+            }
+            let r = self.role_segs[seg].load(Acquire);
+            if !r.is_null() {
+                // SAFETY: as for role_cell().
+                unsafe { &*r.add(off as usize) }.store(crate::counters::ROLE_UNKNOWN, Relaxed);
+            }
+            let e = self.ext_segs[seg].load(Acquire);
+            if !e.is_null() {
+                // SAFETY: as for ext().
+                for w in ext_words(unsafe { &*e.add(off as usize) }) {
+                    w.store(0, Relaxed);
+                }
+            }
+        }
+        self.released.store(n, Relaxed);
+        self.len.store(0, Release);
+    }
+
+    /// Whether every slot the arena had when it was released is still all zero (nothing
+    /// counted through a handle kept past its owner).
+    pub fn quiet(&self) -> bool {
+        let _g = self.grow.lock();
+        (0..self.released.load(Relaxed)).all(|i| {
+            let (seg, off) = locate(i);
+            let p = self.segs[seg].load(Acquire);
+            // SAFETY: as for get().
+            p.is_null()
+                || words(unsafe { &*p.add(off as usize) })
+                    .iter()
+                    .all(|w| w.load(Relaxed) == 0)
+        })
+    }
+
+    /// The slots the arena had when it was last released, as they are now (the counts a
+    /// handle kept past its owner made since), with their indices.
+    pub fn released_slots(&self) -> impl Iterator<Item = (u64, &'static RcclQpStats)> + '_ {
+        (0..self.released.load(Relaxed)).filter_map(|i| {
+            let (seg, off) = locate(i);
+            let p = self.segs[seg].load(Acquire);
+            // SAFETY: as for get().
+            (!p.is_null()).then(|| (i, unsafe { &*p.add(off as usize) }))
+        })
+    }
+
+    /// Zeroes the released slots again (after their late counts were taken).
+    pub fn clear_released(&self) {
+        for (_, q) in self.released_slots() {
+            for w in words(q) {
+                w.store(0, Relaxed);
+            }
+        }
     }
 
     /// Every reserved slot with its index, in order.

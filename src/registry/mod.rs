@@ -1,15 +1,20 @@
 //! Devices, channels and QP slots: the append-only arena behind every handle, handle
 //! resolution, and `num_qp_untracked` accounting. Also the per-thread shards behind the
-//! device forms (bytes, CQ errors, CQ polls, WQE sizes).
+//! device forms (bytes, CQ errors, CQ polls, WQE sizes), and the communicators.
 //!
 //! Nothing here is ever freed or moved: devices, channels and slot segments are allocated
-//! once and leaked, so every handle stays valid for the life of the process.
+//! once and leaked, so every handle's memory stays valid for the life of the process. The
+//! process-wide calls own their channels for the whole process (the default communicator);
+//! a communicator's channels (`comm`) are handed back when it is finalized and handed out
+//! again, cleared, to later communicators: a device has as many channel objects as it ever
+//! had channels at once, whatever the number of communicator lifetimes.
 //!
 //! Submodules: `arena` (a channel's slot segments and the slot index behind `slot_home`),
-//! `stripes` (the device forms' per-thread counter sets); their public items are re-exported
-//! here.
+//! `stripes` (the device forms' per-thread counter sets), `comm` (the communicators, their
+//! handles and channel spaces); their public items are re-exported here.
 
 mod arena;
+pub mod comm;
 mod stripes;
 
 pub use arena::{slot_home, SlotArena, MAX_QPS_PER_CHANNEL};
@@ -17,11 +22,12 @@ pub use stripes::{
     add, dev_totals, stripe, DevCounters, DevShard, DevTotals, SharedCounters, STRIPES,
 };
 
+use std::collections::VecDeque;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Once;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RecursiveRwLock, RecursiveRwLockReadGuard, RecursiveRwLockWriteGuard};
 
 use crate::counters::{RcclChannelStats, RcclQpStats};
 use crate::hw::{HwDevice, HwSettings};
@@ -29,6 +35,27 @@ use crate::loghist::LogHist;
 
 pub use crate::hot::MAX_DEVS;
 pub const MAX_CHANNELS: usize = 512;
+
+/// Owner of the channels the process-wide calls set up (the default communicator).
+pub const OWNER_DEFAULT: u64 = 0;
+/// Owner of a channel a finalized communicator handed back (in its device's free list).
+pub const OWNER_FREE: u64 = u64::MAX;
+
+/// Held (shared) by whatever reads every channel at once (a file, the textfile, a stall
+/// check, SwCapture) and (exclusive) by a communicator's finalization, so a reader sees a
+/// communicator's counts either in its channels or in its finalized record, never in both
+/// or neither.
+static LIFETIMES: RecursiveRwLock<()> = RecursiveRwLock::new(());
+
+/// A consistent view of the channels (see [`LIFETIMES`]); recursive, so a reader may nest.
+pub fn read_view() -> RecursiveRwLockReadGuard<'static, ()> {
+    LIFETIMES.read()
+}
+
+/// Excludes every reader while a communicator's channels are folded and handed back.
+pub fn lifetime_change() -> RecursiveRwLockWriteGuard<'static, ()> {
+    LIFETIMES.write()
+}
 
 /// Whether slots get a `QpExt` beside them and the file the verbs interposer's keys: set
 /// once by `librccl_telemetry_preload.so` before it reserves any slot.
@@ -54,7 +81,21 @@ pub fn verbs_keys() -> bool {
 
 pub struct Channel {
     pub stats: RcclChannelStats,
-    pub id: u32,
+    /// The channel's index in its owner's channel space (chIdx).
+    id: AtomicU32,
+    /// The device of the channel object, for its whole life.
+    pub dev: u32,
+    /// The channel object's index among its device's (stable for the process: what state
+    /// kept elsewhere about a channel is keyed by).
+    pub serial: u32,
+    /// [`OWNER_DEFAULT`], a communicator's id, or [`OWNER_FREE`].
+    owner: AtomicU64,
+    /// Bumped at every hand-back: state kept elsewhere about the channel belongs to one
+    /// owner (the stall detector drops what it kept under another generation).
+    generation: AtomicU64,
+    /// The communicator that last handed the channel back (0: none yet): its record takes
+    /// counts that reach the channel after its finalization.
+    former: AtomicU64,
     pub slots: SlotArena,
     pub untracked: AtomicU64,
     /// The log-scale completion histogram every slot of the channel records into (None with
@@ -65,12 +106,58 @@ pub struct Channel {
     pub peers: crate::channel_peers::ChannelPeers,
 }
 
+impl Channel {
+    /// The channel's index in its owner's channel space.
+    pub fn id(&self) -> u32 {
+        self.id.load(Acquire)
+    }
+
+    /// [`OWNER_DEFAULT`], the owning communicator's id, or [`OWNER_FREE`].
+    pub fn owner(&self) -> u64 {
+        self.owner.load(Acquire)
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Acquire)
+    }
+
+    /// The communicator that last handed the channel back (0: none).
+    pub fn former(&self) -> u64 {
+        self.former.load(Acquire)
+    }
+
+    /// Clears every count of the channel (slots, roles, the interposer's counters, requests,
+    /// untracked QPs, histograms, told peers) and records `former` as its last owner; its
+    /// slot count drops to 0 and its memory stays for the next owner.
+    pub(crate) fn clear(&self, former: u64) {
+        self.slots.release();
+        self.stats.req_completed.store(0, Relaxed);
+        self.untracked.store(0, Relaxed);
+        if let Some(h) = self.log {
+            h.reset();
+        }
+        self.peers.clear();
+        self.former.store(former, Release);
+    }
+
+    /// Whether nothing has counted on the channel since [`Channel::clear`]: no slot it had
+    /// and no request (a handle kept past its communicator's finalization would show here).
+    pub fn quiet(&self) -> bool {
+        self.stats.req_completed.load(Relaxed) == 0 && self.slots.quiet()
+    }
+}
+
 pub struct Device {
     pub id: u32,
     pub roce_device: String,
     pub transport: String,
     channels: Box<[AtomicPtr<Channel>]>,
     new_channel: Mutex<()>,
+    /// Every channel object of the device, by serial: the default communicator's and those
+    /// communicators own or handed back.
+    objects: Mutex<Vec<&'static Channel>>,
+    /// Channels handed back by finalized communicators, the longest-free first.
+    free: Mutex<VecDeque<&'static Channel>>,
     pub channels_unknown: AtomicBool,
     /// QPs set up on an out-of-range channel index.
     pub untracked_no_channel: AtomicU64,
@@ -92,6 +179,7 @@ pub struct DevVerbs {
 }
 
 impl Device {
+    /// The default communicator's channel `ch`.
     pub fn channel(&self, ch: i32) -> Option<&'static Channel> {
         let p = self.channels.get(usize::try_from(ch).ok()?)?.load(Acquire);
         // SAFETY: channels are leaked boxes, never freed.
@@ -106,25 +194,90 @@ impl Device {
         if let Some(c) = self.channel(ch as i32) {
             return c;
         }
+        let c = self.new_object(ch as u32, OWNER_DEFAULT);
+        self.channels[ch].store(c as *const Channel as *mut Channel, Release);
+        c
+    }
+
+    /// A new channel object of the device, owned by `owner` as its channel `ch`.
+    fn new_object(&self, ch: u32, owner: u64) -> &'static Channel {
+        let mut objects = self.objects.lock();
+        let serial = objects.len() as u32;
         let c: &'static Channel = Box::leak(Box::new(Channel {
             stats: RcclChannelStats {
                 req_completed: AtomicU64::new(0),
             },
-            id: ch as u32,
-            slots: SlotArena::with_home(self.id, ch as u32),
+            id: AtomicU32::new(ch),
+            dev: self.id,
+            serial,
+            owner: AtomicU64::new(owner),
+            generation: AtomicU64::new(0),
+            former: AtomicU64::new(0),
+            slots: SlotArena::with_home(self.id, serial),
             untracked: AtomicU64::new(0),
             peers: crate::channel_peers::ChannelPeers::new(),
             log: LOG_HISTOGRAM
                 .load(Acquire)
                 .then(|| &*Box::leak(Box::new(LogHist::new()))),
         }));
-        self.channels[ch].store(c as *const Channel as *mut Channel, Release);
+        objects.push(c);
         c
     }
 
-    /// The channels seen so far, in index order.
-    pub fn channels(&self) -> impl Iterator<Item = &'static Channel> + '_ {
-        (0..MAX_CHANNELS as i32).filter_map(|i| self.channel(i))
+    /// The channel object of serial `serial`.
+    pub fn object(&self, serial: u32) -> Option<&'static Channel> {
+        self.objects.lock().get(serial as usize).copied()
+    }
+
+    /// Channel objects the device has (in use or free): its high-water mark of channels.
+    pub fn num_objects(&self) -> usize {
+        self.objects.lock().len()
+    }
+
+    /// The channels in use, in the file's order: the default communicator's by index, then
+    /// each communicator's (in the order they were created) by index.
+    pub fn channels(&self) -> Vec<&'static Channel> {
+        let mut v: Vec<((u64, u32), &'static Channel)> = self
+            .objects
+            .lock()
+            .iter()
+            .map(|c| ((c.owner(), c.id()), *c))
+            .filter(|((o, _), _)| *o != OWNER_FREE)
+            .collect();
+        v.sort_unstable_by_key(|(k, _)| *k);
+        v.into_iter().map(|(_, c)| c).collect()
+    }
+
+    /// A channel for communicator `owner`'s channel `ch`: a handed-back one that `usable`
+    /// accepts (the longest-free first; one it refuses goes to the back of the list), else a
+    /// new one.
+    fn take_channel(
+        &self,
+        ch: u32,
+        owner: u64,
+        usable: &dyn Fn(&'static Channel) -> bool,
+    ) -> &'static Channel {
+        let tries = self.free.lock().len();
+        for _ in 0..tries {
+            let Some(c) = self.free.lock().pop_front() else {
+                break;
+            };
+            if usable(c) {
+                c.id.store(ch, Release);
+                c.owner.store(owner, Release);
+                return c;
+            }
+            self.free.lock().push_back(c);
+        }
+        self.new_object(ch, owner)
+    }
+
+    /// Hands a communicator's channel back, cleared, for a later communicator.
+    fn give_back(&self, c: &'static Channel, former: u64) {
+        c.owner.store(OWNER_FREE, Release);
+        c.generation.fetch_add(1, AcqRel);
+        c.clear(former);
+        self.free.lock().push_back(c);
     }
 }
 
@@ -180,6 +333,8 @@ pub fn register(
             .map(|_| AtomicPtr::new(ptr::null_mut()))
             .collect(),
         new_channel: Mutex::new(()),
+        objects: Mutex::new(Vec::new()),
+        free: Mutex::new(VecDeque::new()),
         channels_unknown: AtomicBool::new(false),
         untracked_no_channel: AtomicU64::new(0),
         first_use: Once::new(),
@@ -197,9 +352,10 @@ pub fn register(
     Ok(id)
 }
 
-/// SetupChannel: reserves `num_qps` slots on (dev, ch). Returns (first, granted), or None
-/// when nothing was granted. The device's hardware baseline is taken on its first call.
-pub fn setup_channel(dev: i32, ch: i32, num_qps: i32) -> Option<(u64, u64)> {
+/// The checks SetupChannel makes before it reserves: the device, a positive count, the
+/// hardware baseline on the device's first call, and a channel index in range (else the
+/// QPs count as untracked on the device). Some((device, channel index, count)) to go on.
+fn setup_args(dev: i32, ch: i32, num_qps: i32) -> Option<(&'static Device, usize, u64)> {
     let d = device(dev)?;
     if num_qps <= 0 {
         return None;
@@ -210,12 +366,23 @@ pub fn setup_channel(dev: i32, ch: i32, num_qps: i32) -> Option<(u64, u64)> {
         d.untracked_no_channel.fetch_add(n, Relaxed);
         return None;
     };
-    let c = d.channel_or_create(chi);
+    Some((d, chi, n))
+}
+
+/// Reserves `n` slots on channel `c`; what is not granted counts as untracked on it.
+fn grant(c: &Channel, n: u64) -> Option<(u64, u64)> {
     let (first, granted) = c.slots.reserve(n, c.log);
     if granted < n {
         c.untracked.fetch_add(n - granted, Relaxed);
     }
     (granted > 0).then_some((first, granted))
+}
+
+/// SetupChannel: reserves `num_qps` slots on (dev, ch). Returns (first, granted), or None
+/// when nothing was granted. The device's hardware baseline is taken on its first call.
+pub fn setup_channel(dev: i32, ch: i32, num_qps: i32) -> Option<(u64, u64)> {
+    let (d, chi, n) = setup_args(dev, ch, num_qps)?;
+    grant(d.channel_or_create(chi), n)
 }
 
 #[inline]

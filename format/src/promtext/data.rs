@@ -64,10 +64,33 @@ pub struct Qp {
     pub counts: Counts,
 }
 
+/// The communicator a channel belongs to, as its series' labels: `comm` (RCCL's commHash,
+/// "0x" and hex), `comm_rank` (the rank's place in it) and `comm_nranks` (its size). Channels
+/// of the process-wide calls have none (the labels are absent).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommLabels {
+    pub hash: String,
+    pub rank: i64,
+    pub nranks: i64,
+}
+
+impl CommLabels {
+    /// The three label pairs, in the order they are written.
+    pub fn pairs(&self) -> [(&'static str, String); 3] {
+        [
+            ("comm", self.hash.clone()),
+            ("comm_rank", self.rank.to_string()),
+            ("comm_nranks", self.nranks.to_string()),
+        ]
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Channel {
     /// None when the transport gave no channel ids.
     pub id: Option<u64>,
+    /// The communicator it belongs to (None: the process-wide calls').
+    pub comm: Option<CommLabels>,
     /// The channel's totals (the sum of its QPs).
     pub counts: Counts,
     pub requests_completed: u64,
@@ -98,12 +121,22 @@ pub struct Device {
     pub untracked_qps: u64,
     pub hw: Vec<(String, Hw)>,
     pub channels: Vec<Channel>,
+    /// The counters of the device's finalized communicators, summed: part of the device's
+    /// counters (which never go down when a communicator goes), in no channel's.
+    pub finalized: Counts,
+    /// Their requests completed.
+    pub finalized_requests: u64,
+    /// Their QP slots (a device whose communicators are all gone still drove them).
+    pub finalized_qps: u64,
 }
 
 impl Device {
     /// A device the rank drove (it moved bytes or has QPs); the others are not written.
     pub fn is_used(&self) -> bool {
-        self.tx_bytes > 0 || self.rx_bytes > 0 || self.channels.iter().any(|c| !c.qps.is_empty())
+        self.tx_bytes > 0
+            || self.rx_bytes > 0
+            || self.finalized_qps > 0
+            || self.channels.iter().any(|c| !c.qps.is_empty())
     }
 }
 

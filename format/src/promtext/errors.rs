@@ -14,7 +14,16 @@ pub const CQ_ERRORS_BY_STATUS: Family = fam(
     &["status"],
 );
 /// The labels of an errored QP's series, after the device's.
-pub const ERRORED_QP_LABELS: &[&str] = &["channel", "qp", "qp_num", "peer_gid", "peer_qp_num"];
+pub const ERRORED_QP_LABELS: &[&str] = &[
+    "channel",
+    "comm",
+    "comm_rank",
+    "comm_nranks",
+    "qp",
+    "qp_num",
+    "peer_gid",
+    "peer_qp_num",
+];
 pub const QP_CQ_ERRORS: Family = fam(
     "qp_cq_errors_total",
     Counter,
@@ -22,6 +31,9 @@ pub const QP_CQ_ERRORS: Family = fam(
     S::Device,
     &[
         "channel",
+        "comm",
+        "comm_rank",
+        "comm_nranks",
         "qp",
         "qp_num",
         "peer_gid",
@@ -34,7 +46,17 @@ pub const QP_FIRST_CQ_ERROR: Family = fam(
     Gauge,
     "When this QP's first error completion was counted; its status is the label (only QPs that had one have a series).",
     S::Device,
-    &["channel", "qp", "qp_num", "peer_gid", "peer_qp_num", "status"],
+    &[
+        "channel",
+        "comm",
+        "comm_rank",
+        "comm_nranks",
+        "qp",
+        "qp_num",
+        "peer_gid",
+        "peer_qp_num",
+        "status",
+    ],
 );
 pub const ERRORED_QP_SERIES_DROPPED: Family = fam(
     "errored_qp_series_dropped",
@@ -52,6 +74,8 @@ pub const MAX_ERRORED_QP_SERIES: usize = 64;
 #[derive(Debug, Clone, Default)]
 pub struct ErroredQp {
     pub channel: String,
+    /// The communicator of its channel (None: the process-wide calls').
+    pub comm: Option<super::data::CommLabels>,
     pub qp: u64,
     pub qp_num: Option<u32>,
     pub peer_gid: Option<String>,
@@ -131,13 +155,16 @@ pub fn render_errors(r: &Rank, devs: &[DevErrors], out: &mut String) -> usize {
                     q.qp_num.map(|n| n.to_string()),
                     q.peer_qp_num.map(|n| n.to_string()),
                 );
-                labels(&[
-                    ("channel", q.channel.as_str()),
+                let comm = q.comm.as_ref().map(|m| m.pairs());
+                let mut l: Vec<(&str, &str)> = vec![("channel", q.channel.as_str())];
+                l.extend(comm.iter().flatten().map(|(k, v)| (*k, v.as_str())));
+                l.extend([
                     ("qp", qp.as_str()),
                     ("qp_num", n.as_deref().unwrap_or("")),
                     ("peer_gid", q.peer_gid.as_deref().unwrap_or("")),
                     ("peer_qp_num", pn.as_deref().unwrap_or("")),
-                ])
+                ]);
+                labels(&l)
             })
             .collect();
         let status = |s: &str| labels(&[("status", s)]);
@@ -183,6 +210,7 @@ mod tests {
     fn q(i: u64, first_s: f64) -> ErroredQp {
         ErroredQp {
             channel: "0".into(),
+            comm: None,
             qp: i,
             qp_num: Some(200 + i as u32),
             peer_gid: Some("fe80:0000:0000:0000:0000:0000:0000:0002".into()),

@@ -32,23 +32,44 @@ pub enum Scope {
     Rank,
     /// ... `device`, `hw_type`.
     Device,
-    /// ... `channel`.
+    /// ... `channel` (and `comm`, `comm_rank`, `comm_nranks` for a communicator's).
     Channel,
-    /// ... `channel`, `qp`, `role`.
+    /// ... `channel` (and the communicator's), `qp`, `role`.
     Qp,
 }
 
 impl Scope {
-    /// The label names, in the order they are written. `rank` is written only when known.
+    /// The label names, in the order they are written. `rank` is written only when known, the
+    /// communicator's labels only on a communicator's channels and QPs.
     pub fn labels(self) -> &'static [&'static str] {
         match self {
             Scope::Run => &[],
             Scope::Host => &["host"],
             Scope::Rank => &["host", "pid", "rank"],
             Scope::Device => &["host", "pid", "rank", "device", "hw_type"],
-            Scope::Channel => &["host", "pid", "rank", "device", "hw_type", "channel"],
+            Scope::Channel => &[
+                "host",
+                "pid",
+                "rank",
+                "device",
+                "hw_type",
+                "channel",
+                "comm",
+                "comm_rank",
+                "comm_nranks",
+            ],
             Scope::Qp => &[
-                "host", "pid", "rank", "device", "hw_type", "channel", "qp", "role",
+                "host",
+                "pid",
+                "rank",
+                "device",
+                "hw_type",
+                "channel",
+                "comm",
+                "comm_rank",
+                "comm_nranks",
+                "qp",
+                "role",
             ],
         }
     }

@@ -39,6 +39,7 @@ pub(super) fn rank(pid: u64) -> Rank {
     }
     let ch = Channel {
         id: Some(3),
+        comm: None,
         counts: total,
         requests_completed: 5,
         data_qps: 1,
@@ -65,6 +66,9 @@ pub(super) fn rank(pid: u64) -> Rank {
             ("rx_fcs_errors".into(), Hw::Scalar(-1)),
         ],
         channels: vec![ch],
+        finalized: Counts::default(),
+        finalized_requests: 0,
+        finalized_qps: 0,
     };
     let unused = Device {
         id: 1,

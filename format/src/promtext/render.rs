@@ -55,7 +55,7 @@ pub fn render(ranks: &[Rank], level: Level, out: &mut String) -> usize {
             let mut first = l.is_empty();
             label(&mut l, &mut first, "device", &name);
             label(&mut l, &mut first, "hw_type", &d.hw_type);
-            let mut total = Counts::default();
+            let mut total = d.finalized.clone();
             for c in &d.channels {
                 total.add(&c.counts);
             }
@@ -123,13 +123,23 @@ pub fn render(ranks: &[Rank], level: Level, out: &mut String) -> usize {
         let mut ch_items: Vec<Item> = Vec::new();
         let mut qp_items: Vec<Item> = Vec::new();
         for (ri, d, dl) in &devs {
+            // Channel ids repeat across communicators: distinct within each one.
             let ids = unique(d.channels.iter().enumerate().map(|(i, c)| {
-                c.id.map_or_else(|| format!("unknown_{i}"), |id| id.to_string())
+                let id =
+                    c.id.map_or_else(|| format!("unknown_{i}"), |id| id.to_string());
+                let comm = c.comm.as_ref().map(|m| format!("{}/{}", m.hash, m.rank));
+                format!("{}\0{id}", comm.unwrap_or_default())
             }));
             for (c, id) in d.channels.iter().zip(ids) {
+                let id = id.split_once('\0').map_or(id.as_str(), |(_, i)| i);
                 let mut cl = dl.clone();
                 let mut first = cl.is_empty();
-                label(&mut cl, &mut first, "channel", &id);
+                label(&mut cl, &mut first, "channel", id);
+                if let Some(m) = &c.comm {
+                    for (k, v) in m.pairs() {
+                        label(&mut cl, &mut first, k, &v);
+                    }
+                }
                 if level >= Level::Qp {
                     let qids = unique(c.qps.iter().map(|q| q.id.to_string()));
                     for (q, qid) in c.qps.iter().zip(qids) {
@@ -180,7 +190,7 @@ impl DevTotals {
         let s =
             |g: fn(&Channel) -> u64| d.channels.iter().fold(0u64, |a, c| a.saturating_add(g(c)));
         DevTotals([
-            s(|c| c.requests_completed),
+            s(|c| c.requests_completed).saturating_add(d.finalized_requests),
             d.untracked_qps,
             s(|c| c.data_qps),
             s(|c| c.cts_qps),
@@ -405,6 +415,54 @@ mod tests {
                 .count(),
             2
         );
+    }
+
+    #[test]
+    fn communicators_channels_are_apart_and_finalized_counts_stay_in_the_device() {
+        let mut r = super::super::fixtures::rank(7);
+        let d = &mut r.devices[0];
+        let mut theirs = d.channels[0].clone();
+        theirs.comm = Some(super::super::data::CommLabels {
+            hash: "0xb0b".into(),
+            rank: 0,
+            nranks: 2,
+        });
+        theirs.counts.wqes_sent = 40;
+        d.channels.push(theirs);
+        d.finalized = Counts {
+            wqes_sent: 1000,
+            ..Counts::default()
+        };
+        d.finalized_requests = 9;
+        let mut out = String::new();
+        render(&[r], Level::Qp, &mut out);
+        let has = |x: &str| out.lines().any(|l| l == x);
+        let dev = r#"host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5""#;
+        assert!(
+            has(&format!(
+                "rccl_telemetry_channel_wqes_sent_total{{{dev},channel=\"3\"}} 6"
+            )),
+            "{out}"
+        );
+        assert!(has(&format!("rccl_telemetry_channel_wqes_sent_total{{{dev},channel=\"3\",comm=\"0xb0b\",comm_rank=\"0\",comm_nranks=\"2\"}} 40")), "{out}");
+        assert!(has(&format!("rccl_telemetry_qp_wqes_sent_total{{{dev},channel=\"3\",comm=\"0xb0b\",comm_rank=\"0\",comm_nranks=\"2\",qp=\"0\",role=\"data\"}} 4")), "{out}");
+        // The device: its channels' and its finalized communicators'.
+        assert!(
+            has(&format!("rccl_telemetry_wqes_sent_total{{{dev}}} 1046")),
+            "{out}"
+        );
+        assert!(
+            has(&format!(
+                "rccl_telemetry_requests_completed_total{{{dev}}} 19"
+            )),
+            "{out}"
+        );
+        let series: Vec<&str> = out.lines().filter(|x| !x.starts_with('#')).collect();
+        let distinct: HashSet<&str> = series
+            .iter()
+            .map(|x| x.rsplit_once(' ').unwrap().0)
+            .collect();
+        assert_eq!(distinct.len(), series.len(), "duplicate series");
     }
 
     #[test]

@@ -22,7 +22,16 @@ pub const STALLED_QPS: Family = fam(
     &[],
 );
 /// The labels of a stalled QP's series, after the device's.
-pub const STALLED_QP_LABELS: &[&str] = &["channel", "qp", "qp_num", "peer_gid", "peer_qp_num"];
+pub const STALLED_QP_LABELS: &[&str] = &[
+    "channel",
+    "comm",
+    "comm_rank",
+    "comm_nranks",
+    "qp",
+    "qp_num",
+    "peer_gid",
+    "peer_qp_num",
+];
 pub const QP_STALLED_SECONDS: Family = fam(
     "qp_stalled_seconds",
     Gauge,
@@ -53,6 +62,8 @@ pub const MAX_STALLED_QP_SERIES: usize = 64;
 #[derive(Debug, Clone, Default)]
 pub struct StalledQp {
     pub channel: String,
+    /// The communicator of its channel (None: the process-wide calls').
+    pub comm: Option<super::data::CommLabels>,
     pub qp: u64,
     pub qp_num: Option<u32>,
     pub peer_gid: Option<String>,
@@ -125,13 +136,16 @@ pub fn render_stalls(r: &Rank, devs: &[DevStall], out: &mut String) -> usize {
                     q.peer_gid.clone(),
                     q.peer_qp_num.map(|n| n.to_string()),
                 );
-                labels(&[
-                    ("channel", q.channel.as_str()),
+                let comm = q.comm.as_ref().map(|m| m.pairs());
+                let mut l: Vec<(&str, &str)> = vec![("channel", q.channel.as_str())];
+                l.extend(comm.iter().flatten().map(|(k, v)| (*k, v.as_str())));
+                l.extend([
                     ("qp", qp.as_str()),
                     ("qp_num", n.as_deref().unwrap_or("")),
                     ("peer_gid", g.as_deref().unwrap_or("")),
                     ("peer_qp_num", pn.as_deref().unwrap_or("")),
-                ])
+                ]);
+                labels(&l)
             })
             .collect();
         header(
@@ -185,6 +199,7 @@ mod tests {
         let r = rank(7);
         let q = |i: u64, s: f64| StalledQp {
             channel: "0".into(),
+            comm: None,
             qp: i,
             qp_num: Some(100 + i as u32),
             peer_gid: Some("fe80:0000:0000:0000:0000:0000:0000:0001".into()),
@@ -197,8 +212,18 @@ mod tests {
                 name: "mlx5_0".into(),
                 hw_type: "mlx5".into(),
                 outstanding: 9,
-                stalled: 1,
-                qps: vec![q(1, 2.5)],
+                stalled: 2,
+                qps: vec![
+                    q(1, 2.5),
+                    StalledQp {
+                        comm: Some(super::super::data::CommLabels {
+                            hash: "0xfeed".into(),
+                            rank: 2,
+                            nranks: 4,
+                        }),
+                        ..q(1, 1.5)
+                    },
+                ],
             },
             DevStall {
                 name: "mlx5_1".into(),
@@ -210,10 +235,12 @@ mod tests {
         ];
         let mut out = String::new();
         assert_eq!(render_stalls(&r, &devs, &mut out), 0);
-        assert!(out.contains("rccl_telemetry_stalled_qps{host=\"h1\",pid=\"7\",rank=\"3\",device=\"mlx5_0\",hw_type=\"mlx5\"} 1\n"), "{out}");
+        assert!(out.contains("rccl_telemetry_stalled_qps{host=\"h1\",pid=\"7\",rank=\"3\",device=\"mlx5_0\",hw_type=\"mlx5\"} 2\n"), "{out}");
         assert!(out.contains("rccl_telemetry_stalled_qps{host=\"h1\",pid=\"7\",rank=\"3\",device=\"mlx5_1\",hw_type=\"mlx5\"} 0\n"), "{out}");
         assert!(out.contains("rccl_telemetry_wqe_outstanding{host=\"h1\",pid=\"7\",rank=\"3\",device=\"mlx5_0\",hw_type=\"mlx5\"} 9\n"), "{out}");
         assert!(out.contains(",device=\"mlx5_0\",hw_type=\"mlx5\",channel=\"0\",qp=\"1\",qp_num=\"101\",peer_gid=\"fe80:0000:0000:0000:0000:0000:0000:0001\",peer_qp_num=\"\"} 2.5\n"), "{out}");
+        // A communicator's QP 1 on channel 0 too: its labels tell them apart.
+        assert!(out.contains(",channel=\"0\",comm=\"0xfeed\",comm_rank=\"2\",comm_nranks=\"4\",qp=\"1\",qp_num=\"101\",peer_gid=\"fe80:0000:0000:0000:0000:0000:0000:0001\",peer_qp_num=\"\"} 1.5\n"), "{out}");
         // Past the cap: the longest stay, the rest are counted.
         let many = vec![DevStall {
             name: "d".into(),

@@ -4,7 +4,7 @@
 pub mod text;
 
 use crate::load::{expand_inputs, progress, read_raw};
-use crate::model::{parse_timestamp_ns, Counters, TelemetryFile};
+use crate::model::{parse_timestamp_ns, CommRef, Counters, TelemetryFile};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -250,14 +250,19 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
                 );
             }
         }
+        // Channel ids are per communicator: two communicators may both have a channel 0.
         let mut channel_ids = BTreeSet::new();
         for (ci, c) in d.channels.iter().enumerate() {
             let cp = format!("{dp}/channels/{ci}");
             if let Some(id) = c.id {
-                if !channel_ids.insert(id) {
+                if !channel_ids.insert((c.comm.as_ref().map(|m| m.id), id)) {
+                    let whose = c
+                        .comm
+                        .as_ref()
+                        .map_or(String::new(), |m| format!(" in communicator {}", m.label()));
                     err(
                         format!("{cp}/id"),
-                        format!("channel id {id} appears twice on this device"),
+                        format!("channel id {id} appears twice{whose} on this device"),
                     );
                 }
                 if d.num_channels.is_none() {
@@ -446,6 +451,8 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
         }
     }
 
+    comm_invariants(f, sampled_expected, &mut hist_len, &mut err);
+
     if let Some(samples) = &f.hw_samples {
         let mut last: BTreeMap<u32, u64> = BTreeMap::new();
         for (si, s) in samples.iter().enumerate() {
@@ -478,6 +485,81 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+/// The communicators' invariants: a channel's communicator is a live one of the file's
+/// "communicators" (same hash, rank and size), a finalized record's a finalized one, and a
+/// finalized record's counters keep a channel's invariants.
+fn comm_invariants(
+    f: &TelemetryFile,
+    sampled_expected: bool,
+    hist_len: &mut Option<usize>,
+    err: &mut impl FnMut(String, String),
+) {
+    let listed: BTreeMap<u64, &crate::model::Communicator> = f
+        .communicators
+        .iter()
+        .flatten()
+        .map(|c| (c.comm.id, c))
+        .collect();
+    let known = |m: &CommRef, finalized: bool| match listed.get(&m.id) {
+        None if f.communicators.is_some() => Some(format!(
+            "communicator {} (id {}) is not in communicators",
+            m.label(),
+            m.id
+        )),
+        Some(c) if c.comm != *m => Some(format!(
+            "communicator id {} is {} here but {} in communicators",
+            m.id,
+            m.label(),
+            c.comm.label()
+        )),
+        Some(c) if c.finalize_time.is_some() != finalized => Some(format!(
+            "communicator {} is {} in communicators",
+            m.label(),
+            if finalized { "live" } else { "finalized" }
+        )),
+        _ => None,
+    };
+    for (di, d) in f.devices.iter().enumerate() {
+        for (ci, c) in d.channels.iter().enumerate() {
+            if let Some(why) = c.comm.as_ref().and_then(|m| known(m, false)) {
+                err(format!("/devices/{di}/channels/{ci}/comm"), why);
+            }
+        }
+        for (ri, r) in d.finalized_comms.iter().enumerate() {
+            let rp = format!("/devices/{di}/finalized_comms/{ri}");
+            if let Some(why) = r.comm.as_ref().and_then(|m| known(m, true)) {
+                err(format!("{rp}/comm"), why);
+            }
+            if r.num_comms == 0 || (r.comm.is_some() && r.num_comms != 1) {
+                err(
+                    format!("{rp}/num_comms"),
+                    format!(
+                        "num_comms {} (1 for a communicator's record, at least 1 for the sum of those past the cap)",
+                        r.num_comms
+                    ),
+                );
+            }
+            counters_ok(
+                &rp,
+                &r.counters,
+                f.histogram_interval_ns,
+                sampled_expected,
+                hist_len,
+                err,
+            );
+            if r.num_data_qp.saturating_add(r.num_cts_qp) > r.num_qps {
+                err(
+                    format!("{rp}/num_qps"),
+                    format!(
+                        "num_data_qp {} + num_cts_qp {} > num_qps {}",
+                        r.num_data_qp, r.num_cts_qp, r.num_qps
+                    ),
+                );
+            }
+        }
+    }
 }
 
 /// A channel counter: its name, the channel's value, and how to read it from a queue pair.

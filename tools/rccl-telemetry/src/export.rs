@@ -5,7 +5,7 @@
 //! parquet_export.rs.
 
 use crate::load::{BadKind, Run};
-use crate::model::{parse_timestamp_ns, Counters, Device, HwValue, TelemetryFile};
+use crate::model::{parse_timestamp_ns, CommRef, Counters, Device, HwValue, TelemetryFile};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -48,7 +48,23 @@ fn counts(c: &Counters) -> promtext::Counts {
     }
 }
 
+/// A channel's communicator as its series' labels.
+fn comm_labels(c: Option<&CommRef>) -> Option<promtext::CommLabels> {
+    c.map(|m| promtext::CommLabels {
+        hash: m.hash.clone(),
+        rank: m.rank,
+        nranks: m.nranks,
+    })
+}
+
 fn device(d: &Device) -> promtext::Device {
+    let mut finalized = promtext::Counts::default();
+    for f in &d.finalized_comms {
+        finalized.add(&promtext::Counts {
+            log_hist: f.wqe_completion_log_histogram.clone().unwrap_or_default(),
+            ..counts(&f.counters)
+        });
+    }
     promtext::Device {
         id: d.device_id,
         name: d.roce_device.clone(),
@@ -75,6 +91,7 @@ fn device(d: &Device) -> promtext::Device {
             .iter()
             .map(|c| promtext::Channel {
                 id: c.id,
+                comm: comm_labels(c.comm.as_ref()),
                 counts: promtext::Counts {
                     log_hist: c.wqe_completion_log_histogram.clone().unwrap_or_default(),
                     ..counts(&c.counters)
@@ -94,6 +111,9 @@ fn device(d: &Device) -> promtext::Device {
                     .collect(),
             })
             .collect(),
+        finalized,
+        finalized_requests: d.finalized_comms.iter().map(|f| f.num_req_completed).sum(),
+        finalized_qps: d.finalized_comms.iter().map(|f| f.num_qps).sum(),
     }
 }
 
@@ -103,7 +123,7 @@ pub fn prom_rank(tf: &TelemetryFile) -> promtext::Rank {
     promtext::Rank {
         host: tf.host_name.clone(),
         pid: u64::try_from(tf.process_id).unwrap_or(0),
-        rank: None,
+        rank: tf.rank.map(|r| r.to_string()),
         start_s: secs(&tf.start_time),
         taken_s: secs(&tf.end_time),
         hist_interval_ns: tf.histogram_interval_ns,
@@ -140,6 +160,7 @@ fn stall_devices(tf: &TelemetryFile, r: &promtext::Rank) -> Vec<promtext::DevSta
                     channel: c
                         .id
                         .map_or_else(|| format!("unknown_{pos}"), |id| id.to_string()),
+                    comm: comm_labels(c.comm.as_ref()),
                     qp: q.id,
                     qp_num: q.qp_num.and_then(|n| u32::try_from(n).ok()),
                     peer_gid: q.peer.as_ref().and_then(|p| p.gid.clone()),

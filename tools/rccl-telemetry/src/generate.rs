@@ -424,6 +424,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
                     counters,
                     queue_pairs: qps,
                     wqe_completion_log_histogram: None,
+                    comm: None,
                 });
             }
 

@@ -295,6 +295,7 @@ fn channel(c: ItChannel) -> Channel {
     };
     Channel {
         id: c.id,
+        comm: None,
         counters,
         num_req_completed: c.num_req_completed,
         num_data_qp: c.num_data_qp,
@@ -391,6 +392,8 @@ pub fn to_model(v: &Value) -> Result<TelemetryFile, String> {
         hw_samples: f.hw_samples.map(samples),
         hw_samples_dropped: None,
         stall_ms: None,
+        rank: None,
+        communicators: None,
     })
 }
 

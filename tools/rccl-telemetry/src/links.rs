@@ -354,7 +354,7 @@ pub fn join(run: &Run) -> LinkReport {
         let mut dev_sent = 0u64;
         let mut dev_tx = 0u64;
         for (f, dev) in e.devs.values() {
-            dev_sent = dev_sent.saturating_add(dev.sum_channels(|c| c.counters.num_wqe_sent));
+            dev_sent = dev_sent.saturating_add(dev.sum_counters(|c| c.num_wqe_sent));
             dev_tx = dev_tx.saturating_add(dev.tx_bytes);
             let _ = f;
             for p in dev.peers.iter().flatten() {

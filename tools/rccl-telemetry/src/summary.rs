@@ -3,6 +3,7 @@
 //! The model and its aggregation; `summary::fleet` adds the distributions and stand-outs for
 //! runs beyond a screen, `summary::text` prints either view.
 
+pub mod comms;
 pub mod fleet;
 pub mod text;
 
@@ -222,6 +223,9 @@ pub struct Summary {
     /// Distributions across the rows and hosts, and what stands out (what the summary prints
     /// for runs beyond a screen).
     pub fleet: crate::summary::fleet::Fleet,
+    /// One row per rank and communicator, for the ranks whose file has more than one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub communicators: Vec<crate::summary::comms::CommRow>,
 }
 
 fn device_row(path: &str, f: &TelemetryFile, d: &Device) -> DeviceRow {
@@ -242,11 +246,11 @@ fn device_row(path: &str, f: &TelemetryFile, d: &Device) -> DeviceRow {
         rx_bytes: d.rx_bytes,
         tx_share: 0.0,
         rx_share: 0.0,
-        num_wqe_sent: d.sum_channels(|c| c.counters.num_wqe_sent),
-        num_wqe_completed: d.sum_channels(|c| c.counters.num_wqe_completed),
+        num_wqe_sent: d.sum_counters(|c| c.num_wqe_sent),
+        num_wqe_completed: d.sum_counters(|c| c.num_wqe_completed),
         num_cq_errors: d.num_cq_errors,
         num_qp_untracked: d.num_qp_untracked,
-        num_slot_miss: d.sum_channels(|c| c.counters.num_slot_miss),
+        num_slot_miss: d.sum_counters(|c| c.num_slot_miss),
         active_channels: d.active_channels,
         histogram_interval_ns: f.histogram_interval_ns,
         latency: Latency::of(&hist, f.histogram_interval_ns, mn, mx),
@@ -483,6 +487,7 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
         devices: rows,
         hw_counters_moved: hw_moved,
         fleet,
+        communicators: comms::rows(run),
     }
 }
 

@@ -12,7 +12,7 @@ pub(super) fn find(x: &Input) -> Vec<Finding> {
     let vals: Vec<f64> = x
         .devs
         .iter()
-        .map(|d| d.dev.sum_channels(|c| c.counters.num_slot_miss) as f64)
+        .map(|d| d.dev.sum_counters(|c| c.num_slot_miss) as f64)
         .collect();
     let Some(r) = Robust::of(&vals, 1.0) else {
         return out;

@@ -107,9 +107,9 @@ fn devices(group: &[Rank<'_>], t: &mut Table) {
                 .u64(d.cq_poll_count)
                 .ou64(d.num_channels);
             t.u64(d.active_channels).u64(d.num_qp_untracked);
-            t.u64(d.sum_channels(|c| c.counters.num_wqe_sent))
-                .u64(d.sum_channels(|c| c.counters.num_wqe_completed));
-            t.u64(d.sum_channels(|c| c.counters.num_slot_miss))
+            t.u64(d.sum_counters(|c| c.num_wqe_sent))
+                .u64(d.sum_counters(|c| c.num_wqe_completed));
+            t.u64(d.sum_counters(|c| c.num_slot_miss))
                 .u64(f.histogram_interval_ns);
             t.u64(lat.samples).oi64(mn).oi64(mx);
             percentiles(t, Some(&lat));

@@ -219,8 +219,14 @@ pub fn render_with(s: &Summary, o: &TextOptions) -> String {
         );
     }
     out.push('\n');
+    let comm_rows = if o.all { usize::MAX } else { SCREEN_ROWS };
     if !o.all && s.devices.len() > SCREEN_ROWS {
         render_fleet(s, o, &mut out);
+        out.push_str(&crate::summary::comms::render(
+            &s.communicators,
+            layout,
+            comm_rows,
+        ));
         return out;
     }
 
@@ -289,6 +295,14 @@ pub fn render_with(s: &Summary, o: &TextOptions) -> String {
         );
     }
 
+    if !s.communicators.is_empty() {
+        out.push('\n');
+        out.push_str(&crate::summary::comms::render(
+            &s.communicators,
+            layout,
+            comm_rows,
+        ));
+    }
     if !s.hw_counters_moved.is_empty() {
         out.push('\n');
         line(

@@ -368,3 +368,67 @@ fn every_violation_is_one_line_and_the_json_form_agrees() {
         assert!(line.starts_with(path.to_str().expect("utf-8")), "{line}");
     }
 }
+
+#[test]
+fn channel_ids_are_per_communicator_and_communicators_are_listed() {
+    let comm = |id: u64, hash: &str| json!({"id": id, "hash": hash, "rank": 0, "nranks": 2});
+    let listed = |c: Value| {
+        let mut c = c;
+        c["init_time"] = json!("2026-12-02T11:00:00.000000000Z");
+        c["finalize_time"] = Value::Null;
+        c
+    };
+    // Channel 0 of the process-wide calls and channel 0 of two communicators: valid.
+    let with_comms = |v: &mut Value| {
+        let ch0 = v.pointer("/devices/0/channels/0").unwrap().clone();
+        let chans = v
+            .pointer_mut("/devices/0/channels")
+            .unwrap()
+            .as_array_mut()
+            .unwrap();
+        for (id, hash) in [(1, "0xa"), (2, "0xb")] {
+            let mut c = ch0.clone();
+            c["comm"] = comm(id, hash);
+            chans.push(c);
+        }
+        v["communicators"] = json!([listed(comm(1, "0xa")), listed(comm(2, "0xb"))]);
+    };
+    let mut v = base(1);
+    with_comms(&mut v);
+    let (code, lines, _) = check_value(&v);
+    assert_eq!(code, Some(0), "{lines:#?}");
+    let n = v["devices"][0]["channels"].as_array().unwrap().len();
+    // The same communicator's channel 0 twice.
+    expect_violation(
+        v.clone(),
+        |v| {
+            let c = v
+                .pointer(&format!("/devices/0/channels/{}", n - 1))
+                .unwrap()
+                .clone();
+            v.pointer_mut("/devices/0/channels")
+                .unwrap()
+                .as_array_mut()
+                .unwrap()
+                .push(c);
+        },
+        &format!("/devices/0/channels/{n}/id"),
+        "invariant",
+        "channel id 0 appears twice in communicator 0xb rank 0/2 on this device",
+    );
+    // A channel's communicator missing from the list, or named otherwise there.
+    expect_violation(
+        v.clone(),
+        |v| v["communicators"].as_array_mut().unwrap().truncate(1),
+        &format!("/devices/0/channels/{}/comm", n - 1),
+        "invariant",
+        "is not in communicators",
+    );
+    expect_violation(
+        v,
+        |v| v["communicators"][1]["rank"] = json!(1),
+        &format!("/devices/0/channels/{}/comm", n - 1),
+        "invariant",
+        "in communicators",
+    );
+}

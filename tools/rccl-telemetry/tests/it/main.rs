@@ -4,6 +4,7 @@ mod common;
 
 mod bad_input;
 mod check_violations;
+mod communicators;
 mod demo_job;
 mod export_formats;
 mod export_versions;

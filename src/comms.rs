@@ -1,0 +1,690 @@
+//! A finalized communicator's compact record: what rcclTelemetryCommFinalize folds its
+//! channels into before they are handed to later communicators, and what every output reads
+//! of communicators that are gone.
+//!
+//! Per device the communicator used, one [`DevRecord`]: every counter its channels and QPs
+//! had (summed), its latency histograms merged (the linear one, the log-scale one), its peers
+//! (per remote NIC: QPs and latency), its error completions by status and its first one, and
+//! its stall keys with every stall ended at the finalization. Nothing is lost: the file's
+//! totals are the live channels' plus these records'.
+//!
+//! Bounded: the newest [`MAX_KEPT_COMMS`] finalized communicators keep a record each; an older
+//! one is merged into its devices' aggregate record (the "communicators past the cap", with
+//! their count), so memory and the file stay bounded whatever the number of lifetimes.
+//!
+//! Counts that reach a handed-back channel after its finalization (a handle kept past
+//! rcclTelemetryCommFinalize, outside the header's contract) are found when the channel is
+//! about to be handed out again ([`usable`]): they go to the record of the communicator that
+//! owned it, and the channel waits for its next turn, so a late count never lands in another
+//! communicator's counts through a channel that was reused while it came.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::Ordering::Relaxed;
+
+use parking_lot::Mutex;
+
+use crate::counters::{ExtSnapshot, QpSnapshot, ROLE_CTS, ROLE_DATA};
+use crate::cq_errors::FirstError;
+use crate::loghist::LOG_BUCKETS;
+use crate::peers::{DevPeers, PeerKey};
+use crate::registry::comm::CommIdent;
+use crate::registry::{self, Channel};
+use crate::stall_detector::StallFold;
+use crate::{cq_errors, diag, latency, stall_detector};
+
+/// Finalized communicators that keep a record of their own (the newest); older ones are
+/// summed into one aggregate record per device.
+pub const MAX_KEPT_COMMS: usize = 1024;
+
+/// A log-scale histogram without its empty buckets: (bucket index, count), by index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SparseLog(pub Vec<(u16, u64)>);
+
+impl SparseLog {
+    pub fn of(counts: &[u64; LOG_BUCKETS]) -> SparseLog {
+        SparseLog(
+            counts
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(|(i, &n)| (i as u16, n))
+                .collect(),
+        )
+    }
+
+    pub fn add(&mut self, o: &SparseLog) {
+        let mut m: BTreeMap<u16, u64> = self.0.iter().copied().collect();
+        for &(i, n) in &o.0 {
+            let e = m.entry(i).or_insert(0);
+            *e = e.wrapping_add(n);
+        }
+        self.0 = m.into_iter().collect();
+    }
+
+    /// Adds the counts into a full histogram.
+    pub fn add_to(&self, counts: &mut [u64; LOG_BUCKETS]) {
+        for &(i, n) in &self.0 {
+            if let Some(c) = counts.get_mut(usize::from(i)) {
+                *c = c.wrapping_add(n);
+            }
+        }
+    }
+
+    pub fn counts(&self) -> [u64; LOG_BUCKETS] {
+        let mut c = [0; LOG_BUCKETS];
+        self.add_to(&mut c);
+        c
+    }
+}
+
+/// One remote NIC of a finalized communicator's device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerRecord {
+    pub key: PeerKey,
+    pub lid: u16,
+    pub num_qps: u64,
+    pub num_qps_shared: u64,
+    /// None: the log-scale histogram was off.
+    pub hist: Option<SparseLog>,
+}
+
+/// A finalized communicator on one device (or, with `num_comms` > 1, several summed).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DevRecord {
+    pub dev: u32,
+    pub num_comms: u64,
+    pub num_channels: u64,
+    pub num_qps: u64,
+    /// Every counter of its QPs, summed (histogram, min and max merged).
+    pub totals: QpSnapshot,
+    /// The verbs interposer's counters (None: not in that mode).
+    pub ext: Option<ExtSnapshot>,
+    pub req_completed: u64,
+    pub data_qps: u64,
+    pub cts_qps: u64,
+    pub untracked: u64,
+    /// Its channels' log-scale histograms, merged (None: the histogram was off).
+    pub log: Option<SparseLog>,
+    pub peers: Vec<PeerRecord>,
+    pub cq_errors: BTreeMap<i32, u64>,
+    /// The earliest first error of its QPs.
+    pub first_cq_error: Option<FirstError>,
+    /// None: stall detection was off.
+    pub stall: Option<StallFold>,
+}
+
+impl DevRecord {
+    fn new(dev: u32, num_comms: u64) -> DevRecord {
+        DevRecord {
+            dev,
+            num_comms,
+            ..DevRecord::default()
+        }
+    }
+
+    /// Adds `o`'s counts (and, with `whole`, its communicators, channels and QPs).
+    pub fn merge(&mut self, o: &DevRecord, whole: bool) {
+        if whole {
+            self.num_comms += o.num_comms;
+            self.num_channels += o.num_channels;
+            self.num_qps += o.num_qps;
+            self.data_qps += o.data_qps;
+            self.cts_qps += o.cts_qps;
+            self.untracked += o.untracked;
+        }
+        self.totals.accumulate(&o.totals);
+        if let Some(e) = &o.ext {
+            self.ext
+                .get_or_insert_with(ExtSnapshot::default)
+                .accumulate(e);
+        }
+        self.req_completed = self.req_completed.wrapping_add(o.req_completed);
+        if let Some(l) = &o.log {
+            self.log.get_or_insert_with(SparseLog::default).add(l);
+        }
+        for p in &o.peers {
+            self.add_peer(p);
+        }
+        for (k, v) in &o.cq_errors {
+            *self.cq_errors.entry(*k).or_insert(0) += v;
+        }
+        if let Some(f) = &o.first_cq_error {
+            if !self
+                .first_cq_error
+                .as_ref()
+                .is_some_and(|e| e.wall_ns <= f.wall_ns)
+            {
+                self.first_cq_error = Some(f.clone());
+            }
+        }
+        if let Some(s) = &o.stall {
+            self.stall.get_or_insert_with(StallFold::default).add(s);
+        }
+    }
+
+    fn add_peer(&mut self, p: &PeerRecord) {
+        match self.peers.iter_mut().find(|x| x.key == p.key) {
+            Some(x) => {
+                x.num_qps += p.num_qps;
+                x.num_qps_shared += p.num_qps_shared;
+                if x.lid == 0 {
+                    x.lid = p.lid;
+                }
+                if let Some(h) = &p.hist {
+                    x.hist.get_or_insert_with(SparseLog::default).add(h);
+                }
+            }
+            None => {
+                self.peers.push(p.clone());
+                self.peers.sort_by_key(|x| x.key);
+            }
+        }
+    }
+}
+
+/// A finalized communicator.
+#[derive(Debug, Clone)]
+pub struct CommRecord {
+    pub ident: CommIdent,
+    pub init_wall_ns: u64,
+    pub finalize_wall_ns: u64,
+    /// One per device it had channels on, by device id.
+    pub devs: Vec<DevRecord>,
+}
+
+struct Records {
+    /// The newest finalized communicators, oldest first.
+    kept: VecDeque<CommRecord>,
+    /// Per device, the older ones summed.
+    folded: Vec<DevRecord>,
+}
+
+static RECORDS: Mutex<Records> = Mutex::new(Records {
+    kept: VecDeque::new(),
+    folded: Vec::new(),
+});
+
+/// Folds channel `c` (of a communicator being finalized) into `r`. `now` is the monotonic
+/// instant of the finalization: its QPs' stalls end there.
+fn fold_channel(c: &Channel, r: &mut DevRecord, now: u64) {
+    let verbs = registry::verbs_keys();
+    for (i, slot) in c.slots.iter() {
+        r.totals.accumulate(&slot.snapshot());
+        r.num_qps += 1;
+        match c.slots.role(i) {
+            ROLE_DATA => r.data_qps += 1,
+            ROLE_CTS => r.cts_qps += 1,
+            _ => {}
+        }
+        if verbs {
+            let e = c.slots.ext(i).map(|e| e.snapshot()).unwrap_or_default();
+            r.ext
+                .get_or_insert_with(ExtSnapshot::default)
+                .accumulate(&e);
+        }
+        if let Some(e) = cq_errors::take(slot) {
+            let one = DevRecord {
+                cq_errors: e.by_status,
+                first_cq_error: e.first,
+                ..DevRecord::default()
+            };
+            r.merge(&one, false);
+        }
+    }
+    r.req_completed = r
+        .req_completed
+        .wrapping_add(c.stats.req_completed.load(Relaxed));
+    r.untracked += c.untracked.load(Relaxed);
+    let mut peers = DevPeers::new(c.log.is_some());
+    if let Some(l) = peers.add_channel(c) {
+        r.log
+            .get_or_insert_with(SparseLog::default)
+            .add(&SparseLog::of(&l));
+    }
+    for p in peers.finish() {
+        r.add_peer(&PeerRecord {
+            key: p.key,
+            lid: p.lid,
+            num_qps: p.num_qps,
+            num_qps_shared: p.num_qps_shared,
+            hist: p.hist.as_ref().map(SparseLog::of),
+        });
+    }
+    if let Some(s) = stall_detector::fold(c, now) {
+        r.stall.get_or_insert_with(StallFold::default).add(&s);
+    }
+}
+
+/// rcclTelemetryCommFinalize: folds the communicator of handle `h` into its record and hands
+/// its channels back. False when the handle names no live communicator.
+pub fn finalize(h: u64) -> bool {
+    let _w = registry::lifetime_change();
+    let Some((comm, chans)) = registry::comm::begin_finalize(h) else {
+        return false;
+    };
+    let (wall, mono) = (latency::realtime_ns(), latency::monotonic_ns());
+    let mut devs: Vec<DevRecord> = Vec::new();
+    for c in &chans {
+        let at = match devs.iter().position(|r| r.dev == c.dev) {
+            Some(i) => i,
+            None => {
+                devs.push(DevRecord::new(c.dev, 1));
+                devs.len() - 1
+            }
+        };
+        devs[at].num_channels += 1;
+        fold_channel(c, &mut devs[at], mono);
+    }
+    for c in &chans {
+        stall_detector::forget(c);
+        registry::comm::give_back(c, comm.ident.id);
+    }
+    devs.sort_by_key(|r| r.dev);
+    diag::debug(|| {
+        format!(
+            "communicator {} finalized: {} channels, {} QPs folded",
+            comm.ident.describe(),
+            chans.len(),
+            devs.iter().map(|r| r.num_qps).sum::<u64>()
+        )
+    });
+    keep(
+        &mut RECORDS.lock(),
+        CommRecord {
+            ident: comm.ident,
+            init_wall_ns: comm.init_wall_ns,
+            finalize_wall_ns: wall,
+            devs,
+        },
+        MAX_KEPT_COMMS,
+    );
+    true
+}
+
+/// Adds a record, merging the oldest into the aggregate past `cap`.
+fn keep(recs: &mut Records, r: CommRecord, cap: usize) {
+    recs.kept.push_back(r);
+    while recs.kept.len() > cap {
+        let Some(old) = recs.kept.pop_front() else {
+            break;
+        };
+        for d in &old.devs {
+            folded_dev(&mut recs.folded, d.dev).merge(d, true);
+        }
+    }
+}
+
+fn folded_dev(folded: &mut Vec<DevRecord>, dev: u32) -> &mut DevRecord {
+    let at = match folded.iter().position(|r| r.dev == dev) {
+        Some(i) => i,
+        None => {
+            folded.push(DevRecord::new(dev, 0));
+            folded.sort_by_key(|r| r.dev);
+            folded
+                .iter()
+                .position(|r| r.dev == dev)
+                .expect("just added")
+        }
+    };
+    &mut folded[at]
+}
+
+/// Whether a handed-back channel may go to a new owner: it may when nothing counted on it
+/// since its finalization. Otherwise its late counts go to the record of the communicator
+/// that owned it, the channel is zeroed again, and it waits for the next turn.
+pub fn usable(c: &'static Channel) -> bool {
+    if c.quiet() {
+        return true;
+    }
+    let mut late = DevRecord::new(c.dev, 0);
+    for (_, q) in c.slots.released_slots() {
+        late.totals.accumulate(&q.snapshot());
+    }
+    late.req_completed = c.stats.req_completed.swap(0, Relaxed);
+    c.slots.clear_released();
+    let former = c.former();
+    let mut recs = RECORDS.lock();
+    let dev = c.dev;
+    match recs
+        .kept
+        .iter_mut()
+        .find(|r| r.ident.id == former)
+        .and_then(|r| r.devs.iter_mut().find(|d| d.dev == dev))
+    {
+        Some(d) => d.merge(&late, false),
+        None => folded_dev(&mut recs.folded, dev).merge(&late, false),
+    }
+    drop(recs);
+    diag::debug(|| {
+        format!(
+            "device {dev}: a handle of finalized communicator {former} counted after its finalization ({} WQEs sent, {} drained); counted in its record, its channel not reused yet",
+            late.totals.wqe_sent, late.totals.wqe_rcvd
+        )
+    });
+    false
+}
+
+/// Device `dev`'s finalized records: each kept communicator's (oldest first), then the
+/// aggregate of those past the cap (ident None), if any.
+pub fn device_records(dev: u32) -> Vec<(Option<CommIdent>, DevRecord)> {
+    let recs = RECORDS.lock();
+    let mut v: Vec<(Option<CommIdent>, DevRecord)> = recs
+        .kept
+        .iter()
+        .filter_map(|r| {
+            let d = r.devs.iter().find(|d| d.dev == dev)?;
+            Some((Some(r.ident), d.clone()))
+        })
+        .collect();
+    if let Some(f) = recs.folded.iter().find(|r| r.dev == dev) {
+        v.push((None, f.clone()));
+    }
+    v
+}
+
+/// Device `dev`'s finalized communicators, summed into one record.
+pub fn device_total(dev: u32) -> DevRecord {
+    let mut t = DevRecord::new(dev, 0);
+    for (_, r) in device_records(dev) {
+        t.merge(&r, true);
+    }
+    t
+}
+
+/// A communicator as the file lists it: live (no finalization time) or finalized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listing {
+    pub ident: CommIdent,
+    pub init_wall_ns: u64,
+    pub finalize_wall_ns: Option<u64>,
+}
+
+/// Every communicator with a record or alive, by id (those merged past the cap are not).
+pub fn communicators() -> Vec<Listing> {
+    let mut v: Vec<Listing> = RECORDS
+        .lock()
+        .kept
+        .iter()
+        .map(|r| Listing {
+            ident: r.ident,
+            init_wall_ns: r.init_wall_ns,
+            finalize_wall_ns: Some(r.finalize_wall_ns),
+        })
+        .collect();
+    v.extend(registry::comm::live().iter().map(|c| Listing {
+        ident: c.ident,
+        init_wall_ns: c.init_wall_ns,
+        finalize_wall_ns: None,
+    }));
+    v.sort_by_key(|l| l.ident.id);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(id: u64, dev: u32, sent: u64, peer: u8) -> CommRecord {
+        let mut g = [0u8; 16];
+        g[15] = peer;
+        let mut totals = QpSnapshot {
+            wqe_sent: sent,
+            ..QpSnapshot::default()
+        };
+        totals.hist[2] = sent;
+        totals.lat_min = 100 + sent as i64;
+        totals.lat_max = 1000 + sent as i64;
+        CommRecord {
+            ident: CommIdent {
+                id,
+                hash: 0x1000 + id,
+                rank: 0,
+                nranks: 2,
+            },
+            init_wall_ns: id,
+            finalize_wall_ns: id + 1,
+            devs: vec![DevRecord {
+                dev,
+                num_comms: 1,
+                num_channels: 2,
+                num_qps: 4,
+                totals,
+                log: Some(SparseLog(vec![(40, sent)])),
+                peers: vec![PeerRecord {
+                    key: PeerKey::Gid(g),
+                    lid: 0,
+                    num_qps: 4,
+                    num_qps_shared: 0,
+                    hist: Some(SparseLog(vec![(40, sent)])),
+                }],
+                cq_errors: [(12, 1)].into_iter().collect(),
+                stall: Some(StallFold {
+                    outstanding: 1,
+                    stalled: 1,
+                    longest_ns: sent,
+                    longest_start_wall: Some(id),
+                }),
+                ..DevRecord::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn past_the_cap_the_oldest_are_summed_and_nothing_is_lost() {
+        let mut recs = Records {
+            kept: VecDeque::new(),
+            folded: Vec::new(),
+        };
+        for id in 1..=10u64 {
+            keep(&mut recs, rec(id, (id % 2) as u32, id, (id % 3) as u8), 4);
+        }
+        assert_eq!(
+            recs.kept.iter().map(|r| r.ident.id).collect::<Vec<_>>(),
+            [7, 8, 9, 10],
+            "the newest keep their own"
+        );
+        let all: Vec<&DevRecord> = recs
+            .kept
+            .iter()
+            .flat_map(|r| &r.devs)
+            .chain(&recs.folded)
+            .collect();
+        let sum = |f: fn(&DevRecord) -> u64| all.iter().map(|d| f(d)).sum::<u64>();
+        assert_eq!(sum(|d| d.totals.wqe_sent), 55);
+        assert_eq!(sum(|d| d.totals.hist[2]), 55);
+        assert_eq!(sum(|d| d.num_comms), 10);
+        assert_eq!(sum(|d| d.num_qps), 40);
+        assert_eq!(sum(|d| d.log.as_ref().unwrap().0[0].1), 55);
+        assert_eq!(sum(|d| d.cq_errors[&12]), 10);
+        assert_eq!(sum(|d| d.stall.unwrap().stalled), 10);
+        // Per device, the aggregate of 1..=6: odd ids on device 1, even on device 0.
+        assert_eq!(recs.folded.len(), 2);
+        let f1 = &recs.folded[1];
+        assert_eq!(
+            (f1.dev, f1.num_comms, f1.totals.wqe_sent),
+            (1, 3, 1 + 3 + 5)
+        );
+        assert_eq!((f1.totals.lat_min, f1.totals.lat_max), (101, 1005));
+        assert_eq!(f1.stall.unwrap().longest_ns, 5);
+        // Peers merge by remote NIC: ids 1, 3, 5 have peers 1, 0, 2.
+        assert_eq!(f1.peers.len(), 3);
+        assert_eq!(f1.peers.iter().map(|p| p.num_qps).sum::<u64>(), 12);
+    }
+
+    /// A registered device for these tests (ids 24.. are this module's).
+    fn device(dev: i32) -> &'static registry::Device {
+        let hw = crate::hw::HwSettings {
+            sysfs_root: "/nonexistent-sysfs".into(),
+            ..Default::default()
+        };
+        registry::register(dev, &format!("comms_test_{dev}"), "IB-CAST", &hw).unwrap();
+        registry::device(dev).unwrap()
+    }
+
+    fn comm(hash: u64) -> (u64, std::sync::Arc<registry::comm::Comm>) {
+        registry::comm::create(hash, 1, 4, latency::realtime_ns()).unwrap()
+    }
+
+    /// Posts `n` sends and completions on each slot of the communicator's (dev, ch).
+    fn drive(c: &registry::comm::Comm, dev: i32, ch: i32, qps: i32, n: u64) {
+        for q in 0..qps {
+            let s = c.qp(dev, ch, q).unwrap();
+            for _ in 0..n {
+                s.send_posted(true);
+                s.wqe_complete(latency::TS_UNSAMPLED);
+            }
+        }
+        c.channel(dev, ch).unwrap().stats.request_completed();
+    }
+
+    fn record_of(id: u64, dev: u32) -> DevRecord {
+        device_records(dev)
+            .into_iter()
+            .find(|(c, _)| c.map(|c| c.id) == Some(id))
+            .map(|(_, r)| r)
+            .expect("a record")
+    }
+
+    #[test]
+    fn finalize_folds_every_count_and_hands_the_channels_to_the_next_communicator() {
+        let d = device(24);
+        let (ha, a) = comm(0xa);
+        let (hb, b) = comm(0xb);
+        // Two communicators on the same (device, channel): separate channels, both from 0.
+        assert_eq!(a.setup_channel(24, 3, 4, &usable), Some((0, 4)));
+        assert_eq!(b.setup_channel(24, 3, 2, &usable), Some((0, 2)));
+        assert_eq!(a.setup_channel(24, 7, 1, &usable), Some((0, 1)));
+        a.set_qp_role(24, 3, 0, ROLE_DATA);
+        a.set_qp_role(24, 3, 1, ROLE_CTS);
+        assert!(!std::ptr::eq(
+            a.channel(24, 3).unwrap(),
+            b.channel(24, 3).unwrap()
+        ));
+        drive(&a, 24, 3, 4, 5);
+        drive(&a, 24, 7, 1, 3);
+        drive(&b, 24, 3, 2, 11);
+        let objects = d.num_objects();
+        assert_eq!(objects, 3);
+        assert!(finalize(ha));
+        assert!(!finalize(ha), "once");
+        let r = record_of(a.ident.id, 24);
+        assert_eq!((r.num_comms, r.num_channels, r.num_qps), (1, 2, 5));
+        assert_eq!((r.data_qps, r.cts_qps), (1, 1));
+        assert_eq!(r.totals.wqe_sent, 4 * 5 + 3);
+        assert_eq!(r.totals.write_imm_wqe, 23);
+        assert_eq!(r.totals.wqe_completed, 23);
+        assert_eq!(r.req_completed, 2);
+        // Its channels are free (no longer listed), b's stays.
+        let live: Vec<u64> = d.channels().iter().map(|c| c.owner()).collect();
+        assert_eq!(live, [b.ident.id]);
+        assert_eq!(b.qp(24, 3, 1).unwrap().snapshot().wqe_sent, 11);
+        // The next communicator gets a handed-back channel, cleared, its slots from 0.
+        let (hc, c) = comm(0xc);
+        assert_eq!(c.setup_channel(24, 0, 3, &usable), Some((0, 3)));
+        assert_eq!(d.num_objects(), objects, "no new channel object");
+        let ch = c.channel(24, 0).unwrap();
+        assert_eq!((ch.id(), ch.owner()), (0, c.ident.id));
+        assert_eq!(ch.stats.req_completed.load(Relaxed), 0);
+        for i in 0..3 {
+            let s = c.qp(24, 0, i).unwrap();
+            assert_eq!(s.snapshot(), QpSnapshot::default(), "slot {i} starts empty");
+            assert_eq!(ch.slots.role(i as u64), crate::counters::ROLE_UNKNOWN);
+        }
+        assert!(c.qp(24, 0, 3).is_none());
+        assert!(finalize(hc));
+        assert!(finalize(hb));
+    }
+
+    #[test]
+    fn a_count_after_finalization_goes_to_its_owner_and_the_channel_waits() {
+        let d = device(25);
+        let (ha, a) = comm(0x25a);
+        a.setup_channel(25, 0, 2, &usable).unwrap();
+        let stale = a.qp(25, 0, 1).unwrap();
+        drive(&a, 25, 0, 2, 4);
+        assert!(finalize(ha));
+        // A handle kept past the finalization (outside the contract) still counts.
+        stale.send_posted(false);
+        stale.wqe_complete(latency::TS_UNSAMPLED);
+        let (hb, b) = comm(0x25b);
+        b.setup_channel(25, 0, 2, &usable).unwrap();
+        assert_eq!(d.num_objects(), 2, "the dirty channel was not handed out");
+        assert!(!std::ptr::eq(b.qp(25, 0, 1).unwrap(), stale,));
+        let r = record_of(a.ident.id, 25);
+        assert_eq!(r.totals.wqe_sent, 2 * 4 + 1, "the late send is a's");
+        assert_eq!(r.totals.wqe_completed, 2 * 4 + 1);
+        assert_eq!(r.num_qps, 2, "counts only, not another QP");
+        // Quiet again: the next communicator may take it.
+        let (hc, c) = comm(0x25c);
+        c.setup_channel(25, 0, 1, &usable).unwrap();
+        assert_eq!(d.num_objects(), 2);
+        assert!(std::ptr::eq(c.qp(25, 0, 0).unwrap(), a_slot0(stale)));
+        assert!(finalize(hb) && finalize(hc));
+    }
+
+    /// The slot before `q` in its segment (slot 0 of a two-slot channel, from slot 1).
+    fn a_slot0(q: &'static crate::counters::RcclQpStats) -> &'static crate::counters::RcclQpStats {
+        // SAFETY: q is slot 1 of its segment; slot 0 is the one before it.
+        unsafe { &*(q as *const crate::counters::RcclQpStats).sub(1) }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(16))]
+        /// Any sequence of lifetimes: the records plus the live channels hold exactly what was
+        /// posted, and the device never has more channel objects than were ever alive at once.
+        #[test]
+        fn lifetimes_lose_nothing_and_stay_bounded(
+            plan in proptest::collection::vec((1usize..4, 1i32..5, 0u64..7, proptest::bool::ANY), 1..12)
+        ) {
+            // One device for every case: each case ends with every communicator finalized,
+            // so what it posted is what the device's records gained.
+            static PEAK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let dev = 26;
+            let d = device(dev);
+            let before = device_total(dev as u32).totals.wqe_sent;
+            let mut alive: Vec<(u64, std::sync::Arc<registry::comm::Comm>)> = Vec::new();
+            let mut posted = 0u64;
+            for (chans, qps, n, end_one) in plan {
+                let (h, c) = comm(dev as u64);
+                for ch in 0..chans as i32 {
+                    c.setup_channel(dev, ch, qps, &usable).unwrap();
+                    drive(&c, dev, ch, qps, n);
+                    posted += qps as u64 * n;
+                }
+                alive.push((h, c));
+                let now: usize = alive.iter().map(|(_, c)| c.channels().len()).sum();
+                PEAK.fetch_max(now, Relaxed);
+                if end_one {
+                    let (h, _) = alive.remove(0);
+                    proptest::prop_assert!(finalize(h));
+                }
+            }
+            let live: u64 = d
+                .channels()
+                .iter()
+                .flat_map(|c| c.slots.iter())
+                .map(|(_, s)| s.snapshot().wqe_sent)
+                .sum();
+            proptest::prop_assert_eq!(device_total(dev as u32).totals.wqe_sent + live, before + posted);
+            let peak = PEAK.load(Relaxed);
+            proptest::prop_assert!(d.num_objects() <= peak, "{} objects for a peak of {peak}", d.num_objects());
+            for (h, _) in alive {
+                proptest::prop_assert!(finalize(h));
+            }
+            proptest::prop_assert_eq!(device_total(dev as u32).totals.wqe_sent, before + posted);
+        }
+    }
+
+    #[test]
+    fn sparse_histograms_add_by_bucket() {
+        let mut a = SparseLog(vec![(1, 2), (9, 1)]);
+        a.add(&SparseLog(vec![(3, 4), (9, 5)]));
+        assert_eq!(a.0, [(1, 2), (3, 4), (9, 6)]);
+        let mut full = [0u64; LOG_BUCKETS];
+        full[3] = 4;
+        full[255] = 7;
+        let s = SparseLog::of(&full);
+        assert_eq!(s.0, [(3, 4), (255, 7)]);
+        assert_eq!(s.counts(), full);
+    }
+}
