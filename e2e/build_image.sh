@@ -28,7 +28,7 @@ for tool in apt-cache apt-get dpkg-deb modinfo cpio gzip ldd; do
   command -v "$tool" >/dev/null || die "missing host tool '$tool' (install the packages listed in e2e/README section)"
 done
 [ -x /bin/busybox ] || die "/bin/busybox missing (apt-get install busybox-static)"
-/bin/busybox --list | grep -qx tar || die "/bin/busybox has no tar applet: it is not busybox-static"
+/bin/busybox --list | grep -x tar >/dev/null || die "/bin/busybox has no tar applet: it is not busybox-static"
 
 # --- 1. kernel ------------------------------------------------------------
 # The generic image (the cloud flavour lacks rdma_rxe). Its ABI name changes with
