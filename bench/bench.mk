@@ -27,8 +27,8 @@ BENCH_CC      ?= cc
 BENCH_CFLAGS  ?= -std=c11 -O3 -g -Wall -Wextra -Werror
 BENCH_SRCS    := $(addprefix $(BENCH_DIR)/,bench.c bench_loops.c bench_util.c bench_hot.c bench_threads.c bench_flush.c \
                    bench_callgrind.c bench_stats.c bench_children.c bench_json.c bench_machine.c \
-                   bench_report.c bench_loghist.c reference_telemetry.c fake_provider.c)
-BENCH_HDRS    := $(BENCH_DIR)/bench.h $(BENCH_DIR)/bench_loop.h $(BENCH_DIR)/reference_telemetry.h $(BENCH_DIR)/fake_provider.h
+                   bench_report.c bench_loghist.c reference_telemetry.c fake_provider.c bench_loop_prev.c)
+BENCH_HDRS    := c_tests/abi/0.1.0/rccl_telemetry.h $(BENCH_DIR)/bench.h $(BENCH_DIR)/bench_loop.h $(BENCH_DIR)/reference_telemetry.h $(BENCH_DIR)/fake_provider.h
 BENCH_BIN     := $(BENCH_BUILD)/bench
 # the last commit that changed the library itself (+ -dirty for uncommitted library changes)
 BENCH_REV      = $(shell git log -1 --format=%h -- src include build.rs Cargo.toml 2>/dev/null)$(shell git diff --quiet HEAD -- src include build.rs Cargo.toml 2>/dev/null || echo -dirty)
