@@ -68,9 +68,7 @@ bench-quick: bench-build bench-preload-build
 PRELOAD_CC_SO := $(BENCH_BUILD)/librccl_telemetry_preload_counterclock.so
 $(PRELOAD_CC_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_ENGINE)
 	@mkdir -p $(BENCH_BUILD)
-	$(CC) $(PRELOAD_CFLAGS) -DRTP_BENCH_COUNTER_CLOCK -shared -o $@ $(PRELOAD_SRCS) $(PRELOAD_ENGINE) \
-	  -Wl,--version-script=preload/c/exports.map -Wl,-z,defs -Wl,--gc-sections \
-	  -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+	$(call link_preload,$@,-DRTP_BENCH_COUNTER_CLOCK)
 bench-preload-build: preload $(FAKEVERBS)
 	@$(MAKE) --no-print-directory $(PRELOAD_CC_SO)
 	@mkdir -p $(BENCH_BUILD)
@@ -95,8 +93,3 @@ bench-callgrind: bench-build
 
 bench-clean:
 	rm -rf $(BENCH_BUILD)
-
-# Included before the top-level Makefile's first rule, this file must not become its default goal.
-ifeq ($(.DEFAULT_GOAL),bench-install)
-.DEFAULT_GOAL :=
-endif
