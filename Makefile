@@ -250,35 +250,93 @@ tsan: $(B)/ibcast_sim_tsan
 	  $(B)/ibcast_sim_tsan $(B)/tsan/tally.json --threads --signal-snapshots --devices 2 --channels 4 --requests 2000
 	@echo "tsan: 1 passed, 0 failed"
 
-install: lib preload
-	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/cmake/rccl-telemetry
-	install -m 755 $(SO) $(DESTDIR)$(PREFIX)/lib/librccl_telemetry.so.$(VERSION)
-	install -m 755 $(PRELOAD_SO) $(DESTDIR)$(PREFIX)/lib/librccl_telemetry_preload.so
-	ln -sf librccl_telemetry.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/librccl_telemetry.so.$(ABI)
-	ln -sf librccl_telemetry.so.$(ABI) $(DESTDIR)$(PREFIX)/lib/librccl_telemetry.so
-	install -m 644 include/rccl_telemetry.h $(DESTDIR)$(PREFIX)/include/rccl_telemetry.h
-	install -m 644 include/net_telemetry.h $(DESTDIR)$(PREFIX)/include/net_telemetry.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' packaging/rccl-telemetry.pc.in \
-	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/rccl-telemetry.pc
-	for f in rccl-telemetryConfig rccl-telemetryConfigVersion; do \
-	  sed -e 's|@VERSION@|$(VERSION)|' -e 's|@ABI@|$(ABI)|' packaging/$$f.cmake.in \
-	    > $(DESTDIR)$(PREFIX)/lib/cmake/rccl-telemetry/$$f.cmake; done
+# --- Install. The libraries go in stripped, each with its debug info in a file of its own
+# beside it, in .debug/ (GDB and perf find it through the library's .gnu_debuglink); the
+# CMake package finds everything relative to itself, so a staged or moved tree still works.
+# No static archive: see docs/integrators.md ("Packaging").
+# $(call install_so,built,dir,name)
+install_so = objcopy --only-keep-debug $(1) $(2)/.debug/$(3).debug && chmod 644 $(2)/.debug/$(3).debug && \
+  objcopy --strip-debug --strip-unneeded --add-gnu-debuglink=$(2)/.debug/$(3).debug $(1) $(2)/$(3) && chmod 755 $(2)/$(3)
+D_LIB  = $(DESTDIR)$(LIBDIR)
+D_CMAKE = $(D_LIB)/cmake/rccl-telemetry
+# The first release of this ABI generation (SONAME librccl_telemetry.so.$(ABI)): the CMake
+# package accepts a request for any version from it to this one.
+ABI_SINCE := 0.1.0
 
-# Installs into a scratch prefix and builds a consumer through pkg-config and through CMake.
-install-check:
-	rm -rf $(B)/prefix $(B)/cmake-consumer && $(MAKE) --no-print-directory install PREFIX=$(abspath $(B)/prefix)
-	PKG_CONFIG_PATH=$(abspath $(B)/prefix)/lib/pkgconfig sh -c \
-	  '$(CC) -std=c11 $(CWARN) c_tests/header_check.c -o $(B)/pc_consumer $$(pkg-config --cflags --libs rccl-telemetry) -Wl,-rpath,$(abspath $(B)/prefix)/lib'
+install: lib preload
+	install -d $(D_LIB)/.debug $(D_LIB)/pkgconfig $(D_CMAKE) $(DESTDIR)$(INCLUDEDIR)
+	$(call install_so,$(SO),$(D_LIB),librccl_telemetry.so.$(VERSION))
+	$(call install_so,$(PRELOAD_SO),$(D_LIB),librccl_telemetry_preload.so)
+	ln -sf librccl_telemetry.so.$(VERSION) $(D_LIB)/librccl_telemetry.so.$(ABI)
+	ln -sf librccl_telemetry.so.$(ABI) $(D_LIB)/librccl_telemetry.so
+	install -m 644 include/rccl_telemetry.h include/net_telemetry.h $(DESTDIR)$(INCLUDEDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	  -e 's|@VERSION@|$(VERSION)|' packaging/rccl-telemetry.pc.in > $(D_LIB)/pkgconfig/rccl-telemetry.pc
+	for f in rccl-telemetryConfig rccl-telemetryConfigVersion; do \
+	  sed -e 's|@VERSION@|$(VERSION)|' -e 's|@ABI@|$(ABI)|' -e 's|@ABI_SINCE@|$(ABI_SINCE)|' \
+	    -e "s|@LIBDIR_REL@|$$(realpath -m --relative-to=$(LIBDIR)/cmake/rccl-telemetry $(LIBDIR))|" \
+	    -e "s|@INCLUDEDIR_REL@|$$(realpath -m --relative-to=$(LIBDIR)/cmake/rccl-telemetry $(INCLUDEDIR))|" \
+	    packaging/$$f.cmake.in > $(D_CMAKE)/$$f.cmake || exit 1; done
+
+# The analyser (an operator's tool, often wanted where the library is not): its own target.
+install-tool: tool
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 755 -s $(TOOL) $(DESTDIR)$(BINDIR)/rccl-telemetry
+
+# Removes what install and install-tool put in; the SONAME and development links only while
+# they still point at this version's files.
+uninstall:
+	rm -f $(D_LIB)/librccl_telemetry.so.$(VERSION) $(D_LIB)/.debug/librccl_telemetry.so.$(VERSION).debug \
+	  $(D_LIB)/librccl_telemetry_preload.so $(D_LIB)/.debug/librccl_telemetry_preload.so.debug \
+	  $(D_LIB)/pkgconfig/rccl-telemetry.pc $(D_CMAKE)/rccl-telemetryConfig.cmake \
+	  $(D_CMAKE)/rccl-telemetryConfigVersion.cmake \
+	  $(DESTDIR)$(INCLUDEDIR)/rccl_telemetry.h $(DESTDIR)$(INCLUDEDIR)/net_telemetry.h $(DESTDIR)$(BINDIR)/rccl-telemetry
+	[ "$$(readlink $(D_LIB)/librccl_telemetry.so.$(ABI))" != librccl_telemetry.so.$(VERSION) ] || \
+	  rm -f $(D_LIB)/librccl_telemetry.so.$(ABI)
+	[ "$$(readlink $(D_LIB)/librccl_telemetry.so)" != librccl_telemetry.so.$(ABI) ] || \
+	  [ -e $(D_LIB)/librccl_telemetry.so.$(ABI) ] || rm -f $(D_LIB)/librccl_telemetry.so
+	-rmdir $(D_CMAKE) $(D_LIB)/.debug 2>/dev/null
+
+# The glibc the shipped libraries need: no symbol version above GLIBC_MAX (what a build on
+# Debian 12 needs; docs/integrators.md says what a RHEL 8 build does).
+glibc-check: lib preload
+	@for f in $(SO) $(PRELOAD_SO); do \
+	  v=$$(objdump -T $$f | sed -n 's/.*GLIBC_\([0-9.]*\).*/\1/p' | sort -V | tail -1); \
+	  echo "$$f needs glibc $$v"; \
+	  [ "$$(printf '%s\n%s\n' $$v $(GLIBC_MAX) | sort -V | tail -1)" = $(GLIBC_MAX) ] || \
+	    { echo "glibc-check: $$f needs GLIBC_$$v, above GLIBC_$(GLIBC_MAX)"; exit 1; }; done
+	@echo "glibc-check: 1 passed, 0 failed"
+
+# Installs into a scratch prefix (LIBDIR lib/<multiarch>, as Debian has it) and checks what a packager
+# and an integrator rely on: consumers through pkg-config (its run-time step: the rpath to
+# libdir) and CMake, the stripped libraries and their debug files, the SONAME and no
+# libibverbs, the analyser, then uninstall leaving no file behind.
+IC := $(abspath $(B)/prefix)
+IC_LIB := lib/$(shell $(CC) -print-multiarch 2>/dev/null || echo multiarch)
+install-check: glibc-check
+	rm -rf $(IC) $(B)/cmake-consumer
+	$(MAKE) --no-print-directory install install-tool PREFIX=$(IC) LIBDIR=$(IC)/$(IC_LIB)
+	PKG_CONFIG_PATH=$(IC)/$(IC_LIB)/pkgconfig sh -c '$(CC) -std=c11 $(CWARN) c_tests/header_check.c -o $(B)/pc_consumer \
+	  $$(pkg-config --cflags --libs rccl-telemetry) -Wl,-rpath,$$(pkg-config --variable=libdir rccl-telemetry)'
 	$(B)/pc_consumer
-	readelf -d $(B)/prefix/lib/librccl_telemetry.so | grep -q 'SONAME.*librccl_telemetry.so.$(ABI)'
-	! readelf -d $(B)/prefix/lib/librccl_telemetry.so | grep -q 'NEEDED.*ibverbs'
-	! readelf -d $(B)/prefix/lib/librccl_telemetry_preload.so | grep -q 'NEEDED.*ibverbs'
-	test "$$(PKG_CONFIG_PATH=$(abspath $(B)/prefix)/lib/pkgconfig pkg-config --variable=preload rccl-telemetry)" = \
-	  "$(abspath $(B)/prefix)/lib/librccl_telemetry_preload.so"
-	cmake -S c_tests/cmake_consumer -B $(B)/cmake-consumer -DCMAKE_PREFIX_PATH=$(abspath $(B)/prefix) >/dev/null
+	readelf -d $(IC)/$(IC_LIB)/librccl_telemetry.so | grep -q 'SONAME.*librccl_telemetry.so.$(ABI)'
+	! readelf -d $(IC)/$(IC_LIB)/librccl_telemetry.so | grep -q 'NEEDED.*ibverbs'
+	! readelf -d $(IC)/$(IC_LIB)/librccl_telemetry_preload.so | grep -q 'NEEDED.*ibverbs'
+	for f in librccl_telemetry.so.$(VERSION) librccl_telemetry_preload.so; do \
+	  ! readelf -S $(IC)/$(IC_LIB)/$$f | grep -q '\.debug_info' && \
+	  readelf -S $(IC)/$(IC_LIB)/.debug/$$f.debug | grep -q '\.debug_info' && \
+	  readelf --string-dump=.gnu_debuglink $(IC)/$(IC_LIB)/$$f | grep -q "$$f.debug" && \
+	  [ "$$(readelf -n $(IC)/$(IC_LIB)/$$f | grep 'Build ID')" = "$$(readelf -n $(IC)/$(IC_LIB)/.debug/$$f.debug | grep 'Build ID')" ] \
+	  || { echo "install-check: $$f is not stripped with its debug info beside it"; exit 1; }; done
+	test "$$(PKG_CONFIG_PATH=$(IC)/$(IC_LIB)/pkgconfig pkg-config --variable=preload rccl-telemetry)" = \
+	  "$(IC)/$(IC_LIB)/librccl_telemetry_preload.so"
+	cmake -S c_tests/cmake_consumer -B $(B)/cmake-consumer -DCMAKE_PREFIX_PATH=$(IC) >/dev/null
 	cmake --build $(B)/cmake-consumer >/dev/null
 	$(B)/cmake-consumer/consumer
-	@echo "install-check: 1 passed, 0 failed"
+	$(IC)/bin/rccl-telemetry --version
+	$(MAKE) --no-print-directory uninstall PREFIX=$(IC) LIBDIR=$(IC)/$(IC_LIB)
+	@left=$$(find $(IC) -type f -o -type l); [ -z "$$left" ] || { echo "install-check: uninstall left $$left"; exit 1; }
+	@echo "install-check: 4 passed, 0 failed"
 
 # A simulated 8-rank IB-CAST job (8 processes, one NIC each, on two simulated hosts) with
 # telemetry on and one NIC planted slow (c_tests/demo_job.sh); then what the tool says about it.
