@@ -1,26 +1,55 @@
-//! Generates include/rccl_telemetry.h from src/capi.rs (cbindgen), appends the inline hooks'
-//! C source (src/rccl_telemetry_inline.h), and gives the shared object its SONAME.
+//! Generates the C header into OUT_DIR, and writes nothing else: cbindgen's declarations from
+//! src/capi.rs (and the opaque slot types of src/counters.rs), the version macros from
+//! Cargo.toml's version, the inline hooks' layout number from src/hot.rs, then the inline
+//! hooks' C source (src/rccl_telemetry_inline.h). `make header` copies it to
+//! include/rccl_telemetry.h (examples/rccl_telemetry_header.rs prints it); `make header-check`
+//! fails when the committed header is not this one.
 
 use std::path::PathBuf;
-
-/// Major version of the C ABI: the SONAME is librccl_telemetry.so.<ABI_MAJOR>.
-const ABI_MAJOR: &str = "0";
 
 fn main() {
     let root =
         PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,librccl_telemetry.so.{ABI_MAJOR}");
-    // Handles are valid for the life of the process (the C ABI's promise), and background
-    // threads and signal handlers run library code: dlclose must never unmap it.
-    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
-    println!("cargo:rerun-if-changed=src/capi.rs");
-    println!("cargo:rerun-if-changed=src/counters.rs");
-    println!("cargo:rerun-if-changed=cbindgen.toml");
-    println!("cargo:rerun-if-changed=src/rccl_telemetry_inline.h");
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    for f in [
+        "src/capi.rs",
+        "src/counters.rs",
+        "src/hot.rs",
+        "cbindgen.toml",
+        "src/rccl_telemetry_inline.h",
+    ] {
+        println!("cargo:rerun-if-changed={f}");
+    }
 
-    let config =
+    let var = |k: &str| std::env::var(k).expect("cargo sets CARGO_PKG_VERSION_*");
+    let (major, minor, patch) = (
+        var("CARGO_PKG_VERSION_MAJOR"),
+        var("CARGO_PKG_VERSION_MINOR"),
+        var("CARGO_PKG_VERSION_PATCH"),
+    );
+    let num = |s: &str| s.parse::<u32>().expect("a numeric version component");
+    let code = num(&major) * 10000 + num(&minor) * 100 + num(&patch);
+    let hot = std::fs::read_to_string(root.join("src/hot.rs")).expect("src/hot.rs is readable");
+    let layout = hot
+        .lines()
+        .find_map(|l| l.strip_prefix("pub const INLINE_LAYOUT: u64 = "))
+        .and_then(|v| v.strip_suffix(';'))
+        .expect("src/hot.rs defines `pub const INLINE_LAYOUT: u64 = N;`");
+    let mut config =
         cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml is valid");
-    // Only capi.rs (and the opaque slot types it names) make the header.
+    config.after_includes = Some(format!(
+        "\n/* The version of this header; rcclTelemetryGetVersion() returns the running library's\n \
+         * RCCL_TELEMETRY_VERSION_CODE. */\n\
+         #define RCCL_TELEMETRY_VERSION_MAJOR {major}\n\
+         #define RCCL_TELEMETRY_VERSION_MINOR {minor}\n\
+         #define RCCL_TELEMETRY_VERSION_PATCH {patch}\n\
+         /* major * 10000 + minor * 100 + patch */\n\
+         #define RCCL_TELEMETRY_VERSION_CODE {code}\n\
+         /* The layout of the library internals the inline hooks read (the library publishes its\n \
+         * own in rcclTelemetryHotV3.layout; the header's wrappers check that they are equal). */\n\
+         #define RCCL_TELEMETRY_INLINE_LAYOUT {layout}"
+    ));
+    // Only capi.rs (and the opaque slot types it names) make the declarations.
     let bindings = cbindgen::Builder::new()
         .with_config(config)
         .with_src(root.join("src/capi.rs"))
@@ -29,15 +58,11 @@ fn main() {
         .expect("cbindgen could not generate the header");
     let mut header = Vec::new();
     bindings.write(&mut header);
+
     header.push(b'\n');
     header.extend(
         std::fs::read(root.join("src/rccl_telemetry_inline.h"))
             .expect("src/rccl_telemetry_inline.h is readable"),
     );
-    // Rewrite only on a change, so an unchanged header keeps its mtime (make's C-test rules
-    // depend on it).
-    let out = root.join("include/rccl_telemetry.h");
-    if std::fs::read(&out).ok().as_deref() != Some(&header[..]) {
-        std::fs::write(&out, &header).expect("include/rccl_telemetry.h is writable");
-    }
+    std::fs::write(out.join("rccl_telemetry.h"), &header).expect("OUT_DIR is writable");
 }

@@ -13,7 +13,9 @@
 #ifndef BENCH_H
 #define BENCH_H
 
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dirent.h>
 #include <fcntl.h>
 #include <dlfcn.h>
@@ -110,6 +112,7 @@ void loop_ref_req(Ctx* c, int nreq);
 void loop_lib_guard(Ctx* c, int nreq);
 void loop_ref_guard(Ctx* c, int nreq);
 void loop_lib_at(Ctx* c, int nreq);
+void loop_lib_prev(Ctx* c, int nreq); /* loop_lib against the previous release's header */
 extern const char* const kVariant[V_COUNT];
 extern const LoopFn kLoop[V_COUNT];
 

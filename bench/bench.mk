@@ -27,8 +27,8 @@ BENCH_CC      ?= cc
 BENCH_CFLAGS  ?= -std=c11 -O3 -g -Wall -Wextra -Werror
 BENCH_SRCS    := $(addprefix $(BENCH_DIR)/,bench.c bench_loops.c bench_util.c bench_hot.c bench_threads.c bench_flush.c \
                    bench_callgrind.c bench_stats.c bench_children.c bench_json.c bench_machine.c \
-                   bench_report.c bench_loghist.c reference_telemetry.c fake_provider.c)
-BENCH_HDRS    := $(BENCH_DIR)/bench.h $(BENCH_DIR)/bench_loop.h $(BENCH_DIR)/reference_telemetry.h $(BENCH_DIR)/fake_provider.h
+                   bench_report.c bench_loghist.c reference_telemetry.c fake_provider.c bench_loop_prev.c)
+BENCH_HDRS    := c_tests/abi/0.1.0/rccl_telemetry.h $(BENCH_DIR)/bench.h $(BENCH_DIR)/bench_loop.h $(BENCH_DIR)/reference_telemetry.h $(BENCH_DIR)/fake_provider.h
 BENCH_BIN     := $(BENCH_BUILD)/bench
 # the last commit that changed the library itself (+ -dirty for uncommitted library changes)
 BENCH_REV      = $(shell git log -1 --format=%h -- src include build.rs Cargo.toml 2>/dev/null)$(shell git diff --quiet HEAD -- src include build.rs Cargo.toml 2>/dev/null || echo -dirty)
@@ -68,9 +68,7 @@ bench-quick: bench-build bench-preload-build
 PRELOAD_CC_SO := $(BENCH_BUILD)/librccl_telemetry_preload_counterclock.so
 $(PRELOAD_CC_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_ENGINE)
 	@mkdir -p $(BENCH_BUILD)
-	$(CC) $(PRELOAD_CFLAGS) -DRTP_BENCH_COUNTER_CLOCK -shared -o $@ $(PRELOAD_SRCS) $(PRELOAD_ENGINE) \
-	  -Wl,--version-script=preload/c/exports.map -Wl,-z,defs -Wl,--gc-sections \
-	  -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+	$(call link_preload,$@,-DRTP_BENCH_COUNTER_CLOCK)
 bench-preload-build: preload $(FAKEVERBS)
 	@$(MAKE) --no-print-directory $(PRELOAD_CC_SO)
 	@mkdir -p $(BENCH_BUILD)
@@ -95,8 +93,3 @@ bench-callgrind: bench-build
 
 bench-clean:
 	rm -rf $(BENCH_BUILD)
-
-# Included before the top-level Makefile's first rule, this file must not become its default goal.
-ifeq ($(.DEFAULT_GOAL),bench-install)
-.DEFAULT_GOAL :=
-endif

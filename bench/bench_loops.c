@@ -51,6 +51,17 @@
 #define R_BYTES(c, b) refBytes((c)->dev, 1, (b))
 #define R_REQDONE(c) refChRequestCompleted((c)->rch)
 
+#ifdef BENCH_LOOPS_PREV
+/* bench_loop_prev.c: the whole library mix alone, compiled against the previous release's
+ * header (inline hooks that take their layout on trust) for the negotiation's cost row. */
+#define LOOP_NAME loop_lib_prev
+#define FAM_LAT L
+#define FAM_SEND L
+#define FAM_SIZE L
+#define FAM_REQ L
+#define FAM_GUARD L
+#include "bench_loop.h"
+#else
 /*
  * Each loop picks a hook set (N, L or R) per hook family: FAM_LAT = PostTs + QpWqeComplete
  * (the latency family; the completion hook needs the token), FAM_SEND = QpSendPosted,
@@ -162,3 +173,4 @@
 
 const char* const kVariant[V_COUNT] = {"none", "lib", "ref"};
 const LoopFn kLoop[V_COUNT] = {loop_none, loop_lib, loop_ref};
+#endif

@@ -96,6 +96,14 @@ void print_pollts_rows(const char* const cfgs[3]) {
     snprintf(label, sizeof label, "At - Complete %s", kCfgLabel[c]);
     print_hot_row(label, k);
   }
+  printf("\nThe inline layout's negotiation, ns per WQE: the library mix against this header minus the same\n"
+         "loop against 0.1.0's header (hooks whose layout was assumed), paired batch by batch:\n");
+  for (int c = 0; c < 3; c++) {
+    char k[64], label[96];
+    snprintf(k, sizeof k, "pt.lib_minus_prev.%s", cfgs[c]);
+    snprintf(label, sizeof label, "negotiated - 0.1.0 %s", kCfgLabel[c]);
+    print_hot_row(label, k);
+  }
 }
 
 void j_pollts(Json* j, const char* const cfgs[3]) {
@@ -113,6 +121,16 @@ void j_pollts(Json* j, const char* const cfgs[3]) {
     snprintf(k, sizeof k, "pt.at_minus_lib.%s", cfgs[c]);
     j_hot(j, "at_minus_per_wqe", k);
     j_close(j, '}');
+  }
+  j_close(j, '}');
+  j_open(j, "inline_layout_negotiation_ns_per_wqe", '{');
+  j_str(j, "what",
+        "the library mix with RCCL's guards against this header, minus the same loop compiled against 0.1.0's "
+        "header (inline hooks whose layout was assumed, not negotiated), paired batch by batch in one child");
+  for (int c = 0; c < 3; c++) {
+    char k[64];
+    snprintf(k, sizeof k, "pt.lib_minus_prev.%s", cfgs[c]);
+    j_hot(j, cfgs[c], k);
   }
   j_close(j, '}');
 }

@@ -60,7 +60,8 @@ static int layout(void) {
   S(tx_bytes); S(rx_bytes); S(cq_errors); S(cq_polls); S(sizes);
   P("stripe.owner", offsetof(rcclTelemetryStripe_, owner));
   P("stripe.own", offsetof(rcclTelemetryStripe_, own));
-  H(sample_mask); H(ns_mult); H(div_mul); H(div_shift); H(last_bucket); H(use_tsc); H(enabled); H(stripes);
+  H(sample_mask); H(ns_mult); H(div_mul); H(div_shift); H(last_bucket); H(use_tsc); H(enabled); H(layout); H(stripes);
+  P("layout", RCCL_TELEMETRY_INLINE_LAYOUT);
   P("qp.size", sizeof(rcclTelemetryQp_));
   P("stripe.size", sizeof(rcclTelemetryStripe_));
   P("hot.size", sizeof(rcclTelemetryHot_));

@@ -14,8 +14,3 @@ e2e-selftest:
 
 e2e-clean:
 	rm -rf e2e/build
-
-# Included before the top-level Makefile's first rule, this file must not become its default goal.
-ifeq ($(.DEFAULT_GOAL),e2e)
-.DEFAULT_GOAL :=
-endif

@@ -39,8 +39,8 @@ python3 -c 'import jsonschema' 2>/dev/null || missing="$missing python3-jsonsche
 if [ -n "$missing" ]; then fail "host tools present: missing$missing (see e2e/README.md for the apt list)"; finish; fi
 pass "host tools present"
 
-stage "library (cargo build --release)"
-if cargo build --release -p rccl-telemetry -q 2>"$B/cargo.err"; then
+stage "library (make lib: cargo builds it, make links it with its symbol versions)"
+if make --no-print-directory lib >"$B/cargo.err" 2>&1; then
   LIB=target/release/librccl_telemetry.so
   soname=$(objdump -p "$LIB" | awk '/SONAME/ {print $2}')
   if [ "$soname" = librccl_telemetry.so.0 ]; then pass "library builds with SONAME $soname"

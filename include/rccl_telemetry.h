@@ -35,6 +35,17 @@
 
 #include <stdint.h>
 
+/* The version of this header; rcclTelemetryGetVersion() returns the running library's
+ * RCCL_TELEMETRY_VERSION_CODE. */
+#define RCCL_TELEMETRY_VERSION_MAJOR 1
+#define RCCL_TELEMETRY_VERSION_MINOR 0
+#define RCCL_TELEMETRY_VERSION_PATCH 0
+/* major * 10000 + minor * 100 + patch */
+#define RCCL_TELEMETRY_VERSION_CODE 10000
+/* The layout of the library internals the inline hooks read (the library publishes its
+ * own in rcclTelemetryHotV3.layout; the header's wrappers check that they are equal). */
+#define RCCL_TELEMETRY_INLINE_LAYOUT 3
+
 // Device slots: device_id is 0..RCCL_TELEMETRY_MAX_DEVS-1.
 #define RCCL_TELEMETRY_MAX_DEVS 32
 
@@ -331,6 +342,12 @@ struct RcclChannelStats *rcclTelemetryCommResolveChannel(rcclTelemetryComm_t *co
 // `comm` is NULL or a handle from rcclTelemetryCommInit.
 void rcclTelemetryCommFinalize(rcclTelemetryComm_t *comm);
 
+// The version of the running library, as RCCL_TELEMETRY_VERSION_CODE encodes it (major *
+// 10000 + minor * 100 + patch): compare it with the header's RCCL_TELEMETRY_VERSION_CODE to
+// tell which library a program was built against from the one it runs with. Any state, any
+// thread; never fails.
+int rcclTelemetryGetVersion(void);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
@@ -352,9 +369,15 @@ void rcclTelemetryCommFinalize(rcclTelemetryComm_t *comm);
 /* slot's counters with a relaxed load and store (one thread per handle, the contract);  */
 /* PostTs reads the TSC inline; the device forms count into the calling thread's stripe  */
 /* when it owns it and call the library otherwise (first use, or a shared stripe).       */
-/* The names with a trailing underscore are the library's internals: their layout is     */
-/* tied to the library through the symbol rcclTelemetryHotV3, which a layout change      */
-/* renames, so a mismatched header and library fail to link instead of miscounting.      */
+/* The names with a trailing underscore are the library's internals. Their layout is       */
+/* negotiated, never assumed: the library publishes its layout number in                  */
+/* rcclTelemetryHotV3.layout (a block every library of this SONAME exports, whose own      */
+/* layout never changes), and the wrappers of Init, RegisterDevice, ResolveQp and          */
+/* ResolveChannel below compare it with RCCL_TELEMETRY_INLINE_LAYOUT before calling the    */
+/* library. On a mismatch (a header older or newer than the running library's layout)     */
+/* they hand out nothing and telemetry stays off for the process, with one line on stderr */
+/* when it was asked for: never a link or load failure, never a miscount. The hooks        */
+/* themselves check nothing: the negotiation costs the data path nothing.                  */
 /* Define RCCL_TELEMETRY_NO_INLINE (or the older RCCL_TELEMETRY_NO_INLINE_GUARDS) to      */
 /* call the exported functions instead: same counts, one call per hook. Taking a hook's   */
 /* address, or writing (rcclTelemetryQpSendPosted)(qp, 0), always names the function.    */
@@ -406,12 +429,16 @@ typedef struct rcclTelemetryStripe_ {
   uint64_t pad1_[2];
 } rcclTelemetryStripe_;
 /* Written by the library at Init and at device registration; read-only for callers.
-   enabled: 1 from Init until the final file is claimed (Flush or exit), 0 in a forked child. */
+   enabled: 1 from Init until the final file is claimed (Flush or exit), 0 in a forked child.
+   layout: the library's RCCL_TELEMETRY_INLINE_LAYOUT, constant from load. */
 typedef struct rcclTelemetryHot_ {
-  uint64_t sample_mask, ns_mult, div_mul, div_shift, last_bucket, use_tsc, enabled, reserved_[1];
+  uint64_t sample_mask, ns_mult, div_mul, div_shift, last_bucket, use_tsc, enabled, layout;
   rcclTelemetryStripe_ *stripes[32];
 } rcclTelemetryHot_;
 extern rcclTelemetryHot_ rcclTelemetryHotV3;
+/* Says the layouts differ and keeps telemetry off (weak: a library older than the          */
+/* negotiation lacks it, and then the wrappers only refuse).                                */
+extern int rcclTelemetryInlineMismatch_(int headerLayout) __attribute__((weak));
 #ifdef __cplusplus
 }
 #endif
@@ -616,6 +643,40 @@ static inline void rcclTelemetryWqeSize_inline_(int devIdx, uint64_t bytes) {
   RCCL_TELEMETRY_DEV_OP_(devIdx, sizes[rcclTelemetrySizeBucket_(bytes)], 1, (rcclTelemetryWqeSize)(devIdx, bytes));
 }
 
+/* The negotiation: the calls that start telemetry or hand out what the hooks dereference   */
+/* go through the library only when its layout is this header's.                          */
+static inline int rcclTelemetryLayoutOk_(void) {
+  return RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.layout) == RCCL_TELEMETRY_AS_(uint64_t, RCCL_TELEMETRY_INLINE_LAYOUT);
+}
+static inline int rcclTelemetryRefuse_(void) {
+  return rcclTelemetryInlineMismatch_ ? rcclTelemetryInlineMismatch_(RCCL_TELEMETRY_INLINE_LAYOUT) : -1;
+}
+static inline int rcclTelemetryInit_inline_(void) {
+  return rcclTelemetryLayoutOk_() ? (rcclTelemetryInit)() : rcclTelemetryRefuse_();
+}
+static inline int rcclTelemetryRegisterDevice_inline_(int deviceId, const char *roceDevice, const char *transport) {
+  if (rcclTelemetryLayoutOk_()) return (rcclTelemetryRegisterDevice)(deviceId, roceDevice, transport);
+  (void)rcclTelemetryRefuse_();
+  return -1;
+}
+static inline RcclQpStats *rcclTelemetryResolveQp_inline_(int devIdx, int chIdx, int qpIdx) {
+  if (rcclTelemetryLayoutOk_()) return (rcclTelemetryResolveQp)(devIdx, chIdx, qpIdx);
+  (void)rcclTelemetryRefuse_();
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline RcclChannelStats *rcclTelemetryResolveChannel_inline_(int devIdx, int chIdx) {
+  if (rcclTelemetryLayoutOk_()) return (rcclTelemetryResolveChannel)(devIdx, chIdx);
+  (void)rcclTelemetryRefuse_();
+  return RCCL_TELEMETRY_NULL_;
+}
+
+/* A function that hands out a handle (or starts telemetry) gets a wrapper above and one     */
+/* line here.                                                                               */
+#define rcclTelemetryInit() rcclTelemetryInit_inline_()
+#define rcclTelemetryRegisterDevice(deviceId, roceDevice, transport) \
+  rcclTelemetryRegisterDevice_inline_((deviceId), (roceDevice), (transport))
+#define rcclTelemetryResolveQp(devIdx, chIdx, qpIdx) rcclTelemetryResolveQp_inline_((devIdx), (chIdx), (qpIdx))
+#define rcclTelemetryResolveChannel(devIdx, chIdx) rcclTelemetryResolveChannel_inline_((devIdx), (chIdx))
 #define rcclTelemetryOn() rcclTelemetryOn_inline_()
 #define rcclTelemetryPostTs(qp) rcclTelemetryPostTs_inline_(qp)
 #define rcclTelemetryQpSendPosted(qp, withImm) rcclTelemetryQpSendPosted_inline_((qp), (withImm))

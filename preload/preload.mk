@@ -21,6 +21,11 @@ PRELOAD_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden $(CWARN) -Iinclude
 PB             := $(B)/preload
 FAKEVERBS      := $(PB)/fakeverbs/libibverbs.so.1
 
+# The interposer's link, written once: $(call link_preload,output,extra cflags).
+link_preload = $(CC) $(PRELOAD_CFLAGS) $(2) -shared -o $(1) $(PRELOAD_SRCS) $(PRELOAD_ENGINE) \
+  -Wl,--version-script=preload/c/exports.map -Wl,-z,defs -Wl,--gc-sections -Wl,--build-id \
+  -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+
 .PHONY: preload preload-engine preload-test-bins
 
 preload-engine:
@@ -32,9 +37,7 @@ preload: preload-engine
 # The engine's own symbols stay local (preload/c/exports.map); -z defs proves that nothing
 # but libc, libgcc_s and the dynamic linker is needed.
 $(PRELOAD_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_ENGINE)
-	$(CC) $(PRELOAD_CFLAGS) -shared -o $@ $(PRELOAD_SRCS) $(PRELOAD_ENGINE) \
-	  -Wl,--version-script=preload/c/exports.map -Wl,-z,defs -Wl,--gc-sections \
-	  -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+	$(call link_preload,$@,)
 	@! readelf -d $@ | grep -q 'NEEDED.*ibverbs' || { echo "$@ must not need libibverbs"; exit 1; }
 
 # The same interposer with test hooks (RTP_TEST_HOOKS in preload/c/preload.h: the fake
@@ -42,9 +45,7 @@ $(PRELOAD_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_E
 PRELOAD_HOOKS_SO := $(PB)/librccl_telemetry_preload_hooks.so
 $(PRELOAD_HOOKS_SO): $(PRELOAD_SRCS) $(PRELOAD_HDRS) preload/c/exports.map $(PRELOAD_ENGINE)
 	@mkdir -p $(dir $@)
-	$(CC) $(PRELOAD_CFLAGS) -DRTP_TEST_HOOKS -shared -o $@ $(PRELOAD_SRCS) $(PRELOAD_ENGINE) \
-	  -Wl,--version-script=preload/c/exports.map -Wl,-z,defs -Wl,--gc-sections \
-	  -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+	$(call link_preload,$@,-DRTP_TEST_HOOKS)
 
 # The fake provider: one file a concern (c_tests/preload/fake_verbs.h says which), what they
 # share in fake_verbs_internal.h.
@@ -82,8 +83,3 @@ $(PB)/verbs_app_static: $(VERBS_APP_SRCS) $(VERBS_APP_HDRS) $(PB)/static/libibve
 	$(CC) -std=gnu11 -O2 -g $(CWARN) -static $(VERBS_APP_SRCS) -o $@ -L$(PB)/static -libverbs -lpthread
 
 preload-test-bins: $(FAKEVERBS) $(PRELOAD_HOOKS_SO) $(PB)/verbs_app $(PB)/verbs_app_nccl $(PB)/verbs_app_static
-
-# Included before the top-level Makefile's first rule, this file must not become its default goal.
-ifeq ($(.DEFAULT_GOAL),preload-engine)
-.DEFAULT_GOAL :=
-endif

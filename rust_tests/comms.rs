@@ -15,7 +15,7 @@ use serde_json::Value;
 
 fn comm_sim() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| c_program("comm_sim", &[]))
+    P.get_or_init(|| c_program("comm_sim"))
 }
 
 /// Runs comm_sim `args` with telemetry on into a fresh directory; returns the directory, the

@@ -100,7 +100,7 @@ fn value(text: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
 /// c_tests/prom_rank.c, compiled once per test binary (the tests run in parallel).
 fn prom_rank() -> &'static Path {
     static PROG: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    PROG.get_or_init(|| c_program("prom_rank", &[]))
+    PROG.get_or_init(|| c_program("prom_rank"))
 }
 
 fn rank(

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 fn survive() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| c_program("survive", &[]))
+    P.get_or_init(|| c_program("survive"))
 }
 
 fn spawn(
@@ -256,7 +256,7 @@ fn exit_while_threads_call_hooks() {
 
 #[test]
 fn dlclose_leaves_the_library_loaded_and_working() {
-    let prog = c_program("dlclose", &["-ldl"]);
+    let prog = c_program("dlclose");
     let d = tempfile::tempdir().unwrap();
     let lib = lib_dir().join("librccl_telemetry.so");
     let o = run(

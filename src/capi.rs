@@ -905,3 +905,47 @@ pub unsafe extern "C" fn rcclTelemetryCommFinalize(comm: *mut rcclTelemetryComm_
         }
     })
 }
+
+// ------------------------------------------------------------------ version and ABI negotiation
+
+/// Parses a decimal version component at compile time (Cargo's CARGO_PKG_VERSION_*).
+const fn version_part(s: &str) -> c_int {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut v: c_int = 0;
+    while i < b.len() {
+        assert!(b[i].is_ascii_digit(), "a version component is decimal");
+        v = v * 10 + (b[i] - b'0') as c_int;
+        i += 1;
+    }
+    v
+}
+
+/// This library's version as RCCL_TELEMETRY_VERSION_CODE encodes it: major * 10000 +
+/// minor * 100 + patch (the header's macros are generated from the same Cargo version).
+pub(crate) const VERSION_CODE: c_int = version_part(env!("CARGO_PKG_VERSION_MAJOR")) * 10000
+    + version_part(env!("CARGO_PKG_VERSION_MINOR")) * 100
+    + version_part(env!("CARGO_PKG_VERSION_PATCH"));
+
+/// The version of the running library, as RCCL_TELEMETRY_VERSION_CODE encodes it (major *
+/// 10000 + minor * 100 + patch): compare it with the header's RCCL_TELEMETRY_VERSION_CODE to
+/// tell which library a program was built against from the one it runs with. Any state, any
+/// thread; never fails.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryGetVersion() -> c_int {
+    VERSION_CODE
+}
+
+/// Called by the header's inline wrappers of Init, RegisterDevice and the Resolve calls
+/// when the inline hooks they were compiled with expect a layout (`headerLayout`,
+/// RCCL_TELEMETRY_INLINE_LAYOUT) this library does not provide: telemetry stays off for
+/// the process (one line on stderr when it was asked for). Returns what the wrapped Init
+/// returns then: -1 when telemetry was asked for, else 0. Not for direct use.
+#[no_mangle]
+pub extern "C" fn rcclTelemetryInlineMismatch_(headerLayout: c_int) -> c_int {
+    boundary!(
+        "rcclTelemetryInlineMismatch_",
+        -1,
+        crate::inline_layout_refused(headerLayout)
+    )
+}

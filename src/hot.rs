@@ -4,11 +4,20 @@
 //! parameters written once at Init and each device's stripe table, published at registration
 //! (NULL while the device is unregistered or telemetry is off). The library's own hot path
 //! (`latency`, `registry`) and the header's inline hooks both read it; `inline_abi` pins its
-//! layout. This module depends on nothing else in the crate, so none of its readers import
-//! each other for it.
+//! layout. The block's own layout is frozen for the life of the SONAME (every library of it
+//! exports this symbol, so a header never fails to load against one); what the inline hooks
+//! reach through it and through handles has a layout number, [`INLINE_LAYOUT`], that the
+//! header checks before it takes a handle (see `inline_abi`). This module depends on nothing
+//! else in the crate, so none of its readers import each other for it.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, AtomicU64};
+
+/// The layout of what the header's inline hooks reach through handles and stripes (the QP,
+/// channel and stripe slots, the log-scale histogram): the header's
+/// RCCL_TELEMETRY_INLINE_LAYOUT must equal it. Raise it with any change to those layouts
+/// (`inline_abi` lists them); a header of another number leaves telemetry off, with one line.
+pub const INLINE_LAYOUT: u64 = 3;
 
 /// Device slots (`RCCL_TELEMETRY_MAX_DEVS`).
 pub const MAX_DEVS: usize = 32;
@@ -36,7 +45,9 @@ pub struct HotParams {
     /// 1 while telemetry counts: set when Init turns it on, cleared when the final file is
     /// claimed (Flush or exit) and in a forked child. What an inline rcclTelemetryOn reads.
     pub enabled: AtomicU64,
-    pub(crate) _reserved: [u64; 1],
+    /// [`INLINE_LAYOUT`], constant from load: what the header's wrappers of Init,
+    /// RegisterDevice and the Resolve calls compare with their own layout number.
+    pub layout: AtomicU64,
     /// Device d's stripes (`registry::DevShard`, `registry::STRIPES` of them), or NULL. Kept
     /// untyped here so this module needs no registry types; `registry` alone stores them.
     pub stripes: [AtomicPtr<c_void>; MAX_DEVS],
@@ -53,6 +64,6 @@ pub static rcclTelemetryHotV3: HotParams = HotParams {
     last_bucket: AtomicU64::new(4),
     use_tsc: AtomicU64::new(0),
     enabled: AtomicU64::new(0),
-    _reserved: [0; 1],
+    layout: AtomicU64::new(INLINE_LAYOUT),
     stripes: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_DEVS],
 };

@@ -16,10 +16,23 @@
 //!   registration (NULL while the device is unregistered or telemetry is off).
 //!
 //! Callers still hold only opaque pointers; the mirrors are the library's own code, shipped in
-//! the header. The symbol name carries the layout version: a change to any layout below must
-//! rename it (V3, ...; V2 since the QP slot carries the channel log histogram's address), so a caller compiled against an older header fails to load instead of
-//! counting into the wrong fields. The offsets are pinned here at compile time and compared
-//! with the header's C structs by `rust_tests/c_abi/inline.rs`.
+//! the header. Two promises keep a header and a library of different versions from ever
+//! miscounting or failing to load:
+//!
+//! - `HotParams` itself is frozen for the life of the SONAME, and every library of it exports
+//!   `rcclTelemetryHotV3` (the name is historical): the header's reference always binds.
+//! - Everything else above has a layout number, `hot::INLINE_LAYOUT`, which the library
+//!   publishes in `rcclTelemetryHotV3.layout` from load. The header carries its own,
+//!   RCCL_TELEMETRY_INLINE_LAYOUT, and its wrappers of the calls that start telemetry or hand
+//!   out what the hooks dereference (Init, RegisterDevice, ResolveQp, ResolveChannel) compare
+//!   the two before calling the library. On a mismatch they call
+//!   `rcclTelemetryInlineMismatch_` instead, which says so in one line and keeps telemetry off
+//!   for the process: no handle is handed out, no stripe published, `enabled` stays 0. The
+//!   hooks themselves check nothing, so the negotiation costs the data path nothing.
+//!
+//! A change to any layout below raises `INLINE_LAYOUT` (and the header's number with it: both
+//! come from here). The offsets are pinned here at compile time and compared with the
+//! header's C structs by `rust_tests/c_abi/inline.rs`.
 //!
 //! A (PIE or non-PIE) executable that reads `rcclTelemetryHotV3` usually gets a copy of it by
 //! a copy relocation; the library reaches the symbol through its GOT (`R_X86_64_GLOB_DAT`), so
@@ -30,13 +43,13 @@
 use std::mem::{offset_of, size_of};
 
 use crate::counters::{RcclChannelStats, RcclQpStats, HIST, SIZE_BUCKETS};
-use crate::hot::{HotParams, MAX_DEVS};
+use crate::hot::{HotParams, INLINE_LAYOUT, MAX_DEVS};
 use crate::loghist::{LogHist, LOG_BUCKETS};
 use crate::registry::{DevCounters, DevShard, STRIPES};
 
 // The layouts the header mirrors, each field with its offset and the name the C test prints.
 // Changing a number (or what a field means) here means changing the header's structs and
-// renaming the layout symbol (now rcclTelemetryHotV3).
+// raising hot::INLINE_LAYOUT; the hot block's own entries ("hot.*") never change.
 macro_rules! mirrored {
     ($($name:literal: $t:ty, $f:ident @ $off:expr;)*) => {
         $(const _: () = assert!(offset_of!($t, $f) == $off);)*
@@ -45,6 +58,7 @@ macro_rules! mirrored {
         /// with the header's mirrors: (name, value), names as `c_tests/inline_equiv.c` prints them.
         pub fn layout() -> Vec<(&'static str, usize)> {
             let mut v = vec![$(($name, offset_of!($t, $f))),*];
+            v.push(("layout", INLINE_LAYOUT as usize));
             v.extend([("qp.size", size_of::<RcclQpStats>()), ("stripe.size", size_of::<DevShard>()), ("hot.size", size_of::<HotParams>()), ("log.size", size_of::<LogHist>())]);
             v
         }
@@ -83,6 +97,7 @@ mirrored! {
     "hot.last_bucket": HotParams, last_bucket @ 32;
     "hot.use_tsc": HotParams, use_tsc @ 40;
     "hot.enabled": HotParams, enabled @ 48;
+    "hot.layout": HotParams, layout @ 56;
     "hot.stripes": HotParams, stripes @ 64;
 }
 const _: () = assert!(size_of::<RcclQpStats>() == 256 && HIST == 16);

@@ -477,3 +477,39 @@ fn write_locked(rt: &Runtime, trigger: Trigger, is_final: bool) -> i32 {
         }
     }
 }
+
+/// Whether the inline-layout refusal has been said (once per process).
+static LAYOUT_NOTED: AtomicBool = AtomicBool::new(false);
+
+/// A caller's header was compiled for inline hooks of another layout than this library's
+/// (`hot::INLINE_LAYOUT`): its hooks would miscount, so telemetry stays off for the process.
+/// Before Init: Init will not start it (-1 when it was asked for). While on: counting stops
+/// (the inline hooks see it off, no handle is handed out); the file written at exit keeps what
+/// was counted before. One line, when telemetry was asked for. Returns -1 when it was, else 0.
+pub fn inline_layout_refused(header_layout: i32) -> i32 {
+    let _g = INIT_LOCK.lock();
+    let (asked, _) = config::enabled_from(std::env::var_os(config::ENV_ENABLE).as_deref());
+    let state = STATE.load(Acquire);
+    match state {
+        UNINIT => STATE.store(if asked { FAILED } else { DISABLED }, Release),
+        ON => go_inert(FINISHED),
+        _ => {}
+    }
+    if asked && !LAYOUT_NOTED.swap(true, Relaxed) {
+        let then = if state == ON {
+            "telemetry stops counting here (the file keeps what was counted before)"
+        } else {
+            "telemetry stays off"
+        };
+        diag::warn(&format!(
+            "this program's rccl_telemetry.h was compiled for inline hooks of layout {header_layout}, this library (version {}) provides layout {}: {then}; rebuild against this library's header, or with -DRCCL_TELEMETRY_NO_INLINE",
+            env!("CARGO_PKG_VERSION"),
+            hot::INLINE_LAYOUT
+        ));
+    }
+    if asked {
+        -1
+    } else {
+        0
+    }
+}

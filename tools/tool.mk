@@ -44,8 +44,3 @@ tool-bench: tool-build
 	@rm -rf $(RT_BENCH) && mkdir -p $(RT_BENCH)
 	python3 bench/tool_bench.py $(RT_TOOL) $(RT_BENCH) $(RT_BENCH_JSON) $(RT_BENCH_RANKS)
 	@rm -rf $(RT_BENCH)
-
-# Included before the top-level Makefile's first rule, this file must not become its default goal.
-ifeq ($(.DEFAULT_GOAL),tool-build)
-.DEFAULT_GOAL :=
-endif

@@ -11,7 +11,7 @@ use std::path::Path;
 /// c_tests/inline_equiv.c, compiled once per test binary (the tests run in parallel).
 fn inline_equiv() -> &'static Path {
     static P: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    P.get_or_init(|| c_program("inline_equiv", &[]))
+    P.get_or_init(|| c_program("inline_equiv"))
 }
 
 #[test]

@@ -108,7 +108,7 @@ fn version_3_and_4_keys_follow_every_older_key() {
 #[test]
 fn communicator_keys_come_last_and_in_order() {
     let d = tempfile::tempdir().unwrap();
-    let prog = c_program("comm_sim", &[]);
+    let prog = c_program("comm_sim");
     let out = run(
         &prog,
         &["two"],

@@ -273,7 +273,7 @@ pub fn run_sim(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (std::process
 /// ibcast_sim built with RCCL_TELEMETRY_NO_INLINE: every hook is a call into the library.
 pub fn ibcast_sim_calls() -> &'static Path {
     static P: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    P.get_or_init(|| c_program("ibcast_sim", &["-DRCCL_TELEMETRY_NO_INLINE"]))
+    P.get_or_init(|| c_program("ibcast_sim_calls"))
 }
 
 pub fn run_sim_with(

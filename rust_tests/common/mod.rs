@@ -1,6 +1,6 @@
-//! Helpers shared by the integration tests: build the C programs in c_tests/ against the
-//! library exactly as RCCL would (the generated header, the shared object), run them, and
-//! check what they wrote against the committed JSON Schema.
+//! Helpers shared by the integration tests: find the C programs of c_tests/ that make built
+//! against the library exactly as RCCL would (the committed header, the shared object with
+//! its symbol versions), run them, and check what they wrote against the committed JSON Schema.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -13,76 +13,91 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// target/<profile>, where cargo put the cdylib this test run was built with.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+/// Where `make lib` links the library and `make test-bins` puts the C programs.
+fn release_dir() -> PathBuf {
+    root().join("target/release")
 }
 
-/// A directory holding the library under its SONAME, as an installed copy would.
+fn mtime(p: &Path) -> std::time::SystemTime {
+    std::fs::metadata(p)
+        .and_then(|m| m.modified())
+        .unwrap_or(std::time::SystemTime::UNIX_EPOCH)
+}
+
+/// The newest modification time under `dir` (recursively), or of the file itself.
+fn newest(p: &Path) -> std::time::SystemTime {
+    let mut t = mtime(p);
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            t = t.max(newest(&e.path()));
+        }
+    }
+    t
+}
+
+/// The sources of the shared object: every directory of `src/` (the version script
+/// included), the format crate's, and the build script; then the staticlib cargo built
+/// from them, which `make lib` links.
+pub const LIB_INPUTS: &[&str] = &[
+    "src",
+    "format/src",
+    "build.rs",
+    "target/release/librccl_telemetry.a",
+];
+
+/// The directory of the shared object `make lib` links (`librccl_telemetry.so` and its SONAME
+/// link): the C programs run with it. `cargo test` builds the Rust side only; the library and
+/// the C programs are make's (`make test-bins`, which `make test` runs first), and a test
+/// refuses a library older than any of its sources rather than silently test old code.
 pub fn lib_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let so = profile_dir().join("librccl_telemetry.so");
+        let dir = release_dir();
+        let so = dir.join("librccl_telemetry.so");
         assert!(
             so.exists(),
-            "{} was not built: run `cargo build --release` first (`make test` does)",
+            "{} was not built: run `make test-bins` first (`make test` does)",
             so.display()
         );
-        // cargo test builds the rlib, not the cdylib: refuse to test a shared object older
-        // than the sources rather than silently test old code.
-        let built = std::fs::metadata(&so).and_then(|m| m.modified()).unwrap();
-        let newest_src = std::fs::read_dir(root().join("src"))
-            .unwrap()
-            .chain(std::fs::read_dir(root().join("src/hw")).unwrap())
-            .filter_map(|e| e.ok()?.metadata().ok()?.modified().ok())
-            .max()
-            .unwrap();
-        assert!(
-            built >= newest_src,
-            "{} is older than src/: run `cargo build --release` first (`make test` does)",
-            so.display()
-        );
-        let dir = profile_dir().join("c_abi_lib");
-        std::fs::create_dir_all(&dir).unwrap();
-        for name in ["librccl_telemetry.so", "librccl_telemetry.so.0"] {
-            let link = dir.join(name);
-            let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(&so, &link).unwrap();
+        let built = mtime(&so);
+        for input in LIB_INPUTS {
+            assert!(
+                built >= newest(&root().join(input)),
+                "{} is older than {input}: run `make test-bins` first (`make test` does)",
+                so.display()
+            );
         }
         dir
     })
 }
 
-/// Compiles c_tests/<name>.c (C11, warnings as errors) once per test binary.
-pub fn c_program(name: &str, extra: &[&str]) -> PathBuf {
-    let out = profile_dir().join(format!(
-        "c_abi_{name}{}",
-        extra.join("").replace(['-', '='], "_")
-    ));
-    let src = root().join("c_tests").join(format!("{name}.c"));
-    let lib = lib_dir();
-    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-g"])
-        .args(extra)
-        .arg("-I")
-        .arg(root().join("include"))
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .arg(format!("-L{}", lib.display()))
-        .arg("-lrccl_telemetry")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-lpthread")
-        .status()
-        .expect("a C compiler (cc) is needed for the C tests");
-    assert!(status.success(), "compiling {}", src.display());
-    out
+/// A C test program as make builds it (`make test-bins`): build/<name>, from
+/// c_tests/<name>.c, or from c_tests/<base>.c with the inline hooks off for <base>_calls.
+/// Refused when missing or older than its source or the header.
+pub fn c_program(name: &str) -> PathBuf {
+    lib_dir();
+    let prog = root().join("build").join(name);
+    let base = name.strip_suffix("_calls").unwrap_or(name);
+    let src = root().join("c_tests").join(format!("{base}.c"));
+    assert!(
+        prog.exists(),
+        "{} was not built: run `make test-bins` first (`make test` does)",
+        prog.display()
+    );
+    for input in [src, root().join("include/rccl_telemetry.h")] {
+        assert!(
+            mtime(&prog) >= mtime(&input),
+            "{} is older than {}: run `make test-bins` first (`make test` does)",
+            prog.display(),
+            input.display()
+        );
+    }
+    prog
 }
 
 pub fn ibcast_sim() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| c_program("ibcast_sim", &[]))
+    P.get_or_init(|| c_program("ibcast_sim"))
 }
 
 /// A command for `prog` with a clean RCCL_TELEMETRY_* environment plus `env`.
