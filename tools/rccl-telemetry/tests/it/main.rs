@@ -16,6 +16,7 @@ mod library_files;
 mod links_fabric;
 mod mixed_formats;
 mod parquet_export;
+mod prom_gc_units;
 mod prom_shared;
 mod report_axes;
 mod report_log_axis;
