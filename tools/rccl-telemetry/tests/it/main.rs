@@ -19,6 +19,7 @@ mod parquet_export;
 mod prom_gc_units;
 mod prom_shared;
 mod report_axes;
+mod report_layout;
 mod report_log_axis;
 mod report_render;
 mod report_scale;
