@@ -354,6 +354,14 @@ demo: lib tool $(B)/ibcast_sim
 	$(TOOL) links --top 10 $(DEMO)
 	$(TOOL) report -o $(DEMO)/report.html $(DEMO)
 	@echo "report: $(DEMO)/report.html"
+	@echo
+	@echo "What next:"
+	@echo "  file://$(abspath $(DEMO))/report.html      in a browser: the slow NIC first, then its evidence"
+	@echo "  $(TOOL) stalls $(DEMO)      what is stuck and the root of a hang (nothing here: the job ended)"
+	@echo "  $(TOOL) export --format csv -o $(DEMO)/run.csv $(DEMO)      rows for pandas or DuckDB (also parquet, prometheus)"
+	@echo "  $(TOOL) outliers --json $(DEMO)      the findings for scripts"
+	@echo "  RCCL_TELEMETRY_PROMETHEUS_DIR=DIR      the live textfile for node_exporter (rules: packaging/README.md)"
+	@echo "  docs/operators.md: the workflow; tools/rccl-telemetry/README.md: every command with its output"
 
 # The Rust tree stays rustfmt-clean and clippy-quiet (every target, warnings as errors).
 lint:

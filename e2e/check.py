@@ -13,6 +13,8 @@ import os
 import re
 import sys
 
+from e2e_checks import HW_KEYS, hw_key, rxe_raw
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA = os.path.join(ROOT, "schema", "rccl_telemetry.schema.json")
 
@@ -24,15 +26,15 @@ QP_COUNTERS = ["num_wqe_sent", "num_recv_wqe", "num_wqe_rcvd", "num_wqe_complete
 LATENCY_KEYS = {"wqe_completion_histogram", "wqe_completion_log_histogram", "wqe_completion_ns_min", "wqe_completion_ns_max",
                 "num_wqe_sampled", "latency_sample_interval"}
 
-# Hardware keys (format/src/vocab.rs). For rxe: delta_{tx,rx}_packets <- hw_counters
-# sent_pkts/rcvd_pkts; rdma_sends/rdma_recvs <- the same-named hw_counters; the NIC-level
-# port_* keys <- the netdev's counters; delta_{tx,rx}_bytes: rxe (6.1) exposes no RoCE
+# Hardware keys and where rxe reads them come from the vocabulary (schema/hw_counters.json,
+# e2e_checks.py): delta_{tx,rx}_packets and rdma_sends/rdma_recvs from rxe's hw_counters, the
+# NIC-level port_* keys from the netdev's statistics; delta_{tx,rx}_bytes: rxe exposes no RoCE
 # byte counter, so -1 is the honest value there.
-HW_NAMES = {"rdma_sends": "rdma_sends", "rdma_recvs": "rdma_recvs"}
-# the guest NIC's own counters, and the ethtool -S / statistics names they must agree with
-NIC_KEYS = [("port_tx_bytes", "tx_queue_0_bytes", "tx_bytes"), ("port_rx_bytes", "rx_queue_0_bytes", "rx_bytes"),
-            ("port_tx_packets", "tx_queue_0_packets", "tx_packets"),
-            ("port_rx_packets", "rx_queue_0_packets", "rx_packets")]
+# The guest NIC's own counters, and the virtio-net ethtool -S names they must agree with
+# (the netdev statistics names are the vocabulary's).
+NIC_KEYS = [(hw_key("port_tx_bytes"), "tx_queue_0_bytes"), (hw_key("port_rx_bytes"), "rx_queue_0_bytes"),
+            (hw_key("port_tx_packets"), "tx_queue_0_packets"),
+            (hw_key("port_rx_packets"), "rx_queue_0_packets")]
 
 
 # enum ibv_wc_status without IBV_WC_, by value (the file's status names)
@@ -277,10 +279,12 @@ def check_hw(name, dev, tally, d, netdev, suffix="", pair=False):
     C.equal(f"{name}: hw_type", dev.get("hw_type"), "rxe")
     C.equal(f"{name}: eth_device", dev.get("eth_device"), netdev)
     hw = dev.get("hw_counters", {})
+    C.equal(f"{name}: hw_counters has the vocabulary's keys, in its order", list(hw), HW_KEYS)
     tr = tally["traffic"]
-    for direction, mine, rxe_name, nd_name in [("tx", tr["request_pkts_sent_min"], "sent_pkts", "tx_packets"),
-                                               ("rx", tr["request_pkts_received_min"], "rcvd_pkts", "rx_packets")]:
-        k = f"delta_{direction}_packets"
+    for direction, mine in [("tx", tr["request_pkts_sent_min"]), ("rx", tr["request_pkts_received_min"])]:
+        k = hw_key(f"delta_{direction}_packets")
+        rxe_name = rxe_raw(k)[1]
+        nd_name = rxe_raw(f"port_{direction}_packets")[1]
         v = hw.get(k)
         hi = max(x for x in [raw_delta(d, "rxe", rxe_name, suffix), raw_delta(d, "netdev", nd_name, suffix), 0]
                  if x is not None)
@@ -288,8 +292,8 @@ def check_hw(name, dev, tally, d, netdev, suffix="", pair=False):
              f"{k} = {v}")
         C.ok(f"{name}: hw {k} <= the raw counter's move around the process ({hi})", isinstance(v, int) and v <= hi,
              f"{k} = {v}")
-    for rxe_name, want in [("rdma_sends", tr["sends_completed"]), ("rdma_recvs", tr["recv_completions"])]:
-        k = HW_NAMES[rxe_name]
+    for k, want in [(hw_key("rdma_sends"), tr["sends_completed"]), (hw_key("rdma_recvs"), tr["recv_completions"])]:
+        rxe_name = rxe_raw(k)[1]
         v = hw.get(k)
         if pair:   # the other rank on this host shares the device: bounded, not equal
             hi = raw_delta(d, "rxe", rxe_name, suffix)
@@ -299,13 +303,14 @@ def check_hw(name, dev, tally, d, netdev, suffix="", pair=False):
             C.ok(f"{name}: hw {k} = {rxe_name} the program caused ({want})", v == want and want > 0, f"{k} = {v}")
     # The guest NIC's values: read (not -1), and within what ethtool -S and the netdev
     # statistics saw move around the whole process.
-    for k, eth_name, nd_name in NIC_KEYS:
+    for k, eth_name in NIC_KEYS:
+        nd_name = rxe_raw(k)[1]
         v = hw.get(k)
         hi = max(x for x in [raw_delta(d, "ethtool", eth_name, suffix), raw_delta(d, "netdev", nd_name, suffix), 0]
                  if x is not None)
         C.ok(f"{name}: guest NIC {k} read (not -1) and <= its ethtool/netdev move ({hi})",
              isinstance(v, int) and 0 <= v <= hi, f"{k} = {v}")
-    for k in ["delta_tx_bytes", "delta_rx_bytes"]:
+    for k in [hw_key("delta_tx_bytes"), hw_key("delta_rx_bytes")]:
         v = hw.get(k)
         want = tally["devices"][0]["tx_bytes" if "tx" in k else "rx_bytes"]
         C.ok(f"{name}: hw {k} is -1 (rxe has no RoCE byte counter) or covers the payload ({want})",
@@ -515,8 +520,9 @@ def single(res):
                  isinstance(f.get("vendor_err"), int) and str(f.get("time", "")).endswith("Z"), str(f))
         if dev:
             hw = dev.get("hw_counters", {})
-            for key, raw in [("rnr_retry_exceeded_err", "retry_rnr_exceeded_err"), ("rnr_nak_retry_err", "rcvd_rnr_err")]:
-                moved = raw_delta(os.path.join(out, "rnr"), "rxe", raw)
+            for key in [hw_key("rnr_retry_exceeded_err"), hw_key("rnr_nak_retry_err")]:
+                dump, raw = rxe_raw(key)
+                moved = raw_delta(os.path.join(out, "rnr"), dump, raw)
                 C.ok(f"rnr: rxe's {key} ({raw}) moved, the file's delta within rxe's ({hw.get(key)} of {moved})",
                      isinstance(hw.get(key), int) and hw[key] >= 1 and moved is not None and hw[key] <= moved,
                      f"file {hw.get(key)}, rxe {raw} delta {moved}")

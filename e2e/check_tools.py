@@ -28,7 +28,7 @@ import shutil
 import sys
 import tempfile
 
-from e2e_checks import C, E, R, hw_delta, kv, opts, pk, read
+from e2e_checks import HW_KEYS, C, E, R, hw_delta, kv, opts, pk, read
 from tool_models import MODELS, side, ucx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -109,6 +109,10 @@ def check_file(name, sd, want):
         return None
     C.ok(f"{name}: hw_type rxe, channel unknown", dev.get("hw_type") == "rxe" and dev.get("num_channels") is None,
          f"hw_type {dev.get('hw_type')!r}, num_channels {dev.get('num_channels')!r}")
+    hw = list(dev.get("hw_counters", {}))
+    C.ok(f"{name}: hw_counters has the keys of schema/hw_counters.json, in its order", hw == HW_KEYS,
+         f"{len(hw)} keys; not in the vocabulary: {[k for k in hw if k not in HW_KEYS][:3]}; "
+         f"missing: {[k for k in HW_KEYS if k not in hw][:3]}")
     for k in ["send", "write", "write_imm", "read", "recv", "srq_recv", "retired", "tx", "rx", "errors", "polls"]:
         C.count(f"{name}: {QP_KEYS.get(k, k)}", got[k], want[k])
     sent = want["send"] + want["write"] + want["write_imm"] + want["read"]
@@ -307,7 +311,7 @@ def fake_file(sd, want, pid, perturb=None):
                num_cq_errors=lo["errors"], cq_poll_count=lo["polls"], num_channels=None, active_channels=1,
                num_qp_untracked=0, wqe_size_stats=[], channels=[ch], num_srq_recv_wqe=lo["srq_recv"],
                num_wc_unknown_qp=0,
-               hw_counters=dict(delta_tx_bytes=-1, delta_rx_bytes=-1, delta_tx_packets=0, delta_rx_packets=0))
+               hw_counters={k: 0 if k in ("delta_tx_packets", "delta_rx_packets") else -1 for k in HW_KEYS})
     doc = dict(version=1, host_name="e2e-single", process_name="canned", process_id=pid, start_time="2026-01-01T00:00:00.000000000Z", end_time="2026-01-01T00:00:01.000000000Z",
                final=True, trigger="exit", transport=TRANSPORT, histogram_interval_ns=1000, devices=[dev])
     if perturb:
@@ -440,6 +444,12 @@ def selftest():
         file_edit("ucx_put_bw+preload", "client", lambda d: [q.__setitem__("num_write_wqe", q["num_write_wqe"] + 1)
                                                              for q in d["devices"][0]["channels"][0]["queue_pairs"]
                                                              if q.get("num_write_wqe")]), True)
+    run("real file: hw_counters keys in another order than the vocabulary's",
+        file_edit("write_bw+preload", "client", lambda d: d["devices"][0].__setitem__(
+            "hw_counters", dict(reversed(list(d["devices"][0]["hw_counters"].items()))))), True)
+    run("real file: a hw_counters key the vocabulary lacks",
+        file_edit("send_bw+preload", "server", lambda d: d["devices"][0]["hw_counters"].__setitem__(
+            "cnp_sent_total", 0)), True)
     run("real file: ib_read_bw client READs counted as writes",
         file_edit("read_bw+preload", "client", lambda d: [
             (q.__setitem__("num_write_wqe", q["num_read_wqe"]), q.__setitem__("num_read_wqe", 0))

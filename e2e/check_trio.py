@@ -596,16 +596,17 @@ def dead_path(res, scen, ne):
         dev = doc["devices"][0]
         n_retry = dev.get("cq_errors_by_status", {}).get("RETRY_EXC_ERR", 0)
         hw = dev.get("hw_counters", {})
-        moved = K.raw_delta(d[g], "rxe", "retry_exceeded_err")
+        moved = K.raw_delta(d[g], *K.rxe_raw("retry_exceeded_err"))
         ok(f"{nm}: rxe's retry_exceeded_err moved by the RETRY_EXC_ERRs ({n_retry}) and the file says so",
            moved is not None and moved >= n_retry >= 1 and hw.get("retry_exceeded_err") == n_retry,
            f"rxe delta {moved}, file {hw.get('retry_exceeded_err')}, completions {n_retry}")
-        crt = K.raw_delta(d[g], "rxe", "completer_retry_err")
+        crt = K.raw_delta(d[g], *K.rxe_raw("completer_retry_err"))
         ok(f"{nm}: rxe retried before giving up (completer_retry_err, the file's {hw.get('completer_retry_err')})",
            crt is not None and crt >= 1 and isinstance(hw.get("completer_retry_err"), int) and 1 <= hw["completer_retry_err"] <= crt,
            f"rxe delta {crt}")
         ok(f"{nm}: local_ack_timeout_err is not exposed by rxe (-1; completer_retry_err is rxe's count)",
-           hw.get("local_ack_timeout_err") == -1, f"{hw.get('local_ack_timeout_err')}")
+           K.rxe_raw("local_ack_timeout_err") is None and hw.get("local_ack_timeout_err") == -1,
+           f"{hw.get('local_ack_timeout_err')}")
         # the live textfile while hung, through node_exporter
         pf = os.path.join(d[g], "prom_hung.prom")
         if ne.error:

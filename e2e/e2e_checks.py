@@ -1,14 +1,51 @@
 """What the e2e checkers share: expected counts that may be ranges (R), a PASS/FAIL tally
 (Checks, and the one instance C every check reports to), reading a run's files, the rxe counter
-deltas, and the packet arithmetic of an MTU-1024 rxe link. Used by check_tools.py and by the
-programs' models in tool_models.py.
+deltas, the packet arithmetic of an MTU-1024 rxe link, and the hardware-counter vocabulary
+(schema/hw_counters.json, generated from format/src/vocab.rs: the keys of hw_counters in file
+order and where each driver reads them). Used by check.py, check_trio.py, check_tools.py and by
+the programs' models in tool_models.py.
 """
 import contextlib
+import json
 import math
 import os
 import re
 
 MTU = 1024
+
+HW_VOCABULARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schema",
+                             "hw_counters.json")
+with open(HW_VOCABULARY) as _f:
+    HW_COUNTERS = json.load(_f)["counters"]
+# The keys of a device's hw_counters, in file order.
+HW_KEYS = [c["name"] for c in HW_COUNTERS]
+# Where the guests' dumps of a source are: rxe's port hw_counters, the netdev's statistics.
+DUMP_OF_SOURCE = {"hw_counters": "rxe", "net_statistics": "netdev"}
+
+
+def hw_key(name):
+    """A hardware-counter key a check names; a KeyError unless the vocabulary has it."""
+    if name not in HW_KEYS:
+        raise KeyError(f"{name} is not a hw_counters key of {HW_VOCABULARY}")
+    return name
+
+
+def driver_source(key, driver="rxe"):
+    """(source, raw name) that `driver` reads `key` from (its first alternative, one term),
+    or None where the driver does not expose it (the file has -1)."""
+    alts = next(c for c in HW_COUNTERS if c["name"] == hw_key(key))["sources"][driver]
+    if not alts:
+        return None
+    if len(alts[0]) != 1:
+        raise ValueError(f"{key}: {driver} sums {len(alts[0])} raw counters")
+    return alts[0][0]["src"], alts[0][0]["name"]
+
+
+def rxe_raw(key):
+    """The guest dump ("rxe" or "netdev") and the raw counter rxe's `key` is the delta of, or
+    None where rxe does not expose it."""
+    s = driver_source(key, "rxe")
+    return None if s is None else (DUMP_OF_SOURCE[s[0]], s[1])
 
 
 def pk(n):

@@ -3,7 +3,9 @@
 //! C rank (c_tests/prom_rank.c) runs with traffic; its series are scraped from /metrics with
 //! the expected values and labels, `promtool check metrics` accepts the file, and after
 //! SIGTERM the series are gone from the next scrape. Also: an unusable directory is one line
-//! and nothing else, and SIGKILL leaves a file whose timestamp stops moving.
+//! and nothing else, SIGKILL leaves a file whose timestamp stops moving, and the real
+//! Prometheus server, scraping node_exporter with the shipped rules
+//! (packaging/prometheus/), fires and resolves the stall alert around a stalled QP.
 
 mod common;
 #[path = "skip.rs"]
@@ -611,5 +613,236 @@ fn a_stalled_qp_shows_in_the_scrape_and_goes_when_it_completes() {
     assert_eq!(q["stalled"], false);
     assert!(q["longest_stall_ms"].as_u64().unwrap() >= 300, "{q}");
     assert_eq!(json["devices"][0]["num_qps_stalled"], 0);
+    drop(exporter);
+}
+
+/// GET `path` from a loopback HTTP server; the body of a 200 answer, None otherwise.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    let (head, rest) = body.split_once("\r\n\r\n")?;
+    head.contains(" 200 ").then(|| rest.to_owned())
+}
+
+/// A PromQL expression as a query-string value.
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The raw samples (Prometheus's timestamp in s, value) of the one series `selector`
+/// matches over the last 10 minutes; empty when none does.
+fn samples(port: u16, selector: &str) -> Vec<(f64, f64)> {
+    let q = urlencode(&format!("{selector}[10m]"));
+    let Some(body) = http_get(port, &format!("/api/v1/query?query={q}")) else {
+        return Vec::new();
+    };
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let result = v["data"]["result"].as_array().cloned().unwrap_or_default();
+    assert!(
+        result.len() <= 1,
+        "{selector} matches {} series",
+        result.len()
+    );
+    result
+        .first()
+        .and_then(|r| r["values"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|p| {
+            (
+                p[0].as_f64().unwrap(),
+                p[1].as_str().unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The shipped stall alert on the real Prometheus server: node_exporter serves a live rank's
+/// textfile, Prometheus (loopback, scraping every second, evaluating
+/// packaging/prometheus/rccl-telemetry.rules.yml every EVAL s) fires RcclTelemetryQpStalled
+/// for the rank's device when one of its QPs stalls, and resolves it when the QP completes.
+/// "Within two evaluation intervals" is read in Prometheus's own timestamps: the first
+/// scraped sample that shows the stall (or its end) against the evaluations of the ALERTS
+/// series, so a slow machine delays both alike.
+#[test]
+fn the_stall_alert_fires_and_resolves_in_prometheus() {
+    const EVAL: f64 = 2.0;
+    let test = "the_stall_alert_fires_and_resolves_in_prometheus";
+    let (Some(exporter), Some(prometheus)) =
+        (which("prometheus-node-exporter"), which("prometheus"))
+    else {
+        return skip::skip(
+            test,
+            "prometheus-node-exporter or prometheus not installed (Debian packages prometheus-node-exporter, prometheus)",
+            false,
+            true,
+        );
+    };
+    let textdir = tempfile::tempdir().unwrap();
+    let outdir = tempfile::tempdir().unwrap();
+    let sysfs = tempfile::tempdir().unwrap();
+    let promdir = tempfile::tempdir().unwrap();
+    let (exporter_port, exporter) = start_exporter(&exporter, textdir.path());
+    wait_for("node_exporter to listen", 30, || scrape(exporter_port));
+
+    let rules = root().join("packaging/prometheus/rccl-telemetry.rules.yml");
+    let config = promdir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: {EVAL}s\n\
+             rule_files: ['{}']\n\
+             scrape_configs:\n  - job_name: node\n    static_configs:\n      - targets: ['127.0.0.1:{exporter_port}']\n",
+            rules.display()
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let log = std::fs::File::create(promdir.path().join("prometheus.log")).unwrap();
+    let server = Reaper(
+        Command::new(&prometheus)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                promdir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let log = || std::fs::read_to_string(promdir.path().join("prometheus.log")).unwrap_or_default();
+    wait_for("Prometheus to be ready", 60, || http_get(port, "/-/ready"));
+    // The shipped rules loaded, and node_exporter scraped.
+    let rules_api = wait_for("the rules to load", 30, || {
+        http_get(port, "/api/v1/rules").filter(|r| r.contains("RcclTelemetryQpStalled"))
+    });
+    assert!(!rules_api.contains("\"health\":\"err\""), "{rules_api}");
+    wait_for("a scrape of node_exporter", 30, || {
+        samples(port, "up{job=\"node\"}")
+            .last()
+            .is_some_and(|s| s.1 == 1.0)
+            .then_some(())
+    });
+
+    let env = [
+        ("RCCL_TELEMETRY_ENABLE", "1"),
+        ("RCCL_TELEMETRY_OUTPUT_DIR", outdir.path().to_str().unwrap()),
+        (
+            "RCCL_TELEMETRY_PROMETHEUS_DIR",
+            textdir.path().to_str().unwrap(),
+        ),
+        ("RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S", "1"),
+        ("RCCL_TELEMETRY_SYSFS_ROOT", sysfs.path().to_str().unwrap()),
+        ("RCCL_TELEMETRY_STALL_MS", "300"),
+    ];
+    let mut cmd = command(prom_rank(), &["20", "stall"], &env);
+    for v in RANK_VARS {
+        cmd.env_remove(v);
+    }
+    let mut child = Reaper(
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let pid = child.0.id().to_string();
+    let stalled = format!("rccl_telemetry_stalled_qps{{pid=\"{pid}\",device=\"mlx5_0\"}}");
+    let firing = format!(
+        "ALERTS{{alertname=\"RcclTelemetryQpStalled\",alertstate=\"firing\",pid=\"{pid}\"}}"
+    );
+
+    // Fires: the alert names the rank's device, and Prometheus's first firing evaluation is
+    // within two intervals of the first sample that showed the stall.
+    let stall_alerts = || {
+        let body = http_get(port, "/api/v1/alerts")?;
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let ours: Vec<serde_json::Value> = v["data"]["alerts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| {
+                a["labels"]["alertname"] == "RcclTelemetryQpStalled"
+                    && a["labels"]["pid"] == pid.as_str()
+            })
+            .cloned()
+            .collect();
+        Some(ours)
+    };
+    let ours = wait_for("RcclTelemetryQpStalled to fire", 60, || {
+        stall_alerts().filter(|a| !a.is_empty())
+    });
+    assert_eq!(ours.len(), 1, "{ours:?}");
+    let a = &ours[0];
+    assert_eq!(a["labels"]["device"], "mlx5_0", "{a}");
+    assert_eq!(a["labels"]["severity"], "critical", "{a}");
+    assert_eq!(a["state"], "firing", "{a}");
+    assert!(
+        a["annotations"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("has 1 stalled QP(s)"),
+        "{a}"
+    );
+    let seen = samples(port, &stalled);
+    let first_stalled = seen.iter().find(|s| s.1 > 0.0).expect("a stalled sample").0;
+    let fired = wait_for("the ALERTS series", 30, || {
+        samples(port, &firing).first().copied()
+    });
+    assert!(
+        fired.0 >= first_stalled && fired.0 - first_stalled <= 2.0 * EVAL + 1e-3,
+        "first stalled sample at {first_stalled}, first firing evaluation at {}",
+        fired.0
+    );
+
+    // Resolves: once the QP completes, the alert is gone within two evaluations of the
+    // first sample without the stall.
+    child
+        .0
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(b"complete\n")
+        .unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "completed\n");
+    wait_for("RcclTelemetryQpStalled to resolve", 60, || {
+        stall_alerts().filter(|a| a.is_empty())
+    });
+    let seen = samples(port, &stalled);
+    let cleared = seen
+        .iter()
+        .find(|s| s.0 > first_stalled && s.1 == 0.0)
+        .expect("a sample after the stall ended")
+        .0;
+    let last_firing = samples(port, &firing).last().expect("firing samples").0;
+    assert!(
+        last_firing < cleared + 2.0 * EVAL + 1e-3,
+        "the stall ended in the sample at {cleared}, the alert still fired at {last_firing}"
+    );
+    assert!(
+        !log().contains("level=error"),
+        "Prometheus logged errors:\n{}",
+        log()
+    );
+    drop(child);
+    drop(server);
     drop(exporter);
 }

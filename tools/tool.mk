@@ -5,7 +5,7 @@
 #                       runs of RT_BENCH_RANKS ranks (1,024, 4,096, 16,384), with each child's peak
 #                       RSS, into bench/tool-results.json (bench/tool_bench.py; 571 MB of input
 #                       at 16,384 ranks, under out/, deleted after each size)
-#   make tool-ci-deps   installs what the tool's tests need (Debian: prometheus, node_exporter, chromium,
+#   make tool-ci-deps   installs what the tool's tests need (Debian: prometheus, node_exporter, systemd, chromium,
 #                       Java 17; PyPI: duckdb, pyarrow, pyspark)
 
 CARGO          ?= cargo
@@ -25,7 +25,7 @@ tool-test:
 
 # Every external tool the tests use; without them those tests print SKIP instead of running.
 tool-ci-deps:
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-node-exporter \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-node-exporter systemd \
 	  chromium fonts-dejavu-core openjdk-17-jre-headless >/dev/null
 	python3 -m pip install -q duckdb pyarrow 'pyspark>=4,<5'
 

@@ -4,8 +4,9 @@
 //! amount, so each expected delta below names the raw counter it must come from.
 //!
 //! One test binary (`hw_fixtures`), a module per driver family (mlx5, thor2, ainic, rxe),
-//! reading (what is read and when, whatever the driver) and vocabulary (the docs' table);
-//! rig holds the fixture rig and the report check they share.
+//! and reading (what is read and when, whatever the driver); rig holds the fixture rig and
+//! the report check they share. The vocabulary's tables in the docs are generated and
+//! checked by the format crate (format/tests/contract/).
 
 #[path = "../fixtures/hw_tree.rs"]
 mod hw_tree;
@@ -17,4 +18,3 @@ mod mlx5;
 mod reading;
 mod rxe;
 mod thor2;
-mod vocabulary;

@@ -456,70 +456,6 @@ pub mod testing {
     pub fn sampler_rows_so_far() -> Option<u64> {
         super::sampler::rows_so_far()
     }
-
-    /// The known counter names as the markdown table of docs/format.md ("Known counters").
-    pub fn known_counters_markdown() -> String {
-        let mut s = String::from("| Key | Kind | Unit | Meaning |\n|---|---|---|---|\n");
-        for k in super::vocab::VOCAB {
-            let kind = match k.kind {
-                super::vocab::Kind::Scalar => "scalar",
-                super::vocab::Kind::PerPrio => "per priority (8)",
-            };
-            s.push_str(&format!(
-                "| `{}` | {kind} | {} | {} |\n",
-                k.name, k.unit, k.meaning
-            ));
-        }
-        s
-    }
-
-    /// The vocabulary as the markdown table of src/hw/README.md.
-    pub fn vocabulary_markdown() -> String {
-        let mut s = String::from(
-            "| Key | Meaning (unit) | mlx5 | thor2 (bnxt_re / bnxt_en) | ainic (ionic) | rxe (Soft-RoCE) |\n|---|---|---|---|---|---|\n",
-        );
-        for (k, unit, meaning, cols) in vocabulary_table() {
-            s.push_str(&format!(
-                "| `{k}` | {meaning} ({unit}) | {} | {} | {} | {} |\n",
-                cols[0], cols[1], cols[2], cols[3]
-            ));
-        }
-        s
-    }
-
-    /// (key, unit, meaning, [mlx5, thor2, ainic, rxe] sources) for documentation.
-    pub fn vocabulary_table() -> Vec<(&'static str, &'static str, &'static str, [String; 4])> {
-        super::vocab::VOCAB
-            .iter()
-            .map(|k| {
-                let col = |d: usize| -> String {
-                    let alts: Vec<String> = k.map[d]
-                        .iter()
-                        .map(|alt| {
-                            alt.iter()
-                                .map(|t| {
-                                    let w = if t.wrap32 { " (32b)" } else { "" };
-                                    let s = if t.scale != 1 {
-                                        format!(" ×{}", t.scale)
-                                    } else {
-                                        String::new()
-                                    };
-                                    format!("{} `{}`{s}{w}", t.src.label(), t.name)
-                                })
-                                .collect::<Vec<_>>()
-                                .join(" + ")
-                        })
-                        .collect();
-                    if alts.is_empty() {
-                        "—".to_owned()
-                    } else {
-                        alts.join(", else ")
-                    }
-                };
-                (k.name, k.unit, k.meaning, [col(0), col(1), col(2), col(3)])
-            })
-            .collect()
-    }
 }
 
 #[cfg(test)]
@@ -643,20 +579,8 @@ mod tests {
     }
 
     #[test]
-    fn format_doc_lists_every_known_counter() {
-        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/format.md"))
-            .unwrap();
-        let table = testing::known_counters_markdown();
-        assert!(
-            doc.contains(table.trim()),
-            "docs/format.md's \"Known counters\" table differs from rccl_telemetry_format::vocab::VOCAB; replace it with:\n{table}"
-        );
-    }
-
-    #[test]
     fn vocabulary_is_exposed_in_order() {
         assert_eq!(vocabulary().len(), VOCAB.len());
         assert_eq!(vocabulary()[0], "delta_tx_bytes");
-        assert_eq!(testing::vocabulary_table().len(), VOCAB.len());
     }
 }

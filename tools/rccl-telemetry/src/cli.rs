@@ -50,9 +50,13 @@ pub enum Cmd {
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Format {
+    /// Prometheus text exposition, the families of the live textfile.
     Prometheus,
+    /// Long tidy CSV: one row per file, level, object and value.
     Csv,
+    /// The same rows as newline-delimited JSON.
     Ndjson,
+    /// Typed Parquet tables, one file per table (and partition), into -o DIR.
     Parquet,
 }
 
@@ -74,6 +78,8 @@ pub struct SummaryArgs {
     /// Every column, nothing wrapped (the default fits the terminal, COLUMNS, or 100).
     #[arg(long)]
     pub wide: bool,
+    /// Files (read whatever their name), directories (their rccl_telemetry_*.json files) or
+    /// quoted glob patterns ('runs/*/rccl_telemetry_*.json').
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
 }
@@ -89,12 +95,16 @@ pub struct CheckArgs {
     /// Lines not cut to the terminal's width (the grouped view).
     #[arg(long)]
     pub wide: bool,
+    /// Files (read whatever their name), directories (their rccl_telemetry_*.json files) or
+    /// quoted glob patterns ('runs/*/rccl_telemetry_*.json').
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
 }
 
 #[derive(Args)]
 pub struct OutliersArgs {
+    /// Print every finding as one JSON object for scripts (kind, rank, device, metric, value,
+    /// median, MAD, z, score, evidence) instead of the table.
     #[arg(long)]
     pub json: bool,
     /// Robust z-score a value must reach.
@@ -116,6 +126,8 @@ pub struct OutliersArgs {
     /// Every column, nothing wrapped (the default fits the terminal, COLUMNS, or 100).
     #[arg(long)]
     pub wide: bool,
+    /// Files (read whatever their name), directories (their rccl_telemetry_*.json files) or
+    /// quoted glob patterns ('runs/*/rccl_telemetry_*.json').
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
 }
@@ -128,28 +140,39 @@ pub struct LinksArgs {
     /// Links shown in the table, slowest p99 first (0 = all); beyond it, per host pair.
     #[arg(long, default_value_t = 30)]
     pub top: usize,
+    /// Every column (both ends' pids, GIDs, bytes, stalls), nothing wrapped (the default fits
+    /// the terminal, COLUMNS, or 100).
     #[arg(long)]
     pub wide: bool,
+    /// Files (read whatever their name), directories (their rccl_telemetry_*.json files) or
+    /// quoted glob patterns ('runs/*/rccl_telemetry_*.json').
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
 }
 
 #[derive(Args)]
 pub struct StallsArgs {
+    /// Print one JSON object for scripts: every stalled QP, the links and ranks, and the
+    /// roots of the hang (`roots`), instead of the tables.
     #[arg(long)]
     pub json: bool,
     /// Links and ranks shown (0 = all).
     #[arg(long, default_value_t = 30)]
     pub top: usize,
+    /// Every column (QP numbers, peers' GIDs, times), nothing wrapped (the default fits the
+    /// terminal, COLUMNS, or 100).
     #[arg(long)]
     pub wide: bool,
-    /// Files and directories: rccl_telemetry_*.json and *.prom.
+    /// Files, directories or quoted glob patterns: rccl_telemetry_*.json files (final files
+    /// or snapshots of a hang) and live *.prom textfiles (RCCL_TELEMETRY_PROMETHEUS_DIR).
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
 }
 
 #[derive(Args)]
 pub struct ExportArgs {
+    /// prometheus: text exposition (the live textfile's families); csv, ndjson: one tidy row
+    /// per value; parquet: typed tables into -o DIR.
     #[arg(long, value_enum)]
     pub format: Format,
     /// How deep the series or rows go [default: channel for prometheus (as the library's
@@ -172,6 +195,8 @@ pub struct ExportArgs {
     /// src_device, dst_host, dst_device labels (Prometheus; one series per link and family).
     #[arg(long)]
     pub links: bool,
+    /// Files (read whatever their name), directories (their rccl_telemetry_*.json files) or
+    /// quoted glob patterns ('runs/*/rccl_telemetry_*.json').
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
 }
@@ -198,18 +223,25 @@ pub struct ReportArgs {
     /// Most devices drawn in the per-device charts.
     #[arg(long, default_value_t = 512)]
     pub max_devices: usize,
+    /// Files (read whatever their name), directories (their rccl_telemetry_*.json files) or
+    /// quoted glob patterns ('runs/*/rccl_telemetry_*.json').
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
 }
 
 #[derive(Args)]
 pub struct GenerateArgs {
+    /// Rank files to write (one process each).
     #[arg(long, default_value_t = 16)]
     pub ranks: usize,
+    /// Ranks on one host (gpu_node_000, gpu_node_001, ...).
     #[arg(long, default_value_t = 8)]
     pub ranks_per_host: usize,
+    /// Devices each rank registers (a rank drives one of them; with --peers, its own NIC).
     #[arg(long, default_value_t = 8)]
     pub devices_per_rank: usize,
+    /// Seed of the pseudo-random figures and of where the plants go: the same seed and
+    /// options give the same files.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Anomalies to plant, comma separated, or "all": cnp, tail, skew, cq_errors,
@@ -217,13 +249,17 @@ pub struct GenerateArgs {
     /// samples_dropped, snapshot.
     #[arg(long, value_delimiter = ',')]
     pub plant: Vec<String>,
-    #[arg(long, default_value = "mlx5")]
+    /// The devices' driver family, which sets their names, channels and hardware counters:
+    /// mlx5 (mlx5_N), thor2 (bnxt_reN), ainic (ionic_N), rxe (rxeN, Soft-RoCE).
+    #[arg(long, default_value = "mlx5", value_parser = ["mlx5", "thor2", "ainic", "rxe"])]
     pub hw_type: String,
     /// RCCL_TELEMETRY_LATENCY_SAMPLE in effect (a power of two; 1 = every WQE).
     #[arg(long, default_value_t = 1)]
     pub latency_sample: u64,
+    /// Buckets of the linear completion-latency histogram (RCCL_TELEMETRY_HISTOGRAM_BUCKETS).
     #[arg(long, default_value_t = 5)]
     pub buckets: usize,
+    /// Width of a linear bucket in ns (RCCL_TELEMETRY_HISTOGRAM_INTERVAL_NS).
     #[arg(long, default_value_t = 30_000)]
     pub interval_ns: u64,
     /// hw_samples per rank (0: the sampler did not run).
@@ -240,5 +276,45 @@ pub struct GenerateArgs {
     /// With --peers: QPs per connected pair of ranks.
     #[arg(long, default_value_t = 2)]
     pub qps_per_peer: usize,
+    /// The directory to write the rank files and planted.json (what was planted where) to;
+    /// created if missing.
     pub dir: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every option and positional of every command says what it is in --help, and the
+    /// value sets of the options that take one are listed.
+    #[test]
+    fn every_argument_has_help() {
+        let cli = Cli::command();
+        let mut missing = Vec::new();
+        for cmd in cli.get_subcommands() {
+            assert!(cmd.get_about().is_some(), "{} has no about", cmd.get_name());
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{} {id}", cmd.get_name()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "arguments without help: {missing:?}");
+        let generate = cli.find_subcommand("generate").unwrap();
+        let hw = generate
+            .get_arguments()
+            .find(|a| a.get_id() == "hw_type")
+            .unwrap();
+        let values: Vec<String> = hw
+            .get_possible_values()
+            .iter()
+            .map(|v| v.get_name().to_owned())
+            .collect();
+        assert_eq!(values, ["mlx5", "thor2", "ainic", "rxe"]);
+    }
 }

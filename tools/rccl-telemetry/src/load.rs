@@ -139,9 +139,19 @@ pub struct Loaded {
 
 /// Reads one file's bytes into a JSON value whose "version" is 1, 2 or "1.0".
 pub fn read_raw(path: &Path) -> Result<RawFile, BadFile> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| BadFile::new(path, BadKind::Unreadable, format!("cannot read: {e}")))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| BadFile::new(path, BadKind::Unreadable, unreadable(&e)))?;
     parse_raw(path, &bytes)
+}
+
+/// Why a file cannot be read; a permission error says what to do about it (the library
+/// writes its files mode 0600, readable by the job's user only).
+pub fn unreadable(e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        format!("cannot read: {e} (rank files are mode 0600: read them as the job's user, or see \"Who can read the files\" in docs/operators.md)")
+    } else {
+        format!("cannot read: {e}")
+    }
 }
 
 /// Parses bytes into a JSON value whose "version" is 1 or 2 (ours) or "1.0" (the in-tree engine's);
@@ -296,5 +306,25 @@ pub fn report_bad(run_bad: &[BadFile], found: usize) {
         .count();
     if skipped > 0 {
         eprintln!("rccl-telemetry: skipped {skipped} of {found} files");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file another user's job wrote (mode 0600) says what to do; other errors say only
+    /// what happened.
+    #[test]
+    fn a_permission_error_points_to_what_to_do() {
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let line = unreadable(&denied);
+        assert!(line.starts_with("cannot read: "), "{line}");
+        assert!(
+            line.contains("mode 0600") && line.contains("docs/operators.md"),
+            "{line}"
+        );
+        let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert!(!unreadable(&missing).contains("0600"));
     }
 }

@@ -5,8 +5,9 @@
 //!
 //! A file is stale when it has not been rewritten for `max_age` (a live rank rewrites it every
 //! RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S), or, when its host is this host, when its pid is not
-//! a running process. Temporary files a write left behind (`.rccl_telemetry_*.prom.*.tmp`)
-//! go by age alone.
+//! a running process (no such process, or a zombie: killed and not yet reaped). Temporary
+//! files a write left behind (`.rccl_telemetry_*.prom.*.tmp`) go by age alone. Where /proc
+//! hides other users' processes (`hidepid=2`), pids are not judged and age alone decides.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -41,8 +42,29 @@ pub fn this_host() -> String {
         .unwrap_or_default()
 }
 
+/// Whether `pid` is a running process of this pid namespace. A zombie (killed, not yet
+/// reaped by its parent: the state a SIGKILLed rank is in until its launcher waits for it)
+/// and a dead entry are not running. A process whose state cannot be read (another user's,
+/// under `hidepid=1`) counts as running: the age rule still removes its file later.
 fn alive(pid: u32) -> bool {
-    Path::new("/proc").join(pid.to_string()).exists()
+    let dir = Path::new("/proc").join(pid.to_string());
+    match std::fs::read_to_string(dir.join("stat")) {
+        Ok(stat) => !matches!(stat_state(&stat), Some('Z' | 'X' | 'x')),
+        Err(_) => dir.exists(),
+    }
+}
+
+/// The state letter of a `/proc/<pid>/stat` line: the field after the command, which is in
+/// parentheses and may itself hold spaces and parentheses (so the last `)` ends it).
+fn stat_state(stat: &str) -> Option<char> {
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Whether other processes' pids can be judged at all: under `hidepid=2` (`invisible`) the
+/// processes of other users are absent from /proc, so every rank would look dead. init (pid 1)
+/// is never ours unless we are root, so its absence means /proc hides what is not ours.
+fn pids_visible() -> bool {
+    Path::new("/proc/1").exists()
 }
 
 /// One decision: the file and why it goes.
@@ -61,6 +83,7 @@ pub fn find(
 ) -> Result<Vec<Stale>, String> {
     let entries =
         std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let judge_pids = pids_visible();
     let mut out = Vec::new();
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -84,7 +107,7 @@ pub fn find(
             Some(format!("not rewritten for {} s", age.as_secs()))
         } else {
             match parsed {
-                Some((h, pid)) if h == host && !alive(pid) => {
+                Some((h, pid)) if h == host && judge_pids && !alive(pid) => {
                     Some(format!("process {pid} is not running"))
                 }
                 _ => None,
@@ -119,6 +142,61 @@ mod tests {
         assert_eq!(parse_name("rccl_telemetry_h_x_7.prom"), None);
         assert_eq!(parse_name("node_cpu.prom"), None);
         assert!(is_temporary(".rccl_telemetry_h_0_7.prom.k3J9xQ2bA1b2.tmp"));
+    }
+
+    #[test]
+    fn the_state_is_read_after_the_last_parenthesis() {
+        assert_eq!(stat_state("42 (sleep) S 1 42 42 0"), Some('S'));
+        assert_eq!(stat_state("42 (a) Z (b) R 1 42"), Some('R'));
+        assert_eq!(stat_state("42 (rank 7) Z 1 0"), Some('Z'));
+        assert_eq!(stat_state("garbage"), None);
+    }
+
+    /// A rank killed with SIGKILL stays a zombie until its parent reaps it: its /proc entry
+    /// exists, but it runs no more, and its file must go at the first run.
+    #[test]
+    fn a_zombie_is_not_running() {
+        let d = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id();
+        let file = format!("rccl_telemetry_here_0_{pid}.prom");
+        std::fs::write(d.path().join(&file), "x 1\n").unwrap();
+        let stale = || {
+            find(
+                d.path(),
+                Duration::from_secs(300),
+                "here",
+                SystemTime::now(),
+            )
+            .unwrap()
+        };
+        assert!(stale().is_empty(), "a running process's file is not stale");
+        child.kill().unwrap();
+        // Not reaped yet: wait (bounded) until the kernel shows it as a zombie.
+        let stat = format!("/proc/{pid}/stat");
+        let mut state = None;
+        for _ in 0..500 {
+            state = std::fs::read_to_string(&stat)
+                .ok()
+                .and_then(|s| stat_state(&s));
+            if state == Some('Z') {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            state,
+            Some('Z'),
+            "the killed child never showed as a zombie"
+        );
+        let found = stale();
+        child.wait().unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].path.ends_with(&file));
+        assert_eq!(found[0].why, format!("process {pid} is not running"));
     }
 
     #[test]

@@ -23,25 +23,48 @@ pub(super) fn e2s<E: std::fmt::Debug>(e: E) -> String {
     format!("{e:?}")
 }
 
-/// A bar chart of one histogram (share of completions per bucket).
+/// A histogram drawn behind another as a grey outline: the whole run's, so a device's shape
+/// reads against it.
+#[derive(Clone, Copy)]
+pub(super) enum Behind<'a> {
+    Linear(&'a [u64]),
+    Log(&'a [crate::model::LogBucket]),
+}
+
+/// Shares (%) of a linear histogram's buckets.
+fn linear_shares(hist: &[u64]) -> Vec<f64> {
+    let total: u64 = crate::stats::hist_total(hist).max(1);
+    hist.iter()
+        .map(|c| *c as f64 / total as f64 * 100.0)
+        .collect()
+}
+
+/// A bar chart of one histogram (share of completions per bucket), with another one's
+/// shares outlined over it when `behind` is a linear histogram of the same buckets.
 pub(super) fn histogram_svg(
     title: &str,
     hist: &[u64],
     width_ns: u64,
-    w: u32,
-    h: u32,
+    behind: Option<Behind>,
+    (w, h): (u32, u32),
     color: RGBColor,
 ) -> DrawResult<String> {
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
         root.fill(&WHITE).map_err(e2s)?;
-        let total: u64 = crate::stats::hist_total(hist).max(1);
-        let shares: Vec<f64> = hist
+        let shares = linear_shares(hist);
+        let over: Vec<f64> = match behind {
+            Some(Behind::Linear(b)) if b.len() == hist.len() => linear_shares(b),
+            _ => Vec::new(),
+        };
+        let ymax = shares
             .iter()
-            .map(|c| *c as f64 / total as f64 * 100.0)
-            .collect();
-        let ymax = shares.iter().cloned().fold(0.0f64, f64::max).max(1.0) * 1.1;
+            .chain(&over)
+            .cloned()
+            .fold(0.0f64, f64::max)
+            .max(1.0)
+            * 1.1;
         let n = hist.len().max(1);
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 14))
@@ -86,10 +109,26 @@ pub(super) fn histogram_svg(
                 )
             }))
             .map_err(e2s)?;
+        chart
+            .draw_series(
+                over.iter()
+                    .enumerate()
+                    .filter(|(_, s)| **s > 0.0)
+                    .map(|(b, s)| {
+                        Rectangle::new(
+                            [(b as f64 + 0.08, 0.0), (b as f64 + 0.92, *s)],
+                            RUN_OUTLINE.stroke_width(2),
+                        )
+                    }),
+            )
+            .map_err(e2s)?;
         root.present().map_err(e2s)?;
     }
     Ok(buf)
 }
+
+/// The outline of the run's histogram behind a device's.
+pub(super) const RUN_OUTLINE: RGBColor = RGBColor(70, 70, 70);
 
 /// Where a latency sits on the log axis of [`log_histogram_svg`]: log10 of the ns (the axis
 /// starts at 1 ns; the exact 0 ns bucket is drawn as a thin bar there).
@@ -131,36 +170,59 @@ pub fn log_axis_labels(buckets: &[crate::model::LogBucket]) -> Vec<String> {
     (a..=b).map(|e| fmt_ns(10f64.powi(e))).collect()
 }
 
+/// Each non-empty bucket of a log-scale histogram as (log10 lo, log10 end, % share).
+fn log_shares(buckets: &[crate::model::LogBucket]) -> Vec<(f64, f64, f64)> {
+    let total: u64 = buckets
+        .iter()
+        .fold(0u64, |s, b| s.saturating_add(b.2))
+        .max(1);
+    buckets
+        .iter()
+        .filter(|b| b.2 > 0)
+        .map(|b| {
+            (
+                log_x(b.0 as f64),
+                log_bucket_end(b).log10(),
+                b.2 as f64 / total as f64 * 100.0,
+            )
+        })
+        .collect()
+}
+
 /// A bar chart of one log-scale histogram (share of completions per bucket) on a log latency
-/// axis, ticks at powers of ten; each bar spans its bucket's bounds.
+/// axis, ticks at powers of ten; each bar spans its bucket's bounds. With `behind` a
+/// log-scale histogram, its shares are outlined over the bars on the same axis.
 pub(super) fn log_histogram_svg(
     title: &str,
     buckets: &[crate::model::LogBucket],
-    w: u32,
-    h: u32,
+    behind: Option<Behind>,
+    (w, h): (u32, u32),
     color: RGBColor,
 ) -> DrawResult<String> {
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
         root.fill(&WHITE).map_err(e2s)?;
-        let total: u64 = buckets
+        let shares = log_shares(buckets);
+        let over_buckets: &[crate::model::LogBucket] = match behind {
+            Some(Behind::Log(b)) => b,
+            _ => &[],
+        };
+        let over = log_shares(over_buckets);
+        let ymax = shares
             .iter()
-            .fold(0u64, |s, b| s.saturating_add(b.2))
-            .max(1);
-        let shares: Vec<(f64, f64, f64)> = buckets
-            .iter()
-            .filter(|b| b.2 > 0)
-            .map(|b| {
-                (
-                    log_x(b.0 as f64),
-                    log_bucket_end(b).log10(),
-                    b.2 as f64 / total as f64 * 100.0,
-                )
-            })
-            .collect();
-        let ymax = shares.iter().map(|s| s.2).fold(0.0f64, f64::max).max(1.0) * 1.1;
-        let (a, b) = log_axis_decades(buckets);
+            .chain(&over)
+            .map(|s| s.2)
+            .fold(0.0f64, f64::max)
+            .max(1.0)
+            * 1.1;
+        let (a, b) = if over.is_empty() {
+            log_axis_decades(buckets)
+        } else {
+            let (a0, b0) = log_axis_decades(buckets);
+            let (a1, b1) = log_axis_decades(over_buckets);
+            (a0.min(a1), b0.max(b1))
+        };
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 14))
             .margin(8)
@@ -200,12 +262,20 @@ pub(super) fn log_histogram_svg(
             ))
             .map_err(e2s)?;
         }
+        // Narrow buckets (the exact ones below 16 ns) still get a visible bar.
+        let bar = |(x0, x1, s): &(f64, f64, f64)| [(*x0, 0.0), (x1.max(x0 + 0.01), *s)];
         chart
-            .draw_series(shares.iter().map(|(x0, x1, s)| {
-                // Narrow buckets (the exact ones below 16 ns) still get a visible bar.
-                let x1 = x1.max(x0 + 0.01);
-                Rectangle::new([(*x0, 0.0), (x1, *s)], color.filled())
-            }))
+            .draw_series(
+                shares
+                    .iter()
+                    .map(|v| Rectangle::new(bar(v), color.filled())),
+            )
+            .map_err(e2s)?;
+        chart
+            .draw_series(
+                over.iter()
+                    .map(|v| Rectangle::new(bar(v), RUN_OUTLINE.stroke_width(1))),
+            )
             .map_err(e2s)?;
         root.present().map_err(e2s)?;
     }
@@ -216,7 +286,6 @@ pub(super) fn log_histogram_svg(
 pub const LOG_HIST_LABEL: &str =
     "log-scale histogram (wqe_completion_log_histogram), relative error <= 12.5%";
 
-/// Devices x buckets: each row is one device's histogram, colour = share of its completions.
 /// The smallest of 1, 2, 5, 10, 20, 50, ... that is at least `min`.
 pub fn nice_step(min: f64) -> usize {
     let mut base = 1usize;
@@ -264,102 +333,6 @@ pub fn heatmap_label_rows(n_rows: usize, row_h: f64, flagged: &[bool]) -> Vec<(f
 pub fn skew_ticks(n: usize) -> Vec<f64> {
     let step = nice_step(n as f64 / 20.0);
     (0..n).step_by(step).map(|i| i as f64).collect()
-}
-
-pub(super) fn heatmap_svg(rows: &[(String, Vec<u64>, bool)], width_ns: u64) -> DrawResult<String> {
-    let n_rows = rows.len().max(1);
-    let n_b = rows.iter().map(|r| r.1.len()).max().unwrap_or(1).max(1);
-    let row_h = heatmap_row_height(n_rows);
-    let h = (row_h * n_rows as f64) as u32 + 90;
-    let flags: Vec<bool> = rows.iter().map(|r| r.2).collect();
-    let labelled = heatmap_label_rows(n_rows, row_h, &flags);
-    let label_w = rows
-        .iter()
-        .map(|r| r.0.chars().count())
-        .max()
-        .unwrap_or(8)
-        .clamp(8, 40) as u32
-        * 7
-        + 12;
-    let mut buf = String::new();
-    {
-        let root = SVGBackend::with_string(&mut buf, (WIDE_W, h)).into_drawing_area();
-        root.fill(&WHITE).map_err(e2s)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "Completion latency per device (row = device, colour = share of its completions)",
-                ("sans-serif", 14),
-            )
-            .margin(8)
-            .x_label_area_size(30)
-            .y_label_area_size(label_w)
-            .build_cartesian_2d(0f64..n_b as f64, 0f64..n_rows as f64)
-            .map_err(e2s)?;
-        // Labels drawn where they belong (plotters' own ticks fall on "nice" values, not on row
-        // or bucket centres): each labelled row's name at its centre, each bucket's edge below it.
-        chart
-            .configure_mesh()
-            .disable_mesh()
-            .x_labels(0)
-            .y_labels(0)
-            .draw()
-            .map_err(e2s)?;
-        let font = ("sans-serif", 11).into_font().color(&BLACK);
-        for (y, ri) in &labelled {
-            let (px, py) = chart.backend_coord(&(0.0, *y));
-            let name = rows.get(*ri).map_or("", |r| r.0.as_str());
-            root.draw(&Text::new(
-                name.to_string(),
-                (px - 6, py),
-                font.pos(Pos::new(HPos::Right, VPos::Center)),
-            ))
-            .map_err(e2s)?;
-        }
-        for b in 0..n_b {
-            let label = if b + 1 == n_b {
-                format!(">={}", fmt_ns(b as f64 * width_ns as f64))
-            } else {
-                format!("<{}", fmt_ns((b as f64 + 1.0) * width_ns as f64))
-            };
-            let (px, py) = chart.backend_coord(&(b as f64 + 0.5, 0.0));
-            root.draw(&Text::new(
-                label,
-                (px, py + 6),
-                font.pos(Pos::new(HPos::Center, VPos::Top)),
-            ))
-            .map_err(e2s)?;
-        }
-        let mut cells = Vec::new();
-        for (ri, (_, hist, flagged)) in rows.iter().enumerate() {
-            let total: u64 = crate::stats::hist_total(hist).max(1);
-            let y = (n_rows - 1 - ri) as f64;
-            for (b, c) in hist.iter().enumerate() {
-                let share = *c as f64 / total as f64;
-                // Log scale so a 1% tail is visible next to an 80% mode.
-                let t = if share <= 0.0 {
-                    0.0
-                } else {
-                    ((share.log10() + 4.0) / 4.0).clamp(0.05, 1.0)
-                };
-                let col = if *flagged {
-                    RGBColor(255, (255.0 * (1.0 - t)) as u8, (255.0 * (1.0 - t)) as u8)
-                } else {
-                    RGBColor(
-                        (255.0 * (1.0 - t)) as u8,
-                        (255.0 * (1.0 - 0.6 * t)) as u8,
-                        255,
-                    )
-                };
-                cells.push(Rectangle::new(
-                    [(b as f64, y), (b as f64 + 1.0, y + 1.0)],
-                    col.filled(),
-                ));
-            }
-        }
-        chart.draw_series(cells).map_err(e2s)?;
-        root.present().map_err(e2s)?;
-    }
-    Ok(buf)
 }
 
 /// One device's line in a time-series chart: its label, (seconds, value) points, flagged.
@@ -424,9 +397,29 @@ pub(super) fn series_svg(counter: &str, lines: &[SeriesLine]) -> DrawResult<Stri
 pub(super) type SkewChart<'a, 'b> =
     ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
+/// The binary unit a byte axis up to `max` bytes is drawn in: (bytes per unit, its name),
+/// the largest of B, KiB, MiB, ... that `max` reaches, so ticks fall on round numbers of it.
+pub fn byte_axis_unit(max: f64) -> (f64, &'static str) {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut i = 0;
+    while i + 1 < UNITS.len() && max >= 1024f64.powi(i as i32 + 1) {
+        i += 1;
+    }
+    (1024f64.powi(i as i32), UNITS[i])
+}
+
+/// A tick label of a byte axis drawn in `unit`: "200 MiB", "2.5 GiB" (no trailing zeros).
+pub fn byte_tick_label(v: f64, unit: &str) -> String {
+    let t = format!("{v:.3}");
+    let t = t.trim_end_matches('0').trim_end_matches('.');
+    format!("{t} {unit}")
+}
+
 /// The frame both byte-skew charts share: bytes on the y axis up to the largest tx or rx of
-/// `points`, one x column per `per` devices in rank order (labelled with its first device),
-/// and the run's tx and rx medians dashed across, drawn after `draw` has added the marks.
+/// `points`, in the binary unit that keeps its ticks round (`draw` gets the bytes per unit
+/// to divide by), one x column per `per` devices in rank order (labelled with its first
+/// device), and the run's tx and rx medians dashed across, drawn after `draw` has added the
+/// marks.
 pub(super) fn skew_frame(
     points: &[(String, f64, f64, bool)],
     per: usize,
@@ -434,16 +427,18 @@ pub(super) fn skew_frame(
     x_desc: &str,
     x_labels: usize,
     (median_tx, median_rx): (f64, f64),
-    draw: impl FnOnce(&mut SkewChart) -> DrawResult<()>,
+    draw: impl FnOnce(&mut SkewChart, f64) -> DrawResult<()>,
 ) -> DrawResult<String> {
     let per = per.max(1);
     let n = points.len().div_ceil(per).max(1);
-    let ymax = points
+    let top = points
         .iter()
         .map(|p| p.1.max(p.2))
         .fold(0.0f64, f64::max)
         .max(1.0)
         * 1.08;
+    let (unit, unit_name) = byte_axis_unit(top);
+    let ymax = top / unit;
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (WIDE_W, 340)).into_drawing_area();
@@ -468,14 +463,14 @@ pub(super) fn skew_frame(
                     String::new()
                 }
             })
-            .y_label_formatter(&|y| fmt_bytes(*y))
+            .y_label_formatter(&|y| byte_tick_label(*y, unit_name))
             .draw()
             .map_err(e2s)?;
-        draw(&mut chart)?;
+        draw(&mut chart, unit)?;
         for (m, c) in [(median_tx, BLUE), (median_rx, ORANGE)] {
             chart
                 .draw_series(DashedLineSeries::new(
-                    vec![(-0.5, m), (n as f64 - 0.5, m)],
+                    vec![(-0.5, m / unit), (n as f64 - 0.5, m / unit)],
                     6,
                     4,
                     c.stroke_width(1),
@@ -501,12 +496,12 @@ pub(super) fn skew_svg(
         "device, numbered in rank (host, pid) order",
         skew_ticks(n).len().max(2),
         (median_tx, median_rx),
-        |chart| {
+        |chart, unit| {
             let r = if n > 200 { 2 } else { 3 };
             chart
                 .draw_series(points.iter().enumerate().map(|(i, p)| {
                     Circle::new(
-                        (i as f64, p.1),
+                        (i as f64, p.1 / unit),
                         r,
                         if p.3 { FLAG.filled() } else { BLUE.filled() },
                     )
@@ -515,7 +510,7 @@ pub(super) fn skew_svg(
             chart
                 .draw_series(points.iter().enumerate().map(|(i, p)| {
                     TriangleMarker::new(
-                        (i as f64, p.2),
+                        (i as f64, p.2 / unit),
                         r,
                         if p.3 { FLAG.filled() } else { ORANGE.filled() },
                     )
@@ -551,5 +546,38 @@ mod share_label_tests {
         assert_eq!(d.len(), labels.len(), "{labels:?}");
         assert_eq!(share_label(&12.0), "12");
         assert_eq!(share_label(&0.2), "0.2");
+    }
+}
+
+#[cfg(test)]
+mod byte_axis_tests {
+    use super::*;
+
+    #[test]
+    fn the_unit_is_the_largest_the_axis_reaches() {
+        assert_eq!(byte_axis_unit(0.0), (1.0, "B"));
+        assert_eq!(byte_axis_unit(1023.0), (1.0, "B"));
+        assert_eq!(byte_axis_unit(1024.0), (1024.0, "KiB"));
+        assert_eq!(byte_axis_unit(600.0 * 1048576.0), (1048576.0, "MiB"));
+        assert_eq!(byte_axis_unit(13.0 * 1073741824.0).1, "GiB");
+        assert_eq!(byte_tick_label(200.0, "MiB"), "200 MiB");
+        assert_eq!(byte_tick_label(2.5, "GiB"), "2.5 GiB");
+        assert_eq!(byte_tick_label(0.0, "GiB"), "0 GiB");
+    }
+
+    /// The 530 MiB demo: ticks at whole hundreds of MiB, not at 95.37 MiB (10^8 bytes).
+    #[test]
+    fn skew_ticks_fall_on_round_mebibytes() {
+        let m = 530.92 * 1048576.0;
+        let pts: Vec<(String, f64, f64, bool)> =
+            (0..8).map(|i| (format!("r{i}"), m, m, false)).collect();
+        let svg = skew_svg(&pts, m, m).unwrap();
+        let labels: Vec<f64> = svg
+            .split("<text")
+            .filter_map(|t| t.split_once('>')?.1.split("</text>").next())
+            .filter_map(|t| t.trim().strip_suffix(" MiB")?.parse().ok())
+            .collect();
+        assert!(labels.len() >= 4, "{labels:?}");
+        assert!(labels.iter().all(|v| v % 100.0 == 0.0), "{labels:?}");
     }
 }

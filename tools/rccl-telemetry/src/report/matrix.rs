@@ -50,33 +50,55 @@ fn bytes_colour(frac: f64) -> String {
     )
 }
 
+/// Font size of the matrix's row and column names: readable whatever the number of NICs.
+pub const MATRIX_FONT_PX: f64 = 10.5;
+
+/// Which of `n` rows of `cell` px the matrix names: every k-th, k such that names are at
+/// least a line of text apart, and always the `named` ones (the culprits), with the regular
+/// names too close to one of those left out.
+pub fn matrix_label_rows(n: usize, cell: f64, named: &BTreeSet<usize>) -> Vec<usize> {
+    let every = (((MATRIX_FONT_PX + 2.0) / cell).ceil() as usize).max(1);
+    let near = |i: usize| named.iter().any(|c| *c != i && c.abs_diff(i) < every);
+    let mut rows: Vec<usize> = (0..n)
+        .step_by(every)
+        .filter(|i| !near(*i))
+        .chain(named.iter().copied().filter(|i| *i < n))
+        .collect();
+    rows.sort_unstable();
+    rows.dedup();
+    rows
+}
+
 /// One matrix as SVG: `vals[a][b]` (None: no link), `labels`, the colour of a value, the text
-/// of a value (cell titles, drawn for up to 150 rows), and cells to outline.
+/// of a value (cell titles, drawn for up to 150 rows), cells to outline, and the rows and
+/// columns always named (bold, in red).
 fn matrix_svg(
     id: &str,
     labels: &[String],
     vals: &[Vec<Option<f64>>],
     colour: &dyn Fn(f64) -> String,
     text: &dyn Fn(f64) -> String,
-    outline: &BTreeSet<(usize, usize)>,
+    (outline, named): (&BTreeSet<(usize, usize)>, &BTreeSet<usize>),
 ) -> String {
     let n = labels.len();
     let cell = (760.0 / n.max(1) as f64).clamp(1.5, 22.0);
-    let label_every = ((7.0 / cell).ceil() as usize).max(1);
-    let font = (cell * label_every as f64 * 0.8).clamp(5.0, 11.0);
+    let font = MATRIX_FONT_PX;
     let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(1) as f64;
-    let margin = (longest * font * 0.6 + 8.0).min(220.0);
+    let margin = (longest * font * 0.68 + 10.0).min(240.0);
     let size = margin + cell * n as f64 + 10.0;
     let mut s = String::new();
     let _ = write!(s, "<svg id=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{size:.0}\" height=\"{size:.0}\" font-family=\"sans-serif\" font-size=\"{font:.1}\">");
     let _ = write!(s, "<rect x=\"{margin:.1}\" y=\"{margin:.1}\" width=\"{w:.1}\" height=\"{w:.1}\" fill=\"#f4f4f4\"/>", w = cell * n as f64);
-    for (i, l) in labels.iter().enumerate() {
-        if i % label_every != 0 {
-            continue;
-        }
+    for i in matrix_label_rows(n, cell, named) {
+        let l = &labels[i];
+        let style = if named.contains(&i) {
+            " fill=\"#b00\" font-weight=\"bold\""
+        } else {
+            ""
+        };
         let c = margin + cell * (i as f64 + 0.5);
-        let _ = write!(s, "<text x=\"{:.1}\" y=\"{c:.1}\" text-anchor=\"end\" dominant-baseline=\"middle\">{}</text>", margin - 3.0, esc(l));
-        let _ = write!(s, "<text transform=\"translate({c:.1},{:.1}) rotate(-90)\" dominant-baseline=\"middle\">{}</text>", margin - 3.0, esc(l));
+        let _ = write!(s, "<text x=\"{:.1}\" y=\"{c:.1}\" text-anchor=\"end\" dominant-baseline=\"middle\"{style}>{}</text>", margin - 3.0, esc(l));
+        let _ = write!(s, "<text transform=\"translate({c:.1},{:.1}) rotate(-90)\" dominant-baseline=\"middle\"{style}>{}</text>", margin - 3.0, esc(l));
     }
     let titles = n <= 150;
     for (a, row) in vals.iter().enumerate() {
@@ -180,12 +202,14 @@ pub fn matrix_section_with(run: &Run, findings: &[Finding]) -> String {
         .map(|(i, x)| ((x.host.as_str(), x.device.as_str()), i))
         .collect();
     let mut outline = BTreeSet::new();
+    let mut named = BTreeSet::new();
     for f in findings {
         let nics: Vec<usize> = f
             .nics
             .iter()
             .filter_map(|(h, d)| nic_of.get(&(h.as_str(), d.as_str())).copied())
             .collect();
+        named.extend(nics.iter().map(|i| pos[*i]));
         match f.kind {
             Kind::SlowLink if nics.len() == 2 => {
                 let (a, b) = (pos[nics[0]], pos[nics[1]]);
@@ -218,14 +242,37 @@ pub fn matrix_section_with(run: &Run, findings: &[Finding]) -> String {
     let _ = writeln!(
         h,
         "<figure class=\"chart hm-p99\">{}<figcaption>p99 completion latency at the sending side, coloured by its ratio to the median link {} (pale 1x, yellow 1.4x, orange 2x, red 2.8x, dark red 4x and more).</figcaption></figure>",
-        matrix_svg("matrix-p99", &labels, &p99, &|v| ratio_colour(v / med), &|v| format!("p99 {} ({:.2}x the median)", fmt_ns(v), v / med), &outline),
+        matrix_svg("matrix-p99", &labels, &p99, &|v| ratio_colour(v / med), &|v| format!("p99 {} ({:.2}x the median)", fmt_ns(v), v / med), (&outline, &named)),
         esc(&fmt_ns(med))
     );
     let _ = writeln!(
         h,
         "<figure class=\"chart hm-bytes\">{}<figcaption>Bytes sent on the link (the device's tx bytes shared out by its WRs), darker is more; the largest cell is {}.</figcaption></figure></div>",
-        matrix_svg("matrix-bytes", &labels, &bytes, &|v| bytes_colour(v / bmax), &|v| fmt_bytes(v), &BTreeSet::new()),
+        matrix_svg("matrix-bytes", &labels, &bytes, &|v| bytes_colour(v / bmax), &|v| fmt_bytes(v), (&BTreeSet::new(), &named)),
         esc(&fmt_bytes(bmax))
     );
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 256 NICs in 760 px: names a line of text apart, and always the culprit's, with no
+    /// regular name overlapping it.
+    #[test]
+    fn names_are_a_line_apart_and_the_culprit_is_always_named() {
+        let cell = 760.0 / 256.0;
+        let culprit: BTreeSet<usize> = [170].into();
+        let rows = matrix_label_rows(256, cell, &culprit);
+        assert!(rows.contains(&170) && rows.contains(&0));
+        assert!(
+            rows.windows(2)
+                .all(|w| (w[1] - w[0]) as f64 * cell >= MATRIX_FONT_PX),
+            "{rows:?}"
+        );
+        assert!(rows.len() > 40, "{} names", rows.len());
+        // Few NICs, wide cells: every one is named.
+        assert_eq!(matrix_label_rows(8, 22.0, &BTreeSet::new()).len(), 8);
+    }
 }

@@ -297,7 +297,7 @@ pub fn skew_grouped_svg(
         ),
         20,
         (median_tx, median_rx),
-        |chart| {
+        |chart, unit| {
             for (off, pick, colour) in [
                 (
                     -0.2,
@@ -310,14 +310,14 @@ pub fn skew_grouped_svg(
                     .draw_series(cols.iter().enumerate().map(|(i, c)| {
                         let (lo, _, hi) = pick(c);
                         PathElement::new(
-                            vec![(i as f64 + off, lo), (i as f64 + off, hi)],
+                            vec![(i as f64 + off, lo / unit), (i as f64 + off, hi / unit)],
                             colour.stroke_width(1),
                         )
                     }))
                     .map_err(e2s)?;
                 chart
                     .draw_series(cols.iter().enumerate().map(|(i, c)| {
-                        Circle::new((i as f64 + off, pick(c).1), 2, colour.filled())
+                        Circle::new((i as f64 + off, pick(c).1 / unit), 2, colour.filled())
                     }))
                     .map_err(e2s)?;
             }
@@ -330,8 +330,8 @@ pub fn skew_grouped_svg(
                         .flat_map(|(i, p)| {
                             let x = (i / per) as f64;
                             [
-                                Circle::new((x - 0.2, p.1), 3, FLAG.filled()),
-                                Circle::new((x + 0.2, p.2), 3, FLAG.filled()),
+                                Circle::new((x - 0.2, p.1 / unit), 3, FLAG.filled()),
+                                Circle::new((x + 0.2, p.2 / unit), 3, FLAG.filled()),
                             ]
                         }),
                 )

@@ -242,8 +242,23 @@ fn prom_gc_removes_the_file_of_a_killed_rank_and_keeps_a_live_one() {
         "nothing is stale while the rank runs: {}",
         stdout(&out)
     );
-    c.0.kill().unwrap(); // SIGKILL: the library cannot remove its file
-    c.0.wait().unwrap();
+    // SIGKILL: the library cannot remove its file. The rank is not reaped yet (a launcher
+    // waits for it when it gets round to it): a zombie, whose file must go all the same.
+    c.0.kill().unwrap();
+    let stat = format!("/proc/{}/stat", c.0.id());
+    let zombie = || {
+        std::fs::read_to_string(&stat).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    };
+    for _ in 0..1000 {
+        if zombie() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(zombie(), "the killed rank never showed as a zombie");
     assert!(prom[0].exists());
     let dry = run(&["prom-gc", "--dry-run", d]);
     assert!(stdout(&dry).contains("would remove") && prom[0].exists());
@@ -256,4 +271,5 @@ fn prom_gc_removes_the_file_of_a_killed_rank_and_keeps_a_live_one() {
         "{said}"
     );
     assert!(!prom[0].exists() && live.exists());
+    c.0.wait().unwrap();
 }

@@ -167,12 +167,41 @@ fn version_2_report_plots_the_log_scale_histogram_on_a_log_axis() {
             );
         }
     }
-    // The heat map stays linear and says so.
+    // The heat map's columns are the log-scale histogram's too, on decade ticks, and it says
+    // so; the linear buckets are not drawn.
     let hm = figures(&html, "latency-heatmap");
+    assert_eq!(hm.len(), 1);
     assert!(
-        hm[0].1.contains("linear histogram") && hm[0].1.contains("bucket width"),
+        hm[0].1.contains("log-scale histogram") && !hm[0].1.contains("bucket width"),
         "{}",
         hm[0].1
+    );
+    let ticks = decade_ticks(&hm[0].0);
+    assert!(
+        ticks.len() >= 2
+            && ticks
+                .windows(2)
+                .all(|w| w[1].1 == w[0].1 + 1 && w[1].0 > w[0].0),
+        "{ticks:?}"
+    );
+    assert!(!hm[0].0.iter().any(|(_, t)| t.starts_with("&lt;")));
+    // Only the device a finding names gets a histogram of its own: the planted tail.
+    let p = g
+        .planted
+        .iter()
+        .find(|p| p.kind == "tail")
+        .expect("tail planted");
+    assert_eq!(
+        dev_figs.len(),
+        1,
+        "an unflagged device's histogram is drawn"
+    );
+    assert!(
+        dev_figs[0]
+            .1
+            .contains(&format!("{}:{} device {}", p.host, p.pid, p.device_id)),
+        "{}",
+        dev_figs[0].1
     );
 }
 

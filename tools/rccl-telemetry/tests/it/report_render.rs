@@ -153,7 +153,7 @@ fn chromium_renders_the_report_with_its_charts() {
         );
     };
     let (g, _, html_path) = make_report();
-    let (data, channels) = screenshot(browser, &html_path, &g.path().join("shot.png"), 1400, 2600);
+    let (data, channels) = screenshot(browser, &html_path, &g.path().join("shot.png"), 1400, 6000);
     let data = &data[..];
     let pixels = data.len() / channels;
     let white = count_colour(data, channels, (255, 255, 255), 3);
