@@ -118,6 +118,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "peers")) sc_peers();
   else if (!strcmp(s, "peers-wide")) sc_peers_wide(argc > 2 ? atoi(argv[2]) : 12);
   else if (!strcmp(s, "stall")) sc_stall(n);
+  else if (!strcmp(s, "stall-deep")) sc_stall_deep(n);
   else FAIL("unknown scenario %s", s);
   return 0;
 }

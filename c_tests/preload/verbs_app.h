@@ -83,6 +83,8 @@ struct pair {
   struct ibv_qp *a, *b;
 };
 void mk_pair(struct pair *p, int dev);
+/* The same with a's send queue depth-deep. */
+void mk_pair_depth(struct pair *p, int dev, uint32_t depth);
 void free_pair(struct pair *p);
 
 /* One round of sc_chain, on pair p (verbs_app_datapath.c; sc_fork's child runs one too). */
@@ -108,5 +110,6 @@ void sc_dlnext(void);
 void sc_peers(void);
 void sc_peers_wide(int n);
 void sc_stall(int pause_ms);
+void sc_stall_deep(int pause_ms);
 void sc_errors_all(void);
 #endif
