@@ -53,6 +53,7 @@ struct verbs_table {
   void (*hold)(int);
   int (*wait_held)(int, int);
   void (*release)(int);
+  void (*recycle_qps)(int);
 };
 extern struct verbs_table V;
 
@@ -103,6 +104,7 @@ void sc_fork_locked(void);
 void sc_reuse(int n);
 void sc_reopen(void);
 void sc_reopen_race(void);
+void sc_destroy_race(void);
 void sc_churn(int n);
 void sc_qploop(int n);
 void sc_disabled(void);
