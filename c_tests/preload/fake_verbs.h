@@ -31,7 +31,9 @@
  * Cues (fakeverbs_hold / fakeverbs_wait_held / fakeverbs_release): the next call reaching a
  * named point blocks there until released, so that a test can stop a thread inside a
  * provider call (and whatever the interposer holds around it) and act meanwhile.
- * QP numbers are spread over the 24-bit space (qp_new), not consecutive.
+ * QP numbers are spread over the 24-bit space (qp_new), not consecutive; after
+ * fakeverbs_recycle_qps(1) a destroyed QP's memory and number go to the next QP created on
+ * its device (the same ibv_qp address and qp_num), as a provider's pool may hand them out.
  * Knobs (environment): FAKEVERBS_SEND_WR_CAP=n reports cap.max_send_wr = n while taking any
  * number of WRs; FAKEVERBS_WC_FLAGS_ALLOWED=mask refuses ibv_cq_ex wc_flags outside mask.
  *
@@ -54,6 +56,7 @@ void fakeverbs_fail_next(struct ibv_qp *qp);
 void fakeverbs_fail_next_status(struct ibv_qp *qp, int status, uint32_t vendor_err);
 void fakeverbs_inject(struct ibv_cq *cq, uint32_t qp_num);
 void fakeverbs_fail_modify(struct ibv_qp *qp, int err);
+void fakeverbs_recycle_qps(int on);
 int fakeverbs_set_gid(struct ibv_context *ctx, uint8_t port, int index, const void *gid16);
 int fakeverbs_set_lid(struct ibv_context *ctx, uint8_t port, uint16_t lid);
 unsigned long fakeverbs_queries(void);
@@ -67,6 +70,7 @@ int fakeverbs_qpx_pristine(struct ibv_qp_ex *qpx);
 #define FAKEVERBS_AT_QP_TO_QP_EX 1 /* ibv_qp_to_qp_ex, on entry */
 #define FAKEVERBS_AT_COMPLETION 2  /* the interposer's test build, inside a QP's completion */
 #define FAKEVERBS_AT_CLOSED 3      /* ibv_close_device, the context freed, before returning */
+#define FAKEVERBS_AT_QP_DESTROYED 4 /* ibv_destroy_qp, the QP gone, before returning */
 void fakeverbs_cue(int point); /* where a point is reached (the fake's own, or a caller's) */
 void fakeverbs_hold(int point);
 int fakeverbs_wait_held(int point, int seconds);

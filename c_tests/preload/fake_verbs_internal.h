@@ -46,6 +46,7 @@ struct fqp {
   struct fcq *scq, *rcq;
   struct fsrq *srq;
   struct fqp *peer;
+  struct fqp *next_free; /* fakeverbs_recycle_qps: the device's recycled QPs */
   int sig_all, error, fail_next, ex;
   int fail_modify; /* the error the next modify_qp returns, 0 none */
   enum ibv_wc_status fail_status; /* the status (and vendor_err) of the failing WR */

@@ -13,10 +13,32 @@
 #include "fake_verbs_internal.h"
 
 static uint32_t g_next_qpn[2] = {0x100, 0x100}; /* per device, under g_mu */
+/* fakeverbs_recycle_qps(1): a destroyed QP's memory and number go to the next QP created on
+ * its device (newest first), as a provider's QP pool and number allocator may hand them out;
+ * per device, under g_mu. */
+static int g_recycle;
+static struct fqp *g_recycled[2];
+
+EXPORT void fakeverbs_recycle_qps(int on) {
+  pthread_mutex_lock(&g_mu);
+  g_recycle = on;
+  pthread_mutex_unlock(&g_mu);
+}
 
 struct fqp *qp_new(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
                    struct ibv_srq *srq, int sig_all, enum ibv_qp_type type, struct ibv_qp_cap *cap) {
-  struct fqp *q = calloc(1, sizeof *q);
+  int d = dev_index(ctx);
+  pthread_mutex_lock(&g_mu);
+  struct fqp *q = g_recycled[d];
+  if (q) g_recycled[d] = q->next_free;
+  pthread_mutex_unlock(&g_mu);
+  uint32_t qpn = 0;
+  if (q) {
+    qpn = q->qpx.qp_base.qp_num;
+    memset(q, 0, sizeof *q);
+  } else {
+    q = calloc(1, sizeof *q);
+  }
   if (!q) return NULL;
   struct ibv_qp *b = &q->qpx.qp_base;
   b->context = ctx;
@@ -27,15 +49,18 @@ struct fqp *qp_new(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *sc
   b->qp_type = type;
   b->state = IBV_QPS_RESET;
   b->handle = __atomic_fetch_add(&g_handles, 1, __ATOMIC_RELAXED);
-  int d = dev_index(ctx);
   pthread_mutex_lock(&g_mu);
-  b->qp_num = g_next_qpn[d];
-  /* Spread over the 24-bit space, as a provider's round-robin numbers are after long churn:
-   * an odd stride visits every number once before any repeats (0 and 1 are skipped), and
-   * consecutive QPs fall 4096 + 512 + 1 apart (another 256-number block, another 4 KiB of a
-   * 4096-number page each time). */
-  do g_next_qpn[d] = (g_next_qpn[d] + 0x1201) & 0xFFFFFF;
-  while (g_next_qpn[d] < 2);
+  if (qpn) {
+    b->qp_num = qpn;
+  } else {
+    b->qp_num = g_next_qpn[d];
+    /* Spread over the 24-bit space, as a provider's round-robin numbers are after long churn:
+     * an odd stride visits every number once before any repeats (0 and 1 are skipped), and
+     * consecutive QPs fall 4096 + 512 + 1 apart (another 256-number block, another 4 KiB of a
+     * 4096-number page each time). */
+    do g_next_qpn[d] = (g_next_qpn[d] + 0x1201) & 0xFFFFFF;
+    while (g_next_qpn[d] < 2);
+  }
   pthread_mutex_unlock(&g_mu);
   q->scq = (struct fcq *)scq;
   q->rcq = (struct fcq *)rcq;
@@ -59,13 +84,20 @@ EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp) {
 
 EXPORT int ibv_destroy_qp(struct ibv_qp *qp) {
   struct fqp *q = (struct fqp *)qp;
-  pthread_mutex_lock(&g_mu);
-  if (q->peer && q->peer->peer == q) q->peer->peer = NULL;
-  pthread_mutex_unlock(&g_mu);
   free(q->rq);
   free(q->wrs);
   free(q->sges);
-  free(q);
+  pthread_mutex_lock(&g_mu);
+  if (q->peer && q->peer->peer == q) q->peer->peer = NULL;
+  int keep = g_recycle;
+  if (keep) {
+    int d = dev_index(qp->context);
+    q->next_free = g_recycled[d];
+    g_recycled[d] = q;
+  }
+  pthread_mutex_unlock(&g_mu);
+  if (!keep) free(q);
+  fakeverbs_cue(FAKEVERBS_AT_QP_DESTROYED); /* the QP is gone, the call not yet returned */
   return 0;
 }
 

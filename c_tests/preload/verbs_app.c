@@ -57,6 +57,7 @@ static void load(void) {
   S(hold, "fakeverbs_hold", NULL);
   S(wait_held, "fakeverbs_wait_held", NULL);
   S(release, "fakeverbs_release", NULL);
+  S(recycle_qps, "fakeverbs_recycle_qps", NULL);
 #undef S
 }
 #else
@@ -90,6 +91,7 @@ static void load(void) {
   V.hold = fakeverbs_hold;
   V.wait_held = fakeverbs_wait_held;
   V.release = fakeverbs_release;
+  V.recycle_qps = fakeverbs_recycle_qps;
 }
 #endif
 
@@ -109,6 +111,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "reopen")) sc_reopen();
   else if (!strcmp(s, "churn")) sc_churn(n);
   else if (!strcmp(s, "reopen-race")) sc_reopen_race();
+  else if (!strcmp(s, "destroy-race")) sc_destroy_race();
   else if (!strcmp(s, "qploop")) sc_qploop(n);
   else if (!strcmp(s, "srq")) sc_srq(n);
   else if (!strcmp(s, "srq-shared")) sc_srq_shared(n);
@@ -118,6 +121,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "peers")) sc_peers();
   else if (!strcmp(s, "peers-wide")) sc_peers_wide(argc > 2 ? atoi(argv[2]) : 12);
   else if (!strcmp(s, "stall")) sc_stall(n);
+  else if (!strcmp(s, "stall-deep")) sc_stall_deep(n);
   else FAIL("unknown scenario %s", s);
   return 0;
 }

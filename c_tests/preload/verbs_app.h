@@ -53,6 +53,7 @@ struct verbs_table {
   void (*hold)(int);
   int (*wait_held)(int, int);
   void (*release)(int);
+  void (*recycle_qps)(int);
 };
 extern struct verbs_table V;
 
@@ -83,6 +84,8 @@ struct pair {
   struct ibv_qp *a, *b;
 };
 void mk_pair(struct pair *p, int dev);
+/* The same with a's send queue depth-deep. */
+void mk_pair_depth(struct pair *p, int dev, uint32_t depth);
 void free_pair(struct pair *p);
 
 /* One round of sc_chain, on pair p (verbs_app_datapath.c; sc_fork's child runs one too). */
@@ -101,6 +104,7 @@ void sc_fork_locked(void);
 void sc_reuse(int n);
 void sc_reopen(void);
 void sc_reopen_race(void);
+void sc_destroy_race(void);
 void sc_churn(int n);
 void sc_qploop(int n);
 void sc_disabled(void);
@@ -108,5 +112,6 @@ void sc_dlnext(void);
 void sc_peers(void);
 void sc_peers_wide(int n);
 void sc_stall(int pause_ms);
+void sc_stall_deep(int pause_ms);
 void sc_errors_all(void);
 #endif

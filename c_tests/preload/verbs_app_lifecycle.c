@@ -297,3 +297,46 @@ void sc_dlnext(void) {
   snprintf(extra, sizeof extra, "\"next_is_default\":%d,\"next_from\":\"%s\"", next && next == dflt, b ? b + 1 : from);
   report(extra);
 }
+
+/* A QP created while another thread destroys one that had the same ibv_qp address and QPN
+ * (the fake recycles both, as a provider's pool may): the destroying thread is held inside
+ * the provider's destroy (the QP gone, the call not yet returned) while the main thread
+ * creates Y, which gets X's address and number; then the destroy returns. Y is a QP of its
+ * own: X's one signalled write counted on X, Y's three on Y, none on a QP the file does not
+ * know. */
+static void *destroy_qp_thread(void *qp) { return (void *)(intptr_t)V.destroy_qp(qp); }
+static void signalled_writes(struct ibv_qp *qp, struct ibv_cq *cq, int n) {
+  for (int i = 0; i < n; i++) {
+    struct ibv_send_wr w, *bad = NULL;
+    struct ibv_sge s;
+    set_wr(&w, &s, IBV_WR_RDMA_WRITE, 64, 1, 7 + (uint64_t)i);
+    if (ibv_post_send(qp, &w, &bad)) FAIL("post_send");
+  }
+  drain(cq, n, IBV_WC_SUCCESS);
+}
+void sc_destroy_race(void) {
+  alarm(60);
+  struct pair p;
+  mk_pair(&p, 0);
+  struct ibv_qp *x = p.a;
+  uint32_t xn = x->qp_num;
+  signalled_writes(x, p.cqa, 1);
+  V.recycle_qps(1);
+  V.hold(FAKEVERBS_AT_QP_DESTROYED);
+  pthread_t t;
+  if (pthread_create(&t, NULL, destroy_qp_thread, x)) FAIL("pthread_create");
+  if (V.wait_held(FAKEVERBS_AT_QP_DESTROYED, 60)) FAIL("the destroy never reached the cue");
+  struct ibv_qp *y = mk_qp(p.pd, p.cqa, p.cqa, NULL, 0);
+  int same = y == x && y->qp_num == xn;
+  V.release(FAKEVERBS_AT_QP_DESTROYED);
+  void *rc = NULL;
+  pthread_join(t, &rc);
+  V.recycle_qps(0);
+  if (rc) FAIL("destroy_qp: %d", (int)(intptr_t)rc);
+  if (!same) FAIL("the new QP did not get the destroyed one's address and number");
+  V.connect(y, p.b);
+  signalled_writes(y, p.cqa, 3);
+  p.a = y;
+  free_pair(&p);
+  report(NULL);
+}

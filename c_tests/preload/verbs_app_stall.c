@@ -52,3 +52,34 @@ void sc_stall(int pause_ms) {
   snprintf(extra, sizeof extra, "\"elapsed_ms\":%ld", ms_now() - t0);
   report(extra);
 }
+
+/* Deep send queues (issue 33: more entries than the detector counts one by one), on device 0:
+ * slots 0/1 (pair u): u.a, depth 8192, holds 4,104 unsignalled writes with nothing after them
+ * (outstanding, no completion will come: never a stall); slots 2/3 (pair v): v.a, depth 8192,
+ * 4,104 unsignalled writes, one signalled write whose completion is never polled, then 8
+ * unsignalled ones (a completion is due: a stall). Then PAUSE ms for the detector. */
+static void post_deep(struct ibv_qp *qp, int unsig, int sig_at) {
+  for (int i = 0; i < unsig;) {
+    struct ibv_send_wr w[8], *bad = NULL;
+    struct ibv_sge s[8];
+    int k = unsig - i < 8 ? unsig - i : 8;
+    for (int j = 0; j < k; j++) {
+      set_wr(&w[j], &s[j], IBV_WR_RDMA_WRITE, 64, i + j == sig_at, 1000 + (uint64_t)(i + j));
+      w[j].next = j + 1 < k ? &w[j + 1] : NULL;
+    }
+    if (ibv_post_send(qp, w, &bad)) FAIL("post_send at %d", i);
+    i += k;
+  }
+}
+void sc_stall_deep(int pause_ms) {
+  long t0 = ms_now();
+  struct pair u, v;
+  mk_pair_depth(&u, 0, 8192);
+  mk_pair_depth(&v, 0, 8192);
+  post_deep(u.a, 4104, -1);
+  post_deep(v.a, 4104 + 1 + 8, 4104);
+  usleep((useconds_t)pause_ms * 1000);
+  char extra[64];
+  snprintf(extra, sizeof extra, "\"elapsed_ms\":%ld", ms_now() - t0);
+  report(extra);
+}

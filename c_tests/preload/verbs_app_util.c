@@ -101,16 +101,17 @@ void report(const char *extra) {
   fflush(stdout);
 }
 
-void mk_pair(struct pair *p, int dev) {
+void mk_pair_depth(struct pair *p, int dev, uint32_t depth) {
   p->c = open_dev(dev);
   p->pd = V.alloc_pd(p->c);
   p->cqa = V.create_cq(p->c, 1024, NULL, NULL, 0);
   p->cqb = V.create_cq(p->c, 1024, NULL, NULL, 0);
   if (!p->pd || !p->cqa || !p->cqb) FAIL("pd/cq");
-  p->a = mk_qp(p->pd, p->cqa, p->cqa, NULL, 0);
+  p->a = mk_qp_depth(p->pd, p->cqa, p->cqa, NULL, 0, depth);
   p->b = mk_qp(p->pd, p->cqb, p->cqb, NULL, 0);
   V.connect(p->a, p->b);
 }
+void mk_pair(struct pair *p, int dev) { mk_pair_depth(p, dev, 256); }
 void free_pair(struct pair *p) {
   V.destroy_qp(p->a);
   V.destroy_qp(p->b);

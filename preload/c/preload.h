@@ -208,6 +208,11 @@ struct rqp {
   uint32_t npend, pend_cap, pend_lost;
   struct rqp *next_free;
   struct rqp *all_next; /* every record ever allocated (never freed), for stall_walk */
+  /* Under g_mu: which QP the record holds (+1 each time it is given to one), and whether
+   * ibv_destroy_qp is inside the provider's destroy of it (its ibv_qp address and QPN may
+   * then belong to a new QP before the record is unlinked: qp_table.c). */
+  uint64_t gen;
+  int dying;
 };
 extern struct rqp *g_free_qps;
 extern struct rqp *g_all_qps;

@@ -170,11 +170,15 @@ void track_qp(struct rctx *c, struct ibv_qp *qp, struct ibv_cq *scq, struct ibv_
   pthread_mutex_lock(&g_mu);
   struct qleaf *leaf = qpn_leaf(c->dev, qp->qp_num);
   struct rqp **cell = leaf ? &leaf->cell[qp->qp_num & (QLEAF - 1)] : NULL;
-  if (!cell || (*cell && (*cell)->qp == qp)) { /* no memory, or seen already (nested create) */
+  /* No memory, or seen already (a nested create: the provider's ibv_create_qp through its
+   * create_qp_ex). A record of that address whose QP is being destroyed is not this QP: the
+   * provider handed the destroyed QP's memory and number to a new one before the destroying
+   * thread unlinked it, so it goes now, as below. */
+  if (!cell || (*cell && (*cell)->qp == qp && !(*cell)->dying)) {
     pthread_mutex_unlock(&g_mu);
     return;
   }
-  if (*cell) { /* a destroyed QP this file did not see go (its leaf may go with it) */
+  if (*cell) { /* a destroyed QP this file did not see go, or not yet (its leaf may go with it) */
     free_qp_locked(*cell);
     leaf = qpn_leaf(c->dev, qp->qp_num);
     cell = leaf ? &leaf->cell[qp->qp_num & (QLEAF - 1)] : NULL;
@@ -228,6 +232,8 @@ void track_qp(struct rctx *c, struct ibv_qp *qp, struct ibv_cq *scq, struct ibv_
   r->gap_total = r->gap_done = 0;
   r->qpx = NULL;
   r->npend = r->pend_lost = 0;
+  r->gen++;
+  r->dying = 0;
   __atomic_store_n(&r->qp, qp, __ATOMIC_RELEASE);
   leaf->live++;
   __atomic_store_n(cell, r, __ATOMIC_RELEASE);
@@ -268,14 +274,32 @@ EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
   return qp;
 }
 
+/* The record is marked dying (under g_mu) before the provider's destroy and unlinked after
+ * it only if it still holds the same QP (its generation): once the provider has freed the QP,
+ * another thread's create may get the same ibv_qp address and QPN, and track_qp gives that
+ * new QP a record of its own (never taking it for a nested create of the dying one). */
 EXPORT int ibv_destroy_qp(struct ibv_qp *qp) {
   int (*f)(struct ibv_qp *) = real_ibv_destroy_qp();
   if (!f) return ENOSYS;
   struct rqp *r = qp && book() ? qp_rec(qp) : NULL;
-  int rc = f(qp);
-  if (r && rc == 0) {
+  uint64_t gen = 0;
+  if (r) {
     pthread_mutex_lock(&g_mu);
-    if (r->qp == qp) free_qp_locked(r);
+    if (r->qp == qp) {
+      r->dying = 1;
+      gen = r->gen;
+    } else {
+      r = NULL;
+    }
+    pthread_mutex_unlock(&g_mu);
+  }
+  int rc = f(qp);
+  if (r) {
+    pthread_mutex_lock(&g_mu);
+    if (r->gen == gen && r->qp == qp) {
+      if (rc == 0) free_qp_locked(r);
+      else r->dying = 0; /* the provider refused: the QP lives on */
+    }
     reclaim_locked();
     pthread_mutex_unlock(&g_mu);
   }

@@ -8,8 +8,11 @@
  * taken only if free: a tick never waits for a QP being created or destroyed (a signal's file
  * write may come from a thread interrupted there); it keeps the previous tick's values
  * instead. The record itself is read with relaxed and acquire loads while both sides keep
- * working, so a count is a reading at the tick, not a snapshot. At most WALK_SCAN entries a QP
- * are looked at; beyond them every entry counts as not void and as expecting a completion.
+ * working, so a count is a reading at the tick, not a snapshot. At most WALK_SCAN entries from
+ * the head are counted one by one (beyond them every entry counts as not void); when none of
+ * them is signalled, the rest are searched newest first for a signalled one, and only one
+ * seen (or a signalled untracked WR) makes the QP wait for a completion: a deep send queue
+ * of unsignalled WRs with nothing signalled after them expects none, however long.
  * Separate because it is the only reader of the records off the data path.
  */
 #include "preload.h"
@@ -27,7 +30,7 @@ void stall_walk(void) {
     uint64_t n = t - h;
     if (n > r->ring_cap) n = 0; /* head moved past the tail read: nothing left of those */
     uint64_t scan = n < WALK_SCAN ? n : WALK_SCAN, out = n - scan;
-    int expect = n > scan, first = 1;
+    int expect = 0, first = 1;
     int64_t oldest = 0;
     for (uint64_t k = 0; k < scan; k++) {
       struct ent *e = &r->ring[(h + k) & (r->ring_cap - 1)];
@@ -39,6 +42,13 @@ void stall_walk(void) {
         first = 0;
         if ((fl & ENT_SIG) && LD(e->gap) == gd) oldest = LD(e->token);
       }
+    }
+    /* Beyond the counted ones: the newest signalled entry, if any (a completion retires the
+     * WRs before it). Bounded by the record's capacity, and stops at the first one found. */
+    for (uint64_t k = n; !expect && k > scan; k--) {
+      struct ent *e = &r->ring[(h + k - 1) & (r->ring_cap - 1)];
+      uint32_t fl = LD(e->flags);
+      if ((fl & (ENT_SIG | ENT_VOID)) == ENT_SIG) expect = 1;
     }
     uint32_t us = GAP_U(gt) - GAP_U(gd), ss = GAP_S(gt) - GAP_S(gd);
     out += (uint64_t)us + ss;

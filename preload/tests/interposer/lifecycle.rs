@@ -226,3 +226,35 @@ fn hundred_thousand_qps_created_and_destroyed_stay_bounded() {
         "RSS grew from {start} KiB (2 QPs) to {end} KiB (QP 100000)"
     );
 }
+
+/// A QP created while another thread destroys one with the same `ibv_qp` address and QPN
+/// (the fake recycles both; the destroying thread held inside the provider's destroy, the QP
+/// gone, on the fake's cue): the new QP is not taken for a nested create of the old one, and
+/// the destroy, returning, does not free the new QP's record: X's write counts on X, Y's
+/// three on Y, and no completion is of a QP the interposer does not know.
+#[test]
+fn a_qp_created_at_a_destroyed_ones_address_and_number_is_its_own() {
+    let Some(b) = bins("a_qp_created_at_a_destroyed_ones_address_and_number_is_its_own") else {
+        return;
+    };
+    for app in [&b.direct, &b.nccl] {
+        let r = run(app, &b, &["destroy-race"], &[], true);
+        let f = only(&r);
+        let d = dev(f, 0);
+        let q = qps(d);
+        assert_eq!(q.len(), 3, "X, its peer, Y: {q:?}");
+        let one = |n: u64| {
+            [
+                ("num_wqe_sent", n),
+                ("num_write_wqe", n),
+                ("num_wqe_rcvd", n),
+                ("num_wqe_completed", n),
+            ]
+        };
+        expect("destroyed X", &q[0], &one(1));
+        expect("X's peer", &q[1], &one(0));
+        expect("Y, at X's address and number", &q[2], &one(3));
+        assert_eq!(q[0]["qp_num"], q[2]["qp_num"]);
+        assert_eq!(d["num_wc_unknown_qp"], 0);
+    }
+}

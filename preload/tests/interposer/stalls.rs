@@ -158,3 +158,58 @@ fn stall_detection_off_writes_no_stall_keys() {
     }
     assert!(!r.stderr.contains("stall:"), "{}", r.stderr);
 }
+
+/// Send queues deeper than the detector counts one by one (c_tests/preload/verbs_app_stall.c,
+/// scenario `stall-deep`, depth 8,192): 4,104 unsignalled writes with nothing signalled after
+/// them are outstanding and no stall (no completion will come), however long they stay; a
+/// signalled write among 4,113 entries, past the first 4,096 and never polled, is one.
+#[test]
+fn a_deep_queue_of_unsignalled_writes_is_no_stall() {
+    let Some(b) = bins("a_deep_queue_of_unsignalled_writes_is_no_stall") else {
+        return;
+    };
+    const STALL_MS: u64 = 40;
+    for app in [&b.direct, &b.nccl] {
+        let r = run(
+            app,
+            &b,
+            &["stall-deep", "300"],
+            &[("RCCL_TELEMETRY_STALL_MS", "40")],
+            true,
+        );
+        let f = only(&r);
+        let d = dev(f, 0);
+        let q = qps(d);
+        assert_eq!(q.len(), 4);
+        // u.a: 4,104 unsignalled writes, nothing after them.
+        assert_eq!(q[0]["num_wqe_outstanding"], 4104, "{}", q[0]);
+        assert_eq!(
+            (q[0]["stalled"].as_bool(), q[0]["longest_stall_ms"].as_u64()),
+            (Some(false), Some(0)),
+            "{}",
+            q[0]
+        );
+        assert!(q[0]["oldest_outstanding_ms"].is_null(), "{}", q[0]);
+        // v.a: a signalled write behind 4,104 unsignalled ones, 8 more after it.
+        assert_eq!(q[2]["num_wqe_outstanding"], 4113, "{}", q[2]);
+        assert_eq!(q[2]["stalled"], true, "{}", q[2]);
+        assert!(
+            q[2]["longest_stall_ms"]
+                .as_u64()
+                .is_some_and(|ms| ms >= STALL_MS),
+            "{}",
+            q[2]
+        );
+        assert_eq!(d["num_qps_stalled"], 1);
+        let lines: Vec<&str> = r
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("rccl-telemetry: stall: "))
+            .collect();
+        assert_eq!(lines.len(), 1, "{}", r.stderr);
+        assert!(
+            lines[0].contains("channel 0 QP 2 ") && lines[0].contains(": 4113 WRs outstanding"),
+            "{lines:?}"
+        );
+    }
+}
