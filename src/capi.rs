@@ -494,9 +494,13 @@ pub unsafe extern "C" fn rcclTelemetryQpCqError(
         let Some(q) = (unsafe { (qp as *const RcclQpStats).as_ref() }) else {
             return;
         };
-        if let Some(dev) = crate::cq_errors::record(q, status, vendorErr, None, Some("ERR")) {
-            device_op(dev as c_int, |s, o| registry::add(&s.cq_errors, 1, o));
-        }
+        // The device counts it before its record can wake the writer for a snapshot, so a
+        // snapshot never shows a QP's error without its device's count.
+        let Some((dev, _, _)) = registry::slot_home(q) else {
+            return;
+        };
+        device_op(dev as c_int, |s, o| registry::add(&s.cq_errors, 1, o));
+        crate::cq_errors::record(q, status, vendorErr, None, Some("ERR"));
     })
 }
 

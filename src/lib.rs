@@ -425,17 +425,14 @@ fn write_locked(rt: &Runtime, trigger: Trigger, is_final: bool) -> i32 {
         } else {
             hw::sampler_snapshot()
         };
-        let file = rank_file::build(
+        rank_file::write_file(
+            &rt.cfg.output_dir,
+            &rank_file::file_name(&rt.id.host_name),
             &rt.id,
             latency::realtime_ns(),
             samples,
             is_final,
             &trigger.name(),
-        );
-        rank_file::write_atomic(
-            &rt.cfg.output_dir,
-            &rank_file::file_name(&rt.id.host_name),
-            &file,
         )
     });
     match written {

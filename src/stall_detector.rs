@@ -467,6 +467,58 @@ pub fn device_view(dev: u32) -> Option<DevView> {
     })
 }
 
+/// [`device_view`] without the QPs' states: the device's totals and the clock to read them
+/// (no copy of its QPs, so nothing that grows with the job is allocated). The QPs are read a
+/// channel at a time with [`channel_states`] or one at a time with [`qp_state`].
+pub fn device_clock(dev: u32) -> Option<DevView> {
+    if !enabled() {
+        return None;
+    }
+    let det = DET.lock();
+    let d = det.devs.get(dev as usize).filter(|_| det.ticked);
+    Some(DevView {
+        state: DevState {
+            channels: Vec::new(),
+            outstanding: d.map_or(0, |d| d.outstanding),
+            stalled: d.map_or(0, |d| d.stalled),
+        },
+        wall_offset: if det.ticked { det.wall_offset } else { 0 },
+        tick_mono: if det.ticked { det.tick_mono } else { 0 },
+    })
+}
+
+/// A copy of channel `ch` of device `dev`'s QP states into `out` (replacing what it held),
+/// as of the last tick; nothing copied before the first tick. Fails only when `out` cannot
+/// grow to the channel's QPs: then `out` is empty.
+pub fn channel_states(
+    dev: u32,
+    ch: u32,
+    out: &mut Vec<QpState>,
+) -> Result<(), std::collections::TryReserveError> {
+    out.clear();
+    let det = DET.lock();
+    let Some(qs) = det
+        .devs
+        .get(dev as usize)
+        .filter(|_| det.ticked)
+        .and_then(|d| d.channels.get(ch as usize))
+    else {
+        return Ok(());
+    };
+    out.try_reserve_exact(qs.len())?;
+    out.extend_from_slice(qs);
+    Ok(())
+}
+
+/// One QP's state as of the last tick (None before the first tick, or for a QP no tick saw).
+pub fn qp_state(dev: u32, ch: u32, i: u64) -> Option<QpState> {
+    let det = DET.lock();
+    if !det.ticked {
+        return None;
+    }
+    det.devs.get(dev as usize)?.qp(ch, i).copied()
+}
+
 /// (outstanding WRs, stalled QPs) of a device at the last tick, for hw_samples.
 pub fn device_summary(dev: u32) -> Option<(u64, u64)> {
     if !enabled() {

@@ -214,12 +214,26 @@ pub fn finish() {
 
 // ------------------------------------------------------------------- slots -> promtext
 
+/// Whether a device left out for want of memory was said (once per process).
+static OOM_SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// One rank's live numbers, as the JSON file would hold them now; the per-peer histograms of
 /// its used devices go to `links`.
 fn snapshot(id: &Identity, rank: Option<String>, links: &mut Vec<PeerLatency>) -> promtext::Rank {
     let mut devices = Vec::new();
     for d in registry::devices() {
-        let rep = rank_file::device_report(d, id, Vec::new());
+        let rep = match rank_file::device_report(d, id, Vec::new()) {
+            Ok(rep) => rep,
+            Err(e) => {
+                if !OOM_SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    diag::warn(&format!(
+                        "Prometheus textfile: not enough memory to read device {} ({e}); it is left out of the textfile while that lasts",
+                        d.id
+                    ));
+                }
+                continue;
+            }
+        };
         let mut dev = device(&rep);
         if dev.is_used() {
             links.extend(peer_latency(&dev, &rep));
