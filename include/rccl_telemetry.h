@@ -32,6 +32,11 @@
 // Channel slots per device: chIdx is 0..RCCL_TELEMETRY_MAX_CHANNELS-1.
 #define RCCL_TELEMETRY_MAX_CHANNELS 512
 
+// The most QPs one rcclTelemetrySetupChannel call may ask for: a call asking for more is
+// refused (-1, *numSlots 0), its QPs counted in num_qp_untracked and the first refusal said
+// in one line. A channel grows past it by further calls.
+#define RCCL_TELEMETRY_MAX_QPS_PER_SETUP 65536
+
 // Size of the latency histogram in RcclTelemetrySwSnapshot (the file emits the configured count).
 #define RCCL_TELEMETRY_HISTOGRAM_SIZE 16
 

@@ -11,6 +11,11 @@ use crate::registry;
 pub const RCCL_TELEMETRY_MAX_DEVS: i32 = 32;
 /// Channel slots per device: chIdx is 0..RCCL_TELEMETRY_MAX_CHANNELS-1.
 pub const RCCL_TELEMETRY_MAX_CHANNELS: i32 = 512;
+/// The most QPs one rcclTelemetrySetupChannel call may ask for: a call asking for more is
+/// refused (-1, *numSlots 0), its QPs counted in num_qp_untracked and the first refusal said
+/// in one line. A channel grows past it by further calls.
+pub const RCCL_TELEMETRY_MAX_QPS_PER_SETUP: i32 = 65536;
+const _: () = assert!(RCCL_TELEMETRY_MAX_QPS_PER_SETUP as u64 == registry::MAX_QPS_PER_SETUP);
 /// Size of the latency histogram in RcclTelemetrySwSnapshot (the file emits the configured count).
 pub const RCCL_TELEMETRY_HISTOGRAM_SIZE: usize = 16;
 /// PostTs token meaning "1-in-N sampling skipped this posting".

@@ -29,6 +29,15 @@ pub fn warn(msg: &str) {
     write_stderr(line.as_bytes());
 }
 
+/// Prints one line the first time `said` is false (and sets it): for a condition that can
+/// repeat (a refused call, an allocation that failed), the first occurrence is said and the
+/// rest are counted where the file shows them.
+pub fn warn_once(said: &AtomicBool, msg: impl FnOnce() -> String) {
+    if !said.swap(true, Ordering::Relaxed) {
+        warn(&msg());
+    }
+}
+
 /// Prints one line only under RCCL_TELEMETRY_DEBUG.
 pub fn debug(msg: impl FnOnce() -> String) {
     if debug_on() {

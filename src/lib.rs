@@ -12,7 +12,8 @@
 //!
 //! 1. leaves, what everyone borrows: `diag` (stderr lines), `panics` (the boundary's panic
 //!    line), `hot` (the header's hot parameters), `thread` (the thread pointer, the owner's
-//!    relaxed add, `spawn_quiet`), `sysfs` (bounded attribute reads);
+//!    relaxed add, `spawn_quiet`), `sysfs` (bounded attribute reads), `reserve` (the global
+//!    allocator: the system's, with a reserve for small allocations it refuses);
 //! 2. hot data: `latency` (clock, tokens, linear histogram), `loghist`, `counters` (the
 //!    slots), `channel_peers` (a channel's told identities and per-peer histograms);
 //! 3. hardware: `hw` (its sampler takes stall numbers through a source `stall_detector`
@@ -34,7 +35,10 @@
 /// file. A new module gets a row here.
 #[doc(hidden)]
 pub const LAYERS: &[(&str, &[&str])] = &[
-    ("leaves", &["diag", "panics", "hot", "thread", "sysfs"]),
+    (
+        "leaves",
+        &["diag", "panics", "hot", "thread", "sysfs", "reserve"],
+    ),
     (
         "hot data",
         &["latency", "loghist", "counters", "channel_peers"],
@@ -65,6 +69,7 @@ pub mod panics;
 pub mod peers;
 pub mod rank_file;
 pub mod registry;
+pub mod reserve;
 pub mod signals;
 pub mod stall_detector;
 mod sysfs;
@@ -78,6 +83,20 @@ use std::sync::OnceLock;
 use parking_lot::Mutex;
 
 use config::{Config, Fault};
+
+/// Every Rust allocation of the library goes through the system's allocator, with a reserve
+/// behind it (see `reserve`): an allocation failure never aborts the host program.
+#[global_allocator]
+static ALLOCATOR: reserve::WithReserve = reserve::WithReserve;
+
+/// Says once that memory ran out badly enough for the reserve to be used.
+fn say_reserve_used() {
+    if let Some(n) = reserve::take_used() {
+        diag::warn(&format!(
+            "memory ran out: {n} small allocations of the library were served from its reserve (what could not be allocated at all is said in a line of its own)"
+        ));
+    }
+}
 use rank_file::Identity;
 
 /// Lifecycle of the library in this process.
@@ -343,6 +362,7 @@ extern "C" fn at_exit() {
         write_file(Trigger::Exit, true);
         writer::stop();
         signals::restore();
+        say_reserve_used();
     });
 }
 
@@ -435,6 +455,7 @@ fn write_locked(rt: &Runtime, trigger: Trigger, is_final: bool) -> i32 {
             &trigger.name(),
         )
     });
+    say_reserve_used();
     match written {
         Ok(Ok(w)) => {
             let mut last = LAST_FALLBACK.lock();

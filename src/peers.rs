@@ -92,9 +92,12 @@ pub fn hist_bytes() -> u64 {
     HIST_BYTES.load(Relaxed)
 }
 
-fn new_hist() -> &'static LogHist {
+/// A new per-peer histogram; None when it cannot be allocated (the QP then keeps recording
+/// into the histogram it has: its channel's sum stays whole, only the split by peer lacks it).
+fn new_hist() -> Option<&'static LogHist> {
+    let h = registry::try_leak(LogHist::new())?;
     HIST_BYTES.fetch_add(std::mem::size_of::<LogHist>() as u64, Relaxed);
-    Box::leak(Box::new(LogHist::new()))
+    Some(h)
 }
 
 /// The device-level identity: the first port, GID index, GID and LID told for its QPs.
@@ -150,7 +153,9 @@ pub fn set_peer(qp: &'static RcclQpStats, p: PeerInfo) {
     note_dev(dev, p.port, p.gid_index, local_gid, p.local_lid);
     let key = PeerKey::of(remote_gid, p.remote_lid);
     let mut g = c.peers.inner.lock();
-    let e = g.entry(i);
+    let Some(e) = g.entry(i) else {
+        return;
+    };
     e.qp_num = Some(p.qp_num);
     e.local_gid = local_gid;
     e.local_lid = p.local_lid;
@@ -173,11 +178,19 @@ fn repoint(qp: &RcclQpStats, c: &Channel, g: &mut Inner, key: PeerKey) {
     let h = match g.hists.iter().find(|(k, _)| *k == key) {
         Some(&(_, h)) => h,
         None if g.hists.len() < peer_hists_per_channel() => {
-            let h = new_hist();
+            let Some(h) = new_hist().filter(|_| g.hists.try_reserve(1).is_ok()) else {
+                return;
+            };
             g.hists.push((key, h));
             h
         }
-        None => *g.other.get_or_insert_with(new_hist),
+        None => match g.other {
+            Some(h) => h,
+            None => {
+                let Some(h) = new_hist() else { return };
+                *g.other.insert(h)
+            }
+        },
     };
     // Release: the histogram's zeroed memory is visible before its address is.
     qp.log_hist.store(h as *const LogHist as u64, Release);
@@ -186,7 +199,9 @@ fn repoint(qp: &RcclQpStats, c: &Channel, g: &mut Inner, key: PeerKey) {
 /// Preload only: the QP's type ("rc", "uc", "ud", "xrc_send", "xrc_recv", "raw_packet", ...).
 pub fn set_qp_type(qp: &'static RcclQpStats, t: &'static str) {
     if let Some((_, c, i)) = registry::slot_home(qp) {
-        c.peers.inner.lock().entry(i).qp_type = Some(t);
+        if let Some(e) = c.peers.inner.lock().entry(i) {
+            e.qp_type = Some(t);
+        }
     }
 }
 
@@ -195,7 +210,9 @@ pub fn set_local(qp: &'static RcclQpStats, qp_num: u32, port: Option<u8>) {
     if let Some((dev, c, i)) = registry::slot_home(qp) {
         note_dev(dev, port, None, None, 0);
         let mut g = c.peers.inner.lock();
-        let e = g.entry(i);
+        let Some(e) = g.entry(i) else {
+            return;
+        };
         e.qp_num = Some(qp_num);
         e.port = port.or(e.port);
     }

@@ -3,7 +3,9 @@
 //! device forms (bytes, CQ errors, CQ polls, WQE sizes).
 //!
 //! Nothing here is ever freed or moved: devices, channels and slot segments are allocated
-//! once and leaked, so every handle stays valid for the life of the process.
+//! once and leaked, so every handle stays valid for the life of the process. Every one of
+//! those allocations is fallible: what cannot be allocated is not tracked, is counted in
+//! `num_qp_untracked`, and is said once on stderr (never an allocation-failure abort).
 //!
 //! Submodules: `arena` (a channel's slot segments and the slot index behind `slot_home`),
 //! `stripes` (the device forms' per-thread counter sets); their public items are re-exported
@@ -13,10 +15,17 @@ mod arena;
 mod stripes;
 
 pub use arena::{slot_home, SlotArena, MAX_QPS_PER_CHANNEL};
+
+/// Ceiling on the QPs one SetupChannel call may ask for (`RCCL_TELEMETRY_MAX_QPS_PER_SETUP`
+/// in the header): a call asking for more is refused whole, so that a garbage or negative-
+/// turned-huge count cannot take gigabytes at once. 65,536 slots are 16 MiB; a channel grows
+/// past it by further calls, up to [`MAX_QPS_PER_CHANNEL`].
+pub const MAX_QPS_PER_SETUP: u64 = 1 << 16;
 pub use stripes::{
     add, dev_totals, stripe, DevCounters, DevShard, DevTotals, SharedCounters, STRIPES,
 };
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::*};
 use std::sync::Once;
@@ -98,15 +107,21 @@ impl Device {
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
-    fn channel_or_create(&self, ch: usize) -> &'static Channel {
+    /// Channel `ch`, created on first use; None when it cannot be allocated.
+    fn channel_or_create(&self, ch: usize) -> Option<&'static Channel> {
         if let Some(c) = self.channel(ch as i32) {
-            return c;
+            return Some(c);
         }
         let _g = self.new_channel.lock();
         if let Some(c) = self.channel(ch as i32) {
-            return c;
+            return Some(c);
         }
-        let c: &'static Channel = Box::leak(Box::new(Channel {
+        let log = if LOG_HISTOGRAM.load(Acquire) {
+            Some(try_leak(LogHist::new())?)
+        } else {
+            None
+        };
+        let c: &'static Channel = try_leak(Channel {
             stats: RcclChannelStats {
                 req_completed: AtomicU64::new(0),
             },
@@ -114,12 +129,10 @@ impl Device {
             slots: SlotArena::with_home(self.id, ch as u32),
             untracked: AtomicU64::new(0),
             peers: crate::channel_peers::ChannelPeers::new(),
-            log: LOG_HISTOGRAM
-                .load(Acquire)
-                .then(|| &*Box::leak(Box::new(LogHist::new()))),
-        }));
+            log: log.map(|l| &*l),
+        })?;
         self.channels[ch].store(c as *const Channel as *mut Channel, Release);
-        c
+        Some(c)
     }
 
     /// The channels seen so far, in index order.
@@ -172,23 +185,30 @@ pub fn register(
             ))
         };
     }
-    let d = Box::leak(Box::new(Device {
+    let no_memory =
+        || format!("out of memory registering device {id} ({roce_device}); not registered");
+    let mut channels = Vec::new();
+    channels
+        .try_reserve_exact(MAX_CHANNELS)
+        .map_err(|_| no_memory())?;
+    channels.extend((0..MAX_CHANNELS).map(|_| AtomicPtr::new(ptr::null_mut())));
+    // SAFETY: all-zero bytes are a valid DevShard.
+    let stripes = unsafe { try_box_zeroed::<[DevShard; STRIPES]>() }.ok_or_else(no_memory)?;
+    let d = try_leak(Device {
         id: idx as u32,
-        roce_device: roce_device.to_owned(),
-        transport: transport.to_owned(),
-        channels: (0..MAX_CHANNELS)
-            .map(|_| AtomicPtr::new(ptr::null_mut()))
-            .collect(),
+        roce_device: try_string(roce_device).ok_or_else(no_memory)?,
+        transport: try_string(transport).ok_or_else(no_memory)?,
+        channels: channels.into_boxed_slice(),
         new_channel: Mutex::new(()),
         channels_unknown: AtomicBool::new(false),
         untracked_no_channel: AtomicU64::new(0),
         first_use: Once::new(),
         hw: HwDevice::probe(idx as u32, roce_device, hw),
-        // SAFETY: all-zero bytes are a valid DevShard.
-        stripes: Box::new(unsafe { std::mem::zeroed::<[DevShard; STRIPES]>() }),
+        stripes,
         verbs: DevVerbs::default(),
-    }));
-    DEVICES[idx].store(d, Release);
+    })
+    .ok_or_else(no_memory)?;
+    DEVICES[idx].store(d as *const Device as *mut Device, Release);
     // The header's inline device forms count for this device from now on.
     crate::hot::rcclTelemetryHotV3.stripes[idx].store(
         d.stripes.as_ptr() as *mut DevShard as *mut std::ffi::c_void,
@@ -197,8 +217,58 @@ pub fn register(
     Ok(id)
 }
 
+/// Moves `v` to memory of its own that is never freed; None when it cannot be allocated.
+/// From the system, never from the library's reserve (`reserve`): what this holds (devices,
+/// channels, histograms) can be done without, and the reserve is kept for what cannot.
+pub fn try_leak<T>(v: T) -> Option<&'static mut T> {
+    let layout = Layout::new::<T>();
+    if layout.size() == 0 {
+        return Some(Box::leak(Box::new(v)));
+    }
+    // SAFETY: non-zero size; the pointer is checked, then written once and never freed.
+    unsafe {
+        let p = System.alloc(layout) as *mut T;
+        if p.is_null() {
+            return None;
+        }
+        p.write(v);
+        Some(&mut *p)
+    }
+}
+
+/// A zeroed `T` in a box of its own; None when it cannot be allocated.
+///
+/// # Safety
+/// All-zero bytes must be a valid `T`.
+unsafe fn try_box_zeroed<T>() -> Option<Box<T>> {
+    let layout = Layout::new::<T>();
+    assert!(layout.size() > 0);
+    // SAFETY: non-zero size; the memory comes from the system with T's layout, and the
+    // global allocator frees memory outside its reserve to the system; zeroed is a valid T
+    // (the caller's contract).
+    unsafe {
+        let p = System.alloc_zeroed(layout) as *mut T;
+        (!p.is_null()).then(|| Box::from_raw(p))
+    }
+}
+
+/// A copy of `s`; None when it cannot be allocated.
+fn try_string(s: &str) -> Option<String> {
+    let mut o = String::new();
+    o.try_reserve_exact(s.len()).ok()?;
+    o.push_str(s);
+    Some(o)
+}
+
+/// Whether a refused SetupChannel, and a channel or slots that could not be allocated, were
+/// said (each once per process; the file counts every one).
+static REFUSED_SAID: AtomicBool = AtomicBool::new(false);
+static NO_MEMORY_SAID: AtomicBool = AtomicBool::new(false);
+
 /// SetupChannel: reserves `num_qps` slots on (dev, ch). Returns (first, granted), or None
 /// when nothing was granted. The device's hardware baseline is taken on its first call.
+/// A call asking for more than [`MAX_QPS_PER_SETUP`] is refused; QPs not granted (refused,
+/// past the channel's ceiling, out of memory) are counted in num_qp_untracked.
 pub fn setup_channel(dev: i32, ch: i32, num_qps: i32) -> Option<(u64, u64)> {
     let d = device(dev)?;
     if num_qps <= 0 {
@@ -210,10 +280,28 @@ pub fn setup_channel(dev: i32, ch: i32, num_qps: i32) -> Option<(u64, u64)> {
         d.untracked_no_channel.fetch_add(n, Relaxed);
         return None;
     };
-    let c = d.channel_or_create(chi);
+    let Some(c) = d.channel_or_create(chi) else {
+        d.untracked_no_channel.fetch_add(n, Relaxed);
+        crate::diag::warn_once(&NO_MEMORY_SAID, || {
+            format!("out of memory: device {dev} channel {ch} could not be created; its {n} QPs are counted in the device's num_qp_untracked (later shortfalls are counted without a line)")
+        });
+        return None;
+    };
+    if n > MAX_QPS_PER_SETUP {
+        c.untracked.fetch_add(n, Relaxed);
+        crate::diag::warn_once(&REFUSED_SAID, || {
+            format!("rcclTelemetrySetupChannel({dev}, {ch}, {num_qps}): refused, more than {MAX_QPS_PER_SETUP} QPs in one call; they are counted in num_qp_untracked (later refusals are counted without a line)")
+        });
+        return None;
+    }
     let (first, granted) = c.slots.reserve(n, c.log);
     if granted < n {
         c.untracked.fetch_add(n - granted, Relaxed);
+        if c.slots.reserved() < MAX_QPS_PER_CHANNEL {
+            crate::diag::warn_once(&NO_MEMORY_SAID, || {
+                format!("out of memory: device {dev} channel {ch} was granted {granted} of {n} QP slots; the other {} are counted in num_qp_untracked (later shortfalls are counted without a line)", n - granted)
+            });
+        }
     }
     (granted > 0).then_some((first, granted))
 }
