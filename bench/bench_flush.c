@@ -62,7 +62,7 @@ int child_flush(const char* tag, int devs, int chs, int qps, int capture_reps) {
   struct mallinfo2 m0 = mallinfo2();
   long rss0 = rss_bytes();
   int64_t t0 = now_ns();
-  if (rcclTelemetryInit() != 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  if (rcclTelemetryInit() < 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
   uint64_t slots = populate(devs, chs, qps);
   int64_t t1 = now_ns();
   long rss1 = rss_bytes();
@@ -117,7 +117,7 @@ int child_flush(const char* tag, int devs, int chs, int qps, int capture_reps) {
 
 /* Populate, print the time, and leave: the library's exit handler does the rest. */
 int child_exit(int devs, int chs, int qps) {
-  if (rcclTelemetryInit() != 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  if (rcclTelemetryInit() < 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
   populate(devs, chs, qps);
   printf("T %lld\n", (long long)now_ns());
   fflush(stdout);

@@ -43,6 +43,28 @@
 // PostTs token meaning "1-in-N sampling skipped this posting".
 #define RCCL_TELEMETRY_TS_UNSAMPLED 1
 
+// rcclTelemetryInit's results. Telemetry started (or an earlier call started it): it counts.
+#define RCCL_TELEMETRY_INIT_STARTED 0
+
+// Not asked for (RCCL_TELEMETRY_ENABLE is not "1"): every call is a no-op. Not an error.
+#define RCCL_TELEMETRY_INIT_OFF 1
+
+// Telemetry has finished in this process: its final file was written (rcclTelemetryFlush,
+// or exit), or this is a forked child of a process with telemetry on. It stays off; not an
+// error.
+#define RCCL_TELEMETRY_INIT_FINISHED 2
+
+// Asked for but could not start (the reason is already logged): the run goes on without it.
+#define RCCL_TELEMETRY_INIT_FAILED -1
+
+// The levels and subsystem flag the library passes to a logger (NCCL's `NCCL_LOG_WARN`,
+// `NCCL_LOG_INFO` and `NCCL_NET`, for a logger written without NCCL's header).
+#define RCCL_TELEMETRY_LOG_WARN 2
+
+#define RCCL_TELEMETRY_LOG_INFO 3
+
+#define RCCL_TELEMETRY_LOG_NET 16
+
 // Per-channel statistics. Opaque to C (`RcclChannelStats*`). Only num_req_completed is
 // stored here: every other channel total is summed from the QP slots at flush.
 typedef struct RcclChannelStats RcclChannelStats;
@@ -73,6 +95,11 @@ typedef struct RcclTelemetrySwSnapshot {
   int64_t wqe_completion_ns_max;
   uint64_t wqe_completion_histogram[RCCL_TELEMETRY_HISTOGRAM_SIZE];
 } RcclTelemetrySwSnapshot;
+
+// NCCL's `ncclDebugLogger_t`: called with a level (`NCCL_LOG_WARN` 2, `NCCL_LOG_INFO` 3), the
+// subsystem flags (`NCCL_NET`, 0x10), the library's source file and line, and a printf
+// format ("%s") with one string: the whole line, which starts with "rccl-telemetry: ".
+typedef void (*rcclTelemetryLogger_t)(int level, unsigned long flags, const char *file, int line, const char *fmt, ...);
 
 #ifdef __cplusplus
 extern "C" {
@@ -260,6 +287,16 @@ int64_t rcclTelemetryNowToken(void);
 // # Safety
 // `out` points to at least maxDevs writable entries.
 int rcclTelemetrySwCapture(struct RcclTelemetrySwSnapshot *out, int maxDevs);
+
+// Sends every later line of the library to `logger` instead of stderr; NULL goes back to
+// stderr. RCCL passes its own logger, so that the lines follow NCCL_DEBUG and
+// NCCL_DEBUG_FILE: `rcclTelemetrySetLogger((rcclTelemetryLogger_t)ncclDebugLog)` (the cast
+// because NCCL types the level as `ncclDebugLogLevel`, an enum passed as an int). Call it
+// before rcclTelemetryInit to have Init's own lines go there too; any state, any thread. The
+// logger is called from whichever thread has something to say (the caller's, the library's
+// writer thread, the exit handler), never from a signal handler, and must stay callable
+// until the process exits or it is replaced.
+void rcclTelemetrySetLogger(rcclTelemetryLogger_t logger);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -707,3 +707,55 @@ fn sw_snapshot(d: &registry::Device) -> RcclTelemetrySwSnapshot {
         wqe_completion_histogram: total.hist,
     }
 }
+
+// ------------------------------------------------------------- inside RCCL's process
+
+/// rcclTelemetryInit's results. Telemetry started (or an earlier call started it): it counts.
+pub const RCCL_TELEMETRY_INIT_STARTED: i32 = 0;
+/// Not asked for (RCCL_TELEMETRY_ENABLE is not "1"): every call is a no-op. Not an error.
+pub const RCCL_TELEMETRY_INIT_OFF: i32 = 1;
+/// Telemetry has finished in this process: its final file was written (rcclTelemetryFlush,
+/// or exit), or this is a forked child of a process with telemetry on. It stays off; not an
+/// error.
+pub const RCCL_TELEMETRY_INIT_FINISHED: i32 = 2;
+/// Asked for but could not start (the reason is already logged): the run goes on without it.
+pub const RCCL_TELEMETRY_INIT_FAILED: i32 = -1;
+
+/// The levels and subsystem flag the library passes to a logger (NCCL's `NCCL_LOG_WARN`,
+/// `NCCL_LOG_INFO` and `NCCL_NET`, for a logger written without NCCL's header).
+pub const RCCL_TELEMETRY_LOG_WARN: i32 = 2;
+pub const RCCL_TELEMETRY_LOG_INFO: i32 = 3;
+pub const RCCL_TELEMETRY_LOG_NET: u32 = 0x10;
+const _: () = assert!(
+    RCCL_TELEMETRY_LOG_WARN == crate::diag::LOG_WARN
+        && RCCL_TELEMETRY_LOG_INFO == crate::diag::LOG_INFO
+        && RCCL_TELEMETRY_LOG_NET as std::ffi::c_ulong == crate::diag::SUBSYS_NET
+);
+
+/// NCCL's `ncclDebugLogger_t`: called with a level (`NCCL_LOG_WARN` 2, `NCCL_LOG_INFO` 3), the
+/// subsystem flags (`NCCL_NET`, 0x10), the library's source file and line, and a printf
+/// format ("%s") with one string: the whole line, which starts with "rccl-telemetry: ".
+#[allow(non_camel_case_types)]
+pub type rcclTelemetryLogger_t = Option<
+    unsafe extern "C" fn(
+        level: c_int,
+        flags: std::ffi::c_ulong,
+        file: *const c_char,
+        line: c_int,
+        fmt: *const c_char,
+        ...
+    ),
+>;
+
+/// Sends every later line of the library to `logger` instead of stderr; NULL goes back to
+/// stderr. RCCL passes its own logger, so that the lines follow NCCL_DEBUG and
+/// NCCL_DEBUG_FILE: `rcclTelemetrySetLogger((rcclTelemetryLogger_t)ncclDebugLog)` (the cast
+/// because NCCL types the level as `ncclDebugLogLevel`, an enum passed as an int). Call it
+/// before rcclTelemetryInit to have Init's own lines go there too; any state, any thread. The
+/// logger is called from whichever thread has something to say (the caller's, the library's
+/// writer thread, the exit handler), never from a signal handler, and must stay callable
+/// until the process exits or it is replaced.
+#[no_mangle]
+pub extern "C" fn rcclTelemetrySetLogger(logger: rcclTelemetryLogger_t) {
+    crate::diag::set_logger(logger);
+}

@@ -189,16 +189,23 @@ extern "C" fn in_forked_child() {
 pub use panics::contained_panic;
 use panics::install_panic_hook;
 
-/// rcclTelemetryInit: 0 on success or when disabled, -1 when asked for but not started.
-/// Init's answer once it has run: 0 (on or disabled), -1 (failed), None (not yet).
+use capi::{
+    RCCL_TELEMETRY_INIT_FAILED, RCCL_TELEMETRY_INIT_FINISHED, RCCL_TELEMETRY_INIT_OFF,
+    RCCL_TELEMETRY_INIT_STARTED,
+};
+
+/// Init's answer once it has run (the header's RCCL_TELEMETRY_INIT_*): started, off,
+/// finished (the final file written, or a forked child), failed; None: not yet.
 fn settled() -> Option<i32> {
     match STATE.load(Acquire) {
         FORKED => {
             note_fork();
-            Some(0)
+            Some(RCCL_TELEMETRY_INIT_FINISHED)
         }
-        ON | DISABLED | FINISHED => Some(0),
-        FAILED => Some(-1),
+        ON => Some(RCCL_TELEMETRY_INIT_STARTED),
+        DISABLED => Some(RCCL_TELEMETRY_INIT_OFF),
+        FINISHED => Some(RCCL_TELEMETRY_INIT_FINISHED),
+        FAILED => Some(RCCL_TELEMETRY_INIT_FAILED),
         _ => None,
     }
 }
@@ -217,7 +224,7 @@ pub fn init() -> i32 {
     }
     if !enabled {
         STATE.store(DISABLED, Release);
-        return 0;
+        return RCCL_TELEMETRY_INIT_OFF;
     }
     install_panic_hook();
     let started = std::panic::catch_unwind(start);
@@ -225,7 +232,7 @@ pub fn init() -> i32 {
         Ok(Ok(())) => {
             STATE.store(ON, Release);
             hot::rcclTelemetryHotV3.enabled.store(1, Release);
-            return 0;
+            return RCCL_TELEMETRY_INIT_STARTED;
         }
         Ok(Err(reason)) => reason,
         Err(_) => {
@@ -237,7 +244,7 @@ pub fn init() -> i32 {
         "telemetry could not start ({outcome}); continuing with telemetry off"
     ));
     STATE.store(FAILED, Release);
-    -1
+    RCCL_TELEMETRY_INIT_FAILED
 }
 
 fn start() -> Result<(), String> {
@@ -326,8 +333,15 @@ fn start() -> Result<(), String> {
                 cq_errors::set_waker(|| {
                     writer::request(writer::TRIGGER);
                 });
-                for d in signals::install(signals, snapshot_signal) {
+                let (taken, diags) = signals::install(signals, snapshot_signal);
+                for d in diags {
                     diag::warn(&d);
+                }
+                if !taken.is_empty() {
+                    diag::info(&format!(
+                        "signal handlers installed for {}: on one, the file is written first, then the signal takes its course as before (RCCL_TELEMETRY_SIGNALS=0 leaves the termination signals alone)",
+                        taken.join(", ")
+                    ));
                 }
             }
             Err(e) => diag::warn(&format!(
