@@ -1,6 +1,10 @@
 //! Every `extern "C"` item of the library, and nothing else: argument checks, the panic
-//! boundary, conversion of C ints. `include/rccl_telemetry.h` is generated from this file.
+//! boundary, conversion of C ints. `include/rccl_telemetry.h` is generated from this file, so
+//! the doc comments of the exported items are written for the header's C reader: what a call
+//! does, what it returns, which thread may call it, and what the caller's pointers must be
+//! (said in a sentence, not under a Rust `# Safety` heading, which the lint below allows).
 #![allow(non_snake_case)]
+#![allow(clippy::missing_safety_doc)]
 
 use std::ffi::{c_char, c_int, CStr};
 
@@ -58,9 +62,15 @@ pub struct RcclTelemetrySwSnapshot {
 
 // ----------------------------------------------------------------------------------- lifecycle
 
-/// Reads the environment and starts telemetry when RCCL_TELEMETRY_ENABLE=1. Idempotent and
-/// thread-safe. Returns 0 on success or when disabled, -1 when telemetry was asked for but could
-/// not start (the reason is already on stderr; the run continues with telemetry off).
+/// Reads the environment and starts telemetry when RCCL_TELEMETRY_ENABLE=1. Returns
+/// RCCL_TELEMETRY_INIT_STARTED (0: it counts), RCCL_TELEMETRY_INIT_OFF (1: not asked for),
+/// RCCL_TELEMETRY_INIT_FINISHED (2: the final file was written, or this is a forked child of
+/// a process with telemetry on; it stays off) or RCCL_TELEMETRY_INIT_FAILED (-1: asked for
+/// but could not start; the reason is already logged). Only a negative result is a failure:
+/// test `< 0` to log one (0 keeps meaning "telemetry counts"; off and finished, which earlier
+/// versions also answered with 0, are now 1 and 2). The run goes on in every case. Any
+/// thread, any number of times: later calls return the first call's answer, or FINISHED
+/// once telemetry has finished.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryInit() -> c_int {
     boundary!("rcclTelemetryInit", -1, crate::init())
@@ -68,6 +78,7 @@ pub extern "C" fn rcclTelemetryInit() -> c_int {
 
 /// 1 when telemetry is enabled and initialised and the final file not yet written, else 0
 /// (0 before Init, when disabled, after rcclTelemetryFlush or exit, and in a forked child).
+/// Any thread; one load, inline where the inline hooks are on.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryOn() -> c_int {
     c_int::from(crate::is_on())
@@ -76,8 +87,9 @@ pub extern "C" fn rcclTelemetryOn() -> c_int {
 /// Writes the JSON file once; also run at process exit. Afterwards every entry point is inert:
 /// rcclTelemetryOn 0, RegisterDevice -1, SetupChannel -1 (*numSlots 0), Resolve* NULL,
 /// SwCapture -1, data-path calls change nothing, and the file is never rewritten.
-/// Returns 0 on success, when disabled or already written, -1 on failure (reason and path on
-/// stderr).
+/// Returns 0 on success, when disabled or already written, -1 on failure (reason and path
+/// logged). Any thread, while hooks run: a second call while the first writes waits for it
+/// (at most 10 s) and returns 0; hooks that race it are counted or not, never torn.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryFlush() -> c_int {
     boundary!("rcclTelemetryFlush", -1, crate::flush())
@@ -85,10 +97,9 @@ pub extern "C" fn rcclTelemetryFlush() -> c_int {
 
 /// Registers a RoCE device in slot `device_id` (0..31) for transport `transport`
 /// (e.g. "IB-CAST"). Returns device_id, or -1 when disabled or refused. Registering the same
-/// name in the same slot again returns device_id.
-///
-/// # Safety
-/// `roce_device` and `transport` are NULL or NUL-terminated strings.
+/// name in the same slot again returns device_id. Any thread, concurrently with any call:
+/// of two registrations of one slot under different names, one wins and the other is
+/// refused. `roce_device` and `transport` are NULL or NUL-terminated strings.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryRegisterDevice(
     device_id: c_int,
@@ -152,11 +163,13 @@ unsafe fn c_str(p: *const c_char) -> String {
 
 /// Reserves `numQps` QP slots on (devIdx, chIdx). Returns the first slot index and sets
 /// `*numSlots` (if not NULL) to how many were granted; 0 and -1 when none. A shortfall is
-/// counted in num_qp_untracked (on the channel, or on the device when chIdx is out of range).
-/// The device's hardware-counter baseline is taken on its first call.
-///
-/// # Safety
-/// `numSlots` is NULL or points to a writable int.
+/// counted in num_qp_untracked (on the channel, or on the device when chIdx is out of range):
+/// more than RCCL_TELEMETRY_MAX_QPS_PER_SETUP asked for (refused whole), past the channel's
+/// 16,777,216 slots, or memory that could not be had (each said once in one line). The
+/// device's hardware-counter baseline is taken on its first call. Any thread, concurrently
+/// with any call: concurrent calls on one channel get disjoint slots, and a slot is
+/// resolvable (rcclTelemetryResolveQp) by any thread once the call that reserved it has
+/// returned. `numSlots` is NULL or points to a writable int.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetrySetupChannel(
     devIdx: c_int,
@@ -180,7 +193,8 @@ pub unsafe extern "C" fn rcclTelemetrySetupChannel(
     first
 }
 
-/// Tells whether QP slot qpIdx of (devIdx, chIdx) carries data (isDataQp != 0) or CTS.
+/// Tells whether QP slot qpIdx of (devIdx, chIdx) carries data (isDataQp != 0) or CTS. Any
+/// thread, concurrently with any call; told twice, the later call wins.
 #[no_mangle]
 pub extern "C" fn rcclTelemetrySetQpRole(
     devIdx: c_int,
@@ -201,7 +215,7 @@ pub extern "C" fn rcclTelemetrySetQpRole(
 }
 
 /// The transport has no real channel id on this device: the file shows
-/// "num_channels": null and every channel "id": null.
+/// "num_channels": null and every channel "id": null. Any thread, concurrently with any call.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryMarkChannelsUnknown(devIdx: c_int) {
     boundary!("rcclTelemetryMarkChannelsUnknown", (), {
@@ -214,6 +228,7 @@ pub extern "C" fn rcclTelemetryMarkChannelsUnknown(devIdx: c_int) {
 
 /// The stats handle of QP slot qpIdx on (devIdx, chIdx), to store on the QP at setup.
 /// NULL when disabled or when the indices name no slot; valid for the life of the process.
+/// Any thread, concurrently with any call (a lookup, no lock).
 #[no_mangle]
 pub extern "C" fn rcclTelemetryResolveQp(
     devIdx: c_int,
@@ -228,7 +243,8 @@ pub extern "C" fn rcclTelemetryResolveQp(
 }
 
 /// The stats handle of channel chIdx on devIdx. NULL when disabled or when no slot was set
-/// up there; valid for the life of the process.
+/// up there; valid for the life of the process. Any thread, concurrently with any call (a
+/// lookup, no lock).
 #[no_mangle]
 pub extern "C" fn rcclTelemetryResolveChannel(
     devIdx: c_int,
@@ -247,11 +263,10 @@ pub extern "C" fn rcclTelemetryResolveChannel(
 /// when unknown (RoCE). The file then shows the QP's "qp_num" and "peer", the device's
 /// "gid"/"lid", and the QP's later sampled completions in the device's "peers" latency for
 /// that remote NIC. A second call replaces the first. NULL handle, telemetry off or after
-/// the final write: no-op.
-///
-/// # Safety
-/// `qp` is NULL or a handle from rcclTelemetryResolveQp; `localGid` and `remoteGid` are NULL
-/// or point to 16 readable bytes.
+/// the final write: no-op. Any thread, concurrently with any call, the QP's own hooks
+/// included (a completion racing it counts towards the old peer or the new one). `qp` is
+/// NULL or a handle from rcclTelemetryResolveQp; `localGid` and `remoteGid` are NULL or point
+/// to 16 readable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpSetPeer(
     qp: *mut RcclQpStats,
@@ -301,7 +316,6 @@ unsafe fn gid16(p: *const std::ffi::c_void) -> Option<[u8; 16]> {
 /// 1-in-N sampling skips this posting, otherwise a clock reading (> 1) to hand back to
 /// rcclTelemetryQpWqeComplete. 0 for a NULL handle.
 ///
-/// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryPostTs(qp: *mut RcclQpStats) -> i64 {
@@ -315,7 +329,6 @@ pub unsafe extern "C" fn rcclTelemetryPostTs(qp: *mut RcclQpStats) -> i64 {
 
 /// One send WQE posted: num_wqe_sent, and num_write_imm_wqe (withImm != 0) or num_write_wqe.
 ///
-/// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpSendPosted(qp: *mut RcclQpStats, withImm: c_int) {
@@ -331,7 +344,6 @@ pub unsafe extern "C" fn rcclTelemetryQpSendPosted(qp: *mut RcclQpStats, withImm
 
 /// One receive WQE posted (ibv_post_recv): num_recv_wqe.
 ///
-/// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpRecvPosted(qp: *mut RcclQpStats) {
@@ -347,7 +359,6 @@ pub unsafe extern "C" fn rcclTelemetryQpRecvPosted(qp: *mut RcclQpStats) {
 
 /// One CTS message posted, signalled or not.
 ///
-/// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpCtsSent(qp: *mut RcclQpStats, signalled: c_int) {
@@ -363,7 +374,6 @@ pub unsafe extern "C" fn rcclTelemetryQpCtsSent(qp: *mut RcclQpStats, signalled:
 
 /// A sender found the CTS FIFO slot not yet published: num_slot_miss.
 ///
-/// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpSlotMiss(qp: *mut RcclQpStats) {
@@ -380,7 +390,6 @@ pub unsafe extern "C" fn rcclTelemetryQpSlotMiss(qp: *mut RcclQpStats) {
 /// One completion drained from the CQ for this QP. postTs: 0 = matched no tracked posting,
 /// 1 = matched but not sampled, > 1 = the token from rcclTelemetryPostTs (latency measured).
 ///
-/// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpWqeComplete(qp: *mut RcclQpStats, postTs: i64) {
@@ -394,14 +403,13 @@ pub unsafe extern "C" fn rcclTelemetryQpWqeComplete(qp: *mut RcclQpStats, postTs
     )
 }
 
-/// Extension: rcclTelemetryQpWqeComplete for a completion whose poll returned at `nowTs`,
+/// rcclTelemetryQpWqeComplete for a completion whose poll returned at `nowTs`,
 /// a reading from rcclTelemetryPollTs taken once after the ibv_poll_cq call that returned it.
 /// A caller that drains several completions per poll pays one clock read per poll instead of
 /// one per sampled completion; the latency is measured to the poll's return. Same counters
 /// and buckets as rcclTelemetryQpWqeComplete for the same tokens; `nowTs` <= 1 reads the
 /// clock as that function does.
 ///
-/// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpWqeCompleteAt(
@@ -419,7 +427,7 @@ pub unsafe extern "C" fn rcclTelemetryQpWqeCompleteAt(
     )
 }
 
-/// Extension: a clock reading for rcclTelemetryQpWqeCompleteAt (the token clock, always > 1).
+/// A clock reading for rcclTelemetryQpWqeCompleteAt (the token clock, always > 1).
 /// Take it once after each ibv_poll_cq that returned completions, and only when telemetry
 /// is on. Inline in the header (no call) where the inline hooks are on.
 #[no_mangle]
@@ -429,7 +437,6 @@ pub extern "C" fn rcclTelemetryPollTs() -> i64 {
 
 /// One network request completed on this channel: num_req_completed.
 ///
-/// # Safety
 /// `ch` is NULL or a handle from rcclTelemetryResolveChannel.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryChRequestCompleted(ch: *mut RcclChannelStats) {
@@ -481,10 +488,8 @@ pub extern "C" fn rcclTelemetryCqError(devIdx: c_int) {
 /// num_cq_errors and by status ("cq_errors_by_status"), so do not also call
 /// rcclTelemetryCqError for it. A QP's first error asks the writer thread for a snapshot
 /// (trigger "cq_error", rate-limited). NULL handle, telemetry off or after the final write:
-/// no-op.
-///
-/// # Safety
-/// `qp` is NULL or a handle from rcclTelemetryResolveQp.
+/// no-op. Any thread, concurrently with any call. `qp` is NULL or a handle from
+/// rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpCqError(
     qp: *mut RcclQpStats,
@@ -638,7 +643,7 @@ pub extern "C" fn rcclTelemetryWriteWqe(devIdx: c_int, chIdx: c_int, qpIdx: c_in
     )
 }
 
-/// Extension: index form of rcclTelemetryPostTs, for callers without handles. Claims the
+/// Index form of rcclTelemetryPostTs, for callers without handles. Claims the
 /// posting position atomically, so any thread may call it. 0 when the indices name no slot.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryPostTsIdx(devIdx: c_int, chIdx: c_int, qpIdx: c_int) -> i64 {
@@ -649,8 +654,8 @@ pub extern "C" fn rcclTelemetryPostTsIdx(devIdx: c_int, chIdx: c_int, qpIdx: c_i
     )
 }
 
-/// Extension, used by the header's inline PostTs and completion hooks when tokens are not
-/// TSC readings: a clock reading usable as a PostTs token (always > 1), in the library's units.
+/// A clock reading usable as a PostTs token (always > 1), in the library's units: what the
+/// header's inline PostTs and completion hooks use when tokens are not TSC readings.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryNowToken() -> i64 {
     crate::latency::now_token()
@@ -660,10 +665,8 @@ pub extern "C" fn rcclTelemetryNowToken() -> i64 {
 
 /// Writes up to maxDevs entries, one per registered device in id order, with its software
 /// totals so far. Returns the number written; -1 when disabled, `out` is NULL or maxDevs < 0.
-/// Never resets anything; safe while hooks run.
-///
-/// # Safety
-/// `out` points to at least maxDevs writable entries.
+/// Never resets anything. Any thread, while hooks run. `out` points to at least maxDevs
+/// writable entries.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetrySwCapture(
     out: *mut RcclTelemetrySwSnapshot,
