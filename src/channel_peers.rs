@@ -2,8 +2,6 @@
 //! and the types it holds. Only data: it sits below the registry, whose channels embed it;
 //! `peers` (above the registry) tells and reads it. See `peers` for the design.
 
-use std::collections::BTreeMap;
-
 use parking_lot::Mutex;
 
 use crate::loghist::LogHist;
@@ -77,23 +75,6 @@ impl ChannelPeers {
     /// What was told about slot `i` (None when nothing was).
     pub fn qp(&self, i: u64) -> Option<QpInfo> {
         self.inner.lock().qps.get(i as usize).copied().flatten()
-    }
-
-    /// Every told slot, by slot index.
-    pub fn qps(&self) -> BTreeMap<u64, QpInfo> {
-        self.inner
-            .lock()
-            .qps
-            .iter()
-            .enumerate()
-            .filter_map(|(i, q)| Some((i as u64, (*q)?)))
-            .collect()
-    }
-
-    /// What was told about the slots, indexed by slot (shorter than the channel's slots when
-    /// the last ones were told nothing).
-    pub fn by_slot(&self) -> Vec<Option<QpInfo>> {
-        self.inner.lock().qps.clone()
     }
 
     /// The per-peer histograms (key, histogram) and the shared "other peers" one.
