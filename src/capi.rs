@@ -723,6 +723,12 @@ pub const RCCL_TELEMETRY_INIT_OFF: i32 = 1;
 pub const RCCL_TELEMETRY_INIT_FINISHED: i32 = 2;
 /// Asked for but could not start (the reason is already logged): the run goes on without it.
 pub const RCCL_TELEMETRY_INIT_FAILED: i32 = -1;
+const _: () = assert!(
+    RCCL_TELEMETRY_INIT_STARTED == crate::INIT_STARTED
+        && RCCL_TELEMETRY_INIT_OFF == crate::INIT_OFF
+        && RCCL_TELEMETRY_INIT_FINISHED == crate::INIT_FINISHED
+        && RCCL_TELEMETRY_INIT_FAILED == crate::INIT_FAILED
+);
 
 /// The levels and subsystem flag the library passes to a logger (NCCL's `NCCL_LOG_WARN`,
 /// `NCCL_LOG_INFO` and `NCCL_NET`, for a logger written without NCCL's header).

@@ -189,10 +189,11 @@ extern "C" fn in_forked_child() {
 pub use panics::contained_panic;
 use panics::install_panic_hook;
 
-use capi::{
-    RCCL_TELEMETRY_INIT_FAILED, RCCL_TELEMETRY_INIT_FINISHED, RCCL_TELEMETRY_INIT_OFF,
-    RCCL_TELEMETRY_INIT_STARTED,
-};
+/// rcclTelemetryInit's results (the header's RCCL_TELEMETRY_INIT_*, defined in `capi`).
+pub const INIT_STARTED: i32 = 0;
+pub const INIT_OFF: i32 = 1;
+pub const INIT_FINISHED: i32 = 2;
+pub const INIT_FAILED: i32 = -1;
 
 /// Init's answer once it has run (the header's RCCL_TELEMETRY_INIT_*): started, off,
 /// finished (the final file written, or a forked child), failed; None: not yet.
@@ -200,12 +201,12 @@ fn settled() -> Option<i32> {
     match STATE.load(Acquire) {
         FORKED => {
             note_fork();
-            Some(RCCL_TELEMETRY_INIT_FINISHED)
+            Some(INIT_FINISHED)
         }
-        ON => Some(RCCL_TELEMETRY_INIT_STARTED),
-        DISABLED => Some(RCCL_TELEMETRY_INIT_OFF),
-        FINISHED => Some(RCCL_TELEMETRY_INIT_FINISHED),
-        FAILED => Some(RCCL_TELEMETRY_INIT_FAILED),
+        ON => Some(INIT_STARTED),
+        DISABLED => Some(INIT_OFF),
+        FINISHED => Some(INIT_FINISHED),
+        FAILED => Some(INIT_FAILED),
         _ => None,
     }
 }
@@ -224,7 +225,7 @@ pub fn init() -> i32 {
     }
     if !enabled {
         STATE.store(DISABLED, Release);
-        return RCCL_TELEMETRY_INIT_OFF;
+        return INIT_OFF;
     }
     install_panic_hook();
     let started = std::panic::catch_unwind(start);
@@ -232,7 +233,7 @@ pub fn init() -> i32 {
         Ok(Ok(())) => {
             STATE.store(ON, Release);
             hot::rcclTelemetryHotV3.enabled.store(1, Release);
-            return RCCL_TELEMETRY_INIT_STARTED;
+            return INIT_STARTED;
         }
         Ok(Err(reason)) => reason,
         Err(_) => {
@@ -244,7 +245,7 @@ pub fn init() -> i32 {
         "telemetry could not start ({outcome}); continuing with telemetry off"
     ));
     STATE.store(FAILED, Release);
-    RCCL_TELEMETRY_INIT_FAILED
+    INIT_FAILED
 }
 
 fn start() -> Result<(), String> {
