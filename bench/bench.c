@@ -333,6 +333,8 @@ int main(int argc, char** argv) {
   printf("\nFlush, snapshot, memory, exit:\n");
   print_stats_row("Flush 8x64x16 (8192 QP slots)", flush_small, "ms");
   print_stats_row("Flush 32x512x16 (262144 QP slots)", flush_big, "ms");
+  print_stats_row("Flush 8x64x16, peak memory above RSS", stats("small.flush_peak_mb"), "MB");
+  print_stats_row("Flush 32x512x16, peak memory above RSS", stats("big.flush_peak_mb"), "MB");
   print_stats_row("Flush 8x64x16, every QP told 1 of 2 peers", stats("small_peers2.flush_ms"), "ms");
   print_stats_row("Flush 8x64x16, every QP told 1 of 16 peers", stats("small_peers16.flush_ms"), "ms");
   print_stats_row("Flush 32x512x16, every QP told 1 of 2 peers", stats("big_peers2.flush_ms"), "ms");
@@ -509,6 +511,8 @@ int main(int argc, char** argv) {
       j_num(&j, "qp_slots", last(k));
       snprintf(k, sizeof k, "%s.flush_ms", sizes[s]);
       j_stats(&j, "flush_ms", stats(k));
+      snprintf(k, sizeof k, "%s.flush_peak_mb", sizes[s]);
+      j_stats(&j, "flush_peak_mb", stats(k));
       snprintf(k, sizeof k, "%s.file_bytes", sizes[s]);
       j_stats(&j, "file_bytes", stats(k));
       snprintf(k, sizeof k, "%s.swcapture_us", sizes[s]);

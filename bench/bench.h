@@ -237,6 +237,8 @@ void die(const char* what);
 int allowed_cpus(int* out, int max);
 int pin_self(int cpu);
 long rss_bytes(void);
+int reset_rss_peak(void);
+long rss_peak_bytes(void);
 Ctx* ctx_new(int dev, int ch);
 void ctx_attach_lib(Ctx* c);
 void ctx_attach_ref(Ctx* c);

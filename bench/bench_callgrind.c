@@ -13,7 +13,7 @@
  * exact, and unlike time not moved by other load on the machine.
  */
 int child_profile(int nreq) {
-  if (rcclTelemetryInit() != 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  if (rcclTelemetryInit() < 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
   refTelemetryInit(env_enabled(), env_int("RCCL_TELEMETRY_LATENCY_SAMPLE", 1), 5, 30000);
   lib_register(0);
   refTelemetryRegisterDevice(0);

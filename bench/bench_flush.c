@@ -62,7 +62,7 @@ int child_flush(const char* tag, int devs, int chs, int qps, int capture_reps) {
   struct mallinfo2 m0 = mallinfo2();
   long rss0 = rss_bytes();
   int64_t t0 = now_ns();
-  if (rcclTelemetryInit() != 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  if (rcclTelemetryInit() < 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
   uint64_t slots = populate(devs, chs, qps);
   int64_t t1 = now_ns();
   long rss1 = rss_bytes();
@@ -87,12 +87,18 @@ int child_flush(const char* tag, int devs, int chs, int qps, int capture_reps) {
   char path[1024];
   telemetry_path(path, sizeof path);
   struct rusage ru0, ru1;
+  /* Flush's peak memory: the resident high-water mark is reset to the current RSS (clear_refs
+   * 5) just before the call and read back after it; -1 when the kernel offers neither. */
+  const int hwm_reset = reset_rss_peak() == 0;
+  long rss_flush0 = rss_bytes();
   getrusage(RUSAGE_SELF, &ru0);
   int64_t a = now_ns();
   int rc = rcclTelemetryFlush();
   int64_t b = now_ns();
   getrusage(RUSAGE_SELF, &ru1);
+  long hwm = hwm_reset ? rss_peak_bytes() : -1;
   printf("S %s.flush_ms %.3f\n", tag, (double)(b - a) / 1e6);
+  if (hwm >= 0 && rss_flush0 >= 0) printf("S %s.flush_peak_mb %.3f\n", tag, (double)(hwm - rss_flush0) / 1e6);
   /* CPU time (user + system) of the Flush: what it costs when the machine is shared */
   double cpu0 = (double)(ru0.ru_utime.tv_sec + ru0.ru_stime.tv_sec) * 1e3 + (double)(ru0.ru_utime.tv_usec + ru0.ru_stime.tv_usec) / 1e3;
   double cpu1 = (double)(ru1.ru_utime.tv_sec + ru1.ru_stime.tv_sec) * 1e3 + (double)(ru1.ru_utime.tv_usec + ru1.ru_stime.tv_usec) / 1e3;
@@ -111,7 +117,7 @@ int child_flush(const char* tag, int devs, int chs, int qps, int capture_reps) {
 
 /* Populate, print the time, and leave: the library's exit handler does the rest. */
 int child_exit(int devs, int chs, int qps) {
-  if (rcclTelemetryInit() != 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  if (rcclTelemetryInit() < 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
   populate(devs, chs, qps);
   printf("T %lld\n", (long long)now_ns());
   fflush(stdout);

@@ -33,7 +33,7 @@ int child_hot(const char* cfg, int reps, int nreq) {
   int pinned = (ncpu > 0 && here >= 0) ? pin_self(here) : 0;
   printf("M pinned.hot %d\n", pinned);
 
-  if (rcclTelemetryInit() != 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  if (rcclTelemetryInit() < 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
   int enabled = env_enabled();
   int n = env_int("RCCL_TELEMETRY_LATENCY_SAMPLE", 1);
   refTelemetryInit(enabled, n, 5, 30000);
@@ -106,7 +106,7 @@ const LoopFn kRefFamily[FAMILIES] = {loop_ref_lat, loop_ref_send, loop_ref_size,
 int child_breakdown(const char* cfg, int reps, int nreq) {
   int here = sched_getcpu();
   if (here >= 0) pin_self(here);
-  if (rcclTelemetryInit() != 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  if (rcclTelemetryInit() < 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
   int enabled = env_enabled();
   refTelemetryInit(enabled, env_int("RCCL_TELEMETRY_LATENCY_SAMPLE", 1), 5, 30000);
   lib_register(0);
@@ -152,7 +152,7 @@ enum { PT_NONE, PT_LIB, PT_AT, PT_PREV, PT_COUNT };
 int child_pollts(const char* cfg, int reps, int nreq) {
   int here = sched_getcpu();
   if (here >= 0) pin_self(here);
-  if (rcclTelemetryInit() != 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  if (rcclTelemetryInit() < 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
   int enabled = env_enabled();
   refTelemetryInit(0, 1, 5, 30000);
   lib_register(0);
@@ -209,7 +209,7 @@ enum { LP_NONE, LP_WITH, LP_WITHOUT, LP_COUNT };
 int child_logpair(const char* cfg, int reps, int nreq, int swap) {
   int here = sched_getcpu();
   if (here >= 0) pin_self(here);
-  if (rcclTelemetryInit() != 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  if (rcclTelemetryInit() < 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
   refTelemetryInit(0, 1, 5, 30000);
   lib_register(0);
   LoopFn fn[LP_COUNT] = {loop_none, loop_lib_lat, loop_lib_lat};

@@ -86,7 +86,7 @@ int child_scale(int reps, int window_ms) {
   int cpu0 = ncpu >= 2 ? cpus[0] : -1, cpu1 = ncpu >= 2 ? cpus[1] : -1;
   int pinned0 = cpu0 >= 0 ? pin_self(cpu0) : 0;
 
-  if (rcclTelemetryInit() != 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  if (rcclTelemetryInit() < 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
   int enabled = env_enabled();
   refTelemetryInit(enabled, env_int("RCCL_TELEMETRY_LATENCY_SAMPLE", 1), 5, 30000);
   for (int d = 0; d < 2; d++) {

@@ -43,6 +43,27 @@ long rss_bytes(void) {
   return res < 0 ? -1 : res * sysconf(_SC_PAGESIZE);
 }
 
+/* Resets the process's resident high-water mark (VmHWM) to its current RSS. 0 on success. */
+int reset_rss_peak(void) {
+  int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int ok = write(fd, "5", 1) == 1;
+  close(fd);
+  return ok ? 0 : -1;
+}
+
+/* VmHWM of /proc/self/status in bytes, -1 when it cannot be read. */
+long rss_peak_bytes(void) {
+  FILE* f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kb = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
+  fclose(f);
+  return kb < 0 ? -1 : kb * 1024;
+}
+
 Ctx* ctx_new(int dev, int ch) {
   /* page-aligned, so every variant's rings sit at the same offsets within a page */
   Ctx* c = aligned_alloc(4096, (sizeof(Ctx) + 4095) & ~(size_t)4095);

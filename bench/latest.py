@@ -108,15 +108,19 @@ def render(d):
         f"one device {num(sc['ref']['cputime_scaling_2t_one_device']['median'])}x)."
     )
     w("")
-    w("| flush | QP slots | Flush ms | file MB | SwCapture ms | RSS B / slot | exit added ms |")
-    w("|-------|---------:|---------:|--------:|-------------:|-------------:|--------------:|")
-    for size, f in d["flush"].items():
-        if not isinstance(f, dict):
-            continue
+    # Flush's peak memory (above the RSS it started from) is in runs from library 22cb5a8 on.
+    sizes = [(k, f) for k, f in d["flush"].items() if isinstance(f, dict)]
+    peak = all(f.get("flush_peak_mb", {}).get("median") is not None for _, f in sizes)
+    w("| flush | QP slots | Flush ms |" + (" Flush peak MB |" if peak else "") +
+      " file MB | SwCapture ms | RSS B / slot | exit added ms |")
+    w("|-------|---------:|---------:|" + ("--------------:|" if peak else "") +
+      "--------:|-------------:|-------------:|--------------:|")
+    for size, f in sizes:
         added = d["exit_ms"].get(f"{size}_added")
         w(
             f"| {size} | {f['qp_slots']} | {num(f['flush_ms']['median'], 1)} | "
-            f"{num(f['file_bytes']['median'] / 1e6, 1)} | {num(f['swcapture_us']['median'] / 1e3, 2)} | "
+            + (f"{num(f['flush_peak_mb']['median'], 1)} | " if peak else "")
+            + f"{num(f['file_bytes']['median'] / 1e6, 1)} | {num(f['swcapture_us']['median'] / 1e3, 2)} | "
             f"{num(f['rss_bytes_per_qp_slot']['median'], 0)} | {num(added, 1)} |"
         )
     w("")

@@ -301,7 +301,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: comm_sim two|lifetimes|stale|threads [options]\n");
     return 2;
   }
-  if (rcclTelemetryInit() != 0) return fail("Init");
+  if (rcclTelemetryInit() < 0) return fail("Init");
   g_on = rcclTelemetryOn();
   if (strcmp(argv[1], "two") == 0) return mode_two();
   if (strcmp(argv[1], "lifetimes") == 0) return mode_lifetimes(argc, argv);

@@ -525,6 +525,12 @@ static void check_capture(void) {
   }
 }
 
+/* Whether this run asked for telemetry (what rcclTelemetryInit reads). */
+static int on_asked(void) {
+  const char *e = getenv("RCCL_TELEMETRY_ENABLE");
+  return e && strcmp(e, "1") == 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s TALLY.json [--devices N] [--channels N] [--data-qps N] [--requests N] "
@@ -576,10 +582,11 @@ int main(int argc, char **argv) {
   }
 
   int init_rc = rcclTelemetryInit();
-  if (init_rc != 0) fprintf(stderr, "ibcast_sim: telemetry did not start; running without it\n");
+  if (init_rc < 0) fprintf(stderr, "ibcast_sim: telemetry could not start; running without it\n");
   /* Idempotent: later calls give the first call's answer, and On agrees with it. */
   CHECK(rcclTelemetryInit() == init_rc);
   CHECK(rcclTelemetryInit() == init_rc);
+  CHECK(init_rc == (on_asked() ? RCCL_TELEMETRY_INIT_STARTED : RCCL_TELEMETRY_INIT_OFF) || init_rc < 0);
   CHECK(init_rc == 0 || rcclTelemetryOn() == 0);
   if (g_latency_us > 0 && rcclTelemetryOn()) {
     /* Constructed tokens are token + ns: they need the library's tokens to be ns readings of
@@ -634,6 +641,7 @@ int main(int argc, char **argv) {
     CHECK(rcclTelemetrySwCapture(s, RCCL_TELEMETRY_MAX_DEVS) == -1);
     CHECK(rcclTelemetryOn() == 0);
     CHECK(rcclTelemetrySetupChannel(0, RCCL_TELEMETRY_MAX_CHANNELS - 1, 1, &n) == -1 && n == 0);
+    CHECK(rcclTelemetryInit() == RCCL_TELEMETRY_INIT_FINISHED); /* finished, not started again */
   } else if (on) {
     check_capture();
   }

@@ -4,15 +4,32 @@
  *
  * Off unless RCCL_TELEMETRY_ENABLE=1. Every entry point is safe to call in any state: when
  * disabled, before Init, after Flush, with a NULL handle or out-of-range indices it is a
- * silent no-op (the int-returning ones return -1). No entry point fails the caller, blocks
- * the data path on I/O, or lets a panic cross this boundary.
+ * silent no-op (the int-returning ones return -1; Init says which state it found). No entry
+ * point fails the caller, aborts (not even when memory runs out), blocks the data path on
+ * I/O, or lets a panic cross this boundary. Lines go to stderr, or to RCCL's logger
+ * (rcclTelemetrySetLogger).
  *
- * Threading: any number of threads may call hooks concurrently on different handles. A
- * given QP or channel handle is driven by one thread at a time (RCCL's proxy-thread model);
- * counts are exact under that contract. Device forms and index forms may be called from
- * any thread concurrently and are exact. Flush and SwCapture may run while hooks run.
- * (Driving one QP through its handle on one thread while another thread uses the index
- * forms on the same QP is outside the contract.)
+ * Threading, the data path: any number of threads may call hooks concurrently on different
+ * handles. A given QP or channel handle is driven by one thread at a time (RCCL's
+ * proxy-thread model); counts are exact under that contract. Device forms and index forms
+ * may be called from any thread concurrently and are exact. (Driving one QP through its
+ * handle on one thread while another thread uses the index forms on the same QP is outside
+ * the contract.)
+ *
+ * Threading, every other function (Init, Flush, SetLogger, RegisterDevice, SetupChannel,
+ * SetQpRole, MarkChannelsUnknown, ResolveQp, ResolveChannel, QpSetPeer, QpCqError,
+ * SwCapture, and every rcclTelemetryComm* call): any thread, concurrently with one another
+ * and with the hooks. Each takes only the library's own short locks, none of which a hook
+ * waits on. What a call establishes (a device, a slot, a role, a peer) is seen by every call
+ * made after it returns; of two calls racing on one object, one's effect is kept whole. A
+ * call that ends something (Flush, for every count of the process; a communicator's
+ * finalize, for its handles) is ordered by the caller after the calls that use it, as RCCL
+ * does at teardown; a call that races it is safe, and counted or not.
+ *
+ * Names: functions rcclTelemetry<Name> in lower camel case, a verb first when the function
+ * acts (rcclTelemetrySetLogger); types rcclTelemetry<Name>_t (the handles and
+ * RcclTelemetrySwSnapshot keep the names RCCL's call sites use); constants and macros
+ * RCCL_TELEMETRY_<NAME>; a trailing underscore marks the library's internals.
  *
  * Handles come from rcclTelemetryResolveQp / rcclTelemetryResolveChannel once, at
  * connection setup; they stay valid for the life of the process. Store them on the QP.
@@ -52,23 +69,45 @@
 // Channel slots per device: chIdx is 0..RCCL_TELEMETRY_MAX_CHANNELS-1.
 #define RCCL_TELEMETRY_MAX_CHANNELS 512
 
+// The most QPs one rcclTelemetrySetupChannel call may ask for: a call asking for more is
+// refused (-1, *numSlots 0), its QPs counted in num_qp_untracked and the first refusal said
+// in one line. A channel grows past it by further calls.
+#define RCCL_TELEMETRY_MAX_QPS_PER_SETUP 65536
+
 // Size of the latency histogram in RcclTelemetrySwSnapshot (the file emits the configured count).
 #define RCCL_TELEMETRY_HISTOGRAM_SIZE 16
 
 // PostTs token meaning "1-in-N sampling skipped this posting".
 #define RCCL_TELEMETRY_TS_UNSAMPLED 1
 
-// Per-channel statistics. Opaque to C (`RcclChannelStats*`). Only num_req_completed is
-// stored here: every other channel total is summed from the QP slots at flush.
+// rcclTelemetryInit's results. Telemetry started (or an earlier call started it): it counts.
+#define RCCL_TELEMETRY_INIT_STARTED 0
+
+// Not asked for (RCCL_TELEMETRY_ENABLE is not "1"): every call is a no-op. Not an error.
+#define RCCL_TELEMETRY_INIT_OFF 1
+
+// Telemetry has finished in this process: its final file was written (rcclTelemetryFlush,
+// or exit), or this is a forked child of a process with telemetry on. It stays off; not an
+// error.
+#define RCCL_TELEMETRY_INIT_FINISHED 2
+
+// Asked for but could not start (the reason is already logged): the run goes on without it.
+#define RCCL_TELEMETRY_INIT_FAILED -1
+
+// The levels and subsystem flag the library passes to a logger (NCCL's `NCCL_LOG_WARN`,
+// `NCCL_LOG_INFO` and `NCCL_NET`, for a logger written without NCCL's header).
+#define RCCL_TELEMETRY_LOG_WARN 2
+
+#define RCCL_TELEMETRY_LOG_INFO 3
+
+#define RCCL_TELEMETRY_LOG_NET 16
+
+// A channel's statistics handle (from rcclTelemetryResolveChannel): opaque, to be passed to
+// rcclTelemetryChRequestCompleted; its address never changes.
 typedef struct RcclChannelStats RcclChannelStats;
 
-// Per-QP statistics slot. Opaque to C (`RcclQpStats*`); its address never changes.
-//
-// Counters the reader can derive are not kept: a send posted through the handle bumps one
-// of `sent_write`/`sent_imm` (num_wqe_sent is their sum, plus the index form's own posts),
-// and a completion bumps `wqe_rcvd` only, plus `untracked` in the rare case it matched no
-// posting (num_wqe_completed = wqe_rcvd - untracked). One store per hook, not two.
-// The header's inline hooks mirror this layout (see `inline_abi`).
+// A QP's statistics handle (from rcclTelemetryResolveQp): opaque, to be stored on the QP
+// and passed to the handle forms of the hooks; its address never changes.
 typedef struct RcclQpStats RcclQpStats;
 
 // A communicator's telemetry context (opaque; the pointer is a token and is never
@@ -97,56 +136,73 @@ typedef struct RcclTelemetrySwSnapshot {
 // The handle rcclTelemetryCommInit returns.
 typedef struct rcclTelemetryComm rcclTelemetryComm_t;
 
+// NCCL's `ncclDebugLogger_t`: called with a level (`NCCL_LOG_WARN` 2, `NCCL_LOG_INFO` 3), the
+// subsystem flags (`NCCL_NET`, 0x10), the library's source file and line, and a printf
+// format ("%s") with one string: the whole line, which starts with "rccl-telemetry: ".
+typedef void (*rcclTelemetryLogger_t)(int level, unsigned long flags, const char *file, int line, const char *fmt, ...);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
-// Reads the environment and starts telemetry when RCCL_TELEMETRY_ENABLE=1. Idempotent and
-// thread-safe. Returns 0 on success or when disabled, -1 when telemetry was asked for but could
-// not start (the reason is already on stderr; the run continues with telemetry off).
+// Reads the environment and starts telemetry when RCCL_TELEMETRY_ENABLE=1. Returns
+// RCCL_TELEMETRY_INIT_STARTED (0: it counts), RCCL_TELEMETRY_INIT_OFF (1: not asked for),
+// RCCL_TELEMETRY_INIT_FINISHED (2: the final file was written, or this is a forked child of
+// a process with telemetry on; it stays off) or RCCL_TELEMETRY_INIT_FAILED (-1: asked for
+// but could not start; the reason is already logged). Only a negative result is a failure:
+// test `< 0` to log one (0 keeps meaning "telemetry counts"; off and finished, which earlier
+// versions also answered with 0, are now 1 and 2). The run goes on in every case. Any
+// thread, any number of times: later calls return the first call's answer, or FINISHED
+// once telemetry has finished.
 int rcclTelemetryInit(void);
 
 // 1 when telemetry is enabled and initialised and the final file not yet written, else 0
 // (0 before Init, when disabled, after rcclTelemetryFlush or exit, and in a forked child).
+// Any thread; one load, inline where the inline hooks are on.
 int rcclTelemetryOn(void);
 
 // Writes the JSON file once; also run at process exit. Afterwards every entry point is inert:
 // rcclTelemetryOn 0, RegisterDevice -1, SetupChannel -1 (*numSlots 0), Resolve* NULL,
 // SwCapture -1, data-path calls change nothing, and the file is never rewritten.
-// Returns 0 on success, when disabled or already written, -1 on failure (reason and path on
-// stderr).
+// Returns 0 on success, when disabled or already written, -1 on failure (reason and path
+// logged). Any thread, while hooks run: a second call while the first writes waits for it
+// (at most 10 s) and returns 0; hooks that race it are counted or not, never torn.
 int rcclTelemetryFlush(void);
 
 // Registers a RoCE device in slot `device_id` (0..31) for transport `transport`
 // (e.g. "IB-CAST"). Returns device_id, or -1 when disabled or refused. Registering the same
-// name in the same slot again returns device_id.
-//
-// # Safety
-// `roce_device` and `transport` are NULL or NUL-terminated strings.
+// name in the same slot again returns device_id. Any thread, concurrently with any call:
+// of two registrations of one slot under different names, one wins and the other is
+// refused. `roce_device` and `transport` are NULL or NUL-terminated strings.
 int rcclTelemetryRegisterDevice(int device_id, const char *roce_device, const char *transport);
 
 // Reserves `numQps` QP slots on (devIdx, chIdx). Returns the first slot index and sets
 // `*numSlots` (if not NULL) to how many were granted; 0 and -1 when none. A shortfall is
-// counted in num_qp_untracked (on the channel, or on the device when chIdx is out of range).
-// The device's hardware-counter baseline is taken on its first call.
-//
-// # Safety
-// `numSlots` is NULL or points to a writable int.
+// counted in num_qp_untracked (on the channel, or on the device when chIdx is out of range):
+// more than RCCL_TELEMETRY_MAX_QPS_PER_SETUP asked for (refused whole), past the channel's
+// 16,777,216 slots, or memory that could not be had (each said once in one line). The
+// device's hardware-counter baseline is taken on its first call. Any thread, concurrently
+// with any call: concurrent calls on one channel get disjoint slots, and a slot is
+// resolvable (rcclTelemetryResolveQp) by any thread once the call that reserved it has
+// returned. `numSlots` is NULL or points to a writable int.
 int rcclTelemetrySetupChannel(int devIdx, int chIdx, int numQps, int *numSlots);
 
-// Tells whether QP slot qpIdx of (devIdx, chIdx) carries data (isDataQp != 0) or CTS.
+// Tells whether QP slot qpIdx of (devIdx, chIdx) carries data (isDataQp != 0) or CTS. Any
+// thread, concurrently with any call; told twice, the later call wins.
 void rcclTelemetrySetQpRole(int devIdx, int chIdx, int qpIdx, int isDataQp);
 
 // The transport has no real channel id on this device: the file shows
-// "num_channels": null and every channel "id": null.
+// "num_channels": null and every channel "id": null. Any thread, concurrently with any call.
 void rcclTelemetryMarkChannelsUnknown(int devIdx);
 
 // The stats handle of QP slot qpIdx on (devIdx, chIdx), to store on the QP at setup.
 // NULL when disabled or when the indices name no slot; valid for the life of the process.
+// Any thread, concurrently with any call (a lookup, no lock).
 struct RcclQpStats *rcclTelemetryResolveQp(int devIdx, int chIdx, int qpIdx);
 
 // The stats handle of channel chIdx on devIdx. NULL when disabled or when no slot was set
-// up there; valid for the life of the process.
+// up there; valid for the life of the process. Any thread, concurrently with any call (a
+// lookup, no lock).
 struct RcclChannelStats *rcclTelemetryResolveChannel(int devIdx, int chIdx);
 
 // Tells a QP's identity and its peer's, once the transport has exchanged connection data
@@ -155,71 +211,62 @@ struct RcclChannelStats *rcclTelemetryResolveChannel(int devIdx, int chIdx);
 // when unknown (RoCE). The file then shows the QP's "qp_num" and "peer", the device's
 // "gid"/"lid", and the QP's later sampled completions in the device's "peers" latency for
 // that remote NIC. A second call replaces the first. NULL handle, telemetry off or after
-// the final write: no-op.
-//
-// # Safety
-// `qp` is NULL or a handle from rcclTelemetryResolveQp; `localGid` and `remoteGid` are NULL
-// or point to 16 readable bytes.
+// the final write: no-op. Any thread, concurrently with any call, the QP's own hooks
+// included (a completion racing it counts towards the old peer or the new one). `qp` is
+// NULL or a handle from rcclTelemetryResolveQp; `localGid` and `remoteGid` are NULL or point
+// to 16 readable bytes.
 void rcclTelemetryQpSetPeer(struct RcclQpStats *qp, uint32_t qpNum, const void *localGid, uint16_t localLid, uint32_t remoteQpNum, const void *remoteGid, uint16_t remoteLid);
 
 // The token to store with a posted work request: RCCL_TELEMETRY_TS_UNSAMPLED (1) when
 // 1-in-N sampling skips this posting, otherwise a clock reading (> 1) to hand back to
 // rcclTelemetryQpWqeComplete. 0 for a NULL handle.
 //
-// # Safety
 // `qp` is NULL or a handle from rcclTelemetryResolveQp.
 int64_t rcclTelemetryPostTs(struct RcclQpStats *qp);
 
 // One send WQE posted: num_wqe_sent, and num_write_imm_wqe (withImm != 0) or num_write_wqe.
 //
-// # Safety
 // `qp` is NULL or a handle from rcclTelemetryResolveQp.
 void rcclTelemetryQpSendPosted(struct RcclQpStats *qp, int withImm);
 
 // One receive WQE posted (ibv_post_recv): num_recv_wqe.
 //
-// # Safety
 // `qp` is NULL or a handle from rcclTelemetryResolveQp.
 void rcclTelemetryQpRecvPosted(struct RcclQpStats *qp);
 
 // One CTS message posted, signalled or not.
 //
-// # Safety
 // `qp` is NULL or a handle from rcclTelemetryResolveQp.
 void rcclTelemetryQpCtsSent(struct RcclQpStats *qp, int signalled);
 
 // A sender found the CTS FIFO slot not yet published: num_slot_miss.
 //
-// # Safety
 // `qp` is NULL or a handle from rcclTelemetryResolveQp.
 void rcclTelemetryQpSlotMiss(struct RcclQpStats *qp);
 
 // One completion drained from the CQ for this QP. postTs: 0 = matched no tracked posting,
 // 1 = matched but not sampled, > 1 = the token from rcclTelemetryPostTs (latency measured).
 //
-// # Safety
 // `qp` is NULL or a handle from rcclTelemetryResolveQp.
 void rcclTelemetryQpWqeComplete(struct RcclQpStats *qp, int64_t postTs);
 
-// Extension: rcclTelemetryQpWqeComplete for a completion whose poll returned at `nowTs`,
+// rcclTelemetryQpWqeComplete for a completion whose poll returned at `nowTs`,
 // a reading from rcclTelemetryPollTs taken once after the ibv_poll_cq call that returned it.
 // A caller that drains several completions per poll pays one clock read per poll instead of
 // one per sampled completion; the latency is measured to the poll's return. Same counters
 // and buckets as rcclTelemetryQpWqeComplete for the same tokens; `nowTs` <= 1 reads the
 // clock as that function does.
 //
-// # Safety
 // `qp` is NULL or a handle from rcclTelemetryResolveQp.
 void rcclTelemetryQpWqeCompleteAt(struct RcclQpStats *qp, int64_t postTs, int64_t nowTs);
 
-// Extension: a clock reading for rcclTelemetryQpWqeCompleteAt (the token clock, always > 1).
+// A clock reading for rcclTelemetryQpWqeCompleteAt (the token clock, always > 1).
 // Take it once after each ibv_poll_cq that returned completions, and only when telemetry
 // is on. Inline in the header (no call) where the inline hooks are on.
 int64_t rcclTelemetryPollTs(void);
 
 // One network request completed on this channel: num_req_completed.
 //
-// # Safety
 // `ch` is NULL or a handle from rcclTelemetryResolveChannel.
 void rcclTelemetryChRequestCompleted(struct RcclChannelStats *ch);
 
@@ -237,10 +284,8 @@ void rcclTelemetryCqError(int devIdx);
 // num_cq_errors and by status ("cq_errors_by_status"), so do not also call
 // rcclTelemetryCqError for it. A QP's first error asks the writer thread for a snapshot
 // (trigger "cq_error", rate-limited). NULL handle, telemetry off or after the final write:
-// no-op.
-//
-// # Safety
-// `qp` is NULL or a handle from rcclTelemetryResolveQp.
+// no-op. Any thread, concurrently with any call. `qp` is NULL or a handle from
+// rcclTelemetryResolveQp.
 void rcclTelemetryQpCqError(struct RcclQpStats *qp, int status, uint32_t vendorErr);
 
 // Adds `polls` ibv_poll_cq calls to cq_poll_count.
@@ -268,20 +313,18 @@ void rcclTelemetryCtsSent(int devIdx, int chIdx, int qpIdx, int signalled);
 // Index form of the opcode split: withImm != 0 counts num_write_imm_wqe, else num_write_wqe.
 void rcclTelemetryWriteWqe(int devIdx, int chIdx, int qpIdx, int withImm);
 
-// Extension: index form of rcclTelemetryPostTs, for callers without handles. Claims the
+// Index form of rcclTelemetryPostTs, for callers without handles. Claims the
 // posting position atomically, so any thread may call it. 0 when the indices name no slot.
 int64_t rcclTelemetryPostTsIdx(int devIdx, int chIdx, int qpIdx);
 
-// Extension, used by the header's inline PostTs and completion hooks when tokens are not
-// TSC readings: a clock reading usable as a PostTs token (always > 1), in the library's units.
+// A clock reading usable as a PostTs token (always > 1), in the library's units: what the
+// header's inline PostTs and completion hooks use when tokens are not TSC readings.
 int64_t rcclTelemetryNowToken(void);
 
 // Writes up to maxDevs entries, one per registered device in id order, with its software
 // totals so far. Returns the number written; -1 when disabled, `out` is NULL or maxDevs < 0.
-// Never resets anything; safe while hooks run.
-//
-// # Safety
-// `out` points to at least maxDevs writable entries.
+// Never resets anything. Any thread, while hooks run. `out` points to at least maxDevs
+// writable entries.
 int rcclTelemetrySwCapture(struct RcclTelemetrySwSnapshot *out, int maxDevs);
 
 // Creates the telemetry context of a communicator, at ncclCommInitRank (cold path):
@@ -348,6 +391,16 @@ void rcclTelemetryCommFinalize(rcclTelemetryComm_t *comm);
 // thread; never fails.
 int rcclTelemetryGetVersion(void);
 
+// Sends every later line of the library to `logger` instead of stderr; NULL goes back to
+// stderr. RCCL passes its own logger, so that the lines follow NCCL_DEBUG and
+// NCCL_DEBUG_FILE: `rcclTelemetrySetLogger((rcclTelemetryLogger_t)ncclDebugLog)` (the cast
+// because NCCL types the level as `ncclDebugLogLevel`, an enum passed as an int). Call it
+// before rcclTelemetryInit to have Init's own lines go there too; any state, any thread. The
+// logger is called from whichever thread has something to say (the caller's, the library's
+// writer thread, the exit handler), never from a signal handler, and must stay callable
+// until the process exits or it is replaced.
+void rcclTelemetrySetLogger(rcclTelemetryLogger_t logger);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
@@ -397,7 +450,7 @@ extern "C" {
 /* Mirror of the library's QP slot (256 bytes, 4 cache lines): what every WQE touches    */
 /* (sample_mask is N - 1 for 1-in-N sampling), what rare and sampled events touch        */
 /* (untracked: completions that matched no posting; log_hist: the address of the         */
-/* channel's log-scale histogram, 0 when the slot records none), the seed's linear        */
+/* channel's log-scale histogram, 0 when the slot records none), the linear               */
 /* histogram.                                                                             */
 typedef struct rcclTelemetryQp_ {
   uint64_t sent_write, sent_imm, recv_wqe, cts_signalled, cts_unsignalled, post_seq, wqe_rcvd, sample_mask;
@@ -569,7 +622,7 @@ static inline void rcclTelemetryLogRecord_(uint64_t la, uint64_t li) {
   else rcclTelemetryLogAdd_(lh, li);
 }
 /* The latency of a sampled completion: ns since the token, its bucket in the channel's    */
-/* log-scale histogram (when it records one) and in the seed's histogram, min and max.     */
+/* log-scale histogram (when it records one) and in the linear histogram, min and max.     */
 /* nowTs is the clock reading the completion's time is measured to (its poll's, or now). */
 static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs, int64_t nowTs) {
   __extension__ typedef unsigned __int128 u128_;

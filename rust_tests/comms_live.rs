@@ -17,7 +17,7 @@ const WALL0: u64 = 1_796_210_131_000_000_000;
 
 fn snapshot() -> Value {
     let rt = rccl_telemetry::runtime().expect("on");
-    let f = rank_file::build(&rt.id, WALL0, None, false, "test");
+    let f = rank_file::build(&rt.id, WALL0, None, false, "test").expect("memory");
     let mut out = Vec::new();
     rank_file::to_writer(&mut out, &f).unwrap();
     serde_json::from_slice(&out).unwrap()

@@ -31,8 +31,8 @@ fn series(text: &str, name: &str) -> Vec<String> {
 }
 
 /// Waits (liveness only, up to a minute) for the rank's file to be a snapshot written on
-/// `trigger`, and returns it, checked against the schema.
-fn snapshot_on(dir: &Path, trigger: &str) -> Value {
+/// `trigger` that satisfies `ready`, and returns it, checked against the schema.
+fn snapshot_on(dir: &Path, trigger: &str, ready: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(p) = common::telemetry_files(dir)
@@ -41,7 +41,7 @@ fn snapshot_on(dir: &Path, trigger: &str) -> Value {
         {
             if let Ok(text) = std::fs::read_to_string(&p) {
                 if let Ok(v) = serde_json::from_str::<Value>(&text) {
-                    if v["trigger"] == trigger {
+                    if v["trigger"] == trigger && ready(&v) {
                         assert_eq!(v["final"], false);
                         return common::load_valid(&p);
                     }
@@ -116,8 +116,11 @@ fn errors_by_qp_and_status_with_their_snapshots() {
         rcclTelemetryCqError(0);
     }
 
-    // A QP's first error: the writer writes a snapshot on its own.
-    let f = snapshot_on(out.path(), "cq_error");
+    // A QP's first error: the writer writes a snapshot on its own (at once, while the errors
+    // after it are still being counted; those make the next one, a gap later).
+    let f = snapshot_on(out.path(), "cq_error", |v| {
+        v["devices"][0]["num_cq_errors"] == 23 + 1 + 2 + 1
+    });
     assert_eq!(f["version"], 4);
     let d = &f["devices"][0];
     assert_eq!(d["num_cq_errors"], 23 + 1 + 2 + 1);
@@ -179,7 +182,7 @@ fn errors_by_qp_and_status_with_their_snapshots() {
     }
     stall_detector::tick_at(1_500 * MS, WALL0 + 500 * MS);
     assert!(stall_detector::tick_at(2_500 * MS, WALL0 + 1_500 * MS));
-    let f = snapshot_on(out.path(), "stall");
+    let f = snapshot_on(out.path(), "stall", |_| true);
     let q25 = &f["devices"][0]["channels"][0]["queue_pairs"][25];
     assert_eq!(q25["stalled"], true);
     assert_eq!(q25["last_post_time"], rank_file::rfc3339(WALL0 + 500 * MS));

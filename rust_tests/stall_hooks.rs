@@ -23,7 +23,8 @@ fn snapshot() -> Value {
         rccl_telemetry::hw::sampler_snapshot(),
         false,
         "test",
-    );
+    )
+    .unwrap();
     let mut out = Vec::new();
     rank_file::to_writer(&mut out, &f).unwrap();
     serde_json::from_slice(&out).unwrap()

@@ -4,7 +4,7 @@
 
 use std::ffi::CString;
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -94,10 +94,10 @@ pub fn write_atomic_mode(
             use std::os::unix::fs::PermissionsExt;
             file.set_permissions(std::fs::Permissions::from_mode(m))?;
         }
-        let mut w = BufWriter::with_capacity(1 << 20, file);
+        let mut w = FileBuf::new(file);
         fill(&mut w)?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_data()
+        w.flush()?;
+        w.file.sync_data()
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
@@ -116,6 +116,55 @@ pub fn write_atomic_mode(
     };
     sync_dir(&dir);
     Ok(written)
+}
+
+/// The buffer in front of a file being written, allocated fallibly: 1 MiB, or the largest
+/// of 64 KiB and 4 KiB that can be had, or none (every write then goes straight to the file).
+/// Nothing a write does grows it, so writing a file never takes more memory than that.
+struct FileBuf {
+    file: File,
+    buf: Vec<u8>,
+}
+
+impl FileBuf {
+    fn new(file: File) -> FileBuf {
+        let mut buf = Vec::new();
+        for size in [1 << 20, 1 << 16, 1 << 12] {
+            if buf.try_reserve_exact(size).is_ok() {
+                break;
+            }
+        }
+        FileBuf { file, buf }
+    }
+
+    fn drain(&mut self) -> io::Result<()> {
+        let r = self.file.write_all(&self.buf);
+        self.buf.clear();
+        r
+    }
+}
+
+impl Write for FileBuf {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.write_all(data)?;
+        Ok(data.len())
+    }
+
+    fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
+        let cap = self.buf.capacity();
+        if self.buf.len() + data.len() > cap {
+            self.drain()?;
+        }
+        if data.len() >= cap {
+            return self.file.write_all(data);
+        }
+        self.buf.extend_from_slice(data); // within the capacity: no allocation
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.drain()
+    }
 }
 
 /// Random names tried before giving up on a directory (2^-60 odds each of a collision that
@@ -221,6 +270,33 @@ pub fn random_token() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_file_buffer_writes_every_byte_in_order_whatever_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let chunks: Vec<Vec<u8>> = (0..200u32)
+            .map(|i| (0..(i * 7 % 23)).map(|k| (i + k) as u8).collect())
+            .collect();
+        let want: Vec<u8> = chunks.concat();
+        // No buffer (nothing could be allocated), a small one, and the usual.
+        for cap in [0usize, 8, 1 << 20] {
+            let path = dir.path().join(format!("f{cap}"));
+            let mut buf = Vec::new();
+            buf.reserve_exact(cap);
+            let mut w = FileBuf {
+                file: File::create(&path).unwrap(),
+                buf,
+            };
+            let cap = w.buf.capacity();
+            for c in &chunks {
+                w.write_all(c).unwrap();
+                assert_eq!(w.buf.capacity(), cap, "the buffer never grows");
+            }
+            w.flush().unwrap();
+            drop(w);
+            assert_eq!(std::fs::read(&path).unwrap(), want, "capacity {cap}");
+        }
+    }
 
     fn names(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(dir)

@@ -1,6 +1,10 @@
 //! Every `extern "C"` item of the library, and nothing else: argument checks, the panic
-//! boundary, conversion of C ints. `include/rccl_telemetry.h` is generated from this file.
+//! boundary, conversion of C ints. `include/rccl_telemetry.h` is generated from this file, so
+//! the doc comments of the exported items are written for the header's C reader: what a call
+//! does, what it returns, which thread may call it, and what the caller's pointers must be
+//! (said in a sentence, not under a Rust `# Safety` heading, which the lint below allows).
 #![allow(non_snake_case)]
+#![allow(clippy::missing_safety_doc)]
 
 use std::ffi::{c_char, c_int, CStr};
 
@@ -11,6 +15,11 @@ use crate::registry;
 pub const RCCL_TELEMETRY_MAX_DEVS: i32 = 32;
 /// Channel slots per device: chIdx is 0..RCCL_TELEMETRY_MAX_CHANNELS-1.
 pub const RCCL_TELEMETRY_MAX_CHANNELS: i32 = 512;
+/// The most QPs one rcclTelemetrySetupChannel call may ask for: a call asking for more is
+/// refused (-1, *numSlots 0), its QPs counted in num_qp_untracked and the first refusal said
+/// in one line. A channel grows past it by further calls.
+pub const RCCL_TELEMETRY_MAX_QPS_PER_SETUP: i32 = 65536;
+const _: () = assert!(RCCL_TELEMETRY_MAX_QPS_PER_SETUP as u64 == registry::MAX_QPS_PER_SETUP);
 /// Size of the latency histogram in RcclTelemetrySwSnapshot (the file emits the configured count).
 pub const RCCL_TELEMETRY_HISTOGRAM_SIZE: usize = 16;
 /// PostTs token meaning "1-in-N sampling skipped this posting".
@@ -54,9 +63,15 @@ pub struct RcclTelemetrySwSnapshot {
 
 // ----------------------------------------------------------------------------------- lifecycle
 
-/// Reads the environment and starts telemetry when RCCL_TELEMETRY_ENABLE=1. Idempotent and
-/// thread-safe. Returns 0 on success or when disabled, -1 when telemetry was asked for but could
-/// not start (the reason is already on stderr; the run continues with telemetry off).
+/// Reads the environment and starts telemetry when RCCL_TELEMETRY_ENABLE=1. Returns
+/// RCCL_TELEMETRY_INIT_STARTED (0: it counts), RCCL_TELEMETRY_INIT_OFF (1: not asked for),
+/// RCCL_TELEMETRY_INIT_FINISHED (2: the final file was written, or this is a forked child of
+/// a process with telemetry on; it stays off) or RCCL_TELEMETRY_INIT_FAILED (-1: asked for
+/// but could not start; the reason is already logged). Only a negative result is a failure:
+/// test `< 0` to log one (0 keeps meaning "telemetry counts"; off and finished, which earlier
+/// versions also answered with 0, are now 1 and 2). The run goes on in every case. Any
+/// thread, any number of times: later calls return the first call's answer, or FINISHED
+/// once telemetry has finished.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryInit() -> c_int {
     boundary!("rcclTelemetryInit", -1, crate::init())
@@ -64,6 +79,7 @@ pub extern "C" fn rcclTelemetryInit() -> c_int {
 
 /// 1 when telemetry is enabled and initialised and the final file not yet written, else 0
 /// (0 before Init, when disabled, after rcclTelemetryFlush or exit, and in a forked child).
+/// Any thread; one load, inline where the inline hooks are on.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryOn() -> c_int {
     c_int::from(crate::is_on())
@@ -72,8 +88,9 @@ pub extern "C" fn rcclTelemetryOn() -> c_int {
 /// Writes the JSON file once; also run at process exit. Afterwards every entry point is inert:
 /// rcclTelemetryOn 0, RegisterDevice -1, SetupChannel -1 (*numSlots 0), Resolve* NULL,
 /// SwCapture -1, data-path calls change nothing, and the file is never rewritten.
-/// Returns 0 on success, when disabled or already written, -1 on failure (reason and path on
-/// stderr).
+/// Returns 0 on success, when disabled or already written, -1 on failure (reason and path
+/// logged). Any thread, while hooks run: a second call while the first writes waits for it
+/// (at most 10 s) and returns 0; hooks that race it are counted or not, never torn.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryFlush() -> c_int {
     boundary!("rcclTelemetryFlush", -1, crate::flush())
@@ -81,10 +98,9 @@ pub extern "C" fn rcclTelemetryFlush() -> c_int {
 
 /// Registers a RoCE device in slot `device_id` (0..31) for transport `transport`
 /// (e.g. "IB-CAST"). Returns device_id, or -1 when disabled or refused. Registering the same
-/// name in the same slot again returns device_id.
-///
-/// # Safety
-/// `roce_device` and `transport` are NULL or NUL-terminated strings.
+/// name in the same slot again returns device_id. Any thread, concurrently with any call:
+/// of two registrations of one slot under different names, one wins and the other is
+/// refused. `roce_device` and `transport` are NULL or NUL-terminated strings.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryRegisterDevice(
     device_id: c_int,
@@ -148,11 +164,13 @@ unsafe fn c_str(p: *const c_char) -> String {
 
 /// Reserves `numQps` QP slots on (devIdx, chIdx). Returns the first slot index and sets
 /// `*numSlots` (if not NULL) to how many were granted; 0 and -1 when none. A shortfall is
-/// counted in num_qp_untracked (on the channel, or on the device when chIdx is out of range).
-/// The device's hardware-counter baseline is taken on its first call.
-///
-/// # Safety
-/// `numSlots` is NULL or points to a writable int.
+/// counted in num_qp_untracked (on the channel, or on the device when chIdx is out of range):
+/// more than RCCL_TELEMETRY_MAX_QPS_PER_SETUP asked for (refused whole), past the channel's
+/// 16,777,216 slots, or memory that could not be had (each said once in one line). The
+/// device's hardware-counter baseline is taken on its first call. Any thread, concurrently
+/// with any call: concurrent calls on one channel get disjoint slots, and a slot is
+/// resolvable (rcclTelemetryResolveQp) by any thread once the call that reserved it has
+/// returned. `numSlots` is NULL or points to a writable int.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetrySetupChannel(
     devIdx: c_int,
@@ -176,7 +194,8 @@ pub unsafe extern "C" fn rcclTelemetrySetupChannel(
     first
 }
 
-/// Tells whether QP slot qpIdx of (devIdx, chIdx) carries data (isDataQp != 0) or CTS.
+/// Tells whether QP slot qpIdx of (devIdx, chIdx) carries data (isDataQp != 0) or CTS. Any
+/// thread, concurrently with any call; told twice, the later call wins.
 #[no_mangle]
 pub extern "C" fn rcclTelemetrySetQpRole(
     devIdx: c_int,
@@ -197,7 +216,7 @@ pub extern "C" fn rcclTelemetrySetQpRole(
 }
 
 /// The transport has no real channel id on this device: the file shows
-/// "num_channels": null and every channel "id": null.
+/// "num_channels": null and every channel "id": null. Any thread, concurrently with any call.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryMarkChannelsUnknown(devIdx: c_int) {
     boundary!("rcclTelemetryMarkChannelsUnknown", (), {
@@ -210,6 +229,7 @@ pub extern "C" fn rcclTelemetryMarkChannelsUnknown(devIdx: c_int) {
 
 /// The stats handle of QP slot qpIdx on (devIdx, chIdx), to store on the QP at setup.
 /// NULL when disabled or when the indices name no slot; valid for the life of the process.
+/// Any thread, concurrently with any call (a lookup, no lock).
 #[no_mangle]
 pub extern "C" fn rcclTelemetryResolveQp(
     devIdx: c_int,
@@ -224,7 +244,8 @@ pub extern "C" fn rcclTelemetryResolveQp(
 }
 
 /// The stats handle of channel chIdx on devIdx. NULL when disabled or when no slot was set
-/// up there; valid for the life of the process.
+/// up there; valid for the life of the process. Any thread, concurrently with any call (a
+/// lookup, no lock).
 #[no_mangle]
 pub extern "C" fn rcclTelemetryResolveChannel(
     devIdx: c_int,
@@ -243,11 +264,10 @@ pub extern "C" fn rcclTelemetryResolveChannel(
 /// when unknown (RoCE). The file then shows the QP's "qp_num" and "peer", the device's
 /// "gid"/"lid", and the QP's later sampled completions in the device's "peers" latency for
 /// that remote NIC. A second call replaces the first. NULL handle, telemetry off or after
-/// the final write: no-op.
-///
-/// # Safety
-/// `qp` is NULL or a handle from rcclTelemetryResolveQp; `localGid` and `remoteGid` are NULL
-/// or point to 16 readable bytes.
+/// the final write: no-op. Any thread, concurrently with any call, the QP's own hooks
+/// included (a completion racing it counts towards the old peer or the new one). `qp` is
+/// NULL or a handle from rcclTelemetryResolveQp; `localGid` and `remoteGid` are NULL or point
+/// to 16 readable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpSetPeer(
     qp: *mut RcclQpStats,
@@ -297,7 +317,6 @@ unsafe fn gid16(p: *const std::ffi::c_void) -> Option<[u8; 16]> {
 /// 1-in-N sampling skips this posting, otherwise a clock reading (> 1) to hand back to
 /// rcclTelemetryQpWqeComplete. 0 for a NULL handle.
 ///
-/// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryPostTs(qp: *mut RcclQpStats) -> i64 {
@@ -311,7 +330,6 @@ pub unsafe extern "C" fn rcclTelemetryPostTs(qp: *mut RcclQpStats) -> i64 {
 
 /// One send WQE posted: num_wqe_sent, and num_write_imm_wqe (withImm != 0) or num_write_wqe.
 ///
-/// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpSendPosted(qp: *mut RcclQpStats, withImm: c_int) {
@@ -327,7 +345,6 @@ pub unsafe extern "C" fn rcclTelemetryQpSendPosted(qp: *mut RcclQpStats, withImm
 
 /// One receive WQE posted (ibv_post_recv): num_recv_wqe.
 ///
-/// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpRecvPosted(qp: *mut RcclQpStats) {
@@ -343,7 +360,6 @@ pub unsafe extern "C" fn rcclTelemetryQpRecvPosted(qp: *mut RcclQpStats) {
 
 /// One CTS message posted, signalled or not.
 ///
-/// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpCtsSent(qp: *mut RcclQpStats, signalled: c_int) {
@@ -359,7 +375,6 @@ pub unsafe extern "C" fn rcclTelemetryQpCtsSent(qp: *mut RcclQpStats, signalled:
 
 /// A sender found the CTS FIFO slot not yet published: num_slot_miss.
 ///
-/// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpSlotMiss(qp: *mut RcclQpStats) {
@@ -376,7 +391,6 @@ pub unsafe extern "C" fn rcclTelemetryQpSlotMiss(qp: *mut RcclQpStats) {
 /// One completion drained from the CQ for this QP. postTs: 0 = matched no tracked posting,
 /// 1 = matched but not sampled, > 1 = the token from rcclTelemetryPostTs (latency measured).
 ///
-/// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpWqeComplete(qp: *mut RcclQpStats, postTs: i64) {
@@ -390,14 +404,13 @@ pub unsafe extern "C" fn rcclTelemetryQpWqeComplete(qp: *mut RcclQpStats, postTs
     )
 }
 
-/// Extension: rcclTelemetryQpWqeComplete for a completion whose poll returned at `nowTs`,
+/// rcclTelemetryQpWqeComplete for a completion whose poll returned at `nowTs`,
 /// a reading from rcclTelemetryPollTs taken once after the ibv_poll_cq call that returned it.
 /// A caller that drains several completions per poll pays one clock read per poll instead of
 /// one per sampled completion; the latency is measured to the poll's return. Same counters
 /// and buckets as rcclTelemetryQpWqeComplete for the same tokens; `nowTs` <= 1 reads the
 /// clock as that function does.
 ///
-/// # Safety
 /// `qp` is NULL or a handle from rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpWqeCompleteAt(
@@ -415,7 +428,7 @@ pub unsafe extern "C" fn rcclTelemetryQpWqeCompleteAt(
     )
 }
 
-/// Extension: a clock reading for rcclTelemetryQpWqeCompleteAt (the token clock, always > 1).
+/// A clock reading for rcclTelemetryQpWqeCompleteAt (the token clock, always > 1).
 /// Take it once after each ibv_poll_cq that returned completions, and only when telemetry
 /// is on. Inline in the header (no call) where the inline hooks are on.
 #[no_mangle]
@@ -425,7 +438,6 @@ pub extern "C" fn rcclTelemetryPollTs() -> i64 {
 
 /// One network request completed on this channel: num_req_completed.
 ///
-/// # Safety
 /// `ch` is NULL or a handle from rcclTelemetryResolveChannel.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryChRequestCompleted(ch: *mut RcclChannelStats) {
@@ -477,10 +489,8 @@ pub extern "C" fn rcclTelemetryCqError(devIdx: c_int) {
 /// num_cq_errors and by status ("cq_errors_by_status"), so do not also call
 /// rcclTelemetryCqError for it. A QP's first error asks the writer thread for a snapshot
 /// (trigger "cq_error", rate-limited). NULL handle, telemetry off or after the final write:
-/// no-op.
-///
-/// # Safety
-/// `qp` is NULL or a handle from rcclTelemetryResolveQp.
+/// no-op. Any thread, concurrently with any call. `qp` is NULL or a handle from
+/// rcclTelemetryResolveQp.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryQpCqError(
     qp: *mut RcclQpStats,
@@ -495,9 +505,13 @@ pub unsafe extern "C" fn rcclTelemetryQpCqError(
         let Some(q) = (unsafe { (qp as *const RcclQpStats).as_ref() }) else {
             return;
         };
-        if let Some(dev) = crate::cq_errors::record(q, status, vendorErr, None, Some("ERR")) {
-            device_op(dev as c_int, |s, o| registry::add(&s.cq_errors, 1, o));
-        }
+        // The device counts it before its record can wake the writer for a snapshot, so a
+        // snapshot never shows a QP's error without its device's count.
+        let Some((dev, _, _)) = registry::slot_home(q) else {
+            return;
+        };
+        device_op(dev as c_int, |s, o| registry::add(&s.cq_errors, 1, o));
+        crate::cq_errors::record(q, status, vendorErr, None, Some("ERR"));
     })
 }
 
@@ -630,7 +644,7 @@ pub extern "C" fn rcclTelemetryWriteWqe(devIdx: c_int, chIdx: c_int, qpIdx: c_in
     )
 }
 
-/// Extension: index form of rcclTelemetryPostTs, for callers without handles. Claims the
+/// Index form of rcclTelemetryPostTs, for callers without handles. Claims the
 /// posting position atomically, so any thread may call it. 0 when the indices name no slot.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryPostTsIdx(devIdx: c_int, chIdx: c_int, qpIdx: c_int) -> i64 {
@@ -641,8 +655,8 @@ pub extern "C" fn rcclTelemetryPostTsIdx(devIdx: c_int, chIdx: c_int, qpIdx: c_i
     )
 }
 
-/// Extension, used by the header's inline PostTs and completion hooks when tokens are not
-/// TSC readings: a clock reading usable as a PostTs token (always > 1), in the library's units.
+/// A clock reading usable as a PostTs token (always > 1), in the library's units: what the
+/// header's inline PostTs and completion hooks use when tokens are not TSC readings.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryNowToken() -> i64 {
     crate::latency::now_token()
@@ -652,10 +666,8 @@ pub extern "C" fn rcclTelemetryNowToken() -> i64 {
 
 /// Writes up to maxDevs entries, one per registered device in id order, with its software
 /// totals so far. Returns the number written; -1 when disabled, `out` is NULL or maxDevs < 0.
-/// Never resets anything; safe while hooks run.
-///
-/// # Safety
-/// `out` points to at least maxDevs writable entries.
+/// Never resets anything. Any thread, while hooks run. `out` points to at least maxDevs
+/// writable entries.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetrySwCapture(
     out: *mut RcclTelemetrySwSnapshot,
@@ -948,4 +960,62 @@ pub extern "C" fn rcclTelemetryInlineMismatch_(headerLayout: c_int) -> c_int {
         -1,
         crate::inline_layout_refused(headerLayout)
     )
+}
+
+// ------------------------------------------------------------- inside RCCL's process
+
+/// rcclTelemetryInit's results. Telemetry started (or an earlier call started it): it counts.
+pub const RCCL_TELEMETRY_INIT_STARTED: i32 = 0;
+/// Not asked for (RCCL_TELEMETRY_ENABLE is not "1"): every call is a no-op. Not an error.
+pub const RCCL_TELEMETRY_INIT_OFF: i32 = 1;
+/// Telemetry has finished in this process: its final file was written (rcclTelemetryFlush,
+/// or exit), or this is a forked child of a process with telemetry on. It stays off; not an
+/// error.
+pub const RCCL_TELEMETRY_INIT_FINISHED: i32 = 2;
+/// Asked for but could not start (the reason is already logged): the run goes on without it.
+pub const RCCL_TELEMETRY_INIT_FAILED: i32 = -1;
+const _: () = assert!(
+    RCCL_TELEMETRY_INIT_STARTED == crate::INIT_STARTED
+        && RCCL_TELEMETRY_INIT_OFF == crate::INIT_OFF
+        && RCCL_TELEMETRY_INIT_FINISHED == crate::INIT_FINISHED
+        && RCCL_TELEMETRY_INIT_FAILED == crate::INIT_FAILED
+);
+
+/// The levels and subsystem flag the library passes to a logger (NCCL's `NCCL_LOG_WARN`,
+/// `NCCL_LOG_INFO` and `NCCL_NET`, for a logger written without NCCL's header).
+pub const RCCL_TELEMETRY_LOG_WARN: i32 = 2;
+pub const RCCL_TELEMETRY_LOG_INFO: i32 = 3;
+pub const RCCL_TELEMETRY_LOG_NET: u32 = 0x10;
+const _: () = assert!(
+    RCCL_TELEMETRY_LOG_WARN == crate::diag::LOG_WARN
+        && RCCL_TELEMETRY_LOG_INFO == crate::diag::LOG_INFO
+        && RCCL_TELEMETRY_LOG_NET as std::ffi::c_ulong == crate::diag::SUBSYS_NET
+);
+
+/// NCCL's `ncclDebugLogger_t`: called with a level (`NCCL_LOG_WARN` 2, `NCCL_LOG_INFO` 3), the
+/// subsystem flags (`NCCL_NET`, 0x10), the library's source file and line, and a printf
+/// format ("%s") with one string: the whole line, which starts with "rccl-telemetry: ".
+#[allow(non_camel_case_types)]
+pub type rcclTelemetryLogger_t = Option<
+    unsafe extern "C" fn(
+        level: c_int,
+        flags: std::ffi::c_ulong,
+        file: *const c_char,
+        line: c_int,
+        fmt: *const c_char,
+        ...
+    ),
+>;
+
+/// Sends every later line of the library to `logger` instead of stderr; NULL goes back to
+/// stderr. RCCL passes its own logger, so that the lines follow NCCL_DEBUG and
+/// NCCL_DEBUG_FILE: `rcclTelemetrySetLogger((rcclTelemetryLogger_t)ncclDebugLog)` (the cast
+/// because NCCL types the level as `ncclDebugLogLevel`, an enum passed as an int). Call it
+/// before rcclTelemetryInit to have Init's own lines go there too; any state, any thread. The
+/// logger is called from whichever thread has something to say (the caller's, the library's
+/// writer thread, the exit handler), never from a signal handler, and must stay callable
+/// until the process exits or it is replaced.
+#[no_mangle]
+pub extern "C" fn rcclTelemetrySetLogger(logger: rcclTelemetryLogger_t) {
+    crate::diag::set_logger(logger);
 }

@@ -2,8 +2,6 @@
 //! and the types it holds. Only data: it sits below the registry, whose channels embed it;
 //! `peers` (above the registry) tells and reads it. See `peers` for the design.
 
-use std::collections::BTreeMap;
-
 use parking_lot::Mutex;
 
 use crate::loghist::LogHist;
@@ -82,23 +80,6 @@ impl ChannelPeers {
         self.inner.lock().qps.get(i as usize).copied().flatten()
     }
 
-    /// Every told slot, by slot index.
-    pub fn qps(&self) -> BTreeMap<u64, QpInfo> {
-        self.inner
-            .lock()
-            .qps
-            .iter()
-            .enumerate()
-            .filter_map(|(i, q)| Some((i as u64, (*q)?)))
-            .collect()
-    }
-
-    /// What was told about the slots, indexed by slot (shorter than the channel's slots when
-    /// the last ones were told nothing).
-    pub fn by_slot(&self) -> Vec<Option<QpInfo>> {
-        self.inner.lock().qps.clone()
-    }
-
     /// The per-peer histograms (key, histogram) and the shared "other peers" one.
     pub fn hists(&self) -> (Vec<(PeerKey, &'static LogHist)>, Option<&'static LogHist>) {
         let g = self.inner.lock();
@@ -120,15 +101,25 @@ impl ChannelPeers {
 }
 
 impl Inner {
-    /// Slot `i`'s record, created empty on first use.
-    pub(crate) fn entry(&mut self, i: u64) -> &mut QpInfo {
-        let i = i as usize;
+    /// Slot `i`'s record, created empty on first use; None when the table cannot grow to it
+    /// (out of memory: what would have been told is dropped, and said once).
+    pub(crate) fn entry(&mut self, i: u64) -> Option<&mut QpInfo> {
+        let i = usize::try_from(i).ok()?;
         if self.qps.len() <= i {
+            if self.qps.try_reserve(i + 1 - self.qps.len()).is_err() {
+                crate::diag::warn_once(&NO_MEMORY_SAID, || {
+                    format!("out of memory: the identity and peer of QP slot {i} (and of later ones that do not fit) are not recorded; their counts are")
+                });
+                return None;
+            }
             self.qps.resize(i + 1, None);
         }
-        self.qps[i].get_or_insert_with(QpInfo::default)
+        Some(self.qps[i].get_or_insert_with(QpInfo::default))
     }
 }
+
+/// Whether a record that could not be allocated was said (once per process).
+static NO_MEMORY_SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// An all-zero GID counts as none.
 pub fn nonzero(g: Option<[u8; 16]>) -> Option<[u8; 16]> {

@@ -27,13 +27,14 @@ pub const ROLE_UNKNOWN: u8 = 0;
 pub const ROLE_DATA: u8 = 1;
 pub const ROLE_CTS: u8 = 2;
 
-/// Per-QP statistics slot. Opaque to C (`RcclQpStats*`); its address never changes.
-///
-/// Counters the reader can derive are not kept: a send posted through the handle bumps one
-/// of `sent_write`/`sent_imm` (num_wqe_sent is their sum, plus the index form's own posts),
-/// and a completion bumps `wqe_rcvd` only, plus `untracked` in the rare case it matched no
-/// posting (num_wqe_completed = wqe_rcvd - untracked). One store per hook, not two.
-/// The header's inline hooks mirror this layout (see `inline_abi`).
+/// A QP's statistics handle (from rcclTelemetryResolveQp): opaque, to be stored on the QP
+/// and passed to the handle forms of the hooks; its address never changes.
+//
+// Counters the reader can derive are not kept: a send posted through the handle bumps one
+// of `sent_write`/`sent_imm` (num_wqe_sent is their sum, plus the index form's own posts),
+// and a completion bumps `wqe_rcvd` only, plus `untracked` in the rare case it matched no
+// posting (num_wqe_completed = wqe_rcvd - untracked). One store per hook, not two.
+// The header's inline hooks mirror this layout (see `inline_abi`).
 #[repr(C, align(64))]
 pub struct RcclQpStats {
     // Line 0: everything an unsampled WQE touches, posting and completion (one thread drives
@@ -390,8 +391,11 @@ impl ExtSnapshot {
     }
 }
 
-/// Per-channel statistics. Opaque to C (`RcclChannelStats*`). Only num_req_completed is
-/// stored here: every other channel total is summed from the QP slots at flush.
+/// A channel's statistics handle (from rcclTelemetryResolveChannel): opaque, to be passed to
+/// rcclTelemetryChRequestCompleted; its address never changes.
+//
+// Only num_req_completed is stored here: every other channel total is summed from the QP
+// slots when a file is written.
 #[repr(C, align(64))]
 pub struct RcclChannelStats {
     pub req_completed: AtomicU64,

@@ -90,6 +90,9 @@ static TABLE: Mutex<Table> = Mutex::new(Table {
     devs: [const { None }; registry::MAX_DEVS],
 });
 
+/// Whether a QP's error that could not be recorded per QP was said (once per process).
+static NO_MEMORY_SAID: AtomicBool = AtomicBool::new(false);
+
 /// A QP's first error was counted since the writer last looked.
 static PENDING: AtomicBool = AtomicBool::new(false);
 /// Wakes the writer (installed by the runtime; async: one byte on its request pipe).
@@ -121,11 +124,16 @@ pub fn record(
             .get_or_insert_with(BTreeMap::new)
             .entry(status)
             .or_insert(0) += 1;
-        let e = t
-            .qps
-            .get_or_insert_with(HashMap::new)
-            .entry(qp as *const RcclQpStats as usize)
-            .or_default();
+        let qps = t.qps.get_or_insert_with(HashMap::new);
+        let key = qp as *const RcclQpStats as usize;
+        if !qps.contains_key(&key) && qps.try_reserve(1).is_err() {
+            drop(t);
+            crate::diag::warn_once(&NO_MEMORY_SAID, || {
+                "out of memory: error completions of QPs with no earlier error are counted on their device (num_cq_errors, cq_errors_by_status) but not per QP while that lasts".into()
+            });
+            return Some(dev);
+        }
+        let e = qps.entry(key).or_default();
         *e.by_status.entry(status).or_insert(0) += 1;
         let first = e.first.is_none();
         if first {

@@ -12,7 +12,8 @@
 //!
 //! 1. leaves, what everyone borrows: `diag` (stderr lines), `panics` (the boundary's panic
 //!    line), `hot` (the header's hot parameters), `thread` (the thread pointer, the owner's
-//!    relaxed add, `spawn_quiet`), `sysfs` (bounded attribute reads);
+//!    relaxed add, `spawn_quiet`), `sysfs` (bounded attribute reads), `reserve` (the global
+//!    allocator: the system's, with a reserve for small allocations it refuses);
 //! 2. hot data: `latency` (clock, tokens, linear histogram), `loghist`, `counters` (the
 //!    slots), `channel_peers` (a channel's told identities and per-peer histograms);
 //! 3. hardware: `hw` (its sampler takes stall numbers through a source `stall_detector`
@@ -35,7 +36,10 @@
 /// file. A new module gets a row here.
 #[doc(hidden)]
 pub const LAYERS: &[(&str, &[&str])] = &[
-    ("leaves", &["diag", "panics", "hot", "thread", "sysfs"]),
+    (
+        "leaves",
+        &["diag", "panics", "hot", "thread", "sysfs", "reserve"],
+    ),
     (
         "hot data",
         &["latency", "loghist", "counters", "channel_peers"],
@@ -70,6 +74,7 @@ pub mod panics;
 pub mod peers;
 pub mod rank_file;
 pub mod registry;
+pub mod reserve;
 pub mod signals;
 pub mod stall_detector;
 mod sysfs;
@@ -83,6 +88,20 @@ use std::sync::OnceLock;
 use parking_lot::Mutex;
 
 use config::{Config, Fault};
+
+/// Every Rust allocation of the library goes through the system's allocator, with a reserve
+/// behind it (see `reserve`): an allocation failure never aborts the host program.
+#[global_allocator]
+static ALLOCATOR: reserve::WithReserve = reserve::WithReserve;
+
+/// Says once that memory ran out badly enough for the reserve to be used.
+fn say_reserve_used() {
+    if let Some(n) = reserve::take_used() {
+        diag::warn(&format!(
+            "memory ran out: {n} small allocations of the library were served from its reserve (what could not be allocated at all is said in a line of its own)"
+        ));
+    }
+}
 use rank_file::Identity;
 
 /// Lifecycle of the library in this process.
@@ -175,16 +194,24 @@ extern "C" fn in_forked_child() {
 pub use panics::contained_panic;
 use panics::install_panic_hook;
 
-/// rcclTelemetryInit: 0 on success or when disabled, -1 when asked for but not started.
-/// Init's answer once it has run: 0 (on or disabled), -1 (failed), None (not yet).
+/// rcclTelemetryInit's results (the header's RCCL_TELEMETRY_INIT_*, defined in `capi`).
+pub const INIT_STARTED: i32 = 0;
+pub const INIT_OFF: i32 = 1;
+pub const INIT_FINISHED: i32 = 2;
+pub const INIT_FAILED: i32 = -1;
+
+/// Init's answer once it has run (the header's RCCL_TELEMETRY_INIT_*): started, off,
+/// finished (the final file written, or a forked child), failed; None: not yet.
 fn settled() -> Option<i32> {
     match STATE.load(Acquire) {
         FORKED => {
             note_fork();
-            Some(0)
+            Some(INIT_FINISHED)
         }
-        ON | DISABLED | FINISHED => Some(0),
-        FAILED => Some(-1),
+        ON => Some(INIT_STARTED),
+        DISABLED => Some(INIT_OFF),
+        FINISHED => Some(INIT_FINISHED),
+        FAILED => Some(INIT_FAILED),
         _ => None,
     }
 }
@@ -203,7 +230,7 @@ pub fn init() -> i32 {
     }
     if !enabled {
         STATE.store(DISABLED, Release);
-        return 0;
+        return INIT_OFF;
     }
     install_panic_hook();
     let started = std::panic::catch_unwind(start);
@@ -211,7 +238,7 @@ pub fn init() -> i32 {
         Ok(Ok(())) => {
             STATE.store(ON, Release);
             hot::rcclTelemetryHotV3.enabled.store(1, Release);
-            return 0;
+            return INIT_STARTED;
         }
         Ok(Err(reason)) => reason,
         Err(_) => {
@@ -223,7 +250,7 @@ pub fn init() -> i32 {
         "telemetry could not start ({outcome}); continuing with telemetry off"
     ));
     STATE.store(FAILED, Release);
-    -1
+    INIT_FAILED
 }
 
 fn start() -> Result<(), String> {
@@ -313,8 +340,15 @@ fn start() -> Result<(), String> {
                 cq_errors::set_waker(|| {
                     writer::request(writer::TRIGGER);
                 });
-                for d in signals::install(signals, snapshot_signal) {
+                let (taken, diags) = signals::install(signals, snapshot_signal);
+                for d in diags {
                     diag::warn(&d);
+                }
+                if !taken.is_empty() {
+                    diag::info(&format!(
+                        "signal handlers installed for {}: on one, the file is written first, then the signal takes its course as before (RCCL_TELEMETRY_SIGNALS=0 leaves the termination signals alone)",
+                        taken.join(", ")
+                    ));
                 }
             }
             Err(e) => diag::warn(&format!(
@@ -349,6 +383,7 @@ extern "C" fn at_exit() {
         write_file(Trigger::Exit, true);
         writer::stop();
         signals::restore();
+        say_reserve_used();
     });
 }
 
@@ -431,19 +466,17 @@ fn write_locked(rt: &Runtime, trigger: Trigger, is_final: bool) -> i32 {
         } else {
             hw::sampler_snapshot()
         };
-        let file = rank_file::build(
+        rank_file::write_file(
+            &rt.cfg.output_dir,
+            &rank_file::file_name(&rt.id.host_name),
             &rt.id,
             latency::realtime_ns(),
             samples,
             is_final,
             &trigger.name(),
-        );
-        rank_file::write_atomic(
-            &rt.cfg.output_dir,
-            &rank_file::file_name(&rt.id.host_name),
-            &file,
         )
     });
+    say_reserve_used();
     match written {
         Ok(Ok(w)) => {
             let mut last = LAST_FALLBACK.lock();

@@ -92,13 +92,16 @@ pub fn hist_bytes() -> u64 {
     HIST_BYTES.load(Relaxed)
 }
 
-/// A histogram for the channel: a spare of its earlier owners' (cleared), else a new one.
-fn new_hist(g: &mut Inner) -> &'static LogHist {
+/// A histogram for the channel: a spare of its earlier owners' (cleared), else a new one;
+/// None when a new one cannot be allocated (the QP then keeps recording into the histogram it
+/// has: its channel's sum stays whole, only the split by peer lacks it).
+fn new_hist(g: &mut Inner) -> Option<&'static LogHist> {
     if let Some(h) = g.spare.pop() {
-        return h;
+        return Some(h);
     }
+    let h = registry::try_leak(LogHist::new())?;
     HIST_BYTES.fetch_add(std::mem::size_of::<LogHist>() as u64, Relaxed);
-    Box::leak(Box::new(LogHist::new()))
+    Some(h)
 }
 
 /// The device-level identity: the first port, GID index, GID and LID told for its QPs.
@@ -154,7 +157,9 @@ pub fn set_peer(qp: &'static RcclQpStats, p: PeerInfo) {
     note_dev(dev, p.port, p.gid_index, local_gid, p.local_lid);
     let key = PeerKey::of(remote_gid, p.remote_lid);
     let mut g = c.peers.inner.lock();
-    let e = g.entry(i);
+    let Some(e) = g.entry(i) else {
+        return;
+    };
     e.qp_num = Some(p.qp_num);
     e.local_gid = local_gid;
     e.local_lid = p.local_lid;
@@ -177,16 +182,20 @@ fn repoint(qp: &RcclQpStats, c: &Channel, g: &mut Inner, key: PeerKey) {
     let h = match g.hists.iter().find(|(k, _)| *k == key) {
         Some(&(_, h)) => h,
         None if g.hists.len() < peer_hists_per_channel() => {
-            let h = new_hist(g);
+            if g.hists.try_reserve(1).is_err() {
+                return;
+            }
+            let Some(h) = new_hist(g) else {
+                return;
+            };
             g.hists.push((key, h));
             h
         }
         None => match g.other {
             Some(h) => h,
             None => {
-                let h = new_hist(g);
-                g.other = Some(h);
-                h
+                let Some(h) = new_hist(g) else { return };
+                *g.other.insert(h)
             }
         },
     };
@@ -197,7 +206,9 @@ fn repoint(qp: &RcclQpStats, c: &Channel, g: &mut Inner, key: PeerKey) {
 /// Preload only: the QP's type ("rc", "uc", "ud", "xrc_send", "xrc_recv", "raw_packet", ...).
 pub fn set_qp_type(qp: &'static RcclQpStats, t: &'static str) {
     if let Some((_, c, i)) = registry::slot_home(qp) {
-        c.peers.inner.lock().entry(i).qp_type = Some(t);
+        if let Some(e) = c.peers.inner.lock().entry(i) {
+            e.qp_type = Some(t);
+        }
     }
 }
 
@@ -206,7 +217,9 @@ pub fn set_local(qp: &'static RcclQpStats, qp_num: u32, port: Option<u8>) {
     if let Some((dev, c, i)) = registry::slot_home(qp) {
         note_dev(dev, port, None, None, 0);
         let mut g = c.peers.inner.lock();
-        let e = g.entry(i);
+        let Some(e) = g.entry(i) else {
+            return;
+        };
         e.qp_num = Some(qp_num);
         e.port = port.or(e.port);
     }

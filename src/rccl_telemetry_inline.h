@@ -41,7 +41,7 @@ extern "C" {
 /* Mirror of the library's QP slot (256 bytes, 4 cache lines): what every WQE touches    */
 /* (sample_mask is N - 1 for 1-in-N sampling), what rare and sampled events touch        */
 /* (untracked: completions that matched no posting; log_hist: the address of the         */
-/* channel's log-scale histogram, 0 when the slot records none), the seed's linear        */
+/* channel's log-scale histogram, 0 when the slot records none), the linear               */
 /* histogram.                                                                             */
 typedef struct rcclTelemetryQp_ {
   uint64_t sent_write, sent_imm, recv_wqe, cts_signalled, cts_unsignalled, post_seq, wqe_rcvd, sample_mask;
@@ -213,7 +213,7 @@ static inline void rcclTelemetryLogRecord_(uint64_t la, uint64_t li) {
   else rcclTelemetryLogAdd_(lh, li);
 }
 /* The latency of a sampled completion: ns since the token, its bucket in the channel's    */
-/* log-scale histogram (when it records one) and in the seed's histogram, min and max.     */
+/* log-scale histogram (when it records one) and in the linear histogram, min and max.     */
 /* nowTs is the clock reading the completion's time is measured to (its poll's, or now). */
 static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs, int64_t nowTs) {
   __extension__ typedef unsigned __int128 u128_;

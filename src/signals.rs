@@ -139,15 +139,17 @@ fn install_one(
     Ok(true)
 }
 
-/// Installs the handlers asked for. Returns one diagnostic per signal that could not be taken.
-pub fn install(termination: bool, snapshot: Option<i32>) -> Vec<String> {
+/// Installs the handlers asked for. Returns the names of the signals taken (the snapshot
+/// signal's with " (snapshot)") and one diagnostic per signal that could not be taken.
+pub fn install(termination: bool, snapshot: Option<i32>) -> (Vec<String>, Vec<String>) {
     // SAFETY: getpid cannot fail.
     OWNER_PID.store(unsafe { libc::getpid() }, Relaxed);
+    let mut taken = Vec::new();
     let mut diags = Vec::new();
     if termination {
         for sig in crate::config::TERMINATION_SIGNALS {
             match install_one(sig, on_terminate, false) {
-                Ok(true) => {}
+                Ok(true) => taken.push(crate::config::signal_name(sig)),
                 Ok(false) => crate::diag::debug(|| {
                     format!(
                         "{} is ignored by the process; left alone",
@@ -160,11 +162,12 @@ pub fn install(termination: bool, snapshot: Option<i32>) -> Vec<String> {
     }
     if let Some(sig) = snapshot {
         SNAPSHOT_SIG.store(sig, Relaxed);
-        if let Err(e) = install_one(sig, on_snapshot, true) {
-            diags.push(format!("cannot take the snapshot signal {e}"));
+        match install_one(sig, on_snapshot, true) {
+            Ok(_) => taken.push(format!("{} (snapshot)", crate::config::signal_name(sig))),
+            Err(e) => diags.push(format!("cannot take the snapshot signal {e}")),
         }
     }
-    diags
+    (taken, diags)
 }
 
 /// The snapshot signal in effect (0 when none).

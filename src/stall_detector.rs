@@ -340,18 +340,35 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
     det.wall_offset = i128::from(wall) - i128::from(mono);
     det.ticked = true;
     det.tick_mono = mono;
+    // Named on stderr: the first LINES_PER_TICK stalls that start; the rest only counted.
     let mut started = Vec::new();
-    let mut set = Vec::with_capacity(det.stalled_set.len());
+    let mut more_started = 0usize;
+    // Every allocation here is fallible: a channel whose states cannot be held is not
+    // checked (said once); a set of stalled QPs that cannot be held counts as a change.
+    let mut set = Vec::new();
+    let mut set_whole = set.try_reserve(det.stalled_set.len()).is_ok();
+    let mut skipped = 0u64;
     for d in registry::devices() {
         let di = d.id as usize;
-        if det.devs.len() <= di {
+        let have = det.devs.len();
+        if have <= di {
+            if det.devs.try_reserve(di + 1 - have).is_err() {
+                skipped += d.channels().iter().map(|c| c.slots.reserved()).sum::<u64>();
+                continue;
+            }
             det.devs.resize_with(di + 1, DevState::default);
         }
         let ds = &mut det.devs[di];
         let (mut out, mut stalled) = (0u64, 0u64);
         for c in d.channels() {
             let ci = c.serial as usize;
-            if ds.channels.len() <= ci {
+            let n = c.slots.reserved() as usize;
+            let have = ds.channels.len();
+            if have <= ci {
+                if ds.channels.try_reserve(ci + 1 - have).is_err() {
+                    skipped += n as u64;
+                    continue;
+                }
                 ds.channels.resize_with(ci + 1, ChanState::default);
             }
             let cs = &mut ds.channels[ci];
@@ -362,49 +379,70 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
                 };
             }
             let qs = &mut cs.qps;
-            let n = c.slots.reserved() as usize;
             if qs.len() < n {
-                qs.resize(n, QpState::default());
+                if qs.try_reserve_exact(n - qs.len()).is_ok() {
+                    qs.resize(n, QpState::default());
+                } else {
+                    skipped += (n - qs.len()) as u64;
+                }
             }
-            for (i, slot) in c.slots.iter() {
+            for (i, slot) in c.slots.iter().take(qs.len()) {
                 let st = &mut qs[i as usize];
                 let r = read(slot, c.slots.ext(i));
                 if st.step(&r, mono, stall_ns) {
-                    started.push(Started {
-                        dev: d.id,
-                        ch: c.id(),
-                        idx: i,
-                        outstanding: r.outstanding,
-                        waited_ns: mono - st.stall_start.unwrap_or(mono),
-                        channel: c,
-                    });
+                    if started.len() < LINES_PER_TICK && started.try_reserve(1).is_ok() {
+                        started.push(Started {
+                            dev: d.id,
+                            ch: c.id(),
+                            idx: i,
+                            outstanding: r.outstanding,
+                            waited_ns: mono - st.stall_start.unwrap_or(mono),
+                            channel: c,
+                        });
+                    } else {
+                        more_started += 1;
+                    }
                 }
                 out = out.wrapping_add(st.outstanding);
                 if st.stalled() {
                     stalled += 1;
-                    set.push((d.id, c.serial, i));
+                    if set_whole && (set.len() < set.capacity() || set.try_reserve(1).is_ok()) {
+                        set.push((d.id, c.serial, i));
+                    } else {
+                        set_whole = false;
+                    }
                 }
             }
         }
         ds.outstanding = out;
         ds.stalled = stalled;
     }
-    let changed = set != det.stalled_set;
-    det.stalled_set = set;
-    if !started.is_empty() {
+    let changed = !set_whole || set != det.stalled_set;
+    if set_whole {
+        det.stalled_set = set;
+    }
+    if !started.is_empty() || more_started > 0 {
         STARTED.store(true, Release);
     }
     if changed {
         CHANGED.store(true, Relaxed);
     }
     drop(det);
-    say(&started);
+    if skipped > 0 {
+        diag::warn_once(&NO_MEMORY_SAID, || {
+            format!("stall detection: out of memory for the states of {skipped} QPs; they are not checked for stalls while that lasts (their counts are unaffected)")
+        });
+    }
+    say(&started, more_started);
     changed
 }
 
+/// Whether QPs left unchecked for want of memory were said (once per process).
+static NO_MEMORY_SAID: AtomicBool = AtomicBool::new(false);
+
 /// The stderr lines of the stalls that started at a tick: at most LINES_PER_TICK named, one
 /// line for the rest.
-fn say(started: &[Started]) {
+fn say(started: &[Started], more: usize) {
     for s in started.iter().take(LINES_PER_TICK) {
         let dev = registry::device(s.dev as i32)
             .map(|d| d.roce_device.clone())
@@ -431,10 +469,9 @@ fn say(started: &[Started]) {
             s.waited_ns / 1_000_000
         ));
     }
-    if started.len() > LINES_PER_TICK {
+    if more > 0 {
         diag::warn(&format!(
-            "stall: {} more QPs stalled at this check (not named; see the textfile or a snapshot)",
-            started.len() - LINES_PER_TICK
+            "stall: {more} more QPs stalled at this check (not named; see the textfile or a snapshot)"
         ));
     }
 }
@@ -499,6 +536,58 @@ pub fn device_view(dev: u32) -> Option<DevView> {
         wall_offset: det.wall_offset,
         tick_mono: det.tick_mono,
     })
+}
+
+/// [`device_view`] without the QPs' states: the device's totals and the clock to read them
+/// (no copy of its QPs, so nothing that grows with the job is allocated). The QPs are read a
+/// channel at a time with [`channel_states`] or one at a time with [`qp_state`].
+pub fn device_clock(dev: u32) -> Option<DevView> {
+    if !enabled() {
+        return None;
+    }
+    let det = DET.lock();
+    let d = det.devs.get(dev as usize).filter(|_| det.ticked);
+    Some(DevView {
+        state: DevState {
+            channels: Vec::new(),
+            outstanding: d.map_or(0, |d| d.outstanding),
+            stalled: d.map_or(0, |d| d.stalled),
+        },
+        wall_offset: if det.ticked { det.wall_offset } else { 0 },
+        tick_mono: if det.ticked { det.tick_mono } else { 0 },
+    })
+}
+
+/// A copy of channel `c`'s QP states into `out` (replacing what it held), as of the last
+/// tick; nothing copied before the first tick, or for a channel handed to another owner since
+/// (its generation moved on). Fails only when `out` cannot grow to the channel's QPs: then
+/// `out` is empty.
+pub fn channel_states(
+    c: &registry::Channel,
+    out: &mut Vec<QpState>,
+) -> Result<(), std::collections::TryReserveError> {
+    out.clear();
+    let det = DET.lock();
+    let Some(d) = det.devs.get(c.dev as usize).filter(|_| det.ticked) else {
+        return Ok(());
+    };
+    let qs = d.channel(c);
+    out.try_reserve_exact(qs.len())?;
+    out.extend_from_slice(qs);
+    Ok(())
+}
+
+/// One QP's state as of the last tick (None before the first tick, or for a QP no tick saw).
+pub fn qp_state(c: &registry::Channel, i: u64) -> Option<QpState> {
+    let det = DET.lock();
+    if !det.ticked {
+        return None;
+    }
+    det.devs
+        .get(c.dev as usize)?
+        .channel(c)
+        .get(i as usize)
+        .copied()
 }
 
 /// (outstanding WRs, stalled QPs) of a device at the last tick, for hw_samples.

@@ -124,7 +124,14 @@ pub fn render_now(level: Level) -> String {
     let rank = LIVE.get().and_then(|l| l.rank.clone());
     // One view of the channels: a communicator finalized meanwhile is counted once.
     let _view = registry::read_view();
-    let mut out = String::with_capacity(1 << 16);
+    // Room for half as much again as the last text, reserved fallibly, so that the text
+    // rarely grows while it is rendered (growth cannot fail softly); none: an empty text,
+    // which is not written.
+    let mut out = String::new();
+    let want = (LAST_LEN.load(std::sync::atomic::Ordering::Relaxed) * 3 / 2).max(1 << 16);
+    if out.try_reserve_exact(want).is_err() {
+        return String::new();
+    }
     let mut links = Vec::new();
     let r = snapshot(id, rank, &mut links);
     promtext::render(std::slice::from_ref(&r), level, &mut out);
@@ -132,8 +139,12 @@ pub fn render_now(level: Level) -> String {
     promtext::render_stalls(&r, &stalls, &mut out);
     promtext::render_errors(&r, &error_devices(&r), &mut out);
     render_peer_latency(&r, links, &mut out);
+    LAST_LEN.store(out.len(), std::sync::atomic::Ordering::Relaxed);
     out
 }
+
+/// The length of the last text rendered, to reserve the next one's room.
+static LAST_LEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The writer thread's periodic write (the runtime calls it only while telemetry is on).
 /// Quiet about a failure it already reported.
@@ -161,6 +172,12 @@ pub fn write_at(level: Level) -> Result<PathBuf, String> {
     }
     let written = std::panic::catch_unwind(|| {
         let text = render_now(level);
+        if text.is_empty() {
+            return Err(format!(
+                "cannot write {}: not enough memory to render it",
+                live.path.display()
+            ));
+        }
         crate::atomic_file::write_atomic_mode(&live.path, Some(0o644), |w| {
             w.write_all(text.as_bytes())
         })
@@ -216,13 +233,32 @@ pub fn finish() {
 
 // ------------------------------------------------------------------- slots -> promtext
 
+/// Whether a device left out for want of memory was said (once per process).
+static OOM_SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// One rank's live numbers, as the JSON file would hold them now; the per-peer histograms of
 /// its used devices go to `links`.
 fn snapshot(id: &Identity, rank: Option<String>, links: &mut Vec<PeerLatency>) -> promtext::Rank {
     let mut devices = Vec::new();
     for d in registry::devices() {
-        let rep = rank_file::device_report(d, id, Vec::new());
-        let mut dev = device(&rep);
+        let conv = rank_file::device_report(d, id, Vec::new())
+            .map_err(|e| e.to_string())
+            .and_then(|rep| {
+                let dev = device(&rep).ok_or("memory allocation failed")?;
+                Ok((rep, dev))
+            });
+        let (rep, mut dev) = match conv {
+            Ok(x) => x,
+            Err(e) => {
+                if !OOM_SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    diag::warn(&format!(
+                        "Prometheus textfile: not enough memory to read device {} ({e}); it is left out of the textfile while that lasts",
+                        d.id
+                    ));
+                }
+                continue;
+            }
+        };
         finalized_into(&mut dev, &rep);
         if dev.is_used() {
             links.extend(peer_latency(&dev, &rep));
@@ -392,8 +428,16 @@ fn qp(q: &QpReport) -> promtext::Qp {
     }
 }
 
-fn channel(c: &ChannelReport) -> promtext::Channel {
-    promtext::Channel {
+/// The items of `it` in a vector allocated fallibly (None: out of memory).
+fn try_collect<T>(it: impl ExactSizeIterator<Item = T>) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(it.len()).ok()?;
+    v.extend(it);
+    Some(v)
+}
+
+fn channel(c: &ChannelReport) -> Option<promtext::Channel> {
+    Some(promtext::Channel {
         id: c.id.map(u64::from),
         comm: c.comm.as_ref().map(|m| promtext::CommLabels {
             hash: m.hash.clone(),
@@ -412,12 +456,17 @@ fn channel(c: &ChannelReport) -> promtext::Channel {
         data_qps: c.num_data_qp,
         cts_qps: c.num_cts_qp,
         untracked_qps: c.num_qp_untracked,
-        qps: c.queue_pairs.iter().map(qp).collect(),
-    }
+        qps: try_collect(c.queue_pairs.iter().map(qp))?,
+    })
 }
 
-fn device(d: &DeviceReport) -> promtext::Device {
-    promtext::Device {
+fn device(d: &DeviceReport) -> Option<promtext::Device> {
+    let mut channels = Vec::new();
+    channels.try_reserve_exact(d.channels.len()).ok()?;
+    for c in &d.channels {
+        channels.push(channel(c)?);
+    }
+    Some(promtext::Device {
         id: d.device_id,
         name: d.roce_device.clone(),
         hw_type: d.hw_type.to_owned(),
@@ -428,11 +477,11 @@ fn device(d: &DeviceReport) -> promtext::Device {
         active_channels: d.active_channels,
         untracked_qps: d.num_qp_untracked,
         hw: Vec::new(),
-        channels: d.channels.iter().map(channel).collect(),
+        channels,
         finalized: promtext::Counts::default(),
         finalized_requests: 0,
         finalized_qps: 0,
-    }
+    })
 }
 
 /// Adds the device's finalized communicators to its series: their counts stay in the

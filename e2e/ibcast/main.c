@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
     uint64_t t0 = now_ms();
 
     /* transport init: telemetry first, as RCCL's init does */
-    if (rcclTelemetryInit() != 0) fprintf(stderr, "ibcast_e2e: telemetry could not start; continuing without it\n");
+    if (rcclTelemetryInit() < 0) fprintf(stderr, "ibcast_e2e: telemetry could not start; continuing without it\n");
 
     int ndev = 0;
     struct ibv_device **list = ibv_get_device_list(&ndev);

@@ -19,8 +19,10 @@ pub enum HwValue {
 /// The "hw_counters" object of one device, keys in vocabulary order.
 pub type HwReport = Vec<(&'static str, HwValue)>;
 
+/// `devices` is a type of its own so that the library can stream the file: `D` serialises as
+/// the sequence of [`DeviceReport`]s (a `Vec` when the whole file is built in memory).
 #[derive(Serialize)]
-pub struct FileReport {
+pub struct FileReport<D = Vec<DeviceReport>> {
     pub version: u32,
     pub host_name: String,
     pub process_name: String,
@@ -37,7 +39,7 @@ pub struct FileReport {
     pub histogram_interval_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_sample_interval: Option<u64>,
-    pub devices: Vec<DeviceReport>,
+    pub devices: D,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hw_samples: Option<Vec<SampleReport>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -136,8 +138,9 @@ pub struct FinalizedStallReport {
     pub longest_stall_start: Option<String>,
 }
 
+/// `C` serialises as the sequence of [`ChannelReport`]s (see [`FileReport`]).
 #[derive(Serialize)]
-pub struct DeviceReport {
+pub struct DeviceReport<C = Vec<ChannelReport>> {
     pub device_id: u32,
     pub roce_device: String,
     pub eth_device: String,
@@ -150,7 +153,7 @@ pub struct DeviceReport {
     pub active_channels: u64,
     pub num_qp_untracked: u64,
     pub wqe_size_stats: Vec<SizeStat>,
-    pub channels: Vec<ChannelReport>,
+    pub channels: C,
     pub hw_counters: HwCounters,
     /// The sum of the channels' log-scale histograms (after the seed's keys; absent with
     /// RCCL_TELEMETRY_LOG_HISTOGRAM=0).
@@ -342,8 +345,9 @@ pub struct SizeStat {
     pub num_wqe: u64,
 }
 
+/// `Q` serialises as the sequence of [`QpReport`]s (see [`FileReport`]).
 #[derive(Serialize)]
-pub struct ChannelReport {
+pub struct ChannelReport<Q = Vec<QpReport>> {
     pub id: Option<u32>,
     pub num_wqe_sent: u64,
     pub num_recv_wqe: u64,
@@ -364,7 +368,7 @@ pub struct ChannelReport {
     pub wqe_completion_ns_min: i64,
     pub wqe_completion_ns_max: i64,
     pub wqe_completion_histogram: Vec<u64>,
-    pub queue_pairs: Vec<QpReport>,
+    pub queue_pairs: Q,
     /// Every sampled completion of the channel's QPs, log-scale (after the seed's keys;
     /// absent with RCCL_TELEMETRY_LOG_HISTOGRAM=0).
     #[serde(skip_serializing_if = "Option::is_none")]

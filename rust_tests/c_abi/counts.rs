@@ -12,9 +12,17 @@ fn every_counter_matches_the_simulation() {
         let (o, t) = run_sim_with(prog, d.path(), &["--bad-calls"], &[]);
         let f = only_file(d.path());
         check_against_tally(&f, &t, 1, false);
-        // Bad calls are silent no-ops, except the refused registrations, which say why.
+        // Bad calls are silent no-ops, except the refused registrations, which say why; and
+        // Init says that it installed signal handlers.
         let err = stderr(&o);
-        assert_eq!(err.lines().count(), 3, "{err}");
+        assert_eq!(err.lines().count(), 4, "{err}");
+        assert_eq!(
+            err.lines()
+                .filter(|l| l.starts_with("rccl-telemetry: signal handlers installed for "))
+                .count(),
+            1,
+            "{err}"
+        );
         assert!(
             err.lines().all(|l| l.starts_with("rccl-telemetry: ")),
             "{err}"

@@ -41,17 +41,34 @@ impl Ring {
         }
     }
 
+    /// Keeps `s`, dropping the oldest row when the ring is full, or when it cannot grow
+    /// (out of memory: the ring then stays the size it has).
     pub fn push(&mut self, s: HwSample) {
-        if self.buf.len() == self.cap {
-            self.buf.pop_front();
+        let full = self.buf.len() == self.cap
+            || (self.buf.len() == self.buf.capacity() && self.buf.try_reserve(1).is_err());
+        if full {
+            if self.buf.pop_front().is_none() {
+                self.dropped += 1; // not even one row fits
+                return;
+            }
             self.dropped += 1;
         }
         self.buf.push_back(s);
     }
 
+    /// The rows, oldest first, and the count dropped; the newest that fit in memory when not
+    /// all of them do (the rest counted as dropped).
     pub fn take(&mut self) -> HwSamples {
+        let mut keep = self.buf.len();
+        let mut samples = Vec::new();
+        while samples.try_reserve_exact(keep).is_err() {
+            keep /= 2;
+        }
+        let skip = self.buf.len() - keep;
+        self.dropped += skip as u64;
+        samples.extend(self.buf.drain(..).skip(skip));
         HwSamples {
-            samples: self.buf.drain(..).collect(),
+            samples,
             dropped: std::mem::take(&mut self.dropped),
         }
     }
@@ -212,9 +229,17 @@ pub fn snapshot() -> Option<HwSamples> {
     let st = STATE.lock();
     let r = st.as_ref()?;
     let ring = r.shared.ring.lock();
+    // The newest rows that fit in memory (the rest counted as dropped in this copy).
+    let mut keep = ring.buf.len();
+    let mut samples = Vec::new();
+    while samples.try_reserve_exact(keep).is_err() {
+        keep /= 2;
+    }
+    let skip = ring.buf.len() - keep;
+    samples.extend(ring.buf.iter().skip(skip).cloned());
     Some(HwSamples {
-        samples: ring.buf.iter().cloned().collect(),
-        dropped: ring.dropped,
+        samples,
+        dropped: ring.dropped + skip as u64,
     })
 }
 

@@ -2,18 +2,30 @@
 //! per-peer sums, the stall keys, the QPs' identities, the communicators and the finalized
 //! ones' records). Separate from the model so that what the file says and how it is gathered
 //! from the live slots read apart.
+//!
+//! A device is gathered in two steps, so that the file can be written as it is read
+//! (`stream`) as well as built whole (`build`, `device_report`): [`device_plan`] reads what
+//! the device's keys need from each channel (untracked QPs, requests, log-scale histograms,
+//! peers, whether it is active), then each channel is read once, slot by slot
+//! ([`ChannelRead`]), and its totals and rows come from that one read. What either way holds
+//! at once is one device's channel list (and its finalized communicators' records) and one
+//! channel's slot reads, never the whole file. Whoever reads holds `registry::read_view` for
+//! the whole file, so a communicator finalized meanwhile is in its channels or in its record,
+//! never in both or neither.
 
+use std::collections::TryReserveError;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::comms::{self, DevRecord};
 use crate::counters::{
-    size_bucket_max, ExtSnapshot, QpSnapshot, ROLE_CTS, ROLE_DATA, ROLE_UNKNOWN,
+    size_bucket_max, ExtSnapshot, QpSnapshot, RcclQpStats, ROLE_CTS, ROLE_DATA, ROLE_UNKNOWN,
 };
 use crate::hw::{HwReport, HwSamples};
 use crate::loghist::LOG_BUCKETS;
 use crate::peers;
 use crate::registry::comm::CommIdent;
-use crate::registry::{self, Device, OWNER_DEFAULT};
+use crate::registry::{self, Channel, Device, OWNER_DEFAULT};
+use crate::stall_detector::{DevView, QpState};
 
 use super::*;
 
@@ -172,111 +184,242 @@ fn finalized_report(
     }
 }
 
-/// Builds one device's report from its slots (channel totals are derived here) and its
-/// finalized communicators' records.
-pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
-    let _view = registry::read_view();
-    let comms: Vec<CommIdent> = registry::comm::live().iter().map(|c| c.ident).collect();
-    let buckets = id.histogram_buckets.clamp(1, 16) as usize;
-    let sampled = id.latency_sample > 1;
-    let unknown = d.channels_unknown.load(Relaxed);
-    let verbs = registry::verbs_keys();
-    let mut channels = Vec::new();
+/// What every QP row of a device is built with besides its own slot.
+pub struct Rows {
+    buckets: usize,
+    sampled: bool,
+    verbs: bool,
+    unknown: bool,
+    dev_gid: Option<[u8; 16]>,
+    /// The stall detector's clock and device totals (None with detection off).
+    stall: Option<DevView>,
+    /// The live communicators, to name a channel's.
+    comms: Vec<CommIdent>,
+}
+
+/// One read of a QP slot: what its row and its channel's totals are both built from.
+#[derive(Clone, Copy)]
+pub struct SlotRead {
+    pub i: u64,
+    pub slot: &'static RcclQpStats,
+    pub s: QpSnapshot,
+    pub e: ExtSnapshot,
+    pub role: u8,
+}
+
+/// A channel's totals, summed from one read of each of its slots.
+#[derive(Default)]
+pub struct Totals {
+    total: QpSnapshot,
+    ext: ExtSnapshot,
+    data: u64,
+    cts: u64,
+    /// Slots summed.
+    pub qps: u64,
+}
+
+impl Totals {
+    fn add(&mut self, r: &SlotRead, verbs: bool) {
+        self.qps += 1;
+        self.total.accumulate(&r.s);
+        self.data += u64::from(r.role == ROLE_DATA);
+        self.cts += u64::from(r.role == ROLE_CTS);
+        if verbs {
+            self.ext.accumulate(&r.e);
+        }
+    }
+}
+
+impl Rows {
+    fn new(d: &Device, id: &Identity) -> Rows {
+        Rows {
+            buckets: id.histogram_buckets.clamp(1, 16) as usize,
+            sampled: id.latency_sample > 1,
+            verbs: registry::verbs_keys(),
+            unknown: d.channels_unknown.load(Relaxed),
+            dev_gid: peers::dev_local(d.id).gid,
+            stall: crate::stall_detector::device_clock(d.id),
+            comms: registry::comm::live().iter().map(|c| c.ident).collect(),
+        }
+    }
+
+    /// One read of slot `i` of `c`.
+    pub fn read(&self, c: &Channel, i: u64, slot: &'static RcclQpStats) -> SlotRead {
+        SlotRead {
+            i,
+            slot,
+            s: slot.snapshot(),
+            e: if self.verbs {
+                c.slots.ext(i).map(|e| e.snapshot()).unwrap_or_default()
+            } else {
+                ExtSnapshot::default()
+            },
+            role: c.slots.role(i),
+        }
+    }
+
+    /// The stall states of channel `c`'s QPs: a copy of the channel's, or, when that copy
+    /// cannot be allocated, a lookup per QP.
+    pub fn stall_states(&self, c: &Channel) -> ChannelStall {
+        let mut copy = Vec::new();
+        let copied =
+            self.stall.is_some() && crate::stall_detector::channel_states(c, &mut copy).is_ok();
+        ChannelStall { copy, copied }
+    }
+
+    /// QP `r`'s row.
+    pub fn qp_row(&self, c: &Channel, stall: &ChannelStall, r: &SlotRead) -> QpReport {
+        let mut q = qp_report(r.i, r.role, &r.s, self.buckets, self.sampled);
+        if self.verbs {
+            q.verbs = Some((&r.e).into());
+        }
+        q.identity = Some(qp_identity(c.peers.qp(r.i), self.dev_gid, self.verbs));
+        let st = self.stall.as_ref().map(|v| {
+            let st = if stall.copied {
+                stall.copy.get(r.i as usize).copied()
+            } else {
+                crate::stall_detector::qp_state(c, r.i)
+            };
+            (st.unwrap_or_default(), v)
+        });
+        if let Some((st, v)) = &st {
+            q.stall = Some(qp_stall_report(st, v, self.verbs));
+        }
+        q.errors = Some(qp_error_report(
+            crate::cq_errors::of(r.slot).as_ref(),
+            st.as_ref().map(|(s, v)| (s, *v)),
+        ));
+        q
+    }
+
+    /// Channel `p`'s keys, from its totals, with `queue_pairs` as given.
+    pub fn channel_report<Q>(&self, p: &ChannelPlan, t: &Totals, qps: Q) -> ChannelReport<Q> {
+        let c = p.c;
+        let tr = qp_report(0, ROLE_UNKNOWN, &t.total, self.buckets, self.sampled);
+        ChannelReport {
+            id: (!self.unknown).then_some(c.id()),
+            num_wqe_sent: tr.num_wqe_sent,
+            num_recv_wqe: tr.num_recv_wqe,
+            num_wqe_rcvd: tr.num_wqe_rcvd,
+            num_wqe_completed: tr.num_wqe_completed,
+            num_wqe_sampled: tr.num_wqe_sampled,
+            num_cts_sent: tr.num_cts_sent,
+            num_cts_sent_signalled: tr.num_cts_sent_signalled,
+            num_cts_sent_unsignalled: tr.num_cts_sent_unsignalled,
+            num_slot_miss: tr.num_slot_miss,
+            num_write_wqe: tr.num_write_wqe,
+            num_write_imm_wqe: tr.num_write_imm_wqe,
+            num_req_completed: p.req,
+            num_data_qp: t.data,
+            num_cts_qp: t.cts,
+            num_qp_untracked: p.untracked,
+            wqe_completion_ns_min: tr.wqe_completion_ns_min,
+            wqe_completion_ns_max: tr.wqe_completion_ns_max,
+            wqe_completion_histogram: tr.wqe_completion_histogram,
+            queue_pairs: qps,
+            wqe_completion_log_histogram: p.log.first().map(log_buckets),
+            verbs: self.verbs.then(|| (&t.ext).into()),
+            comm: self.comm_of(c),
+        }
+    }
+
+    /// The communicator channel `c` belongs to (None: the process-wide calls').
+    fn comm_of(&self, c: &Channel) -> Option<CommRef> {
+        let owner = c.owner();
+        (owner != OWNER_DEFAULT)
+            .then(|| self.comms.iter().find(|x| x.id == owner).map(comm_ref))
+            .flatten()
+    }
+}
+
+/// A channel's stall states for its rows (see [`Rows::stall_states`]).
+pub struct ChannelStall {
+    copy: Vec<QpState>,
+    copied: bool,
+}
+
+/// What a channel contributes to its device's keys, read before the device is written so that
+/// the device's keys and the channel's agree.
+pub struct ChannelPlan {
+    pub c: &'static Channel,
+    req: u64,
+    untracked: u64,
+    /// The channel's log-scale histogram as the file shows it (empty without one; a vector
+    /// so that its 2 KiB are allocated fallibly).
+    log: Vec<[u64; LOG_BUCKETS]>,
+}
+
+/// A device before its channels are read: every key but the channels.
+pub struct DevicePlan {
+    pub rows: Rows,
+    pub channels: Vec<ChannelPlan>,
+    d: &'static Device,
+    active: u64,
+    untracked: u64,
+    dev_log: [u64; LOG_BUCKETS],
+    /// Taken by [`DevicePlan::report`] (a cell, so that the channels can borrow the plan
+    /// while its report is made).
+    peers: std::cell::Cell<Vec<PeerReport>>,
+    /// The finalized communicators' records on the device; taken like `peers`.
+    finalized: std::cell::Cell<Vec<FinalizedCommReport>>,
+    log_histogram: bool,
+}
+
+/// Reads what device `d`'s keys need from its channels. Fails only when the channel list
+/// cannot be allocated (512 entries at most).
+pub fn device_plan(d: &'static Device, id: &Identity) -> Result<DevicePlan, TryReserveError> {
+    let rows = Rows::new(d, id);
+    let mut channels: Vec<ChannelPlan> = Vec::new();
     let mut active = 0;
     let mut untracked = d.untracked_no_channel.load(Relaxed);
     let mut dev_log = [0u64; LOG_BUCKETS];
-    let stall_view = crate::stall_detector::device_view(d.id);
-    let local = peers::dev_local(d.id);
     let mut dev_peers = peers::DevPeers::new(id.log_histogram);
-    let errors = crate::cq_errors::all();
     for c in d.channels() {
-        let told = c.peers.by_slot();
-        let mut total = QpSnapshot::default();
-        let mut ext_total = ExtSnapshot::default();
-        let (mut data, mut cts) = (0, 0);
-        let mut qps = Vec::with_capacity(c.slots.reserved() as usize);
-        for (i, slot) in c.slots.iter() {
-            let s = slot.snapshot();
-            let role = c.slots.role(i);
-            total.accumulate(&s);
-            data += u64::from(role == ROLE_DATA);
-            cts += u64::from(role == ROLE_CTS);
-            let mut r = qp_report(i, role, &s, buckets, sampled);
-            if verbs {
-                let e = c.slots.ext(i).map(|e| e.snapshot()).unwrap_or_default();
-                ext_total.accumulate(&e);
-                r.verbs = Some((&e).into());
-            }
-            r.identity = Some(qp_identity(
-                told.get(i as usize).copied().flatten(),
-                local.gid,
-                verbs,
-            ));
-            let st = stall_view.as_ref().map(|v| {
-                let st = v.state.channel(c).get(i as usize).copied();
-                (st.unwrap_or_default(), v)
-            });
-            if let Some((st, v)) = &st {
-                r.stall = Some(qp_stall_report(st, v, verbs));
-            }
-            r.errors = Some(qp_error_report(
-                errors.get(&(slot as *const crate::counters::RcclQpStats as usize)),
-                st.as_ref().map(|(s, v)| (s, *v)),
-            ));
-            qps.push(r);
-        }
+        channels.try_reserve(1)?;
         let req = c.stats.req_completed.load(Relaxed);
-        active += u64::from(total.active() || req > 0);
+        let is_active = req > 0 || c.slots.iter().any(|(_, q)| q.snapshot().active());
+        active += u64::from(is_active);
         let ch_untracked = c.untracked.load(Relaxed);
         untracked += ch_untracked;
-        let t = qp_report(0, ROLE_UNKNOWN, &total, buckets, sampled);
         let log = dev_peers.add_channel(c);
-        for (a, b) in dev_log.iter_mut().zip(log.iter().flatten()) {
-            *a = a.wrapping_add(*b);
+        if let Some(l) = &log {
+            for (a, b) in dev_log.iter_mut().zip(l.iter()) {
+                *a = a.wrapping_add(*b);
+            }
         }
-        let owner = c.owner();
-        channels.push(ChannelReport {
-            id: (!unknown).then_some(c.id()),
-            num_wqe_sent: t.num_wqe_sent,
-            num_recv_wqe: t.num_recv_wqe,
-            num_wqe_rcvd: t.num_wqe_rcvd,
-            num_wqe_completed: t.num_wqe_completed,
-            num_wqe_sampled: t.num_wqe_sampled,
-            num_cts_sent: t.num_cts_sent,
-            num_cts_sent_signalled: t.num_cts_sent_signalled,
-            num_cts_sent_unsignalled: t.num_cts_sent_unsignalled,
-            num_slot_miss: t.num_slot_miss,
-            num_write_wqe: t.num_write_wqe,
-            num_write_imm_wqe: t.num_write_imm_wqe,
-            num_req_completed: req,
-            num_data_qp: data,
-            num_cts_qp: cts,
-            num_qp_untracked: ch_untracked,
-            wqe_completion_ns_min: t.wqe_completion_ns_min,
-            wqe_completion_ns_max: t.wqe_completion_ns_max,
-            wqe_completion_histogram: t.wqe_completion_histogram,
-            queue_pairs: qps,
-            wqe_completion_log_histogram: log.as_ref().map(log_buckets),
-            verbs: verbs.then(|| (&ext_total).into()),
-            comm: (owner != OWNER_DEFAULT)
-                .then(|| comms.iter().find(|x| x.id == owner).map(comm_ref))
-                .flatten(),
+        let log = match log {
+            Some(l) => {
+                let mut v = Vec::new();
+                v.try_reserve_exact(1)?;
+                v.push(l);
+                v
+            }
+            None => Vec::new(),
+        };
+        channels.push(ChannelPlan {
+            c,
+            req,
+            untracked: ch_untracked,
+            log,
         });
     }
     // The finalized communicators: their records, and their share of the device's totals.
-    let finalized: Vec<FinalizedCommReport> = comms::device_records(d.id)
-        .iter()
-        .map(|(comm, r)| {
-            untracked += r.untracked;
-            if let Some(l) = &r.log {
-                l.add_to(&mut dev_log);
-            }
-            finalized_report(comm.as_ref(), r, buckets, sampled)
-        })
-        .collect();
-    let totals = registry::dev_totals(d);
-    let (gid, gid_ip) = gid_keys(local.gid);
-    let peer_list = dev_peers
+    let records = comms::device_records(d.id);
+    let mut finalized = Vec::new();
+    finalized.try_reserve_exact(records.len())?;
+    for (comm, r) in &records {
+        untracked += r.untracked;
+        if let Some(l) = &r.log {
+            l.add_to(&mut dev_log);
+        }
+        finalized.push(finalized_report(
+            comm.as_ref(),
+            r,
+            rows.buckets,
+            rows.sampled,
+        ));
+    }
+    let peers = dev_peers
         .finish()
         .into_iter()
         .map(|p| {
@@ -284,66 +427,137 @@ pub fn device_report(d: &Device, id: &Identity, hw: HwReport) -> DeviceReport {
             peer_report(p.key, p.lid, p.num_qps, p.num_qps_shared, h)
         })
         .collect();
-    DeviceReport {
-        device_id: d.id,
-        roce_device: d.roce_device.clone(),
-        eth_device: d.hw.eth_device().to_owned(),
-        hw_type: d.hw.hw_type(),
-        tx_bytes: totals.tx_bytes,
-        rx_bytes: totals.rx_bytes,
-        num_cq_errors: totals.cq_errors,
-        cq_poll_count: totals.cq_polls,
-        num_channels: (!unknown).then_some(channels.len() as u64),
-        active_channels: active,
-        num_qp_untracked: untracked,
-        wqe_size_stats: totals
-            .sizes
-            .iter()
-            .enumerate()
-            .filter(|(_, &n)| n > 0)
-            .map(|(b, &n)| SizeStat {
-                max_wqe_size: size_bucket_max(b),
-                num_wqe: n,
-            })
-            .collect(),
+    Ok(DevicePlan {
+        rows,
         channels,
-        hw_counters: HwCounters(hw),
-        wqe_completion_log_histogram: id.log_histogram.then(|| log_buckets(&dev_log)),
-        verbs: verbs.then(|| DeviceVerbsReport {
-            num_srq_recv_wqe: d.verbs.srq_recv_wqe.load(Relaxed),
-            num_wc_unknown_qp: d.verbs.wc_unknown_qp.load(Relaxed),
-        }),
-        port: local.port,
-        gid_index: local.gid_index,
-        gid,
-        gid_ip,
-        lid: lid_key(local.lid),
-        peers: peer_list,
-        stall: stall_view.map(|v| DeviceStallReport {
-            num_wqe_outstanding: v.state.outstanding,
-            num_qps_stalled: v.state.stalled,
-        }),
-        cq_errors_by_status: status_counts(&crate::cq_errors::device(d.id)),
-        finalized_comms: finalized,
+        d,
+        active,
+        untracked,
+        dev_log,
+        peers: std::cell::Cell::new(peers),
+        finalized: std::cell::Cell::new(finalized),
+        log_histogram: id.log_histogram,
+    })
+}
+
+impl DevicePlan {
+    /// The device's report, with `channels` as given (built from [`DevicePlan::channels`]).
+    /// Once per plan: its peers move into the report.
+    pub fn report<C>(&self, hw: HwReport, channels: C) -> DeviceReport<C> {
+        let d = self.d;
+        let totals = registry::dev_totals(d);
+        let local = peers::dev_local(d.id);
+        let (gid, gid_ip) = gid_keys(local.gid);
+        DeviceReport {
+            device_id: d.id,
+            roce_device: d.roce_device.clone(),
+            eth_device: d.hw.eth_device().to_owned(),
+            hw_type: d.hw.hw_type(),
+            tx_bytes: totals.tx_bytes,
+            rx_bytes: totals.rx_bytes,
+            num_cq_errors: totals.cq_errors,
+            cq_poll_count: totals.cq_polls,
+            num_channels: (!self.rows.unknown).then_some(self.channels.len() as u64),
+            active_channels: self.active,
+            num_qp_untracked: self.untracked,
+            wqe_size_stats: totals
+                .sizes
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(|(b, &n)| SizeStat {
+                    max_wqe_size: size_bucket_max(b),
+                    num_wqe: n,
+                })
+                .collect(),
+            channels,
+            hw_counters: HwCounters(hw),
+            wqe_completion_log_histogram: self.log_histogram.then(|| log_buckets(&self.dev_log)),
+            verbs: self.rows.verbs.then(|| DeviceVerbsReport {
+                num_srq_recv_wqe: d.verbs.srq_recv_wqe.load(Relaxed),
+                num_wc_unknown_qp: d.verbs.wc_unknown_qp.load(Relaxed),
+            }),
+            port: local.port,
+            gid_index: local.gid_index,
+            gid,
+            gid_ip,
+            lid: lid_key(local.lid),
+            peers: self.peers.take(),
+            stall: self.rows.stall.as_ref().map(|v| DeviceStallReport {
+                num_wqe_outstanding: v.state.outstanding,
+                num_qps_stalled: v.state.stalled,
+            }),
+            cq_errors_by_status: status_counts(&crate::cq_errors::device(d.id)),
+            finalized_comms: self.finalized.take(),
+        }
     }
 }
 
-/// Builds the whole file from the registry.
-pub fn build(
+/// One read of each of a channel's slots, with the totals summed from it.
+pub struct ChannelRead {
+    pub reads: Vec<SlotRead>,
+    pub totals: Totals,
+}
+
+/// Reads every slot of `p`'s channel once. Fails only when the reads cannot be held (one
+/// slot read per QP of the channel).
+pub fn read_channel(rows: &Rows, p: &ChannelPlan) -> Result<ChannelRead, TryReserveError> {
+    let mut reads = Vec::new();
+    reads.try_reserve_exact(p.c.slots.reserved() as usize)?;
+    let mut totals = Totals::default();
+    for (i, slot) in p.c.slots.iter() {
+        let r = rows.read(p.c, i, slot);
+        totals.add(&r, rows.verbs);
+        if reads.len() == reads.capacity() {
+            reads.try_reserve(1)?; // slots reserved while we read
+        }
+        reads.push(r);
+    }
+    Ok(ChannelRead { reads, totals })
+}
+
+/// A channel's totals from one pass over its slots, without holding the reads (the stream's
+/// way when [`read_channel`] cannot hold them: the rows are then read in a second pass).
+pub fn channel_totals(rows: &Rows, p: &ChannelPlan) -> Totals {
+    let mut totals = Totals::default();
+    for (i, slot) in p.c.slots.iter() {
+        totals.add(&rows.read(p.c, i, slot), rows.verbs);
+    }
+    totals
+}
+
+/// Builds one device's report from its slots, whole in memory (the live textfile's model).
+/// Err when it cannot be allocated.
+pub fn device_report(
+    d: &'static Device,
+    id: &Identity,
+    hw: HwReport,
+) -> Result<DeviceReport, TryReserveError> {
+    let _view = registry::read_view();
+    let plan = device_plan(d, id)?;
+    let mut channels = Vec::new();
+    channels.try_reserve_exact(plan.channels.len())?;
+    for p in &plan.channels {
+        let read = read_channel(&plan.rows, p)?;
+        let stall = plan.rows.stall_states(p.c);
+        let mut qps = Vec::new();
+        qps.try_reserve_exact(read.reads.len())?;
+        qps.extend(read.reads.iter().map(|r| plan.rows.qp_row(p.c, &stall, r)));
+        channels.push(plan.rows.channel_report(p, &read.totals, qps));
+    }
+    Ok(plan.report(hw, channels))
+}
+
+/// The file's keys around its devices, with `devices` as given. The caller ticks the stall
+/// detector first (`stall_detector::tick`), so that the stall keys are as of now.
+pub fn file_report<D>(
     id: &Identity,
     end_wall_ns: u64,
     samples: Option<HwSamples>,
     is_final: bool,
     trigger: &str,
-) -> FileReport {
-    // One view of the channels for the whole file: a communicator finalized meanwhile is in
-    // its channels or in its record, never in both or neither.
-    let _view = registry::read_view();
-    // The stall keys as of now, not of the last tick.
-    crate::stall_detector::tick();
-    let devices: Vec<DeviceReport> = registry::devices()
-        .map(|d| device_report(d, id, d.hw.final_report()))
-        .collect();
+    devices: D,
+) -> FileReport<D> {
     let transport = registry::devices()
         .map(|d| d.transport.clone())
         .find(|t| !t.is_empty());
@@ -389,4 +603,32 @@ pub fn build(
             })
             .collect(),
     }
+}
+
+/// Builds the whole file from the registry, in memory (tests, and the reference the stream
+/// is held to). Err when it cannot be allocated.
+pub fn build(
+    id: &Identity,
+    end_wall_ns: u64,
+    samples: Option<HwSamples>,
+    is_final: bool,
+    trigger: &str,
+) -> Result<FileReport, TryReserveError> {
+    // One view of the channels for the whole file (see the module's comment).
+    let _view = registry::read_view();
+    // The stall keys as of now, not of the last tick.
+    crate::stall_detector::tick();
+    let mut devices = Vec::new();
+    for d in registry::devices() {
+        devices.try_reserve(1)?;
+        devices.push(device_report(d, id, d.hw.final_report())?);
+    }
+    Ok(file_report(
+        id,
+        end_wall_ns,
+        samples,
+        is_final,
+        trigger,
+        devices,
+    ))
 }

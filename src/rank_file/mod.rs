@@ -1,18 +1,21 @@
 //! The per-rank JSON file: the library's side of it. The file's types, key order and version
 //! are the format crate's (`rccl_telemetry_format::write`, in `format/`, re-exported here);
-//! `build` reads the registry into them, `layout` lays the file out, `file` writes it
-//! (through `atomic_file::write_atomic_with`) and names it. This file holds what fills the
-//! format's types from the library's own state.
+//! `build` reads the registry into them, `layout` lays the file out, `file` names it and
+//! writes a model (through `atomic_file::write_atomic_with`). This file holds what fills the
+//! format's types from the library's own state. `stream` writes the file as it reads the
+//! registry (what the runtime does); `build` also makes the whole model in memory.
 
 mod build;
 mod file;
 mod layout;
+mod stream;
 
 pub use build::{build, device_report};
 pub use file::{file_name, host_name, probe_dir, process_name, rfc3339, write_atomic};
 pub use layout::to_writer;
 pub use rccl_telemetry_format::write::*;
 pub use rccl_telemetry_format::FORMAT_VERSION;
+pub use stream::{write_file, write_to, write_to_two_passes};
 
 use crate::counters::ExtSnapshot;
 use crate::loghist::{self, LOG_BUCKETS};

@@ -1,5 +1,5 @@
-//! A channel's QP slots: the append-only arena of geometric segments (allocated on demand,
-//! never moved or freed, with each slot's role and the interposer's counters beside it) and
+//! A channel's QP slots: the append-only arena of geometric segments (allocated on demand
+//! from the system, never from the library's reserve, never moved or freed, with each slot's role and the interposer's counters beside it) and
 //! the slot index that leads a bare slot address back to its channel. Separate from the
 //! devices and channels that own arenas: this is the memory layout and its one lock.
 //!
@@ -8,7 +8,7 @@
 //! keeps its segments, so a device's slot memory is its high-water mark, not the sum of its
 //! communicators' lifetimes.
 
-use std::alloc::{alloc_zeroed, Layout};
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
 
@@ -68,11 +68,12 @@ fn ext_words(e: &QpExt) -> &[AtomicU64; 8] {
     unsafe { &*(e as *const QpExt as *const [AtomicU64; 8]) }
 }
 
-/// Every registered channel's slot segments by start address: the reverse of a handle, for
-/// the cold entry points that receive a bare `RcclQpStats*` (rcclTelemetryQpSetPeer). About
-/// one entry per channel per doubling of its slots; looked up only off the data path.
-static SLOT_INDEX: Mutex<std::collections::BTreeMap<usize, SegHome>> =
-    Mutex::new(std::collections::BTreeMap::new());
+/// Every registered channel's slot segments by start address, sorted: the reverse of a
+/// handle, for the cold entry points that receive a bare `RcclQpStats*`
+/// (rcclTelemetryQpSetPeer). About one entry per channel per doubling of its slots; looked up
+/// only off the data path. A vector, so that it grows fallibly (a segment that cannot be
+/// indexed is not handed out).
+static SLOT_INDEX: Mutex<Vec<(usize, SegHome)>> = Mutex::new(Vec::new());
 
 /// The device id, channel and slot index of a slot handle; None for an address that is no
 /// reserved slot of a registered channel (a stray pointer, or an arena of a unit test).
@@ -80,7 +81,10 @@ pub fn slot_home(q: *const RcclQpStats) -> Option<(u32, &'static Channel, u64)> 
     let a = q as usize;
     let h = {
         let idx = SLOT_INDEX.lock();
-        let (&start, &h) = idx.range(..=a).next_back()?;
+        let at = idx
+            .partition_point(|&(start, _)| start <= a)
+            .checked_sub(1)?;
+        let (start, h) = idx[at];
         let off = a - start;
         let size = std::mem::size_of::<RcclQpStats>();
         if off % size != 0 || (off / size) as u64 >= h.len {
@@ -93,6 +97,17 @@ pub fn slot_home(q: *const RcclQpStats) -> Option<(u32, &'static Channel, u64)> 
     };
     let c = device(h.dev as i32)?.object(h.serial)?;
     (h.first < c.slots.reserved()).then_some((h.dev, c, h.first))
+}
+
+/// Lists a segment in the slot index; false when the index cannot grow.
+fn index_segment(start: usize, home: SegHome) -> bool {
+    let mut idx = SLOT_INDEX.lock();
+    if idx.try_reserve(1).is_err() {
+        return false;
+    }
+    let at = idx.partition_point(|&(s, _)| s < start);
+    idx.insert(at, (start, home));
+    true
 }
 
 fn locate(i: u64) -> (usize, u64) {
@@ -139,29 +154,30 @@ impl SlotArena {
                 let layout =
                     Layout::array::<RcclQpStats>(seg_len(seg) as usize).expect("segment layout");
                 // SAFETY: non-zero size; all-zero bytes are a valid, empty RcclQpStats.
-                let p = unsafe { alloc_zeroed(layout) } as *mut RcclQpStats;
+                let p = unsafe { System.alloc_zeroed(layout) } as *mut RcclQpStats;
                 if p.is_null() {
                     break; // out of memory: the rest are untracked
                 }
-                self.segs[seg].store(p, Release);
                 if let Some((dev, serial)) = self.home {
-                    let first = FIRST_SEG * ((1 << seg) - 1);
-                    SLOT_INDEX.lock().insert(
-                        p as usize,
-                        SegHome {
-                            dev,
-                            serial,
-                            first,
-                            len: seg_len(seg),
-                        },
-                    );
+                    let home = SegHome {
+                        dev,
+                        serial,
+                        first: FIRST_SEG * ((1 << seg) - 1),
+                        len: seg_len(seg),
+                    };
+                    if !index_segment(p as usize, home) {
+                        // SAFETY: allocated just above with this layout, never handed out.
+                        unsafe { System.dealloc(p.cast(), layout) };
+                        break;
+                    }
                 }
+                self.segs[seg].store(p, Release);
             }
             if self.role_segs[seg].load(Relaxed).is_null() {
                 let layout =
                     Layout::array::<AtomicU8>(seg_len(seg) as usize).expect("segment layout");
                 // SAFETY: non-zero size; zero is ROLE_UNKNOWN.
-                let p = unsafe { alloc_zeroed(layout) } as *mut AtomicU8;
+                let p = unsafe { System.alloc_zeroed(layout) } as *mut AtomicU8;
                 if p.is_null() {
                     break;
                 }
@@ -170,7 +186,7 @@ impl SlotArena {
             if verbs_keys() && self.ext_segs[seg].load(Relaxed).is_null() {
                 let layout = Layout::array::<QpExt>(seg_len(seg) as usize).expect("segment layout");
                 // SAFETY: non-zero size; all-zero bytes are a valid, empty QpExt.
-                let p = unsafe { alloc_zeroed(layout) } as *mut QpExt;
+                let p = unsafe { System.alloc_zeroed(layout) } as *mut QpExt;
                 if p.is_null() {
                     break;
                 }

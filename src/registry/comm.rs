@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 
 use crate::counters::RcclQpStats;
 
-use super::{device, grant, setup_args, Channel};
+use super::{device, grant, no_channel, setup_args, Channel};
 
 /// What names a communicator in every output: RCCL's commHash, this process's rank in it and
 /// its size, and the process-wide sequence number that tells apart two communicators with the
@@ -172,11 +172,21 @@ impl Comm {
             return None;
         }
         let (d, chi, n) = setup_args(dev, ch, num_qps)?;
-        let c = *st
-            .channels
-            .entry((d.id, chi as u32))
-            .or_insert_with(|| d.take_channel(chi as u32, self.ident.id, usable));
-        grant(c, n)
+        let call = || {
+            format!(
+                "rcclTelemetryCommSetupChannel({}, {dev}, {ch}, {num_qps})",
+                self.ident.describe()
+            )
+        };
+        let key = (d.id, chi as u32);
+        let c = match st.channels.get(&key) {
+            Some(c) => *c,
+            None => match d.take_channel(chi as u32, self.ident.id, usable) {
+                Some(c) => *st.channels.entry(key).or_insert(c),
+                None => return no_channel(d, n, &call),
+            },
+        };
+        grant(c, n, &call)
     }
 
     /// The communicator's channel `ch` of device `dev` (None: none set up there, or finalized).

@@ -7,7 +7,9 @@
 //! process-wide calls own their channels for the whole process (the default communicator);
 //! a communicator's channels (`comm`) are handed back when it is finalized and handed out
 //! again, cleared, to later communicators: a device has as many channel objects as it ever
-//! had channels at once, whatever the number of communicator lifetimes.
+//! had channels at once, whatever the number of communicator lifetimes. Every one of those
+//! allocations is fallible: what cannot be allocated is not tracked, is counted in
+//! `num_qp_untracked`, and is said once on stderr (never an allocation-failure abort).
 //!
 //! Submodules: `arena` (a channel's slot segments and the slot index behind `slot_home`),
 //! `stripes` (the device forms' per-thread counter sets), `comm` (the communicators, their
@@ -22,6 +24,13 @@ pub use stripes::{
     add, dev_totals, stripe, DevCounters, DevShard, DevTotals, SharedCounters, STRIPES,
 };
 
+/// Ceiling on the QPs one SetupChannel call may ask for (`RCCL_TELEMETRY_MAX_QPS_PER_SETUP`
+/// in the header): a call asking for more is refused whole, so that a garbage or negative-
+/// turned-huge count cannot take gigabytes at once. 65,536 slots are 16 MiB; a channel grows
+/// past it by further calls, up to [`MAX_QPS_PER_CHANNEL`].
+pub const MAX_QPS_PER_SETUP: u64 = 1 << 16;
+
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::VecDeque;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
@@ -186,24 +195,33 @@ impl Device {
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
-    fn channel_or_create(&self, ch: usize) -> &'static Channel {
+    /// The default communicator's channel `ch`, created on first use; None when it cannot be
+    /// allocated.
+    fn channel_or_create(&self, ch: usize) -> Option<&'static Channel> {
         if let Some(c) = self.channel(ch as i32) {
-            return c;
+            return Some(c);
         }
         let _g = self.new_channel.lock();
         if let Some(c) = self.channel(ch as i32) {
-            return c;
+            return Some(c);
         }
-        let c = self.new_object(ch as u32, OWNER_DEFAULT);
+        let c = self.new_object(ch as u32, OWNER_DEFAULT)?;
         self.channels[ch].store(c as *const Channel as *mut Channel, Release);
-        c
+        Some(c)
     }
 
-    /// A new channel object of the device, owned by `owner` as its channel `ch`.
-    fn new_object(&self, ch: u32, owner: u64) -> &'static Channel {
+    /// A new channel object of the device, owned by `owner` as its channel `ch`; None when it
+    /// cannot be allocated.
+    fn new_object(&self, ch: u32, owner: u64) -> Option<&'static Channel> {
         let mut objects = self.objects.lock();
+        objects.try_reserve(1).ok()?;
         let serial = objects.len() as u32;
-        let c: &'static Channel = Box::leak(Box::new(Channel {
+        let log = if LOG_HISTOGRAM.load(Acquire) {
+            Some(try_leak(LogHist::new())?)
+        } else {
+            None
+        };
+        let c: &'static Channel = try_leak(Channel {
             stats: RcclChannelStats {
                 req_completed: AtomicU64::new(0),
             },
@@ -216,12 +234,10 @@ impl Device {
             slots: SlotArena::with_home(self.id, serial),
             untracked: AtomicU64::new(0),
             peers: crate::channel_peers::ChannelPeers::new(),
-            log: LOG_HISTOGRAM
-                .load(Acquire)
-                .then(|| &*Box::leak(Box::new(LogHist::new()))),
-        }));
+            log: log.map(|l| &*l),
+        })?;
         objects.push(c);
-        c
+        Some(c)
     }
 
     /// The channel object of serial `serial`.
@@ -250,13 +266,13 @@ impl Device {
 
     /// A channel for communicator `owner`'s channel `ch`: a handed-back one that `usable`
     /// accepts (the longest-free first; one it refuses goes to the back of the list), else a
-    /// new one.
+    /// new one; None when a new one cannot be allocated.
     fn take_channel(
         &self,
         ch: u32,
         owner: u64,
         usable: &dyn Fn(&'static Channel) -> bool,
-    ) -> &'static Channel {
+    ) -> Option<&'static Channel> {
         let tries = self.free.lock().len();
         for _ in 0..tries {
             let Some(c) = self.free.lock().pop_front() else {
@@ -265,19 +281,23 @@ impl Device {
             if usable(c) {
                 c.id.store(ch, Release);
                 c.owner.store(owner, Release);
-                return c;
+                return Some(c);
             }
             self.free.lock().push_back(c);
         }
         self.new_object(ch, owner)
     }
 
-    /// Hands a communicator's channel back, cleared, for a later communicator.
+    /// Hands a communicator's channel back, cleared, for a later communicator (when the free
+    /// list cannot grow, the channel stays free but is not handed out again).
     fn give_back(&self, c: &'static Channel, former: u64) {
         c.owner.store(OWNER_FREE, Release);
         c.generation.fetch_add(1, AcqRel);
         c.clear(former);
-        self.free.lock().push_back(c);
+        let mut free = self.free.lock();
+        if free.try_reserve(1).is_ok() {
+            free.push_back(c);
+        }
     }
 }
 
@@ -325,13 +345,20 @@ pub fn register(
             ))
         };
     }
-    let d = Box::leak(Box::new(Device {
+    let no_memory =
+        || format!("out of memory registering device {id} ({roce_device}); not registered");
+    let mut channels = Vec::new();
+    channels
+        .try_reserve_exact(MAX_CHANNELS)
+        .map_err(|_| no_memory())?;
+    channels.extend((0..MAX_CHANNELS).map(|_| AtomicPtr::new(ptr::null_mut())));
+    // SAFETY: all-zero bytes are a valid DevShard.
+    let stripes = unsafe { try_box_zeroed::<[DevShard; STRIPES]>() }.ok_or_else(no_memory)?;
+    let d = try_leak(Device {
         id: idx as u32,
-        roce_device: roce_device.to_owned(),
-        transport: transport.to_owned(),
-        channels: (0..MAX_CHANNELS)
-            .map(|_| AtomicPtr::new(ptr::null_mut()))
-            .collect(),
+        roce_device: try_string(roce_device).ok_or_else(no_memory)?,
+        transport: try_string(transport).ok_or_else(no_memory)?,
+        channels: channels.into_boxed_slice(),
         new_channel: Mutex::new(()),
         objects: Mutex::new(Vec::new()),
         free: Mutex::new(VecDeque::new()),
@@ -339,11 +366,11 @@ pub fn register(
         untracked_no_channel: AtomicU64::new(0),
         first_use: Once::new(),
         hw: HwDevice::probe(idx as u32, roce_device, hw),
-        // SAFETY: all-zero bytes are a valid DevShard.
-        stripes: Box::new(unsafe { std::mem::zeroed::<[DevShard; STRIPES]>() }),
+        stripes,
         verbs: DevVerbs::default(),
-    }));
-    DEVICES[idx].store(d, Release);
+    })
+    .ok_or_else(no_memory)?;
+    DEVICES[idx].store(d as *const Device as *mut Device, Release);
     // The header's inline device forms count for this device from now on.
     crate::hot::rcclTelemetryHotV3.stripes[idx].store(
         d.stripes.as_ptr() as *mut DevShard as *mut std::ffi::c_void,
@@ -351,6 +378,54 @@ pub fn register(
     );
     Ok(id)
 }
+
+/// Moves `v` to memory of its own that is never freed; None when it cannot be allocated.
+/// From the system, never from the library's reserve (`reserve`): what this holds (devices,
+/// channels, histograms) can be done without, and the reserve is kept for what cannot.
+pub fn try_leak<T>(v: T) -> Option<&'static mut T> {
+    let layout = Layout::new::<T>();
+    if layout.size() == 0 {
+        return Some(Box::leak(Box::new(v)));
+    }
+    // SAFETY: non-zero size; the pointer is checked, then written once and never freed.
+    unsafe {
+        let p = System.alloc(layout) as *mut T;
+        if p.is_null() {
+            return None;
+        }
+        p.write(v);
+        Some(&mut *p)
+    }
+}
+
+/// A zeroed `T` in a box of its own; None when it cannot be allocated.
+///
+/// # Safety
+/// All-zero bytes must be a valid `T`.
+unsafe fn try_box_zeroed<T>() -> Option<Box<T>> {
+    let layout = Layout::new::<T>();
+    assert!(layout.size() > 0);
+    // SAFETY: non-zero size; the memory comes from the system with T's layout, and the
+    // global allocator frees memory outside its reserve to the system; zeroed is a valid T
+    // (the caller's contract).
+    unsafe {
+        let p = System.alloc_zeroed(layout) as *mut T;
+        (!p.is_null()).then(|| Box::from_raw(p))
+    }
+}
+
+/// A copy of `s`; None when it cannot be allocated.
+fn try_string(s: &str) -> Option<String> {
+    let mut o = String::new();
+    o.try_reserve_exact(s.len()).ok()?;
+    o.push_str(s);
+    Some(o)
+}
+
+/// Whether a refused SetupChannel, and a channel or slots that could not be allocated, were
+/// said (each once per process; the file counts every one).
+static REFUSED_SAID: AtomicBool = AtomicBool::new(false);
+static NO_MEMORY_SAID: AtomicBool = AtomicBool::new(false);
 
 /// The checks SetupChannel makes before it reserves: the device, a positive count, the
 /// hardware baseline on the device's first call, and a channel index in range (else the
@@ -369,20 +444,50 @@ fn setup_args(dev: i32, ch: i32, num_qps: i32) -> Option<(&'static Device, usize
     Some((d, chi, n))
 }
 
-/// Reserves `n` slots on channel `c`; what is not granted counts as untracked on it.
-fn grant(c: &Channel, n: u64) -> Option<(u64, u64)> {
+/// A channel that could not be allocated: its `n` QPs count as untracked on the device, said
+/// once per process. `call` names the call and its arguments for the line.
+fn no_channel(d: &Device, n: u64, call: &dyn Fn() -> String) -> Option<(u64, u64)> {
+    d.untracked_no_channel.fetch_add(n, Relaxed);
+    crate::diag::warn_once(&NO_MEMORY_SAID, || {
+        format!("out of memory: {}: the channel could not be created; its {n} QPs are counted in the device's num_qp_untracked (later shortfalls are counted without a line)", call())
+    });
+    None
+}
+
+/// Reserves `n` slots on channel `c`; what is not granted (refused past
+/// [`MAX_QPS_PER_SETUP`], past the channel's ceiling, out of memory) counts as untracked on it.
+/// `call` names the call and its arguments for the line said once.
+fn grant(c: &Channel, n: u64, call: &dyn Fn() -> String) -> Option<(u64, u64)> {
+    if n > MAX_QPS_PER_SETUP {
+        c.untracked.fetch_add(n, Relaxed);
+        crate::diag::warn_once(&REFUSED_SAID, || {
+            format!("{}: refused, more than {MAX_QPS_PER_SETUP} QPs in one call; they are counted in num_qp_untracked (later refusals are counted without a line)", call())
+        });
+        return None;
+    }
     let (first, granted) = c.slots.reserve(n, c.log);
     if granted < n {
         c.untracked.fetch_add(n - granted, Relaxed);
+        if c.slots.reserved() < MAX_QPS_PER_CHANNEL {
+            crate::diag::warn_once(&NO_MEMORY_SAID, || {
+                format!("out of memory: {}: granted {granted} of {n} QP slots; the other {} are counted in num_qp_untracked (later shortfalls are counted without a line)", call(), n - granted)
+            });
+        }
     }
     (granted > 0).then_some((first, granted))
 }
 
 /// SetupChannel: reserves `num_qps` slots on (dev, ch). Returns (first, granted), or None
 /// when nothing was granted. The device's hardware baseline is taken on its first call.
+/// A call asking for more than [`MAX_QPS_PER_SETUP`] is refused; QPs not granted (refused,
+/// past the channel's ceiling, out of memory) are counted in num_qp_untracked.
 pub fn setup_channel(dev: i32, ch: i32, num_qps: i32) -> Option<(u64, u64)> {
     let (d, chi, n) = setup_args(dev, ch, num_qps)?;
-    grant(d.channel_or_create(chi), n)
+    let call = || format!("rcclTelemetrySetupChannel({dev}, {ch}, {num_qps})");
+    match d.channel_or_create(chi) {
+        Some(c) => grant(c, n, &call),
+        None => no_channel(d, n, &call),
+    }
 }
 
 #[inline]
