@@ -231,7 +231,8 @@ pub struct GenerateArgs {
     pub samples: usize,
     /// Format version 3 with peers: every rank has its own NIC and QPs to every rank of
     /// the other hosts, each QP naming its peer. Plants are then: slow_nic, slow_link,
-    /// slow_host, missing_peer, ambiguous_peer, lid_only, stall, recovered_stall; or one
+    /// slow_host, missing_peer, ambiguous_peer, lid_only, stall, recovered_stall,
+    /// slow_link_one_way, host_side_delay; or one
     /// hang (format version 4, rail-shaped: a rank's peers are its NIC's peers on the hosts
     /// one and two away): frozen_rank, stopped_posting, dead_link, two_hangs,
     /// recovered_hang, idle.
@@ -240,5 +241,11 @@ pub struct GenerateArgs {
     /// With --peers: QPs per connected pair of ranks.
     #[arg(long, default_value_t = 2)]
     pub qps_per_peer: usize,
+    /// With --peers: the noise of real hosts on a healthy run, comma separated: jitter
+    /// (heavy-tailed per-process scheduling jitter, as on a shared host), deschedule (one rank
+    /// descheduled for milliseconds, once), few (10 to 50 completions per QP). With
+    /// --latency-sample N the histograms also keep one completion in N.
+    #[arg(long, value_delimiter = ',')]
+    pub noise: Vec<String>,
     pub dir: PathBuf,
 }

@@ -385,6 +385,7 @@ fn generate(a: GenerateArgs) -> Outcome {
         interval_ns: a.interval_ns,
         samples: a.samples,
         devices_per_rank: a.devices_per_rank,
+        noise: a.noise.iter().filter(|n| !n.is_empty()).cloned().collect(),
     };
     let planted = if a.peers {
         generate::generate_fabric(&a.dir, &o, a.qps_per_peer.max(1))
