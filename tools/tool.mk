@@ -37,8 +37,8 @@ tool-demo: tool-build
 	$(RT_TOOL) outliers $(RT_DEMO)/run || test $$? -eq 1
 	$(RT_TOOL) export --format prometheus -o $(RT_DEMO)/run.prom $(RT_DEMO)/run
 	$(RT_TOOL) export --format csv -o $(RT_DEMO)/run.csv $(RT_DEMO)/run
-	$(RT_TOOL) report -o $(RT_DEMO)/report.html $(RT_DEMO)/run
-	@echo "open $(RT_DEMO)/report.html"
+	$(RT_TOOL) report -o $(RT_DEMO)/report.html $(RT_DEMO)/run || test $$? -eq 1
+	@echo "open $(RT_DEMO)/report.html (report exits 1 when a finding is critical: the planted CQ errors)"
 
 tool-bench: tool-build
 	@rm -rf $(RT_BENCH) && mkdir -p $(RT_BENCH)

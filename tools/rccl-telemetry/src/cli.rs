@@ -26,7 +26,10 @@ pub enum Cmd {
     /// Prints one line per violation (file: JSON pointer: kind: message), grouped by kind beyond
     /// 32; exit 1 if any.
     Check(CheckArgs),
-    /// Rank what stands out across the ranks and devices (median and MAD); exit 1 if anything does.
+    /// What is wrong, one row per culprit (host:NIC), most severe first: a hang's root and its
+    /// stalled QPs, CQ errors, a slow NIC, link (both ways or one), host or process (host-side
+    /// delay), and what stands out across the devices (median and MAD); what the run is too
+    /// small to tell is said in one line. Exit 1 if anything is found.
     Outliers(OutliersArgs),
     /// Join every QP to its peer's QP in the other files (by GID and QPN, LID without a GID)
     /// and print one row per link (ordered NIC pair): QPs, WRs each way, the sending side's
@@ -42,7 +45,8 @@ pub enum Cmd {
     /// rewritten for --max-age seconds, and those of this host whose pid is not running.
     /// Prints one line per file removed. For cron, or before node_exporter starts.
     PromGc(PromGcArgs),
-    /// Write one self-contained HTML page: summary, outliers and charts.
+    /// Write one self-contained HTML page: the verdict first (critical findings, caveats), then
+    /// summary, findings and charts. Exit 1 when a finding is critical.
     Report(ReportArgs),
     /// Write a synthetic run (for tests, demos and benchmarks), optionally with planted anomalies.
     Generate(GenerateArgs),
@@ -106,6 +110,13 @@ pub struct OutliersArgs {
     /// Counters and latency: least ratio to the median.
     #[arg(long, default_value_t = 2.0)]
     pub min_ratio: f64,
+    /// Counters: least excess over the median, in events (a median of 0 is not flagged for
+    /// a stray event).
+    #[arg(long, default_value_t = 10.0)]
+    pub min_events: f64,
+    /// Latency tail: least share of a device's completions beyond the run's median p99.
+    #[arg(long, default_value_t = 0.10)]
+    pub min_tail_share: f64,
     /// Show at most this many rows (0 = all) [default: 20 two-line rows beyond 32 devices,
     /// else 50 table rows; --json always has every finding].
     #[arg(long)]

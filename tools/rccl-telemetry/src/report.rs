@@ -1,5 +1,6 @@
 //! `report`: one self-contained HTML page (inline CSS and SVG, no script, no network) with the
-//! summary, the outliers, the NIC-by-NIC heat map of the links (files with peers) and three kinds of chart: completion-latency histograms per device,
+//! verdict first (`findings.rs`: what is critical, what cannot be told), the summary, the
+//! findings, the NIC-by-NIC heat map of the links (files with peers) and three kinds of chart: completion-latency histograms per device,
 //! the hw_samples time series, and the byte skew across ranks.
 //!
 //! This file lays out the page; `charts.rs` draws the SVG charts, `matrix.rs` the NIC-by-NIC
@@ -16,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 mod charts;
+mod findings;
 mod matrix;
 mod samples;
 pub mod scale;
@@ -85,18 +87,46 @@ pub fn rows_by_kind(rows: &[crate::outliers::Row]) -> String {
         .join(", ")
 }
 
-/// Renders the whole page.
-#[allow(clippy::too_many_lines)] // past the limit of clippy.toml: to be split into its steps
-pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> String {
-    let flagged: BTreeSet<(String, Option<u32>)> = o
-        .findings
+/// The devices (rank "host:pid", device id) some finding is about.
+fn flagged_devices(o: &OutlierReport) -> BTreeSet<(String, Option<u32>)> {
+    o.findings
         .iter()
         .map(|f| (f.rank.clone(), f.device_id))
-        .collect();
-    let is_flagged = |rank: &str, dev: u32| flagged.contains(&(rank.to_string(), Some(dev)));
+        .collect()
+}
+
+/// The devices (rank, device id) with a latency-tail finding.
+fn tail_devices(o: &OutlierReport) -> BTreeSet<(String, Option<u32>)> {
+    o.findings
+        .iter()
+        .filter(|f| f.kind == crate::outliers::Kind::LatencyTail)
+        .map(|f| (f.rank.clone(), f.device_id))
+        .collect()
+}
+
+/// Renders the whole page: the verdict first (what is critical, what cannot be told), then
+/// the summary, the findings, the links' matrix, the charts and the tables.
+pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> String {
+    let flagged = flagged_devices(o);
     // What the page shows aggregated instead of row by row (large runs), stated under the summary.
     let mut aggregated: Vec<String> = Vec::new();
     let mut h = String::new();
+    page_head(&mut h);
+    h.push_str(&findings::verdict(o));
+    summary_section(&mut h, run, s);
+    findings::section(&mut h, o, &mut aggregated);
+    // The NIC-by-NIC matrix (files with peers).
+    h.push_str(&matrix_section_with(run, &o.findings));
+    latency_charts(&mut h, s, o);
+    latency_heatmap(&mut h, s, o, max_devices, &mut aggregated);
+    samples::section(&mut h, run, o, max_devices, &mut aggregated);
+    skew_section(&mut h, s, o, &mut aggregated);
+    devices_section(&mut h, s, &flagged, &mut aggregated);
+    page_end(h, run, s, &aggregated)
+}
+
+/// The page's head and style.
+fn page_head(h: &mut String) {
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rccl-telemetry report</title>\n<style>\n");
     h.push_str(
         "body{font-family:sans-serif;margin:1.5em;color:#222;max-width:1400px}h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}\n\
@@ -107,8 +137,12 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
          .note{font-size:12px;color:#555;max-width:1000px}.err{color:#b00}details{margin:.5em 0}\n\
          .hm figure{display:none}#hm-p99:checked~figure.hm-p99{display:inline-block}#hm-bytes:checked~figure.hm-bytes{display:inline-block}\n",
     );
+    h.push_str(findings::STYLE);
     h.push_str("</style></head><body>\n<h1>rccl-telemetry report</h1>\n");
+}
 
+/// The summary's key-value table.
+fn summary_section(h: &mut String, run: &Run, s: &Summary) {
     // Summary.
     h.push_str("<h2 id=\"summary\">Summary</h2>\n<table class=\"kv\">\n");
     let mut kv = |k: &str, v: String| {
@@ -229,69 +263,16 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         ))
     );
     h.push_str(AGGREGATED_MARK);
+}
 
-    // Outliers, folded as the CLI folds them: one row per kind and device, naming its metrics.
-    let rows = crate::outliers::fold(&o.findings);
-    let _ = writeln!(
-        h,
-        "<h2 id=\"outliers\">Outliers</h2>\n<p>{} findings in {} rows on {} of {} ranks (robust z &gt;= {}, median and MAD over {} used devices); one row per kind of finding and device, naming the counters it folds.</p>",
-        o.findings.len(),
-        rows.len(),
-        o.ranks_flagged,
-        o.ranks,
-        o.threshold,
-        o.devices
-    );
-    if !rows.is_empty() {
-        let roce: BTreeMap<(&str, Option<u32>), &str> = o
-            .findings
-            .iter()
-            .filter_map(|f| Some(((f.rank.as_str(), f.device_id), f.roce_device.as_deref()?)))
-            .collect();
-        h.push_str("<table id=\"findings\"><tr><th>#</th><th>score</th><th>finding</th><th>rank</th><th>device</th><th>evidence</th></tr>\n");
-        for (i, r) in rows.iter().take(REPORT_FINDING_ROWS).enumerate() {
-            let _ = writeln!(
-                h,
-                "<tr class=\"flag\"><td class=\"n\">{}</td><td class=\"n\">{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                i + 1,
-                r.score,
-                esc(&r.what),
-                esc(&r.rank),
-                r.device_id.map_or("-".into(), |d| format!(
-                    "{d} ({})",
-                    esc(roce.get(&(r.rank.as_str(), Some(d))).copied().unwrap_or(""))
-                )),
-                esc(&r.evidence)
-            );
-        }
-        h.push_str("</table>\n");
-        if rows.len() > REPORT_FINDING_ROWS {
-            let rest = rows_by_kind(&rows[REPORT_FINDING_ROWS..]);
-            let line = format!(
-                "{} more rows not shown (the {REPORT_FINDING_ROWS} strongest are above): {}. `rccl-telemetry outliers --top 0` lists them all.",
-                rows.len() - REPORT_FINDING_ROWS,
-                rest
-            );
-            let _ = writeln!(
-                h,
-                "<p class=\"note\" id=\"findings-rest\">{}</p>",
-                esc(&line)
-            );
-            aggregated.push(format!(
-                "the outliers table shows the {REPORT_FINDING_ROWS} strongest of {} rows, the rest counted by kind",
-                rows.len()
-            ));
-        }
-    }
-
-    // The NIC-by-NIC matrix (files with peers).
-    h.push_str(&matrix_section_with(run, &o.findings));
-
+/// The run's latency histogram and the histograms of the devices most of interest.
+fn latency_charts(h: &mut String, s: &Summary, o: &OutlierReport) {
+    let tail_flagged = tail_devices(o);
     // Charts: latency.
     h.push_str("<h2 id=\"latency\">Completion latency</h2>\n");
     if let Some(l) = &s.log_latency {
         figure(
-            &mut h,
+            h,
             "latency-run-log",
             &format!(
                 "All {} used devices with a {LOG_HIST_LABEL}; log latency axis; the last bucket (from 16.1 s) is open-ended{}.",
@@ -305,7 +286,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
     if s.log_latency.as_ref().is_none_or(|l| l.devices_without > 0) {
         for l in &s.latency {
             figure(
-                &mut h,
+                h,
                 "latency-run",
                 &format!("All used devices, linear histogram (wqe_completion_histogram), bucket width {}; the last bucket is open-ended.", fmt_ns(l.histogram_interval_ns as f64)),
                 histogram_svg(&format!("Whole run ({} devices), bucket {}", l.devices, fmt_ns(l.histogram_interval_ns as f64)), &l.histogram, l.histogram_interval_ns, HALF.0, HALF.1, BLUE),
@@ -313,12 +294,6 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         }
     }
     // Per-device: most of interest first (flagged, then by p99).
-    let tail_flagged: BTreeSet<(String, Option<u32>)> = o
-        .findings
-        .iter()
-        .filter(|f| f.kind == crate::outliers::Kind::LatencyTail)
-        .map(|f| (f.rank.clone(), f.device_id))
-        .collect();
     let is_tail = |rank: &str, dev: u32| tail_flagged.contains(&(rank.to_string(), Some(dev)));
     let mut devs: Vec<(&crate::summary::DeviceRow, bool)> = s
         .devices
@@ -338,7 +313,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         };
         if let (Some(lh), Some(ll)) = (&r.log_histogram, &r.log_latency) {
             figure(
-                &mut h,
+                h,
                 "latency-device-log",
                 &format!(
                     "{}:{} device {} ({}), {LOG_HIST_LABEL}, log latency axis; p99 {}{tail}",
@@ -362,7 +337,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             continue;
         }
         figure(
-            &mut h,
+            h,
             "latency-device",
             &format!(
                 "{}:{} device {} ({}), linear histogram, bucket width {}; p99 {}{tail}",
@@ -383,7 +358,24 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             ),
         );
     }
-    let widths: BTreeSet<u64> = devs.iter().map(|d| d.0.histogram_interval_ns).collect();
+}
+
+/// The devices x buckets latency heat map.
+fn latency_heatmap(
+    h: &mut String,
+    s: &Summary,
+    o: &OutlierReport,
+    max_devices: usize,
+    aggregated: &mut Vec<String>,
+) {
+    let tail_flagged = tail_devices(o);
+    let is_tail = |rank: &str, dev: u32| tail_flagged.contains(&(rank.to_string(), Some(dev)));
+    let widths: BTreeSet<u64> = s
+        .devices
+        .iter()
+        .filter(|r| r.used && r.latency.samples > 0)
+        .map(|r| r.histogram_interval_ns)
+        .collect();
     if let Some(w) = widths.iter().next() {
         let eligible: Vec<&crate::summary::DeviceRow> = s
             .devices
@@ -422,7 +414,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             ));
         }
         figure(
-            &mut h,
+            h,
             "latency-heatmap",
             &format!(
                 "{shown} devices in rank order{}, linear histogram (wqe_completion_histogram), bucket width {}; log colour scale; devices with a flagged latency tail in red.",
@@ -432,9 +424,10 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             heatmap_svg(&rows, *w),
         );
     }
+}
 
-    samples::section(&mut h, run, o, max_devices, &mut aggregated);
-
+/// The tx/rx bytes per device.
+fn skew_section(h: &mut String, s: &Summary, o: &OutlierReport, aggregated: &mut Vec<String>) {
     // Charts: byte skew.
     h.push_str("<h2 id=\"skew\">Byte skew across ranks</h2>\n");
     let pts: Vec<(String, f64, f64, bool)> = s
@@ -462,7 +455,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         let mt = crate::stats::median(&tx).unwrap_or(0.0);
         let mr = crate::stats::median(&rx).unwrap_or(0.0);
         figure(
-            &mut h,
+            h,
             "byte-skew",
             &format!(
                 "{} devices; median tx {}, rx {}.",
@@ -482,7 +475,16 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             },
         );
     }
+}
 
+/// The per-device table and the hardware counters that moved.
+fn devices_section(
+    h: &mut String,
+    s: &Summary,
+    flagged: &BTreeSet<(String, Option<u32>)>,
+    aggregated: &mut Vec<String>,
+) {
+    let is_flagged = |rank: &str, dev: u32| flagged.contains(&(rank.to_string(), Some(dev)));
     // The per-device table, folded; beyond DEVICE_TABLE_MAX devices, per host.
     const DEVICE_HEADER: &str = "<tr><th>host</th><th>pid</th><th>dev</th><th>roce</th><th>hw</th><th>tx</th><th>rx</th><th>WQEs sent</th><th>CQ err</th><th>untracked</th><th>p50</th><th>p99</th><th>max</th></tr>\n";
     let device_row = |r: &crate::summary::DeviceRow| {
@@ -511,7 +513,7 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
             is_flagged(&format!("{}:{}", r.host, r.pid), r.device_id)
         };
         aggregated.push(scale::device_section(
-            &mut h,
+            h,
             &s.devices,
             &flagged_dev,
             DEVICE_HEADER,
@@ -544,6 +546,10 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
         }
         h.push_str("</table>\n");
     }
+}
+
+/// The skipped files, the footer, and the note on what the page aggregated.
+fn page_end(mut h: String, run: &Run, s: &Summary, aggregated: &[String]) -> String {
     if let Some(bad) = (!run.bad.is_empty()).then_some(&run.bad) {
         h.push_str("<h2 id=\"skipped\">Skipped files</h2>\n<ul>\n");
         for b in bad {

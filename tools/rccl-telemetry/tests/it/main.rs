@@ -23,3 +23,4 @@ mod report_render;
 mod report_scale;
 mod stalls_cmd;
 mod terminal_tables;
+mod verdict;
