@@ -1,11 +1,13 @@
 //! Verdicts an operator can trust (issue 33): nothing named on a healthy run with ordinary
 //! jitter, every class named once by its NIC (one direction, host-side delay included), "too
-//! few to tell" said rather than a silent all-clear, a hung job critical and first.
+//! few to tell" said rather than a silent all-clear, a hung job critical and first, and the
+//! verdict benchmark's targets on a small grid.
 
 use crate::common::*;
 use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Planted};
 use rccl_telemetry_tool::load::load_run;
 use rccl_telemetry_tool::outliers::{find, Kind, Options, OutlierReport, Severity};
+use rccl_telemetry_tool::verdict_bench::{grid, missed, render, run_case, score, NOISES};
 use serde_json::Value;
 
 fn fabric(o: GenOptions) -> (tempfile::TempDir, Vec<Planted>) {
@@ -262,4 +264,20 @@ fn a_hung_job_is_critical_and_first() {
         .findings
         .iter()
         .any(|f| f.kind == Kind::StalledQps || f.kind == Kind::HangRoot));
+}
+
+/// The verdict benchmark on a small grid (3 and 12 NICs, every noise model, two seeds): the
+/// targets `make verdict-bench` holds at every size, asserted.
+#[test]
+fn the_verdict_grid_meets_its_targets() {
+    let cases = grid(&[(3, 1), (12, 4)], &NOISES, &[1, 2]);
+    let work = tempfile::tempdir().expect("tempdir");
+    let outs: Vec<_> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, c)| run_case(c, &work.path().join(format!("r{i}"))).expect("case"))
+        .collect();
+    let s = score(&outs);
+    assert!(s.healthy_runs >= 20, "{}", render(&s));
+    assert!(missed(&s).is_empty(), "{:?}\n{}", missed(&s), render(&s));
 }
