@@ -20,6 +20,8 @@ mod fabric;
 pub use fabric::*;
 mod hang;
 pub use hang::{generate_hang, HANG_PLANTS};
+mod verdict;
+pub use verdict::{Noise, NOISE_MODELS};
 
 /// Anomalies the generator can plant, each on its own rank.
 pub const PLANTS: [&str; 13] = [
@@ -54,6 +56,8 @@ pub struct GenOptions {
     pub samples: usize,
     /// Devices registered per rank (each rank drives one of them).
     pub devices_per_rank: usize,
+    /// Runs with peers: the noise models of `generate/verdict.rs` (jitter, deschedule, few).
+    pub noise: Vec<String>,
 }
 
 impl Default for GenOptions {
@@ -69,6 +73,7 @@ impl Default for GenOptions {
             interval_ns: 30_000,
             samples: 0,
             devices_per_rank: 8,
+            noise: Vec::new(),
         }
     }
 }

@@ -11,7 +11,7 @@ use cli::{
 };
 use rccl_telemetry_tool::{
     check, export, generate, layout, links, load, outliers, parquet_export, promgc, report, stalls,
-    summary, waitfor,
+    summary,
 };
 use std::io::Write;
 use std::path::PathBuf;
@@ -157,28 +157,26 @@ fn outliers(a: OutliersArgs) -> Outcome {
         threshold: a.threshold,
         min_skew: a.min_skew,
         min_ratio: a.min_ratio,
+        min_events: a.min_events,
+        min_tail_share: a.min_tail_share,
         ..Default::default()
     };
+    // The hang's root and its stalled QPs are findings (critical, first); a hang whose root
+    // cannot be named is a caveat line.
     let r = outliers::find(&run, &opt);
-    // The root of a hang, if any: the line `stalls` and `summary` share (waitfor).
-    let hang = waitfor::analyse(&run);
     if a.json {
         print_json(&r)?;
     } else {
-        let l = layout::Layout::from_flag(a.wide);
         print(&outliers::render_with(
             &r,
             &outliers::OutlierText {
-                layout: l,
+                layout: layout::Layout::from_flag(a.wide),
                 top: a.top,
                 all: a.all,
             },
         ));
-        if let Some(line) = waitfor::one_line(&hang) {
-            print(&format!("{}\n", l.wrap(&line)));
-        }
     }
-    Ok(found_if(!r.findings.is_empty() || !hang.roots.is_empty()))
+    Ok(found_if(!r.findings.is_empty()))
 }
 
 fn links(a: LinksArgs) -> Outcome {
@@ -330,12 +328,17 @@ fn report(a: ReportArgs) -> Outcome {
     std::fs::write(&a.output, html)
         .map_err(|e| fail(format!("cannot write {}: {e}", a.output.display())))?;
     eprintln!(
-        "rccl-telemetry: wrote {} ({} files, {} findings)",
+        "rccl-telemetry: wrote {} ({} files, {} findings in {} rows: {} critical, {} warning, {} info)",
         a.output.display(),
         s.files,
-        o.findings.len()
+        o.findings.len(),
+        o.rows.len(),
+        o.critical,
+        o.warning,
+        o.info
     );
-    Ok(Done::Clean)
+    // A critical finding (a hang, stalled QPs, CQ errors) never ends in a silent exit 0.
+    Ok(found_if(o.critical > 0))
 }
 
 /// The plants `--plant` names ("all": every plant of the kind of run).
@@ -385,6 +388,7 @@ fn generate(a: GenerateArgs) -> Outcome {
         interval_ns: a.interval_ns,
         samples: a.samples,
         devices_per_rank: a.devices_per_rank,
+        noise: a.noise.iter().filter(|n| !n.is_empty()).cloned().collect(),
     };
     let planted = if a.peers {
         generate::generate_fabric(&a.dir, &o, a.qps_per_peer.max(1))

@@ -85,10 +85,13 @@ pub fn generate_fabric(
         return r;
     }
     for p in &o.plants {
-        if !FABRIC_PLANTS.contains(&p.as_str()) {
+        if !FABRIC_PLANTS.contains(&p.as_str())
+            && !super::verdict::VERDICT_PLANTS.contains(&p.as_str())
+        {
             return Err(format!(
-                "unknown plant {p:?} with --peers (one of: {})",
-                FABRIC_PLANTS.join(", ")
+                "unknown plant {p:?} with --peers (one of: {}, {})",
+                FABRIC_PLANTS.join(", "),
+                super::verdict::VERDICT_PLANTS.join(", ")
             ));
         }
     }
@@ -151,6 +154,16 @@ pub fn generate_fabric(
         None
     };
     let missing = has("missing_peer").then(|| pick_rank(&mut rng, None));
+    // The verdict benchmark's plants and noise (generate/verdict.rs): no draw when unused.
+    let noise_m = super::verdict::Noise::new(&o.noise, o.ranks, &mut rng)?;
+    let one_way = if has("slow_link_one_way") {
+        pick_pair(&mut rng).map(|(a, b)| if rng.bool() { (b, a) } else { (a, b) })
+    } else {
+        None
+    };
+    let host_side = has("host_side_delay").then(|| pick_rank(&mut rng, slow_host));
+    let way =
+        |from: usize, to: usize| super::verdict::direction_factor(one_way, host_side, from, to);
 
     let nics: Vec<Nic> = (0..o.ranks)
         .map(|r| {
@@ -198,7 +211,7 @@ pub fn generate_fabric(
                     qpn: qa,
                     peer_qpn: qb,
                     ch,
-                    factor: f,
+                    factor: f * way(a, b),
                     stalled: st && has("stall"),
                     recovered: st && has("recovered_stall"),
                 });
@@ -208,7 +221,7 @@ pub fn generate_fabric(
                     qpn: qb,
                     peer_qpn: qa,
                     ch,
-                    factor: f,
+                    factor: f * way(b, a),
                     stalled: st && has("stall"),
                     recovered: st && has("recovered_stall"),
                 });
@@ -220,6 +233,7 @@ pub fn generate_fabric(
     let run_start_ns: i128 = 1_796_209_200_000_000_000; // 2026-12-02T11:00:00Z
     let wqe_size: u64 = 256 * 1024;
     let base_ns = 9_000.0;
+    let sample_n = o.latency_sample.max(1);
     let mut planted = Vec::new();
     let mut written: Vec<TelemetryFile> = Vec::new();
     for rank in 0..o.ranks {
@@ -242,17 +256,16 @@ pub fn generate_fabric(
         let (mut tx, mut rx) = (0u64, 0u64);
         let (mut outstanding_dev, mut stalled_dev) = (0u64, 0u64);
         for (i, e) in ends[rank].iter().enumerate() {
-            let n = 300 + rng.u64(0..40);
-            let samples: Vec<u64> = (0..n)
-                .map(|_| {
-                    let tail = if rng.f64() < 0.001 { 3.0 } else { 1.0 };
-                    (base_ns * e.factor * tail * (0.15 * noise(&mut rng)).exp()) as u64
-                })
+            let n = noise_m.completions(&mut rng);
+            let all: Vec<u64> = (0..n)
+                .map(|_| noise_m.latency(&mut rng, rank, base_ns, e.factor))
                 .collect();
-            let lh = log_hist_of(&samples);
+            // --latency-sample N: the histograms keep one completion in N.
+            let samples = &all[..(n / sample_n) as usize];
+            let lh = log_hist_of(samples);
             let width = o.interval_ns.max(1);
             let mut lin = vec![0u64; o.buckets.max(1)];
-            for &s in &samples {
+            for &s in samples {
                 let b = ((s / width) as usize).min(lin.len() - 1);
                 lin[b] += 1;
             }
@@ -272,10 +285,11 @@ pub fn generate_fabric(
                     num_recv_wqe: n / 8,
                     num_wqe_rcvd: n / 8,
                     num_wqe_completed: n,
+                    num_wqe_sampled: (sample_n > 1).then_some(samples.len() as u64),
                     num_write_wqe: sent - sent / 8,
                     num_write_imm_wqe: sent / 8,
-                    wqe_completion_ns_min: *samples.iter().min().unwrap_or(&0) as i64,
-                    wqe_completion_ns_max: *samples.iter().max().unwrap_or(&0) as i64,
+                    wqe_completion_ns_min: samples.iter().min().map_or(-1, |m| *m as i64),
+                    wqe_completion_ns_max: samples.iter().max().map_or(-1, |m| *m as i64),
                     wqe_completion_histogram: lin,
                     ..Default::default()
                 },
@@ -313,7 +327,7 @@ pub fn generate_fabric(
             ch.queue_pairs.push(q);
         }
         for ch in &mut channels {
-            ch.counters = counters_from_qps(&ch.queue_pairs, false);
+            ch.counters = counters_from_qps(&ch.queue_pairs, sample_n > 1);
             ch.num_req_completed = ch.counters.num_recv_wqe;
             if ch.wqe_completion_log_histogram.is_none() {
                 ch.wqe_completion_log_histogram = Some(Vec::new());
@@ -387,6 +401,7 @@ pub fn generate_fabric(
             trigger: Some(if snapshot { "SIGUSR1" } else { "exit" }.into()),
             transport: Some("IB-CAST".into()),
             histogram_interval_ns: o.interval_ns.max(1),
+            latency_sample_interval: (sample_n > 1).then_some(sample_n),
             devices: vec![dev],
             stall_ms: Some(1000),
             ..Default::default()
@@ -432,6 +447,12 @@ pub fn generate_fabric(
     }
     if let Some(r) = missing {
         mark("missing_peer", r, None, Some("file not written".into()));
+    }
+    if let Some((a, b)) = one_way {
+        mark("slow_link_one_way", a, Some(b), None);
+    }
+    if let Some(r) = host_side {
+        mark("host_side_delay", r, None, None);
     }
     // The ambiguous claim: another process on the same host with a device of the same GID and
     // one QP of the same QPN (a QPN reused by a later run in the same directory).
