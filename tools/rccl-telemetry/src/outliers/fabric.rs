@@ -61,7 +61,8 @@ fn log_floor() -> f64 {
 #[allow(clippy::too_many_lines)] // past the limit of clippy.toml: to be split into its steps
 pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<Culprit> {
     let n = links.nics.len();
-    let m = links.matrix(|l| {
+    // Sparse: a job of 16,384 NICs has 268 M cells and about 8 links per NIC.
+    let m = links.sparse_matrix(|l| {
         l.latency
             .as_ref()
             .filter(|x| x.samples >= MIN_LINK_SAMPLES)
@@ -70,7 +71,7 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
             .map(f64::ln)
     });
     let label = |i: usize| links.nics[i].label();
-    let all: Vec<f64> = m.iter().flatten().flatten().copied().collect();
+    let all: Vec<f64> = m.values().collect();
     if all.len() < 3 {
         return Vec::new();
     }
@@ -83,19 +84,15 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
     let slow = |v: f64| v - base >= min_gap && z_of(v) >= opt.threshold;
     let ns = |x: f64| fmt_ns(x.exp());
     let row_col = |a: usize| -> (Option<f64>, Option<f64>) {
-        let row: Vec<f64> = (0..n).filter(|b| *b != a).filter_map(|b| m[a][b]).collect();
-        let col: Vec<f64> = (0..n).filter(|b| *b != a).filter_map(|b| m[b][a]).collect();
+        let row: Vec<f64> = m.row(a).filter(|(b, _)| *b != a).map(|x| x.1).collect();
+        let col: Vec<f64> = m.col(a).filter(|(b, _)| *b != a).map(|x| x.1).collect();
         (median(&row), median(&col))
     };
     // NICs: the share of their links that are slow.
     let mut nic_slow = vec![false; n];
     let mut level = vec![f64::NAN; n];
     for a in 0..n {
-        let mine: Vec<f64> = (0..n)
-            .filter(|b| *b != a)
-            .flat_map(|b| [m[a][b], m[b][a]])
-            .flatten()
-            .collect();
+        let mine: Vec<f64> = m.links_of(a);
         if mine.is_empty() {
             continue;
         }
@@ -139,11 +136,7 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
     }
     for a in (0..n).filter(|a| nic_slow[*a] && !in_host[*a]) {
         let (row, col) = row_col(a);
-        let mine: Vec<f64> = (0..n)
-            .filter(|b| *b != a)
-            .flat_map(|b| [m[a][b], m[b][a]])
-            .flatten()
-            .collect();
+        let mine: Vec<f64> = m.links_of(a);
         let k = mine.iter().filter(|v| slow(**v)).count();
         out.push(Culprit {
             kind: Kind::SlowNic,
@@ -169,16 +162,12 @@ pub fn classify_fabric(links: &crate::links::LinkReport, opt: &Options) -> Vec<C
     // (host a, host b) -> the slow links (NIC a, NIC b, p99) between them.
     type HostPairLinks = BTreeMap<(usize, usize), Vec<(usize, usize, f64)>>;
     let mut pairs: HostPairLinks = BTreeMap::new();
-    for a in 0..n {
-        for b in 0..n {
-            if let Some(v) = m[a][b] {
-                if a != b && !nic_slow[a] && !nic_slow[b] && slow(v) {
-                    pairs
-                        .entry((a.min(b), a.max(b)))
-                        .or_default()
-                        .push((a, b, v));
-                }
-            }
+    for (a, b, v) in m.entries() {
+        if a != b && !nic_slow[a] && !nic_slow[b] && slow(v) {
+            pairs
+                .entry((a.min(b), a.max(b)))
+                .or_default()
+                .push((a, b, v));
         }
     }
     for ((a, b), dirs) in pairs {
