@@ -246,5 +246,11 @@ pub struct GenerateArgs {
     /// With --peers: QPs per connected pair of ranks.
     #[arg(long, default_value_t = 2)]
     pub qps_per_peer: usize,
+    /// With --peers: who each rank holds QPs to. rail: its ring and double-binary-tree
+    /// neighbours on its rail (NIC l of the other hosts), up to 8 peers, as RCCL's
+    /// rail-optimised rings and trees; ring: 2; tree: up to 6; alltoall: every rank of the other
+    /// hosts (links grow with the square of the ranks). The hang plants keep their own shape.
+    #[arg(long, default_value = "rail", value_parser = ["rail", "ring", "tree", "alltoall"])]
+    pub topology: String,
     pub dir: PathBuf,
 }

@@ -20,6 +20,8 @@ mod fabric;
 pub use fabric::*;
 mod hang;
 pub use hang::{generate_hang, HANG_PLANTS};
+pub mod topology;
+pub use topology::Topology;
 
 /// Anomalies the generator can plant, each on its own rank.
 pub const PLANTS: [&str; 13] = [
@@ -54,6 +56,8 @@ pub struct GenOptions {
     pub samples: usize,
     /// Devices registered per rank (each rank drives one of them).
     pub devices_per_rank: usize,
+    /// With peers: who each rank is connected to (the hang plants keep their own shape).
+    pub topology: Topology,
 }
 
 impl Default for GenOptions {
@@ -69,6 +73,7 @@ impl Default for GenOptions {
             interval_ns: 30_000,
             samples: 0,
             devices_per_rank: 8,
+            topology: Topology::default(),
         }
     }
 }

@@ -409,6 +409,7 @@ fn generate(a: GenerateArgs) -> Outcome {
         interval_ns: a.interval_ns,
         samples: a.samples,
         devices_per_rank: a.devices_per_rank,
+        topology: generate::Topology::from_name(&a.topology).unwrap_or_default(),
     };
     let planted = if a.peers {
         generate::generate_fabric(&a.dir, &o, a.qps_per_peer.max(1))
