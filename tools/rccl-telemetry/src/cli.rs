@@ -9,12 +9,18 @@ use std::path::PathBuf;
 /// Analyse the per-rank rccl_telemetry_*.json files of a run.
 ///
 /// INPUTS are files, directories (their rccl_telemetry_*.json files) or glob patterns
-/// (quote them). Unusable files are reported in one line each on stderr and skipped.
+/// (quote them). Unusable files are reported in one line each on stderr and skipped; a
+/// command that skipped any adds 4 to its exit status (0 -> 4, 1 -> 5).
 #[derive(Parser)]
 #[command(name = "rccl-telemetry", version, about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
+    /// Skip input files larger than this (bytes, or with K, M, G: 512M, 2G); the library's
+    /// largest benchmark file is 192 MB. Files are also read only if regular (no FIFO or
+    /// device) and at most 1 GiB of file text is held at once.
+    #[arg(long, global = true, value_name = "SIZE", default_value = "512M")]
+    pub max_file_size: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -294,6 +300,12 @@ pub struct GenerateArgs {
     /// --latency-sample N the histograms also keep one completion in N.
     #[arg(long, value_delimiter = ',')]
     pub noise: Vec<String>,
+    /// With --peers: who each rank holds QPs to. rail: its ring and double-binary-tree
+    /// neighbours on its rail (NIC l of the other hosts), up to 8 peers, as RCCL's
+    /// rail-optimised rings and trees; ring: 2; tree: up to 6; alltoall: every rank of the other
+    /// hosts (links grow with the square of the ranks). The hang plants keep their own shape.
+    #[arg(long, default_value = "rail", value_parser = ["rail", "ring", "tree", "alltoall"])]
+    pub topology: String,
     /// The directory to write the rank files and planted.json (what was planted where) to;
     /// created if missing.
     pub dir: PathBuf,

@@ -22,6 +22,8 @@ mod hang;
 pub use hang::{generate_hang, HANG_PLANTS};
 mod verdict;
 pub use verdict::{Noise, NOISE_MODELS};
+pub mod topology;
+pub use topology::Topology;
 
 /// Anomalies the generator can plant, each on its own rank.
 pub const PLANTS: [&str; 13] = [
@@ -58,6 +60,8 @@ pub struct GenOptions {
     pub devices_per_rank: usize,
     /// Runs with peers: the noise models of `generate/verdict.rs` (jitter, deschedule, few).
     pub noise: Vec<String>,
+    /// With peers: who each rank is connected to (the hang plants keep their own shape).
+    pub topology: Topology,
 }
 
 impl Default for GenOptions {
@@ -74,6 +78,7 @@ impl Default for GenOptions {
             samples: 0,
             devices_per_rank: 8,
             noise: Vec::new(),
+            topology: Topology::default(),
         }
     }
 }

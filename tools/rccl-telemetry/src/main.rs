@@ -44,10 +44,31 @@ fn found_if(found: bool) -> Done {
     }
 }
 
+/// Set when an input was skipped (its data is missing from the answer): main then adds
+/// `load::SKIPPED_EXIT_BIT` to a command's 0 or 1.
+static SKIPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
-        Ok(Done::Clean) => ExitCode::SUCCESS,
-        Ok(Done::Found) => ExitCode::from(1),
+    let cli = Cli::parse();
+    if let Some(size) = &cli.max_file_size {
+        match load::parse_size(size) {
+            Ok(n) => load::set_max_file_bytes(n),
+            Err(e) => {
+                eprintln!("rccl-telemetry: --max-file-size {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let skipped = || {
+        if SKIPPED.load(std::sync::atomic::Ordering::Relaxed) {
+            load::SKIPPED_EXIT_BIT
+        } else {
+            0
+        }
+    };
+    match run(cli) {
+        Ok(Done::Clean) => ExitCode::from(skipped()),
+        Ok(Done::Found) => ExitCode::from(1 | skipped()),
         Err(Failed(msg)) => {
             if let Some(msg) = msg {
                 eprintln!("rccl-telemetry: {msg}");
@@ -75,6 +96,9 @@ fn run(cli: Cli) -> Outcome {
 fn load(inputs: &[PathBuf]) -> Result<load::Run, Failed> {
     let run = load::load_run(inputs);
     load::report_bad(&run.bad, run.found);
+    if load::lost_inputs(&run.bad) {
+        SKIPPED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     if run.files.is_empty() {
         eprintln!("rccl-telemetry: no readable rccl_telemetry_*.json file in the inputs");
         return Err(Failed(None));
@@ -389,6 +413,7 @@ fn generate(a: GenerateArgs) -> Outcome {
         samples: a.samples,
         devices_per_rank: a.devices_per_rank,
         noise: a.noise.iter().filter(|n| !n.is_empty()).cloned().collect(),
+        topology: generate::Topology::from_name(&a.topology).unwrap_or_default(),
     };
     let planted = if a.peers {
         generate::generate_fabric(&a.dir, &o, a.qps_per_peer.max(1))
