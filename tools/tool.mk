@@ -5,6 +5,10 @@
 #                       runs of RT_BENCH_RANKS ranks (1,024, 4,096, 16,384), with each child's peak
 #                       RSS, into bench/tool-results.json (bench/tool_bench.py; 571 MB of input
 #                       at 16,384 ranks, under out/, deleted after each size)
+#   make verdict-bench  the labelled verdict benchmark: generated runs of 3 to 512 NICs with one
+#                       culprit planted (or none) under noise, through `outliers`; prints
+#                       precision and recall per class against the targets, writes
+#                       bench/verdict-results.json (a few minutes; runs under out/verdict-bench)
 #   make tool-ci-deps   installs what the tool's tests need (Debian: prometheus, node_exporter, systemd, chromium,
 #                       Java 17; PyPI: duckdb, pyarrow, pyspark)
 
@@ -14,8 +18,10 @@ RT_DEMO        ?= out/tool-demo
 RT_BENCH       ?= out/tool-bench
 RT_BENCH_RANKS ?= 1024 4096 16384
 RT_BENCH_JSON  ?= bench/tool-results.json
+RT_VERDICT     ?= out/verdict-bench
+RT_VERDICT_JSON ?= bench/verdict-results.json
 
-.PHONY: tool-build tool-test tool-demo tool-bench tool-ci-deps
+.PHONY: tool-build tool-test tool-demo tool-bench tool-ci-deps verdict-bench
 
 tool-build:
 	$(CARGO) build --release -p rccl-telemetry-tool
@@ -37,10 +43,17 @@ tool-demo: tool-build
 	$(RT_TOOL) outliers $(RT_DEMO)/run || test $$? -eq 1
 	$(RT_TOOL) export --format prometheus -o $(RT_DEMO)/run.prom $(RT_DEMO)/run
 	$(RT_TOOL) export --format csv -o $(RT_DEMO)/run.csv $(RT_DEMO)/run
-	$(RT_TOOL) report -o $(RT_DEMO)/report.html $(RT_DEMO)/run
-	@echo "open $(RT_DEMO)/report.html"
+	$(RT_TOOL) report -o $(RT_DEMO)/report.html $(RT_DEMO)/run || test $$? -eq 1
+	@echo "open $(RT_DEMO)/report.html (report exits 1 when a finding is critical: the planted CQ errors)"
 
 tool-bench: tool-build
 	@rm -rf $(RT_BENCH) && mkdir -p $(RT_BENCH)
 	python3 bench/tool_bench.py $(RT_TOOL) $(RT_BENCH) $(RT_BENCH_JSON) $(RT_BENCH_RANKS)
 	@rm -rf $(RT_BENCH)
+
+verdict-bench:
+	$(CARGO) build --release -p rccl-telemetry-tool --example verdict_bench
+	@rm -rf $(RT_VERDICT) && mkdir -p $(RT_VERDICT)
+	VERDICT_BENCH_DATE=$$(date -u +%Y-%m-%dT%H:%M:%SZ) VERDICT_BENCH_COMMIT=$$(git rev-parse --short=12 HEAD)$$(git diff --quiet || echo -dirty) \
+	  target/release/examples/verdict_bench $(RT_VERDICT) --json $(RT_VERDICT_JSON)
+	@rm -rf $(RT_VERDICT)

@@ -7,7 +7,8 @@
 //! - the text generated from the format crate and kept in the tree is current: the key tables
 //!   and the known-counter table of docs/format.md, the per-driver table of src/hw/README.md,
 //!   the counts of keys both spell out, and schema/hw_counters.json (the vocabulary the e2e
-//!   checker reads). `RCCL_TELEMETRY_REGENERATE=1` writes them instead of failing.
+//!   checker reads). `RCCL_TELEMETRY_REGENERATE=1` writes them instead of failing;
+//! - the reader takes back every key the writer emits (`read_back.rs`).
 //!
 //! A new key is a field of a writer type (format/src/write.rs) and its property in the
 //! schema; this test names whatever else is missing (the fixtures' value for it, a
@@ -15,6 +16,7 @@
 
 mod fixture;
 mod generated;
+mod read_back;
 mod schema;
 
 use fixture::{file, Shape};

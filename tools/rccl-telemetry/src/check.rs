@@ -1,14 +1,15 @@
 //! `check`: validates each file against the committed JSON Schema and the invariants the
 //! seed states, one line per violation with the file and the JSON path (a JSON Pointer).
 
+pub mod dupkeys;
 pub mod text;
 
-use crate::load::{expand_inputs, progress, read_raw};
+use crate::load::{expand_inputs, parse_raw, progress, raw_from_value, read_bytes, BadFile};
 use crate::model::{parse_timestamp_ns, CommRef, Counters, TelemetryFile};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The committed schema, compiled into the binary so `check` always uses it.
 pub const SCHEMA: &str = include_str!("../../../schema/rccl_telemetry.schema.json");
@@ -18,7 +19,7 @@ pub struct Violation {
     pub file: String,
     /// JSON Pointer to the offending value ("" is the whole document).
     pub path: String,
-    /// "schema", "invariant" or "unreadable".
+    /// "schema", "invariant", "duplicate_key" (a key repeated in its object) or "unreadable".
     pub kind: &'static str,
     pub message: String,
 }
@@ -69,64 +70,7 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
     let per_file: Vec<(Vec<Violation>, bool, bool)> = paths
         .par_iter()
         .map(|p| {
-            let file = p.display().to_string();
-            let out =
-                match read_raw(p) {
-                    Err(b) => (
-                        vec![Violation {
-                            file,
-                            path: String::new(),
-                            kind: "unreadable",
-                            message: b.reason,
-                        }],
-                        true,
-                        false,
-                    ),
-                    Ok(raw) if raw.format == crate::model::SourceFormat::InTree => {
-                        // The in-tree engine's file is checked against its own format, not our schema.
-                        let v: Vec<Violation> = crate::intree::check(&raw.value)
-                            .into_iter()
-                            .map(|(path, kind, message)| Violation {
-                                file: file.clone(),
-                                path,
-                                kind,
-                                message,
-                            })
-                            .collect();
-                        (v, false, true)
-                    }
-                    Ok(raw) => {
-                        let mut v: Vec<Violation> = validator
-                            .iter_errors(&raw.value)
-                            .map(|e| Violation {
-                                file: file.clone(),
-                                path: e.instance_path().to_string(),
-                                kind: "schema",
-                                message: shorten(&e.to_string(), 200),
-                            })
-                            .collect();
-                        match serde_json::from_value::<TelemetryFile>(raw.value) {
-                            Ok(tf) => {
-                                v.extend(invariants(&tf).into_iter().map(|(path, message)| {
-                                    Violation {
-                                        file: file.clone(),
-                                        path,
-                                        kind: "invariant",
-                                        message,
-                                    }
-                                }))
-                            }
-                            Err(e) if v.is_empty() => v.push(Violation {
-                                file: file.clone(),
-                                path: String::new(),
-                                kind: "schema",
-                                message: format!("cannot be read as a telemetry file: {e}"),
-                            }),
-                            Err(_) => {}
-                        }
-                        (v, false, false)
-                    }
-                };
+            let out = check_file(p, &validator);
             pb.inc(1);
             out
         })
@@ -163,6 +107,96 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
         report.intree_format_limitations = crate::intree::LIMITATIONS.to_vec();
     }
     Ok(report)
+}
+
+/// One file's violations, whether it was unreadable, whether it is an in-tree file.
+fn check_file(p: &Path, validator: &jsonschema::Validator) -> (Vec<Violation>, bool, bool) {
+    let file = p.display().to_string();
+    let unreadable = |b: BadFile| {
+        (
+            vec![Violation {
+                file: file.clone(),
+                path: String::new(),
+                kind: "unreadable",
+                message: b.reason,
+            }],
+            true,
+            false,
+        )
+    };
+    let (bytes, _permit) = match read_bytes(p) {
+        Ok(b) => b,
+        Err(b) => return unreadable(b),
+    };
+    let parsed = dupkeys::parse(&bytes)
+        .map_err(|_| ())
+        .and_then(|(v, dups)| raw_from_value(p, v).map(|r| (r, dups)).map_err(drop));
+    let (raw, dups) = match parsed {
+        Ok(x) => x,
+        // The reader's own words for why (empty, truncated, not JSON, version, shape).
+        Err(()) => match parse_raw(p, &bytes) {
+            Err(b) => return unreadable(b),
+            Ok(_) => {
+                return unreadable(BadFile::new(
+                    p,
+                    crate::load::BadKind::NotJson,
+                    "not JSON".into(),
+                ))
+            }
+        },
+    };
+    drop(bytes);
+    let mut v: Vec<Violation> = dups
+        .into_iter()
+        .map(|path| Violation {
+            file: file.clone(),
+            path,
+            kind: "duplicate_key",
+            message: "a key repeated in its object: readers keep the last value".into(),
+        })
+        .collect();
+    if raw.format == crate::model::SourceFormat::InTree {
+        // The in-tree engine's file is checked against its own format, not our schema.
+        v.extend(
+            crate::intree::check(&raw.value)
+                .into_iter()
+                .map(|(path, kind, message)| Violation {
+                    file: file.clone(),
+                    path,
+                    kind,
+                    message,
+                }),
+        );
+        return (v, false, true);
+    }
+    let schema_errors = validator.iter_errors(&raw.value).map(|e| Violation {
+        file: file.clone(),
+        path: e.instance_path().to_string(),
+        kind: "schema",
+        message: shorten(&e.to_string(), 200),
+    });
+    v.extend(schema_errors);
+    let schema_clean = v.iter().all(|x| x.kind != "schema");
+    match crate::load::typed_from_value(raw.value) {
+        Ok(tf) => v.extend(
+            invariants(&tf)
+                .into_iter()
+                .map(|(path, message)| Violation {
+                    file: file.clone(),
+                    path,
+                    kind: "invariant",
+                    message,
+                }),
+        ),
+        Err(e) if schema_clean => v.push(Violation {
+            file: file.clone(),
+            path: String::new(),
+            kind: "schema",
+            message: format!("cannot be read as a telemetry file: {e}"),
+        }),
+        Err(_) => {}
+    }
+    (v, false, false)
 }
 
 /// Collects (JSON pointer, message) for every broken invariant of one parsed file.

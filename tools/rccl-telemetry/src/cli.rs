@@ -9,12 +9,18 @@ use std::path::PathBuf;
 /// Analyse the per-rank rccl_telemetry_*.json files of a run.
 ///
 /// INPUTS are files, directories (their rccl_telemetry_*.json files) or glob patterns
-/// (quote them). Unusable files are reported in one line each on stderr and skipped.
+/// (quote them). Unusable files are reported in one line each on stderr and skipped; a
+/// command that skipped any adds 4 to its exit status (0 -> 4, 1 -> 5).
 #[derive(Parser)]
 #[command(name = "rccl-telemetry", version, about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
+    /// Skip input files larger than this (bytes, or with K, M, G: 512M, 2G); the library's
+    /// largest benchmark file is 192 MB. Files are also read only if regular (no FIFO or
+    /// device) and at most 1 GiB of file text is held at once.
+    #[arg(long, global = true, value_name = "SIZE", default_value = "512M")]
+    pub max_file_size: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -26,7 +32,10 @@ pub enum Cmd {
     /// Prints one line per violation (file: JSON pointer: kind: message), grouped by kind beyond
     /// 32; exit 1 if any.
     Check(CheckArgs),
-    /// Rank what stands out across the ranks and devices (median and MAD); exit 1 if anything does.
+    /// What is wrong, one row per culprit (host:NIC), most severe first: a hang's root and its
+    /// stalled QPs, CQ errors, a slow NIC, link (both ways or one), host or process (host-side
+    /// delay), and what stands out across the devices (median and MAD); what the run is too
+    /// small to tell is said in one line. Exit 1 if anything is found.
     Outliers(OutliersArgs),
     /// Join every QP to its peer's QP in the other files (by GID and QPN, LID without a GID)
     /// and print one row per link (ordered NIC pair): QPs, WRs each way, the sending side's
@@ -42,7 +51,8 @@ pub enum Cmd {
     /// rewritten for --max-age seconds, and those of this host whose pid is not running.
     /// Prints one line per file removed. For cron, or before node_exporter starts.
     PromGc(PromGcArgs),
-    /// Write one self-contained HTML page: summary, outliers and charts.
+    /// Write one self-contained HTML page: the verdict first (critical findings, caveats), then
+    /// summary, findings and charts. Exit 1 when a finding is critical.
     Report(ReportArgs),
     /// Write a synthetic run (for tests, demos and benchmarks), optionally with planted anomalies.
     Generate(GenerateArgs),
@@ -116,6 +126,13 @@ pub struct OutliersArgs {
     /// Counters and latency: least ratio to the median.
     #[arg(long, default_value_t = 2.0)]
     pub min_ratio: f64,
+    /// Counters: least excess over the median, in events (a median of 0 is not flagged for
+    /// a stray event).
+    #[arg(long, default_value_t = 10.0)]
+    pub min_events: f64,
+    /// Latency tail: least share of a device's completions beyond the run's median p99.
+    #[arg(long, default_value_t = 0.10)]
+    pub min_tail_share: f64,
     /// Show at most this many rows (0 = all) [default: 20 two-line rows beyond 32 devices,
     /// else 50 table rows; --json always has every finding].
     #[arg(long)]
@@ -267,7 +284,8 @@ pub struct GenerateArgs {
     pub samples: usize,
     /// Format version 3 with peers: every rank has its own NIC and QPs to every rank of
     /// the other hosts, each QP naming its peer. Plants are then: slow_nic, slow_link,
-    /// slow_host, missing_peer, ambiguous_peer, lid_only, stall, recovered_stall; or one
+    /// slow_host, missing_peer, ambiguous_peer, lid_only, stall, recovered_stall,
+    /// slow_link_one_way, host_side_delay; or one
     /// hang (format version 4, rail-shaped: a rank's peers are its NIC's peers on the hosts
     /// one and two away): frozen_rank, stopped_posting, dead_link, two_hangs,
     /// recovered_hang, idle.
@@ -276,6 +294,18 @@ pub struct GenerateArgs {
     /// With --peers: QPs per connected pair of ranks.
     #[arg(long, default_value_t = 2)]
     pub qps_per_peer: usize,
+    /// With --peers: the noise of real hosts on a healthy run, comma separated: jitter
+    /// (heavy-tailed per-process scheduling jitter, as on a shared host), deschedule (one rank
+    /// descheduled for milliseconds, once), few (10 to 50 completions per QP). With
+    /// --latency-sample N the histograms also keep one completion in N.
+    #[arg(long, value_delimiter = ',')]
+    pub noise: Vec<String>,
+    /// With --peers: who each rank holds QPs to. rail: its ring and double-binary-tree
+    /// neighbours on its rail (NIC l of the other hosts), up to 8 peers, as RCCL's
+    /// rail-optimised rings and trees; ring: 2; tree: up to 6; alltoall: every rank of the other
+    /// hosts (links grow with the square of the ranks). The hang plants keep their own shape.
+    #[arg(long, default_value = "rail", value_parser = ["rail", "ring", "tree", "alltoall"])]
+    pub topology: String,
     /// The directory to write the rank files and planted.json (what was planted where) to;
     /// created if missing.
     pub dir: PathBuf,

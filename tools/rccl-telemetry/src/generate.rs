@@ -20,6 +20,10 @@ mod fabric;
 pub use fabric::*;
 mod hang;
 pub use hang::{generate_hang, HANG_PLANTS};
+mod verdict;
+pub use verdict::{Noise, NOISE_MODELS};
+pub mod topology;
+pub use topology::Topology;
 
 /// Anomalies the generator can plant, each on its own rank.
 pub const PLANTS: [&str; 13] = [
@@ -54,6 +58,10 @@ pub struct GenOptions {
     pub samples: usize,
     /// Devices registered per rank (each rank drives one of them).
     pub devices_per_rank: usize,
+    /// Runs with peers: the noise models of `generate/verdict.rs` (jitter, deschedule, few).
+    pub noise: Vec<String>,
+    /// With peers: who each rank is connected to (the hang plants keep their own shape).
+    pub topology: Topology,
 }
 
 impl Default for GenOptions {
@@ -69,6 +77,8 @@ impl Default for GenOptions {
             interval_ns: 30_000,
             samples: 0,
             devices_per_rank: 8,
+            noise: Vec::new(),
+            topology: Topology::default(),
         }
     }
 }

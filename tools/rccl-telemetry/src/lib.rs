@@ -24,4 +24,5 @@ pub mod report;
 pub mod stalls;
 pub mod stats;
 pub mod summary;
+pub mod verdict_bench;
 pub mod waitfor;

@@ -11,7 +11,7 @@ use cli::{
 };
 use rccl_telemetry_tool::{
     check, export, generate, layout, links, load, outliers, parquet_export, promgc, report, stalls,
-    summary, waitfor,
+    summary,
 };
 use std::io::Write;
 use std::path::PathBuf;
@@ -44,10 +44,31 @@ fn found_if(found: bool) -> Done {
     }
 }
 
+/// Set when an input was skipped (its data is missing from the answer): main then adds
+/// `load::SKIPPED_EXIT_BIT` to a command's 0 or 1.
+static SKIPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
-        Ok(Done::Clean) => ExitCode::SUCCESS,
-        Ok(Done::Found) => ExitCode::from(1),
+    let cli = Cli::parse();
+    if let Some(size) = &cli.max_file_size {
+        match load::parse_size(size) {
+            Ok(n) => load::set_max_file_bytes(n),
+            Err(e) => {
+                eprintln!("rccl-telemetry: --max-file-size {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let skipped = || {
+        if SKIPPED.load(std::sync::atomic::Ordering::Relaxed) {
+            load::SKIPPED_EXIT_BIT
+        } else {
+            0
+        }
+    };
+    match run(cli) {
+        Ok(Done::Clean) => ExitCode::from(skipped()),
+        Ok(Done::Found) => ExitCode::from(1 | skipped()),
         Err(Failed(msg)) => {
             if let Some(msg) = msg {
                 eprintln!("rccl-telemetry: {msg}");
@@ -75,6 +96,9 @@ fn run(cli: Cli) -> Outcome {
 fn load(inputs: &[PathBuf]) -> Result<load::Run, Failed> {
     let run = load::load_run(inputs);
     load::report_bad(&run.bad, run.found);
+    if load::lost_inputs(&run.bad) {
+        SKIPPED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     if run.files.is_empty() {
         eprintln!("rccl-telemetry: no readable rccl_telemetry_*.json file in the inputs");
         return Err(Failed(None));
@@ -157,28 +181,26 @@ fn outliers(a: OutliersArgs) -> Outcome {
         threshold: a.threshold,
         min_skew: a.min_skew,
         min_ratio: a.min_ratio,
+        min_events: a.min_events,
+        min_tail_share: a.min_tail_share,
         ..Default::default()
     };
+    // The hang's root and its stalled QPs are findings (critical, first); a hang whose root
+    // cannot be named is a caveat line.
     let r = outliers::find(&run, &opt);
-    // The root of a hang, if any: the line `stalls` and `summary` share (waitfor).
-    let hang = waitfor::analyse(&run);
     if a.json {
         print_json(&r)?;
     } else {
-        let l = layout::Layout::from_flag(a.wide);
         print(&outliers::render_with(
             &r,
             &outliers::OutlierText {
-                layout: l,
+                layout: layout::Layout::from_flag(a.wide),
                 top: a.top,
                 all: a.all,
             },
         ));
-        if let Some(line) = waitfor::one_line(&hang) {
-            print(&format!("{}\n", l.wrap(&line)));
-        }
     }
-    Ok(found_if(!r.findings.is_empty() || !hang.roots.is_empty()))
+    Ok(found_if(!r.findings.is_empty()))
 }
 
 fn links(a: LinksArgs) -> Outcome {
@@ -330,12 +352,17 @@ fn report(a: ReportArgs) -> Outcome {
     std::fs::write(&a.output, html)
         .map_err(|e| fail(format!("cannot write {}: {e}", a.output.display())))?;
     eprintln!(
-        "rccl-telemetry: wrote {} ({} files, {} findings)",
+        "rccl-telemetry: wrote {} ({} files, {} findings in {} rows: {} critical, {} warning, {} info)",
         a.output.display(),
         s.files,
-        o.findings.len()
+        o.findings.len(),
+        o.rows.len(),
+        o.critical,
+        o.warning,
+        o.info
     );
-    Ok(Done::Clean)
+    // A critical finding (a hang, stalled QPs, CQ errors) never ends in a silent exit 0.
+    Ok(found_if(o.critical > 0))
 }
 
 /// The plants `--plant` names ("all": every plant of the kind of run).
@@ -385,6 +412,8 @@ fn generate(a: GenerateArgs) -> Outcome {
         interval_ns: a.interval_ns,
         samples: a.samples,
         devices_per_rank: a.devices_per_rank,
+        noise: a.noise.iter().filter(|n| !n.is_empty()).cloned().collect(),
+        topology: generate::Topology::from_name(&a.topology).unwrap_or_default(),
     };
     let planted = if a.peers {
         generate::generate_fabric(&a.dir, &o, a.qps_per_peer.max(1))

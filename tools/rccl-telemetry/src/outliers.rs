@@ -8,12 +8,17 @@
 //!
 //! Each rule is a detector, one file each (as a metrics exporter has one file per collector):
 //! a function from the run's [`Input`] to its findings, listed in [`DETECTORS`]. A finding's
-//! kind is a [`Kind`]. The fabric classifier (slow NIC, link or host from the joined links) is
-//! `fabric`, the folding and printing of the findings `text`.
+//! kind is a [`Kind`], and every kind has a [`Severity`]: critical (the job is failing or
+//! stuck), warning (something is slow or wrong and named), info (about the data). The fabric
+//! classifier (slow NIC, link or host from the joined links) is `fabric`, the hang's root and
+//! its stalled QPs `hang`, the folding of the findings into one row per culprit and their
+//! printing `text`. What the run is too small or too uniform to tell is a [`Caveat`], said in
+//! one line, never a silent all-clear.
 
 mod availability;
 mod cq_errors;
 pub mod fabric;
+mod hang;
 mod hw_counter;
 mod latency_tail;
 mod samples_dropped;
@@ -40,6 +45,10 @@ pub struct Options {
     pub min_ratio: f64,
     /// Statistical rules need at least this many devices.
     pub min_population: usize,
+    /// Counters whose median is near 0: the least excess over the median, in events.
+    pub min_events: f64,
+    /// Latency tail: the least share of a device's completions beyond the run's typical p99.
+    pub min_tail_share: f64,
 }
 
 impl Default for Options {
@@ -49,6 +58,8 @@ impl Default for Options {
             min_skew: 0.10,
             min_ratio: 2.0,
             min_population: 5,
+            min_events: 10.0,
+            min_tail_share: 0.10,
         }
     }
 }
@@ -72,6 +83,10 @@ pub enum Kind {
     SlowNic,
     SlowLink,
     SlowHost,
+    SlowLinkOneWay,
+    HostSideDelay,
+    StalledQps,
+    HangRoot,
 }
 
 impl Kind {
@@ -92,13 +107,72 @@ impl Kind {
             Kind::SlowNic => "slow_nic",
             Kind::SlowLink => "slow_link",
             Kind::SlowHost => "slow_host",
+            Kind::SlowLinkOneWay => "slow_link_one_way",
+            Kind::HostSideDelay => "host_side_delay",
+            Kind::StalledQps => "stalled_qps",
+            Kind::HangRoot => "hang_root",
         }
+    }
+
+    /// How bad it is for the job: critical (failing or stuck), warning (slow or wrong, with a
+    /// culprit), info (about the data: a file, a counter, a gap).
+    pub fn severity(self) -> Severity {
+        match self {
+            Kind::HangRoot | Kind::StalledQps | Kind::CqErrors => Severity::Critical,
+            Kind::CounterUnavailable
+            | Kind::CounterAvailable
+            | Kind::Snapshot
+            | Kind::SamplesDropped => Severity::Info,
+            _ => Severity::Warning,
+        }
+    }
+
+    /// A kind that names a culprit by itself (a NIC, link, host, process or hang root): the
+    /// other findings about the same NIC fold into its row.
+    pub fn is_culprit(self) -> bool {
+        matches!(
+            self,
+            Kind::HangRoot
+                | Kind::SlowNic
+                | Kind::SlowHost
+                | Kind::SlowLink
+                | Kind::SlowLinkOneWay
+                | Kind::HostSideDelay
+        )
     }
 
     /// The name for people: "slow link".
     pub fn label(self) -> String {
         self.as_str().replace('_', " ")
     }
+}
+
+/// How bad a finding is; rows are ranked by it first (critical first), then by score.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Critical,
+    Warning,
+    Info,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// What the run cannot tell, said in one line with its evidence: `too_few_to_tell` (the
+/// link matrix cannot say which end is slow, or its healthy baseline is itself most of it),
+/// `hang_without_root` (QPs stalled or errored, and why no root can be named).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Caveat {
+    pub kind: &'static str,
+    pub evidence: String,
 }
 
 impl std::fmt::Display for Kind {
@@ -111,6 +185,12 @@ impl std::fmt::Display for Kind {
 pub struct Finding {
     /// What kind of anomaly (serialised as its name: `"latency_tail"`).
     pub kind: Kind,
+    /// The kind's severity.
+    pub severity: Severity,
+    /// Who it is about, as every row names it: "host:NIC" (a device), "a:NIC <-> b:NIC" (a
+    /// link), "a:NIC -> b:NIC" (one direction), the host (a slow host), "host:pid" (a rank file
+    /// that drives several NICs).
+    pub culprit: String,
     /// For hw counters, the counter's category (cnp, ecn, pfc, ...).
     pub category: Option<Category>,
     pub rank: String,
@@ -135,6 +215,10 @@ pub struct Finding {
     /// names them (one NIC, the two ends of a link, every NIC of a host); empty otherwise.
     #[serde(skip)]
     pub nics: Vec<(String, String)>,
+    /// Hang roots: the ranks ("host:pid") waiting on it or blocked behind it, whose stalled
+    /// and errored QPs fold into its row.
+    #[serde(skip)]
+    pub behind: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -143,6 +227,14 @@ pub struct OutlierReport {
     pub ranks: usize,
     pub devices: usize,
     pub ranks_flagged: usize,
+    /// Rows (culprits) by severity: critical, warning, info.
+    pub critical: usize,
+    pub warning: usize,
+    pub info: usize,
+    /// What the run cannot tell (one line each, printed before the rows).
+    pub caveats: Vec<Caveat>,
+    /// One row per culprit, every finding about it folded in, most severe first.
+    pub rows: Vec<Row>,
     pub findings: Vec<Finding>,
 }
 
@@ -158,22 +250,59 @@ impl Dev<'_> {
         Finding {
             device_id: Some(self.dev.device_id),
             roce_device: Some(self.dev.roce_device.clone()),
+            culprit: nic_label(&self.file.host_name, &self.dev.roce_device),
             ..new_finding(self.file, self.path.clone(), kind, metric, value)
         }
     }
 }
 
-/// What every detector looks at: the run, its used devices, the options.
+/// "host:NIC": how every row names a device.
+pub fn nic_label(host: &str, device: &str) -> String {
+    format!("{host}:{device}")
+}
+
+/// What every detector looks at: the run, its used devices, the options; the joined links,
+/// the fabric's classification and the hang analysis are computed once, when first asked for.
 pub struct Input<'a> {
     pub run: &'a Run,
     pub devs: Vec<Dev<'a>>,
     pub opt: &'a Options,
+    links: std::cell::OnceCell<crate::links::LinkReport>,
+    fabric: std::cell::OnceCell<fabric::Analysis>,
+    hang: std::cell::OnceCell<crate::waitfor::Hang>,
 }
 
-impl Input<'_> {
+impl<'a> Input<'a> {
+    pub fn new(run: &'a Run, opt: &'a Options) -> Input<'a> {
+        Input {
+            run,
+            devs: used_devices(run),
+            opt,
+            links: std::cell::OnceCell::new(),
+            fabric: std::cell::OnceCell::new(),
+            hang: std::cell::OnceCell::new(),
+        }
+    }
+
     /// Enough devices for a median and a MAD to mean something.
     fn statistical(&self) -> bool {
         self.devs.len() >= self.opt.min_population
+    }
+
+    /// The run's QPs joined into links (`links::join`).
+    pub fn links(&self) -> &crate::links::LinkReport {
+        self.links.get_or_init(|| crate::links::join(self.run))
+    }
+
+    /// The fabric's classification of the links.
+    pub fn fabric(&self) -> &fabric::Analysis {
+        self.fabric
+            .get_or_init(|| fabric::analyse(self.links(), self.opt))
+    }
+
+    /// The wait-for graph of the run and its roots (`waitfor::analyse`).
+    pub fn hang(&self) -> &crate::waitfor::Hang {
+        self.hang.get_or_init(|| crate::waitfor::analyse(self.run))
     }
 }
 
@@ -181,7 +310,7 @@ impl Input<'_> {
 pub type Detector = fn(&Input) -> Vec<Finding>;
 
 /// Every detector, in the order their findings are gathered (ties in the ranking keep it).
-pub const DETECTORS: [(&str, Detector); 10] = [
+pub const DETECTORS: [(&str, Detector); 11] = [
     ("byte skew", skew::find),
     ("latency tail", latency_tail::find),
     ("hw counters", hw_counter::find),
@@ -192,11 +321,18 @@ pub const DETECTORS: [(&str, Detector); 10] = [
     ("snapshots", snapshot::find),
     ("samples dropped", samples_dropped::find),
     ("fabric", fabric::find),
+    ("hang", hang::find),
 ];
 
-/// A finding about a whole rank file rather than one of its devices.
+/// A finding about a whole rank file rather than one of its devices: named by its NIC when it
+/// drives one, else by host:pid.
 fn rank_finding(l: &crate::load::Loaded, kind: Kind, metric: &str, value: f64) -> Finding {
-    new_finding(&l.file, l.path.display().to_string(), kind, metric, value)
+    let mut f = new_finding(&l.file, l.path.display().to_string(), kind, metric, value);
+    let mut used = l.file.devices.iter().filter(|d| d.is_used());
+    if let (Some(d), None) = (used.next(), used.next()) {
+        f.culprit = nic_label(&l.file.host_name, &d.roce_device);
+    }
+    f
 }
 
 /// A finding with no device, no statistics and no evidence yet.
@@ -209,6 +345,8 @@ fn new_finding(
 ) -> Finding {
     Finding {
         kind,
+        severity: kind.severity(),
+        culprit: rank_label(file),
         category: None,
         rank: rank_label(file),
         host: file.host_name.clone(),
@@ -225,6 +363,7 @@ fn new_finding(
         score: 0.0,
         evidence: String::new(),
         nics: Vec::new(),
+        behind: Vec::new(),
     }
 }
 
@@ -269,16 +408,13 @@ fn used_devices(run: &Run) -> Vec<Dev<'_>> {
         .collect()
 }
 
-/// Finds the outliers of one run: every detector's findings, strongest first.
+/// Finds the outliers of one run: every detector's findings, most severe first and, within a
+/// severity, strongest first; folded into one row per culprit; and what the run cannot tell.
 ///
 /// A device that is an end of a slow link, or one NIC of a slow host, is not also reported
 /// for its device-wide latency tail: the link (host) explains it.
 pub fn find(run: &Run, opt: &Options) -> OutlierReport {
-    let input = Input {
-        run,
-        devs: used_devices(run),
-        opt,
-    };
+    let input = Input::new(run, opt);
     let mut out: Vec<Finding> = DETECTORS.iter().flat_map(|(_, d)| d(&input)).collect();
     let explained: Vec<(String, String)> = out
         .iter()
@@ -292,19 +428,35 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
                 .any(|(h, d)| *h == f.host && Some(d) == f.roce_device.as_ref())
     });
     out.sort_by(|a, b| {
-        b.score.total_cmp(&a.score).then_with(|| {
-            (a.kind.as_str(), &a.rank, a.device_id).cmp(&(b.kind.as_str(), &b.rank, b.device_id))
-        })
+        a.severity
+            .cmp(&b.severity)
+            .then_with(|| b.score.total_cmp(&a.score))
+            .then_with(|| {
+                (a.kind.as_str(), &a.rank, a.device_id).cmp(&(
+                    b.kind.as_str(),
+                    &b.rank,
+                    b.device_id,
+                ))
+            })
     });
     let mut flagged: Vec<&str> = out.iter().map(|f| f.rank.as_str()).collect();
     flagged.sort_unstable();
     flagged.dedup();
+    let mut caveats = fabric::caveats(&input);
+    caveats.extend(hang::caveats(&input));
+    let rows = fold(&out);
+    let count = |s: Severity| rows.iter().filter(|r| r.severity == s).count();
     OutlierReport {
         threshold: opt.threshold,
         ranks: run.files.len(),
         devices: input.devs.len(),
         ranks_flagged: flagged.len(),
+        critical: count(Severity::Critical),
+        warning: count(Severity::Warning),
+        info: count(Severity::Info),
+        caveats,
         findings: out,
+        rows,
     }
 }
 

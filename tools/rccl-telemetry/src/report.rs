@@ -1,13 +1,15 @@
 //! `report`: one self-contained HTML page (inline CSS and SVG, no script, no network). It opens
-//! with what ranks, the findings; then the evidence to check them against: the NIC-by-NIC heat
-//! map of the links (files with peers), completion latency per device (a heat map, and the
-//! histograms of the devices a finding names over the run's), the byte skew across ranks, the
-//! hardware counters that moved and their time series (hw_samples); then the run's summary
-//! and every device.
+//! with the verdict (`findings.rs`: what is critical, what cannot be told) and the findings, one
+//! row per culprit; then the evidence to check them against: the NIC-by-NIC heat map of the
+//! links (files with peers), completion latency per device (a heat map, and the histograms of
+//! the devices a finding names over the run's), the byte skew across ranks, the hardware
+//! counters that moved and their time series (hw_samples); then the run's summary and every
+//! device.
 //!
-//! This file lays out the page, one function per section; `charts.rs` draws the SVG charts,
-//! `latency.rs` the latency section, `matrix.rs` the NIC-by-NIC matrix, `samples.rs` the time
-//! series, and `scale.rs` what the page aggregates for runs larger than it can show.
+//! This file lays out the page, one function per section; `findings.rs` writes the verdict and
+//! the findings table, `charts.rs` draws the SVG charts, `latency.rs` the latency section,
+//! `matrix.rs` the NIC-by-NIC matrix, `samples.rs` the time series, and `scale.rs` what the page
+//! aggregates for runs larger than it can show.
 
 use crate::load::Run;
 use crate::model::parse_timestamp_ns;
@@ -20,6 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 mod charts;
+mod findings;
 pub mod latency;
 mod matrix;
 mod samples;
@@ -89,9 +92,9 @@ pub fn rows_by_kind(rows: &[crate::outliers::Row]) -> String {
         .join(", ")
 }
 
-/// Renders the whole page: what ranks first (the findings), then the evidence a person
-/// checks them against (the links, latency per device, bytes, hardware counters, their time
-/// series), then the run as a whole and every device.
+/// Renders the whole page: what ranks first (the verdict, then the findings), then the evidence
+/// a person checks them against (the links, latency per device, bytes, hardware counters,
+/// their time series), then the run as a whole and every device.
 pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> String {
     // What the page shows aggregated instead of row by row (large runs), stated above the
     // evidence.
@@ -99,7 +102,8 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
     let mut h = String::new();
     head(&mut h);
     h.push_str(NAV_MARK);
-    findings_section(&mut h, o, &mut aggregated);
+    h.push_str(&findings::verdict(o));
+    findings::section(&mut h, o, &mut aggregated);
     h.push_str(AGGREGATED_MARK);
     h.push_str(&matrix_section_with(run, &o.findings));
     latency::section(&mut h, s, o, max_devices, &mut aggregated);
@@ -159,6 +163,7 @@ fn head(h: &mut String) {
          .note{font-size:12px;color:#555;max-width:1000px}.err{color:#b00}details{margin:.5em 0}\n\
          .hm figure{display:none}#hm-p99:checked~figure.hm-p99{display:inline-block}#hm-bytes:checked~figure.hm-bytes{display:inline-block}\n",
     );
+    h.push_str(findings::STYLE);
     h.push_str("</style></head><body>\n<h1>rccl-telemetry report</h1>\n");
 }
 
@@ -177,64 +182,6 @@ fn nav(h: &str) -> String {
         })
         .collect();
     format!("<nav>{}</nav>\n", links.join(""))
-}
-
-/// The findings, folded as the CLI folds them: one row per kind and device, naming its
-/// metrics; the strongest REPORT_FINDING_ROWS, the rest counted by kind.
-fn findings_section(h: &mut String, o: &OutlierReport, aggregated: &mut Vec<String>) {
-    let rows = crate::outliers::fold(&o.findings);
-    let _ = writeln!(
-        h,
-        "<h2 id=\"outliers\">Outliers</h2>\n<p>{} findings in {} rows on {} of {} ranks (robust z &gt;= {}, median and MAD over {} used devices); one row per kind of finding and device, naming the counters it folds.</p>",
-        o.findings.len(),
-        rows.len(),
-        o.ranks_flagged,
-        o.ranks,
-        o.threshold,
-        o.devices
-    );
-    if rows.is_empty() {
-        return;
-    }
-    let roce: BTreeMap<(&str, Option<u32>), &str> = o
-        .findings
-        .iter()
-        .filter_map(|f| Some(((f.rank.as_str(), f.device_id), f.roce_device.as_deref()?)))
-        .collect();
-    h.push_str("<table id=\"findings\"><tr><th>#</th><th>score</th><th>finding</th><th>rank</th><th>device</th><th>evidence</th></tr>\n");
-    for (i, r) in rows.iter().take(REPORT_FINDING_ROWS).enumerate() {
-        let _ = writeln!(
-            h,
-            "<tr class=\"flag\"><td class=\"n\">{}</td><td class=\"n\">{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            i + 1,
-            r.score,
-            esc(&r.what),
-            esc(&r.rank),
-            r.device_id.map_or("-".into(), |d| format!(
-                "{d} ({})",
-                esc(roce.get(&(r.rank.as_str(), Some(d))).copied().unwrap_or(""))
-            )),
-            esc(&r.evidence)
-        );
-    }
-    h.push_str("</table>\n");
-    if rows.len() > REPORT_FINDING_ROWS {
-        let rest = rows_by_kind(&rows[REPORT_FINDING_ROWS..]);
-        let line = format!(
-            "{} more rows not shown (the {REPORT_FINDING_ROWS} strongest are above): {}. `rccl-telemetry outliers --top 0` lists them all.",
-            rows.len() - REPORT_FINDING_ROWS,
-            rest
-        );
-        let _ = writeln!(
-            h,
-            "<p class=\"note\" id=\"findings-rest\">{}</p>",
-            esc(&line)
-        );
-        aggregated.push(format!(
-            "the outliers table shows the {REPORT_FINDING_ROWS} strongest of {} rows, the rest counted by kind",
-            rows.len()
-        ));
-    }
 }
 
 /// The run as a whole: the summary table, its notes and the run's completion-latency

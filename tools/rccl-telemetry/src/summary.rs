@@ -364,7 +364,10 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
                     let e = hw.entry(name.clone()).or_default();
                     match v.total() {
                         Some(t) => {
-                            e.0.push((t, format!("{} dev {}", rank_label(f), d.device_id)));
+                            e.0.push((
+                                t,
+                                format!("{}:{} (pid {})", f.host_name, d.roce_device, f.process_id),
+                            ));
                             hw_rows
                                 .entry(name.clone())
                                 .or_default()

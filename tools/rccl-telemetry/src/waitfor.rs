@@ -67,6 +67,11 @@ pub struct Hang {
     pub roots: Vec<Root>,
     /// Why no root is named, when none is.
     pub no_root: Option<String>,
+    /// For each root (same order), the ranks ("host:pid") waiting on it directly or through
+    /// others: the outliers fold their stalled and errored QPs into the root's row. Not in the
+    /// JSON.
+    #[serde(skip)]
+    pub behind: Vec<Vec<String>>,
 }
 
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -505,16 +510,20 @@ fn wait_for_roots(g: &Graph, edges: &BTreeMap<(usize, usize), Edge>, run: &Run, 
         }
         r.blocked_ranks = (seen.len() - mem.len()) as u64;
         r.evidence = root_evidence(&r, &mem, g, run, since);
-        roots.push(r);
+        let behind: Vec<String> = seen
+            .difference(&mem)
+            .map(|&v| g.nodes[v].label.clone())
+            .collect();
+        roots.push((r, behind));
     }
-    roots.sort_by(|a, b| {
+    roots.sort_by(|(a, _), (b, _)| {
         b.blocked_ranks
             .cmp(&a.blocked_ranks)
             .then(b.waiting_qps.cmp(&a.waiting_qps))
             .then(a.since.cmp(&b.since))
             .then(a.ranks.cmp(&b.ranks))
     });
-    hang.roots = roots;
+    (hang.roots, hang.behind) = roots.into_iter().unzip();
 }
 
 fn root_evidence(

@@ -1,11 +1,79 @@
-//! CQ errors (`cq_errors`): completions drained with an error status. Any is worth a line; the
-//! score says how unusual. The rule of "any nonzero count" is shared with `untracked`.
+//! CQ errors (`cq_errors`): completions drained with an error status. Any is worth a line (a
+//! failed completion fails its collective: critical); the score says how unusual. Files of
+//! version 4 add the errors per QP: by status, and the first with its time and the QP's
+//! state. The rule of "any nonzero count" is shared with `untracked`.
 
 use super::{with_stats, Finding, Input, Kind};
-use crate::model::Device;
+use crate::model::{parse_timestamp_ns, Device};
 use crate::stats::{fmt_count, Robust};
+use std::collections::BTreeMap;
 
 pub(super) fn find(x: &Input) -> Vec<Finding> {
+    let mut out = device_counts(x);
+    for f in &mut out {
+        let dev = x
+            .devs
+            .iter()
+            .find(|d| d.path == f.file && Some(d.dev.device_id) == f.device_id);
+        if let Some(d) = dev {
+            f.evidence.push_str(&per_qp(d.dev));
+        }
+    }
+    out
+}
+
+/// "; on 4 QPs: RETRY_EXC_ERR x4, WR_FLUSH_ERR x20; first RETRY_EXC_ERR at T on QP 3 (QPN
+/// 16048), state ERR", from the version-4 keys; empty without them.
+fn per_qp(d: &Device) -> String {
+    let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut qps = 0u64;
+    let mut first: Option<(i128, String)> = None;
+    for q in d.channels.iter().flat_map(|c| &c.queue_pairs) {
+        if q.cq_error_total() == 0 && q.first_cq_error.is_none() {
+            continue;
+        }
+        qps += 1;
+        for (k, n) in q.cq_errors.iter().flatten() {
+            *by.entry(k.as_str()).or_default() += n;
+        }
+        if let Some(e) = &q.first_cq_error {
+            let t = parse_timestamp_ns(&e.time).unwrap_or(i128::MAX);
+            if first.as_ref().is_none_or(|(t0, _)| t < *t0) {
+                first = Some((
+                    t,
+                    format!(
+                        "{} at {} on QP {}{}{}",
+                        e.status,
+                        e.time,
+                        q.id,
+                        q.qp_num.map_or(String::new(), |n| format!(" (QPN {n})")),
+                        q.qp_state
+                            .as_ref()
+                            .map_or(String::new(), |s| format!(", state {s}"))
+                    ),
+                ));
+            }
+        }
+    }
+    if qps == 0 {
+        return String::new();
+    }
+    let mut v: Vec<(&str, u64)> = by.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let list: Vec<String> = v.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+    format!(
+        "; on {qps} QP{}{}{}",
+        if qps == 1 { "" } else { "s" },
+        if list.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", list.join(", "))
+        },
+        first.map_or(String::new(), |f| format!("; first {}", f.1))
+    )
+}
+
+fn device_counts(x: &Input) -> Vec<Finding> {
     each_nonzero(
         x,
         Kind::CqErrors,

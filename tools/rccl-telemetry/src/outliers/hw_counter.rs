@@ -1,6 +1,8 @@
 //! Problem hardware counters (`hw_counter`): CNPs, ECN marks, PFC pauses, drops, retransmits
 //! and the like (`hwclass` says which counters are problems) well above the run's, one
-//! population per counter name.
+//! population per counter name. Statistical: robust z >= `threshold`; practical: at least
+//! `min_ratio` the median and `min_events` (10) events above it, so a counter whose median is
+//! 0 is not flagged for one stray event.
 
 use super::{count, vs_median, with_stats, Dev, Finding, Input, Kind};
 use crate::hwclass::classify;
@@ -37,7 +39,10 @@ pub(super) fn find(x: &Input) -> Vec<Finding> {
         };
         for (d, v, hv) in &have {
             let z = r.z(*v);
-            if z >= x.opt.threshold && *v >= x.opt.min_ratio * r.median && *v > 0.0 {
+            if z >= x.opt.threshold
+                && *v >= x.opt.min_ratio * r.median
+                && *v - r.median >= x.opt.min_events
+            {
                 let mut f = with_stats(d.finding(Kind::HwCounter, name, *v), &r, z);
                 f.category = Some(cat);
                 f.evidence = format!(

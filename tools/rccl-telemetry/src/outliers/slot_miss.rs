@@ -1,5 +1,5 @@
 //! Slot misses (`slot_miss`): CTS FIFO slot misses well above the run's. A polling race, noisy
-//! by nature: the ratio rule keeps ordinary noise out.
+//! by nature: the ratio rule (and `min_events` above the median) keeps ordinary noise out.
 
 use super::{count, vs_median, with_stats, Finding, Input, Kind};
 use crate::stats::{fmt_count, Robust};
@@ -19,7 +19,10 @@ pub(super) fn find(x: &Input) -> Vec<Finding> {
     };
     for (d, &v) in x.devs.iter().zip(&vals) {
         let z = r.z(v);
-        if z >= x.opt.threshold && v >= x.opt.min_ratio * r.median && v > 0.0 {
+        if z >= x.opt.threshold
+            && v >= x.opt.min_ratio * r.median
+            && v - r.median >= x.opt.min_events
+        {
             let mut f = with_stats(d.finding(Kind::SlotMiss, "num_slot_miss", v), &r, z);
             f.evidence = format!(
                 "{} CTS FIFO slot misses {} (MAD {:.0}, robust z {:+.1}) over {} devices",

@@ -216,19 +216,26 @@ pub fn matrix_section_with(run: &Run, findings: &[Finding]) -> String {
                 outline.insert((a, b));
                 outline.insert((b, a));
             }
-            _ => {
+            // One direction: its sender's row, the peer's column.
+            Kind::SlowLinkOneWay if nics.len() == 2 => {
+                outline.insert((pos[nics[0]], pos[nics[1]]));
+            }
+            // A process polling late: its own completions, its row only.
+            Kind::HostSideDelay | Kind::SlowNic | Kind::SlowHost | Kind::HangRoot => {
+                let row_only = f.kind == Kind::HostSideDelay;
                 for i in &nics {
                     let a = pos[*i];
                     for (b, row) in p99.iter().enumerate().take(k) {
                         if p99[a][b].is_some() {
                             outline.insert((a, b));
                         }
-                        if row[a].is_some() {
+                        if row[a].is_some() && !row_only {
                             outline.insert((b, a));
                         }
                     }
                 }
             }
+            _ => {}
         }
     }
     let mut h = String::new();

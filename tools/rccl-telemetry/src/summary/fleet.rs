@@ -117,7 +117,7 @@ pub struct Reason {
 /// A row or host that stands out, with every reason, strongest first.
 #[derive(Debug, Clone, Serialize)]
 pub struct StandOut {
-    /// "host:pid dev N", or the host.
+    /// "host:NIC (pid P)", or the host.
     pub who: String,
     pub host: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -314,7 +314,7 @@ pub fn build(rows: &[DeviceRow], hw: &BTreeMap<String, Vec<(usize, i64)>>) -> Fl
         .iter()
         .map(|(_, r)| {
             (
-                format!("{}:{} dev {}", r.host, r.pid, r.device_id),
+                format!("{}:{} (pid {})", r.host, r.roce_device, r.pid),
                 r.host.clone(),
                 Some(r.pid),
                 Some(r.device_id),

@@ -48,9 +48,9 @@ fn pct(share: f64) -> String {
 
 /// The device table's columns; the drop rank says which go first when the terminal is narrow.
 const DEVICE_COLUMNS: [Column; 20] = [
-    col("rank", false, 0).whole(),
+    col("nic", false, 0).whole(),
     col("host", false, 0),
-    col("pid", true, 0),
+    col("pid", true, 5),
     col("process", false, 6),
     col("format", false, 2),
     col("dev", true, 0),
@@ -235,7 +235,7 @@ pub fn render_with(s: &Summary, o: &TextOptions) -> String {
         .iter()
         .map(|r| {
             vec![
-                format!("{}:{}", r.host, r.pid),
+                format!("{}:{}", r.host, r.roce_device),
                 r.host.clone(),
                 r.pid.to_string(),
                 r.process.clone(),
@@ -258,12 +258,14 @@ pub fn render_with(s: &Summary, o: &TextOptions) -> String {
             ]
         })
         .collect();
-    // Wide: host and pid apart; fitted: one "rank" column (host:pid). One format in the run:
-    // the Run line says it, and the column is only worth its width when the run mixes them.
+    // Wide: host, pid, device id and RoCE name apart; fitted: one "nic" column (host:NIC), as
+    // every finding names it, with the pid beside it (the first to go when narrow). One format
+    // in the run: the Run line says it, and the column is only worth its width when the run
+    // mixes them.
     let wide = layout == Layout::Wide;
     let shown = |i: usize| match DEVICE_COLUMNS[i].header {
-        "rank" => !wide,
-        "host" | "pid" => wide,
+        "nic" => !wide,
+        "host" | "roce" => wide,
         "format" => wide || s.formats.len() > 1,
         _ => true,
     };

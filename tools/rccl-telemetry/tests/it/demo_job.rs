@@ -81,14 +81,22 @@ fn demo_job_outliers_links_and_report_name_the_planted_slow_nic() {
         "cnp_sent: slow NIC {slow_cnp}, others {other_cnp:?}"
     );
 
-    // outliers: the slow NIC first, and every finding is about that NIC (the quiet majority
-    // has nothing to report); exit 1 because it found something.
+    // outliers: one row, the slow NIC's (a slow NIC first, its CQ errors and counters folded
+    // into it), and every finding is about that NIC (the quiet majority has nothing to
+    // report); exit 1 because it found something. Findings are ranked by severity, so the
+    // critical CQ errors come before the slow_nic finding in the flat list.
     assert_eq!(run(&["outliers", d]).status.code(), Some(1));
     let r = json(&["outliers", "--json", d]);
+    let rows = r["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0]["kind"], "slow_nic", "{:#}", rows[0]);
+    assert_eq!(rows[0]["culprit"], label.as_str(), "{:#}", rows[0]);
     let findings = r["findings"].as_array().unwrap();
-    assert!(!findings.is_empty());
-    assert_eq!(findings[0]["kind"], "slow_nic", "{:#}", findings[0]);
-    assert_eq!(findings[0]["rank"], label.as_str());
+    let slow_nic = findings
+        .iter()
+        .find(|f| f["kind"] == "slow_nic")
+        .unwrap_or_else(|| panic!("no slow_nic finding: {findings:#?}"));
+    assert_eq!(slow_nic["rank"], label.as_str());
     for f in findings {
         assert_eq!(
             (f["host"].as_str(), f["roce_device"].as_str()),
@@ -146,8 +154,9 @@ fn demo_job_outliers_links_and_report_name_the_planted_slow_nic() {
     );
 
     let html = work.path().join("report.html");
+    // The report exits 1: the slow NIC's CQ errors are a critical finding.
     let o = run(&["report", "-o", html.to_str().unwrap(), d]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(
         page.contains(&format!("{label} is slow towards most of its peers")),

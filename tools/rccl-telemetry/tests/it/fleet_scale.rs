@@ -40,8 +40,9 @@ const SUMMARY_PLANTS: [&str; 10] = [
     "out_of_sequence",
 ];
 
+/// How the summary names a row: host:NIC, the pid beside it.
 fn row_label(p: &Planted) -> String {
-    format!("{}:{} dev {}", p.host, p.pid, p.device_id)
+    format!("{}:mlx5_{} (pid {})", p.host, p.device_id, p.pid)
 }
 
 /// The fleet view of a planted run: at most 50 lines of at most 100 columns, the planted rows
@@ -128,10 +129,11 @@ fn summary_of_4096_ranks_fits_one_screen_and_all_lists_every_row() {
         SUMMARY_PLANTS.contains(&p.kind.as_str())
             || ["unavailable", "snapshot"].contains(&p.kind.as_str())
     }) {
-        let rank = format!("{}:{}", p.host, p.pid);
+        // Rows name the device host:NIC.
+        let nic = format!("{}:mlx5_{}", p.host, p.device_id);
         assert!(
-            text.contains(&rank),
-            "outliers lacks planted {} at {rank}:\n{text}",
+            text.contains(&nic),
+            "outliers lacks planted {} at {nic}:\n{text}",
             p.kind
         );
     }
@@ -145,10 +147,10 @@ fn summary_of_4096_ranks_fits_one_screen_and_all_lists_every_row() {
     let numbered = all
         .lines()
         .filter(|l| {
-            // A row's first line has its score (# is left out at 100 columns).
+            // A row's first line has its severity (# is left out at 100 columns).
             l.strip_prefix('│')
                 .and_then(|r| r.split('┆').next())
-                .is_some_and(|c| c.trim().parse::<f64>().is_ok())
+                .is_some_and(|c| ["critical", "warning", "info"].contains(&c.trim()))
         })
         .count();
     assert_eq!(numbered, rows, "outliers --all has every row:\n{all}");
@@ -158,8 +160,12 @@ fn summary_of_4096_ranks_fits_one_screen_and_all_lists_every_row() {
     let table_rows = all.lines().filter(|l| l.starts_with("│ gpu_node_")).count();
     assert_eq!(table_rows, 4096, "--all lists every row");
     for d in devices.iter().step_by(97) {
-        let rank = format!("{}:{}", d["host"].as_str().unwrap(), d["pid"]);
-        assert!(all.contains(&rank), "{rank} missing from --all");
+        let nic = format!(
+            "{}:{}",
+            d["host"].as_str().unwrap(),
+            d["roce_device"].as_str().unwrap()
+        );
+        assert!(all.contains(&nic), "{nic} missing from --all");
     }
 }
 

@@ -79,19 +79,31 @@ fn outliers_finds_every_planted_anomaly_and_nothing_else() {
         report["ranks_flagged"].as_u64(),
         Some(planted_ranks.len() as u64)
     );
-    // Ranked: scores never increase down the list.
-    let scores: Vec<f64> = findings
+    // Ranked: most severe first, then scores never increase down the list.
+    let sev = |f: &Value| match f["severity"].as_str().expect("severity") {
+        "critical" => 0,
+        "warning" => 1,
+        "info" => 2,
+        s => panic!("unknown severity {s}"),
+    };
+    let keys: Vec<(i32, f64)> = findings
         .iter()
-        .map(|f| f["score"].as_f64().expect("score"))
+        .map(|f| (sev(f), -f["score"].as_f64().expect("score")))
         .collect();
-    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    assert!(
+        keys.windows(2)
+            .all(|w| w[0].0 < w[1].0 || (w[0].0 == w[1].0 && w[0].1 <= w[1].1)),
+        "{keys:?}"
+    );
+    assert_eq!(findings[0]["kind"], "cq_errors", "the critical one first");
 
-    // The table names the same ranks.
+    // The table names the same devices, host:NIC, one row per device.
     let text = run(&["outliers", "--top", "0", g.arg()]);
     assert_eq!(text.status.code(), Some(1));
     let t = stdout(&text);
-    for r in &planted_ranks {
-        assert!(t.contains(r.as_str()), "table misses {r}:\n{t}");
+    for p in &g.planted {
+        let nic = format!("{}:mlx5_{}", p.host, p.device_id);
+        assert!(t.contains(&nic), "table misses {nic}:\n{t}");
     }
 }
 

@@ -353,11 +353,29 @@ fn stalls_json_carries_the_roots_and_every_command_the_line() {
     }
     assert_eq!(roots[0]["ranks"][0], rank(&p[0]));
     let want = format!("Hang: 1 root: {} ({})", rank(&p[0]), nic(&p[0]));
-    for cmd in ["summary", "outliers"] {
-        let out = cli(&[cmd, "--wide", dir]);
-        assert!(stdout(&out).contains(&want), "{cmd}: {}", stdout(&out));
-    }
-    let out = cli(&["outliers", dir]);
+    let out = cli(&["summary", "--wide", dir]);
+    assert!(stdout(&out).contains(&want), "summary: {}", stdout(&out));
+    // outliers: the root is its first row, critical, named by its NIC, the stalled QPs
+    // waiting on it folded in.
+    let out = cli(&["outliers", "--wide", dir]);
+    let text = stdout(&out);
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("1 "));
+    let first = lines
+        .next()
+        .unwrap_or_else(|| panic!("no first row: {text}"));
+    assert!(
+        first.contains("critical") && first.contains("hang root") && first.contains(&nic(&p[0])),
+        "{text}"
+    );
+    let pid = rank(&p[0]).rsplit_once(':').unwrap().1.to_string();
+    assert!(first.contains(&pid), "the root's pid first: {first}");
+    let evidence = lines.next().unwrap_or_default();
+    assert!(
+        evidence.contains(&rank(&p[0])),
+        "the evidence names the rank: {evidence}"
+    );
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -365,7 +383,7 @@ fn stalls_json_carries_the_roots_and_every_command_the_line() {
     );
     let html = d.path().join("r.html");
     let out = cli(&["report", "-o", html.to_str().expect("utf-8"), dir]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(1), "a hang is critical");
     let page = std::fs::read_to_string(&html).expect("html");
     assert!(page.contains("<td>Hang</td>") && page.contains(&rank(&p[0])));
 }

@@ -212,7 +212,9 @@ fn library_files_pass_check_and_every_command() {
     assert_eq!(csv.status.code(), Some(0));
     let html = dir.path().join("r.html");
     let rep = run(&["report", "-o", html.to_str().unwrap(), d]);
-    assert_eq!(rep.status.code(), Some(0), "{}", stderr(&rep));
+    // CQ errors are critical: the report says so and exits 1.
+    assert_eq!(rep.status.code(), Some(1), "{}", stderr(&rep));
+    assert!(stderr(&rep).contains("1 critical"), "{}", stderr(&rep));
     assert!(!std::fs::read_to_string(&html)
         .unwrap()
         .contains("could not be drawn"));

@@ -2,7 +2,7 @@
 //! with peers (format version 3), over several sizes and seeds.
 
 use crate::common::{run, run as run_cli, stdout};
-use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Planted};
+use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Planted, Topology};
 use rccl_telemetry_tool::links::{join, LinkReport};
 use rccl_telemetry_tool::load::{load_run, Run};
 use rccl_telemetry_tool::outliers::{find, Options};
@@ -20,6 +20,8 @@ fn fabric(
         devices_per_rank: per_host.max(1),
         seed,
         plants: plants.iter().map(|p| p.to_string()).collect(),
+        // The classification's tests: every NIC sees most of the others.
+        topology: Topology::AllToAll,
         ..Default::default()
     };
     let planted = generate_fabric(dir.path(), &o, 2).expect("generate");

@@ -26,3 +26,4 @@ mod report_render;
 mod report_scale;
 mod stalls_cmd;
 mod terminal_tables;
+mod verdict;

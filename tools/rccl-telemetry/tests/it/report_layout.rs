@@ -1,7 +1,7 @@
-//! What a person sees first and reads off the report: the page opens with the findings and
-//! keeps the run's summary for after the evidence; a flagged device stays a named band of the
-//! latency heat map however many thin rows there are; the byte axis ticks at round numbers of
-//! a binary unit; the hardware table separates thousands in every figure.
+//! What a person sees first and reads off the report: the page opens with the verdict and the
+//! findings and keeps the run's summary for after the evidence; a flagged device stays a named
+//! band of the latency heat map however many thin rows there are; the byte axis ticks at round
+//! numbers of a binary unit; the hardware table separates thousands in every figure.
 
 use crate::common::*;
 use rccl_telemetry_tool::generate::GenOptions;
@@ -57,7 +57,8 @@ fn the_page_opens_with_the_findings_then_the_evidence_then_the_run() {
             .position(|x| x == id)
             .unwrap_or_else(|| panic!("no section {id}: {ids:?}"))
     };
-    assert_eq!(ids[0], "outliers", "{ids:?}");
+    // The verdict (what is wrong, in a few lines and rows) and then the findings table.
+    assert_eq!(ids[..2], ["verdict", "outliers"], "{ids:?}");
     for evidence in ["latency", "skew", "hw", "samples"] {
         assert!(at(evidence) < at("summary"), "{ids:?}");
     }

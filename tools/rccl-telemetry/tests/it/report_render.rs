@@ -20,7 +20,8 @@ fn make_report() -> (GenRun, String, std::path::PathBuf) {
     });
     let html_path = g.path().join("report.html");
     let out = run(&["report", "-o", html_path.to_str().unwrap(), g.arg()]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The planted CQ errors are critical: exit 1.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let html = std::fs::read_to_string(&html_path).expect("report written");
     (g, html, html_path)
 }

@@ -8,7 +8,14 @@ use rccl_telemetry_tool::report::scale::{DEVICE_TABLE_MAX, SKEW_MAX_COLUMNS};
 fn report(g: &GenRun) -> String {
     let html = g.path().join("report.html");
     let out = run(&["report", "-o", html.to_str().expect("utf-8"), g.arg()]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Exit 1 exactly when a finding is critical (the planted CQ errors).
+    let critical = g.planted.iter().any(|p| p.kind == "cq_errors");
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(critical)),
+        "{}",
+        stderr(&out)
+    );
     std::fs::read_to_string(&html).expect("report written")
 }
 
@@ -41,7 +48,18 @@ fn a_device_whose_counters_all_read_minus_one_is_one_row_naming_them() {
     }
     assert!(n_counters > 5, "only {n_counters} counters to fold");
     std::fs::write(victim, serde_json::to_string(&v).expect("json")).expect("write");
-    let rank = format!("{}:{}", v["host_name"].as_str().unwrap(), v["process_id"]);
+    // Rows name the device host:NIC (the one device the rank drove).
+    let used = v["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .find(|d| d["tx_bytes"].as_u64().unwrap_or(0) > 0)
+        .expect("a used device");
+    let rank = format!(
+        "{}:{}",
+        v["host_name"].as_str().unwrap(),
+        used["roce_device"].as_str().unwrap()
+    );
 
     let html = report(&g);
     let table = section(&html, "<table id=\"findings\">", "</table>");

@@ -77,7 +77,7 @@ fn wide_keeps_every_column_and_the_fitted_table_says_what_it_left_out() {
     let fitted = stdout(&run_cols(&["summary", "--all", g.arg()], Some("80")));
     let header = fitted
         .lines()
-        .find(|l| l.contains("rank") && l.contains('┆'))
+        .find(|l| l.contains("nic") && l.contains('┆'))
         .expect("fitted header");
     assert!(
         !header.contains("WQEs sent") && !header.contains("process"),
@@ -87,14 +87,18 @@ fn wide_keeps_every_column_and_the_fitted_table_says_what_it_left_out() {
         fitted.contains("columns left out to fit 80 columns"),
         "{fitted}"
     );
-    // The rows are all there: every rank's host:pid in the fitted table.
+    // The rows are all there: every device's host:NIC in the fitted table.
     let s: Value =
         serde_json::from_slice(&run_cols(&["summary", "--json", g.arg()], None).stdout).unwrap();
     for d in s["devices"].as_array().unwrap() {
-        let rank = format!("{}:{}", d["host"].as_str().unwrap(), d["pid"]);
+        let nic = format!(
+            "{}:{}",
+            d["host"].as_str().unwrap(),
+            d["roce_device"].as_str().unwrap()
+        );
         assert!(
-            fitted.contains(&rank),
-            "{rank} missing from the fitted summary"
+            fitted.contains(&nic),
+            "{nic} missing from the fitted summary"
         );
     }
 }
@@ -135,13 +139,23 @@ fn findings_of_one_kind_on_one_device_fold_into_one_row_naming_the_counters() {
         mine.len()
     );
 
+    // The row names the device as every row does: host:NIC.
+    let nic = mine[0]["culprit"].as_str().unwrap().to_string();
+    assert_eq!(
+        nic,
+        format!(
+            "{}:{}",
+            v["host_name"].as_str().unwrap(),
+            mine[0]["roce_device"].as_str().unwrap()
+        )
+    );
     let t = stdout(&run_cols(
         &["outliers", "--wide", "--top", "0", g.arg()],
         None,
     ));
     let rows: Vec<&str> = t
         .lines()
-        .filter(|l| l.contains(&rank) && l.contains("counter unavailable"))
+        .filter(|l| l.contains(&nic) && l.contains("counter unavailable"))
         .collect();
     assert_eq!(rows.len(), 1, "one row for {} findings:\n{t}", mine.len());
     assert!(

@@ -1,0 +1,263 @@
+//! How a QP, its peer and a NIC are addressed, compared canonically: a GID as its 128 bits (the
+//! writer prints 8 groups of 4 hex digits, a hand-written or another tool's file may say
+//! `::ffff:10.1.0.1` or upper case: all one address), else a LID. And who in the run holds a
+//! (GID or LID, QPN): the index every peer lookup goes through, joining on the GID first and
+//! on the LID when the GID finds nobody (a side without GRH, a GID the peer's file lacks).
+
+use crate::load::Run;
+use crate::model::{Device, QueuePair};
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// How a QP or a NIC is addressed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Addr {
+    /// A GID, as its 128 bits.
+    Gid(u128),
+    /// A GID whose text is no IPv6 address, compared as lower-case text.
+    GidText(String),
+    /// An InfiniBand LID (> 0).
+    Lid(u64),
+}
+
+/// The 128 bits of a GID written as an IPv6 address (any form) or, as `gid_ip` has it, an
+/// IPv4 address (the IPv4-mapped GID).
+pub fn gid_bits(g: &str) -> Option<u128> {
+    let t = g.trim();
+    if let Ok(a) = t.parse::<Ipv6Addr>() {
+        return Some(u128::from(a));
+    }
+    t.parse::<Ipv4Addr>()
+        .ok()
+        .map(|a| u128::from(a.to_ipv6_mapped()))
+}
+
+/// A GID's address; None for null, empty or all zeros.
+pub fn gid_addr(g: Option<&str>) -> Option<Addr> {
+    let t = g?.trim();
+    match gid_bits(t) {
+        Some(0) => None,
+        Some(b) => Some(Addr::Gid(b)),
+        None => {
+            let l = t.to_ascii_lowercase();
+            (!l.chars().all(|c| c == '0' || c == ':')).then_some(Addr::GidText(l))
+        }
+    }
+}
+
+/// A LID's address; None for null and 0.
+pub fn lid_addr(l: Option<u64>) -> Option<Addr> {
+    l.filter(|l| *l > 0).map(Addr::Lid)
+}
+
+/// The GID as the library writes it (8 groups of 4 lower-case hex digits).
+pub fn format_gid(b: u128) -> String {
+    let g: Vec<String> = (0..8)
+        .rev()
+        .map(|i| format!("{:04x}", (b >> (16 * i)) & 0xffff))
+        .collect();
+    g.join(":")
+}
+
+/// The canonical GID text (as the library writes it), None for null, empty or all zeros.
+pub fn norm_gid(g: Option<&str>) -> Option<String> {
+    match gid_addr(g)? {
+        Addr::Gid(b) => Some(format_gid(b)),
+        Addr::GidText(s) => Some(s),
+        Addr::Lid(_) => None,
+    }
+}
+
+/// The GID's address, else the LID's: how a peer entry of a device names its NIC.
+pub fn addr(gid: Option<&str>, lid: Option<u64>) -> Option<Addr> {
+    gid_addr(gid).or_else(|| lid_addr(lid))
+}
+
+/// The addresses a QP is reached by: its GID (its own, else its device's) and its LID. The
+/// LID is its port's: the QP's own `local_lid` where the file records one, else the device's
+/// unless the QP names another port than the device's (a dual-port HCA): then it has none.
+pub fn qp_addrs(d: &Device, q: &QueuePair) -> (Option<Addr>, Option<Addr>) {
+    let gid = gid_addr(q.local_gid.as_deref().or(d.gid.as_deref()));
+    let other_port = matches!((q.port, d.port), (Some(a), Some(b)) if a != b);
+    let lid = match q.local_lid {
+        Some(l) => lid_addr(Some(l)),
+        None if other_port => None,
+        None => lid_addr(d.lid),
+    };
+    (gid, lid)
+}
+
+/// The claimants of one (address, QPN): nearly always one, so no allocation for it.
+#[derive(Debug, Clone)]
+pub enum Claims<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T> Claims<T> {
+    pub fn push(&mut self, t: T) {
+        if let Claims::Many(v) = self {
+            v.push(t);
+            return;
+        }
+        let old = std::mem::replace(self, Claims::Many(Vec::with_capacity(2)));
+        if let (Claims::One(a), Claims::Many(v)) = (old, &mut *self) {
+            v.push(a);
+            v.push(t);
+        }
+    }
+
+    pub fn as_slice(&self) -> &[T] {
+        match self {
+            Claims::One(a) => std::slice::from_ref(a),
+            Claims::Many(v) => v,
+        }
+    }
+}
+
+/// (address, QPN) -> the claimants, with the GID-then-LID lookup.
+#[derive(Debug, Clone)]
+pub struct AddrIndex<T> {
+    map: HashMap<(Addr, u64), Claims<T>>,
+}
+
+impl<T> Default for AddrIndex<T> {
+    fn default() -> Self {
+        AddrIndex {
+            map: HashMap::new(),
+        }
+    }
+}
+
+impl<T: Clone> AddrIndex<T> {
+    pub fn insert(&mut self, a: Addr, qpn: u64, t: T) {
+        match self.map.entry((a, qpn)) {
+            std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().push(t),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(Claims::One(t));
+            }
+        }
+    }
+
+    /// Indexes a QP under both its addresses.
+    pub fn insert_qp(&mut self, d: &Device, q: &QueuePair, t: T) {
+        let Some(qpn) = q.qp_num else { return };
+        let (gid, lid) = qp_addrs(d, q);
+        if let Some(g) = gid {
+            self.insert(g, qpn, t.clone());
+        }
+        if let Some(l) = lid {
+            self.insert(l, qpn, t);
+        }
+    }
+
+    /// Who holds the peer (gid, lid, qpn): by GID, and by LID when the GID names nobody.
+    pub fn get(&self, gid: Option<&Addr>, lid: Option<&Addr>, qpn: u64) -> &[T] {
+        let find = |a: Option<&Addr>| {
+            a.and_then(|a| self.map.get(&(a.clone(), qpn)))
+                .map_or(&[][..], Claims::as_slice)
+        };
+        let by_gid = find(gid);
+        if by_gid.is_empty() {
+            find(lid)
+        } else {
+            by_gid
+        }
+    }
+}
+
+/// A claimant by name: (host, pid, device), shared by the QPs of one device.
+pub type Who = std::sync::Arc<(String, i64, String)>;
+
+/// Who holds a (GID or LID, QPN) in the run: "host:pid device" of every QP claiming it.
+pub type QpIndex = AddrIndex<Who>;
+
+/// Indexes every QP of the run under its GID and its LID, with its QPN.
+pub fn qp_index(run: &Run) -> QpIndex {
+    let mut idx = QpIndex::default();
+    for l in &run.files {
+        let f = &l.file;
+        for d in &f.devices {
+            let who: Who =
+                std::sync::Arc::new((f.host_name.clone(), f.process_id, d.roce_device.clone()));
+            for c in &d.channels {
+                for q in &c.queue_pairs {
+                    idx.insert_qp(d, q, who.clone());
+                }
+            }
+        }
+    }
+    idx
+}
+
+/// The QPs claiming a peer identity (empty: in no file; more than one: ambiguous): by GID,
+/// by LID when the GID names nobody.
+pub fn lookup<'a>(idx: &'a QpIndex, gid: Option<&str>, lid: Option<u64>, qpn: u64) -> &'a [Who] {
+    idx.get(gid_addr(gid).as_ref(), lid_addr(lid).as_ref(), qpn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gid_is_one_address_in_any_of_its_forms() {
+        let full = gid_addr(Some("0000:0000:0000:0000:0000:ffff:0a01:0001"));
+        assert!(full.is_some());
+        for g in [
+            "::ffff:10.1.0.1",
+            "::FFFF:0A01:1",
+            " 0:0:0:0:0:ffff:a01:1 ",
+            "10.1.0.1",
+        ] {
+            assert_eq!(gid_addr(Some(g)), full, "{g}");
+        }
+        assert_eq!(
+            norm_gid(Some("::ffff:10.1.0.1")).as_deref(),
+            Some("0000:0000:0000:0000:0000:ffff:0a01:0001")
+        );
+        assert_eq!(
+            norm_gid(Some("FE80::1")).as_deref(),
+            Some("fe80:0000:0000:0000:0000:0000:0000:0001")
+        );
+        for none in ["", "::", "0000:0000:0000:0000:0000:0000:0000:0000", "  "] {
+            assert_eq!(gid_addr(Some(none)), None, "{none:?}");
+        }
+        assert_eq!(gid_addr(Some("GID-X")), Some(Addr::GidText("gid-x".into())));
+    }
+
+    #[test]
+    fn the_lid_is_tried_when_the_gid_names_nobody() {
+        let mut idx: AddrIndex<u32> = AddrIndex::default();
+        idx.insert(Addr::Lid(7), 100, 1);
+        let g = gid_addr(Some("fe80::1"));
+        assert_eq!(idx.get(g.as_ref(), Some(&Addr::Lid(7)), 100), &[1]);
+        idx.insert(g.clone().unwrap(), 100, 2);
+        assert_eq!(idx.get(g.as_ref(), Some(&Addr::Lid(7)), 100), &[2]);
+        assert!(idx.get(None, Some(&Addr::Lid(8)), 100).is_empty());
+        idx.insert(Addr::Lid(7), 100, 3);
+        assert_eq!(idx.get(None, Some(&Addr::Lid(7)), 100), &[1, 3]);
+    }
+
+    #[test]
+    fn a_qp_on_another_port_takes_its_own_lid_not_the_devices() {
+        let d = Device {
+            port: Some(1),
+            lid: Some(5),
+            ..Default::default()
+        };
+        let same = QueuePair::default();
+        assert_eq!(qp_addrs(&d, &same).1, Some(Addr::Lid(5)));
+        let other = QueuePair {
+            port: Some(2),
+            ..Default::default()
+        };
+        assert_eq!(qp_addrs(&d, &other).1, None);
+        let own = QueuePair {
+            port: Some(2),
+            local_lid: Some(9),
+            ..Default::default()
+        };
+        assert_eq!(qp_addrs(&d, &own).1, Some(Addr::Lid(9)));
+    }
+}

@@ -1,0 +1,413 @@
+//! The join itself, in its steps: the run's NICs and QPs, the index of every QP by its
+//! addresses, each QP matched to its peer and added to its link, each link's figures.
+//!
+//! Built for jobs of 16,384 ranks and all-to-all jobs of a million QPs: a QP is a few indices
+//! (no strings copied), addresses are hashed as numbers, a link's ends are shared with its
+//! NICs, and each sending device's per-peer histograms are indexed once, not searched per link.
+
+use super::addr::{addr, gid_addr, lid_addr, norm_gid, qp_addrs, Addr, AddrIndex};
+use super::{Ambiguous, End, Link, LinkLatency, LinkReport, Nic, Unmatched};
+use crate::load::Run;
+use crate::model::{add_hist, add_log_hist, Device, LogBucket, QueuePair, TelemetryFile};
+use crate::stats::{histogram_percentile, log_histogram_percentile};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// One QP of the run: its NIC and its device by index.
+struct QpRef<'a> {
+    nic: u32,
+    dev: u32,
+    qp: &'a QueuePair,
+}
+
+/// One used device of the run, with what every link from it needs.
+struct DevRef<'a> {
+    file: &'a TelemetryFile,
+    dev: &'a Device,
+    /// WRs sent over the device's channels.
+    sent: u64,
+    /// Its per-peer log histograms by the peer's address (GID, else LID).
+    peers: HashMap<Addr, Vec<&'a [LogBucket]>>,
+}
+
+/// What the matched QPs of one link add up to.
+#[derive(Default)]
+struct Acc {
+    qps: u64,
+    sent: u64,
+    completed: u64,
+    rcvd: u64,
+    retired: Option<u64>,
+    outstanding: Option<u64>,
+    stalled: Option<u64>,
+    longest: Option<u64>,
+    /// The sending devices (indices into the device table), each once.
+    devs: Vec<u32>,
+    lin: Vec<u64>,
+    width: Option<u64>,
+    lin_min: Option<i64>,
+    lin_max: Option<i64>,
+}
+
+fn add_opt(a: &mut Option<u64>, b: Option<u64>) {
+    if let Some(b) = b {
+        *a = Some(a.unwrap_or(0).saturating_add(b));
+    }
+}
+
+/// The run's NICs, used devices and QPs.
+struct Parts<'a> {
+    nics: Vec<Nic>,
+    devs: Vec<DevRef<'a>>,
+    qps: Vec<QpRef<'a>>,
+    files_with_peers: usize,
+}
+
+fn parts(run: &Run) -> Parts<'_> {
+    let mut p = Parts {
+        nics: Vec::new(),
+        devs: Vec::new(),
+        qps: Vec::new(),
+        files_with_peers: 0,
+    };
+    // NICs by (host, device name), numbered in the order the files first name them.
+    let mut nic_index: HashMap<(&str, &str), usize> = HashMap::new();
+    for l in &run.files {
+        let f = &l.file;
+        if f.version >= 3 {
+            p.files_with_peers += 1;
+        }
+        for d in f.devices.iter().filter(|d| d.is_used()) {
+            let nics = &mut p.nics;
+            let ni = *nic_index
+                .entry((f.host_name.as_str(), d.roce_device.as_str()))
+                .or_insert_with(|| {
+                    nics.push(Nic {
+                        host: f.host_name.clone(),
+                        device: d.roce_device.clone(),
+                        device_id: d.device_id,
+                        pids: Vec::new(),
+                        gid: None,
+                        gid_ip: None,
+                        lid: None,
+                    });
+                    nics.len() - 1
+                });
+            let n = &mut p.nics[ni];
+            if !n.pids.contains(&f.process_id) {
+                n.pids.push(f.process_id);
+            }
+            if n.gid.is_none() {
+                n.gid = norm_gid(d.gid.as_deref());
+                n.gid_ip = d.gid_ip.clone();
+            }
+            n.lid = n.lid.or(d.lid.filter(|l| *l > 0));
+            let di = p.devs.len() as u32;
+            p.devs.push(dev_ref(f, d));
+            for c in &d.channels {
+                for q in &c.queue_pairs {
+                    p.qps.push(QpRef {
+                        nic: ni as u32,
+                        dev: di,
+                        qp: q,
+                    });
+                }
+            }
+        }
+    }
+    p
+}
+
+fn dev_ref<'a>(file: &'a TelemetryFile, dev: &'a Device) -> DevRef<'a> {
+    let mut peers: HashMap<Addr, Vec<&[LogBucket]>> = HashMap::new();
+    for p in dev.peers.iter().flatten() {
+        if let (Some(a), Some(h)) = (
+            addr(p.gid.as_deref(), p.lid),
+            p.wqe_completion_log_histogram.as_deref(),
+        ) {
+            peers.entry(a).or_default().push(h);
+        }
+    }
+    DevRef {
+        file,
+        dev,
+        sent: dev.sum_counters(|c| c.num_wqe_sent),
+        peers,
+    }
+}
+
+/// Joins the QPs of a run into links.
+pub fn join(run: &Run) -> LinkReport {
+    let p = parts(run);
+    let mut rep = LinkReport {
+        files: run.files.len(),
+        files_with_peers: p.files_with_peers,
+        qps: p.qps.len() as u64,
+        ..Default::default()
+    };
+    // Every QP under its GID and under its LID, with its QPN.
+    let mut index: AddrIndex<u32> = AddrIndex::default();
+    for (i, r) in p.qps.iter().enumerate() {
+        index.insert_qp(p.devs[r.dev as usize].dev, r.qp, i as u32);
+    }
+    let mut acc: HashMap<(u32, u32), Acc> = HashMap::new();
+    let mut unmatched: BTreeMap<(usize, Option<String>, Option<u64>), Unmatched> = BTreeMap::new();
+    for r in &p.qps {
+        let Some(peer) = &r.qp.peer else { continue };
+        rep.qps_with_peer += 1;
+        let (pg, plid) = (gid_addr(peer.gid.as_deref()), lid_addr(peer.lid));
+        let cands = index.get(pg.as_ref(), plid.as_ref(), peer.qp_num);
+        match pick(&p, r, cands) {
+            Pick::None => push_unmatched(&mut unmatched, &p, r),
+            Pick::One(t) => {
+                rep.qps_matched += 1;
+                let t = &p.qps[t as usize];
+                add_qp(acc.entry((r.nic, t.nic)).or_default(), &p, r, t);
+            }
+            Pick::Ambiguous => {
+                rep.qps_ambiguous += 1;
+                rep.ambiguous.push(ambiguous(&p, r, cands));
+            }
+        }
+    }
+    rep.qps_unmatched = unmatched.values().map(|u| u.qps).sum();
+    rep.unmatched = unmatched.into_values().collect();
+    rep.unmatched.sort_by(|a, b| {
+        b.qps
+            .cmp(&a.qps)
+            .then_with(|| (&a.host, &a.device).cmp(&(&b.host, &b.device)))
+    });
+    let ends: Vec<Arc<End>> = p.nics.iter().map(|n| Arc::new(end(n))).collect();
+    let mut acc: Vec<((u32, u32), Acc)> = acc.into_iter().collect();
+    acc.sort_unstable_by_key(|(k, _)| *k);
+    rep.links = acc
+        .into_iter()
+        .map(|((s, d), e)| link(&p, &ends, s as usize, d as usize, e))
+        .collect();
+    rep.nics = p.nics;
+    rep
+}
+
+enum Pick {
+    None,
+    One(u32),
+    Ambiguous,
+}
+
+/// The peer among the QPs claiming its identity: the one, or of several the only one whose
+/// own peer names this QP back (an RC QP pair names each other; two subnets may repeat a
+/// LID and a QPN, a second file may copy a QP).
+fn pick(p: &Parts, r: &QpRef, cands: &[u32]) -> Pick {
+    match cands {
+        [] => Pick::None,
+        [t] => Pick::One(*t),
+        _ => {
+            let Some(me) = r.qp.qp_num else {
+                return Pick::Ambiguous;
+            };
+            let (mg, ml) = qp_addrs(p.devs[r.dev as usize].dev, r.qp);
+            let back: Vec<u32> = cands
+                .iter()
+                .copied()
+                .filter(|&t| {
+                    p.qps[t as usize].qp.peer.as_ref().is_some_and(|tp| {
+                        tp.qp_num == me
+                            && ((mg.is_some() && gid_addr(tp.gid.as_deref()) == mg)
+                                || (ml.is_some() && lid_addr(tp.lid) == ml))
+                    })
+                })
+                .collect();
+            match back.as_slice() {
+                [t] => Pick::One(*t),
+                _ => Pick::Ambiguous,
+            }
+        }
+    }
+}
+
+fn add_qp(e: &mut Acc, p: &Parts, r: &QpRef, t: &QpRef) {
+    let c = &r.qp.counters;
+    e.qps += 1;
+    e.sent = e.sent.saturating_add(c.num_wqe_sent);
+    e.completed = e.completed.saturating_add(c.num_wqe_completed);
+    e.rcvd = e.rcvd.saturating_add(t.qp.counters.num_wqe_rcvd);
+    add_opt(&mut e.retired, c.num_wqe_retired_unsignalled);
+    add_opt(&mut e.outstanding, r.qp.num_wqe_outstanding);
+    add_opt(&mut e.stalled, r.qp.stalled.map(u64::from));
+    if let Some(ls) = r.qp.longest_stall_ms {
+        e.longest = Some(e.longest.unwrap_or(0).max(ls));
+    }
+    if !e.devs.contains(&r.dev) {
+        e.devs.push(r.dev);
+    }
+    let w = p.devs[r.dev as usize].file.histogram_interval_ns;
+    if e.width.is_none() || e.width == Some(w) {
+        e.width = Some(w);
+        add_hist(&mut e.lin, &c.wqe_completion_histogram);
+        if c.wqe_completion_ns_min >= 0 {
+            let m = c.wqe_completion_ns_min;
+            e.lin_min = Some(e.lin_min.map_or(m, |x| x.min(m)));
+        }
+        if c.wqe_completion_ns_max >= 0 {
+            let m = c.wqe_completion_ns_max;
+            e.lin_max = Some(e.lin_max.map_or(m, |x| x.max(m)));
+        }
+    }
+}
+
+fn ambiguous(p: &Parts, r: &QpRef, cands: &[u32]) -> Ambiguous {
+    let f = p.devs[r.dev as usize].file;
+    let peer = r.qp.peer.as_ref();
+    Ambiguous {
+        host: f.host_name.clone(),
+        pid: f.process_id,
+        device: p.devs[r.dev as usize].dev.roce_device.clone(),
+        qp_num: r.qp.qp_num,
+        remote_gid: peer.and_then(|x| norm_gid(x.gid.as_deref())),
+        remote_lid: peer.and_then(|x| x.lid.filter(|l| *l > 0)),
+        remote_qp_num: peer.map_or(0, |x| x.qp_num),
+        candidates: cands
+            .iter()
+            .map(|&i| {
+                let t = &p.qps[i as usize];
+                let d = &p.devs[t.dev as usize];
+                format!(
+                    "{}:{} {}",
+                    d.file.host_name, d.file.process_id, d.dev.roce_device
+                )
+            })
+            .collect(),
+    }
+}
+
+/// A link's figures from what its QPs added up to.
+fn link(p: &Parts, ends: &[Arc<End>], s: usize, d: usize, e: Acc) -> Link {
+    let dst = &p.nics[d];
+    let dst_keys = [gid_addr(dst.gid.as_deref()), lid_addr(dst.lid)];
+    // The sending devices' per-peer log histograms towards dst.
+    let mut log: Option<Vec<LogBucket>> = None;
+    let (mut dev_sent, mut dev_tx) = (0u64, 0u64);
+    for &di in &e.devs {
+        let dv = &p.devs[di as usize];
+        dev_sent = dev_sent.saturating_add(dv.sent);
+        dev_tx = dev_tx.saturating_add(dv.dev.tx_bytes);
+        for k in dst_keys.iter().flatten() {
+            for h in dv.peers.get(k).into_iter().flatten() {
+                add_log_hist(log.get_or_insert_with(Vec::new), h);
+            }
+        }
+    }
+    let latency = match log.filter(|h| h.iter().any(|b| b.2 > 0)) {
+        Some(h) => Some(log_latency(&h)),
+        None => linear_latency(&e),
+    };
+    let tx_bytes_est = if dev_sent > 0 {
+        ((dev_tx as u128 * e.sent as u128) / dev_sent as u128) as u64
+    } else {
+        0
+    };
+    Link {
+        src: ends[s].clone(),
+        dst: ends[d].clone(),
+        src_nic: s,
+        dst_nic: d,
+        qps: e.qps,
+        wrs_sent: e.sent,
+        wrs_completed: e.completed,
+        wrs_received_by_dst: e.rcvd,
+        tx_bytes_est,
+        latency,
+        retired_unsignalled: e.retired,
+        wrs_outstanding: e.outstanding,
+        qps_stalled: e.stalled,
+        longest_stall_ms: e.longest,
+    }
+}
+
+fn log_latency(h: &[LogBucket]) -> LinkLatency {
+    let pct = |q| log_histogram_percentile(h, q, None, None);
+    let (p50, p90, p99) = (pct(0.5), pct(0.9), pct(0.99));
+    let rel = [p50, p90, p99]
+        .iter()
+        .flatten()
+        .filter_map(|p| p.relative_error)
+        .reduce(f64::max);
+    LinkLatency {
+        source: "peers_log_histogram",
+        relative_error: rel.or(Some(0.125)),
+        bucket_ns: None,
+        samples: h.iter().map(|b| b.2).sum(),
+        p50_ns: p50.map(|p| p.estimate_ns),
+        p90_ns: p90.map(|p| p.estimate_ns),
+        p99_ns: p99.map(|p| p.estimate_ns),
+        p99_open: p99.is_some_and(|p| p.open_bucket && p.upper_ns.is_none()),
+        max_ns: h
+            .iter()
+            .rev()
+            .find(|b| b.2 > 0)
+            .and_then(|b| b.1)
+            .map(|x| x as i64),
+    }
+}
+
+fn linear_latency(e: &Acc) -> Option<LinkLatency> {
+    let w = e.width.unwrap_or(0);
+    let pct = |q| histogram_percentile(&e.lin, w, q, e.lin_min, e.lin_max);
+    let samples: u64 = e.lin.iter().sum();
+    (samples > 0 && w > 0).then(|| {
+        let p99 = pct(0.99);
+        LinkLatency {
+            source: "qp_linear_histogram",
+            relative_error: None,
+            bucket_ns: Some(w),
+            samples,
+            p50_ns: pct(0.5).map(|p| p.estimate_ns),
+            p90_ns: pct(0.9).map(|p| p.estimate_ns),
+            p99_ns: p99.map(|p| p.estimate_ns),
+            p99_open: p99.is_some_and(|p| p.open_bucket && p.upper_ns.is_none()),
+            max_ns: e.lin_max,
+        }
+    })
+}
+
+fn end(n: &Nic) -> End {
+    End {
+        host: n.host.clone(),
+        pids: n.pids.clone(),
+        device: n.device.clone(),
+        device_id: n.device_id,
+        gid: n.gid.clone(),
+        gid_ip: n.gid_ip.clone(),
+        lid: n.lid,
+    }
+}
+
+/// A QP whose peer is in no file, grouped by its NIC and the remote NIC it names.
+fn push_unmatched(
+    m: &mut BTreeMap<(usize, Option<String>, Option<u64>), Unmatched>,
+    p: &Parts,
+    r: &QpRef,
+) {
+    let Some(peer) = &r.qp.peer else { return };
+    let (gid, lid) = (norm_gid(peer.gid.as_deref()), peer.lid.filter(|l| *l > 0));
+    let n = &p.nics[r.nic as usize];
+    let pid = p.devs[r.dev as usize].file.process_id;
+    let u = m
+        .entry((r.nic as usize, gid.clone(), lid))
+        .or_insert_with(|| Unmatched {
+            host: n.host.clone(),
+            pids: Vec::new(),
+            device: n.device.clone(),
+            remote_gid: gid,
+            remote_lid: lid,
+            qps: 0,
+            remote_qp_nums: Vec::new(),
+        });
+    u.qps += 1;
+    if !u.pids.contains(&pid) {
+        u.pids.push(pid);
+    }
+    if u.remote_qp_nums.len() < 16 {
+        u.remote_qp_nums.push(peer.qp_num);
+    }
+}

@@ -1,0 +1,433 @@
+//! The verdict benchmark (`make verdict-bench`, and a quick grid in the tests): labelled
+//! generated runs (one class planted, or none) under the noise of real hosts, through
+//! `outliers`, scored as precision and recall per class.
+//!
+//! A run of class C has one culprit planted (`generate --peers`, or a frozen rank for
+//! `stall_root`); the tool's answer is its rows (one per culprit). A row of C's kind is
+//! correct when it names the planted culprit (host:NIC, the link's two ends, the one way's
+//! sender first, the host, or the root's NIC). Per class: recall is the share of C's runs
+//! whose culprit is named; precision the share of all rows of C's kind, over every run of
+//! every class (healthy ones included), that are correct. For `healthy`, recall is the share of
+//! healthy runs with no finding of any kind, precision the share of runs with no finding that
+//! were healthy. Rows of other kinds on a run (a latency tail, a counter) are counted apart.
+//!
+//! In the library, not in the example that prints the table, so the tests assert the targets
+//! on a small grid with the same code.
+
+use crate::generate::{generate_fabric, GenOptions, Planted, Topology};
+use crate::outliers::{find, Kind, Options};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The labelled classes.
+pub const CLASSES: [&str; 7] = [
+    "healthy",
+    "slow_nic",
+    "slow_link",
+    "slow_link_one_way",
+    "slow_host",
+    "host_side_delay",
+    "stall_root",
+];
+
+/// The noise a run carries: none, heavy-tailed per-process jitter, one descheduled rank,
+/// 1-in-16 sampled latency, few samples per link.
+pub const NOISES: [&str; 5] = ["none", "jitter", "deschedule", "sampled", "few"];
+
+/// Targets: per class, precision and recall; healthy runs with no finding at all.
+pub const MIN_PRECISION: f64 = 0.95;
+pub const MIN_RECALL: f64 = 0.90;
+pub const MIN_HEALTHY_RUNS: usize = 50;
+
+/// One labelled run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Case {
+    pub class: &'static str,
+    /// NICs (one rank each) and NICs per host.
+    pub nics: usize,
+    pub per_host: usize,
+    pub seed: u64,
+    pub noise: &'static str,
+}
+
+impl Case {
+    /// Whether the class can be planted at this size: a slow host needs two NICs a host
+    /// (a host of one NIC is a slow NIC), every class three hosts (two cannot say which end).
+    pub fn applicable(&self) -> bool {
+        let hosts = self.nics.div_ceil(self.per_host.max(1));
+        hosts >= 3 && (self.class != "slow_host" || self.per_host >= 2)
+    }
+
+    fn options(&self) -> GenOptions {
+        let (noise, sample): (&[&str], u64) = match self.noise {
+            "jitter" => (&["jitter"], 1),
+            "deschedule" => (&["deschedule"], 1),
+            "sampled" => (&[], 16),
+            "few" => (&["few"], 1),
+            _ => (&[], 1),
+        };
+        let plant = match self.class {
+            "healthy" => None,
+            "stall_root" => Some("frozen_rank"),
+            c => Some(c),
+        };
+        GenOptions {
+            ranks: self.nics,
+            ranks_per_host: self.per_host,
+            devices_per_rank: self.per_host.max(1),
+            seed: self.seed,
+            plants: plant.map(str::to_string).into_iter().collect(),
+            noise: noise.iter().map(|s| s.to_string()).collect(),
+            latency_sample: sample,
+            // The shape the benchmark's sizes and targets were set on: every NIC sees most of
+            // the others (the default is now the rail shape, up to 8 peers per rank).
+            topology: Topology::AllToAll,
+            ..Default::default()
+        }
+    }
+}
+
+/// What the tool said about one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub case: Case,
+    /// The planted culprit's kind and the names that count as naming it.
+    pub expected: Option<(Kind, Vec<String>)>,
+    /// Every row: its kind, culprit, and whether it names the planted culprit.
+    pub rows: Vec<(Kind, String, bool)>,
+    pub findings: usize,
+    pub caveats: usize,
+}
+
+impl Outcome {
+    /// The planted culprit is named (in some row of its kind).
+    pub fn named(&self) -> bool {
+        self.rows.iter().any(|r| r.2)
+    }
+}
+
+/// The kind a class is named by.
+pub fn kind_of(class: &str) -> Option<Kind> {
+    Some(match class {
+        "slow_nic" => Kind::SlowNic,
+        "slow_link" => Kind::SlowLink,
+        "slow_link_one_way" => Kind::SlowLinkOneWay,
+        "slow_host" => Kind::SlowHost,
+        "host_side_delay" => Kind::HostSideDelay,
+        "stall_root" => Kind::HangRoot,
+        _ => return None,
+    })
+}
+
+/// The names of a planted culprit, as rows name it.
+fn expected(class: &str, planted: &[Planted]) -> Option<(Kind, Vec<String>)> {
+    let kind = kind_of(class)?;
+    let p = planted.iter().find(|p| match class {
+        "stall_root" => p.kind == "frozen_rank",
+        c => p.kind == c,
+    })?;
+    let nic = format!("{}:mlx5_{}", p.host, p.device_id);
+    let peer = p.peer.clone().unwrap_or_default();
+    let names = match class {
+        "slow_link" => vec![format!("{nic} <-> {peer}"), format!("{peer} <-> {nic}")],
+        "slow_link_one_way" => vec![format!("{nic} -> {peer}")],
+        "slow_host" => vec![p.host.clone()],
+        _ => vec![nic],
+    };
+    Some((kind, names))
+}
+
+fn correct(kind: Kind, culprit: &str, exp: &Option<(Kind, Vec<String>)>) -> bool {
+    let Some((k, names)) = exp else { return false };
+    kind == *k
+        && (names.iter().any(|n| n == culprit)
+            || (kind == Kind::HangRoot
+                && culprit.split(" + ").any(|c| names.iter().any(|n| n == c))))
+}
+
+/// Generates the run of `case` into `dir` (emptied first), and reads what `outliers` says.
+pub fn run_case(case: &Case, dir: &Path) -> Result<Outcome, String> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let planted = generate_fabric(dir, &case.options(), 1)?;
+    let run = crate::load::load_run(&[dir.to_path_buf()]);
+    if !run.bad.is_empty() {
+        return Err(format!("{case:?}: {} unreadable files", run.bad.len()));
+    }
+    let r = find(&run, &Options::default());
+    let exp = expected(case.class, &planted);
+    if case.class != "healthy" && exp.is_none() {
+        return Err(format!("{case:?}: nothing planted ({planted:?})"));
+    }
+    Ok(Outcome {
+        case: case.clone(),
+        rows: r
+            .rows
+            .iter()
+            .map(|w| (w.kind, w.culprit.clone(), correct(w.kind, &w.culprit, &exp)))
+            .collect(),
+        expected: exp,
+        findings: r.findings.len(),
+        caveats: r.caveats.len(),
+    })
+}
+
+/// Precision and recall of one class.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct ClassScore {
+    pub class: String,
+    pub runs: usize,
+    /// Runs whose culprit is named (healthy: runs with no finding).
+    pub named: usize,
+    /// Runs whose culprit is named in the only row of the run.
+    pub alone: usize,
+    /// Rows of the class's kind over every run (healthy: runs with no finding).
+    pub claims: usize,
+    pub correct: usize,
+    pub precision: f64,
+    pub recall: f64,
+}
+
+/// The benchmark's figures.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Score {
+    pub runs: usize,
+    pub classes: Vec<ClassScore>,
+    pub healthy_runs: usize,
+    pub healthy_runs_without_findings: usize,
+    /// Rows of kinds that are no class (latency tail, counters, stalled QPs...), by kind, on
+    /// the runs that were not healthy.
+    pub other_rows: BTreeMap<String, usize>,
+    /// Per noise model: (runs, runs answered right: culprit named, or healthy with no finding).
+    pub by_noise: BTreeMap<String, (usize, usize)>,
+    /// Per size ("NICs/per host"): the same.
+    pub by_size: BTreeMap<String, (usize, usize)>,
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 {
+        1.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Scores a set of outcomes.
+pub fn score(outs: &[Outcome]) -> Score {
+    let mut s = Score {
+        runs: outs.len(),
+        ..Default::default()
+    };
+    for class in CLASSES {
+        let mine: Vec<&Outcome> = outs.iter().filter(|o| o.case.class == class).collect();
+        let mut c = ClassScore {
+            class: class.to_string(),
+            runs: mine.len(),
+            ..Default::default()
+        };
+        if class == "healthy" {
+            c.named = mine.iter().filter(|o| o.findings == 0).count();
+            c.alone = c.named;
+            c.claims = outs.iter().filter(|o| o.findings == 0).count();
+            c.correct = c.named;
+            s.healthy_runs = c.runs;
+            s.healthy_runs_without_findings = c.named;
+        } else if let Some(k) = kind_of(class) {
+            c.named = mine.iter().filter(|o| o.named()).count();
+            c.alone = mine
+                .iter()
+                .filter(|o| o.rows.len() == 1 && o.named())
+                .count();
+            for o in outs {
+                for r in o.rows.iter().filter(|r| r.0 == k) {
+                    c.claims += 1;
+                    c.correct += usize::from(r.2);
+                }
+            }
+        }
+        c.precision = ratio(c.correct, c.claims);
+        c.recall = ratio(c.named, c.runs);
+        s.classes.push(c);
+    }
+    for o in outs {
+        let right = if o.case.class == "healthy" {
+            o.findings == 0
+        } else {
+            o.named()
+        };
+        for (key, m) in [
+            (o.case.noise.to_string(), &mut s.by_noise),
+            (
+                format!("{}/{}", o.case.nics, o.case.per_host),
+                &mut s.by_size,
+            ),
+        ] {
+            let e = m.entry(key).or_default();
+            e.0 += 1;
+            e.1 += usize::from(right);
+        }
+        if o.case.class == "healthy" {
+            continue;
+        }
+        for r in o
+            .rows
+            .iter()
+            .filter(|r| !CLASSES.iter().any(|c| kind_of(c) == Some(r.0)))
+        {
+            *s.other_rows.entry(r.0.as_str().to_string()).or_default() += 1;
+        }
+    }
+    s
+}
+
+/// The targets the score misses, one line each (empty: every target met).
+pub fn missed(s: &Score) -> Vec<String> {
+    let mut v = Vec::new();
+    for c in s.classes.iter().filter(|c| c.runs > 0) {
+        if c.precision < MIN_PRECISION {
+            v.push(format!(
+                "{}: precision {:.3} < {MIN_PRECISION} ({} of {} rows right)",
+                c.class, c.precision, c.correct, c.claims
+            ));
+        }
+        if c.recall < MIN_RECALL {
+            v.push(format!(
+                "{}: recall {:.3} < {MIN_RECALL} ({} of {} runs)",
+                c.class, c.recall, c.named, c.runs
+            ));
+        }
+    }
+    if s.healthy_runs_without_findings < s.healthy_runs {
+        v.push(format!(
+            "healthy: {} of {} runs have findings",
+            s.healthy_runs - s.healthy_runs_without_findings,
+            s.healthy_runs
+        ));
+    }
+    v
+}
+
+/// The table the benchmark prints.
+pub fn render(s: &Score) -> String {
+    let mut out = String::from(
+        "| class | runs | named | alone in its run | rows of its kind | right | precision | recall |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for c in &s.classes {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {:.3} | {:.3} |\n",
+            c.class, c.runs, c.named, c.alone, c.claims, c.correct, c.precision, c.recall
+        ));
+    }
+    out.push_str(&format!(
+        "\nHealthy runs with no finding of any kind: {} of {}.\n",
+        s.healthy_runs_without_findings, s.healthy_runs
+    ));
+    let other: Vec<String> = s
+        .other_rows
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    out.push_str(&format!(
+        "Rows of other kinds on planted runs: {}.\n",
+        if other.is_empty() {
+            "none".to_string()
+        } else {
+            other.join(", ")
+        }
+    ));
+    let line = |m: &BTreeMap<String, (usize, usize)>| -> String {
+        m.iter()
+            .map(|(k, (n, r))| format!("{k} {r}/{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    out.push_str(&format!(
+        "Answered right (culprit named, or nothing on a healthy run), by noise: {}; by size (NICs/per host): {}.\n",
+        line(&s.by_noise),
+        line(&s.by_size)
+    ));
+    out
+}
+
+/// The grid: every applicable class x size x noise x seed.
+pub fn grid(sizes: &[(usize, usize)], noises: &[&'static str], seeds: &[u64]) -> Vec<Case> {
+    let mut v = Vec::new();
+    for &(nics, per_host) in sizes {
+        for &noise in noises {
+            for &seed in seeds {
+                for class in CLASSES {
+                    let c = Case {
+                        class,
+                        nics,
+                        per_host,
+                        seed,
+                        noise,
+                    };
+                    if c.applicable() {
+                        v.push(c);
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scoring_counts_claims_over_every_run() {
+        let case = |class| Case {
+            class,
+            nics: 12,
+            per_host: 4,
+            seed: 1,
+            noise: "none",
+        };
+        let nic = |n: &str| (Kind::SlowNic, vec![n.to_string()]);
+        let outs = vec![
+            Outcome {
+                case: case("slow_nic"),
+                expected: Some(nic("h:mlx5_0")),
+                rows: vec![(Kind::SlowNic, "h:mlx5_0".into(), true)],
+                findings: 1,
+                caveats: 0,
+            },
+            Outcome {
+                case: case("slow_nic"),
+                expected: Some(nic("h:mlx5_1")),
+                rows: vec![(Kind::SlowNic, "h:mlx5_2".into(), false)],
+                findings: 1,
+                caveats: 0,
+            },
+            Outcome {
+                case: case("healthy"),
+                expected: None,
+                rows: vec![(Kind::SlowNic, "h:mlx5_3".into(), false)],
+                findings: 1,
+                caveats: 0,
+            },
+        ];
+        let s = score(&outs);
+        let c = s.classes.iter().find(|c| c.class == "slow_nic").unwrap();
+        assert_eq!((c.runs, c.named, c.claims, c.correct), (2, 1, 3, 1));
+        assert_eq!(s.healthy_runs_without_findings, 0);
+        assert_eq!(missed(&s).len(), 4, "{:?}", missed(&s));
+        assert!(correct(
+            Kind::HangRoot,
+            "a:mlx5_0 + b:mlx5_1",
+            &Some((Kind::HangRoot, vec!["b:mlx5_1".into()]))
+        ));
+    }
+
+    #[test]
+    fn the_grid_leaves_out_what_cannot_be_planted() {
+        let g = grid(&[(3, 1), (12, 4)], &["none"], &[1]);
+        assert!(!g.iter().any(|c| c.nics == 3 && c.class == "slow_host"));
+        assert_eq!(g.len(), 6 + 7);
+    }
+}

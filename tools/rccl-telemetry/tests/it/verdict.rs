@@ -1,0 +1,283 @@
+//! Verdicts an operator can trust (issue 33): nothing named on a healthy run with ordinary
+//! jitter, every class named once by its NIC (one direction, host-side delay included), "too
+//! few to tell" said rather than a silent all-clear, a hung job critical and first, and the
+//! verdict benchmark's targets on a small grid.
+
+use crate::common::*;
+use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Planted};
+use rccl_telemetry_tool::load::load_run;
+use rccl_telemetry_tool::outliers::{find, Kind, Options, OutlierReport, Severity};
+use rccl_telemetry_tool::verdict_bench::{grid, missed, render, run_case, score, NOISES};
+use serde_json::Value;
+
+fn fabric(o: GenOptions) -> (tempfile::TempDir, Vec<Planted>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = generate_fabric(dir.path(), &o, 1).expect("generate");
+    (dir, p)
+}
+
+fn outliers_of(dir: &std::path::Path, opt: &Options) -> OutlierReport {
+    let run = load_run(&[dir.to_path_buf()]);
+    assert!(run.bad.is_empty(), "{:?}", run.bad);
+    find(&run, opt)
+}
+
+fn six_hosts(seed: u64, plants: &[&str]) -> GenOptions {
+    GenOptions {
+        ranks: 6,
+        ranks_per_host: 1,
+        devices_per_rank: 1,
+        seed,
+        noise: vec!["jitter".into()],
+        plants: plants.iter().map(|p| p.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+/// The issue's six hosts (one process each) under scheduling jitter: the rule without the
+/// tail's weight names a latency tail on healthy devices (p99 2-4x the run's, robust z 4-27,
+/// from about 1,600 completions), as the issue saw on the library; with it, nothing.
+#[test]
+fn the_issues_jittery_six_host_runs_name_nothing() {
+    let old_rule = Options {
+        min_tail_share: 0.0,
+        ..Default::default()
+    };
+    let mut reproduced = 0;
+    for seed in 1..=8 {
+        let (d, _) = fabric(six_hosts(seed, &[]));
+        let old = outliers_of(d.path(), &old_rule);
+        reproduced += usize::from(old.findings.iter().any(|f| f.kind == Kind::LatencyTail));
+        let new = outliers_of(d.path(), &Options::default());
+        assert!(new.findings.is_empty(), "seed {seed}: {:#?}", new.findings);
+        let out = run(&["outliers", d.path().to_str().expect("utf-8")]);
+        assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    }
+    assert!(
+        reproduced >= 2,
+        "the jitter model reproduces the issue's false positive on {reproduced} of 8 runs only"
+    );
+}
+
+/// One direction, and a process polling late, each named as its own class by its NIC: never
+/// as a slow NIC, never twice.
+#[test]
+fn one_way_and_host_side_delay_are_named_by_their_nic() {
+    for seed in 1..=3 {
+        let (d, p) = fabric(six_hosts(seed, &["slow_link_one_way"]));
+        let a = format!("{}:mlx5_{}", p[0].host, p[0].device_id);
+        let b = p[0].peer.clone().expect("peer");
+        let r = outliers_of(d.path(), &Options::default());
+        assert_eq!(r.rows.len(), 1, "{:#?}", r.rows);
+        assert_eq!(r.rows[0].kind, Kind::SlowLinkOneWay);
+        assert_eq!(r.rows[0].culprit, format!("{a} -> {b}"));
+        assert!(
+            r.rows[0].evidence.contains("is normal"),
+            "{}",
+            r.rows[0].evidence
+        );
+
+        let (d, p) = fabric(six_hosts(seed, &["host_side_delay"]));
+        let nic = format!("{}:mlx5_{}", p[0].host, p[0].device_id);
+        let r = outliers_of(d.path(), &Options::default());
+        assert_eq!(r.rows.len(), 1, "{:#?}", r.rows);
+        assert_eq!(r.rows[0].kind, Kind::HostSideDelay);
+        assert_eq!(r.rows[0].culprit, nic);
+        assert_eq!(r.rows[0].pids.first(), Some(&p[0].pid));
+        assert!(!r.findings.iter().any(|f| f.kind == Kind::SlowNic));
+        // Its latency tail is the same culprit: one row, both findings in it.
+        if r.findings.len() > 1 {
+            assert!(
+                r.rows[0].kinds.contains(&Kind::LatencyTail),
+                "{:#?}",
+                r.rows
+            );
+        }
+    }
+}
+
+/// Multiplies every latency a file reports towards (or from) host `h` by 4: the per-peer log
+/// histograms of `h`'s own files, and the other files' towards `h`'s NICs (10.h.*).
+fn slow_down_host(dir: &std::path::Path, h: &str, ip_prefix: &str) {
+    for e in std::fs::read_dir(dir).expect("dir") {
+        let path = e.expect("entry").path();
+        if path.extension().is_none_or(|x| x != "json") || path.ends_with("planted.json") {
+            continue;
+        }
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let own = v["host_name"] == h;
+        for d in v["devices"].as_array_mut().expect("devices") {
+            for p in d["peers"].as_array_mut().into_iter().flatten() {
+                let towards = p["gid_ip"]
+                    .as_str()
+                    .is_some_and(|ip| ip.starts_with(ip_prefix));
+                if !(own || towards) {
+                    continue;
+                }
+                for b in p["wqe_completion_log_histogram"]
+                    .as_array_mut()
+                    .into_iter()
+                    .flatten()
+                {
+                    b[0] = Value::from(b[0].as_u64().unwrap() * 4);
+                    if let Some(hi) = b[1].as_u64() {
+                        b[1] = Value::from(hi * 4 + 3);
+                    }
+                }
+            }
+        }
+        std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+    }
+}
+
+/// A slow host of two, and two slow hosts of four: the matrix cannot tell, and says so in one
+/// line with its evidence; nothing is named from a baseline that is itself slow.
+#[test]
+fn too_few_to_tell_is_said_never_a_silent_all_clear() {
+    let two = GenOptions {
+        ranks: 8,
+        ranks_per_host: 4,
+        devices_per_rank: 4,
+        seed: 4,
+        plants: vec!["slow_host".into()],
+        ..Default::default()
+    };
+    let (d, _) = fabric(two);
+    let r = outliers_of(d.path(), &Options::default());
+    assert!(r.rows.is_empty(), "{:#?}", r.rows);
+    assert_eq!(r.caveats.len(), 1, "{:?}", r.caveats);
+    assert_eq!(r.caveats[0].kind, "too_few_to_tell");
+    assert!(r.caveats[0]
+        .evidence
+        .starts_with("2 hosts (gpu_node_000 and gpu_node_001)"));
+    let out = run(&["outliers", d.path().to_str().expect("utf-8")]);
+    let text = stdout(&out);
+    assert!(
+        text.lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("Too few to tell: 2 hosts")),
+        "{text}"
+    );
+    let v: Value =
+        serde_json::from_slice(&run(&["outliers", "--json", d.path().to_str().unwrap()]).stdout)
+            .unwrap();
+    assert_eq!(v["caveats"][0]["kind"], "too_few_to_tell");
+
+    for seed in 1..=3 {
+        let four = GenOptions {
+            ranks: 8,
+            ranks_per_host: 2,
+            devices_per_rank: 2,
+            seed,
+            plants: vec!["slow_host".into()],
+            ..Default::default()
+        };
+        let (d, p) = fabric(four);
+        // A second slow host beside the planted one.
+        let other = (0..4)
+            .map(|h| format!("gpu_node_{h:03}"))
+            .find(|h| *h != p[0].host)
+            .expect("another host");
+        let idx = other
+            .trim_start_matches("gpu_node_")
+            .parse::<u32>()
+            .unwrap();
+        slow_down_host(d.path(), &other, &format!("10.{idx}."));
+        let r = outliers_of(d.path(), &Options::default());
+        assert!(
+            !r.rows.iter().any(|w| w.kind.is_culprit()),
+            "seed {seed}: named from a slow baseline: {:#?}",
+            r.rows
+        );
+        assert!(
+            r.caveats.iter().any(|c| c.kind == "too_few_to_tell"
+                && c.evidence
+                    .contains("faster than the level the others share")),
+            "seed {seed}: {:?}",
+            r.caveats
+        );
+    }
+}
+
+/// A hung job: its root and stalled QPs are critical findings, first in `outliers` (exit 1)
+/// and on the report's first screen (exit 1), before the summary.
+#[test]
+fn a_hung_job_is_critical_and_first() {
+    let o = GenOptions {
+        ranks: 32,
+        ranks_per_host: 4,
+        devices_per_rank: 4,
+        seed: 2,
+        plants: vec!["frozen_rank".into()],
+        ..Default::default()
+    };
+    let (d, p) = fabric(o);
+    let nic = format!("{}:mlx5_{}", p[0].host, p[0].device_id);
+    let dir = d.path().to_str().expect("utf-8");
+    let v: Value = serde_json::from_slice(&run(&["outliers", "--json", dir]).stdout).unwrap();
+    assert_eq!(v["rows"][0]["kind"], "hang_root", "{:#}", v["rows"]);
+    assert_eq!(v["rows"][0]["severity"], "critical");
+    assert_eq!(v["rows"][0]["culprit"], nic.as_str());
+    let kinds: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds[0], "hang_root");
+    assert!(kinds.contains(&"stalled_qps"), "{kinds:?}");
+    // The stalled QPs waiting on the root fold into its row.
+    assert!(v["rows"][0]["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|k| k == "stalled_qps"));
+    assert_eq!(run(&["outliers", dir]).status.code(), Some(1));
+
+    let html = d.path().join("r.html");
+    let out = run(&["report", "-o", html.to_str().unwrap(), dir]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let verdict = page.find("id=\"verdict\"").expect("verdict section");
+    let summary = page.find("id=\"summary\"").expect("summary section");
+    assert!(verdict < summary, "the verdict comes first");
+    let first = &page[verdict..summary];
+    assert!(
+        first.contains("verdict critical") && first.contains("hang root"),
+        "{first}"
+    );
+    assert!(first.contains(&nic), "{first}");
+
+    // A run whose stalled QPs name no peer: no root, and the caveat says why, with the stalls
+    // still critical findings.
+    let (d, _) = fabric(GenOptions {
+        ranks: 12,
+        ranks_per_host: 4,
+        devices_per_rank: 4,
+        seed: 3,
+        plants: vec!["stall".into()],
+        ..Default::default()
+    });
+    let r = outliers_of(d.path(), &Options::default());
+    assert_eq!(r.rows[0].severity, Severity::Critical, "{:#?}", r.rows);
+    assert!(r
+        .findings
+        .iter()
+        .any(|f| f.kind == Kind::StalledQps || f.kind == Kind::HangRoot));
+}
+
+/// The verdict benchmark on a small grid (3 and 12 NICs, every noise model, two seeds): the
+/// targets `make verdict-bench` holds at every size, asserted.
+#[test]
+fn the_verdict_grid_meets_its_targets() {
+    let cases = grid(&[(3, 1), (12, 4)], &NOISES, &[1, 2]);
+    let work = tempfile::tempdir().expect("tempdir");
+    let outs: Vec<_> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, c)| run_case(c, &work.path().join(format!("r{i}"))).expect("case"))
+        .collect();
+    let s = score(&outs);
+    assert!(s.healthy_runs >= 20, "{}", render(&s));
+    assert!(missed(&s).is_empty(), "{:?}\n{}", missed(&s), render(&s));
+}
