@@ -103,6 +103,24 @@ fn errors_by_qp_and_status_with_their_snapshots() {
         );
     }
     stall_detector::tick_at(1_000 * MS, WALL0);
+    // A stall's first check: the writer writes a snapshot that says so, at once (the first
+    // triggered one). Before the errors: a trigger inside the gap after a snapshot waits for
+    // it and coalesces with the others, named by an error if there is one; an error snapshot
+    // still pending (a QP's first error counted after the writer took the first) would take
+    // this stall's name.
+    // SAFETY: a resolved handle.
+    unsafe {
+        rcclTelemetryPostTs(q[25]);
+        rcclTelemetryQpSendPosted(q[25], 1);
+    }
+    stall_detector::tick_at(1_500 * MS, WALL0 + 500 * MS);
+    assert!(stall_detector::tick_at(2_500 * MS, WALL0 + 1_500 * MS));
+    let f = snapshot_on(out.path(), "stall", |_| true);
+    let q25 = &f["devices"][0]["channels"][0]["queue_pairs"][25];
+    assert_eq!(q25["stalled"], true);
+    assert_eq!(q25["last_post_time"], rank_file::rfc3339(WALL0 + 500 * MS));
+    assert!(q25["last_completion_time"].is_null());
+    assert_eq!(f["devices"][0]["num_cq_errors"], 0);
     // SAFETY: resolved handles (and NULL, a no-op).
     unsafe {
         rcclTelemetryQpCqError(std::ptr::null_mut(), 12, 0);
@@ -116,8 +134,8 @@ fn errors_by_qp_and_status_with_their_snapshots() {
         rcclTelemetryCqError(0);
     }
 
-    // A QP's first error: the writer writes a snapshot on its own (at once, while the errors
-    // after it are still being counted; those make the next one, a gap later).
+    // A QP's first error: the writer writes a snapshot on its own (a gap after the stall's,
+    // while the errors after it are still being counted; those make the next one, a gap later).
     let f = snapshot_on(out.path(), "cq_error", |v| {
         v["devices"][0]["num_cq_errors"] == 23 + 1 + 2 + 1
     });
@@ -174,19 +192,6 @@ fn errors_by_qp_and_status_with_their_snapshots() {
     );
     assert!(series(&text, "rccl_telemetry_errored_qp_series_dropped")[0].ends_with(" 0"));
 
-    // A stall's first check: the next triggered snapshot says so (after the gap).
-    // SAFETY: a resolved handle.
-    unsafe {
-        rcclTelemetryPostTs(q[25]);
-        rcclTelemetryQpSendPosted(q[25], 1);
-    }
-    stall_detector::tick_at(1_500 * MS, WALL0 + 500 * MS);
-    assert!(stall_detector::tick_at(2_500 * MS, WALL0 + 1_500 * MS));
-    let f = snapshot_on(out.path(), "stall", |_| true);
-    let q25 = &f["devices"][0]["channels"][0]["queue_pairs"][25];
-    assert_eq!(q25["stalled"], true);
-    assert_eq!(q25["last_post_time"], rank_file::rfc3339(WALL0 + 500 * MS));
-    assert!(q25["last_completion_time"].is_null());
     assert_eq!(rcclTelemetryFlush(), 0);
     // After the final write: inert.
     // SAFETY: a resolved handle.

@@ -104,9 +104,9 @@ fn exhausted(mode: &str) {
         assert!(out.contains("flush 0\n"), "{out}\n{err}");
     }
     // The last channel could not be created, or got fewer slots than it asked for.
-    let created = !err.contains("rccl-telemetry: out of memory: device 0 channel 3 could not be created; its 65536 QPs are counted in the device's num_qp_untracked");
+    let created = !err.contains("rccl-telemetry: out of memory: rcclTelemetrySetupChannel(0, 3, 65536): the channel could not be created; its 65536 QPs are counted in the device's num_qp_untracked (later shortfalls are counted without a line)");
     if created {
-        let line = format!("rccl-telemetry: out of memory: device 0 channel 3 was granted {granted} of 65536 QP slots; the other {} are counted in num_qp_untracked", 65536 - granted);
+        let line = format!("rccl-telemetry: out of memory: rcclTelemetrySetupChannel(0, 3, 65536): granted {granted} of 65536 QP slots; the other {} are counted in num_qp_untracked (later shortfalls are counted without a line)", 65536 - granted);
         assert!(err.contains(&line), "not said: {line}\n{err}");
     }
     for said in [
