@@ -102,8 +102,20 @@ pub fn ibcast_sim() -> &'static Path {
 
 /// A command for `prog` with a clean RCCL_TELEMETRY_* environment plus `env`.
 pub fn command(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    use std::os::unix::process::CommandExt;
     let mut c = Command::new(prog);
     c.args(args);
+    // The termination signals as a program started from a shell has them: a test run in the
+    // background of a non-interactive shell inherits SIGINT and SIGQUIT ignored, and the
+    // library rightly leaves an ignored signal alone, which would change what it says.
+    // SAFETY: signal() is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        c.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     for (k, _) in std::env::vars() {
         if k.starts_with("RCCL_TELEMETRY_") {
             c.env_remove(k);
