@@ -75,7 +75,9 @@ header-check:
 	$(CARGO) run -q --release -p rccl-telemetry --example rccl_telemetry_header > $(B)/rccl_telemetry.h
 	@diff -u include/rccl_telemetry.h $(B)/rccl_telemetry.h || \
 	  { echo "header-check: include/rccl_telemetry.h is not what the sources generate: run make header"; exit 1; }
-	@echo "header-check: 1 passed, 0 failed"
+	@! grep -n '# Safety' include/rccl_telemetry.h || \
+	  { echo "header-check: a Rust '# Safety' heading in the C header: say the caller's contract in a sentence (src/capi.rs)"; exit 1; }
+	@echo "header-check: 2 passed, 0 failed"
 
 tool:
 	$(CARGO) build --release -p rccl-telemetry-tool

@@ -342,15 +342,13 @@ rcclTelemetryComm_t *rcclTelemetryCommInit(uint64_t commHash, int rank, int nRan
 // granted; -1 and 0 when none, for a NULL or finalized communicator, or while telemetry is
 // off. Cold path; thread-safe.
 //
-// # Safety
-// `comm` is NULL or a handle from rcclTelemetryCommInit; `numSlots` is NULL or points to a
-// writable int.
+// The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit;
+// `numSlots` is NULL or points to a writable int.
 int rcclTelemetryCommSetupChannel(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int numQps, int *numSlots);
 
 // rcclTelemetrySetQpRole for the communicator's QP slot qpIdx of (devIdx, chIdx).
 //
-// # Safety
-// `comm` is NULL or a handle from rcclTelemetryCommInit.
+// The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit.
 void rcclTelemetryCommSetQpRole(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int qpIdx, int isDataQp);
 
 // The stats handle of the communicator's QP slot qpIdx on (devIdx, chIdx), to store on the
@@ -358,16 +356,14 @@ void rcclTelemetryCommSetQpRole(rcclTelemetryComm_t *comm, int devIdx, int chIdx
 // communicator, while telemetry is off, or when the indices name no slot. Valid until the
 // communicator's rcclTelemetryCommFinalize.
 //
-// # Safety
-// `comm` is NULL or a handle from rcclTelemetryCommInit.
+// The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit.
 struct RcclQpStats *rcclTelemetryCommResolveQp(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int qpIdx);
 
 // The stats handle of the communicator's channel chIdx on devIdx. NULL as for
 // rcclTelemetryCommResolveQp, or when it set up no slot there. Valid until the
 // communicator's rcclTelemetryCommFinalize.
 //
-// # Safety
-// `comm` is NULL or a handle from rcclTelemetryCommInit.
+// The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit.
 struct RcclChannelStats *rcclTelemetryCommResolveChannel(rcclTelemetryComm_t *comm, int devIdx, int chIdx);
 
 // Ends a communicator's telemetry, at ncclCommDestroy (or ncclCommAbort), after its QPs are
@@ -381,8 +377,7 @@ struct RcclChannelStats *rcclTelemetryCommResolveChannel(rcclTelemetryComm_t *co
 // to another communicator's counts. NULL, a finalized handle, or telemetry off: no-op.
 // Thread-safe; it waits for a file or textfile being written.
 //
-// # Safety
-// `comm` is NULL or a handle from rcclTelemetryCommInit.
+// The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit.
 void rcclTelemetryCommFinalize(rcclTelemetryComm_t *comm);
 
 // The version of the running library, as RCCL_TELEMETRY_VERSION_CODE encodes it (major *

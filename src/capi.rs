@@ -799,9 +799,8 @@ pub extern "C" fn rcclTelemetryCommInit(
 /// granted; -1 and 0 when none, for a NULL or finalized communicator, or while telemetry is
 /// off. Cold path; thread-safe.
 ///
-/// # Safety
-/// `comm` is NULL or a handle from rcclTelemetryCommInit; `numSlots` is NULL or points to a
-/// writable int.
+/// The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit;
+/// `numSlots` is NULL or points to a writable int.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryCommSetupChannel(
     comm: *mut rcclTelemetryComm_t,
@@ -827,8 +826,7 @@ pub unsafe extern "C" fn rcclTelemetryCommSetupChannel(
 
 /// rcclTelemetrySetQpRole for the communicator's QP slot qpIdx of (devIdx, chIdx).
 ///
-/// # Safety
-/// `comm` is NULL or a handle from rcclTelemetryCommInit.
+/// The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryCommSetQpRole(
     comm: *mut rcclTelemetryComm_t,
@@ -850,8 +848,7 @@ pub unsafe extern "C" fn rcclTelemetryCommSetQpRole(
 /// communicator, while telemetry is off, or when the indices name no slot. Valid until the
 /// communicator's rcclTelemetryCommFinalize.
 ///
-/// # Safety
-/// `comm` is NULL or a handle from rcclTelemetryCommInit.
+/// The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryCommResolveQp(
     comm: *mut rcclTelemetryComm_t,
@@ -872,8 +869,7 @@ pub unsafe extern "C" fn rcclTelemetryCommResolveQp(
 /// rcclTelemetryCommResolveQp, or when it set up no slot there. Valid until the
 /// communicator's rcclTelemetryCommFinalize.
 ///
-/// # Safety
-/// `comm` is NULL or a handle from rcclTelemetryCommInit.
+/// The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryCommResolveChannel(
     comm: *mut rcclTelemetryComm_t,
@@ -900,8 +896,7 @@ pub unsafe extern "C" fn rcclTelemetryCommResolveChannel(
 /// to another communicator's counts. NULL, a finalized handle, or telemetry off: no-op.
 /// Thread-safe; it waits for a file or textfile being written.
 ///
-/// # Safety
-/// `comm` is NULL or a handle from rcclTelemetryCommInit.
+/// The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryCommFinalize(comm: *mut rcclTelemetryComm_t) {
     boundary!("rcclTelemetryCommFinalize", (), {
