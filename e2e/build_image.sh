@@ -71,8 +71,9 @@ KM=$KROOT/lib/modules/$KVER/kernel
 # the crypto API for "crc32" at 'rdma link add' time and fails without it.
 # rdma_ucm (with rdma_cm, ib_cm, iw_cm, configfs) gives /dev/infiniband/rdma_cm to
 # librdmacm (rping).
-# sch_prio + cls_u32 + sch_netem: the trio's fault injector (tc netem on one destination).
-WANT="virtio_pci virtio_net virtio_blk crc32_generic rdma_rxe rdma_ucm sch_prio cls_u32 sch_netem"
+# sch_prio + cls_u32 + sch_netem + sch_tbf: the trio's fault injector (tc netem, or a tbf rate
+# limit, on one destination).
+WANT="virtio_pci virtio_net virtio_blk crc32_generic rdma_rxe rdma_ucm sch_prio cls_u32 sch_netem sch_tbf"
 declare -A MODPATH=()
 while IFS= read -r f; do
   b=${f##*/}; b=${b%%.ko*}; MODPATH[$b]=$f; MODPATH[${b//-/_}]=$f

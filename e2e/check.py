@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import re
+import subprocess
 import sys
 
 from e2e_checks import HW_KEYS, hw_key, rxe_raw
@@ -387,6 +388,31 @@ def check_clean_errors(name, doc, tally, probe):
          f"device {dev_by}, QPs {[(k, q.get('cq_errors')) for k, q in errs.items()]}")
 
 
+TOOL = os.path.join(ROOT, "target", "release", "rccl-telemetry")
+
+
+def stalls_roots(name, tdir, want_root):
+    """rccl-telemetry stalls --json on a run's files: without want_root, no root and nothing
+    stalled now; with it, the roots it names are printed (INFO) and returned."""
+    if not os.access(TOOL, os.X_OK):
+        C.ok(f"{name}: rccl-telemetry built (stalls)", False, f"no {TOOL}")
+        return None
+    r = subprocess.run([TOOL, "stalls", tdir, "--json"], capture_output=True, text=True, timeout=300)
+    try:
+        st = json.loads(r.stdout)
+    except ValueError:
+        C.ok(f"{name}: rccl-telemetry stalls --json", False, f"exit {r.returncode}: {r.stderr[-300:]}")
+        return None
+    roots = st.get("roots", [])
+    if want_root:
+        print(f"INFO {name}: stalls: basis {st.get('roots_basis')}, roots "
+              + "; ".join(f"{x.get('kind')} {x.get('ranks')} {x.get('errors_by_status')}" for x in roots))
+        return roots
+    C.ok(f"{name}: stalls names no root and no QP stalled now", r.returncode == 0 and not roots and not st.get("stalled_qps"),
+         f"exit {r.returncode}, roots {roots}, stalled_qps {st.get('stalled_qps')}")
+    return roots
+
+
 def scenario(name, d, netdev, sampled_n=1):
     """One program run: exit status, payloads, file, schema, software counters, capture."""
     tally_path = os.path.join(d, "tally.json")
@@ -503,9 +529,15 @@ def single(res):
         C.ok("sample: a packet count rises over the run", any(v[-1] > v[0] for v in readable.values()),
              f"first/last: { {k: (v[0], v[-1]) for k, v in readable.items()} }")
 
+        # issue 32: a clean run (no error probe) shows no root of a hang
+        if ts:
+            stalls_roots("sample", os.path.join(out, "sample", "telemetry"), want_root=False)
+
     # 5. RNR exhausted: the receiver publishes CTS without receives from request 3 on, its
     # peer (itself, over rxe loopback) retries rnr_retry = 1 times, then RNR_RETRY_EXC_ERR
     tr, gotr = scenario("rnr", os.path.join(out, "rnr"), netdev)
+    if gotr:
+        stalls_roots("rnr", os.path.join(out, "rnr", "telemetry"), want_root=True)
     if gotr:
         doc, dev = gotr
         errs, dev_by = file_errors(doc)

@@ -255,8 +255,27 @@ def tool_json(*args):
         return r.returncode, None, r.stderr + r.stdout[:300]
 
 
-def tool_checks(name, d, faulted):
-    """The ranks' three files through rccl-telemetry links and outliers."""
+def matrix_info(name, lk):
+    """The link matrix as measured (INFO): per direction the sampled completions, p50 and p99."""
+    rows = []
+    for l in sorted(lk.get("links", []), key=lambda l: (l["src"]["host"], l["dst"]["host"])):
+        la = l.get("latency") or {}
+        rows.append(f"{l['src']['host'][4:]}->{l['dst']['host'][4:]} n={la.get('samples')} "
+                    f"p50={(la.get('p50_ns') or 0) / 1e6:.0f}ms p99={(la.get('p99_ns') or 0) / 1e6:.0f}ms")
+    print(f"INFO {name}: link matrix: " + "; ".join(rows))
+
+
+def p50_of(lk, src, dst):
+    for l in lk.get("links", []):
+        if (l["src"]["host"], l["dst"]["host"]) == (HOSTS[src], HOSTS[dst]):
+            return (l.get("latency") or {}).get("p50_ns")
+    return None
+
+
+def tool_checks(name, d, mode):
+    """The ranks' three files through rccl-telemetry links, outliers and stalls. mode: clean
+    (no finding of any kind, no root), delay (the a<->c link named), oneway (a -> c named as
+    one way), host_delay (b named as host-side delay, not as its NIC)."""
     if not os.access(TOOL, os.X_OK):
         ok(f"{name}: rccl-telemetry built", False, f"no {TOOL}")
         return
@@ -276,27 +295,72 @@ def tool_checks(name, d, faulted):
         pairs = sorted((l["src"]["host"], l["dst"]["host"]) for l in lk.get("links", []))
         want = sorted((HOSTS[x], HOSTS[y]) for x in GUESTS for y in GUESTS if x != y)
         ok(f"{name}: links: the six directed links between the three hosts", pairs == want, f"{pairs}")
+        matrix_info(name, lk)
+        # the final files of a run that ended: no root of a hang (issue 32: none on healthy or
+        # recovered runs)
+        rc, st, err = tool_json("stalls", tmp)
+        if ok(f"{name}: rccl-telemetry stalls --json", rc in (0, 1) and isinstance(st, dict), f"exit {rc}: {err[-300:]}"):
+            ok(f"{name}: stalls names no root and no QP stalled now", not st.get("roots") and not st.get("stalled_qps"),
+               f"roots {st.get('roots')}, stalled_qps {st.get('stalled_qps')}")
         rc, out, err = tool_json("outliers", tmp)
         if not ok(f"{name}: rccl-telemetry outliers --json", rc in (0, 1) and isinstance(out, dict), f"exit {rc}: {err[-300:]}"):
             return
-        fab = [f for f in out.get("findings", []) if f.get("kind") in ("slow_link", "slow_nic", "slow_host")]
-        desc = [f"{f['kind']} {f.get('host')} {f.get('roce_device')}: {f.get('evidence', '')[:160]}" for f in fab]
-        if not faulted:
-            ok(f"{name}: outliers names no slow link, NIC or host on the clean run", not fab, "; ".join(desc))
+        finds = out.get("findings", [])
+        desc = [f"{f['kind']} {f.get('host')} {f.get('roce_device')}: {f.get('evidence', '')[:200]}" for f in finds]
+        if finds:
+            print(f"INFO {name}: outliers: " + " | ".join(desc))
+        if mode == "clean":
+            # issue 33: nothing named on a healthy run, of any kind
+            ok(f"{name}: outliers names nothing on the clean run (no finding of any kind, exit 0)", not finds and rc == 0,
+               f"exit {rc}; " + "; ".join(desc))
             return
+
         def names(f, g):
             return f.get("host") == HOSTS[g] or HOSTS[g] in f.get("evidence", "")
-        ac = [f for f in fab if f["kind"] == "slow_link" and names(f, "a") and names(f, "c")]
-        ok(f"{name}: outliers names the a<->c link", bool(ac), "; ".join(desc) or "no fabric finding")
-        other = [f for f in fab if f["kind"] == "slow_link" and f not in ac]
-        ok(f"{name}: outliers names no other link", not other, "; ".join(desc))
-        nic = [f for f in fab if f["kind"] in ("slow_nic", "slow_host") and f.get("host") in (HOSTS["a"], HOSTS["c"])]
-        ok(f"{name}: outliers names neither NIC a nor NIC c (nor their hosts)", not nic, "; ".join(desc))
+        fab = [f for f in finds if f.get("kind") in ("slow_link", "slow_nic", "slow_host", "slow_link_one_way",
+                                                      "host_side_delay")]
+        if mode == "delay":
+            ac = [f for f in fab if f["kind"] == "slow_link" and names(f, "a") and names(f, "c")]
+            ok(f"{name}: outliers names the a<->c link", bool(ac), "; ".join(desc) or "no fabric finding")
+            other = [f for f in fab if f["kind"] == "slow_link" and f not in ac]
+            ok(f"{name}: outliers names no other link", not other, "; ".join(desc))
+            nic = [f for f in fab if f["kind"] in ("slow_nic", "slow_host") and f.get("host") in (HOSTS["a"], HOSTS["c"])]
+            ok(f"{name}: outliers names neither NIC a nor NIC c (nor their hosts)", not nic, "; ".join(desc))
+            return
+        if mode == "oneway":
+            # the limit took effect: a -> c is the slowest direction of the matrix (its reverse,
+            # whose acknowledgements the limit lets through, and the other links are not held)
+            p = {(x, y): p50_of(lk, x, y) for x in GUESTS for y in GUESTS if x != y}
+            ok(f"{name}: the limited direction a->c has the highest p50 of the six", p[("a", "c")] is not None and
+               all(v is not None and v < p[("a", "c")] for k, v in p.items() if k != ("a", "c")),
+               f"{ {f'{k[0]}->{k[1]}': v and round(v / 1e6) for k, v in p.items()} } ms")
+            nic = [f for f in fab if f["kind"] in ("slow_nic", "slow_host", "host_side_delay")
+                   and f.get("host") in (HOSTS["a"], HOSTS["c"])]
+            ok(f"{name}: outliers names neither NIC a nor NIC c nor their hosts", not nic, "; ".join(desc))
+            both = [f for f in fab if f["kind"] == "slow_link"]
+            ok(f"{name}: outliers names no link slow both ways", not both, "; ".join(desc))
+            one = [f for f in fab if f["kind"] == "slow_link_one_way"]
+            ok(f"{name}: outliers names the a->c direction as slow_link_one_way, and nothing else one way",
+               len(one) == 1 and names(one[0], "a") and names(one[0], "c"), "; ".join(desc) or "no finding")
+            return
+        if mode == "host_delay":
+            # b's poller starved: its own completions (its row) late, its peers' (its column) not
+            nic = [f for f in fab if f["kind"] in ("slow_nic", "slow_host", "slow_link", "slow_link_one_way")]
+            ok(f"{name}: outliers names no NIC, host or link (b's NIC answers its peers in time)", not nic,
+               "; ".join(desc))
+            hd = [f for f in fab if f["kind"] == "host_side_delay"]
+            ok(f"{name}: outliers names b (and only b) as host_side_delay", len(hd) == 1 and hd[0].get("host") == HOSTS["b"],
+               "; ".join(desc) or "no finding")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def links(res, scen):
+def links(res, scen, mode="clean", sbw=True):
+    """One links-shaped run: every rank's ibcast file against its tally, the QP join, the
+    analyser (tool_checks' mode), and, with sbw, the three ib_send_bw pairs. Stalls: none
+    anywhere, except on the a-c link in links_delay (the delay) and on a's QPs towards c in
+    oneway (the limit: a's WRs queue for seconds); b's own file in host_delay is not judged
+    (a burst can outlast STALL_MS, and b's completions are then late by definition)."""
     d = {g: os.path.join(res, g, "out", "trio", scen) for g in GUESTS}
     docs = {}
     for g in GUESTS:
@@ -307,24 +371,41 @@ def links(res, scen):
         if ok(f"{scen} {g}: file carries the stall keys (format 3, STALL_MS on)", has_stall_keys(doc),
               f"version {doc.get('version')}, stall_ms {doc.get('stall_ms')}"):
             p = stall_problems(doc)
-            if scen == "links_delay":
-                # a 2 s delay keeps WRs of the a-c link outstanding longer than STALL_MS: a
-                # stall by definition there, and only there
+            if mode == "delay" or (mode == "oneway" and g == "a"):
+                # a 2 s delay (or the rate limit's queue) keeps WRs of the a-c link outstanding
+                # longer than STALL_MS: a stall by definition there, and only there
                 p = [x for x in p if not any(x.startswith(f"ch {c} ") for c in FAULT_CH)]
                 ok(f"{scen} {g}: no stall off the a-c link", not p, "; ".join(p[:3]))
+            elif mode == "host_delay" and g == "b":
+                print(f"INFO {scen} b: stalls in the starved rank's own file: {p[:3]}")
             else:
                 ok(f"{scen} {g}: no stall anywhere in the file", not p, "; ".join(p[:3]))
     if len(docs) == 3:
         join_links(f"{scen} ibcast", docs)
         if any(q.get("peer") for doc in docs.values() for _, _, q in qps_of(doc)):
-            tool_checks(scen, d, scen == "links_delay")
+            tool_checks(scen, d, mode)
         else:
             ok(f"{scen}: rccl-telemetry links / outliers on the three files", False, "the files carry no QP peers yet")
     if scen == "links_delay":
         tc = K.read(os.path.join(d["a"], "tc_stats.txt"))
         m = re.search(r"qdisc netem 30:.*?Sent (\d+) bytes (\d+) pkt", tc, re.S)
         ok(f"{scen}: a's netem delay was installed and delayed packets to c", m and int(m.group(2)) > 0, tc[:300])
-    sbw_files(scen, d)
+    if mode == "oneway":
+        tc = K.read(os.path.join(d["a"], "tc_stats.txt"))
+        m = re.search(r"qdisc tbf 30:.*?Sent (\d+) bytes (\d+) pkt \(dropped (\d+), overlimits (\d+)", tc, re.S)
+        ok(f"{scen}: a's tbf held its packets to c to the rate (sent through it, over the limit at times, none dropped)",
+           m and int(m.group(2)) > 0 and int(m.group(4)) > 0 and int(m.group(3)) == 0, tc[:400])
+        if m:
+            print(f"INFO {scen}: a's tbf towards c: {m.group(2)} packets, {m.group(1)} bytes, overlimits {m.group(4)}")
+    if mode == "host_delay":
+        bursts = [ln.split() for ln in K.read(os.path.join(d["b"], "bursts.txt")).splitlines() if ln.strip()]
+        lens = [float(y) - float(x) for x, y in bursts]
+        ok(f"{scen}: b's rank was stopped in bursts during its traffic", len(lens) >= 2, f"{len(lens)} bursts")
+        if lens:
+            print(f"INFO {scen}: b stopped {len(lens)} times, {min(lens):.2f}..{max(lens):.2f} s each, "
+                  f"{sum(lens):.1f} s in all")
+    if sbw:
+        sbw_files(scen, d)
     return docs
 
 
@@ -658,6 +739,87 @@ def dead_tool(res, scen):
         ok(f"{scen} server: no error in its file", not errored(srv) and not srv["devices"][0].get("cq_errors_by_status"), "")
 
 
+def frozen(res, scen):
+    """b's rank frozen (SIGSTOP) for good mid-run; a and c hang waiting on it, their a-c link
+    done: `rccl-telemetry stalls` on every rank's latest file (periodic snapshots) names b."""
+    d = {g: os.path.join(res, g, "out", "trio", scen) for g in GUESTS}
+    fault = K.read(os.path.join(d["b"], "fault.txt"))
+    if not ok(f"{scen}: b stopped its rank (SIGSTOP) mid-run", fault.startswith("stop "), fault):
+        return
+    files = {}
+    for g in GUESTS:
+        nm = f"{scen} {g}"
+        said = K.read(os.path.join(d[g], "ibcast", "stdout.txt"))
+        if g != "b":
+            ok(f"{nm}: the rank said it is hung (waiting on b)", "ibcast_e2e: hung after 0 error" in said, said[-300:])
+        f = glob.glob(os.path.join(d[g], "ibcast", "telemetry", "rccl_telemetry_*.json"))
+        if not ok(f"{nm}: one file left (rewritten every second: RCCL_TELEMETRY_FLUSH_INTERVAL_S=1)", len(f) == 1, f"{f}"):
+            continue
+        doc = K.load(f[0])
+        files[g] = f[0]
+        K.validate(f"{nm}: its file validates against the schema", doc)
+        ok(f"{nm}: the file left after SIGKILL is a snapshot", doc.get("final") is False, f"final {doc.get('final')}")
+        ok(f"{nm}: no error and no QP stalled in it (a frozen rank's rxe still answers: its peers wait, nothing fails)",
+           not errored(doc) and not any(q.get("stalled") for _, _, q in qps_of(doc)),
+           f"{[(c, q.get('cq_errors')) for c, q in errored(doc)]}")
+        if g != "b" and os.path.exists(os.path.join(d[g], "ibcast", "tally.json")):
+            K.check_errors(nm, doc, K.load(os.path.join(d[g], "ibcast", "tally.json")))
+    if len(files) != 3 or not os.access(TOOL, os.X_OK):
+        ok(f"{scen}: the three files and the tool for stalls", False, f"{sorted(files)}, tool {os.access(TOOL, os.X_OK)}")
+        return
+    tmp = tempfile.mkdtemp(prefix="e2e-trio-")
+    try:
+        for f in files.values():
+            shutil.copy(f, tmp)
+        rc, st, err = tool_json("stalls", tmp)
+        if not ok(f"{scen}: rccl-telemetry stalls --json", rc in (0, 1) and isinstance(st, dict), f"exit {rc}: {err[-300:]}"):
+            return
+        bpid = K.read(os.path.join(d["b"], "ibcast", "pid")).strip()
+        roots = st.get("roots", [])
+        print(f"INFO {scen}: stalls: basis {st.get('roots_basis')}, roots "
+              + "; ".join(f"{r.get('kind')} {r.get('ranks')} {r.get('nics')}: {r.get('evidence', '')[:240]}" for r in roots)
+              + (f"; no root: {st.get('no_root')}" if st.get("no_root") else ""))
+        ok(f"{scen}: stalls names one root: b's rank (e2e-b:{bpid}) and its NIC (e2e-b:rxe0)",
+           len(roots) == 1 and roots[0].get("ranks") == [f"{HOSTS['b']}:{bpid}"] and roots[0].get("nics") == [f"{HOSTS['b']}:rxe0"],
+           f"roots {[(r.get('kind'), r.get('ranks'), r.get('nics')) for r in roots]}; {st.get('no_root')}")
+        if roots:
+            ql = roots[0].get("quiet_links", [])
+            ok(f"{scen}: the links that went quiet first are b's two (a-b, b-c), the a-c link went on",
+               roots[0].get("kind") == "quiet_end" and len(ql) == 2 and all(HOSTS["b"] in x for x in ql), f"{ql}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def no_root(name, paths):
+    """The final files of a run that ended (recovered or healthy): stalls names no root."""
+    tmp = tempfile.mkdtemp(prefix="e2e-trio-")
+    try:
+        for f in paths:
+            shutil.copy(f, tmp)
+        rc, st, err = tool_json("stalls", tmp)
+        ok(f"{name}: stalls on the final files names no root and no QP stalled now",
+           rc == 0 and isinstance(st, dict) and not st.get("roots") and not st.get("stalled_qps"),
+           f"exit {rc}: {(st or {}).get('roots')} {err[-200:]}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# The trio's scenario groups (guest/trio.sh run_trio; E2E_TRIO_ONLY=group,group selects)
+GROUPS = {"links_clean": ("links", "verdict"), "links_delay": ("links",), "stall_loss": ("stalls",),
+          "stall_stop": ("stalls",), "dead_path": ("faults",), "dead_tool": ("faults",), "frozen": ("faults",),
+          "clean_2": ("verdict",), "clean_3": ("verdict",), "oneway": ("verdict",), "host_delay": ("verdict",)}
+
+
+def selection():
+    """E2E_TRIO_ONLY as the guests got it: the environment, or E2E_GUEST_ARGS (run.sh's kernel
+    command-line variables); empty: every scenario."""
+    only = os.environ.get("E2E_TRIO_ONLY")
+    if only is None:
+        m = re.search(r"(?:^|\s)E2E_TRIO_ONLY=(\S*)", os.environ.get("E2E_GUEST_ARGS", ""))
+        only = m.group(1) if m else ""
+    return {g for g in only.split(",") if g}
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -665,18 +827,43 @@ def main():
     res = sys.argv[1]
     for g in GUESTS:
         ok(f"guest {g}: trio results present", os.path.isdir(os.path.join(res, g, "out", "trio")), "no out/trio")
-    if os.environ.get("E2E_TRIO_ONLY") != "faults":
+    sel = selection()
+    said = K.read(os.path.join(res, "a", "out", "trio", "only")).strip()
+    ok("the guests ran the selection asked for (E2E_TRIO_ONLY)", set(x for x in said.split(",") if x) == sel,
+       f"guests: {said!r}, asked: {sorted(sel)}")
+
+    def want(scen):
+        if not sel or sel & set(GROUPS[scen]):
+            return True
+        print(f"SKIP {scen}: not selected (E2E_TRIO_ONLY={','.join(sorted(sel))})")
+        return False
+    if want("links_clean"):
         links(res, "links_clean")
-        links(res, "links_delay")
+    if want("links_delay"):
+        links(res, "links_delay", "delay")
     ne = NodeExporter()
     try:
-        if os.environ.get("E2E_TRIO_ONLY") != "faults":
+        if want("stall_loss"):
             stall(res, "stall_loss", ne)
+            no_root("stall_loss (recovered)", glob.glob(os.path.join(res, "*", "out", "trio", "stall_loss", "ibcast",
+                                                                    "telemetry", "*.json")))
+        if want("stall_stop"):
             stall_stop(res, "stall_stop", ne)
-        dead_path(res, "dead_path", ne)
-        dead_tool(res, "dead_tool")
+        if want("dead_path"):
+            dead_path(res, "dead_path", ne)
+        if want("dead_tool"):
+            dead_tool(res, "dead_tool")
     finally:
         ne.close()
+    if want("frozen"):
+        frozen(res, "frozen")
+    for scen in ["clean_2", "clean_3"]:
+        if want(scen):
+            links(res, scen, sbw=False)
+    if want("oneway"):
+        links(res, "oneway", "oneway", sbw=False)
+    if want("host_delay"):
+        links(res, "host_delay", "host_delay", sbw=False)
     print(f"check_trio.py: {K.C.passed} passed, {K.C.failed} failed")
     return 1 if K.C.failed else 0
 

@@ -107,6 +107,11 @@ scenario() {
   fi
 }
 
+# the checkers read the files through rccl-telemetry (links, outliers, stalls)
+stage "the analyser (cargo build -p rccl-telemetry-tool)"
+if cargo build --release -p rccl-telemetry-tool -q 2>"$B/cargo-tool.err"; then pass "rccl-telemetry (the tool) builds"
+else fail "rccl-telemetry (the tool) builds: $(tail -3 "$B/cargo-tool.err")"; fi
+
 STAGES=${E2E_STAGES:-single pair trio}
 want() { case " $STAGES " in *" $1 "*) return 0 ;; esac; echo "SKIP stage $1: not in E2E_STAGES=$STAGES"; return 1; }
 
@@ -120,11 +125,8 @@ want single && scenario single "single guest booted, ran and powered off" "conso
 stage "two guests wired together: 2 ranks per host; verbs programs across the wire"
 want pair && scenario pair "both pair guests booted, ran and powered off" "consoles: $B/result-pair/*/console.log"
 
-stage "three guests on one L2 segment: links clean and with netem delay a->c, a stall under netem loss"
+stage "three guests on one L2 segment: links (clean, delay), stalls, faults (dead path, frozen rank), verdicts (clean x3, one way, host-side)"
 if want trio; then
-  # the checker reads the files through rccl-telemetry links / outliers
-  if cargo build --release -p rccl-telemetry-tool -q 2>"$B/cargo-tool.err"; then pass "rccl-telemetry (the tool) builds"
-  else fail "rccl-telemetry (the tool) builds: $(tail -3 "$B/cargo-tool.err")"; fi
   if bash e2e/run_guest.sh trio "$B/image" "$B/result-trio"; then
     pass "the three trio guests booted, ran and powered off"
     python3 e2e/check_trio.py "$B/result-trio" | tee "$B/check-trio.log"

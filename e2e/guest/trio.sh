@@ -50,18 +50,30 @@ trio_barrier() {
 # fault KIND [ARGS]: tc netem on the a -> c path only (a's egress, filtered by destination
 # c); "clear" removes it; "change ARGS" replaces the installed netem's parameters in one
 # netlink request (a loss switched on mid-run: installing prio + netem + filter takes
-# seconds on a loaded TCG guest). Logged with uptime stamps by the callers.
+# seconds on a loaded TCG guest); "tbf ARGS" puts a tbf rate limit there instead of a netem.
+# Logged with uptime stamps by the callers.
 fault() {
+  q=netem
   case $1 in
     clear) /usr/sbin/tc qdisc del dev eth0 root 2>/dev/null; return 0 ;;
     change) shift; /usr/sbin/tc qdisc change dev eth0 parent 1:3 handle 30: netem "$@"; return ;;
+    tbf) shift; q=tbf ;;
   esac
   /usr/sbin/tc qdisc del dev eth0 root 2>/dev/null
-  # prio's band 3 gets the netem; the u32 filter sends only what goes to c there, the rest
-  # keeps the priomap's bands 1-2 (no netem)
+  # prio's band 3 gets the netem (or tbf); the u32 filter sends only what goes to c there,
+  # the rest keeps the priomap's bands 1-2 (nothing in the way)
   /usr/sbin/tc qdisc add dev eth0 root handle 1: prio &&
-    /usr/sbin/tc qdisc add dev eth0 parent 1:3 handle 30: netem "$@" &&
-    /usr/sbin/tc filter add dev eth0 parent 1:0 protocol ip prio 1 u32 match ip dst $(ip_of c)/32 flowid 1:3
+    /usr/sbin/tc qdisc add dev eth0 parent 1:3 handle 30: $q "$@" || return
+  if [ $q = tbf ]; then
+    # A degraded direction as issue 33 describes it: a's requests to c (large WRs) held to
+    # the rate, its acknowledgements of c's requests (RoCE v2: UDP 4791, BTH opcode 0x11,
+    # RC ACKNOWLEDGE, at byte 28 of the IP packet) not: in one queue they would wait behind
+    # a's data and c's own completions would slow too (a path slow both ways). A
+    # responder's ACKs and a requester's packets are separate PSN streams: nothing reorders.
+    /usr/sbin/tc filter add dev eth0 parent 1:0 protocol ip prio 1 u32 match ip dst $(ip_of c)/32 \
+      match ip protocol 17 0xff match u16 4791 0xffff at 22 match u8 0x11 0xff at 28 flowid 1:2 || return
+  fi
+  /usr/sbin/tc filter add dev eth0 parent 1:0 protocol ip prio 2 u32 match ip dst $(ip_of c)/32 flowid 1:3
 }
 
 # snap_copy FROM TO: wait (up to 5 s) for the SIGUSR1 snapshot in FROM, copy it to TO
@@ -122,7 +134,11 @@ trio_sbw() {
   for pr in ab:0 ac:1 bc:2; do
     s=${pr%%:*}; srv=${s%?}; cli=${s#?}; k=${pr#*:}
     wport=$((wbase + k)); ctl=$((wbase + 10 + k))
-    wd=$wdd/sbw_$s; args="-d rxe0 -x $G -s 4096 -n 200 -Q 10 -F -p $wport"
+    # -u 20 (4.3 s): perftest's default QP timeout, 14 (67 ms), is shorter than a vCPU of
+    # three TCG guests on a loaded 2-core host can be descheduled; the spurious retransmissions
+    # ended a run with LOC_QP_OP_ERR at the receiver (rxe's duplicate SEND handling; seen once
+    # in three runs at load 15, with completer_retry_err 2 on the sender)
+    wd=$wdd/sbw_$s; args="-d rxe0 -x $G -s 4096 -n 200 -Q 10 -u 20 -F -p $wport"
     if [ "$E2E_ROLE" = $srv ]; then
       mkdir -p $wd; : > $wd/preload
       ( launch $wd server 1 "" -- nice -n 19 ib_send_bw $args &
@@ -145,15 +161,72 @@ trio_sbw() {
   log "trio sbw $(basename $wdd): rc $(cat $wdd/sbw_*/*/rc 2>/dev/null | tr '\n' ' ')"
 }
 
-# links scenarios: every rank to both peers (ibcast), then ib_send_bw pairs
+# links scenarios: every rank to both peers (ibcast), then (SBW 1, the default) ib_send_bw
+# pairs. trio_links_run NAME PORT [SBW [WORKLOAD [ENV]]]
 trio_links_run() {
   name=$1; port=$2; d=/out/trio/$name; mkdir -p $d
   snap $d before
-  trio_ibcast $d $port "" -- $TRIO_WORKLOAD
+  trio_ibcast $d $port "${5:-}" -- ${4:-$TRIO_WORKLOAD}
+  pp=""
+  if [ -n "${TRIO_PERTURB:-}" ]; then $TRIO_PERTURB $d $IBPID & pp=$!; fi
   wait $IBPID; echo $? > $d/ibcast/rc
+  [ -n "$pp" ] && wait $pp
   log "trio $name ibcast: rc=$(cat $d/ibcast/rc) $(tail -1 $d/ibcast/stdout.txt)"
-  trio_sbw $d $((port + 3))
+  [ "${3:-1}" = 1 ] && trio_sbw $d $((port + 3))
   snap $d after
+}
+
+# stop_bursts DIR PID: a starved poller (issue 33: host-side delay): once the rank's traffic
+# began, it runs TRIO_BURST_RUN_S at a time and is stopped (SIGSTOP) TRIO_BURST_STOP_S in
+# between, while it lives; each stop's /proc/uptime stamps (STOP, CONT) in DIR/bursts.txt,
+# written while it is stopped. A running window shorter than a completion's round trip (tens of
+# ms here) leaves the completions of what the rank posted in it to be polled after the next
+# stop: its own completions are late (its row of the link matrix) while its rxe, in the kernel,
+# answers its peers in time (its column).
+stop_bursts() {
+  i=0; until grep -q 'channels' $1/ibcast/stdout.txt 2>/dev/null || [ $i -gt 600 ]; do i=$((i + 1)); sleep 0.1; done
+  : > $1/bursts.txt
+  kill -STOP $2 2>/dev/null || return 0
+  t0=$(up)
+  while ! grep -q 'ibcast_e2e: done' $1/ibcast/stdout.txt 2>/dev/null; do
+    sleep $TRIO_BURST_STOP_S
+    t1=$(up); kill -CONT $2 2>/dev/null || break
+    sleep $TRIO_BURST_RUN_S
+    kill -STOP $2 2>/dev/null || break
+    t2=$(up); echo "$t0 $t1" >> $1/bursts.txt; t0=$t2
+  done
+  kill -CONT $2 2>/dev/null
+  return 0
+}
+
+# A rank frozen (SIGSTOP) for good in the middle of its traffic (issue 32: the root of a hang):
+# b stops its rank 1 s after its traffic began and keeps it stopped; a and c, whose links
+# with each other go on, wait on b for nothing (nothing is stalled: a frozen rank's rxe still
+# answers, it merely posts no more) and say they are hung. Every rank rewrites its file as a
+# snapshot every second (RCCL_TELEMETRY_FLUSH_INTERVAL_S=1, as an operator would run a job
+# to have its latest state after a SIGKILL), so b's latest file is from before the freeze.
+# Once a and c are hung (barrier BARRIER), every rank gets SIGKILL.
+trio_frozen() {
+  name=$1; port=$2; d=/out/trio/$name; mkdir -p $d
+  snap $d before
+  trio_ibcast $d $port "RCCL_TELEMETRY_STALL_MS=$TRIO_FROZEN_STALL_MS RCCL_TELEMETRY_FLUSH_INTERVAL_S=1" -- $TRIO_FROZEN_WORKLOAD
+  if [ "$E2E_ROLE" = b ]; then
+    i=0; until grep -q 'channels' $d/ibcast/stdout.txt 2>/dev/null || [ $i -gt 600 ]; do i=$((i + 1)); sleep 0.1; done
+    sleep $TRIO_FREEZE_AFTER_S
+    t0=$(up); kill -STOP $IBPID; echo "stop $t0 $(up)" > $d/fault.txt
+  else
+    i=0; until grep -qE 'ibcast_e2e: (hung|done) after' $d/ibcast/stdout.txt 2>/dev/null || [ $i -gt 900 ]; do
+      i=$((i + 1)); sleep 0.1
+    done
+    # the hung state in the file: two flush intervals after the rank said so
+    sleep 2.2
+  fi
+  trio_barrier $3
+  kill -KILL $IBPID
+  wait $IBPID; echo $? > $d/ibcast/rc
+  echo "killed $(up)" >> $d/fault.txt
+  snap $d after
+  log "trio $name ibcast: rc=$(cat $d/ibcast/rc) $(tail -1 $d/ibcast/stdout.txt)"
 }
 
 # 100% loss on a -> c for LOSS_S seconds, mid-run, then restored. RC retransmission timeout
@@ -357,49 +430,107 @@ TRIO_STALL_MS=1000
 # the dead path: retries run out in ~2 s; a rank that saw an error and no progress for 4 s
 # says it is hung and stays
 TRIO_DEAD_WORKLOAD="--index-channel 17 --reqs 64 --max-size 16384 --inflight 2 --timeout 18 --retry-cnt 1 --expect-errors --hang-ms 4000 --hang"
+# the frozen rank: the checks' tick (STALL_MS / 2: the last-progress times' resolution, and
+# the quiet rule's tolerance) is 1 s, so b's two links that stop at the freeze stay within
+# one tick of each other while a-c, busy for seconds more, does not
+TRIO_FROZEN_WORKLOAD="--index-channel 17 --reqs 64 --max-size 16384 --inflight 2 --expect-errors --hang-ms 4000 --hang"
+TRIO_FROZEN_STALL_MS=2000
+TRIO_FREEZE_AFTER_S=1.0
+# issue 33 (verdicts on real verbs): the one-way limit on a -> c, and the starved poller in b
+# The verdict runs (clean_2, clean_3, oneway, host_delay) are about latency, not stalls: their
+# stall threshold is above how long a vCPU of three TCG guests on a loaded 2-core host is
+# descheduled (measured at load 11-15: QPs of every link "stalled" 1.5-2.8 s in clean runs
+# with the default 1 s), so that a stall there is one
+TRIO_VERDICT_ENV="RCCL_TELEMETRY_STALL_MS=5000"
+# The one-way run: 4 requests in flight per comm, so that a's WRs to c queue behind each
+# other at the limit: a request's latency is the queue ahead of it over the rate (about
+# 8 x 16 KiB at 256 kbit/s: 4 s), the run as long as the bytes a -> c take (~13 s). (A limit
+# the run's CPU-bound pace does not reach shows nothing: 512 kbit/s with 32 requests a comm
+# took 17 s on a loaded host with a -> c no slower than the rest.)
+TRIO_ONEWAY_WORKLOAD="--index-channel 17 --reqs 16 --max-size 32768 --inflight 4 --timeout 21"
+TRIO_RATE=${E2E_TRIO_RATE:-256kbit}
+# The starved poller: stopped 0.4 s, running 0.02 s (nominal: sleeps stretch on a loaded
+# guest). Measured: stopped 0.8 s and running 0.3 s, most completions came within a window and
+# b's row was 1.9x the healthy links' p50 (below the 2x a finding needs); 0.4 / 0.05, 2.4x.
+TRIO_BURST_STOP_S=${E2E_TRIO_BURST_STOP:-0.4}
+TRIO_BURST_RUN_S=${E2E_TRIO_BURST_RUN:-0.02}
 TRIO_LOSS_S=3.0
 TRIO_STOP_S=4.5
 # Measured on loaded TCG guests: completion p50 0.2-0.4 s, p99 0.7-1.2 s on every link; 5 ms
 # was invisible. 2 s doubles and more the a<->c links' p99.
 TRIO_DELAY=${E2E_TRIO_DELAY:-2000ms}
 
+# trio_want GROUP...: the scenario runs when E2E_TRIO_ONLY (kernel command line, a comma
+# list of groups: links, stalls, faults, verdict) is empty or names one of GROUP
+trio_want() {
+  [ -z "${E2E_TRIO_ONLY:-}" ] && return 0
+  for g in "$@"; do case ",$E2E_TRIO_ONLY," in *",$g,"*) return 0 ;; esac; done
+  return 1
+}
+
 run_trio() {
   mkdir -p /out/trio
   echo "$TRIO_DELAY" > /out/trio/delay
-  # E2E_TRIO_ONLY=faults (kernel command line): only the dead-path scenarios (development)
-  if [ "${E2E_TRIO_ONLY:-}" = faults ]; then
-    trio_barrier 1
+  echo "${E2E_TRIO_ONLY:-}" > /out/trio/only
+  trio_barrier 1
+  if trio_want links verdict; then
+    trio_links_run links_clean 18700
+    trio_barrier 2
+  fi
+  if trio_want links; then
+    if [ "$E2E_ROLE" = a ]; then
+      fault delay $TRIO_DELAY || log "tc netem delay failed"
+      echo "delay $TRIO_DELAY to $(ip_of c) from $(up)" > /out/trio/fault_delay.txt
+      /usr/sbin/tc -s qdisc show dev eth0 >> /out/trio/fault_delay.txt 2>&1
+    fi
+    trio_barrier 3
+    trio_links_run links_delay 18720
+    # a's part of every a-c run is over: the delay goes before the barrier (whose own TCP
+    # exchanges with c it would slow past their timeouts)
+    if [ "$E2E_ROLE" = a ]; then
+      /usr/sbin/tc -s qdisc show dev eth0 > /out/trio/links_delay/tc_stats.txt 2>&1
+      /usr/sbin/tc -s filter show dev eth0 >> /out/trio/links_delay/tc_stats.txt 2>&1
+      fault clear
+    fi
+    trio_barrier 4
+  fi
+  if trio_want stalls; then
+    trio_barrier 5
+    trio_stall_loss stall_loss 18740
+    trio_barrier 6
+    trio_stall_stop stall_stop 18760
+    trio_barrier 7
+  fi
+  if trio_want faults; then
     trio_dead_path dead_path 18780
     trio_barrier 8
     trio_dead_tool dead_tool 18800
     trio_barrier 9
-    return
+    trio_frozen frozen 18820 10
+    trio_barrier 11
   fi
-  trio_barrier 1
-  trio_links_run links_clean 18700
-  trio_barrier 2
-  if [ "$E2E_ROLE" = a ]; then
-    fault delay $TRIO_DELAY || log "tc netem delay failed"
-    echo "delay $TRIO_DELAY to $(ip_of c) from $(up)" > /out/trio/fault_delay.txt
-    /usr/sbin/tc -s qdisc show dev eth0 >> /out/trio/fault_delay.txt 2>&1
+  if trio_want verdict; then
+    # two more clean runs (links_clean is the first): ibcast only
+    trio_links_run clean_2 18840 0 "$TRIO_WORKLOAD" "$TRIO_VERDICT_ENV"
+    trio_barrier 12
+    trio_links_run clean_3 18860 0 "$TRIO_WORKLOAD" "$TRIO_VERDICT_ENV"
+    trio_barrier 13
+    # one direction limited: a's egress towards c through a tbf, installed before the ranks
+    if [ "$E2E_ROLE" = a ]; then
+      fault tbf rate $TRIO_RATE burst 16kb latency 30s || log "tc tbf failed"
+      echo "tbf rate $TRIO_RATE to $(ip_of c) from $(up)" > /out/trio/fault_rate.txt
+    fi
+    trio_barrier 14
+    trio_links_run oneway 18880 0 "$TRIO_ONEWAY_WORKLOAD" "$TRIO_VERDICT_ENV"
+    if [ "$E2E_ROLE" = a ]; then
+      /usr/sbin/tc -s qdisc show dev eth0 > /out/trio/oneway/tc_stats.txt 2>&1
+      fault clear
+    fi
+    trio_barrier 15
+    # a starved poller: b's rank stopped in bursts
+    [ "$E2E_ROLE" = b ] && TRIO_PERTURB=stop_bursts
+    trio_links_run host_delay 18900 0 "$TRIO_WORKLOAD" "$TRIO_VERDICT_ENV"
+    TRIO_PERTURB=
+    trio_barrier 16
   fi
-  trio_barrier 3
-  trio_links_run links_delay 18720
-  # a's part of every a-c run is over: the delay goes before the barrier (whose own TCP
-  # exchanges with c it would slow past their timeouts)
-  if [ "$E2E_ROLE" = a ]; then
-    /usr/sbin/tc -s qdisc show dev eth0 > /out/trio/links_delay/tc_stats.txt 2>&1
-    /usr/sbin/tc -s filter show dev eth0 >> /out/trio/links_delay/tc_stats.txt 2>&1
-    fault clear
-  fi
-  trio_barrier 4
-  trio_barrier 5
-  trio_stall_loss stall_loss 18740
-  trio_barrier 6
-  trio_stall_stop stall_stop 18760
-  trio_barrier 7
-  trio_dead_path dead_path 18780
-  trio_barrier 8
-  trio_dead_tool dead_tool 18800
-  trio_barrier 9
 }
