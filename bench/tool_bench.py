@@ -9,6 +9,14 @@ Writes the figures as JSON (with the commit and the date) and prints a table and
 the ratio from each size to the next. Kept in Python because GNU time is not installed and
 wait4 gives each child's own peak RSS.
 
+Beside our reading of each run, DuckDB's `read_json` of the same files with one sum over the
+devices (when the duckdb module is installed), timed the same way in a child.
+
+Then runs with links (format version 3, `generate --peers --qps-per-peer 1 --topology T`),
+RT_BENCH_LINKS (default "rail:1024 rail:4096 rail:16384 ring:16384 tree:16384 alltoall:1024";
+empty: none): `outliers`, `links`, `stalls` and `summary` on each, and how the rail-shaped
+runs grow.
+
 usage: tool_bench.py TOOL OUT RESULTS.json RANKS [RANKS ...]
 """
 
@@ -47,6 +55,77 @@ def git(*args):
         return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+DUCKDB_SUM = """
+import sys, duckdb
+con = duckdb.connect()
+con.execute("SET threads TO %d" % int(sys.argv[2]))
+q = ("SELECT sum(d.tx_bytes) FROM (SELECT unnest(devices) AS d FROM read_json(?, "
+     "maximum_object_size=1073741824, union_by_name=true))")
+print(con.execute(q, [sys.argv[1]]).fetchone()[0])
+"""
+
+
+def duckdb_row(run):
+    """DuckDB's read_json of the run's files with one sum, in a child (None without duckdb)."""
+    try:
+        import duckdb  # noqa: F401
+    except ImportError:
+        return None
+    glob = os.path.join(run, "rccl_telemetry_*.json")
+    rc, wall, cpu, rss = timed([sys.executable, "-c", DUCKDB_SUM, glob, str(os.cpu_count() or 1)])
+    return {"command": "duckdb read_json + sum(tx_bytes)", "exit": rc, "wall_s": round(wall, 3),
+            "cpu_s": round(cpu, 3), "peak_rss_kib": rss}
+
+
+def links_runs(tool, out, spec):
+    """The version-3 runs: (topology, ranks) each generated, timed and deleted in turn."""
+    runs = []
+    failed = False
+    for item in spec.split():
+        topo, _, n = item.partition(":")
+        ranks = int(n)
+        run = os.path.join(out, f"links-{topo}{ranks}")
+        shutil.rmtree(run, ignore_errors=True)
+        rc, wall, cpu, rss = timed([tool, "generate", "--peers", "--qps-per-peer", "1", "--topology", topo,
+                                    "--ranks", str(ranks), run])
+        if rc != 0:
+            print(f"tool_bench: generate --peers --topology {topo} --ranks {ranks} failed (exit {rc})",
+                  file=sys.stderr)
+            return runs, True
+        entry = {"topology": topo, "ranks": ranks, "input_bytes": du(run),
+                 "generate": {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "peak_rss_kib": rss},
+                 "commands": []}
+        for name, args in [("outliers", ["outliers"]), ("links", ["links"]), ("stalls", ["stalls"]),
+                           ("summary", ["summary"])]:
+            rc, wall, cpu, rss = timed([tool, *args, run])
+            ok = rc in (0, 1)
+            failed |= not ok
+            entry["commands"].append({"command": name, "exit": rc, "wall_s": round(wall, 3),
+                                      "cpu_s": round(cpu, 3), "peak_rss_kib": rss})
+            print(f"{topo:>8} {ranks:>6} ranks  {name:<9} exit {rc}  wall {wall:7.2f} s  cpu {cpu:7.2f} s  "
+                  f"peak RSS {rss / 1024:7.1f} MiB  ({entry['input_bytes'] / 1e6:.0f} MB of files)", flush=True)
+        runs.append(entry)
+        shutil.rmtree(run, ignore_errors=True)
+    return runs, failed
+
+
+def growth_of(runs):
+    """Per command, the ratio of CPU time and peak RSS from each run to the next."""
+    growth = {}
+    for a, b in zip(runs, runs[1:]):
+        key = f"{a['ranks']}->{b['ranks']}"
+        growth[key] = {}
+        for ca, cb in zip(a["commands"], b["commands"]):
+            growth[key][ca["command"]] = {
+                "wall": round(cb["wall_s"] / max(ca["wall_s"], 1e-3), 2),
+                "cpu": round(cb["cpu_s"] / max(ca["cpu_s"], 1e-3), 2),
+                "peak_rss": round(cb["peak_rss_kib"] / max(ca["peak_rss_kib"], 1), 2),
+            }
+        print(f"growth {key}: " + ", ".join(
+            f"{c} cpu x{g['cpu']} rss x{g['peak_rss']}" for c, g in growth[key].items()))
+    return growth
 
 
 def main():
@@ -108,6 +187,12 @@ def main():
                   f"peak RSS {rss / 1024:7.1f} MiB"
                   + (f"  wrote {row['output_bytes'] / 1e6:.1f} MB" if "output_bytes" in row else ""),
                   flush=True)
+        duck = duckdb_row(run)
+        if duck:
+            entry["duckdb"] = duck
+            print(f"{ranks:>6} ranks  {duck['command']}: exit {duck['exit']}  wall {duck['wall_s']:7.2f} s  "
+                  f"cpu {duck['cpu_s']:7.2f} s  peak RSS {duck['peak_rss_kib'] / 1024:7.1f} MiB", flush=True)
+            failed |= duck["exit"] != 0
         browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
         if browser and os.path.exists(report):
             # Loading and painting the page headless (browser start included), once.
@@ -130,19 +215,11 @@ def main():
             os.remove(report)
         shutil.rmtree(parquet, ignore_errors=True)
     # How each grows from one size to the next.
-    growth = {}
-    for a, b in zip(doc["runs"], doc["runs"][1:]):
-        key = f"{a['ranks']}->{b['ranks']}"
-        growth[key] = {}
-        for ca, cb in zip(a["commands"], b["commands"]):
-            growth[key][ca["command"]] = {
-                "wall": round(cb["wall_s"] / max(ca["wall_s"], 1e-3), 2),
-                "cpu": round(cb["cpu_s"] / max(ca["cpu_s"], 1e-3), 2),
-                "peak_rss": round(cb["peak_rss_kib"] / max(ca["peak_rss_kib"], 1), 2),
-            }
-        print(f"growth {key}: " + ", ".join(
-            f"{c} cpu x{g['cpu']} rss x{g['peak_rss']}" for c, g in growth[key].items()))
-    doc["growth"] = growth
+    doc["growth"] = growth_of(doc["runs"])
+    spec = os.environ.get("RT_BENCH_LINKS", "rail:1024 rail:4096 rail:16384 ring:16384 tree:16384 alltoall:1024")
+    doc["links_runs"], lfailed = links_runs(tool, out, spec)
+    failed |= lfailed
+    doc["links_growth_rail"] = growth_of([r for r in doc["links_runs"] if r["topology"] == "rail"])
     with open(results, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")

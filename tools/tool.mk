@@ -3,8 +3,10 @@
 #   make tool-demo      a generated 64-rank run with planted anomalies, through every command
 #   make tool-bench     times summary, outliers, check, report and the Parquet export on generated
 #                       runs of RT_BENCH_RANKS ranks (1,024, 4,096, 16,384), with each child's peak
-#                       RSS, into bench/tool-results.json (bench/tool_bench.py; 571 MB of input
-#                       at 16,384 ranks, under out/, deleted after each size)
+#                       RSS, and DuckDB's read_json of the same files, then runs with links
+#                       (RT_BENCH_LINKS: topology:ranks, version 3) through outliers, links,
+#                       stalls and summary, into bench/tool-results.json (bench/tool_bench.py;
+#                       809 MB of input at most, under out/, deleted after each run)
 #   make verdict-bench  the labelled verdict benchmark: generated runs of 3 to 512 NICs with one
 #                       culprit planted (or none) under noise, through `outliers`; prints
 #                       precision and recall per class against the targets, writes

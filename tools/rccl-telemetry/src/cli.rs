@@ -282,8 +282,8 @@ pub struct GenerateArgs {
     /// hw_samples per rank (0: the sampler did not run).
     #[arg(long, default_value_t = 0)]
     pub samples: usize,
-    /// Format version 3 with peers: every rank has its own NIC and QPs to every rank of
-    /// the other hosts, each QP naming its peer. Plants are then: slow_nic, slow_link,
+    /// Format version 3 with peers: every rank has its own NIC and QPs to each of its peers
+    /// (--topology), each QP naming its peer. Plants are then: slow_nic, slow_link,
     /// slow_host, missing_peer, ambiguous_peer, lid_only, stall, recovered_stall,
     /// slow_link_one_way, host_side_delay; or one
     /// hang (format version 4, rail-shaped: a rank's peers are its NIC's peers on the hosts
