@@ -432,8 +432,11 @@ TRIO_STALL_MS=1000
 TRIO_DEAD_WORKLOAD="--index-channel 17 --reqs 64 --max-size 16384 --inflight 2 --timeout 18 --retry-cnt 1 --expect-errors --hang-ms 4000 --hang"
 # the frozen rank: the checks' tick (STALL_MS / 2: the last-progress times' resolution, and
 # the quiet rule's tolerance) is 1 s, so b's two links that stop at the freeze stay within
-# one tick of each other while a-c, busy for seconds more, does not
-TRIO_FROZEN_WORKLOAD="--index-channel 17 --reqs 64 --max-size 16384 --inflight 2 --expect-errors --hang-ms 4000 --hang"
+# one tick of each other while a-c, busy for seconds more, does not. 384 requests a comm so
+# that it is: with 64 (1.7 s of traffic) a-c's work once ended within that tick of the freeze
+# (a's side of a-b drains what b had granted before it) and no root could be told; with 256,
+# a-c went on 2.1 s after b's links
+TRIO_FROZEN_WORKLOAD="--index-channel 17 --reqs 384 --max-size 16384 --inflight 2 --expect-errors --hang-ms 4000 --hang"
 TRIO_FROZEN_STALL_MS=2000
 TRIO_FREEZE_AFTER_S=1.0
 # issue 33 (verdicts on real verbs): the one-way limit on a -> c, and the starved poller in b
