@@ -5,7 +5,10 @@
 #                       concern, preload/c/preload.h what they share; docs/preload.md) compiled
 #                       against the system's <infiniband/verbs.h> (libibverbs-dev), linked with
 #                       the engine (the preload crate's staticlib). No DT_NEEDED on libibverbs:
-#                       the real entry points are found at run time.
+#                       the real entry points are found at run time. What the C calls in the
+#                       engine, and the engine's per-QP counters it shares, are declared in
+#                       build/preload/include/engine.h, generated from the Rust by cbindgen
+#                       (preload/build.rs; written here, never into the source tree).
 #   make preload-test-bins
 #                       build/preload/: a fake libibverbs.so.1 (c_tests/preload/fake_verbs_*.c)
 #                       and the test program (c_tests/preload/verbs_app*.c), linked against it
@@ -15,10 +18,12 @@
 
 PRELOAD_SO     := $(REL)/librccl_telemetry_preload.so
 PRELOAD_ENGINE := $(REL)/librccl_telemetry_preload_engine.a
-PRELOAD_SRCS   := $(sort $(wildcard preload/c/*.c))
-PRELOAD_HDRS   := preload/c/preload.h preload/c/engine.h include/rccl_telemetry.h
-PRELOAD_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden $(CWARN) -Iinclude -Ipreload/c
 PB             := $(B)/preload
+PRELOAD_GEN    := $(PB)/include
+PRELOAD_ENGINE_H := $(PRELOAD_GEN)/engine.h
+PRELOAD_SRCS   := $(sort $(wildcard preload/c/*.c))
+PRELOAD_HDRS   := preload/c/preload.h $(PRELOAD_ENGINE_H) include/rccl_telemetry.h
+PRELOAD_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden $(CWARN) -Iinclude -Ipreload/c -I$(PRELOAD_GEN)
 FAKEVERBS      := $(PB)/fakeverbs/libibverbs.so.1
 
 # The interposer's link, written once: $(call link_preload,output,extra cflags).
@@ -28,8 +33,19 @@ link_preload = $(CC) $(PRELOAD_CFLAGS) $(2) -shared -o $(1) $(PRELOAD_SRCS) $(PR
 
 .PHONY: preload preload-engine preload-test-bins
 
+# The engine's build also generates engine.h (preload/build.rs, into cargo's OUT_DIR) and the
+# program that prints it: written to $(PRELOAD_ENGINE_H) only when it changed, so that an
+# unchanged header relinks nothing.
+write_engine_h = mkdir -p $(PRELOAD_GEN) && $(REL)/rtp_engine_header > $(PRELOAD_ENGINE_H).new && \
+  { cmp -s $(PRELOAD_ENGINE_H).new $(PRELOAD_ENGINE_H) && rm $(PRELOAD_ENGINE_H).new || mv $(PRELOAD_ENGINE_H).new $(PRELOAD_ENGINE_H); }
+
 preload-engine:
 	$(CARGO) build --release -p rccl-telemetry-preload
+	@$(write_engine_h)
+
+$(PRELOAD_ENGINE_H):
+	$(CARGO) build --release -p rccl-telemetry-preload
+	@$(write_engine_h)
 
 preload: preload-engine
 	@$(MAKE) --no-print-directory $(PRELOAD_SO)

@@ -19,6 +19,7 @@ use crate::loghist::LogHist;
 /// Number of histogram buckets a slot holds (the configured count is 1..=16).
 pub const HIST: usize = 16;
 
+pub use crate::qp_ext::{ExtSnapshot, QpExt};
 pub use crate::thread::bump;
 
 /// QP role, as told by rcclTelemetrySetQpRole. Kept beside the slot, in its channel's arena
@@ -321,73 +322,6 @@ impl QpSnapshot {
         if o.lat_max > self.lat_max {
             self.lat_max = o.lat_max;
         }
-    }
-}
-
-/// Per-QP counters the verbs interposer (`librccl_telemetry_preload.so`) keeps beside a slot:
-/// the opcodes the seed has no key for, and the send-queue bookkeeping of unsignalled runs.
-/// Allocated only in that mode (see `registry::enable_verbs_keys`); every field may be
-/// updated from any thread (atomic adds). The preload's C code mirrors this layout
-/// (`preload/c/engine.h`) and checks it against `rtp_ext_layout` at start.
-#[repr(C, align(64))]
-#[derive(Default)]
-pub struct QpExt {
-    /// IBV_WR_SEND, SEND_WITH_IMM, SEND_WITH_INV.
-    pub send_wqe: AtomicU64,
-    /// IBV_WR_RDMA_READ.
-    pub read_wqe: AtomicU64,
-    /// IBV_WR_ATOMIC_CMP_AND_SWP, ATOMIC_FETCH_AND_ADD (and the masked forms).
-    pub atomic_wqe: AtomicU64,
-    /// Every other send opcode (LOCAL_INV, BIND_MW, TSO, DRIVER1, FLUSH, ATOMIC_WRITE, ...).
-    pub other_wqe: AtomicU64,
-    /// Send WRs retired by a later signalled completion, without one of their own.
-    pub retired_unsignalled: AtomicU64,
-    /// Signalled send WRs that found the QP's bounded in-flight record full: counted, not
-    /// matched (their completion counts as untracked).
-    pub track_full: AtomicU64,
-    /// Written only by the interposer's walk of its send records, which the stall detector's
-    /// tick runs (never the data path): the send WRs outstanding, with bit 63
-    /// (`stall_detector::EXPECT_BIT`) set when a signalled one is among them; cleared when the QP is
-    /// destroyed.
-    pub stall_out: AtomicU64,
-    /// The PostTs token of the oldest outstanding send WR (> 1: a clock reading; else 0).
-    pub stall_oldest: AtomicU64,
-}
-
-const _: () = assert!(std::mem::size_of::<QpExt>() == 64);
-
-/// A point-in-time copy of one QP's `QpExt` (or a sum of several).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ExtSnapshot {
-    pub send_wqe: u64,
-    pub read_wqe: u64,
-    pub atomic_wqe: u64,
-    pub other_wqe: u64,
-    pub retired_unsignalled: u64,
-    pub track_full: u64,
-}
-
-impl QpExt {
-    pub fn snapshot(&self) -> ExtSnapshot {
-        ExtSnapshot {
-            send_wqe: self.send_wqe.load(Relaxed),
-            read_wqe: self.read_wqe.load(Relaxed),
-            atomic_wqe: self.atomic_wqe.load(Relaxed),
-            other_wqe: self.other_wqe.load(Relaxed),
-            retired_unsignalled: self.retired_unsignalled.load(Relaxed),
-            track_full: self.track_full.load(Relaxed),
-        }
-    }
-}
-
-impl ExtSnapshot {
-    pub fn accumulate(&mut self, o: &ExtSnapshot) {
-        self.send_wqe += o.send_wqe;
-        self.read_wqe += o.read_wqe;
-        self.atomic_wqe += o.atomic_wqe;
-        self.other_wqe += o.other_wqe;
-        self.retired_unsignalled += o.retired_unsignalled;
-        self.track_full += o.track_full;
     }
 }
 

@@ -15,7 +15,8 @@
 //!    relaxed add, `spawn_quiet`), `sysfs` (bounded attribute reads), `reserve` (the global
 //!    allocator: the system's, with a reserve for small allocations it refuses);
 //! 2. hot data: `latency` (clock, tokens, linear histogram), `loghist`, `counters` (the
-//!    slots), `channel_peers` (a channel's told identities and per-peer histograms);
+//!    slots), `qp_ext` (the verbs interposer's counters beside a slot), `channel_peers` (a
+//!    channel's told identities and per-peer histograms);
 //! 3. hardware: `hw` (its sampler takes stall numbers through a source `stall_detector`
 //!    installs);
 //! 4. state: `config` (the environment), `registry` (devices, channels, slots);
@@ -42,7 +43,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "hot data",
-        &["latency", "loghist", "counters", "channel_peers"],
+        &["latency", "loghist", "counters", "qp_ext", "channel_peers"],
     ),
     ("hardware", &["hw"]),
     ("state", &["config", "registry"]),
@@ -72,6 +73,7 @@ pub mod latency;
 pub mod loghist;
 pub mod panics;
 pub mod peers;
+pub mod qp_ext;
 pub mod rank_file;
 pub mod registry;
 pub mod reserve;

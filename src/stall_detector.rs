@@ -39,10 +39,8 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::*};
 use parking_lot::Mutex;
 
 use crate::counters::{QpExt, RcclQpStats};
+use crate::qp_ext::STALL_EXPECT;
 use crate::{diag, latency, registry};
-
-/// Bit 63 of `QpExt::stall_out`: a signalled WR is among the outstanding ones.
-pub const EXPECT_BIT: u64 = 1 << 63;
 
 /// Named stderr lines at most per tick (one more line counts the rest).
 pub const LINES_PER_TICK: usize = 8;
@@ -144,8 +142,8 @@ pub fn read(slot: &RcclQpStats, ext: Option<&QpExt>) -> Reading {
             let out = e.stall_out.load(Relaxed);
             Reading {
                 progress,
-                outstanding: out & !EXPECT_BIT,
-                expect: out & EXPECT_BIT != 0,
+                outstanding: out & !STALL_EXPECT,
+                expect: out & STALL_EXPECT != 0,
                 oldest_token: e.stall_oldest.load(Relaxed) as i64,
                 posted,
             }
@@ -783,7 +781,7 @@ mod tests {
     fn preload_readings_come_from_the_published_fields() {
         let slot: RcclQpStats = unsafe { std::mem::zeroed() };
         let ext = QpExt::default();
-        ext.stall_out.store(EXPECT_BIT | 7, Relaxed);
+        ext.stall_out.store(STALL_EXPECT | 7, Relaxed);
         ext.stall_oldest.store(12345, Relaxed);
         slot.sent_imm.store(100, Relaxed); // not used in this mode
         assert_eq!(

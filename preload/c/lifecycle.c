@@ -1,8 +1,8 @@
 /*
  * preload/c/lifecycle.c: the interposer's life: the constructor (RCCL_TELEMETRY_ENABLE read
- * once: unset, nothing is ever touched), the decision to count at the first device opened
- * (the engine started, its layout checked, membarrier registered, the stall walk handed to
- * the engine, the fork handler), and a forked child's turn to inert. Also the state those
+ * once, by the engine's rule: off, nothing is ever touched), the decision to count at the
+ * first device opened (the engine started, its layout checked, membarrier registered, the
+ * stall walk handed to the engine, the fork handler), and a forked child's turn to inert. Also the state those
  * decide and the diagnostics' printf. Separate because it runs once, not per object.
  */
 #include "preload.h"
@@ -35,10 +35,11 @@ void diagf(int debug_only, const char *fmt, ...) {
 /* ------------------------------------------------------------------------------------ */
 /* Start-up                                                                             */
 
+/* The engine says whether RCCL_TELEMETRY_ENABLE asks for telemetry (its one rule,
+ * src/config.rs): rtp_enabled only reads the environment, so it is safe this early. */
 __attribute__((constructor)) static void rtp_ctor(void) {
   find_real_dl();
-  const char *e = getenv("RCCL_TELEMETRY_ENABLE");
-  if (!e || strcmp(e, "1") != 0) __atomic_store_n(&g_state, -1, __ATOMIC_RELEASE);
+  if (rtp_enabled() != 1) __atomic_store_n(&g_state, -1, __ATOMIC_RELEASE);
 }
 
 /* pthread_atfork's child handler (the forking thread, alone in the child): inert from here,
@@ -62,7 +63,8 @@ int start(void) {
       s = -1;
       if (rtp_init() != 1) {
         /* the engine said why (or telemetry is simply off) */
-      } else if (rtp_ext_layout(l, 8) != 8 || l[0] != sizeof(rtp_qpext) ||
+      } else if /* l[7] is needed; l[0..6] a belt: rtp_qpext is generated from QpExt (engine.h),
+                 * so only a header and an archive of different builds can disagree */ (rtp_ext_layout(l, 8) != 8 || l[0] != sizeof(rtp_qpext) ||
                  l[1] != offsetof(rtp_qpext, send_wqe) || l[2] != offsetof(rtp_qpext, read_wqe) ||
                  l[3] != offsetof(rtp_qpext, atomic_wqe) || l[4] != offsetof(rtp_qpext, other_wqe) ||
                  l[5] != offsetof(rtp_qpext, retired_unsignalled) || l[6] != offsetof(rtp_qpext, track_full)) {

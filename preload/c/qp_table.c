@@ -216,7 +216,7 @@ void track_qp(struct rctx *c, struct ibv_qp *qp, struct ibv_cq *scq, struct ibv_
     return;
   }
   const rtp_qpext *ext = NULL;
-  r->slot = rtp_qp_slot(c->dev, &ext);
+  r->slot = (RcclQpStats *)rtp_qp_slot(c->dev, &ext);
   r->ext = (rtp_qpext *)ext;
   r->c = c;
   r->qpn = qp->qp_num;

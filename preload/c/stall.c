@@ -18,7 +18,7 @@
 #include "preload.h"
 
 #define WALK_SCAN 4096u
-#define STALL_EXPECT (1ull << 63)
+/* STALL_EXPECT: engine.h (src/qp_ext.rs). */
 void stall_walk(void) {
   if (pthread_mutex_trylock(&g_mu) != 0) return;
   for (struct rqp *r = g_all_qps; r; r = r->all_next) {

@@ -29,12 +29,28 @@ pub const MAX_QPS_PER_DEVICE: u64 = 16384;
 /// device's QPs all sit in channel 0 and the file says `"num_channels": null`, `"id": null`.
 const CHANNEL: c_int = 0;
 
+/// Whether RCCL_TELEMETRY_ENABLE asks for telemetry, by the library's one rule
+/// (`config::enabled_from`): 1 or 0, and never a line (a value it refuses is said by
+/// `rtp_init`, which the interposer then does not call). Reads the environment only: the
+/// interposer's constructor calls it in every process it is preloaded into, before anything
+/// else of the engine has run.
+#[no_mangle]
+pub extern "C" fn rtp_enabled() -> c_int {
+    boundary!("rtp_enabled", 0, c_int::from(enabled()))
+}
+
+/// RCCL_TELEMETRY_ENABLE, by `config::enabled_from`.
+fn enabled() -> bool {
+    use rccl_telemetry::config;
+    config::enabled_from(std::env::var_os(config::ENV_ENABLE).as_deref()).0
+}
+
 /// Starts the engine (reads RCCL_TELEMETRY_ENABLE and the rest, once). 1 when telemetry is
 /// on, with the interposer's keys enabled; 0 when it is off or could not start.
 #[no_mangle]
 pub extern "C" fn rtp_init() -> c_int {
     boundary!("rtp_init", 0, {
-        if std::env::var_os(rccl_telemetry::config::ENV_ENABLE).is_some_and(|v| v == "1") {
+        if enabled() {
             registry::enable_verbs_keys();
         }
         c_int::from(rccl_telemetry::init() == 0 && rccl_telemetry::is_on())
@@ -344,9 +360,13 @@ pub extern "C" fn rtp_stall_walker(walk: Option<extern "C" fn()>) {
     }
 }
 
-/// The size of `QpExt` and the offsets of its fields, in declaration order, for the C side's
-/// check of its mirror: [size, send, read, atomic, other, retired, track_full], then the offset
-/// in the QP slot of `idx_sent` (num_wqe_sent without an opcode key of the seed's).
+/// The size of `QpExt` and the offsets of its fields, in declaration order:
+/// [size, send, read, atomic, other, retired, track_full], then the offset in the QP slot of
+/// `idx_sent` (num_wqe_sent without an opcode key of the seed's), which the C side takes from
+/// here (the slot's layout is the engine's alone). The C side's `rtp_qpext` is generated from
+/// `QpExt` (preload/build.rs), so the first seven can only disagree with it when the header
+/// and the archive come from different builds: the interposer still checks them at start, as
+/// a belt.
 ///
 /// # Safety
 /// `out` is NULL or points at `n` writable `u64`s.
