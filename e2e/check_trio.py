@@ -805,9 +805,11 @@ def no_root(name, paths):
 
 
 # The trio's scenario groups (guest/trio.sh run_trio; E2E_TRIO_ONLY=group,group selects)
+# Scenarios that run only when E2E_TRIO_ONLY names them (guest/trio.sh trio_named).
+OPT_IN = {"frozen", "oneway"}
 GROUPS = {"links_clean": ("links", "verdict"), "links_delay": ("links",), "stall_loss": ("stalls",),
-          "stall_stop": ("stalls",), "dead_path": ("faults",), "dead_tool": ("faults",), "frozen": ("faults",),
-          "clean_2": ("verdict",), "clean_3": ("verdict",), "oneway": ("verdict",), "host_delay": ("verdict",)}
+          "stall_stop": ("stalls",), "dead_path": ("faults",), "dead_tool": ("faults",), "frozen": ("frozen",),
+          "clean_2": ("verdict",), "clean_3": ("verdict",), "oneway": ("oneway",), "host_delay": ("verdict",)}
 
 
 def selection():
@@ -833,6 +835,9 @@ def main():
        f"guests: {said!r}, asked: {sorted(sel)}")
 
     def want(scen):
+        if scen in OPT_IN and not sel & set(GROUPS[scen]):
+            print(f"SKIP {scen}: opt-in, not yet stable under load (E2E_TRIO_ONLY={scen} runs it)")
+            return False
         if not sel or sel & set(GROUPS[scen]):
             return True
         print(f"SKIP {scen}: not selected (E2E_TRIO_ONLY={','.join(sorted(sel))})")
