@@ -5,7 +5,7 @@ pub mod dupkeys;
 pub mod text;
 
 use crate::load::{expand_inputs, parse_raw, progress, raw_from_value, read_bytes, BadFile};
-use crate::model::{parse_timestamp_ns, CommRef, Counters, TelemetryFile};
+use crate::model::{parse_timestamp_ns, Channel, CommRef, Counters, Device, TelemetryFile};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -200,63 +200,109 @@ fn check_file(p: &Path, validator: &jsonschema::Validator) -> (Vec<Violation>, b
 }
 
 /// Collects (JSON pointer, message) for every broken invariant of one parsed file.
-#[allow(clippy::too_many_lines)] // past the limit of clippy.toml: to be split into its steps
 pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut err = |p: String, m: String| out.push((p, m));
-
-    if let (Some(s), Some(e)) = (
-        parse_timestamp_ns(&f.start_time),
-        parse_timestamp_ns(&f.end_time),
-    ) {
-        if e < s {
-            err(
-                "/end_time".into(),
-                format!(
-                    "end_time {} is before start_time {}",
-                    f.end_time, f.start_time
-                ),
-            );
-        }
-    }
-    let sampled_expected = f.latency_sample_interval.is_some_and(|n| n > 1);
-    if let Some(n) = f.latency_sample_interval {
-        if !n.is_power_of_two() || n < 2 {
-            err(
-                "/latency_sample_interval".into(),
-                format!("{n} is not a power of two >= 2"),
-            );
-        }
-    }
-    if f.hw_samples.is_some() != f.hw_samples_dropped.is_some() {
-        err(
-            if f.hw_samples.is_some() {
-                "/hw_samples_dropped"
-            } else {
-                "/hw_samples"
-            }
-            .into(),
-            "hw_samples and hw_samples_dropped must appear together".into(),
-        );
-    }
-    let width = f.histogram_interval_ns;
-    let mut hist_len: Option<usize> = None;
+    let mut c = Invariants {
+        width: f.histogram_interval_ns,
+        sampled_expected: f.latency_sample_interval.is_some_and(|n| n > 1),
+        hist_len: None,
+        out: Vec::new(),
+    };
+    c.header(f);
     let mut device_ids = BTreeSet::new();
-
     for (di, d) in f.devices.iter().enumerate() {
         let dp = format!("/devices/{di}");
         if !device_ids.insert(d.device_id) {
-            err(
+            c.err(
                 format!("{dp}/device_id"),
                 format!("device_id {} appears twice", d.device_id),
             );
         }
+        c.device(&dp, d);
+    }
+    let out = &mut c.out;
+    comm_invariants(f, c.sampled_expected, &mut c.hist_len, &mut |p, m| {
+        out.push((p, m));
+    });
+    c.hw_samples(f, &device_ids);
+    c.out
+}
+
+/// One file's invariants being checked: what its counters are held to, and the broken ones
+/// found so far (JSON pointer, message).
+struct Invariants {
+    /// The file's histogram_interval_ns.
+    width: u64,
+    /// Whether latency sampling is on (the sampled keys are then expected).
+    sampled_expected: bool,
+    /// The length of the linear histograms, from the first one seen.
+    hist_len: Option<usize>,
+    out: Vec<(String, String)>,
+}
+
+impl Invariants {
+    /// Records a broken invariant.
+    fn err(&mut self, p: String, m: String) {
+        self.out.push((p, m));
+    }
+
+    /// Checks a channel's or a QP's counters (`counters_ok`).
+    fn counters(&mut self, p: &str, c: &Counters) {
+        let out = &mut self.out;
+        counters_ok(
+            p,
+            c,
+            self.width,
+            self.sampled_expected,
+            &mut self.hist_len,
+            &mut |p, m| out.push((p, m)),
+        );
+    }
+
+    /// The file's own keys: its times, its sampling interval, hw_samples with its drops.
+    fn header(&mut self, f: &TelemetryFile) {
+        if let (Some(s), Some(e)) = (
+            parse_timestamp_ns(&f.start_time),
+            parse_timestamp_ns(&f.end_time),
+        ) {
+            if e < s {
+                self.err(
+                    "/end_time".into(),
+                    format!(
+                        "end_time {} is before start_time {}",
+                        f.end_time, f.start_time
+                    ),
+                );
+            }
+        }
+        if let Some(n) = f.latency_sample_interval {
+            if !n.is_power_of_two() || n < 2 {
+                self.err(
+                    "/latency_sample_interval".into(),
+                    format!("{n} is not a power of two >= 2"),
+                );
+            }
+        }
+        if f.hw_samples.is_some() != f.hw_samples_dropped.is_some() {
+            self.err(
+                if f.hw_samples.is_some() {
+                    "/hw_samples_dropped"
+                } else {
+                    "/hw_samples"
+                }
+                .into(),
+                "hw_samples and hw_samples_dropped must appear together".into(),
+            );
+        }
+    }
+
+    /// A device: its untracked QPs, its hardware counters, then each of its channels.
+    fn device(&mut self, dp: &str, d: &Device) {
         let untracked_in_channels: u64 = d
             .channels
             .iter()
             .fold(0u64, |s, c| s.saturating_add(c.num_qp_untracked));
         if d.num_qp_untracked < untracked_in_channels {
-            err(
+            self.err(
                 format!("{dp}/num_qp_untracked"),
                 format!(
                     "device num_qp_untracked {} < {} summed over its channels",
@@ -269,7 +315,7 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
                 crate::model::HwValue::Scalar(x) => vec![*x],
                 crate::model::HwValue::PerPrio(a) => {
                     if a.len() != 8 {
-                        err(
+                        self.err(
                             format!("{dp}/hw_counters/{}", escape_ptr(name)),
                             format!("per-priority array has {} entries, not 8", a.len()),
                         );
@@ -278,7 +324,7 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
                 }
             };
             if vals.iter().any(|x| *x < -1) {
-                err(
+                self.err(
                     format!("{dp}/hw_counters/{}", escape_ptr(name)),
                     format!("value below -1: {v:?}"),
                 );
@@ -294,13 +340,13 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
                         .comm
                         .as_ref()
                         .map_or(String::new(), |m| format!(" in communicator {}", m.label()));
-                    err(
+                    self.err(
                         format!("{cp}/id"),
                         format!("channel id {id} appears twice{whose} on this device"),
                     );
                 }
                 if d.num_channels.is_none() {
-                    err(
+                    self.err(
                         format!("{cp}/id"),
                         format!(
                             "channel id {id} on a device whose num_channels is null (ids unknown)"
@@ -308,198 +354,203 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
                     );
                 }
             }
-            counters_ok(
-                &cp,
-                &c.counters,
-                width,
-                sampled_expected,
-                &mut hist_len,
-                &mut err,
+            self.channel(&cp, c);
+        }
+    }
+
+    /// A channel: its counters, its totals against its QPs', its QP counts by role, then
+    /// each of its QPs.
+    fn channel(&mut self, cp: &str, c: &Channel) {
+        self.counters(cp, &c.counters);
+        self.channel_sums(cp, c);
+        self.channel_latency(cp, c);
+        let qps = &c.queue_pairs;
+        let data = qps
+            .iter()
+            .filter(|q| q.role.as_deref() == Some("data"))
+            .count() as u64;
+        let cts = qps
+            .iter()
+            .filter(|q| q.role.as_deref() == Some("cts"))
+            .count() as u64;
+        if c.num_data_qp != data {
+            self.err(
+                format!("{cp}/num_data_qp"),
+                format!(
+                    "num_data_qp {} != {data} queue pairs with role \"data\"",
+                    c.num_data_qp
+                ),
             );
-            // Channel totals are the sums over its queue pairs.
-            let qps = &c.queue_pairs;
-            let sum = |g: fn(&Counters) -> u64| {
-                qps.iter()
-                    .fold(0u64, |s, q| s.saturating_add(g(&q.counters)))
-            };
-            let fields: [SummedField; 10] = [
-                ("num_wqe_sent", c.counters.num_wqe_sent, |x| x.num_wqe_sent),
-                ("num_recv_wqe", c.counters.num_recv_wqe, |x| x.num_recv_wqe),
-                ("num_wqe_rcvd", c.counters.num_wqe_rcvd, |x| x.num_wqe_rcvd),
-                ("num_wqe_completed", c.counters.num_wqe_completed, |x| {
-                    x.num_wqe_completed
-                }),
-                ("num_cts_sent", c.counters.num_cts_sent, |x| x.num_cts_sent),
-                (
-                    "num_cts_sent_signalled",
-                    c.counters.num_cts_sent_signalled,
-                    |x| x.num_cts_sent_signalled,
+        }
+        if c.num_cts_qp != cts {
+            self.err(
+                format!("{cp}/num_cts_qp"),
+                format!(
+                    "num_cts_qp {} != {cts} queue pairs with role \"cts\"",
+                    c.num_cts_qp
                 ),
-                (
-                    "num_cts_sent_unsignalled",
-                    c.counters.num_cts_sent_unsignalled,
-                    |x| x.num_cts_sent_unsignalled,
-                ),
-                ("num_slot_miss", c.counters.num_slot_miss, |x| {
-                    x.num_slot_miss
-                }),
-                ("num_write_wqe", c.counters.num_write_wqe, |x| {
-                    x.num_write_wqe
-                }),
-                ("num_write_imm_wqe", c.counters.num_write_imm_wqe, |x| {
-                    x.num_write_imm_wqe
-                }),
-            ];
-            for (name, total, g) in fields {
-                let s = sum(g);
-                if total != s {
-                    err(
-                        format!("{cp}/{name}"),
-                        format!(
-                            "channel total {total} != {s} summed over its {} queue pairs",
-                            qps.len()
-                        ),
-                    );
-                }
-            }
-            if let Some(total) = c.counters.num_wqe_sampled {
-                let s = qps.iter().fold(0u64, |s, q| {
-                    s.saturating_add(q.counters.num_wqe_sampled.unwrap_or(0))
-                });
-                if total != s {
-                    err(
-                        format!("{cp}/num_wqe_sampled"),
-                        format!(
-                            "channel total {total} != {s} summed over its {} queue pairs",
-                            qps.len()
-                        ),
-                    );
-                }
-            }
-            let mut hsum: Vec<u64> = vec![0; c.counters.wqe_completion_histogram.len()];
-            for q in qps {
-                for (b, v) in q.counters.wqe_completion_histogram.iter().enumerate() {
-                    if let Some(h) = hsum.get_mut(b) {
-                        *h = h.saturating_add(*v);
-                    }
-                }
-            }
-            for (b, (total, s)) in c
-                .counters
-                .wqe_completion_histogram
-                .iter()
-                .zip(&hsum)
-                .enumerate()
-            {
-                if total != s {
-                    err(
-                        format!("{cp}/wqe_completion_histogram/{b}"),
-                        format!("channel bucket {total} != {s} summed over its queue pairs"),
-                    );
-                }
-            }
-            let qmin = qps
-                .iter()
-                .map(|q| q.counters.wqe_completion_ns_min)
-                .filter(|v| *v >= 0)
-                .min()
-                .unwrap_or(-1);
-            let qmax = qps
-                .iter()
-                .map(|q| q.counters.wqe_completion_ns_max)
-                .filter(|v| *v >= 0)
-                .max()
-                .unwrap_or(-1);
-            if c.counters.wqe_completion_ns_min != qmin {
-                err(
-                    format!("{cp}/wqe_completion_ns_min"),
+            );
+        }
+        for (qi, q) in qps.iter().enumerate() {
+            let qp = format!("{cp}/queue_pairs/{qi}");
+            self.counters(&qp, &q.counters);
+            if q.counters.num_wqe_completed > q.counters.num_wqe_rcvd {
+                self.err(
+                    format!("{qp}/num_wqe_completed"),
                     format!(
-                        "channel min {} != {} (min over its queue pairs)",
-                        c.counters.wqe_completion_ns_min, qmin
+                        "num_wqe_completed {} > num_wqe_rcvd {}",
+                        q.counters.num_wqe_completed, q.counters.num_wqe_rcvd
                     ),
                 );
             }
-            if c.counters.wqe_completion_ns_max != qmax {
-                err(
-                    format!("{cp}/wqe_completion_ns_max"),
-                    format!(
-                        "channel max {} != {} (max over its queue pairs)",
-                        c.counters.wqe_completion_ns_max, qmax
-                    ),
-                );
-            }
-            let data = qps
-                .iter()
-                .filter(|q| q.role.as_deref() == Some("data"))
-                .count() as u64;
-            let cts = qps
-                .iter()
-                .filter(|q| q.role.as_deref() == Some("cts"))
-                .count() as u64;
-            if c.num_data_qp != data {
-                err(
-                    format!("{cp}/num_data_qp"),
-                    format!(
-                        "num_data_qp {} != {data} queue pairs with role \"data\"",
-                        c.num_data_qp
-                    ),
-                );
-            }
-            if c.num_cts_qp != cts {
-                err(
-                    format!("{cp}/num_cts_qp"),
-                    format!(
-                        "num_cts_qp {} != {cts} queue pairs with role \"cts\"",
-                        c.num_cts_qp
-                    ),
-                );
-            }
-            for (qi, q) in qps.iter().enumerate() {
-                let qp = format!("{cp}/queue_pairs/{qi}");
-                counters_ok(
-                    &qp,
-                    &q.counters,
-                    width,
-                    sampled_expected,
-                    &mut hist_len,
-                    &mut err,
-                );
-                if q.counters.num_wqe_completed > q.counters.num_wqe_rcvd {
-                    err(
-                        format!("{qp}/num_wqe_completed"),
-                        format!(
-                            "num_wqe_completed {} > num_wqe_rcvd {}",
-                            q.counters.num_wqe_completed, q.counters.num_wqe_rcvd
-                        ),
+            if let Some(r) = &q.role {
+                if r != "data" && r != "cts" {
+                    self.err(
+                        format!("{qp}/role"),
+                        format!("role {r:?} is not \"data\", \"cts\" or null"),
                     );
-                }
-                if let Some(r) = &q.role {
-                    if r != "data" && r != "cts" {
-                        err(
-                            format!("{qp}/role"),
-                            format!("role {r:?} is not \"data\", \"cts\" or null"),
-                        );
-                    }
                 }
             }
         }
     }
 
-    comm_invariants(f, sampled_expected, &mut hist_len, &mut err);
+    /// A channel's counter totals: the sums over its queue pairs.
+    fn channel_sums(&mut self, cp: &str, c: &Channel) {
+        let qps = &c.queue_pairs;
+        let sum = |g: fn(&Counters) -> u64| {
+            qps.iter()
+                .fold(0u64, |s, q| s.saturating_add(g(&q.counters)))
+        };
+        let fields: [SummedField; 10] = [
+            ("num_wqe_sent", c.counters.num_wqe_sent, |x| x.num_wqe_sent),
+            ("num_recv_wqe", c.counters.num_recv_wqe, |x| x.num_recv_wqe),
+            ("num_wqe_rcvd", c.counters.num_wqe_rcvd, |x| x.num_wqe_rcvd),
+            ("num_wqe_completed", c.counters.num_wqe_completed, |x| {
+                x.num_wqe_completed
+            }),
+            ("num_cts_sent", c.counters.num_cts_sent, |x| x.num_cts_sent),
+            (
+                "num_cts_sent_signalled",
+                c.counters.num_cts_sent_signalled,
+                |x| x.num_cts_sent_signalled,
+            ),
+            (
+                "num_cts_sent_unsignalled",
+                c.counters.num_cts_sent_unsignalled,
+                |x| x.num_cts_sent_unsignalled,
+            ),
+            ("num_slot_miss", c.counters.num_slot_miss, |x| {
+                x.num_slot_miss
+            }),
+            ("num_write_wqe", c.counters.num_write_wqe, |x| {
+                x.num_write_wqe
+            }),
+            ("num_write_imm_wqe", c.counters.num_write_imm_wqe, |x| {
+                x.num_write_imm_wqe
+            }),
+        ];
+        for (name, total, g) in fields {
+            let s = sum(g);
+            if total != s {
+                self.err(
+                    format!("{cp}/{name}"),
+                    format!(
+                        "channel total {total} != {s} summed over its {} queue pairs",
+                        qps.len()
+                    ),
+                );
+            }
+        }
+        if let Some(total) = c.counters.num_wqe_sampled {
+            let s = qps.iter().fold(0u64, |s, q| {
+                s.saturating_add(q.counters.num_wqe_sampled.unwrap_or(0))
+            });
+            if total != s {
+                self.err(
+                    format!("{cp}/num_wqe_sampled"),
+                    format!(
+                        "channel total {total} != {s} summed over its {} queue pairs",
+                        qps.len()
+                    ),
+                );
+            }
+        }
+    }
 
-    if let Some(samples) = &f.hw_samples {
+    /// A channel's latency: its histogram the sum of its QPs', its min and max theirs.
+    fn channel_latency(&mut self, cp: &str, c: &Channel) {
+        let qps = &c.queue_pairs;
+        let mut hsum: Vec<u64> = vec![0; c.counters.wqe_completion_histogram.len()];
+        for q in qps {
+            for (b, v) in q.counters.wqe_completion_histogram.iter().enumerate() {
+                if let Some(h) = hsum.get_mut(b) {
+                    *h = h.saturating_add(*v);
+                }
+            }
+        }
+        for (b, (total, s)) in c
+            .counters
+            .wqe_completion_histogram
+            .iter()
+            .zip(&hsum)
+            .enumerate()
+        {
+            if total != s {
+                self.err(
+                    format!("{cp}/wqe_completion_histogram/{b}"),
+                    format!("channel bucket {total} != {s} summed over its queue pairs"),
+                );
+            }
+        }
+        let qmin = qps
+            .iter()
+            .map(|q| q.counters.wqe_completion_ns_min)
+            .filter(|v| *v >= 0)
+            .min()
+            .unwrap_or(-1);
+        let qmax = qps
+            .iter()
+            .map(|q| q.counters.wqe_completion_ns_max)
+            .filter(|v| *v >= 0)
+            .max()
+            .unwrap_or(-1);
+        if c.counters.wqe_completion_ns_min != qmin {
+            self.err(
+                format!("{cp}/wqe_completion_ns_min"),
+                format!(
+                    "channel min {} != {} (min over its queue pairs)",
+                    c.counters.wqe_completion_ns_min, qmin
+                ),
+            );
+        }
+        if c.counters.wqe_completion_ns_max != qmax {
+            self.err(
+                format!("{cp}/wqe_completion_ns_max"),
+                format!(
+                    "channel max {} != {} (max over its queue pairs)",
+                    c.counters.wqe_completion_ns_max, qmax
+                ),
+            );
+        }
+    }
+
+    /// The hw_samples: of a known device, each device's in time order, no value below -1.
+    fn hw_samples(&mut self, f: &TelemetryFile, device_ids: &BTreeSet<u32>) {
+        let Some(samples) = &f.hw_samples else {
+            return;
+        };
         let mut last: BTreeMap<u32, u64> = BTreeMap::new();
         for (si, s) in samples.iter().enumerate() {
             let sp = format!("/hw_samples/{si}");
             if !device_ids.contains(&s.device_id) {
-                err(
+                self.err(
                     format!("{sp}/device_id"),
                     format!("device_id {} is not in devices", s.device_id),
                 );
             }
             if let Some(prev) = last.insert(s.device_id, s.timestamp_ns) {
                 if s.timestamp_ns < prev {
-                    err(
+                    self.err(
                         format!("{sp}/timestamp_ns"),
                         format!(
                             "timestamp_ns {} goes backwards (previous sample of device {}: {prev})",
@@ -510,7 +561,7 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
             }
             for (name, v) in &s.counters {
                 if *v < -1 {
-                    err(
+                    self.err(
                         format!("{sp}/counters/{}", escape_ptr(name)),
                         format!("value {v} below -1"),
                     );
@@ -518,7 +569,6 @@ pub fn invariants(f: &TelemetryFile) -> Vec<(String, String)> {
             }
         }
     }
-    out
 }
 
 /// The communicators' invariants: a channel's communicator is a live one of the file's

@@ -208,9 +208,8 @@ fn unavailable_counters() -> BTreeMap<String, HwValue> {
     m
 }
 
-/// Writes the run into `dir` and returns where the anomalies were planted.
-#[allow(clippy::too_many_lines)] // past the limit of clippy.toml: to be split into its steps
-pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
+/// Checks the options of a run without peers: known anomalies and hardware, sane sizes.
+fn check_options(o: &GenOptions) -> Result<(), String> {
     for p in &o.plants {
         if !PLANTS.contains(&p.as_str()) {
             return Err(format!(
@@ -241,6 +240,78 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
     if o.plants.iter().any(|p| p == "samples_dropped") && o.samples == 0 {
         return Err("the samples_dropped anomaly needs --samples > 0".into());
     }
+    Ok(())
+}
+
+/// What every rank of a run without peers shares: the options, the channel layout and the
+/// completion-latency distributions.
+struct RunShape<'a> {
+    o: &'a GenOptions,
+    named_channels: bool,
+    n_channels: usize,
+    data_per_ch: usize,
+    cts_per_ch: usize,
+    width: u64,
+    /// Bucket probabilities of an ordinary completion-latency distribution.
+    normal_p: Vec<f64>,
+    /// Bucket probabilities of a heavy tail.
+    tail_p: Vec<f64>,
+}
+
+impl<'a> RunShape<'a> {
+    /// The channel layout of the hardware type and the latency distributions of the buckets.
+    fn new(o: &'a GenOptions) -> Self {
+        let named_channels = o.hw_type == "ainic" || o.hw_type == "rxe";
+        let (n_channels, data_per_ch, cts_per_ch) =
+            if named_channels { (4, 2, 1) } else { (1, 8, 4) };
+        let mut normal_p: Vec<f64> = (0..o.buckets)
+            .map(|b| 0.8 * 0.22f64.powi(b as i32))
+            .collect();
+        let s: f64 = normal_p.iter().sum();
+        normal_p.iter_mut().for_each(|p| *p /= s);
+        let tail_p: Vec<f64> = if o.buckets == 1 {
+            vec![1.0]
+        } else {
+            let mut t: Vec<f64> = (0..o.buckets)
+                .map(|b| {
+                    if b == 0 {
+                        0.5
+                    } else {
+                        0.5 / (o.buckets - 1) as f64
+                    }
+                })
+                .collect();
+            let s: f64 = t.iter().sum();
+            t.iter_mut().for_each(|p| *p /= s);
+            t
+        };
+        RunShape {
+            o,
+            named_channels,
+            n_channels,
+            data_per_ch,
+            cts_per_ch,
+            width: o.interval_ns,
+            normal_p,
+            tail_p,
+        }
+    }
+}
+
+/// The rank being generated: who it is, its planted anomaly and its time span.
+struct RankSpan<'a> {
+    host: String,
+    pid: i64,
+    plant: Option<&'a str>,
+    start: i128,
+    end: i128,
+    /// The share of the run its counters cover (half for a snapshot).
+    part: f64,
+}
+
+/// Writes the run into `dir` and returns where the anomalies were planted.
+pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
+    check_options(o)?;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut rng = fastrand::Rng::with_seed(o.seed);
 
@@ -254,399 +325,15 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
         .map(|(i, p)| (order[i], p.as_str()))
         .collect();
 
-    let named_channels = o.hw_type == "ainic" || o.hw_type == "rxe";
-    let (n_channels, data_per_ch, cts_per_ch) = if named_channels { (4, 2, 1) } else { (1, 8, 4) };
-    let width = o.interval_ns;
-    // Bucket probabilities of an ordinary completion-latency distribution, and a heavy tail.
-    let mut normal_p: Vec<f64> = (0..o.buckets)
-        .map(|b| 0.8 * 0.22f64.powi(b as i32))
-        .collect();
-    let s: f64 = normal_p.iter().sum();
-    normal_p.iter_mut().for_each(|p| *p /= s);
-    let tail_p: Vec<f64> = if o.buckets == 1 {
-        vec![1.0]
-    } else {
-        let mut t: Vec<f64> = (0..o.buckets)
-            .map(|b| {
-                if b == 0 {
-                    0.5
-                } else {
-                    0.5 / (o.buckets - 1) as f64
-                }
-            })
-            .collect();
-        let s: f64 = t.iter().sum();
-        t.iter_mut().for_each(|p| *p /= s);
-        t
-    };
-    let run_start_ns: i128 = 1_796_209_200_000_000_000; // 2026-12-02T11:00:00Z
+    let shape = RunShape::new(o);
     let mut planted = Vec::new();
-
     for rank in 0..o.ranks {
-        let host_idx = rank / o.ranks_per_host;
-        let local = rank % o.ranks_per_host;
-        let host = format!("gpu_node_{host_idx:03}");
-        let pid = 20_000 + (rank as i64 * 7919) % 40_000;
         let plant = plant_at.get(&rank).copied();
-        let used_dev = (local % o.devices_per_rank) as u32;
-        let start = run_start_ns + rng.i128(0..50_000_000);
-        let snapshot = plant == Some("snapshot");
-        let end = start
-            + if snapshot {
-                60_000_000_000
-            } else {
-                120_000_000_000
-            }
-            + rng.i128(0..50_000_000);
-        let part = if snapshot { 0.5 } else { 1.0 };
-
-        let mut devices = Vec::new();
-        let mut samples = Vec::new();
-        for dev_id in 0..o.devices_per_rank as u32 {
-            let roce = match o.hw_type.as_str() {
-                "thor2" => format!("bnxt_re{dev_id}"),
-                "ainic" => format!("ionic_{dev_id}"),
-                "rxe" => format!("rxe{dev_id}"),
-                _ => format!("mlx5_{dev_id}"),
-            };
-            let eth = format!("enp{}s0f0", 12 + dev_id * 16);
-            if dev_id != used_dev {
-                devices.push(Device {
-                    device_id: dev_id,
-                    roce_device: roce,
-                    eth_device: eth,
-                    hw_type: o.hw_type.clone(),
-                    tx_bytes: 0,
-                    rx_bytes: 0,
-                    num_cq_errors: 0,
-                    cq_poll_count: 0,
-                    num_channels: if named_channels { Some(0) } else { None },
-                    active_channels: 0,
-                    num_qp_untracked: 0,
-                    wqe_size_stats: Vec::new(),
-                    channels: Vec::new(),
-                    hw_counters: unavailable_counters(),
-                    wqe_completion_log_histogram: None,
-                    ..Default::default()
-                });
-                continue;
-            }
-            let skew = if plant == Some("skew") { 1.6 } else { 1.0 };
-            let base_bytes = 8.0 * (1u64 << 30) as f64;
-            let tx_bytes = jitter(&mut rng, base_bytes * skew * part, 0.01);
-            let rx_bytes = jitter(&mut rng, base_bytes * part, 0.01);
-            let wqe_size: u64 = 512 * 1024;
-            let sends = tx_bytes / wqe_size;
-            let recvs = rx_bytes / wqe_size / 8; // one receive per request (the write-with-imm)
-            let n_data = n_channels * data_per_ch;
-            let n_cts = n_channels * cts_per_ch;
-            let sends_per_qp = split(&mut rng, sends, n_data);
-            let recvs_per_qp = split(&mut rng, recvs, n_data);
-            let cts_per_qp = split(&mut rng, recvs, n_cts);
-            let slot_scale = if plant == Some("slot_miss") {
-                10.0
-            } else {
-                1.0
-            };
-            let (p, tail_max) = if plant == Some("tail") {
-                (&tail_p, 5_000_000)
-            } else {
-                (&normal_p, 4 * width)
-            };
-            let sample_n = o.latency_sample.max(1);
-
-            let mut channels = Vec::new();
-            let mut qp_id = 0u64;
-            for ch in 0..n_channels {
-                let mut qps = Vec::new();
-                for i in 0..data_per_ch {
-                    let k = ch * data_per_ch + i;
-                    let sent = sends_per_qp[k];
-                    let imm = sent / 8;
-                    let completed = sent;
-                    let rcvd = completed + recvs_per_qp[k]
-                        - jitter(&mut rng, recvs_per_qp[k] as f64 * 0.01, 0.2).min(recvs_per_qp[k]);
-                    let sampled = completed / sample_n;
-                    let (h, mn, mx) = histogram(&mut rng, sampled, p, width, tail_max);
-                    qps.push(QueuePair {
-                        id: qp_id,
-                        role: Some("data".into()),
-                        counters: Counters {
-                            num_wqe_sent: sent,
-                            num_recv_wqe: recvs_per_qp[k],
-                            num_wqe_rcvd: rcvd,
-                            num_wqe_completed: completed,
-                            num_wqe_sampled: (sample_n > 1).then_some(sampled),
-                            num_cts_sent: 0,
-                            num_cts_sent_signalled: 0,
-                            num_cts_sent_unsignalled: 0,
-                            num_slot_miss: jitter(&mut rng, 40.0 * slot_scale, 0.15),
-                            num_write_wqe: sent - imm,
-                            num_write_imm_wqe: imm,
-                            wqe_completion_ns_min: mn,
-                            wqe_completion_ns_max: mx,
-                            wqe_completion_histogram: h,
-                            ..Default::default()
-                        },
-                        ..Default::default()
-                    });
-                    qp_id += 1;
-                }
-                for i in 0..cts_per_ch {
-                    let cts = cts_per_qp[ch * cts_per_ch + i];
-                    let signalled = cts / 16;
-                    qps.push(QueuePair {
-                        id: qp_id,
-                        role: Some("cts".into()),
-                        counters: Counters {
-                            num_wqe_sent: 0,
-                            num_recv_wqe: 0,
-                            num_wqe_rcvd: signalled,
-                            num_wqe_completed: 0,
-                            num_wqe_sampled: (sample_n > 1).then_some(0),
-                            num_cts_sent: cts,
-                            num_cts_sent_signalled: signalled,
-                            num_cts_sent_unsignalled: cts - signalled,
-                            num_slot_miss: 0,
-                            num_write_wqe: 0,
-                            num_write_imm_wqe: 0,
-                            wqe_completion_ns_min: -1,
-                            wqe_completion_ns_max: -1,
-                            wqe_completion_histogram: vec![0; o.buckets],
-                            ..Default::default()
-                        },
-                        ..Default::default()
-                    });
-                    qp_id += 1;
-                }
-                let counters = counters_from_qps(&qps, sample_n > 1);
-                let untracked = if plant == Some("untracked") && ch == 0 {
-                    1
-                } else {
-                    0
-                };
-                channels.push(Channel {
-                    id: named_channels.then_some(ch as u64),
-                    num_req_completed: counters.num_recv_wqe,
-                    num_data_qp: data_per_ch as u64,
-                    num_cts_qp: cts_per_ch as u64,
-                    num_qp_untracked: untracked,
-                    counters,
-                    queue_pairs: qps,
-                    wqe_completion_log_histogram: None,
-                    comm: None,
-                });
-            }
-
-            let packets = |b: u64| b / 4096 + b / 65536;
-            let mut hw = BTreeMap::new();
-            for k in hw_names(Kind::Scalar) {
-                hw.insert(k.to_string(), HwValue::Scalar(0));
-            }
-            let mut set = |name: &str, v: u64| {
-                hw.insert(name.to_string(), HwValue::Scalar(v as i64));
-            };
-            let (dtx, drx) = (tx_bytes + tx_bytes / 50, rx_bytes + rx_bytes / 50);
-            set("delta_tx_bytes", dtx);
-            set("delta_rx_bytes", drx);
-            set("delta_tx_packets", packets(tx_bytes));
-            set("delta_rx_packets", packets(rx_bytes));
-            set("port_tx_bytes", dtx + dtx / 100);
-            set("port_rx_bytes", drx + drx / 100);
-            set(
-                "port_tx_packets",
-                packets(tx_bytes) + packets(tx_bytes) / 100,
-            );
-            set(
-                "port_rx_packets",
-                packets(rx_bytes) + packets(rx_bytes) / 100,
-            );
-            set("rdma_sends", sends);
-            set("rdma_recvs", recvs);
-            set("rx_write_requests", packets(rx_bytes));
-            let cnp = if plant == Some("cnp") { 5.0 } else { 1.0 };
-            set("cnp_sent", jitter(&mut rng, 2000.0 * cnp, 0.08));
-            set("cnp_handled", jitter(&mut rng, 1900.0 * cnp, 0.08));
-            set("ecn_marked_pkts", jitter(&mut rng, 2100.0 * cnp, 0.08));
-            set(
-                "local_ack_timeout_err",
-                if plant == Some("retransmit") {
-                    jitter(&mut rng, 40.0, 0.1)
-                } else {
-                    0
-                },
-            );
-            set(
-                "retransmitted_pkts",
-                jitter(
-                    &mut rng,
-                    if plant == Some("retransmit") {
-                        4000.0
-                    } else {
-                        0.0
-                    },
-                    0.1,
-                ),
-            );
-            set(
-                "out_of_sequence",
-                jitter(
-                    &mut rng,
-                    if plant == Some("out_of_sequence") {
-                        60.0
-                    } else {
-                        3.0
-                    },
-                    0.3,
-                ),
-            );
-            set("packet_seq_err", jitter(&mut rng, 2.0, 0.3));
-            set(
-                "port_rx_discards",
-                if plant == Some("drops") {
-                    jitter(&mut rng, 5000.0, 0.1)
-                } else {
-                    0
-                },
-            );
-            set("ack_deferred", jitter(&mut rng, 500.0, 0.1));
-            set("fec_corrected_bits", jitter(&mut rng, 10_000.0, 0.2));
-            let pfc = if plant == Some("pfc") { 8.0 } else { 1.0 };
-            for (rx_tx, base) in [("rx", 150.0), ("tx", 150.0)] {
-                let frames = jitter(&mut rng, base * pfc, 0.1) as i64;
-                let mut a = vec![0i64; 8];
-                a[3] = frames;
-                hw.insert(format!("pfc_{rx_tx}_frames"), HwValue::PerPrio(a.clone()));
-                hw.insert(format!("pfc_{rx_tx}_frames_total"), HwValue::Scalar(frames));
-                a[3] = frames * 12;
-                hw.insert(
-                    format!("pfc_{rx_tx}_pause_duration_us"),
-                    HwValue::PerPrio(a),
-                );
-            }
-            let mut counter = None;
-            if plant == Some("unavailable") {
-                hw.insert("out_of_sequence".into(), HwValue::Scalar(-1));
-                counter = Some("out_of_sequence".to_string());
-            }
-            counter = counter.or(match plant {
-                Some("cnp") => Some("cnp_sent".into()),
-                Some("pfc") => Some("pfc_rx_frames".into()),
-                Some("drops") => Some("port_rx_discards".into()),
-                Some("retransmit") => Some("local_ack_timeout_err".into()),
-                Some("out_of_sequence") => Some("out_of_sequence".into()),
-                _ => None,
-            });
-
-            if o.samples > 0 {
-                let keys = [
-                    "cnp_sent",
-                    "cnp_handled",
-                    "ecn_marked_pkts",
-                    "out_of_sequence",
-                    "port_rx_discards",
-                    "pfc_rx_frames_total",
-                ];
-                let step = (end - start) / (o.samples as i128 + 1);
-                for s in 0..o.samples {
-                    let t = start + step * (s as i128 + 1);
-                    let frac = (s + 1) as f64 / o.samples as f64;
-                    let mut c = BTreeMap::new();
-                    for k in keys {
-                        let fin = hw.get(k).and_then(HwValue::total).unwrap_or(-1);
-                        // A burst in the middle of the run for the planted CNP rank.
-                        let shape = if plant == Some("cnp") && k.starts_with("cnp") {
-                            ((frac - 0.4) / 0.3).clamp(0.0, 1.0)
-                        } else {
-                            frac
-                        };
-                        c.insert(
-                            k.to_string(),
-                            if fin < 0 {
-                                -1
-                            } else {
-                                (fin as f64 * shape).round() as i64
-                            },
-                        );
-                    }
-                    samples.push(HwSample {
-                        device_id: dev_id,
-                        timestamp_ns: t as u64,
-                        counters: c,
-                    });
-                }
-            }
-
-            let cq_errors = if plant == Some("cq_errors") { 17 } else { 0 };
-            let untracked_dev = if plant == Some("untracked") { 2 } else { 0 };
-            let wqe_sent_total: u64 = channels.iter().map(|c| c.counters.num_wqe_sent).sum();
-            devices.push(Device {
-                device_id: dev_id,
-                roce_device: roce.clone(),
-                eth_device: eth,
-                hw_type: o.hw_type.clone(),
-                tx_bytes,
-                rx_bytes,
-                num_cq_errors: cq_errors,
-                cq_poll_count: jitter(&mut rng, wqe_sent_total as f64 * 3.0, 0.05),
-                num_channels: named_channels.then_some(n_channels as u64),
-                active_channels: n_channels as u64,
-                num_qp_untracked: untracked_dev,
-                wqe_size_stats: vec![
-                    crate::model::WqeSizeStat {
-                        max_wqe_size: 65536,
-                        num_wqe: (wqe_sent_total / 20).max(1),
-                    },
-                    crate::model::WqeSizeStat {
-                        max_wqe_size: wqe_size,
-                        num_wqe: (wqe_sent_total - wqe_sent_total / 20).max(1),
-                    },
-                ],
-                channels,
-                hw_counters: hw,
-                wqe_completion_log_histogram: None,
-                ..Default::default()
-            });
-            if let Some(kind) = plant {
-                planted.push(Planted {
-                    kind: kind.to_string(),
-                    host: host.clone(),
-                    pid,
-                    device_id: dev_id,
-                    file: format!("rccl_telemetry_{host}_1000_{pid}.json"),
-                    counter,
-                    peer: None,
-                });
-            }
-        }
-        let dropped = if o.samples > 0 {
-            Some(if plant == Some("samples_dropped") {
-                12
-            } else {
-                0
-            })
-        } else {
-            None
-        };
-        let f = TelemetryFile {
-            format: crate::model::SourceFormat::V1,
-            version: 1,
-            host_name: host.clone(),
-            process_name: "all_reduce_perf".into(),
-            process_id: pid,
-            start_time: format_timestamp_ns(start),
-            end_time: format_timestamp_ns(end),
-            is_final: Some(!snapshot),
-            trigger: Some(if snapshot { "SIGTERM" } else { "exit" }.into()),
-            transport: Some("IB-CAST".into()),
-            histogram_interval_ns: width,
-            latency_sample_interval: (o.latency_sample > 1).then_some(o.latency_sample),
-            devices,
-            hw_samples: (o.samples > 0).then_some(samples),
-            hw_samples_dropped: dropped,
-            ..Default::default()
-        };
-        let path = dir.join(format!("rccl_telemetry_{host}_1000_{pid}.json"));
+        let f = rank_file_v1(&shape, &mut rng, rank, plant, &mut planted);
+        let path = dir.join(format!(
+            "rccl_telemetry_{}_1000_{}.json",
+            f.host_name, f.process_id
+        ));
         let text =
             serde_json::to_string_pretty(&f).map_err(|e| format!("cannot serialise: {e}"))?;
         std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
@@ -657,6 +344,449 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
     std::fs::write(&manifest, text)
         .map_err(|e| format!("cannot write {}: {e}", manifest.display()))?;
     Ok(planted)
+}
+
+/// Generates a rank's file: its devices (one used), and its anomaly into `planted`.
+fn rank_file_v1(
+    s: &RunShape,
+    rng: &mut fastrand::Rng,
+    rank: usize,
+    plant: Option<&str>,
+    planted: &mut Vec<Planted>,
+) -> TelemetryFile {
+    let o = s.o;
+    let run_start_ns: i128 = 1_796_209_200_000_000_000; // 2026-12-02T11:00:00Z
+    let host_idx = rank / o.ranks_per_host;
+    let local = rank % o.ranks_per_host;
+    let host = format!("gpu_node_{host_idx:03}");
+    let pid = 20_000 + (rank as i64 * 7919) % 40_000;
+    let used_dev = (local % o.devices_per_rank) as u32;
+    let start = run_start_ns + rng.i128(0..50_000_000);
+    let snapshot = plant == Some("snapshot");
+    let end = start
+        + if snapshot {
+            60_000_000_000
+        } else {
+            120_000_000_000
+        }
+        + rng.i128(0..50_000_000);
+    let r = RankSpan {
+        host,
+        pid,
+        plant,
+        start,
+        end,
+        part: if snapshot { 0.5 } else { 1.0 },
+    };
+
+    let mut devices = Vec::new();
+    let mut samples = Vec::new();
+    for dev_id in 0..o.devices_per_rank as u32 {
+        let roce = match o.hw_type.as_str() {
+            "thor2" => format!("bnxt_re{dev_id}"),
+            "ainic" => format!("ionic_{dev_id}"),
+            "rxe" => format!("rxe{dev_id}"),
+            _ => format!("mlx5_{dev_id}"),
+        };
+        let eth = format!("enp{}s0f0", 12 + dev_id * 16);
+        if dev_id != used_dev {
+            devices.push(Device {
+                device_id: dev_id,
+                roce_device: roce,
+                eth_device: eth,
+                hw_type: o.hw_type.clone(),
+                tx_bytes: 0,
+                rx_bytes: 0,
+                num_cq_errors: 0,
+                cq_poll_count: 0,
+                num_channels: if s.named_channels { Some(0) } else { None },
+                active_channels: 0,
+                num_qp_untracked: 0,
+                wqe_size_stats: Vec::new(),
+                channels: Vec::new(),
+                hw_counters: unavailable_counters(),
+                wqe_completion_log_histogram: None,
+                ..Default::default()
+            });
+            continue;
+        }
+        let (d, counter) = used_device_v1(s, rng, &r, dev_id, (roce, eth), &mut samples);
+        devices.push(d);
+        if let Some(kind) = plant {
+            planted.push(Planted {
+                kind: kind.to_string(),
+                host: r.host.clone(),
+                pid: r.pid,
+                device_id: dev_id,
+                file: format!("rccl_telemetry_{}_1000_{}.json", r.host, r.pid),
+                counter,
+                peer: None,
+            });
+        }
+    }
+    let dropped = if o.samples > 0 {
+        Some(if plant == Some("samples_dropped") {
+            12
+        } else {
+            0
+        })
+    } else {
+        None
+    };
+    TelemetryFile {
+        format: crate::model::SourceFormat::V1,
+        version: 1,
+        host_name: r.host,
+        process_name: "all_reduce_perf".into(),
+        process_id: pid,
+        start_time: format_timestamp_ns(start),
+        end_time: format_timestamp_ns(end),
+        is_final: Some(!snapshot),
+        trigger: Some(if snapshot { "SIGTERM" } else { "exit" }.into()),
+        transport: Some("IB-CAST".into()),
+        histogram_interval_ns: s.width,
+        latency_sample_interval: (o.latency_sample > 1).then_some(o.latency_sample),
+        devices,
+        hw_samples: (o.samples > 0).then_some(samples),
+        hw_samples_dropped: dropped,
+        ..Default::default()
+    }
+}
+
+/// Generates the device a rank drives, its hw_samples into `samples`; returns it with the
+/// counter its planted anomaly shows in.
+fn used_device_v1(
+    s: &RunShape,
+    rng: &mut fastrand::Rng,
+    r: &RankSpan,
+    dev_id: u32,
+    (roce, eth): (String, String),
+    samples: &mut Vec<HwSample>,
+) -> (Device, Option<String>) {
+    let o = s.o;
+    let plant = r.plant;
+    let skew = if plant == Some("skew") { 1.6 } else { 1.0 };
+    let base_bytes = 8.0 * (1u64 << 30) as f64;
+    let tx_bytes = jitter(rng, base_bytes * skew * r.part, 0.01);
+    let rx_bytes = jitter(rng, base_bytes * r.part, 0.01);
+    let wqe_size: u64 = 512 * 1024;
+    let sends = tx_bytes / wqe_size;
+    let recvs = rx_bytes / wqe_size / 8; // one receive per request (the write-with-imm)
+    let channels = channels_v1(s, rng, plant, sends, recvs);
+    let (hw, counter) = hw_counters_v1(rng, plant, (tx_bytes, rx_bytes), (sends, recvs));
+    if o.samples > 0 {
+        samples.extend(hw_samples_v1(o, &hw, r, dev_id));
+    }
+
+    let cq_errors = if plant == Some("cq_errors") { 17 } else { 0 };
+    let untracked_dev = if plant == Some("untracked") { 2 } else { 0 };
+    let wqe_sent_total: u64 = channels.iter().map(|c| c.counters.num_wqe_sent).sum();
+    let d = Device {
+        device_id: dev_id,
+        roce_device: roce,
+        eth_device: eth,
+        hw_type: o.hw_type.clone(),
+        tx_bytes,
+        rx_bytes,
+        num_cq_errors: cq_errors,
+        cq_poll_count: jitter(rng, wqe_sent_total as f64 * 3.0, 0.05),
+        num_channels: s.named_channels.then_some(s.n_channels as u64),
+        active_channels: s.n_channels as u64,
+        num_qp_untracked: untracked_dev,
+        wqe_size_stats: vec![
+            crate::model::WqeSizeStat {
+                max_wqe_size: 65536,
+                num_wqe: (wqe_sent_total / 20).max(1),
+            },
+            crate::model::WqeSizeStat {
+                max_wqe_size: wqe_size,
+                num_wqe: (wqe_sent_total - wqe_sent_total / 20).max(1),
+            },
+        ],
+        channels,
+        hw_counters: hw,
+        wqe_completion_log_histogram: None,
+        ..Default::default()
+    };
+    (d, counter)
+}
+
+/// Generates the channels of a used device: its sends and receives split over the data QPs,
+/// the CTS QPs beside them, each channel's totals derived from its QPs.
+fn channels_v1(
+    s: &RunShape,
+    rng: &mut fastrand::Rng,
+    plant: Option<&str>,
+    sends: u64,
+    recvs: u64,
+) -> Vec<Channel> {
+    let o = s.o;
+    let (n_channels, data_per_ch, cts_per_ch) = (s.n_channels, s.data_per_ch, s.cts_per_ch);
+    let width = s.width;
+    let n_data = n_channels * data_per_ch;
+    let n_cts = n_channels * cts_per_ch;
+    let sends_per_qp = split(rng, sends, n_data);
+    let recvs_per_qp = split(rng, recvs, n_data);
+    let cts_per_qp = split(rng, recvs, n_cts);
+    let slot_scale = if plant == Some("slot_miss") {
+        10.0
+    } else {
+        1.0
+    };
+    let (p, tail_max) = if plant == Some("tail") {
+        (&s.tail_p, 5_000_000)
+    } else {
+        (&s.normal_p, 4 * width)
+    };
+    let sample_n = o.latency_sample.max(1);
+
+    let mut channels = Vec::new();
+    let mut qp_id = 0u64;
+    for ch in 0..n_channels {
+        let mut qps = Vec::new();
+        for i in 0..data_per_ch {
+            let k = ch * data_per_ch + i;
+            let sent = sends_per_qp[k];
+            let imm = sent / 8;
+            let completed = sent;
+            let rcvd = completed + recvs_per_qp[k]
+                - jitter(rng, recvs_per_qp[k] as f64 * 0.01, 0.2).min(recvs_per_qp[k]);
+            let sampled = completed / sample_n;
+            let (h, mn, mx) = histogram(rng, sampled, p, width, tail_max);
+            qps.push(QueuePair {
+                id: qp_id,
+                role: Some("data".into()),
+                counters: Counters {
+                    num_wqe_sent: sent,
+                    num_recv_wqe: recvs_per_qp[k],
+                    num_wqe_rcvd: rcvd,
+                    num_wqe_completed: completed,
+                    num_wqe_sampled: (sample_n > 1).then_some(sampled),
+                    num_cts_sent: 0,
+                    num_cts_sent_signalled: 0,
+                    num_cts_sent_unsignalled: 0,
+                    num_slot_miss: jitter(rng, 40.0 * slot_scale, 0.15),
+                    num_write_wqe: sent - imm,
+                    num_write_imm_wqe: imm,
+                    wqe_completion_ns_min: mn,
+                    wqe_completion_ns_max: mx,
+                    wqe_completion_histogram: h,
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
+            qp_id += 1;
+        }
+        for i in 0..cts_per_ch {
+            qps.push(cts_qp_v1(qp_id, cts_per_qp[ch * cts_per_ch + i], o));
+            qp_id += 1;
+        }
+        let counters = counters_from_qps(&qps, sample_n > 1);
+        let untracked = if plant == Some("untracked") && ch == 0 {
+            1
+        } else {
+            0
+        };
+        channels.push(Channel {
+            id: s.named_channels.then_some(ch as u64),
+            num_req_completed: counters.num_recv_wqe,
+            num_data_qp: data_per_ch as u64,
+            num_cts_qp: cts_per_ch as u64,
+            num_qp_untracked: untracked,
+            counters,
+            queue_pairs: qps,
+            wqe_completion_log_histogram: None,
+            comm: None,
+        });
+    }
+    channels
+}
+
+/// A CTS QP that sent `cts` clear-to-sends, one in 16 of them signalled.
+fn cts_qp_v1(id: u64, cts: u64, o: &GenOptions) -> QueuePair {
+    let sample_n = o.latency_sample.max(1);
+    let signalled = cts / 16;
+    QueuePair {
+        id,
+        role: Some("cts".into()),
+        counters: Counters {
+            num_wqe_sent: 0,
+            num_recv_wqe: 0,
+            num_wqe_rcvd: signalled,
+            num_wqe_completed: 0,
+            num_wqe_sampled: (sample_n > 1).then_some(0),
+            num_cts_sent: cts,
+            num_cts_sent_signalled: signalled,
+            num_cts_sent_unsignalled: cts - signalled,
+            num_slot_miss: 0,
+            num_write_wqe: 0,
+            num_write_imm_wqe: 0,
+            wqe_completion_ns_min: -1,
+            wqe_completion_ns_max: -1,
+            wqe_completion_histogram: vec![0; o.buckets],
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// Generates a used device's hardware counters from its traffic, the planted anomaly's
+/// raised; returns them with the counter the anomaly shows in.
+fn hw_counters_v1(
+    rng: &mut fastrand::Rng,
+    plant: Option<&str>,
+    (tx_bytes, rx_bytes): (u64, u64),
+    (sends, recvs): (u64, u64),
+) -> (BTreeMap<String, HwValue>, Option<String>) {
+    let packets = |b: u64| b / 4096 + b / 65536;
+    let mut hw = BTreeMap::new();
+    for k in hw_names(Kind::Scalar) {
+        hw.insert(k.to_string(), HwValue::Scalar(0));
+    }
+    let mut set = |name: &str, v: u64| {
+        hw.insert(name.to_string(), HwValue::Scalar(v as i64));
+    };
+    let (dtx, drx) = (tx_bytes + tx_bytes / 50, rx_bytes + rx_bytes / 50);
+    set("delta_tx_bytes", dtx);
+    set("delta_rx_bytes", drx);
+    set("delta_tx_packets", packets(tx_bytes));
+    set("delta_rx_packets", packets(rx_bytes));
+    set("port_tx_bytes", dtx + dtx / 100);
+    set("port_rx_bytes", drx + drx / 100);
+    set(
+        "port_tx_packets",
+        packets(tx_bytes) + packets(tx_bytes) / 100,
+    );
+    set(
+        "port_rx_packets",
+        packets(rx_bytes) + packets(rx_bytes) / 100,
+    );
+    set("rdma_sends", sends);
+    set("rdma_recvs", recvs);
+    set("rx_write_requests", packets(rx_bytes));
+    let cnp = if plant == Some("cnp") { 5.0 } else { 1.0 };
+    set("cnp_sent", jitter(rng, 2000.0 * cnp, 0.08));
+    set("cnp_handled", jitter(rng, 1900.0 * cnp, 0.08));
+    set("ecn_marked_pkts", jitter(rng, 2100.0 * cnp, 0.08));
+    set(
+        "local_ack_timeout_err",
+        if plant == Some("retransmit") {
+            jitter(rng, 40.0, 0.1)
+        } else {
+            0
+        },
+    );
+    set(
+        "retransmitted_pkts",
+        jitter(
+            rng,
+            if plant == Some("retransmit") {
+                4000.0
+            } else {
+                0.0
+            },
+            0.1,
+        ),
+    );
+    set(
+        "out_of_sequence",
+        jitter(
+            rng,
+            if plant == Some("out_of_sequence") {
+                60.0
+            } else {
+                3.0
+            },
+            0.3,
+        ),
+    );
+    set("packet_seq_err", jitter(rng, 2.0, 0.3));
+    set(
+        "port_rx_discards",
+        if plant == Some("drops") {
+            jitter(rng, 5000.0, 0.1)
+        } else {
+            0
+        },
+    );
+    set("ack_deferred", jitter(rng, 500.0, 0.1));
+    set("fec_corrected_bits", jitter(rng, 10_000.0, 0.2));
+    let pfc = if plant == Some("pfc") { 8.0 } else { 1.0 };
+    for (rx_tx, base) in [("rx", 150.0), ("tx", 150.0)] {
+        let frames = jitter(rng, base * pfc, 0.1) as i64;
+        let mut a = vec![0i64; 8];
+        a[3] = frames;
+        hw.insert(format!("pfc_{rx_tx}_frames"), HwValue::PerPrio(a.clone()));
+        hw.insert(format!("pfc_{rx_tx}_frames_total"), HwValue::Scalar(frames));
+        a[3] = frames * 12;
+        hw.insert(
+            format!("pfc_{rx_tx}_pause_duration_us"),
+            HwValue::PerPrio(a),
+        );
+    }
+    let mut counter = None;
+    if plant == Some("unavailable") {
+        hw.insert("out_of_sequence".into(), HwValue::Scalar(-1));
+        counter = Some("out_of_sequence".to_string());
+    }
+    counter = counter.or(match plant {
+        Some("cnp") => Some("cnp_sent".into()),
+        Some("pfc") => Some("pfc_rx_frames".into()),
+        Some("drops") => Some("port_rx_discards".into()),
+        Some("retransmit") => Some("local_ack_timeout_err".into()),
+        Some("out_of_sequence") => Some("out_of_sequence".into()),
+        _ => None,
+    });
+    (hw, counter)
+}
+
+/// A used device's hw_samples: a few counters rising evenly to their final values over the
+/// rank's span (the planted CNP rank's in a burst half-way).
+fn hw_samples_v1(
+    o: &GenOptions,
+    hw: &BTreeMap<String, HwValue>,
+    r: &RankSpan,
+    dev_id: u32,
+) -> Vec<HwSample> {
+    let keys = [
+        "cnp_sent",
+        "cnp_handled",
+        "ecn_marked_pkts",
+        "out_of_sequence",
+        "port_rx_discards",
+        "pfc_rx_frames_total",
+    ];
+    let (start, end) = (r.start, r.end);
+    let mut samples = Vec::new();
+    let step = (end - start) / (o.samples as i128 + 1);
+    for s in 0..o.samples {
+        let t = start + step * (s as i128 + 1);
+        let frac = (s + 1) as f64 / o.samples as f64;
+        let mut c = BTreeMap::new();
+        for k in keys {
+            let fin = hw.get(k).and_then(HwValue::total).unwrap_or(-1);
+            // A burst in the middle of the run for the planted CNP rank.
+            let shape = if r.plant == Some("cnp") && k.starts_with("cnp") {
+                ((frac - 0.4) / 0.3).clamp(0.0, 1.0)
+            } else {
+                frac
+            };
+            c.insert(
+                k.to_string(),
+                if fin < 0 {
+                    -1
+                } else {
+                    (fin as f64 * shape).round() as i64
+                },
+            );
+        }
+        samples.push(HwSample {
+            device_id: dev_id,
+            timestamp_ns: t as u64,
+            counters: c,
+        });
+    }
+    samples
 }
 
 fn write_file(dir: &Path, f: &TelemetryFile) -> Result<(), String> {

@@ -8,9 +8,10 @@
 //! (`roots`) comes from the wait-for graph of `waitfor`.
 
 use crate::layout::{col, table, Column, Layout};
-use crate::links::{lookup, qp_index};
+use crate::links::addr::Who;
+use crate::links::{lookup, qp_index, QpIndex};
 use crate::load::Run;
-use crate::model::parse_timestamp_ns;
+use crate::model::{parse_timestamp_ns, Channel, Device, QueuePair, TelemetryFile};
 use crate::stats::fmt_ns;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -192,7 +193,6 @@ fn ms_between(since: &str, until: &str) -> Option<u64> {
 }
 
 /// Finds the stalls of the run and of the textfiles.
-#[allow(clippy::too_many_lines)] // past the limit of clippy.toml: to be split into its steps
 pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
     let mut rep = StallReport {
         files: run.files.len(),
@@ -200,6 +200,28 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
         ..Default::default()
     };
     let idx = qp_index(run);
+    let mut stalled = file_stalls(run, &idx, &mut rep);
+    stalled.extend(prom_stalls(proms, &idx, &mut rep));
+    rep.stalled_qps = stalled.len();
+    rep.groups = group_by_link(stalled);
+    rep.groups.sort_by(|a, b| {
+        b.longest_ms
+            .cmp(&a.longest_ms)
+            .then_with(|| b.qps.len().cmp(&a.qps.len()))
+    });
+    rep.longest_per_rank
+        .sort_by_key(|r| std::cmp::Reverse(r.longest_stall_ms));
+    let h = crate::waitfor::analyse(run);
+    rep.errored_qps = h.errored_qps;
+    rep.waiting_ranks = h.waiting_ranks;
+    rep.roots_basis = h.basis;
+    rep.no_root = h.no_root;
+    rep.roots = h.roots;
+    rep
+}
+
+/// Collects the stalled QPs of the files, and each rank's longest stall into the report.
+fn file_stalls(run: &Run, idx: &QpIndex, rep: &mut StallReport) -> Vec<StalledQp> {
     let mut stalled: Vec<StalledQp> = Vec::new();
     for l in &run.files {
         let f = &l.file;
@@ -220,7 +242,7 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
                     let peer_claims = q
                         .peer
                         .as_ref()
-                        .map_or(&[][..], |p| lookup(&idx, p.gid.as_deref(), p.lid, p.qp_num));
+                        .map_or(&[][..], |p| lookup(idx, p.gid.as_deref(), p.lid, p.qp_num));
                     let peer_one = (peer_claims.len() == 1).then(|| &peer_claims[0]);
                     let ls = q.longest_stall_ms.unwrap_or(0);
                     if ls > 0 && best.as_ref().is_none_or(|b| ls > b.longest_stall_ms) {
@@ -232,54 +254,77 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
                             device: d.roce_device.clone(),
                             qp: q.id,
                             qp_num: q.qp_num,
-                            peer: peer_one
-                                .map(|p| format!("{}:{} {}", p.0, p.1, p.2))
-                                .or_else(|| {
-                                    q.peer.as_ref().map(|p| {
-                                        format!(
-                                            "{} QPN {}",
-                                            p.gid
-                                                .clone()
-                                                .or(p.lid.map(|l| format!("LID {l}")))
-                                                .unwrap_or_default(),
-                                            p.qp_num
-                                        )
-                                    })
-                                }),
+                            peer: peer_label(q, peer_one),
                         });
                     }
-                    if q.stalled != Some(true) {
-                        continue;
+                    if q.stalled == Some(true) {
+                        stalled.push(file_stalled_qp(f, d, c, q, peer_one));
                     }
-                    stalled.push(StalledQp {
-                        source: "file",
-                        host: f.host_name.clone(),
-                        pid: f.process_id,
-                        device: d.roce_device.clone(),
-                        channel: c.id,
-                        qp: Some(q.id),
-                        qp_num: q.qp_num,
-                        outstanding: q.num_wqe_outstanding,
-                        stalled_ms: q
-                            .stalled_since
-                            .as_deref()
-                            .and_then(|s| ms_between(s, &f.end_time)),
-                        stalled_since: q.stalled_since.clone(),
-                        oldest_outstanding_ms: q.oldest_outstanding_ms,
-                        peer_gid: q.peer.as_ref().and_then(|p| p.gid.clone()),
-                        peer_lid: q.peer.as_ref().and_then(|p| p.lid),
-                        peer_qp_num: q.peer.as_ref().map(|p| p.qp_num),
-                        peer_rank: peer_one.map(|p| format!("{}:{}", p.0, p.1)),
-                        peer_nic: peer_one.map(|p| format!("{}:{}", p.0, p.2)),
-                    });
                 }
             }
         }
         rep.longest_per_rank.extend(best);
     }
-    // Textfiles.
+    stalled
+}
+
+/// Names a QP's peer: its rank and NIC when the run holds it, else its address and QPN.
+fn peer_label(q: &QueuePair, peer_one: Option<&Who>) -> Option<String> {
+    peer_one
+        .map(|p| format!("{}:{} {}", p.0, p.1, p.2))
+        .or_else(|| {
+            q.peer.as_ref().map(|p| {
+                format!(
+                    "{} QPN {}",
+                    p.gid
+                        .clone()
+                        .or(p.lid.map(|l| format!("LID {l}")))
+                        .unwrap_or_default(),
+                    p.qp_num
+                )
+            })
+        })
+}
+
+/// The stalled QP of a file, with its peer when the run holds exactly one claimant.
+fn file_stalled_qp(
+    f: &TelemetryFile,
+    d: &Device,
+    c: &Channel,
+    q: &QueuePair,
+    peer_one: Option<&Who>,
+) -> StalledQp {
+    StalledQp {
+        source: "file",
+        host: f.host_name.clone(),
+        pid: f.process_id,
+        device: d.roce_device.clone(),
+        channel: c.id,
+        qp: Some(q.id),
+        qp_num: q.qp_num,
+        outstanding: q.num_wqe_outstanding,
+        stalled_ms: q
+            .stalled_since
+            .as_deref()
+            .and_then(|s| ms_between(s, &f.end_time)),
+        stalled_since: q.stalled_since.clone(),
+        oldest_outstanding_ms: q.oldest_outstanding_ms,
+        peer_gid: q.peer.as_ref().and_then(|p| p.gid.clone()),
+        peer_lid: q.peer.as_ref().and_then(|p| p.lid),
+        peer_qp_num: q.peer.as_ref().map(|p| p.qp_num),
+        peer_rank: peer_one.map(|p| format!("{}:{}", p.0, p.1)),
+        peer_nic: peer_one.map(|p| format!("{}:{}", p.0, p.2)),
+    }
+}
+
+/// A stalled QP's series in the textfiles: (host, pid, device, channel, qp).
+type SeriesKey = (String, String, String, String, String);
+
+/// Collects the stalled QPs of the textfiles (their peers resolved in the run), and the
+/// stalled-QPs gauge and the textfiles' problems into the report.
+fn prom_stalls(proms: &[PathBuf], idx: &QpIndex, rep: &mut StallReport) -> Vec<StalledQp> {
     let mut gauge: Option<u64> = None;
-    let mut series: BTreeMap<(String, String, String, String, String), StalledQp> = BTreeMap::new();
+    let mut series: BTreeMap<SeriesKey, StalledQp> = BTreeMap::new();
     for p in proms {
         let Ok(text) = std::fs::read_to_string(p) else {
             rep.prom_problems
@@ -301,59 +346,73 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
                 }
                 continue;
             };
-            let get = |k: &str| lab.get(k).cloned().unwrap_or_default();
             match name.as_str() {
                 "rccl_telemetry_stalled_qps" => *gauge.get_or_insert(0) += v.max(0.0) as u64,
                 "rccl_telemetry_qp_stalled_seconds" | "rccl_telemetry_qp_stall_outstanding" => {
-                    let key = (
-                        get("host"),
-                        get("pid"),
-                        get("device"),
-                        get("channel"),
-                        get("qp"),
-                    );
-                    let e = series.entry(key).or_insert_with(|| StalledQp {
-                        source: "prom",
-                        host: get("host"),
-                        pid: get("pid").parse().unwrap_or(-1),
-                        device: get("device"),
-                        channel: get("channel").parse().ok(),
-                        qp: get("qp").parse().ok(),
-                        qp_num: get("qp_num").parse().ok(),
-                        outstanding: None,
-                        stalled_ms: None,
-                        stalled_since: None,
-                        oldest_outstanding_ms: None,
-                        peer_gid: crate::links::norm_gid(lab.get("peer_gid").map(String::as_str)),
-                        peer_lid: None,
-                        peer_qp_num: get("peer_qp_num").parse().ok(),
-                        peer_rank: None,
-                        peer_nic: None,
-                    });
-                    if name.ends_with("seconds") {
-                        e.stalled_ms =
-                            (v.is_finite() && v >= 0.0).then(|| (v * 1000.0).round() as u64);
-                    } else {
-                        e.outstanding = (v.is_finite() && v >= 0.0).then_some(v as u64);
-                    }
+                    add_prom_sample(&mut series, &name, &lab, v);
                 }
                 _ => {}
             }
         }
     }
     rep.prom_stalled_qps_gauge = gauge;
-    for mut q in series.into_values() {
-        if let Some(qpn) = q.peer_qp_num {
-            let claims = lookup(&idx, q.peer_gid.as_deref(), None, qpn);
-            if claims.len() == 1 {
-                q.peer_rank = Some(format!("{}:{}", claims[0].0, claims[0].1));
-                q.peer_nic = Some(format!("{}:{}", claims[0].0, claims[0].2));
+    series
+        .into_values()
+        .map(|mut q| {
+            if let Some(qpn) = q.peer_qp_num {
+                let claims = lookup(idx, q.peer_gid.as_deref(), None, qpn);
+                if claims.len() == 1 {
+                    q.peer_rank = Some(format!("{}:{}", claims[0].0, claims[0].1));
+                    q.peer_nic = Some(format!("{}:{}", claims[0].0, claims[0].2));
+                }
             }
-        }
-        stalled.push(q);
+            q
+        })
+        .collect()
+}
+
+/// Adds a stalled-seconds or stall-outstanding sample to its QP's series.
+fn add_prom_sample(
+    series: &mut BTreeMap<SeriesKey, StalledQp>,
+    name: &str,
+    lab: &BTreeMap<String, String>,
+    v: f64,
+) {
+    let get = |k: &str| lab.get(k).cloned().unwrap_or_default();
+    let key = (
+        get("host"),
+        get("pid"),
+        get("device"),
+        get("channel"),
+        get("qp"),
+    );
+    let e = series.entry(key).or_insert_with(|| StalledQp {
+        source: "prom",
+        host: get("host"),
+        pid: get("pid").parse().unwrap_or(-1),
+        device: get("device"),
+        channel: get("channel").parse().ok(),
+        qp: get("qp").parse().ok(),
+        qp_num: get("qp_num").parse().ok(),
+        outstanding: None,
+        stalled_ms: None,
+        stalled_since: None,
+        oldest_outstanding_ms: None,
+        peer_gid: crate::links::norm_gid(lab.get("peer_gid").map(String::as_str)),
+        peer_lid: None,
+        peer_qp_num: get("peer_qp_num").parse().ok(),
+        peer_rank: None,
+        peer_nic: None,
+    });
+    if name.ends_with("seconds") {
+        e.stalled_ms = (v.is_finite() && v >= 0.0).then(|| (v * 1000.0).round() as u64);
+    } else {
+        e.outstanding = (v.is_finite() && v >= 0.0).then_some(v as u64);
     }
-    rep.stalled_qps = stalled.len();
-    // Group by link.
+}
+
+/// Groups the stalled QPs by link (this NIC to the peer's), each with its waiting ranks.
+fn group_by_link(stalled: Vec<StalledQp>) -> Vec<StallGroup> {
     let mut groups: BTreeMap<(String, String), Vec<StalledQp>> = BTreeMap::new();
     for q in stalled {
         let src = format!("{}:{}", q.host, q.device);
@@ -369,7 +428,7 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
         });
         groups.entry((src, dst)).or_default().push(q);
     }
-    rep.groups = groups
+    groups
         .into_iter()
         .map(|((src, dst), mut qps)| {
             qps.sort_by_key(|q| std::cmp::Reverse(q.stalled_ms));
@@ -392,21 +451,7 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
                 peer_ranks: peers,
             }
         })
-        .collect();
-    rep.groups.sort_by(|a, b| {
-        b.longest_ms
-            .cmp(&a.longest_ms)
-            .then_with(|| b.qps.len().cmp(&a.qps.len()))
-    });
-    rep.longest_per_rank
-        .sort_by_key(|r| std::cmp::Reverse(r.longest_stall_ms));
-    let h = crate::waitfor::analyse(run);
-    rep.errored_qps = h.errored_qps;
-    rep.waiting_ranks = h.waiting_ranks;
-    rep.roots_basis = h.basis;
-    rep.no_root = h.no_root;
-    rep.roots = h.roots;
-    rep
+        .collect()
 }
 
 fn hang_of(r: &StallReport) -> crate::waitfor::Hang {

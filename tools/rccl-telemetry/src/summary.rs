@@ -8,7 +8,7 @@ pub mod fleet;
 pub mod text;
 
 use crate::hwclass::{classify, Category};
-use crate::load::Run;
+use crate::load::{Loaded, Run};
 use crate::model::{add_hist, add_log_hist, parse_timestamp_ns, Device, LogBucket, TelemetryFile};
 use crate::stats::{fmt_ns, histogram_percentile, log_histogram_percentile, median, Percentile};
 use serde::Serialize;
@@ -268,121 +268,147 @@ fn device_row(path: &str, f: &TelemetryFile, d: &Device) -> DeviceRow {
 /// Devices sharing one bucket width: how many, their summed histogram, min and max latency.
 type WidthGroup = (usize, Vec<u64>, Option<i64>, Option<i64>);
 
-/// Builds the summary. `all_devices` keeps the registered devices a rank never drove.
-#[allow(clippy::too_many_lines)] // past the limit of clippy.toml: to be split into its steps
-pub fn summarize(run: &Run, all_devices: bool) -> Summary {
-    let mut rows = Vec::new();
-    let mut hosts = BTreeSet::new();
-    let mut processes = BTreeSet::new();
-    let mut transports = BTreeSet::new();
-    let mut hw_types: BTreeMap<String, usize> = BTreeMap::new();
-    let mut sample_intervals = BTreeSet::new();
-    let mut start: Option<(i128, &str)> = None;
-    let mut end: Option<(i128, &str)> = None;
-    let mut registered = 0;
-    let mut hw_samples = 0;
-    let mut hw_dropped = 0u64;
-    let mut files_final = 0;
-    let mut triggers: BTreeMap<String, usize> = BTreeMap::new();
-    let mut formats: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut no_wall_clock = 0;
-    let mut by_width: BTreeMap<u64, WidthGroup> = BTreeMap::new();
-    // (devices with, devices without, buckets, min, max)
-    let mut log: (usize, usize, Vec<LogBucket>, Option<i64>, Option<i64>) =
-        (0, 0, Vec::new(), None, None);
-    // name -> (per-device values (rank label, device), unavailable count)
-    let mut hw: BTreeMap<String, (Vec<(i64, String)>, usize)> = BTreeMap::new();
-    // name -> (row index, value) for the fleet aggregates
-    let mut hw_rows: BTreeMap<String, Vec<(usize, i64)>> = BTreeMap::new();
+/// The lower of two optional latencies (either one when the other is absent).
+fn min_of(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
 
-    for l in &run.files {
+/// The higher of two optional latencies (either one when the other is absent).
+fn max_of(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What the files add up to, gathered one file at a time.
+#[derive(Default)]
+struct Tally<'a> {
+    rows: Vec<DeviceRow>,
+    hosts: BTreeSet<String>,
+    processes: BTreeSet<String>,
+    transports: BTreeSet<String>,
+    hw_types: BTreeMap<String, usize>,
+    sample_intervals: BTreeSet<u64>,
+    start: Option<(i128, &'a str)>,
+    end: Option<(i128, &'a str)>,
+    registered: usize,
+    hw_samples: usize,
+    hw_dropped: u64,
+    files_final: usize,
+    triggers: BTreeMap<String, usize>,
+    formats: BTreeMap<&'static str, usize>,
+    no_wall_clock: usize,
+    by_width: BTreeMap<u64, WidthGroup>,
+    /// (devices with, devices without, buckets, min, max)
+    log: (usize, usize, Vec<LogBucket>, Option<i64>, Option<i64>),
+    /// name -> (per-device values (rank label, device), unavailable count)
+    hw: BTreeMap<String, (Vec<(i64, String)>, usize)>,
+    /// name -> (row index, value) for the fleet aggregates
+    hw_rows: BTreeMap<String, Vec<(usize, i64)>>,
+}
+
+impl<'a> Tally<'a> {
+    /// Adds a file: its identity, times and writer, then each of its devices (a row for the
+    /// used ones, or for all with `all_devices`).
+    fn add_file(&mut self, l: &'a Loaded, all_devices: bool) {
         let f = &l.file;
-        *formats.entry(f.format.label()).or_default() += 1;
+        *self.formats.entry(f.format.label()).or_default() += 1;
         if !f.format.has_wall_clock() {
-            no_wall_clock += 1;
+            self.no_wall_clock += 1;
         }
-        hosts.insert(f.host_name.clone());
-        processes.insert(f.process_name.clone());
-        transports.insert(f.transport.clone().unwrap_or_else(|| "null".into()));
-        sample_intervals.insert(f.latency_sample_interval.unwrap_or(1));
+        self.hosts.insert(f.host_name.clone());
+        self.processes.insert(f.process_name.clone());
+        self.transports
+            .insert(f.transport.clone().unwrap_or_else(|| "null".into()));
+        self.sample_intervals
+            .insert(f.latency_sample_interval.unwrap_or(1));
         if let Some(t) = parse_timestamp_ns(&f.start_time) {
-            if start.is_none_or(|(s, _)| t < s) {
-                start = Some((t, &f.start_time));
+            if self.start.is_none_or(|(s, _)| t < s) {
+                self.start = Some((t, &f.start_time));
             }
         }
         if let Some(t) = parse_timestamp_ns(&f.end_time) {
-            if end.is_none_or(|(e, _)| t > e) {
-                end = Some((t, &f.end_time));
+            if self.end.is_none_or(|(e, _)| t > e) {
+                self.end = Some((t, &f.end_time));
             }
         }
         if f.is_final.unwrap_or(true) {
-            files_final += 1;
+            self.files_final += 1;
         }
-        *triggers
+        *self
+            .triggers
             .entry(f.trigger.clone().unwrap_or_else(|| "unknown".into()))
             .or_default() += 1;
-        hw_samples += f.hw_samples.as_ref().map_or(0, Vec::len);
-        hw_dropped = hw_dropped.saturating_add(f.hw_samples_dropped.unwrap_or(0));
+        self.hw_samples += f.hw_samples.as_ref().map_or(0, Vec::len);
+        self.hw_dropped = self
+            .hw_dropped
+            .saturating_add(f.hw_samples_dropped.unwrap_or(0));
         let path = l.path.display().to_string();
         for d in &f.devices {
-            registered += 1;
+            self.registered += 1;
             let used = d.is_used();
             if used {
-                *hw_types.entry(d.hw_type.clone()).or_default() += 1;
-                let e =
-                    by_width
-                        .entry(f.histogram_interval_ns)
-                        .or_insert((0, Vec::new(), None, None));
-                e.0 += 1;
-                add_hist(&mut e.1, &d.histogram());
-                match d.log_histogram() {
-                    Some(h) => {
-                        let (mn, mx) = d.latency_min_max();
-                        log.0 += 1;
-                        add_log_hist(&mut log.2, &h);
-                        log.3 = match (log.3, mn) {
-                            (Some(a), Some(b)) => Some(a.min(b)),
-                            (a, b) => a.or(b),
-                        };
-                        log.4 = match (log.4, mx) {
-                            (Some(a), Some(b)) => Some(a.max(b)),
-                            (a, b) => a.or(b),
-                        };
-                    }
-                    None => log.1 += 1,
-                }
-                let (mn, mx) = d.latency_min_max();
-                e.2 = match (e.2, mn) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-                e.3 = match (e.3, mx) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
-                for (name, v) in &d.hw_counters {
-                    let e = hw.entry(name.clone()).or_default();
-                    match v.total() {
-                        Some(t) => {
-                            e.0.push((
-                                t,
-                                format!("{}:{} (pid {})", f.host_name, d.roce_device, f.process_id),
-                            ));
-                            hw_rows
-                                .entry(name.clone())
-                                .or_default()
-                                .push((rows.len(), t));
-                        }
-                        None => e.1 += 1,
-                    }
-                }
+                *self.hw_types.entry(d.hw_type.clone()).or_default() += 1;
+                self.add_latency(f, d);
+                self.add_hw_counters(f, d);
             }
             if used || all_devices {
-                rows.push(device_row(&path, f, d));
+                self.rows.push(device_row(&path, f, d));
             }
         }
     }
 
+    /// Adds a used device's histograms: to its bucket width's group and to the log-scale sum.
+    fn add_latency(&mut self, f: &TelemetryFile, d: &Device) {
+        let e = self
+            .by_width
+            .entry(f.histogram_interval_ns)
+            .or_insert((0, Vec::new(), None, None));
+        e.0 += 1;
+        add_hist(&mut e.1, &d.histogram());
+        let log = &mut self.log;
+        match d.log_histogram() {
+            Some(h) => {
+                let (mn, mx) = d.latency_min_max();
+                log.0 += 1;
+                add_log_hist(&mut log.2, &h);
+                log.3 = min_of(log.3, mn);
+                log.4 = max_of(log.4, mx);
+            }
+            None => log.1 += 1,
+        }
+        let (mn, mx) = d.latency_min_max();
+        e.2 = min_of(e.2, mn);
+        e.3 = max_of(e.3, mx);
+    }
+
+    /// Adds a used device's hardware counters (the row it is about to get holds their values).
+    fn add_hw_counters(&mut self, f: &TelemetryFile, d: &Device) {
+        for (name, v) in &d.hw_counters {
+            let e = self.hw.entry(name.clone()).or_default();
+            match v.total() {
+                Some(t) => {
+                    e.0.push((
+                        t,
+                        format!("{}:{} (pid {})", f.host_name, d.roce_device, f.process_id),
+                    ));
+                    self.hw_rows
+                        .entry(name.clone())
+                        .or_default()
+                        .push((self.rows.len(), t));
+                }
+                None => e.1 += 1,
+            }
+        }
+    }
+}
+
+/// Sums the used rows' traffic and sets each row's share of it; returns (tx, rx).
+fn share_traffic(rows: &mut [DeviceRow]) -> (u64, u64) {
     let tx: u64 = rows
         .iter()
         .filter(|r| r.used)
@@ -391,7 +417,7 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
         .iter()
         .filter(|r| r.used)
         .fold(0u64, |s, r| s.saturating_add(r.rx_bytes));
-    for r in &mut rows {
+    for r in rows {
         r.tx_share = if tx > 0 {
             r.tx_bytes as f64 / tx as f64
         } else {
@@ -403,9 +429,11 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
             0.0
         };
     }
-    let used_rows = || rows.iter().filter(|r| r.used);
-    let sum = |f: fn(&DeviceRow) -> u64| used_rows().fold(0u64, |s, r| s.saturating_add(f(r)));
+    (tx, rx)
+}
 
+/// The hardware counters that moved on some device, by category and name.
+fn hw_moved(hw: BTreeMap<String, (Vec<(i64, String)>, usize)>) -> Vec<HwCounterSummary> {
     let mut hw_moved: Vec<HwCounterSummary> = hw
         .into_iter()
         .filter(|(_, (vals, _))| vals.iter().any(|(v, _)| *v > 0))
@@ -430,8 +458,22 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
         })
         .collect();
     hw_moved.sort_by(|a, b| (a.category, &a.name).cmp(&(b.category, &b.name)));
+    hw_moved
+}
 
-    let latency = by_width
+/// Builds the summary. `all_devices` keeps the registered devices a rank never drove.
+pub fn summarize(run: &Run, all_devices: bool) -> Summary {
+    let mut t = Tally::default();
+    for l in &run.files {
+        t.add_file(l, all_devices);
+    }
+    let (tx, rx) = share_traffic(&mut t.rows);
+    let rows = t.rows;
+    let used_rows = || rows.iter().filter(|r| r.used);
+    let sum = |f: fn(&DeviceRow) -> u64| used_rows().fold(0u64, |s, r| s.saturating_add(f(r)));
+    let hw_moved = hw_moved(t.hw);
+    let latency = t
+        .by_width
         .into_iter()
         .map(|(w, (n, h, mn, mx))| RunLatency {
             histogram_interval_ns: w,
@@ -441,11 +483,12 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
         })
         .collect();
 
-    let fleet = crate::summary::fleet::build(&rows, &hw_rows);
-    let duration_s = match (start, end) {
+    let fleet = crate::summary::fleet::build(&rows, &t.hw_rows);
+    let duration_s = match (t.start, t.end) {
         (Some((s, _)), Some((e, _))) => Some((e - s) as f64 / 1e9),
         _ => None,
     };
+    let log = t.log;
     Summary {
         files: run.files.len(),
         files_skipped: run
@@ -453,21 +496,21 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
             .iter()
             .filter(|b| b.kind != crate::load::BadKind::Missing)
             .count(),
-        formats,
-        files_without_wall_clock: no_wall_clock,
-        files_final,
-        triggers,
-        hosts: hosts.len(),
+        formats: t.formats,
+        files_without_wall_clock: t.no_wall_clock,
+        files_final: t.files_final,
+        triggers: t.triggers,
+        hosts: t.hosts.len(),
         ranks: run.files.len(),
-        processes: processes.into_iter().collect(),
-        transports: transports.into_iter().collect(),
+        processes: t.processes.into_iter().collect(),
+        transports: t.transports.into_iter().collect(),
         devices_used: used_rows().count(),
-        devices_registered: registered,
-        hw_types,
-        start_time: start.map(|(_, s)| s.to_string()),
-        end_time: end.map(|(_, s)| s.to_string()),
+        devices_registered: t.registered,
+        hw_types: t.hw_types,
+        start_time: t.start.map(|(_, s)| s.to_string()),
+        end_time: t.end.map(|(_, s)| s.to_string()),
         duration_s,
-        latency_sample_intervals: sample_intervals.into_iter().collect(),
+        latency_sample_intervals: t.sample_intervals.into_iter().collect(),
         tx_bytes: tx,
         rx_bytes: rx,
         num_wqe_sent: sum(|r| r.num_wqe_sent),
@@ -475,8 +518,8 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
         num_cq_errors: sum(|r| r.num_cq_errors),
         num_qp_untracked: sum(|r| r.num_qp_untracked),
         num_slot_miss: sum(|r| r.num_slot_miss),
-        hw_samples,
-        hw_samples_dropped: hw_dropped,
+        hw_samples: t.hw_samples,
+        hw_samples_dropped: t.hw_dropped,
         percentile_method: PERCENTILE_METHOD,
         latency,
         log_percentile_method: (log.0 > 0).then_some(LOG_PERCENTILE_METHOD),

@@ -10,9 +10,9 @@
 //! Separate from `stalls` (which lists what is stuck) because it is the one function that
 //! `stalls`, `summary`, `outliers` and the report share for their hang line.
 
-use crate::links::{lookup, norm_gid, qp_index};
+use crate::links::{lookup, norm_gid, qp_index, QpIndex};
 use crate::load::Run;
-use crate::model::{format_timestamp_ns, parse_timestamp_ns, TelemetryFile};
+use crate::model::{format_timestamp_ns, parse_timestamp_ns, QueuePair, TelemetryFile};
 use crate::stats::fmt_ns;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -227,28 +227,40 @@ fn status_list(m: &BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
-/// Builds the wait-for graph of the run and names its roots.
-#[allow(clippy::too_many_lines)] // past the limit of clippy.toml: to be split into its steps
-pub fn analyse(run: &Run) -> Hang {
-    let latest = latest_files(run);
-    let idx = qp_index(run);
-    // Device GIDs and LIDs of the latest files: a peer whose QPN no file claims (a QP created
-    // after its owner's last file) still names its NIC.
-    let mut by_addr: HashMap<String, BTreeSet<(String, i64, String)>> = HashMap::new();
-    for &fi in latest.values() {
-        let f = &run.files[fi].file;
-        for d in &f.devices {
-            let who = (f.host_name.clone(), f.process_id, d.roce_device.clone());
-            if let Some(g) = norm_gid(d.gid.as_deref()) {
-                by_addr.entry(g).or_default().insert(who.clone());
-            }
-            if let Some(l) = d.lid.filter(|l| *l > 0) {
-                by_addr.entry(format!("lid {l}")).or_default().insert(who);
+/// Resolves a QP's peer to its rank and NIC: by the QPs of the run, else by the device
+/// addresses of the latest files.
+struct PeerResolver {
+    idx: QpIndex,
+    /// Who owns each device GID and LID ("lid N") of the latest files.
+    by_addr: HashMap<String, BTreeSet<(String, i64, String)>>,
+}
+
+impl PeerResolver {
+    /// Indexes the QPs of the run and the device GIDs and LIDs of the latest files: a peer
+    /// whose QPN no file claims (a QP created after its owner's last file) still names its NIC.
+    fn new(run: &Run, latest: &BTreeMap<(String, i64), usize>) -> Self {
+        let mut by_addr: HashMap<String, BTreeSet<(String, i64, String)>> = HashMap::new();
+        for &fi in latest.values() {
+            let f = &run.files[fi].file;
+            for d in &f.devices {
+                let who = (f.host_name.clone(), f.process_id, d.roce_device.clone());
+                if let Some(g) = norm_gid(d.gid.as_deref()) {
+                    by_addr.entry(g).or_default().insert(who.clone());
+                }
+                if let Some(l) = d.lid.filter(|l| *l > 0) {
+                    by_addr.entry(format!("lid {l}")).or_default().insert(who);
+                }
             }
         }
+        PeerResolver {
+            idx: qp_index(run),
+            by_addr,
+        }
     }
-    let resolve = |p: &crate::model::QpPeer| -> Peer {
-        let claims = lookup(&idx, p.gid.as_deref(), p.lid, p.qp_num);
+
+    /// The peer's rank and NIC, its address when no file has it, or Unresolved.
+    fn resolve(&self, p: &crate::model::QpPeer) -> Peer {
+        let claims = lookup(&self.idx, p.gid.as_deref(), p.lid, p.qp_num);
         let ranks: BTreeSet<(&String, i64)> = claims.iter().map(|c| (&c.0, c.1)).collect();
         if ranks.len() == 1 {
             let c = &claims[0];
@@ -264,7 +276,7 @@ pub fn analyse(run: &Run) -> Hang {
         let Some(key) = key else {
             return Peer::Unresolved;
         };
-        match by_addr.get(&key) {
+        match self.by_addr.get(&key) {
             Some(s) if s.len() == 1 => {
                 let (h, pid, d) = s.iter().next().cloned().unwrap_or_default();
                 Peer::Rank(h.clone(), pid, format!("{h}:{d}"))
@@ -279,114 +291,176 @@ pub fn analyse(run: &Run) -> Hang {
                 Peer::Absent(format!("{what} (not in the files)"))
             }
         }
-    };
+    }
+}
 
-    let mut g = Graph {
-        nodes: Vec::new(),
-        index: HashMap::new(),
+impl Quiet {
+    /// Notes a QP's progress at `t` on this link, from its lower end (`lo`) or its higher.
+    fn note(
+        &mut self,
+        lo: bool,
+        t: i128,
+        observed: Option<i128>,
+        post: Option<i128>,
+        src_nic: &str,
+        dst_nic: &str,
+    ) {
+        self.last = self.last.max(Some(t));
+        self.observed = self.observed.max(observed);
+        let e = if lo {
+            &mut self.post_lo
+        } else {
+            &mut self.post_hi
+        };
+        *e = (*e).max(post);
+        let nics = if lo {
+            (&mut self.nic_lo, &mut self.nic_hi)
+        } else {
+            (&mut self.nic_hi, &mut self.nic_lo)
+        };
+        nics.0.insert(src_nic.to_string());
+        nics.1.insert(dst_nic.to_string());
+    }
+}
+
+impl Edge {
+    /// Adds a stalled or errored QP of `src_nic` waiting on `dst_nic`.
+    fn add(&mut self, q: &QueuePair, stalled: bool, errored: bool, src_nic: &str, dst_nic: String) {
+        self.qps += 1;
+        self.stalled += u64::from(stalled);
+        self.errored += u64::from(errored);
+        if stalled {
+            self.since = min_opt(self.since, ns(q.stalled_since.as_deref()));
+        }
+        if let Some(fe) = &q.first_cq_error {
+            let t = parse_timestamp_ns(&fe.time);
+            self.since = min_opt(self.since, t);
+            let what = format!(
+                "{} at {} on {src_nic} QP {}{}",
+                fe.status,
+                fe.time,
+                q.id,
+                q.qp_num.map_or(String::new(), |n| format!(" (QPN {n})"))
+            );
+            let t = t.unwrap_or(i128::MAX);
+            if self.first_error.as_ref().is_none_or(|(t0, _)| t < *t0) {
+                self.first_error = Some((t, what));
+            }
+        }
+        for (s, n) in q.cq_errors.iter().flatten() {
+            *self.errors.entry(s.clone()).or_default() += n;
+        }
+        self.dst_nics.insert(dst_nic);
+    }
+}
+
+/// The wait-for graph as it is built from the latest files, with the hang's QP counts.
+struct GraphBuild<'a> {
+    latest: &'a BTreeMap<(String, i64), usize>,
+    peers: PeerResolver,
+    g: Graph,
+    hang: Hang,
+    edges: BTreeMap<(usize, usize), Edge>,
+    /// Links for the quiet rule: (lower node, higher node) -> acc.
+    links: BTreeMap<(usize, usize), Quiet>,
+}
+
+impl GraphBuild<'_> {
+    /// Adds a QP of node `src`, NIC `src_nic`, whose file was written at `end_ns`: its
+    /// progress to its link, and an edge to its peer when it is stalled or errored.
+    fn add_qp(&mut self, src: usize, src_nic: &str, end_ns: Option<i128>, q: &QueuePair) {
+        let errs = q.cq_error_total();
+        let errored = errs > 0 || q.first_cq_error.is_some();
+        let stalled = q.stalled == Some(true);
+        let progress = ns(q.last_post_time.as_deref()).max(ns(q.last_completion_time.as_deref()));
+        if !(stalled || errored || progress.is_some()) {
+            return;
+        }
+        self.hang.stalled_qps += u64::from(stalled);
+        self.hang.errored_qps += u64::from(errored);
+        let Some(p) = &q.peer else {
+            if stalled || errored {
+                self.hang.unresolved_qps += 1;
+            }
+            return;
+        };
+        let (dst, dst_nic) = match self.peers.resolve(p) {
+            Peer::Rank(h, pid, nic) => {
+                let fi = self.latest.get(&(h.clone(), pid)).copied();
+                (self.g.node(Key::Rank(h, pid), fi), nic)
+            }
+            Peer::Absent(a) => (self.g.node(Key::Absent(a.clone()), None), a),
+            Peer::Unresolved => {
+                if stalled || errored {
+                    self.hang.unresolved_qps += 1;
+                }
+                return;
+            }
+        };
+        if let Some(t) = progress {
+            let key = (src.min(dst), src.max(dst));
+            self.links.entry(key).or_default().note(
+                src <= dst,
+                t,
+                end_ns,
+                ns(q.last_post_time.as_deref()),
+                src_nic,
+                &dst_nic,
+            );
+        }
+        if !(stalled || errored) {
+            return;
+        }
+        self.edges
+            .entry((src, dst))
+            .or_default()
+            .add(q, stalled, errored, src_nic, dst_nic);
+    }
+}
+
+/// Builds the wait-for graph of the run and names its roots.
+pub fn analyse(run: &Run) -> Hang {
+    let latest = latest_files(run);
+    let mut b = GraphBuild {
+        latest: &latest,
+        peers: PeerResolver::new(run, &latest),
+        g: Graph {
+            nodes: Vec::new(),
+            index: HashMap::new(),
+        },
+        hang: Hang {
+            basis: "none",
+            ranks: latest.len(),
+            ..Default::default()
+        },
+        edges: BTreeMap::new(),
+        links: BTreeMap::new(),
     };
     for (k, &fi) in &latest {
-        g.node(Key::Rank(k.0.clone(), k.1), Some(fi));
+        b.g.node(Key::Rank(k.0.clone(), k.1), Some(fi));
     }
-    let mut hang = Hang {
-        basis: "none",
-        ranks: latest.len(),
-        ..Default::default()
-    };
-    let mut edges: BTreeMap<(usize, usize), Edge> = BTreeMap::new();
-    // Links for the quiet rule: (lower node, higher node) -> acc.
-    let mut links: BTreeMap<(usize, usize), Quiet> = BTreeMap::new();
     let mut stall_ms: u64 = 0;
     for (k, &fi) in &latest {
         let f = &run.files[fi].file;
         stall_ms = stall_ms.max(f.stall_ms.unwrap_or(0));
-        let src = g.index[&Key::Rank(k.0.clone(), k.1)];
+        let src = b.g.index[&Key::Rank(k.0.clone(), k.1)];
         let end_ns = parse_timestamp_ns(&f.end_time);
         for d in &f.devices {
             let src_nic = format!("{}:{}", f.host_name, d.roce_device);
             for c in &d.channels {
                 for q in &c.queue_pairs {
-                    let errs = q.cq_error_total();
-                    let errored = errs > 0 || q.first_cq_error.is_some();
-                    let stalled = q.stalled == Some(true);
-                    let progress =
-                        ns(q.last_post_time.as_deref()).max(ns(q.last_completion_time.as_deref()));
-                    if !(stalled || errored || progress.is_some()) {
-                        continue;
-                    }
-                    hang.stalled_qps += u64::from(stalled);
-                    hang.errored_qps += u64::from(errored);
-                    let Some(p) = &q.peer else {
-                        if stalled || errored {
-                            hang.unresolved_qps += 1;
-                        }
-                        continue;
-                    };
-                    let (dst, dst_nic) = match resolve(p) {
-                        Peer::Rank(h, pid, nic) => {
-                            let fi = latest.get(&(h.clone(), pid)).copied();
-                            (g.node(Key::Rank(h, pid), fi), nic)
-                        }
-                        Peer::Absent(a) => (g.node(Key::Absent(a.clone()), None), a),
-                        Peer::Unresolved => {
-                            if stalled || errored {
-                                hang.unresolved_qps += 1;
-                            }
-                            continue;
-                        }
-                    };
-                    if let Some(t) = progress {
-                        let key = (src.min(dst), src.max(dst));
-                        let l = links.entry(key).or_default();
-                        l.last = l.last.max(Some(t));
-                        l.observed = l.observed.max(end_ns);
-                        let e = if src <= dst {
-                            &mut l.post_lo
-                        } else {
-                            &mut l.post_hi
-                        };
-                        *e = (*e).max(ns(q.last_post_time.as_deref()));
-                        let nics = if src <= dst {
-                            (&mut l.nic_lo, &mut l.nic_hi)
-                        } else {
-                            (&mut l.nic_hi, &mut l.nic_lo)
-                        };
-                        nics.0.insert(src_nic.clone());
-                        nics.1.insert(dst_nic.clone());
-                    }
-                    if !(stalled || errored) {
-                        continue;
-                    }
-                    let e = edges.entry((src, dst)).or_default();
-                    e.qps += 1;
-                    e.stalled += u64::from(stalled);
-                    e.errored += u64::from(errored);
-                    if stalled {
-                        e.since = min_opt(e.since, ns(q.stalled_since.as_deref()));
-                    }
-                    if let Some(fe) = &q.first_cq_error {
-                        let t = parse_timestamp_ns(&fe.time);
-                        e.since = min_opt(e.since, t);
-                        let what = format!(
-                            "{} at {} on {src_nic} QP {}{}",
-                            fe.status,
-                            fe.time,
-                            q.id,
-                            q.qp_num.map_or(String::new(), |n| format!(" (QPN {n})"))
-                        );
-                        let t = t.unwrap_or(i128::MAX);
-                        if e.first_error.as_ref().is_none_or(|(t0, _)| t < *t0) {
-                            e.first_error = Some((t, what));
-                        }
-                    }
-                    for (s, n) in q.cq_errors.iter().flatten() {
-                        *e.errors.entry(s.clone()).or_default() += n;
-                    }
-                    e.dst_nics.insert(dst_nic);
+                    b.add_qp(src, &src_nic, end_ns, q);
                 }
             }
         }
     }
+    let GraphBuild {
+        g,
+        mut hang,
+        edges,
+        links,
+        ..
+    } = b;
     hang.edges = edges.len();
     hang.waiting_ranks = edges.keys().map(|(s, _)| *s).collect::<BTreeSet<_>>().len();
     if !edges.is_empty() {
@@ -611,7 +685,156 @@ struct Quiet {
     nic_hi: BTreeSet<String>,
 }
 
-#[allow(clippy::too_many_lines)] // past the limit of clippy.toml: to be split into its steps
+/// A quiet link: its (lower node, higher node), its progress, and when it went quiet.
+type QuietLink<'a> = (&'a (usize, usize), &'a Quiet, i128);
+
+/// The links that went quiet first (within one check of the first), which a quiet root
+/// is named from.
+struct QuietFirst<'a> {
+    g: &'a Graph,
+    first: Vec<QuietLink<'a>>,
+    /// When the first link went quiet.
+    t0: i128,
+    tick_ns: i128,
+    /// What came next, for the evidence: the next link to go quiet or those still busy.
+    next: String,
+}
+
+impl QuietFirst<'_> {
+    /// A link's name: its two ends.
+    fn link_name(&self, k: &(usize, usize)) -> String {
+        format!(
+            "{} <-> {}",
+            self.g.nodes[k.0].label, self.g.nodes[k.1].label
+        )
+    }
+
+    /// A root of `kind` from the first quiet links, its names and evidence left to fill.
+    fn base(&self, kind: &'static str) -> Root {
+        Root {
+            kind,
+            ranks: Vec::new(),
+            nics: Vec::new(),
+            in_files: true,
+            waiting_qps: 0,
+            waiting_ranks: 0,
+            stalled_qps: 0,
+            errored_qps: 0,
+            blocked_ranks: 0,
+            since: Some(ts(self.t0)),
+            errors_by_status: BTreeMap::new(),
+            first_error: None,
+            quiet_links: self.first.iter().map(|q| self.link_name(q.0)).collect(),
+            evidence: String::new(),
+        }
+    }
+
+    /// The NICs of node `v` on the first quiet links.
+    fn nics_of(&self, v: usize) -> Vec<String> {
+        let mut s = BTreeSet::new();
+        for q in &self.first {
+            if q.0 .0 == v {
+                s.extend(q.1.nic_lo.iter().cloned());
+            }
+            if q.0 .1 == v {
+                s.extend(q.1.nic_hi.iter().cloned());
+            }
+        }
+        s.into_iter().collect()
+    }
+
+    /// Node `v` as a rank ("host:pid"), none when it is an absent peer.
+    fn rank_of(&self, v: usize) -> Vec<String> {
+        match self.g.nodes[v].key {
+            Key::Rank(..) => vec![self.g.nodes[v].label.clone()],
+            Key::Absent(_) => Vec::new(),
+        }
+    }
+
+    /// The root when one link went quiet first: either end, the one that posted last first.
+    fn link_root(&self) -> Root {
+        let g = self.g;
+        let (k, l, _) = self.first[0];
+        let mut r = self.base("quiet_link");
+        r.ranks = self
+            .rank_of(k.0)
+            .into_iter()
+            .chain(self.rank_of(k.1))
+            .collect();
+        r.nics = l.nic_lo.iter().chain(&l.nic_hi).cloned().collect();
+        r.in_files = g.nodes[k.0].file.is_some() && g.nodes[k.1].file.is_some();
+        let who_first = match (l.post_lo, l.post_hi) {
+            (Some(a), Some(b)) if b - a > self.tick_ns => format!(
+                "; {} posted last at {}, {} at {}",
+                g.nodes[k.0].label,
+                ts(a),
+                g.nodes[k.1].label,
+                ts(b)
+            ),
+            (Some(a), Some(b)) if a - b > self.tick_ns => format!(
+                "; {} posted last at {}, {} at {}",
+                g.nodes[k.1].label,
+                ts(b),
+                g.nodes[k.0].label,
+                ts(a)
+            ),
+            _ => String::new(),
+        };
+        r.evidence = format!(
+            "nothing is stalled or errored; the link {} went quiet first, at {} ({}): either end{who_first}",
+            self.link_name(k),
+            ts(self.t0),
+            self.next
+        );
+        r
+    }
+
+    /// The root when the first quiet links all have node `v` at one end.
+    fn end_root(&self, v: usize) -> Root {
+        let (g, first) = (self.g, &self.first);
+        let mut r = self.base("quiet_end");
+        r.ranks = self.rank_of(v);
+        r.nics = self.nics_of(v);
+        r.in_files = g.nodes[v].file.is_some();
+        let own_post = first
+            .iter()
+            .filter_map(|q| {
+                if q.0 .0 == v {
+                    q.1.post_lo
+                } else {
+                    q.1.post_hi
+                }
+            })
+            .max();
+        let peer_post = first
+            .iter()
+            .filter_map(|q| {
+                if q.0 .0 == v {
+                    q.1.post_hi
+                } else {
+                    q.1.post_lo
+                }
+            })
+            .max();
+        r.evidence = format!(
+            "nothing is stalled or errored; the {} links that went quiet first, at {} (within {}; {}), all have {} at one end{}",
+            first.len(),
+            ts(self.t0),
+            fmt_ns(self.tick_ns as f64),
+            self.next,
+            g.nodes[v].label,
+            match (own_post, peer_post) {
+                (Some(a), Some(b)) => format!("; its last post on them at {}, its peers' at {}", ts(a), ts(b)),
+                (Some(a), None) => format!("; its last post on them at {}", ts(a)),
+                _ => String::new(),
+            }
+        );
+        r
+    }
+}
+
+/// The quiet rule, when nothing is stalled or errored: the link, or the rank at one end of
+/// every link, that went quiet first (no progress for `quiet_ms` before its file).
 fn quiet_roots(
     g: &Graph,
     links: &BTreeMap<(usize, usize), Quiet>,
@@ -628,7 +851,7 @@ fn quiet_roots(
     }
     let quiet_ns = quiet_ms as i128 * 1_000_000;
     let tick_ns = tick_ms as i128 * 1_000_000;
-    let mut quiet: Vec<(&(usize, usize), &Quiet, i128)> = links
+    let mut quiet: Vec<QuietLink> = links
         .iter()
         .filter_map(|(k, l)| {
             let (t, o) = (l.last?, l.observed?);
@@ -644,7 +867,11 @@ fn quiet_roots(
     }
     quiet.sort_by_key(|q| q.2);
     let t0 = quiet[0].2;
-    let first: Vec<_> = quiet.iter().filter(|q| q.2 - t0 <= tick_ns).collect();
+    let first: Vec<QuietLink> = quiet
+        .iter()
+        .filter(|q| q.2 - t0 <= tick_ns)
+        .copied()
+        .collect();
     if first.len() == links.len() {
         hang.no_root = Some(format!(
             "nothing is stalled or errored, and all {} links went quiet within one check ({}) of each other, at {}: the times cannot tell which stopped first",
@@ -655,8 +882,6 @@ fn quiet_roots(
         return;
     }
     let later = quiet.get(first.len()).map(|q| q.2);
-    let link_name =
-        |k: &(usize, usize)| format!("{} <-> {}", g.nodes[k.0].label, g.nodes[k.1].label);
     let mut ends: BTreeMap<usize, usize> = BTreeMap::new();
     for q in &first {
         *ends.entry(q.0 .0).or_default() += 1;
@@ -670,125 +895,37 @@ fn quiet_roots(
             links.len() - first.len()
         ),
     };
-    let base = |kind: &'static str| Root {
-        kind,
-        ranks: Vec::new(),
-        nics: Vec::new(),
-        in_files: true,
-        waiting_qps: 0,
-        waiting_ranks: 0,
-        stalled_qps: 0,
-        errored_qps: 0,
-        blocked_ranks: 0,
-        since: Some(ts(t0)),
-        errors_by_status: BTreeMap::new(),
-        first_error: None,
-        quiet_links: first.iter().map(|q| link_name(q.0)).collect(),
-        evidence: String::new(),
+    let qf = QuietFirst {
+        g,
+        first,
+        t0,
+        tick_ns,
+        next,
     };
-    let nics_of = |v: usize| -> Vec<String> {
-        let mut s = BTreeSet::new();
-        for q in &first {
-            if q.0 .0 == v {
-                s.extend(q.1.nic_lo.iter().cloned());
-            }
-            if q.0 .1 == v {
-                s.extend(q.1.nic_hi.iter().cloned());
-            }
-        }
-        s.into_iter().collect()
-    };
-    let rank_of = |v: usize| match g.nodes[v].key {
-        Key::Rank(..) => vec![g.nodes[v].label.clone()],
-        Key::Absent(_) => Vec::new(),
-    };
-    if first.len() == 1 {
-        let (k, l, _) = first[0];
-        let mut r = base("quiet_link");
-        r.ranks = rank_of(k.0).into_iter().chain(rank_of(k.1)).collect();
-        r.nics = l.nic_lo.iter().chain(&l.nic_hi).cloned().collect();
-        r.in_files = g.nodes[k.0].file.is_some() && g.nodes[k.1].file.is_some();
-        let who_first = match (l.post_lo, l.post_hi) {
-            (Some(a), Some(b)) if b - a > tick_ns => format!(
-                "; {} posted last at {}, {} at {}",
-                g.nodes[k.0].label,
-                ts(a),
-                g.nodes[k.1].label,
-                ts(b)
-            ),
-            (Some(a), Some(b)) if a - b > tick_ns => format!(
-                "; {} posted last at {}, {} at {}",
-                g.nodes[k.1].label,
-                ts(b),
-                g.nodes[k.0].label,
-                ts(a)
-            ),
-            _ => String::new(),
-        };
-        r.evidence = format!(
-            "nothing is stalled or errored; the link {} went quiet first, at {} ({next}): either end{who_first}",
-            link_name(k),
-            ts(t0)
-        );
-        hang.roots = vec![r];
+    if qf.first.len() == 1 {
+        hang.roots = vec![qf.link_root()];
         return;
     }
     let (&v, &cnt) = ends
         .iter()
         .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
         .unwrap_or((&0, &0));
-    if cnt < first.len() {
+    if cnt < qf.first.len() {
         hang.basis = "none";
-        let mut names: Vec<String> = first.iter().take(6).map(|q| link_name(q.0)).collect();
-        if first.len() > 6 {
-            names.push(format!("and {} more", first.len() - 6));
+        let mut names: Vec<String> = qf.first.iter().take(6).map(|q| qf.link_name(q.0)).collect();
+        if qf.first.len() > 6 {
+            names.push(format!("and {} more", qf.first.len() - 6));
         }
         hang.no_root = Some(format!(
             "nothing is stalled or errored; {} links went quiet first, at {} (within {}), with no end common to all of them: {}",
-            first.len(),
+            qf.first.len(),
             ts(t0),
             fmt_ns(tick_ns as f64),
             names.join(", ")
         ));
         return;
     }
-    let mut r = base("quiet_end");
-    r.ranks = rank_of(v);
-    r.nics = nics_of(v);
-    r.in_files = g.nodes[v].file.is_some();
-    let own_post = first
-        .iter()
-        .filter_map(|q| {
-            if q.0 .0 == v {
-                q.1.post_lo
-            } else {
-                q.1.post_hi
-            }
-        })
-        .max();
-    let peer_post = first
-        .iter()
-        .filter_map(|q| {
-            if q.0 .0 == v {
-                q.1.post_hi
-            } else {
-                q.1.post_lo
-            }
-        })
-        .max();
-    r.evidence = format!(
-        "nothing is stalled or errored; the {} links that went quiet first, at {} (within {}; {next}), all have {} at one end{}",
-        first.len(),
-        ts(t0),
-        fmt_ns(tick_ns as f64),
-        g.nodes[v].label,
-        match (own_post, peer_post) {
-            (Some(a), Some(b)) => format!("; its last post on them at {}, its peers' at {}", ts(a), ts(b)),
-            (Some(a), None) => format!("; its last post on them at {}", ts(a)),
-            _ => String::new(),
-        }
-    );
-    hang.roots = vec![r];
+    hang.roots = vec![qf.end_root(v)];
 }
 
 /// The hang in one line for `summary`, `outliers` and the report; None when the files show no

@@ -305,12 +305,14 @@ fn metric(name: &str, label: &str, unit: Unit, values: Vec<Option<f64>>) -> Metr
     }
 }
 
+/// Who an item is: (its name, its host, its pid, its device id).
+type ItemWho = (String, String, Option<i64>, Option<u32>);
+
 /// Builds the fleet aggregates from the used rows. `hw` holds, per hardware counter, each
 /// row's delta over the run (by row index; rows where it is -1 are absent).
-#[allow(clippy::too_many_lines)] // past the limit of clippy.toml: to be split into its steps
 pub fn build(rows: &[DeviceRow], hw: &BTreeMap<String, Vec<(usize, i64)>>) -> Fleet {
     let used: Vec<(usize, &DeviceRow)> = rows.iter().enumerate().filter(|(_, r)| r.used).collect();
-    let who: Vec<(String, String, Option<i64>, Option<u32>)> = used
+    let who: Vec<ItemWho> = used
         .iter()
         .map(|(_, r)| {
             (
@@ -321,10 +323,38 @@ pub fn build(rows: &[DeviceRow], hw: &BTreeMap<String, Vec<(usize, i64)>>) -> Fl
             )
         })
         .collect();
+    let any_log = used.iter().any(|(_, r)| r.log_latency.is_some());
+    let mut metrics = row_metrics(&used, any_log);
+    metrics.extend(hw_metrics(&used, hw));
+    // Stand-outs are judged on the figures the table shows: log-scale latency when the run
+    // has it (the linear ones add nothing but a coarser view of the same completions).
+    let judged: Vec<&Metric> = metrics
+        .iter()
+        .filter(|m| {
+            m.source.is_none() || m.source == Some(if any_log { "log-scale" } else { "linear" })
+        })
+        .collect();
+    let judged: Vec<Metric> = judged.into_iter().map(clone_metric).collect();
+    let stand = stand_out(&judged, &who);
+    Fleet {
+        rows: used.len(),
+        rule: format!(
+            "a value stands out when its robust z-score (median and MAD) reaches {STAND_OUT_Z} and it is \
+             {:.0}% off the median (bytes), {STAND_OUT_LATENCY_RATIO}x or 1/{STAND_OUT_LATENCY_RATIO} of it \
+             (latency), or {STAND_OUT_COUNT_RATIO}x it (counts); at least {MIN_POPULATION} values",
+            STAND_OUT_SKEW * 100.0
+        ),
+        distributions: distributions(&metrics, &who),
+        hosts: host_fold(&used, &judged),
+        stand_out: stand,
+    }
+}
+
+/// The metrics every row has: bytes, WQEs, latency (log-scale and linear) and the counters.
+fn row_metrics(used: &[(usize, &DeviceRow)], any_log: bool) -> Vec<Metric> {
     let col = |f: &dyn Fn(&DeviceRow) -> Option<f64>| -> Vec<Option<f64>> {
         used.iter().map(|(_, r)| f(r)).collect()
     };
-    let any_log = used.iter().any(|(_, r)| r.log_latency.is_some());
     let mut metrics = vec![
         metric(
             "tx_bytes",
@@ -395,8 +425,17 @@ pub fn build(rows: &[DeviceRow], hw: &BTreeMap<String, Vec<(usize, i64)>>) -> Fl
             col(&|r| Some(f(r) as f64)),
         ));
     }
+    metrics
+}
+
+/// The metrics of the hardware counters that moved somewhere, each with its category.
+fn hw_metrics(
+    used: &[(usize, &DeviceRow)],
+    hw: &BTreeMap<String, Vec<(usize, i64)>>,
+) -> Vec<Metric> {
     let index: BTreeMap<usize, usize> =
         used.iter().enumerate().map(|(k, (i, _))| (*i, k)).collect();
+    let mut metrics = Vec::new();
     for (name, vals) in hw {
         if !vals.iter().any(|(_, v)| *v > 0) {
             continue;
@@ -411,23 +450,16 @@ pub fn build(rows: &[DeviceRow], hw: &BTreeMap<String, Vec<(usize, i64)>>) -> Fl
         m.category = Some(classify(name));
         metrics.push(m);
     }
-    // Stand-outs are judged on the figures the table shows: log-scale latency when the run
-    // has it (the linear ones add nothing but a coarser view of the same completions).
-    let judged: Vec<&Metric> = metrics
-        .iter()
-        .filter(|m| {
-            m.source.is_none() || m.source == Some(if any_log { "log-scale" } else { "linear" })
-        })
-        .collect();
-    let judged: Vec<Metric> = judged.into_iter().map(clone_metric).collect();
-    let stand = stand_out(&judged, &who);
+    metrics
+}
 
-    // Hosts: each host's sums, and the worst p99 of its devices.
+/// Hosts: each host's sums of the judged metrics, and the worst p99 of its devices.
+fn host_fold(used: &[(usize, &DeviceRow)], judged: &[Metric]) -> HostFold {
     let mut by_host: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (k, (_, r)) in used.iter().enumerate() {
         by_host.entry(r.host.as_str()).or_default().push(k);
     }
-    let host_who: Vec<(String, String, Option<i64>, Option<u32>)> = by_host
+    let host_who: Vec<ItemWho> = by_host
         .keys()
         .map(|h| (h.to_string(), h.to_string(), None, None))
         .collect();
@@ -464,21 +496,10 @@ pub fn build(rows: &[DeviceRow], hw: &BTreeMap<String, Vec<(usize, i64)>>) -> Fl
         .into_iter()
         .filter(|d| d.category.is_none())
         .collect();
-    Fleet {
-        rows: used.len(),
-        rule: format!(
-            "a value stands out when its robust z-score (median and MAD) reaches {STAND_OUT_Z} and it is \
-             {:.0}% off the median (bytes), {STAND_OUT_LATENCY_RATIO}x or 1/{STAND_OUT_LATENCY_RATIO} of it \
-             (latency), or {STAND_OUT_COUNT_RATIO}x it (counts); at least {MIN_POPULATION} values",
-            STAND_OUT_SKEW * 100.0
-        ),
-        distributions: distributions(&metrics, &who),
-        hosts: HostFold {
-            hosts: by_host.len(),
-            distributions: host_dists,
-            stand_out: stand_out(&host_metrics, &host_who),
-        },
-        stand_out: stand,
+    HostFold {
+        hosts: by_host.len(),
+        distributions: host_dists,
+        stand_out: stand_out(&host_metrics, &host_who),
     }
 }
 

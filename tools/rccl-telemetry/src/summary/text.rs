@@ -103,15 +103,53 @@ pub fn latency_views(s: &Summary, linear_asked: bool) -> (bool, bool) {
 
 /// Renders the summary for people: the table when it fits a screen (or with `all`), else the
 /// fleet view.
-#[allow(clippy::too_many_lines)] // past the limit of clippy.toml: to be split into its steps
 pub fn render_with(s: &Summary, o: &TextOptions) -> String {
     let layout = o.layout;
     let (show_log, show_linear) = latency_views(s, o.linear);
     let mut out = String::new();
-    let line = |out: &mut String, text: String| {
-        out.push_str(&layout.wrap(&text));
+    render_header(s, layout, show_log, show_linear, &mut out);
+    out.push('\n');
+    let comm_rows = if o.all { usize::MAX } else { SCREEN_ROWS };
+    if !o.all && s.devices.len() > SCREEN_ROWS {
+        render_fleet(s, o, &mut out);
+        out.push_str(&crate::summary::comms::render(
+            &s.communicators,
+            layout,
+            comm_rows,
+        ));
+        return out;
+    }
+
+    render_device_table(s, o, &mut out);
+    if !s.communicators.is_empty() {
         out.push('\n');
-    };
+        out.push_str(&crate::summary::comms::render(
+            &s.communicators,
+            layout,
+            comm_rows,
+        ));
+    }
+    if !s.hw_counters_moved.is_empty() {
+        out.push('\n');
+        render_hw_moved(s, layout, &mut out);
+    }
+    out.push('\n');
+    line(
+        &mut out,
+        layout,
+        method_note(s, show_log, show_linear, o.linear, true),
+    );
+    out
+}
+
+/// Appends a line of text, wrapped to the layout.
+fn line(out: &mut String, layout: Layout, text: String) {
+    out.push_str(&layout.wrap(&text));
+    out.push('\n');
+}
+
+/// Appends the header: the run, its devices, time, writers, totals and latency.
+fn render_header(s: &Summary, layout: Layout, show_log: bool, show_linear: bool, out: &mut String) {
     let types: Vec<String> = s
         .hw_types
         .iter()
@@ -119,7 +157,8 @@ pub fn render_with(s: &Summary, o: &TextOptions) -> String {
         .collect();
     let formats: Vec<String> = s.formats.iter().map(|(k, v)| format!("{k} x{v}")).collect();
     line(
-        &mut out,
+        out,
+        layout,
         format!(
             "Run: {} rank files ({} skipped; format {}) on {} hosts; process {}; transport {}",
             s.files,
@@ -131,7 +170,8 @@ pub fn render_with(s: &Summary, o: &TextOptions) -> String {
         ),
     );
     line(
-        &mut out,
+        out,
+        layout,
         format!(
             "Devices: {} used of {} registered ({}); latency_sample_interval {}",
             s.devices_used,
@@ -150,12 +190,13 @@ pub fn render_with(s: &Summary, o: &TextOptions) -> String {
     );
     if let (Some(a), Some(b)) = (&s.start_time, &s.end_time) {
         line(
-            &mut out,
+            out,
+            layout,
             format!("Time: {a} .. {b} ({:.3} s)", s.duration_s.unwrap_or(0.0)),
         );
     }
     if let Some(n) = format_note(s) {
-        line(&mut out, format!("Note: {n}"));
+        line(out, layout, format!("Note: {n}"));
     }
     let triggers: Vec<String> = s
         .triggers
@@ -170,9 +211,10 @@ pub fn render_with(s: &Summary, o: &TextOptions) -> String {
             s.files
         ));
     }
-    line(&mut out, written);
+    line(out, layout, written);
     line(
-        &mut out,
+        out,
+        layout,
         format!(
             "Totals: tx {} rx {}, {} WQEs sent, {} completed, {} CQ errors, {} untracked QPs, {} slot misses",
             fmt_bytes(s.tx_bytes as f64),
@@ -186,16 +228,29 @@ pub fn render_with(s: &Summary, o: &TextOptions) -> String {
     );
     if s.hw_samples > 0 || s.hw_samples_dropped > 0 {
         line(
-            &mut out,
+            out,
+            layout,
             format!(
                 "hw_samples: {} kept, {} dropped",
                 s.hw_samples, s.hw_samples_dropped
             ),
         );
     }
+    render_latency_lines(s, layout, show_log, show_linear, out);
+}
+
+/// Appends the run's latency percentiles: the log-scale ones and the linear ones shown.
+fn render_latency_lines(
+    s: &Summary,
+    layout: Layout,
+    show_log: bool,
+    show_linear: bool,
+    out: &mut String,
+) {
     if let Some(l) = s.log_latency.as_ref().filter(|_| show_log) {
         line(
-            &mut out,
+            out,
+            layout,
             format!(
                 "Latency (log-scale histogram, within {:.1}%, {} devices{}, {} sampled completions): {}",
                 l.latency.max_relative_error().unwrap_or(0.125) * 100.0,
@@ -208,7 +263,8 @@ pub fn render_with(s: &Summary, o: &TextOptions) -> String {
     }
     for l in s.latency.iter().filter(|_| show_linear) {
         line(
-            &mut out,
+            out,
+            layout,
             format!(
                 "Latency (bucket {}, {} devices, {} sampled completions): {}",
                 fmt_ns(l.histogram_interval_ns as f64),
@@ -218,18 +274,11 @@ pub fn render_with(s: &Summary, o: &TextOptions) -> String {
             ),
         );
     }
-    out.push('\n');
-    let comm_rows = if o.all { usize::MAX } else { SCREEN_ROWS };
-    if !o.all && s.devices.len() > SCREEN_ROWS {
-        render_fleet(s, o, &mut out);
-        out.push_str(&crate::summary::comms::render(
-            &s.communicators,
-            layout,
-            comm_rows,
-        ));
-        return out;
-    }
+}
 
+/// Appends today's table: one row per rank and device, with the columns the layout fits.
+fn render_device_table(s: &Summary, o: &TextOptions, out: &mut String) {
+    let layout = o.layout;
     let rows: Vec<Vec<String>> = s
         .devices
         .iter()
@@ -288,7 +337,8 @@ pub fn render_with(s: &Summary, o: &TextOptions) -> String {
     out.push('\n');
     if !gone.is_empty() {
         line(
-            &mut out,
+            out,
+            layout,
             format!(
                 "(columns left out to fit {} columns: {}; --wide or --json shows them)",
                 layout_width(layout),
@@ -296,47 +346,34 @@ pub fn render_with(s: &Summary, o: &TextOptions) -> String {
             ),
         );
     }
+}
 
-    if !s.communicators.is_empty() {
-        out.push('\n');
-        out.push_str(&crate::summary::comms::render(
-            &s.communicators,
-            layout,
-            comm_rows,
-        ));
-    }
-    if !s.hw_counters_moved.is_empty() {
-        out.push('\n');
-        line(
-            &mut out,
-            "Hardware counters that moved (deltas over the run, used devices only):".into(),
-        );
-        let rows: Vec<Vec<String>> = s
-            .hw_counters_moved
-            .iter()
-            .map(|h| {
-                vec![
-                    h.name.clone(),
-                    h.category.label().to_string(),
-                    format!("{}/{}", h.devices_moved, h.devices_reporting),
-                    h.devices_unavailable.to_string(),
-                    fmt_count(h.total.max(0) as u64),
-                    fmt_count(h.median.max(0.0).round() as u64),
-                    fmt_count(h.max.max(0) as u64),
-                    h.max_at.clone(),
-                ]
-            })
-            .collect();
-        let (t, _) = table(&HW_COLUMNS, &rows, layout);
-        out.push_str(&t);
-        out.push('\n');
-    }
-    out.push('\n');
+/// Appends the table of the hardware counters that moved.
+fn render_hw_moved(s: &Summary, layout: Layout, out: &mut String) {
     line(
-        &mut out,
-        method_note(s, show_log, show_linear, o.linear, true),
+        out,
+        layout,
+        "Hardware counters that moved (deltas over the run, used devices only):".into(),
     );
-    out
+    let rows: Vec<Vec<String>> = s
+        .hw_counters_moved
+        .iter()
+        .map(|h| {
+            vec![
+                h.name.clone(),
+                h.category.label().to_string(),
+                format!("{}/{}", h.devices_moved, h.devices_reporting),
+                h.devices_unavailable.to_string(),
+                fmt_count(h.total.max(0) as u64),
+                fmt_count(h.median.max(0.0).round() as u64),
+                fmt_count(h.max.max(0) as u64),
+                h.max_at.clone(),
+            ]
+        })
+        .collect();
+    let (t, _) = table(&HW_COLUMNS, &rows, layout);
+    out.push_str(&t);
+    out.push('\n');
 }
 
 /// What the latency figures shown are worth, in a sentence or two; docs/operators.md has the
