@@ -806,10 +806,10 @@ def no_root(name, paths):
 
 # The trio's scenario groups (guest/trio.sh run_trio; E2E_TRIO_ONLY=group,group selects)
 # Scenarios that run only when E2E_TRIO_ONLY names them (guest/trio.sh trio_named).
-OPT_IN = {"frozen", "oneway"}
+OPT_IN = {"frozen", "oneway", "host_delay"}
 GROUPS = {"links_clean": ("links", "verdict"), "links_delay": ("links",), "stall_loss": ("stalls",),
           "stall_stop": ("stalls",), "dead_path": ("faults",), "dead_tool": ("faults",), "frozen": ("frozen",),
-          "clean_2": ("verdict",), "clean_3": ("verdict",), "oneway": ("oneway",), "host_delay": ("verdict",)}
+          "clean_2": ("verdict",), "clean_3": ("verdict",), "oneway": ("oneway",), "host_delay": ("host_delay",)}
 
 
 def selection():
