@@ -338,11 +338,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
             serde_json::to_string_pretty(&f).map_err(|e| format!("cannot serialise: {e}"))?;
         std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    let manifest = dir.join("planted.json");
-    let text =
-        serde_json::to_string_pretty(&planted).map_err(|e| format!("cannot serialise: {e}"))?;
-    std::fs::write(&manifest, text)
-        .map_err(|e| format!("cannot write {}: {e}", manifest.display()))?;
+    write_planted(dir, &planted)?;
     Ok(planted)
 }
 
@@ -787,6 +783,14 @@ fn hw_samples_v1(
         });
     }
     samples
+}
+
+/// Writes `planted.json`, what a generated run has planted where, beside its rank files.
+fn write_planted(dir: &Path, planted: &[Planted]) -> Result<(), String> {
+    let manifest = dir.join("planted.json");
+    let text =
+        serde_json::to_string_pretty(planted).map_err(|e| format!("cannot serialise: {e}"))?;
+    std::fs::write(&manifest, text).map_err(|e| format!("cannot write {}: {e}", manifest.display()))
 }
 
 fn write_file(dir: &Path, f: &TelemetryFile) -> Result<(), String> {

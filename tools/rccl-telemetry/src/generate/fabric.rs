@@ -165,11 +165,7 @@ pub fn generate_fabric(
         write_file(dir, f)?;
     }
     let planted = manifest(o, &plan, extra.as_ref());
-    let manifest = dir.join("planted.json");
-    let text =
-        serde_json::to_string_pretty(&planted).map_err(|e| format!("cannot serialise: {e}"))?;
-    std::fs::write(&manifest, text)
-        .map_err(|e| format!("cannot write {}: {e}", manifest.display()))?;
+    super::write_planted(dir, &planted)?;
     Ok(planted)
 }
 

@@ -215,11 +215,7 @@ pub fn generate_hang(
         let f = rank_file(&job, rank, s, &mut rng, run_start);
         write_file(dir, &f)?;
     }
-    let manifest = dir.join("planted.json");
-    let text =
-        serde_json::to_string_pretty(&planted).map_err(|e| format!("cannot serialise: {e}"))?;
-    std::fs::write(&manifest, text)
-        .map_err(|e| format!("cannot write {}: {e}", manifest.display()))?;
+    super::write_planted(dir, &planted)?;
     Ok(planted)
 }
 
