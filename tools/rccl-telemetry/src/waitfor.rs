@@ -5,8 +5,9 @@
 //! The roots are the sink components of that graph: a rank (or a peer NIC in no file) that
 //! others wait on and that waits on nobody, or a cycle of ranks waiting on each other with
 //! nothing beyond it. With nothing stalled or errored, the QPs' last post and completion times
-//! (version 4) give the links that went quiet first: their common end is named, or the one
-//! link when one went quiet alone. Each rank is read from its latest file (snapshot or final).
+//! (version 4) decide: the rank whose links all went quiet before every other rank's links
+//! elsewhere, else the common end of the links that went quiet first, or the one link when one
+//! went quiet alone. Each rank is read from its latest file (snapshot or final).
 //! Separate from `stalls` (which lists what is stuck) because it is the one function that
 //! `stalls`, `summary`, `outliers` and the report share for their hang line.
 
@@ -698,6 +699,9 @@ struct QuietFirst<'a> {
     tick_ns: i128,
     /// What came next, for the evidence: the next link to go quiet or those still busy.
     next: String,
+    /// How far apart the first links went quiet: one check for the first-links rule, the
+    /// span of the root's own links for the quiet-rank rule.
+    span_ns: i128,
 }
 
 impl QuietFirst<'_> {
@@ -820,7 +824,7 @@ impl QuietFirst<'_> {
             "nothing is stalled or errored; the {} links that went quiet first, at {} (within {}; {}), all have {} at one end{}",
             first.len(),
             ts(self.t0),
-            fmt_ns(self.tick_ns as f64),
+            fmt_ns(self.span_ns as f64),
             self.next,
             g.nodes[v].label,
             match (own_post, peer_post) {
@@ -831,6 +835,79 @@ impl QuietFirst<'_> {
         );
         r
     }
+}
+
+/// The quiet-rank rule: the rank whose links (two or more) all went quiet more than one check
+/// before every other rank's links elsewhere (not to it) did. A frozen rank's links go quiet as
+/// its peers drain the credits it had given them, which on a loaded host can end a check later
+/// on one link than on another, while its peers' links to each other go on until they too block
+/// on it. At least one other rank must have such a link: with nothing but the root's links
+/// there is nothing to compare with. Returns the root's node and its links as the first ones.
+fn quiet_rank<'a>(
+    g: &'a Graph,
+    links: &'a BTreeMap<(usize, usize), Quiet>,
+    quiet: &[QuietLink<'a>],
+    tick_ns: i128,
+) -> Option<(usize, QuietFirst<'a>)> {
+    let at: HashMap<(usize, usize), i128> = quiet.iter().map(|q| (*q.0, q.2)).collect();
+    // When the last of a set of links went quiet; None when one of them is still busy.
+    let all_quiet = |ks: Vec<&(usize, usize)>| {
+        ks.into_iter()
+            .try_fold(i128::MIN, |acc, k| at.get(k).map(|&t| acc.max(t)))
+    };
+    let mut of_node: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
+    for k in links.keys() {
+        of_node.entry(k.0).or_default().push(*k);
+        of_node.entry(k.1).or_default().push(*k);
+    }
+    let (v, tv) = of_node
+        .iter()
+        .filter(|(_, ks)| ks.len() >= 2)
+        .filter_map(|(&v, ks)| Some((v, all_quiet(ks.iter().collect())?)))
+        .min_by_key(|&(v, t)| (t, v))?;
+    let mut next: Option<i128> = None;
+    let mut witnesses = 0usize;
+    for (&u, ks) in &of_node {
+        let elsewhere: Vec<&(usize, usize)> = ks.iter().filter(|k| k.0 != v && k.1 != v).collect();
+        if u == v || elsewhere.is_empty() {
+            continue;
+        }
+        witnesses += 1;
+        if let Some(t) = all_quiet(elsewhere) {
+            if t - tv <= tick_ns {
+                return None;
+            }
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
+    }
+    if witnesses == 0 {
+        return None;
+    }
+    let mut first: Vec<QuietLink<'a>> = of_node[&v]
+        .iter()
+        .filter_map(|k| links.get_key_value(k).map(|(k, l)| (k, l, at[k])))
+        .collect();
+    first.sort_by_key(|q| q.2);
+    let t0 = first[0].2;
+    let next = match next {
+        Some(t) => format!(
+            "every other rank's links elsewhere went quiet at {} or later",
+            ts(t)
+        ),
+        None => "the other ranks' links elsewhere were still making progress".into(),
+    };
+    let span_ns = (tv - t0).max(tick_ns);
+    Some((
+        v,
+        QuietFirst {
+            g,
+            first,
+            t0,
+            tick_ns,
+            next,
+            span_ns,
+        },
+    ))
 }
 
 /// The quiet rule, when nothing is stalled or errored: the link, or the rank at one end of
@@ -895,12 +972,17 @@ fn quiet_roots(
             links.len() - first.len()
         ),
     };
+    if let Some((v, qf)) = quiet_rank(g, links, &quiet, tick_ns) {
+        hang.roots = vec![qf.end_root(v)];
+        return;
+    }
     let qf = QuietFirst {
         g,
         first,
         t0,
         tick_ns,
         next,
+        span_ns: tick_ns,
     };
     if qf.first.len() == 1 {
         hang.roots = vec![qf.link_root()];
@@ -999,6 +1081,84 @@ mod tests {
             .collect();
         let c = components(&adj);
         assert_eq!(c.iter().collect::<BTreeSet<_>>().len(), n);
+    }
+
+    /// A graph of ranks 0..n and links whose progress ended at the given seconds (None: still
+    /// busy at the files' time, 100 s).
+    fn quiet_graph(
+        n: usize,
+        ends: &[(usize, usize, Option<i128>)],
+    ) -> (Graph, BTreeMap<(usize, usize), Quiet>) {
+        let mut g = Graph {
+            nodes: Vec::new(),
+            index: HashMap::new(),
+        };
+        for r in 0..n {
+            g.node(Key::Rank(format!("h{r}"), 1), Some(r));
+        }
+        let s = 1_000_000_000i128;
+        let links = ends
+            .iter()
+            .map(|&(a, b, t)| {
+                let mut q = Quiet::default();
+                q.note(
+                    true,
+                    t.map_or(100 * s, |t| t * s),
+                    Some(100 * s),
+                    None,
+                    "x",
+                    "y",
+                );
+                ((a, b), q)
+            })
+            .collect();
+        (g, links)
+    }
+
+    /// The node `quiet_rank` names, with a one-second check.
+    fn quiet_rank_of(n: usize, ends: &[(usize, usize, Option<i128>)]) -> Option<usize> {
+        let (g, links) = quiet_graph(n, ends);
+        let s = 1_000_000_000i128;
+        let quiet: Vec<QuietLink> = links
+            .iter()
+            .filter(|(_, l)| l.last < Some(90 * s))
+            .map(|(k, l)| (k, l, l.last.unwrap_or_default()))
+            .collect();
+        quiet_rank(&g, &links, &quiet, s).map(|(v, _)| v)
+    }
+
+    #[test]
+    fn the_quiet_rank_is_the_one_whose_links_all_went_quiet_before_the_others() {
+        // Rank 1 stopped: 0-1 quiet at 10 s, 1-2 two checks later; 0-2 went on to 20 s.
+        assert_eq!(
+            quiet_rank_of(3, &[(0, 1, Some(10)), (1, 2, Some(12)), (0, 2, Some(20))]),
+            Some(1)
+        );
+        // ... or is still busy.
+        assert_eq!(
+            quiet_rank_of(3, &[(0, 1, Some(10)), (1, 2, Some(12)), (0, 2, None)]),
+            Some(1)
+        );
+        // The others' links went quiet within one check of its last: the times cannot tell.
+        assert_eq!(
+            quiet_rank_of(3, &[(0, 1, Some(10)), (1, 2, Some(12)), (0, 2, Some(13))]),
+            None
+        );
+        // A star: nothing but the centre's links to compare with.
+        assert_eq!(
+            quiet_rank_of(3, &[(0, 1, Some(10)), (0, 2, Some(12))]),
+            None
+        );
+        // One link alone went quiet: no rank has all of its links quiet.
+        assert_eq!(
+            quiet_rank_of(
+                4,
+                &[(0, 1, Some(10)), (1, 2, None), (0, 3, None), (2, 3, None)]
+            ),
+            None
+        );
+        // A rank with a single link is never named by it (either end could have stopped).
+        assert_eq!(quiet_rank_of(3, &[(0, 1, Some(10)), (1, 2, None)]), None);
     }
 
     #[test]

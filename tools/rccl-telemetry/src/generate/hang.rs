@@ -381,12 +381,21 @@ impl Plot<'_> {
                 }
             })
             .collect();
+        // One of its peers drains those credits 700 ms (more than one check) after the others,
+        // as a loaded host does: its side of the link goes quiet after the rest.
+        let late = (peers[s].len() >= 2).then(|| peers[s][0]);
         for (r, rs) in self.st.iter_mut().enumerate() {
             for q in &mut rs.qps {
                 let d = dist[r].min(dist[q.peer]);
                 // The stopped rank posts last at t0; its peers a little later (the credits
                 // it had given them), then they block too.
                 let lag = if r == s { 0 } else { 15 * MS };
+                let drain = if late == Some(r) && q.peer == s {
+                    700 * MS
+                } else {
+                    0
+                };
+                let lag = lag + drain;
                 let quiet = t0 + lag + [0, 1500, 3000, 4500][d] * MS + self.rng.i128(0..10 * MS);
                 q.last_post = quiet;
                 q.last_completion = quiet + self.rng.i128(0..5 * MS);
