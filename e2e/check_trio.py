@@ -806,9 +806,9 @@ def no_root(name, paths):
 
 # The trio's scenario groups (guest/trio.sh run_trio; E2E_TRIO_ONLY=group,group selects)
 # Scenarios that run only when E2E_TRIO_ONLY names them (guest/trio.sh trio_named).
-OPT_IN = {"frozen", "oneway", "host_delay"}
+OPT_IN = {"oneway", "host_delay"}
 GROUPS = {"links_clean": ("links", "verdict"), "links_delay": ("links",), "stall_loss": ("stalls",),
-          "stall_stop": ("stalls",), "dead_path": ("faults",), "dead_tool": ("faults",), "frozen": ("frozen",),
+          "stall_stop": ("stalls",), "dead_path": ("faults",), "dead_tool": ("faults",), "frozen": ("faults", "frozen"),
           "clean_2": ("verdict",), "clean_3": ("verdict",), "oneway": ("oneway",), "host_delay": ("host_delay",)}
 
 

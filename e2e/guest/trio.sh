@@ -431,11 +431,11 @@ TRIO_STALL_MS=1000
 # says it is hung and stays
 TRIO_DEAD_WORKLOAD="--index-channel 17 --reqs 64 --max-size 16384 --inflight 2 --timeout 18 --retry-cnt 1 --expect-errors --hang-ms 4000 --hang"
 # the frozen rank: the checks' tick (STALL_MS / 2: the last-progress times' resolution, and
-# the quiet rule's tolerance) is 1 s, so b's two links that stop at the freeze stay within
-# one tick of each other while a-c, busy for seconds more, does not. 384 requests a comm so
-# that it is: with 64 (1.7 s of traffic) a-c's work once ended within that tick of the freeze
-# (a's side of a-b drains what b had granted before it) and no root could be told; with 256,
-# a-c went on 2.1 s after b's links
+# the quiet rule's tolerance) is 1 s; b is named when both its links went quiet more than a
+# tick before a-c did (however far apart its own two: a's side of a-b may drain what b had
+# granted a tick or two after b-c, on a loaded host). 384 requests a comm so that a-c is busy
+# for seconds more: with 64 (1.7 s of traffic) a-c's work once ended within that tick of the
+# freeze and no root could be told; with 256, a-c went on 2.1 s after b's links
 TRIO_FROZEN_WORKLOAD="--index-channel 17 --reqs 384 --max-size 16384 --inflight 2 --expect-errors --hang-ms 4000 --hang"
 TRIO_FROZEN_STALL_MS=2000
 TRIO_FREEZE_AFTER_S=1.0
@@ -463,11 +463,11 @@ TRIO_STOP_S=4.5
 # was invisible. 2 s doubles and more the a<->c links' p99.
 TRIO_DELAY=${E2E_TRIO_DELAY:-2000ms}
 
-# trio_named NAME: an opt-in scenario runs only when E2E_TRIO_ONLY names it. frozen, oneway and
-# host_delay are: each failed one full make e2e under load (frozen: a-b drained past one check
-# tick after the freeze, so only b-c went quiet first; oneway: c -> a measured 3 ms against the
-# others' 30-57, and the analyser's fast-group rule then names nothing; host_delay: only b -> c
-# of b's row was slow, named one way), so they do not gate CI until they hold under load.
+# trio_named NAME: an opt-in scenario runs only when E2E_TRIO_ONLY names it. oneway and
+# host_delay are: each failed one full make e2e under load (oneway: c -> a measured 3 ms
+# against the others' 30-57, and the analyser's fast-group rule then names nothing;
+# host_delay: only b -> c of b's row was slow, named one way), so they do not gate CI until
+# they hold under load.
 trio_named() {
   case ",${E2E_TRIO_ONLY:-}," in *",$1,"*) return 0 ;; esac
   return 1
@@ -520,7 +520,7 @@ run_trio() {
     trio_dead_tool dead_tool 18800
     trio_barrier 9
   fi
-  if trio_named frozen; then
+  if trio_want faults || trio_named frozen; then
     trio_frozen frozen 18820 10
     trio_barrier 11
   fi
