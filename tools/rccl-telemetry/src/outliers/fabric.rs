@@ -513,13 +513,17 @@ fn two_ends(f: &Fabric) -> Option<String> {
     })
 }
 
-/// Cells markedly faster than the healthy level: the baseline may itself be slow.
+/// Cells markedly faster than the healthy level: the baseline may itself be slow. A cell whose
+/// reverse is slow does not count: when one direction of a path is congested, the other carries
+/// little (its sender waits for the credits the slow direction brings), so it runs fast on an
+/// idle path; that is the slow direction's doing, not a faster tier.
 fn fast_group(f: &Fabric) -> Option<String> {
     let t = f.opt.threshold;
     let fast: Vec<usize> = (0..f.cells.len())
         .filter(|i| {
             let c = &f.cells[*i];
-            f.p50.base - c.p50 >= f.min_gap && f.p50.z(c.p50) <= -t
+            let reverse_slow = f.at.get(&(c.dst, c.src)).is_some_and(|r| f.slow[*r]);
+            f.p50.base - c.p50 >= f.min_gap && f.p50.z(c.p50) <= -t && !reverse_slow
         })
         .collect();
     if fast.len() < 2 || 50 * fast.len() < f.cells.len() {

@@ -130,6 +130,75 @@ fn slow_down_host(dir: &std::path::Path, h: &str, ip_prefix: &str) {
     }
 }
 
+/// Divides by `div` every latency host `from`'s files report towards the NICs at `ip_prefix`.
+fn speed_up_link(dir: &std::path::Path, from: &str, ip_prefix: &str, div: u64) {
+    for e in std::fs::read_dir(dir).expect("dir") {
+        let path = e.expect("entry").path();
+        if path.extension().is_none_or(|x| x != "json") || path.ends_with("planted.json") {
+            continue;
+        }
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        if v["host_name"] != from {
+            continue;
+        }
+        for d in v["devices"].as_array_mut().expect("devices") {
+            for p in d["peers"].as_array_mut().into_iter().flatten() {
+                if !p["gid_ip"]
+                    .as_str()
+                    .is_some_and(|ip| ip.starts_with(ip_prefix))
+                {
+                    continue;
+                }
+                for b in p["wqe_completion_log_histogram"]
+                    .as_array_mut()
+                    .into_iter()
+                    .flatten()
+                {
+                    b[0] = Value::from(b[0].as_u64().unwrap() / div);
+                    if let Some(hi) = b[1].as_u64() {
+                        b[1] = Value::from(hi / div);
+                    }
+                }
+            }
+        }
+        std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+    }
+}
+
+/// A one-way limit's reverse carries little (its sender waits for the credits the slow
+/// direction brings) and runs 10x fast on an idle path, as in the e2e's `oneway`; one more link
+/// happens to be as fast. The reverse is the slow direction's doing, not a faster tier: the one
+/// way is still named, where counting it made two fast links, a "fast group" that named nothing.
+#[test]
+fn a_one_way_limits_fast_reverse_is_not_a_faster_tier() {
+    for seed in 1..=3 {
+        let (d, p) = fabric(six_hosts(seed, &["slow_link_one_way"]));
+        let a = format!("{}:mlx5_{}", p[0].host, p[0].device_id);
+        let b = p[0].peer.clone().expect("peer");
+        let b_host = b.split(':').next().unwrap().to_string();
+        let ip = |h: &str| {
+            let idx: u32 = h.trim_start_matches("gpu_node_").parse().unwrap();
+            format!("10.{idx}.")
+        };
+        let others: Vec<String> = (0..6)
+            .map(|i| format!("gpu_node_{i:03}"))
+            .filter(|h| *h != p[0].host && *h != b_host)
+            .collect();
+        speed_up_link(d.path(), &b_host, &ip(&p[0].host), 10);
+        speed_up_link(d.path(), &others[0], &ip(&others[1]), 10);
+        let r = outliers_of(d.path(), &Options::default());
+        assert_eq!(
+            r.rows.len(),
+            1,
+            "seed {seed}: {:#?} {:#?}",
+            r.rows,
+            r.caveats
+        );
+        assert_eq!(r.rows[0].kind, Kind::SlowLinkOneWay);
+        assert_eq!(r.rows[0].culprit, format!("{a} -> {b}"));
+    }
+}
+
 /// A slow host of two, and two slow hosts of four: the matrix cannot tell, and says so in one
 /// line with its evidence; nothing is named from a baseline that is itself slow.
 #[test]
