@@ -805,11 +805,10 @@ def no_root(name, paths):
 
 
 # The trio's scenario groups (guest/trio.sh run_trio; E2E_TRIO_ONLY=group,group selects)
-# Scenarios that run only when E2E_TRIO_ONLY names them (guest/trio.sh trio_named).
-OPT_IN = {"oneway", "host_delay"}
 GROUPS = {"links_clean": ("links", "verdict"), "links_delay": ("links",), "stall_loss": ("stalls",),
           "stall_stop": ("stalls",), "dead_path": ("faults",), "dead_tool": ("faults",), "frozen": ("faults", "frozen"),
-          "clean_2": ("verdict",), "clean_3": ("verdict",), "oneway": ("oneway",), "host_delay": ("host_delay",)}
+          "clean_2": ("verdict",), "clean_3": ("verdict",), "oneway": ("verdict", "oneway"),
+          "host_delay": ("verdict", "host_delay")}
 
 
 def selection():
@@ -835,9 +834,6 @@ def main():
        f"guests: {said!r}, asked: {sorted(sel)}")
 
     def want(scen):
-        if scen in OPT_IN and not sel & set(GROUPS[scen]):
-            print(f"SKIP {scen}: opt-in, not yet stable under load (E2E_TRIO_ONLY={scen} runs it)")
-            return False
         if not sel or sel & set(GROUPS[scen]):
             return True
         print(f"SKIP {scen}: not selected (E2E_TRIO_ONLY={','.join(sorted(sel))})")

@@ -463,18 +463,9 @@ TRIO_STOP_S=4.5
 # was invisible. 2 s doubles and more the a<->c links' p99.
 TRIO_DELAY=${E2E_TRIO_DELAY:-2000ms}
 
-# trio_named NAME: an opt-in scenario runs only when E2E_TRIO_ONLY names it. oneway and
-# host_delay are: each failed one full make e2e under load (oneway: c -> a measured 3 ms
-# against the others' 30-57, and the analyser's fast-group rule then names nothing;
-# host_delay: only b -> c of b's row was slow, named one way), so they do not gate CI until
-# they hold under load.
-trio_named() {
-  case ",${E2E_TRIO_ONLY:-}," in *",$1,"*) return 0 ;; esac
-  return 1
-}
-
 # trio_want GROUP...: the scenario runs when E2E_TRIO_ONLY (kernel command line, a comma
-# list of groups: links, stalls, faults, verdict) is empty or names one of GROUP
+# list of groups: links, stalls, faults, verdict, or one of frozen, oneway, host_delay alone)
+# is empty or names one of GROUP
 trio_want() {
   [ -z "${E2E_TRIO_ONLY:-}" ] && return 0
   for g in "$@"; do case ",$E2E_TRIO_ONLY," in *",$g,"*) return 0 ;; esac; done
@@ -520,7 +511,7 @@ run_trio() {
     trio_dead_tool dead_tool 18800
     trio_barrier 9
   fi
-  if trio_want faults || trio_named frozen; then
+  if trio_want faults frozen; then
     trio_frozen frozen 18820 10
     trio_barrier 11
   fi
@@ -531,7 +522,7 @@ run_trio() {
     trio_links_run clean_3 18860 0 "$TRIO_WORKLOAD" "$TRIO_VERDICT_ENV"
     trio_barrier 13
   fi
-  if trio_named oneway; then
+  if trio_want verdict oneway; then
     # one direction limited: a's egress towards c through a tbf, installed before the ranks
     if [ "$E2E_ROLE" = a ]; then
       fault tbf rate $TRIO_RATE burst 16kb latency 30s || log "tc tbf failed"
@@ -545,7 +536,7 @@ run_trio() {
     fi
     trio_barrier 15
   fi
-  if trio_named host_delay; then
+  if trio_want verdict host_delay; then
     # a starved poller: b's rank stopped in bursts
     [ "$E2E_ROLE" = b ] && TRIO_PERTURB=stop_bursts
     trio_links_run host_delay 18900 0 "$TRIO_WORKLOAD" "$TRIO_VERDICT_ENV"
