@@ -15,6 +15,9 @@
 #                         (benches/stall_tick.rs), also run by bench and bench-quick
 #   make bench-callgrind  instructions per WQE of every library function on the hot path
 #                         (valgrind --tool=callgrind), to find which hook is expensive
+#   make parser-bench     serde_json (the tool's parser) against simd-json and sonic-rs, each
+#                         parsing the same generated runs into the tool's model, one thread
+#                         (bench/parsers/, a crate outside the workspace; ~2 min with its build)
 #
 # Everything built goes to bench/build/ (gitignored); only bench/results.json is committed.
 
@@ -33,7 +36,7 @@ BENCH_BIN     := $(BENCH_BUILD)/bench
 # the last commit that changed the library itself (+ -dirty for uncommitted library changes)
 BENCH_REV      = $(shell git log -1 --format=%h -- src include build.rs Cargo.toml 2>/dev/null)$(shell git diff --quiet HEAD -- src include build.rs Cargo.toml 2>/dev/null || echo -dirty)
 
-.PHONY: bench bench-latest-check bench-quick bench-prom bench-stall bench-build bench-install bench-callgrind bench-clean bench-preload bench-preload-build
+.PHONY: parser-bench bench bench-latest-check bench-quick bench-prom bench-stall bench-build bench-install bench-callgrind bench-clean bench-preload bench-preload-build
 
 # Installs the library (release build) exactly where the bench will find it.
 bench-install:
@@ -90,6 +93,19 @@ bench-stall:
 
 bench-callgrind: bench-build
 	$(BENCH_DIR)/profile_hooks.sh $(BENCH_BIN)
+
+# Two generated runs of 143 MB each (4,096 ranks without links; 16,384 rail-shaped ranks with
+# one QP per peer), parsed by each parser in turn; under out/parser-bench, deleted afterwards.
+PARSER_BENCH_OUT := out/parser-bench
+parser-bench: tool-build
+	CARGO_TARGET_DIR=$(abspath target/parser-bench) $(CARGO) build --release --manifest-path $(BENCH_DIR)/parsers/Cargo.toml
+	@rm -rf $(PARSER_BENCH_OUT) && mkdir -p $(PARSER_BENCH_OUT)
+	$(RT_TOOL) generate --samples 20 --plant all --ranks 4096 $(PARSER_BENCH_OUT)/plain > /dev/null
+	target/parser-bench/release/rccl-telemetry-parser-bench $(PARSER_BENCH_OUT)/plain 5
+	@rm -rf $(PARSER_BENCH_OUT)/plain
+	$(RT_TOOL) generate --peers --qps-per-peer 1 --ranks 16384 $(PARSER_BENCH_OUT)/rail > /dev/null
+	target/parser-bench/release/rccl-telemetry-parser-bench $(PARSER_BENCH_OUT)/rail 5
+	@rm -rf $(PARSER_BENCH_OUT)
 
 bench-clean:
 	rm -rf $(BENCH_BUILD)
