@@ -96,22 +96,23 @@ fn one_way_and_host_side_delay_are_named_by_their_nic() {
     }
 }
 
-/// Multiplies every latency a file reports towards (or from) host `h` by 4: the per-peer log
-/// histograms of `h`'s own files, and the other files' towards `h`'s NICs (10.h.*).
-fn slow_down_host(dir: &std::path::Path, h: &str, ip_prefix: &str) {
+/// Rewrites the per-peer log histograms of every file in `dir`: the bucket bounds of each peer
+/// entry `pick(file's host, peer's gid_ip)` chooses, through `scale`.
+fn rescale_peers(
+    dir: &std::path::Path,
+    pick: impl Fn(&str, &str) -> bool,
+    scale: impl Fn(u64, bool) -> u64,
+) {
     for e in std::fs::read_dir(dir).expect("dir") {
         let path = e.expect("entry").path();
         if path.extension().is_none_or(|x| x != "json") || path.ends_with("planted.json") {
             continue;
         }
         let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let own = v["host_name"] == h;
+        let host = v["host_name"].as_str().unwrap_or_default().to_string();
         for d in v["devices"].as_array_mut().expect("devices") {
             for p in d["peers"].as_array_mut().into_iter().flatten() {
-                let towards = p["gid_ip"]
-                    .as_str()
-                    .is_some_and(|ip| ip.starts_with(ip_prefix));
-                if !(own || towards) {
+                if !pick(&host, p["gid_ip"].as_str().unwrap_or_default()) {
                     continue;
                 }
                 for b in p["wqe_completion_log_histogram"]
@@ -119,9 +120,9 @@ fn slow_down_host(dir: &std::path::Path, h: &str, ip_prefix: &str) {
                     .into_iter()
                     .flatten()
                 {
-                    b[0] = Value::from(b[0].as_u64().unwrap() * 4);
+                    b[0] = Value::from(scale(b[0].as_u64().unwrap(), false));
                     if let Some(hi) = b[1].as_u64() {
-                        b[1] = Value::from(hi * 4 + 3);
+                        b[1] = Value::from(scale(hi, true));
                     }
                 }
             }
@@ -130,39 +131,23 @@ fn slow_down_host(dir: &std::path::Path, h: &str, ip_prefix: &str) {
     }
 }
 
+/// Multiplies every latency a file reports towards (or from) host `h` by 4: the per-peer log
+/// histograms of `h`'s own files, and the other files' towards `h`'s NICs (10.h.*).
+fn slow_down_host(dir: &std::path::Path, h: &str, ip_prefix: &str) {
+    rescale_peers(
+        dir,
+        |host, ip| host == h || ip.starts_with(ip_prefix),
+        |x, hi| if hi { x * 4 + 3 } else { x * 4 },
+    );
+}
+
 /// Divides by `div` every latency host `from`'s files report towards the NICs at `ip_prefix`.
 fn speed_up_link(dir: &std::path::Path, from: &str, ip_prefix: &str, div: u64) {
-    for e in std::fs::read_dir(dir).expect("dir") {
-        let path = e.expect("entry").path();
-        if path.extension().is_none_or(|x| x != "json") || path.ends_with("planted.json") {
-            continue;
-        }
-        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        if v["host_name"] != from {
-            continue;
-        }
-        for d in v["devices"].as_array_mut().expect("devices") {
-            for p in d["peers"].as_array_mut().into_iter().flatten() {
-                if !p["gid_ip"]
-                    .as_str()
-                    .is_some_and(|ip| ip.starts_with(ip_prefix))
-                {
-                    continue;
-                }
-                for b in p["wqe_completion_log_histogram"]
-                    .as_array_mut()
-                    .into_iter()
-                    .flatten()
-                {
-                    b[0] = Value::from(b[0].as_u64().unwrap() / div);
-                    if let Some(hi) = b[1].as_u64() {
-                        b[1] = Value::from(hi / div);
-                    }
-                }
-            }
-        }
-        std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
-    }
+    rescale_peers(
+        dir,
+        |host, ip| host == from && ip.starts_with(ip_prefix),
+        |x, _| x / div,
+    );
 }
 
 /// A one-way limit's reverse carries little (its sender waits for the credits the slow
