@@ -184,7 +184,8 @@ trio_links_run() {
 # stop: its own completions are late (its row of the link matrix) while its rxe, in the kernel,
 # answers its peers in time (its column).
 stop_bursts() {
-  i=0; until grep -q 'channels' $1/ibcast/stdout.txt 2>/dev/null || [ $i -gt 600 ]; do i=$((i + 1)); sleep 0.1; done
+  # polled every 10 ms: the rank runs unhindered from its first post until the first stop
+  i=0; until grep -q 'channels' $1/ibcast/stdout.txt 2>/dev/null || [ $i -gt 6000 ]; do i=$((i + 1)); sleep 0.01; done
   : > $1/bursts.txt
   kill -STOP $2 2>/dev/null || return 0
   t0=$(up)
