@@ -394,12 +394,16 @@ fn nic_culprits(f: &Fabric, class: &[NicClass]) -> Vec<Culprit> {
 }
 
 /// The slow cells no NIC culprit explains, one culprit per NIC pair: both directions slow (a
-/// path), or one (one direction of a path: congestion or a degraded hop that way).
+/// path), or one (one direction of a path: congestion or a degraded hop that way). A cell
+/// towards a NIC whose process polls late is its doing too, when its column stays at the
+/// healthy level as a whole (what makes it host-side): a starved process reposts its receives
+/// late, so a peer's writes meet receiver-not-ready retries now and then.
 fn link_culprits(f: &Fabric, class: &[NicClass]) -> Vec<Culprit> {
     let explained = |c: &Cell| {
         class[c.src] == NicClass::Slow
             || class[c.dst] == NicClass::Slow
             || class[c.src] == NicClass::HostSide
+            || class[c.dst] == NicClass::HostSide
     };
     let mut pairs: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
     for (i, c) in f.cells.iter().enumerate() {

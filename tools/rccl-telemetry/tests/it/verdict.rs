@@ -150,6 +150,34 @@ fn speed_up_link(dir: &std::path::Path, from: &str, ip_prefix: &str, div: u64) {
     );
 }
 
+/// A process polling late also reposts its receives late: a peer's writes towards it meet
+/// receiver-not-ready retries now and then, and one cell of its column comes out 2-3x slow (as
+/// a -> b did beside a starved b in one e2e run: 2.2x, robust z 6.6) while the column as a
+/// whole stays healthy. That cell is the host-side delay's doing: one row, no one-way link.
+#[test]
+fn a_slow_cell_towards_a_late_poller_is_its_doing_not_a_one_way_link() {
+    for seed in 1..=3 {
+        let (d, p) = fabric(six_hosts(seed, &["host_side_delay"]));
+        let nic = format!("{}:mlx5_{}", p[0].host, p[0].device_id);
+        let idx: u32 = p[0].host.trim_start_matches("gpu_node_").parse().unwrap();
+        let peer = (0..6)
+            .map(|i| format!("gpu_node_{i:03}"))
+            .find(|h| *h != p[0].host)
+            .unwrap();
+        let prefix = format!("10.{idx}.");
+        rescale_peers(
+            d.path(),
+            |host, ip| host == peer && ip.starts_with(&prefix),
+            |x, hi| if hi { x * 3 + 2 } else { x * 3 },
+        );
+        let r = outliers_of(d.path(), &Options::default());
+        assert_eq!(r.rows.len(), 1, "seed {seed}: {:#?}", r.rows);
+        assert_eq!(r.rows[0].kind, Kind::HostSideDelay);
+        assert_eq!(r.rows[0].culprit, nic);
+        assert!(!r.findings.iter().any(|f| f.kind == Kind::SlowLinkOneWay));
+    }
+}
+
 /// A one-way limit's reverse carries little (its sender waits for the credits the slow
 /// direction brings) and runs 10x fast on an idle path, as in the e2e's `oneway`; one more link
 /// happens to be as fast. The reverse is the slow direction's doing, not a faster tier: the one
