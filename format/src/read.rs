@@ -520,15 +520,8 @@ impl Device {
     /// Min and max completion latency over the channels and finalized communicators
     /// (ignoring -1).
     pub fn latency_min_max(&self) -> (Option<i64>, Option<i64>) {
-        let mins = self
-            .all_counters()
-            .map(|c| c.wqe_completion_ns_min)
-            .filter(|v| *v >= 0);
-        let maxs = self
-            .all_counters()
-            .map(|c| c.wqe_completion_ns_max)
-            .filter(|v| *v >= 0);
-        (mins.min(), maxs.max())
+        let (mn, mx) = latency_range(self.all_counters());
+        ((mn >= 0).then_some(mn), (mx >= 0).then_some(mx))
     }
 
     /// Sum of a channel counter over the device's channels (those in use when the file was
@@ -577,6 +570,23 @@ pub fn add_hist(dst: &mut Vec<u64>, src: &[u64]) {
     for (d, s) in dst.iter_mut().zip(src) {
         *d = d.saturating_add(*s);
     }
+}
+
+/// The lowest `wqe_completion_ns_min` and the highest `wqe_completion_ns_max` of some counters,
+/// each -1 (nothing timed) left out; -1 when none has one, as a channel writes its QPs' range.
+pub fn latency_range<'a>(counters: impl IntoIterator<Item = &'a Counters>) -> (i64, i64) {
+    counters.into_iter().fold((-1, -1), |(mn, mx), c| {
+        let lo = c.wqe_completion_ns_min;
+        let hi = c.wqe_completion_ns_max;
+        (
+            if lo >= 0 && (mn < 0 || lo < mn) {
+                lo
+            } else {
+                mn
+            },
+            if hi > mx { hi } else { mx },
+        )
+    })
 }
 
 /// Parses an RFC 3339 UTC timestamp "YYYY-MM-DDTHH:MM:SS.fffffffffZ" into Unix ns.
@@ -647,6 +657,21 @@ pub fn format_timestamp_ns(ns: i128) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_latency_range_leaves_out_what_was_not_timed() {
+        let c = |mn, mx| super::Counters {
+            wqe_completion_ns_min: mn,
+            wqe_completion_ns_max: mx,
+            ..Default::default()
+        };
+        assert_eq!(super::latency_range(&[]), (-1, -1));
+        assert_eq!(super::latency_range(&[c(-1, -1), c(-1, -1)]), (-1, -1));
+        assert_eq!(
+            super::latency_range(&[c(-1, -1), c(700, 900), c(500, 800), c(-1, -1)]),
+            (500, 900)
+        );
+    }
+
     #[test]
     fn timestamp_round_trips() {
         for ns in [

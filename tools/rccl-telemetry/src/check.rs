@@ -5,7 +5,9 @@ pub mod dupkeys;
 pub mod text;
 
 use crate::load::{expand_inputs, parse_raw, progress, raw_from_value, read_bytes, BadFile};
-use crate::model::{parse_timestamp_ns, Channel, CommRef, Counters, Device, TelemetryFile};
+use crate::model::{
+    add_hist, latency_range, parse_timestamp_ns, Channel, CommRef, Counters, Device, TelemetryFile,
+};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -480,13 +482,10 @@ impl Invariants {
     /// A channel's latency: its histogram the sum of its QPs', its min and max theirs.
     fn channel_latency(&mut self, cp: &str, c: &Channel) {
         let qps = &c.queue_pairs;
+        // At least the channel's length, so that each of its buckets is compared.
         let mut hsum: Vec<u64> = vec![0; c.counters.wqe_completion_histogram.len()];
         for q in qps {
-            for (b, v) in q.counters.wqe_completion_histogram.iter().enumerate() {
-                if let Some(h) = hsum.get_mut(b) {
-                    *h = h.saturating_add(*v);
-                }
-            }
+            add_hist(&mut hsum, &q.counters.wqe_completion_histogram);
         }
         for (b, (total, s)) in c
             .counters
@@ -502,18 +501,7 @@ impl Invariants {
                 );
             }
         }
-        let qmin = qps
-            .iter()
-            .map(|q| q.counters.wqe_completion_ns_min)
-            .filter(|v| *v >= 0)
-            .min()
-            .unwrap_or(-1);
-        let qmax = qps
-            .iter()
-            .map(|q| q.counters.wqe_completion_ns_max)
-            .filter(|v| *v >= 0)
-            .max()
-            .unwrap_or(-1);
+        let (qmin, qmax) = latency_range(qps.iter().map(|q| &q.counters));
         if c.counters.wqe_completion_ns_min != qmin {
             self.err(
                 format!("{cp}/wqe_completion_ns_min"),

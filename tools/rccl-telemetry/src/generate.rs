@@ -175,18 +175,8 @@ fn counters_from_qps(qps: &[QueuePair], sampled: bool) -> Counters {
             .map(|q| q.counters.num_wqe_sampled.unwrap_or(0))
             .sum()
     });
-    c.wqe_completion_ns_min = qps
-        .iter()
-        .map(|q| q.counters.wqe_completion_ns_min)
-        .filter(|v| *v >= 0)
-        .min()
-        .unwrap_or(-1);
-    c.wqe_completion_ns_max = qps
-        .iter()
-        .map(|q| q.counters.wqe_completion_ns_max)
-        .filter(|v| *v >= 0)
-        .max()
-        .unwrap_or(-1);
+    (c.wqe_completion_ns_min, c.wqe_completion_ns_max) =
+        crate::model::latency_range(qps.iter().map(|q| &q.counters));
     c.wqe_completion_histogram = hist;
     c
 }

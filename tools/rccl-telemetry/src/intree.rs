@@ -263,18 +263,7 @@ fn channel(c: ItChannel) -> Channel {
     for q in &qps {
         crate::model::add_hist(&mut hist, &q.counters.wqe_completion_histogram);
     }
-    let mn = qps
-        .iter()
-        .map(|q| q.counters.wqe_completion_ns_min)
-        .filter(|v| *v >= 0)
-        .min()
-        .unwrap_or(-1);
-    let mx = qps
-        .iter()
-        .map(|q| q.counters.wqe_completion_ns_max)
-        .filter(|v| *v >= 0)
-        .max()
-        .unwrap_or(-1);
+    let (mn, mx) = crate::model::latency_range(qps.iter().map(|q| &q.counters));
     let counters = Counters {
         num_wqe_sent: c.num_wqe_sent,
         num_recv_wqe: c.num_recv_wqe,
