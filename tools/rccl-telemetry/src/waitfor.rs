@@ -800,26 +800,20 @@ impl QuietFirst<'_> {
         r.ranks = self.rank_of(v);
         r.nics = self.nics_of(v);
         r.in_files = g.nodes[v].file.is_some();
-        let own_post = first
-            .iter()
-            .filter_map(|q| {
-                if q.0 .0 == v {
-                    q.1.post_lo
-                } else {
-                    q.1.post_hi
-                }
-            })
-            .max();
-        let peer_post = first
-            .iter()
-            .filter_map(|q| {
-                if q.0 .0 == v {
-                    q.1.post_hi
-                } else {
-                    q.1.post_lo
-                }
-            })
-            .max();
+        // The last post on the first links by v's side (own) or by its peers' side.
+        let last_post = |own: bool| {
+            first
+                .iter()
+                .filter_map(|q| {
+                    if (q.0 .0 == v) == own {
+                        q.1.post_lo
+                    } else {
+                        q.1.post_hi
+                    }
+                })
+                .max()
+        };
+        let (own_post, peer_post) = (last_post(true), last_post(false));
         r.evidence = format!(
             "nothing is stalled or errored; the {} links that went quiet first, at {} (within {}; {}), all have {} at one end{}",
             first.len(),
@@ -851,9 +845,12 @@ fn quiet_rank<'a>(
 ) -> Option<(usize, QuietFirst<'a>)> {
     let at: HashMap<(usize, usize), i128> = quiet.iter().map(|q| (*q.0, q.2)).collect();
     // When the last of a set of links went quiet; None when one of them is still busy.
-    let all_quiet = |ks: Vec<&(usize, usize)>| {
-        ks.into_iter()
-            .try_fold(i128::MIN, |acc, k| at.get(k).map(|&t| acc.max(t)))
+    let all_quiet = |ks: &mut dyn Iterator<Item = &(usize, usize)>| {
+        let mut last = i128::MIN;
+        for k in ks {
+            last = last.max(*at.get(k)?);
+        }
+        Some(last)
     };
     let mut of_node: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
     for k in links.keys() {
@@ -863,17 +860,17 @@ fn quiet_rank<'a>(
     let (v, tv) = of_node
         .iter()
         .filter(|(_, ks)| ks.len() >= 2)
-        .filter_map(|(&v, ks)| Some((v, all_quiet(ks.iter().collect())?)))
+        .filter_map(|(&v, ks)| Some((v, all_quiet(&mut ks.iter())?)))
         .min_by_key(|&(v, t)| (t, v))?;
     let mut next: Option<i128> = None;
     let mut witnesses = 0usize;
     for (&u, ks) in &of_node {
-        let elsewhere: Vec<&(usize, usize)> = ks.iter().filter(|k| k.0 != v && k.1 != v).collect();
-        if u == v || elsewhere.is_empty() {
+        let mut elsewhere = ks.iter().filter(|k| k.0 != v && k.1 != v).peekable();
+        if u == v || elsewhere.peek().is_none() {
             continue;
         }
         witnesses += 1;
-        if let Some(t) = all_quiet(elsewhere) {
+        if let Some(t) = all_quiet(&mut elsewhere) {
             if t - tv <= tick_ns {
                 return None;
             }
@@ -958,13 +955,17 @@ fn quiet_roots(
         ));
         return;
     }
+    hang.basis = "quiet";
+    if let Some((v, qf)) = quiet_rank(g, links, &quiet, tick_ns) {
+        hang.roots = vec![qf.end_root(v)];
+        return;
+    }
     let later = quiet.get(first.len()).map(|q| q.2);
     let mut ends: BTreeMap<usize, usize> = BTreeMap::new();
     for q in &first {
         *ends.entry(q.0 .0).or_default() += 1;
         *ends.entry(q.0 .1).or_default() += 1;
     }
-    hang.basis = "quiet";
     let next = match later {
         Some(t) => format!("the next went quiet at {}", ts(t)),
         None => format!(
@@ -972,10 +973,6 @@ fn quiet_roots(
             links.len() - first.len()
         ),
     };
-    if let Some((v, qf)) = quiet_rank(g, links, &quiet, tick_ns) {
-        hang.roots = vec![qf.end_root(v)];
-        return;
-    }
     let qf = QuietFirst {
         g,
         first,
