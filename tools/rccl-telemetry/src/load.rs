@@ -360,13 +360,14 @@ fn fit(file: &mut TelemetryFile) {
                 q.counters.wqe_completion_histogram.shrink_to_fit();
             }
         }
-        for p in d.peers.iter_mut().flatten() {
-            if let Some(h) = &mut p.wqe_completion_log_histogram {
+        if let Some(peers) = &mut d.peers {
+            peers.shrink_to_fit();
+            for h in peers
+                .iter_mut()
+                .filter_map(|p| p.wqe_completion_log_histogram.as_mut())
+            {
                 h.shrink_to_fit();
             }
-        }
-        if let Some(p) = &mut d.peers {
-            p.shrink_to_fit();
         }
     }
 }
