@@ -418,12 +418,7 @@ impl Invariants {
 
     /// A channel's counter totals: the sums over its queue pairs.
     fn channel_sums(&mut self, cp: &str, c: &Channel) {
-        let qps = &c.queue_pairs;
-        let sum = |g: fn(&Counters) -> u64| {
-            qps.iter()
-                .fold(0u64, |s, q| s.saturating_add(g(&q.counters)))
-        };
-        let fields: [SummedField; 10] = [
+        let mut fields: Vec<Summed<Counters>> = vec![
             ("num_wqe_sent", c.counters.num_wqe_sent, |x| x.num_wqe_sent),
             ("num_recv_wqe", c.counters.num_recv_wqe, |x| x.num_recv_wqe),
             ("num_wqe_rcvd", c.counters.num_wqe_rcvd, |x| x.num_wqe_rcvd),
@@ -451,31 +446,11 @@ impl Invariants {
                 x.num_write_imm_wqe
             }),
         ];
-        for (name, total, g) in fields {
-            let s = sum(g);
-            if total != s {
-                self.err(
-                    format!("{cp}/{name}"),
-                    format!(
-                        "channel total {total} != {s} summed over its {} queue pairs",
-                        qps.len()
-                    ),
-                );
-            }
-        }
         if let Some(total) = c.counters.num_wqe_sampled {
-            let s = qps.iter().fold(0u64, |s, q| {
-                s.saturating_add(q.counters.num_wqe_sampled.unwrap_or(0))
-            });
-            if total != s {
-                self.err(
-                    format!("{cp}/num_wqe_sampled"),
-                    format!(
-                        "channel total {total} != {s} summed over its {} queue pairs",
-                        qps.len()
-                    ),
-                );
-            }
+            fields.push(("num_wqe_sampled", total, |x| x.num_wqe_sampled.unwrap_or(0)));
+        }
+        for (p, m) in channel_sum_errors(cp, &c.queue_pairs, |q| &q.counters, &fields) {
+            self.err(p, m);
         }
     }
 
@@ -634,8 +609,34 @@ fn comm_invariants(
     }
 }
 
-/// A channel counter: its name, the channel's value, and how to read it from a queue pair.
-type SummedField = (&'static str, u64, fn(&Counters) -> u64);
+/// A channel counter: its name, the channel's value, and how to read it from a queue pair's
+/// counters `P`.
+pub(crate) type Summed<P> = (&'static str, u64, fn(&P) -> u64);
+
+/// (pointer, message) for each channel total that is not the (saturating) sum of its queue
+/// pairs' parts; `part` reaches a queue pair's counters. Shared by both formats' checkers.
+pub(crate) fn channel_sum_errors<Q, P>(
+    cp: &str,
+    qps: &[Q],
+    part: impl Fn(&Q) -> &P,
+    fields: &[Summed<P>],
+) -> Vec<(String, String)> {
+    fields
+        .iter()
+        .filter_map(|&(name, total, g)| {
+            let s = qps.iter().fold(0u64, |s, q| s.saturating_add(g(part(q))));
+            (total != s).then(|| {
+                (
+                    format!("{cp}/{name}"),
+                    format!(
+                        "channel total {total} != {s} summed over its {} queue pairs",
+                        qps.len()
+                    ),
+                )
+            })
+        })
+        .collect()
+}
 
 /// Escapes a key for use in a JSON Pointer (RFC 6901).
 fn escape_ptr(key: &str) -> String {

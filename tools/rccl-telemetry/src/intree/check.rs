@@ -5,6 +5,7 @@
 //! Separate from `intree` (reading the format onto the model) because checking a file against
 //! the format's own rules is a concern of its own, used by `check` only.
 
+use crate::check::{channel_sum_errors, Summed};
 use crate::intree::{
     interval, typed, ItChannel, ItDevice, ItFile, ItQp, ALWAYS_DELTAS, PFC_ARRAYS, SAMPLE_CAP,
 };
@@ -437,9 +438,7 @@ impl Rules {
             self.err(format!("{cp}/num_wqe_sampled"), sampled_rule(sampled));
         }
         let qps = &c.queue_pairs;
-        let sum = |g: fn(&ItQp) -> u64| qps.iter().fold(0u64, |s, q| s.saturating_add(g(q)));
-        type QpField = fn(&ItQp) -> u64;
-        let fields: [(&str, u64, QpField); 6] = [
+        let fields: [Summed<ItQp>; 6] = [
             ("num_wqe_sent", c.num_wqe_sent, |q| q.num_wqe_sent),
             ("num_recv_wqe", c.num_recv_wqe, |q| q.num_recv_wqe),
             ("num_wqe_rcvd", c.num_wqe_rcvd, |q| q.num_wqe_rcvd),
@@ -451,17 +450,8 @@ impl Rules {
                 q.num_wqe_sampled.unwrap_or(0)
             }),
         ];
-        for (name, total, g) in fields {
-            let s = sum(g);
-            if total != s {
-                self.err(
-                    format!("{cp}/{name}"),
-                    format!(
-                        "channel total {total} != {s} summed over its {} queue pairs",
-                        qps.len()
-                    ),
-                );
-            }
+        for (p, m) in channel_sum_errors(cp, qps, |q| q, &fields) {
+            self.err(p, m);
         }
         let data = qps.iter().filter(|q| q.data_qp).count() as u64;
         let cts = qps.len() as u64 - data;
