@@ -19,7 +19,7 @@ from e2e_checks import HW_KEYS, hw_key, rxe_raw
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA = os.path.join(ROOT, "schema", "rccl_telemetry.schema.json")
 
-# Counters every channel and QP carries (schema $defs/counters) that are plain
+# Counters every channel and QP carries (WqeCounts in format/src/write.rs) that are plain
 # counts of what the program did.
 QP_COUNTERS = ["num_wqe_sent", "num_recv_wqe", "num_wqe_rcvd", "num_wqe_completed", "num_cts_sent",
                "num_cts_sent_signalled", "num_cts_sent_unsignalled", "num_slot_miss", "num_write_wqe",

@@ -18,7 +18,9 @@ use std::sync::OnceLock;
 use parking_lot::Mutex;
 
 use crate::config::Config;
-use crate::rank_file::{self, ChannelReport, DeviceReport, Identity, QpReport};
+use crate::rank_file::{
+    self, ChannelReport, CompletionLatency, DeviceReport, Identity, QpReport, WqeCounts,
+};
 use crate::{diag, hw, latency, registry};
 use rccl_telemetry_format::promtext::{self, Level};
 
@@ -402,29 +404,28 @@ fn hw_values(r: &hw::HwReport) -> Vec<(String, promtext::Hw)> {
         .collect()
 }
 
-macro_rules! counts {
-    ($x:expr) => {
-        promtext::Counts {
-            wqes_sent: $x.num_wqe_sent,
-            recv_wqes: $x.num_recv_wqe,
-            wqes_drained: $x.num_wqe_rcvd,
-            wqes_completed: $x.num_wqe_completed,
-            cts_signalled: $x.num_cts_sent_signalled,
-            cts_unsignalled: $x.num_cts_sent_unsignalled,
-            slot_misses: $x.num_slot_miss,
-            writes: $x.num_write_wqe,
-            writes_imm: $x.num_write_imm_wqe,
-            hist: $x.wqe_completion_histogram.clone(),
-            log_hist: Vec::new(),
-        }
-    };
+/// The textfile's counts of a channel, a QP or a finalized communicator's record.
+fn counts(n: &WqeCounts, l: &CompletionLatency) -> promtext::Counts {
+    promtext::Counts {
+        wqes_sent: n.num_wqe_sent,
+        recv_wqes: n.num_recv_wqe,
+        wqes_drained: n.num_wqe_rcvd,
+        wqes_completed: n.num_wqe_completed,
+        cts_signalled: n.num_cts_sent_signalled,
+        cts_unsignalled: n.num_cts_sent_unsignalled,
+        slot_misses: n.num_slot_miss,
+        writes: n.num_write_wqe,
+        writes_imm: n.num_write_imm_wqe,
+        hist: l.wqe_completion_histogram.clone(),
+        log_hist: Vec::new(),
+    }
 }
 
 fn qp(q: &QpReport) -> promtext::Qp {
     promtext::Qp {
         id: q.id,
         role: q.role.map(str::to_owned),
-        counts: counts!(q),
+        counts: counts(&q.counts, &q.latency),
     }
 }
 
@@ -450,7 +451,7 @@ fn channel(c: &ChannelReport) -> Option<promtext::Channel> {
                 .as_ref()
                 .map(|b| b.0.clone())
                 .unwrap_or_default(),
-            ..counts!(c)
+            ..counts(&c.counts, &c.latency)
         },
         requests_completed: c.num_req_completed,
         data_qps: c.num_data_qp,
@@ -488,7 +489,7 @@ fn device(d: &DeviceReport) -> Option<promtext::Device> {
 /// device's counters after their channels' series end.
 fn finalized_into(dev: &mut promtext::Device, rep: &DeviceReport) {
     for f in &rep.finalized_comms {
-        let mut c = counts!(f);
+        let mut c = counts(&f.counts, &f.latency);
         c.log_hist = f
             .wqe_completion_log_histogram
             .as_ref()

@@ -9,11 +9,14 @@
 //! - [`vocab`]: the hardware-counter vocabulary (name, kind, unit, meaning, and where each
 //!   driver exposes it), in the order the file lists it.
 //! - [`wc_status`]: the names of `enum ibv_wc_status` (error completions by status).
+//! - `schema` (feature "schema"): the JSON Schema of the file, generated from [`write`]'s
+//!   types.
 //! - [`promtext`]: the Prometheus text exposition: every family and the renderer, shared by
 //!   the library's live textfile and the tool's `export --format prometheus`.
 //!
 //! Plain data and serde only: nothing here reads a counter, a clock or the file system, and
-//! the crate depends on nothing the library does not already. What moving the format here
+//! the crate depends on nothing the library does not already (schemars, which derives the
+//! schema, only with the feature "schema", which only the contract test turns on). What moving the format here
 //! cost the library, measured when it moved: the stripped `librccl_telemetry.so` grew from
 //! 892,584 to 897,960 bytes (+0.6 %, cold generics instantiated in both crates), its third-party
 //! dependencies stayed serde and serde_json, and the disassembly of its 23 data-path exports
@@ -21,6 +24,8 @@
 
 pub mod promtext;
 pub mod read;
+#[cfg(feature = "schema")]
+pub mod schema;
 pub mod vocab;
 pub mod wc_status;
 pub mod write;

@@ -75,6 +75,13 @@ pub const AINIC: usize = 2;
 pub const RXE: usize = 3;
 pub const NUM_DRIVERS: usize = 4;
 
+/// The file's "hw_type" of each driver family, by its index above, then that of a device no
+/// family supports.
+pub const HW_TYPES: [&str; NUM_DRIVERS + 1] = ["mlx5", "thor2", "ainic", "rxe", "unsupported"];
+
+/// The first keys of the vocabulary are the seed's, which every version's file has.
+pub const SEED_KEYS: usize = 4;
+
 /// One canonical key.
 #[derive(Debug)]
 pub struct Key {

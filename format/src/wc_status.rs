@@ -2,6 +2,9 @@
 //! `IBV_WC_` prefix, by value, and the order both list statuses in (the enum's).
 
 /// `enum ibv_wc_status` without its `IBV_WC_` prefix, by value (`<infiniband/verbs.h>`).
+/// What every status name matches (the enum's names and `UNKNOWN_<n>`).
+pub const STATUS_NAME_PATTERN: &str = "^[A-Z0-9_-]+$";
+
 pub const STATUS_NAMES: [&str; 24] = [
     "SUCCESS",
     "LOC_LEN_ERR",

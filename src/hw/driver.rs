@@ -15,14 +15,9 @@ pub enum HwType {
 }
 
 impl HwType {
+    /// Its "hw_type" in the file (the format's `HW_TYPES`, by vocabulary column).
     pub fn as_str(self) -> &'static str {
-        match self {
-            HwType::Mlx5 => "mlx5",
-            HwType::Thor2 => "thor2",
-            HwType::Ainic => "ainic",
-            HwType::Rxe => "rxe",
-            HwType::Unsupported => "unsupported",
-        }
+        vocab::HW_TYPES[self.table_index().unwrap_or(vocab::NUM_DRIVERS)]
     }
 
     /// Column of the vocabulary tables; None for an unsupported device.

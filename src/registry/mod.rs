@@ -45,6 +45,10 @@ use crate::loghist::LogHist;
 pub use crate::hot::MAX_DEVS;
 pub const MAX_CHANNELS: usize = 512;
 
+// The file's (and its schema's) largest device and channel ids are these slots' last.
+const _: () = assert!(MAX_DEVS == rccl_telemetry_format::write::MAX_DEVICE_ID as usize + 1);
+const _: () = assert!(MAX_CHANNELS == rccl_telemetry_format::write::MAX_CHANNEL_ID as usize + 1);
+
 /// Owner of the channels the process-wide calls set up (the default communicator).
 pub const OWNER_DEFAULT: u64 = 0;
 /// Owner of a channel a finalized communicator handed back (in its device's free list).

@@ -69,20 +69,8 @@ fn qp(shape: Shape, which: usize) -> QpReport {
     QpReport {
         id: which as u64,
         role: (!nulls).then_some("data"),
-        num_wqe_sent: 10,
-        num_recv_wqe: 5,
-        num_wqe_rcvd: 15,
-        num_wqe_completed: 10,
-        num_wqe_sampled: full.then_some(4),
-        num_cts_sent: 3,
-        num_cts_sent_signalled: 1,
-        num_cts_sent_unsignalled: 2,
-        num_slot_miss: 1,
-        num_write_wqe: 5,
-        num_write_imm_wqe: 5,
-        wqe_completion_ns_min: if nulls { -1 } else { 900 },
-        wqe_completion_ns_max: if nulls { -1 } else { 90_000 },
-        wqe_completion_histogram: vec![3, 1, 0, 0, 0],
+        counts: counts(1, full),
+        latency: latency(nulls, vec![3, 1, 0, 0, 0]),
         verbs: full.then(verbs),
         identity: (shape != Bare).then(|| QpIdentity {
             qp_num: full.then_some(4660),
@@ -114,28 +102,42 @@ fn qp(shape: Shape, which: usize) -> QpReport {
     }
 }
 
+/// A QP's counts times `k` (a channel of two such QPs has k = 2).
+fn counts(k: u64, full: bool) -> WqeCounts {
+    WqeCounts {
+        num_wqe_sent: 10 * k,
+        num_recv_wqe: 5 * k,
+        num_wqe_rcvd: 15 * k,
+        num_wqe_completed: 10 * k,
+        num_wqe_sampled: full.then_some(4 * k),
+        num_cts_sent: 3 * k,
+        num_cts_sent_signalled: k,
+        num_cts_sent_unsignalled: 2 * k,
+        num_slot_miss: k,
+        num_write_wqe: 5 * k,
+        num_write_imm_wqe: 5 * k,
+    }
+}
+
+/// Latency extremes of -1 (nothing sampled) or 900 ns and 90 us, and the histogram `hist`.
+fn latency(none: bool, hist: Vec<u64>) -> CompletionLatency {
+    CompletionLatency {
+        wqe_completion_ns_min: if none { -1 } else { 900 },
+        wqe_completion_ns_max: if none { -1 } else { 90_000 },
+        wqe_completion_histogram: hist,
+    }
+}
+
 fn channel(shape: Shape) -> ChannelReport {
     let full = shape == Full;
     ChannelReport {
         id: (shape != Nulls).then_some(0),
-        num_wqe_sent: 20,
-        num_recv_wqe: 10,
-        num_wqe_rcvd: 30,
-        num_wqe_completed: 20,
-        num_wqe_sampled: full.then_some(8),
-        num_cts_sent: 6,
-        num_cts_sent_signalled: 2,
-        num_cts_sent_unsignalled: 4,
-        num_slot_miss: 2,
-        num_write_wqe: 10,
-        num_write_imm_wqe: 10,
+        counts: counts(2, full),
         num_req_completed: 10,
         num_data_qp: 2,
         num_cts_qp: 0,
         num_qp_untracked: 0,
-        wqe_completion_ns_min: 900,
-        wqe_completion_ns_max: 90_000,
-        wqe_completion_histogram: vec![6, 2, 0, 0, 0],
+        latency: latency(false, vec![6, 2, 0, 0, 0]),
         queue_pairs: vec![qp(shape, 0), qp(shape, 1)],
         wqe_completion_log_histogram: (shape != Bare).then(log),
         verbs: full.then(verbs),
@@ -179,24 +181,12 @@ fn finalized(shape: Shape) -> FinalizedCommReport {
         num_comms: if nulls { 3 } else { 1 },
         num_channels: 1,
         num_qps: 2,
-        num_wqe_sent: 20,
-        num_recv_wqe: 10,
-        num_wqe_rcvd: 30,
-        num_wqe_completed: 20,
-        num_wqe_sampled: full.then_some(8),
-        num_cts_sent: 6,
-        num_cts_sent_signalled: 2,
-        num_cts_sent_unsignalled: 4,
-        num_slot_miss: 2,
-        num_write_wqe: 10,
-        num_write_imm_wqe: 10,
+        counts: counts(2, full),
         num_req_completed: 10,
         num_data_qp: 2,
         num_cts_qp: 0,
         num_qp_untracked: 0,
-        wqe_completion_ns_min: if nulls { -1 } else { 900 },
-        wqe_completion_ns_max: if nulls { -1 } else { 90_000 },
-        wqe_completion_histogram: vec![6, 2, 0, 0, 0],
+        latency: latency(nulls, vec![6, 2, 0, 0, 0]),
         wqe_completion_log_histogram: (shape != Bare).then(log),
         verbs: full.then(verbs),
         peers: if shape == Bare {

@@ -1,18 +1,20 @@
 //! The per-rank file's contract against the format crate, which writes it:
 //!
-//! - the JSON Schema (schema/rccl_telemetry.schema.json) holds every key the writer's types
-//!   emit, with the JSON types they emit, and nothing they never emit; every property has a
-//!   description and the format version that added it ("x-since"), and every object with
-//!   properties is closed;
-//! - the text generated from the format crate and kept in the tree is current: the key tables
+//! - the JSON Schema, generated from the writer's types (`rccl_telemetry_format::schema`),
+//!   holds every key the writer's types emit, with the JSON types they emit, and nothing they
+//!   never emit; every property has a description and the format version that added it
+//!   ("x-since"), and every object with properties is closed; every file the writer can write
+//!   is valid against it;
+//! - the text generated from the format crate and kept in the tree is current: the schema
+//!   (schema/rccl_telemetry.schema.json), the key tables
 //!   and the known-counter table of docs/format.md, the per-driver table of src/hw/README.md,
 //!   the counts of keys both spell out, and schema/hw_counters.json (the vocabulary the e2e
 //!   checker reads). `RCCL_TELEMETRY_REGENERATE=1` writes them instead of failing;
 //! - the reader takes back every key the writer emits (`read_back.rs`).
 //!
-//! A new key is a field of a writer type (format/src/write.rs) and its property in the
-//! schema; this test names whatever else is missing (the fixtures' value for it, a
-//! description, the regenerated docs).
+//! A new key is a field of a writer type (format/src/write.rs), its doc comment the key's
+//! description; this test names whatever else is missing (the fixtures' value for it, an
+//! "x-since" when a later version added it, the regenerated schema and docs).
 
 mod fixture;
 mod generated;
@@ -33,8 +35,12 @@ fn root() -> PathBuf {
     manifest.parent().expect("the workspace root").to_path_buf()
 }
 
+/// The schema as the format crate generates it from the writer's types (the committed
+/// schema/rccl_telemetry.schema.json is this text: `the_generated_text_in_the_tree_is_current`).
 fn schema_text() -> String {
-    std::fs::read_to_string(root().join("schema/rccl_telemetry.schema.json")).unwrap()
+    let mut text = serde_json::to_string_pretty(&rccl_telemetry_format::schema::schema()).unwrap();
+    text.push('\n');
+    text
 }
 
 /// The three files, serialised as the writer serialises them.
@@ -214,6 +220,10 @@ fn generated_files() -> Vec<(PathBuf, String)> {
     hw = region(&hw, "driver-table", &generated::driver_table());
     hw = generated::replace_counts(&hw, &counts);
     vec![
+        (
+            root().join("schema/rccl_telemetry.schema.json"),
+            schema_text(),
+        ),
         (format_md, doc),
         (hw_md, hw),
         (
