@@ -21,10 +21,10 @@ use schemars::generate::SchemaSettings;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
-use crate::vocab::{Kind, HW_TYPES, SEED_KEYS, VOCAB};
+use crate::vocab::{HW_TYPES, SEED_KEYS, VOCAB};
 use crate::wc_status::STATUS_NAME_PATTERN;
 use crate::write::{
-    FileReport, GidIp, GidText, HwCounters, LogBuckets, SampleCounters, StatusCounts,
+    FileReport, GidIp, GidText, HwCounters, LogBuckets, SampleCounters, StatusCounts, ROLES,
 };
 use crate::READ_VERSIONS;
 
@@ -38,6 +38,9 @@ macro_rules! value_type {
     ($(#[$doc:meta])* $t:ident = $name:literal, $schema:tt) => {
         $(#[$doc])*
         pub struct $t;
+        value_type!(impl $t = $name, $schema);
+    };
+    (impl $t:ident = $name:literal, $schema:tt) => {
         impl JsonSchema for $t {
             fn schema_name() -> Cow<'static, str> {
                 $name.into()
@@ -92,66 +95,38 @@ value_type!(
      "type": "string", "pattern": "^0x[0-9a-f]{1,16}$"}
 );
 
-impl JsonSchema for GidText {
-    fn schema_name() -> Cow<'static, str> {
-        "gid".into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "description": "A GID as ibv_devinfo prints it: 8 groups of 4 lower-case hex digits joined by ':'.",
-            "type": "string",
-            "pattern": "^[0-9a-f]{4}(:[0-9a-f]{4}){7}$"
-        })
-    }
-}
+value_type!(impl GidText = "gid", {
+    "description": "A GID as ibv_devinfo prints it: 8 groups of 4 lower-case hex digits joined by ':'.",
+    "type": "string",
+    "pattern": "^[0-9a-f]{4}(:[0-9a-f]{4}){7}$"
+});
 
-impl JsonSchema for GidIp {
-    fn schema_name() -> Cow<'static, str> {
-        "gid_ip".into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "description": "The address a GID encodes: an IPv4 dotted quad for an IPv4-mapped GID (::ffff:a.b.c.d), else the IPv6 form.",
-            "type": "string"
-        })
-    }
-}
+value_type!(impl GidIp = "gid_ip", {
+    "description": "The address a GID encodes: an IPv4 dotted quad for an IPv4-mapped GID (::ffff:a.b.c.d), else the IPv6 form.",
+    "type": "string"
+});
 
-impl JsonSchema for LogBuckets {
-    fn schema_name() -> Cow<'static, str> {
-        "log_histogram".into()
+value_type!(impl LogBuckets = "log_histogram", {
+    "description": "Log-scale completion latency histogram (version 2): every sampled completion, in buckets at most 1/8 of their lower bound wide (exact below 16 ns). Only the non-empty buckets, in increasing order, each [lo_ns, hi_ns, count] with inclusive bounds in ns; hi_ns is null for the last bucket (from 16106127360 ns), which also holds every longer latency.",
+    "type": "array",
+    "items": {
+        "type": "array",
+        "prefixItems": [
+            {"$ref": "#/$defs/u64"},
+            {"anyOf": [{"$ref": "#/$defs/u64"}, {"type": "null"}]},
+            {"type": "integer", "minimum": 1}
+        ],
+        "items": false,
+        "minItems": 3
     }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "description": "Log-scale completion latency histogram (version 2): every sampled completion, in buckets at most 1/8 of their lower bound wide (exact below 16 ns). Only the non-empty buckets, in increasing order, each [lo_ns, hi_ns, count] with inclusive bounds in ns; hi_ns is null for the last bucket (from 16106127360 ns), which also holds every longer latency.",
-            "type": "array",
-            "items": {
-                "type": "array",
-                "prefixItems": [
-                    {"$ref": "#/$defs/u64"},
-                    {"anyOf": [{"$ref": "#/$defs/u64"}, {"type": "null"}]},
-                    {"type": "integer", "minimum": 1}
-                ],
-                "items": false,
-                "minItems": 3
-            }
-        })
-    }
-}
+});
 
-impl JsonSchema for StatusCounts {
-    fn schema_name() -> Cow<'static, str> {
-        "status_counts".into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "description": "Error completions by status: the status name (enum ibv_wc_status without IBV_WC_, UNKNOWN_<n> for a value it lacks) to its count, in the enum's order; {} when none.",
-            "type": "object",
-            "propertyNames": {"pattern": STATUS_NAME_PATTERN},
-            "additionalProperties": {"type": "integer", "minimum": 1}
-        })
-    }
-}
+value_type!(impl StatusCounts = "status_counts", {
+    "description": "Error completions by status: the status name (enum ibv_wc_status without IBV_WC_, UNKNOWN_<n> for a value it lacks) to its count, in the enum's order; {} when none.",
+    "type": "object",
+    "propertyNames": {"pattern": STATUS_NAME_PATTERN},
+    "additionalProperties": {"type": "integer", "minimum": 1}
+});
 
 impl JsonSchema for HwCounters {
     fn inline_schema() -> bool {
@@ -163,8 +138,6 @@ impl JsonSchema for HwCounters {
     fn json_schema(g: &mut SchemaGenerator) -> Schema {
         let value = g.subschema_for::<HwValue>();
         let seed: Vec<&str> = VOCAB[..SEED_KEYS].iter().map(|k| k.name).collect();
-        let per_prio = VOCAB.iter().filter(|k| k.kind == Kind::PerPrio).count();
-        debug_assert!(per_prio > 0);
         json_schema!({
             "type": "object",
             "required": seed,
@@ -191,50 +164,40 @@ impl JsonSchema for SampleCounters {
     }
 }
 
-/// `version`: the versions a reader takes ([`READ_VERSIONS`]).
-pub struct Version;
-
-impl JsonSchema for Version {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        "version".into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({"enum": READ_VERSIONS})
-    }
+/// A key whose values are listed (inline where it is used, not a value type).
+macro_rules! one_of {
+    ($(#[$doc:meta])* $t:ident = $name:literal, $values:expr) => {
+        $(#[$doc])*
+        pub struct $t;
+        impl JsonSchema for $t {
+            fn inline_schema() -> bool {
+                true
+            }
+            fn schema_name() -> Cow<'static, str> {
+                $name.into()
+            }
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                json_schema!({"enum": $values})
+            }
+        }
+    };
 }
 
-/// `hw_type`: the driver families ([`HW_TYPES`]).
-pub struct HwType;
-
-impl JsonSchema for HwType {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        "hw_type".into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({"enum": HW_TYPES})
-    }
-}
-
-/// A queue pair's `role`.
-pub struct Role;
-
-impl JsonSchema for Role {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        "role".into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({"enum": ["data", "cts", null]})
-    }
-}
+one_of!(
+    /// `version`: the versions a reader takes ([`READ_VERSIONS`]).
+    Version = "version",
+    READ_VERSIONS
+);
+one_of!(
+    /// `hw_type`: the driver families ([`HW_TYPES`]).
+    HwType = "hw_type",
+    HW_TYPES
+);
+one_of!(
+    /// A queue pair's `role`: one of [`ROLES`], or null when the transport did not say.
+    Role = "role",
+    ROLES.iter().map(|r| json!(r)).chain([Value::Null]).collect::<Vec<_>>()
+);
 
 /// The schema of the per-rank file, as `schema/rccl_telemetry.schema.json` holds it.
 pub fn schema() -> Value {

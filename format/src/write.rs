@@ -19,6 +19,9 @@ pub enum HwValue {
 /// The "hw_counters" object of one device, keys in vocabulary order.
 pub type HwReport = Vec<(&'static str, HwValue)>;
 
+/// A queue pair's "role" values (the transport's rcclTelemetrySetQpRole: data, CTS).
+pub const ROLES: [&str; 2] = ["data", "cts"];
+
 /// The largest "device_id" (the library's device slots, RCCL_TELEMETRY_MAX_DEVS of them).
 pub const MAX_DEVICE_ID: u32 = 31;
 

@@ -62,8 +62,8 @@ fn qp_identity(q: Option<peers::QpInfo>, dev_gid: Option<[u8; 16]>, verbs: bool)
 
 fn role_name(r: u8) -> Option<&'static str> {
     match r {
-        ROLE_DATA => Some("data"),
-        ROLE_CTS => Some("cts"),
+        ROLE_DATA => Some(ROLES[0]),
+        ROLE_CTS => Some(ROLES[1]),
         _ => None,
     }
 }
