@@ -9,6 +9,9 @@
 #   preload             present when the run was under the interposer
 PRELOAD_SO=/usr/local/lib/librccl_telemetry_preload.so
 TOOL_TIMEOUT=90
+# A tool still there TOOL_KILL_S after its SIGTERM is killed: a hung tool then costs its own
+# check, not every later one (in the pair stage the two guests would fall out of step).
+TOOL_KILL_S=15
 
 # The IPv4-mapped RoCE v2 GID of rxe0 (the first ::ffff: entry of the GID table).
 roce_gid() {
@@ -48,7 +51,7 @@ launch() {
     vars="$vars RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$ld/telemetry LD_PRELOAD=$PRELOAD_SO"
   fi
   # exec keeps the pid that the telemetry file is named after
-  timeout $TOOL_TIMEOUT sh -c 'echo $$ > "$0/pid"; exec env "$@"' $ld $vars "$@" < /dev/null > $ld/stdout 2> $ld/stderr
+  timeout -k $TOOL_KILL_S $TOOL_TIMEOUT sh -c 'echo $$ > "$0/pid"; exec env "$@"' $ld $vars "$@" < /dev/null > $ld/stdout 2> $ld/stderr
   echo $? > $ld/rc
 }
 
