@@ -76,11 +76,25 @@ fault() {
   /usr/sbin/tc filter add dev eth0 parent 1:0 protocol ip prio 2 u32 match ip dst $(ip_of c)/32 flowid 1:3
 }
 
-# snap_copy FROM TO: wait (up to 5 s) for the SIGUSR1 snapshot in FROM, copy it to TO
+# snap_copy FROM TO: wait (up to 5 s) for the SIGUSR1 snapshot in FROM, copy it to TO. The
+# rank's snapshots share one file, and a stall snapshot (trigger "stall", at most one a second)
+# may replace the SIGUSR1 one within a few hundred ms: each try copies the file, then looks at
+# the copy (files are replaced whole, by rename), every 20 ms.
 snap_copy() {
-  i=0; until grep -qs '"trigger": *"SIGUSR1"' $1/*.json || [ $i -gt 50 ]; do i=$((i + 1)); sleep 0.1; done
-  mkdir -p $2 && cp $1/*.json $2/ 2>/dev/null
-  echo "$(up) snapshot copied" >> $2/../snap_during.txt
+  mkdir -p $2
+  i=0
+  while [ $i -lt 250 ]; do
+    for f in $1/*.json; do
+      if cp "$f" $2/.try 2>/dev/null && grep -qs '"trigger": *"SIGUSR1"' $2/.try; then
+        mv $2/.try "$2/${f##*/}"
+        echo "$(up) snapshot copied" >> $2/../snap_during.txt
+        return
+      fi
+    done
+    i=$((i + 1)); sleep 0.02
+  done
+  rm -f $2/.try; cp $1/*.json $2/ 2>/dev/null
+  echo "$(up) no SIGUSR1 snapshot seen in 5 s: copied the file as it is" >> $2/../snap_during.txt
 }
 
 # prom_watch DIR PID [RUNDIR [1]]: copy the live textfile (RUNDIR/prom, default DIR/ibcast) every
