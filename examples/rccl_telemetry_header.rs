@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use rccl_telemetry::counters::HIST;
-use rccl_telemetry::hot::{MAX_DEVS, STRIPE_MIX};
+use rccl_telemetry::hot::{MAX_DEVS, STRIPE_MIX, STRIPE_PAGE_SHIFT};
 use rccl_telemetry::inline_abi::{MirrorLayout, MARKER, MIRRORS};
 use rccl_telemetry::loghist::{bucket_bounds, LOG_BUCKETS};
 use rccl_telemetry::registry::STRIPES;
@@ -33,8 +33,10 @@ fn constants(out: &mut String) {
          /* constants (src/inline_abi.rs; make header).                                       */\n\
          /* Device slots (RCCL_TELEMETRY_MAX_DEVS). */\n\
          #define RCCL_TELEMETRY_MAX_DEVS_ {MAX_DEVS}u\n\
-         /* A thread's stripe (of a device's {STRIPES}): ((tp >> 12) * RCCL_TELEMETRY_STRIPE_MIX_) >>\n \
-         * RCCL_TELEMETRY_STRIPE_SHIFT_, the top bits of its mixed page number (registry::stripe). */\n\
+         /* A thread's stripe (of a device's {STRIPES}): the top bits of its mixed page number,\n \
+         * ((tp >> RCCL_TELEMETRY_STRIPE_PAGE_SHIFT_) * RCCL_TELEMETRY_STRIPE_MIX_) >>\n \
+         * RCCL_TELEMETRY_STRIPE_SHIFT_ (registry::stripe). */\n\
+         #define RCCL_TELEMETRY_STRIPE_PAGE_SHIFT_ {STRIPE_PAGE_SHIFT}\n\
          #define RCCL_TELEMETRY_STRIPE_MIX_ 0x{STRIPE_MIX:X}ull\n\
          #define RCCL_TELEMETRY_STRIPE_SHIFT_ {}\n\
          /* The QP slot's linear histogram buckets (a power of two). */\n\

@@ -449,8 +449,10 @@ extern "C" {
 /* constants (src/inline_abi.rs; make header).                                       */
 /* Device slots (RCCL_TELEMETRY_MAX_DEVS). */
 #define RCCL_TELEMETRY_MAX_DEVS_ 32u
-/* A thread's stripe (of a device's 16): ((tp >> 12) * RCCL_TELEMETRY_STRIPE_MIX_) >>
- * RCCL_TELEMETRY_STRIPE_SHIFT_, the top bits of its mixed page number (registry::stripe). */
+/* A thread's stripe (of a device's 16): the top bits of its mixed page number,
+ * ((tp >> RCCL_TELEMETRY_STRIPE_PAGE_SHIFT_) * RCCL_TELEMETRY_STRIPE_MIX_) >>
+ * RCCL_TELEMETRY_STRIPE_SHIFT_ (registry::stripe). */
+#define RCCL_TELEMETRY_STRIPE_PAGE_SHIFT_ 12
 #define RCCL_TELEMETRY_STRIPE_MIX_ 0x9E3779B97F4A7C15ull
 #define RCCL_TELEMETRY_STRIPE_SHIFT_ 60
 /* The QP slot's linear histogram buckets (a power of two). */
@@ -623,7 +625,7 @@ static inline uintptr_t rcclTelemetryThreadPointer_(void) {
 static inline rcclTelemetryStripe_ *rcclTelemetryStripe_of_(int devIdx, uintptr_t tp) {
   if (RCCL_TELEMETRY_AS_(unsigned, devIdx) >= RCCL_TELEMETRY_MAX_DEVS_) return RCCL_TELEMETRY_NULL_;
   rcclTelemetryStripe_ *s = __atomic_load_n(&rcclTelemetryHotV3.stripes[devIdx], __ATOMIC_ACQUIRE);
-  return s ? s + (((tp >> 12) * RCCL_TELEMETRY_STRIPE_MIX_) >> RCCL_TELEMETRY_STRIPE_SHIFT_) : s;
+  return s ? s + (((tp >> RCCL_TELEMETRY_STRIPE_PAGE_SHIFT_) * RCCL_TELEMETRY_STRIPE_MIX_) >> RCCL_TELEMETRY_STRIPE_SHIFT_) : s;
 }
 
 /* rcclTelemetryOn: the word the library sets at Init and clears when the final file is claimed

@@ -93,7 +93,7 @@ static inline uintptr_t rcclTelemetryThreadPointer_(void) {
 static inline rcclTelemetryStripe_ *rcclTelemetryStripe_of_(int devIdx, uintptr_t tp) {
   if (RCCL_TELEMETRY_AS_(unsigned, devIdx) >= RCCL_TELEMETRY_MAX_DEVS_) return RCCL_TELEMETRY_NULL_;
   rcclTelemetryStripe_ *s = __atomic_load_n(&rcclTelemetryHotV3.stripes[devIdx], __ATOMIC_ACQUIRE);
-  return s ? s + (((tp >> 12) * RCCL_TELEMETRY_STRIPE_MIX_) >> RCCL_TELEMETRY_STRIPE_SHIFT_) : s;
+  return s ? s + (((tp >> RCCL_TELEMETRY_STRIPE_PAGE_SHIFT_) * RCCL_TELEMETRY_STRIPE_MIX_) >> RCCL_TELEMETRY_STRIPE_SHIFT_) : s;
 }
 
 /* rcclTelemetryOn: the word the library sets at Init and clears when the final file is claimed
