@@ -64,8 +64,11 @@ $(SO): $(LIB_A) $(LIB_MAP)
 	$(call link_lib,$(LIB_A),$@,$(LIB_DEFS))
 	ln -sf librccl_telemetry.so $(REL)/librccl_telemetry.so.$(ABI)
 
-# include/rccl_telemetry.h is generated (build.rs, into cargo's OUT_DIR) and committed: this
-# writes it; header-check (part of make test) fails when the committed one is stale.
+# include/rccl_telemetry.h is generated and committed: build.rs writes cbindgen's declarations
+# into cargo's OUT_DIR, the example appends the inline hooks (src/rccl_telemetry_inline.h) with
+# the C mirrors of the library's layouts generated from the Rust structs (src/inline_abi.rs).
+# This writes it; header-check (part of make test) fails when the committed one is stale, or
+# when a struct is written by hand into the hooks' C source instead of generated.
 header:
 	$(CARGO) run -q --release -p rccl-telemetry --example rccl_telemetry_header > include/rccl_telemetry.h.new
 	mv include/rccl_telemetry.h.new include/rccl_telemetry.h
@@ -77,7 +80,9 @@ header-check:
 	  { echo "header-check: include/rccl_telemetry.h is not what the sources generate: run make header"; exit 1; }
 	@! grep -n '# Safety' include/rccl_telemetry.h || \
 	  { echo "header-check: a Rust '# Safety' heading in the C header: say the caller's contract in a sentence (src/capi.rs)"; exit 1; }
-	@echo "header-check: 2 passed, 0 failed"
+	@! grep -nE '^[[:space:]]*(typedef[[:space:]]+)?struct[[:space:]]+[A-Za-z_0-9]*[[:space:]]*\{' src/rccl_telemetry_inline.h || \
+	  { echo "header-check: a struct written by hand in src/rccl_telemetry_inline.h: mirror the Rust one (src/inline_abi.rs)"; exit 1; }
+	@echo "header-check: 3 passed, 0 failed"
 
 tool:
 	$(CARGO) build --release -p rccl-telemetry-tool

@@ -1,9 +1,12 @@
-//! Generates the C header into OUT_DIR, and writes nothing else: cbindgen's declarations from
-//! src/capi.rs (and the opaque slot types of src/counters.rs), the version macros from
-//! Cargo.toml's version, the inline hooks' layout number from src/hot.rs, then the inline
-//! hooks' C source (src/rccl_telemetry_inline.h). `make header` copies it to
-//! include/rccl_telemetry.h (examples/rccl_telemetry_header.rs prints it); `make header-check`
-//! fails when the committed header is not this one.
+//! Generates the C header's declarations into OUT_DIR, and writes nothing else: cbindgen's
+//! declarations from src/capi.rs (and the opaque slot types of src/counters.rs), the version
+//! macros from Cargo.toml's version and the inline hooks' layout number from src/hot.rs, as
+//! OUT_DIR/rccl_telemetry_decls.h. The rest of the header needs the crate itself (the C mirrors
+//! of its layouts are generated from the Rust structs by src/inline_abi.rs), so
+//! examples/rccl_telemetry_header.rs, which links it, prints the whole header: these
+//! declarations, then the inline hooks' C source (src/rccl_telemetry_inline.h) with the mirrors
+//! in place of its marker line. `make header` writes that to include/rccl_telemetry.h;
+//! `make header-check` fails when the committed header is not it.
 
 use std::path::PathBuf;
 
@@ -16,7 +19,6 @@ fn main() {
         "src/counters.rs",
         "src/hot.rs",
         "cbindgen.toml",
-        "src/rccl_telemetry_inline.h",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -58,11 +60,5 @@ fn main() {
         .expect("cbindgen could not generate the header");
     let mut header = Vec::new();
     bindings.write(&mut header);
-
-    header.push(b'\n');
-    header.extend(
-        std::fs::read(root.join("src/rccl_telemetry_inline.h"))
-            .expect("src/rccl_telemetry_inline.h is readable"),
-    );
-    std::fs::write(out.join("rccl_telemetry.h"), &header).expect("OUT_DIR is writable");
+    std::fs::write(out.join("rccl_telemetry_decls.h"), &header).expect("OUT_DIR is writable");
 }

@@ -23,8 +23,9 @@ pub const INLINE_LAYOUT: u64 = 3;
 pub const MAX_DEVS: usize = 32;
 
 /// The stripe hash, shared with the header: thread control blocks sit pages apart, so mix
-/// the page number and keep the top bits.
+/// the page number (the thread pointer `>> STRIPE_PAGE_SHIFT`) and keep the top bits.
 pub const STRIPE_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+pub const STRIPE_PAGE_SHIFT: u32 = 12;
 
 /// Parameters and tables the inline hooks read. Every field is written with a relaxed (or,
 /// for the stripe pointers, release) store and read with atomic loads on both sides.

@@ -213,7 +213,7 @@ pub fn sparse(counts: &[u64; LOG_BUCKETS]) -> Vec<(u64, Option<u64>, u64)> {
 }
 
 /// The header's fallback for a sampled completion whose thread does not own the channel's
-/// histogram (see `rcclTelemetryLog_` in src/rccl_telemetry_inline.h): counts bucket `i`.
+/// histogram (see `rcclTelemetryLog_`, the header's mirror of [`LogHist`]): counts bucket `i`.
 ///
 /// # Safety
 /// `h` is NULL or the histogram pointer of a reserved QP slot.

@@ -1,8 +1,11 @@
 /*
- * src/rccl_telemetry_inline.h: the header's inline hooks, as C source. build.rs appends this
- * file, unchanged, to the header cbindgen generates from src/capi.rs, so the installed
- * include/rccl_telemetry.h stays one self-contained file; this fragment is not installed and
- * is not meant to be included on its own (it uses the types declared above it).
+ * src/rccl_telemetry_inline.h: the header's inline hooks, as C source. `make header`
+ * (examples/rccl_telemetry_header.rs) appends this file to the declarations cbindgen generates
+ * from src/capi.rs, with one change: the marker line below becomes the C mirrors of the
+ * library's layouts and the constants the hooks compute with, generated from the Rust structs
+ * (src/inline_abi.rs), so no layout is written twice. The installed include/rccl_telemetry.h
+ * stays one self-contained file; this fragment is not installed and is not meant to be
+ * included on its own (it uses the types declared above it and the generated ones).
  */
 #ifndef RCCL_TELEMETRY_INLINE_H
 #define RCCL_TELEMETRY_INLINE_H
@@ -38,47 +41,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* Mirror of the library's QP slot (256 bytes, 4 cache lines): what every WQE touches    */
-/* (sample_mask is N - 1 for 1-in-N sampling), what rare and sampled events touch        */
-/* (untracked: completions that matched no posting; log_hist: the address of the         */
-/* channel's log-scale histogram, 0 when the slot records none), the linear               */
-/* histogram.                                                                             */
-typedef struct rcclTelemetryQp_ {
-  uint64_t sent_write, sent_imm, recv_wqe, cts_signalled, cts_unsignalled, post_seq, wqe_rcvd, sample_mask;
-  uint64_t untracked, lat_min_inv, lat_max, slot_miss, library_only_[3], log_hist;
-  uint64_t hist[16];
-} rcclTelemetryQp_;
-/* Mirror of a channel's log-scale completion histogram: the thread that owns counts[]     */
-/* (first to record) adds to it inline; any other thread calls rcclTelemetryLogAdd_.       */
-/* Bucket i of 256: 0..15 hold 0..15 ns exactly, then 8 per power of two (see             */
-/* rcclTelemetryLogIndex_); bucket 255 (from 16.1 s) also holds everything longer.        */
-typedef struct rcclTelemetryLog_ {
-  uintptr_t owner;
-  uint64_t library_only_[7];
-  uint64_t counts[256];
-} rcclTelemetryLog_;
+/* @inline_abi: the generated layouts (src/inline_abi.rs, make header) go here. */
 extern void rcclTelemetryLogAdd_(rcclTelemetryLog_ *h, uint64_t i);
-/* Mirror of the channel slot. */
-typedef struct rcclTelemetryCh_ { uint64_t req_completed; } rcclTelemetryCh_;
-/* One set of device-form counters; sizes[b] counts WQEs of 0 (b = 0) or (2^(b-2), 2^(b-1)] bytes. */
-typedef struct rcclTelemetryDevSet_ {
-  uint64_t tx_bytes, rx_bytes, cq_errors, cq_polls, sizes[66];
-} rcclTelemetryDevSet_;
-/* One of a device's 16 stripes: the owner's thread pointer, its set, then the shared set. */
-typedef struct rcclTelemetryStripe_ {
-  uintptr_t owner;
-  rcclTelemetryDevSet_ own;
-  uint64_t pad0_;
-  rcclTelemetryDevSet_ shared_;
-  uint64_t pad1_[2];
-} rcclTelemetryStripe_;
-/* Written by the library at Init and at device registration; read-only for callers.
-   enabled: 1 from Init until the final file is claimed (Flush or exit), 0 in a forked child.
-   layout: the library's RCCL_TELEMETRY_INLINE_LAYOUT, constant from load. */
-typedef struct rcclTelemetryHot_ {
-  uint64_t sample_mask, ns_mult, div_mul, div_shift, last_bucket, use_tsc, enabled, layout;
-  rcclTelemetryStripe_ *stripes[32];
-} rcclTelemetryHot_;
 extern rcclTelemetryHot_ rcclTelemetryHotV3;
 /* Says the layouts differ and keeps telemetry off (weak: a library older than the          */
 /* negotiation lacks it, and then the wrappers only refuse).                                */
@@ -127,9 +91,9 @@ static inline uintptr_t rcclTelemetryThreadPointer_(void) {
 
 /* The calling thread's stripe of device devIdx, or NULL when the device is not counting. */
 static inline rcclTelemetryStripe_ *rcclTelemetryStripe_of_(int devIdx, uintptr_t tp) {
-  if (RCCL_TELEMETRY_AS_(unsigned, devIdx) >= 32u) return RCCL_TELEMETRY_NULL_;
+  if (RCCL_TELEMETRY_AS_(unsigned, devIdx) >= RCCL_TELEMETRY_MAX_DEVS_) return RCCL_TELEMETRY_NULL_;
   rcclTelemetryStripe_ *s = __atomic_load_n(&rcclTelemetryHotV3.stripes[devIdx], __ATOMIC_ACQUIRE);
-  return s ? s + (((tp >> 12) * 0x9E3779B97F4A7C15ull) >> 60) : s;
+  return s ? s + (((tp >> RCCL_TELEMETRY_STRIPE_PAGE_SHIFT_) * RCCL_TELEMETRY_STRIPE_MIX_) >> RCCL_TELEMETRY_STRIPE_SHIFT_) : s;
 }
 
 /* rcclTelemetryOn: the word the library sets at Init and clears when the final file is claimed
@@ -181,9 +145,8 @@ static inline uint64_t rcclTelemetryLogIndexRaw_(uint64_t ns) {
 #endif
   return h * 8u + ((ns << 3) >> h) - 24u;
 }
-/* Bucket 255, the last one stored, starts at 15 << 30 ns (16.1 s) and holds everything longer. */
-#define RCCL_TELEMETRY_LOG_LAST_NS_ (RCCL_TELEMETRY_AS_(uint64_t, 15) << 30)
-/* The stored bucket of any latency in ns: 0..255. */
+/* The stored bucket of any latency in ns: the last one, from RCCL_TELEMETRY_LOG_LAST_NS_,    */
+/* also holds everything longer.                                                              */
 static inline unsigned rcclTelemetryLogIndex_(uint64_t ns) {
   return RCCL_TELEMETRY_AS_(unsigned, rcclTelemetryLogIndexRaw_(ns < RCCL_TELEMETRY_LOG_LAST_NS_ ? ns : RCCL_TELEMETRY_LOG_LAST_NS_));
 }
@@ -238,7 +201,7 @@ static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs, in
     b = (t + ((ns - t) >> 1)) >> (shift - 1);
   }
   uint64_t last = RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.last_bucket);
-  RCCL_TELEMETRY_ADD_(q->hist[(b < last ? b : last) & 15], 1);
+  RCCL_TELEMETRY_ADD_(q->hist[(b < last ? b : last) & (RCCL_TELEMETRY_HIST_ - 1u)], 1);
   if (~ns > RCCL_TELEMETRY_LD_(q->lat_min_inv)) __atomic_store_n(&q->lat_min_inv, ~ns, __ATOMIC_RELAXED);
   if (ns > RCCL_TELEMETRY_LD_(q->lat_max)) __atomic_store_n(&q->lat_max, ns, __ATOMIC_RELAXED);
 }

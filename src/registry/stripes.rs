@@ -60,7 +60,8 @@ impl DevShard {
 #[inline(always)]
 pub fn stripe() -> usize {
     // Thread control blocks sit pages apart: mix the page number, keep the top bits.
-    ((thread_pointer() as u64 >> 12).wrapping_mul(crate::hot::STRIPE_MIX)
+    ((thread_pointer() as u64 >> crate::hot::STRIPE_PAGE_SHIFT)
+        .wrapping_mul(crate::hot::STRIPE_MIX)
         >> (64 - STRIPES.trailing_zeros())) as usize
 }
 
