@@ -218,21 +218,7 @@ pub fn schema() -> Value {
     let u64_def = U64::json_schema(&mut SchemaGenerator::default()).to_value();
     defs.insert("u64".into(), u64_def);
     tidy_object(top);
-    // Versions: the file's top level is 1; a definition takes the lowest of the keys that
-    // hold it. Definitions are visited as their holders are, until nothing lowers.
-    let mut since: BTreeMap<String, u64> = BTreeMap::new();
-    versions(top, 1, &mut since);
-    loop {
-        let before = since.clone();
-        for (name, v) in since.clone() {
-            if let Some(Value::Object(d)) = defs.get_mut(&name) {
-                versions(d, v, &mut since);
-            }
-        }
-        if since == before {
-            break;
-        }
-    }
+    set_versions(top, &mut defs);
     let mut out = Map::new();
     out.insert(
         "$schema".into(),
@@ -245,6 +231,31 @@ pub fn schema() -> Value {
     }
     out.insert("$defs".into(), Value::Object(defs));
     Value::Object(out)
+}
+
+/// Versions: the file's top level is 1; a definition takes the lowest of the keys that hold
+/// it. First each definition's version, visiting definitions as their holders are until
+/// nothing lowers; then every key's, written in.
+fn set_versions(top: &mut Map<String, Value>, defs: &mut Map<String, Value>) {
+    let mut since: BTreeMap<String, u64> = BTreeMap::new();
+    versions(top, 1, &mut since, false);
+    loop {
+        let before = since.clone();
+        for (name, v) in before.clone() {
+            if let Some(Value::Object(d)) = defs.get_mut(&name) {
+                versions(d, v, &mut since, false);
+            }
+        }
+        if since == before {
+            break;
+        }
+    }
+    versions(top, 1, &mut since.clone(), true);
+    for (name, v) in &since {
+        if let Some(Value::Object(d)) = defs.get_mut(name) {
+            versions(d, *v, &mut since.clone(), true);
+        }
+    }
 }
 
 /// Closes objects, makes u64 keys the u64 value type and drops integer formats, everywhere
@@ -282,35 +293,39 @@ fn tidy_object(m: &mut Map<String, Value>) {
     }
 }
 
-/// Gives each property of the object `m` (of version `v`) its version, drops from
-/// "required" the keys a later version added, and records the version of each definition
-/// a property holds (the lowest seen).
-fn versions(m: &mut Map<String, Value>, v: u64, since: &mut BTreeMap<String, u64>) {
+/// The version of each property of the object `m` (of version `v`): records the version of
+/// each definition a property holds (the lowest seen) and, with `apply`, writes each
+/// property's "x-since" and drops from "required" the keys a later version added.
+fn versions(m: &mut Map<String, Value>, v: u64, since: &mut BTreeMap<String, u64>, apply: bool) {
     let mut later = Vec::new();
     if let Some(Value::Object(props)) = m.get_mut("properties") {
         for (k, p) in props.iter_mut() {
             let Value::Object(p) = p else { continue };
             let pv = p.get("x-since").and_then(Value::as_u64).unwrap_or(v).max(v);
-            p.insert("x-since".into(), json!(pv));
+            if apply {
+                p.insert("x-since".into(), json!(pv));
+            }
             if pv > v {
                 later.push(k.clone());
             }
-            held(p, pv, since);
+            held(p, pv, since, apply);
         }
     }
-    if let Some(Value::Array(req)) = m.get_mut("required") {
-        req.retain(|k| !later.iter().any(|l| k == l));
+    if apply {
+        if let Some(Value::Array(req)) = m.get_mut("required") {
+            req.retain(|k| !later.iter().any(|l| k == l));
+        }
     }
     for k in ["items", "additionalProperties"] {
         if let Some(Value::Object(x)) = m.get_mut(k) {
-            held(x, v, since);
+            held(x, v, since, apply);
         }
     }
 }
 
 /// The definitions a property's schema refers to (directly, as items, or as an alternative)
 /// are held at version `v`; an inline object under it gets its keys' versions.
-fn held(p: &mut Map<String, Value>, v: u64, since: &mut BTreeMap<String, u64>) {
+fn held(p: &mut Map<String, Value>, v: u64, since: &mut BTreeMap<String, u64>, apply: bool) {
     if let Some(Value::String(r)) = p.get("$ref") {
         if let Some(name) = r.strip_prefix("#/$defs/") {
             let e = since.entry(name.to_owned()).or_insert(v);
@@ -318,21 +333,61 @@ fn held(p: &mut Map<String, Value>, v: u64, since: &mut BTreeMap<String, u64>) {
         }
     }
     if p.contains_key("properties") {
-        versions(p, v, since);
+        versions(p, v, since, apply);
         return;
     }
     for k in ["anyOf", "oneOf"] {
         if let Some(Value::Array(alts)) = p.get_mut(k) {
             for a in alts {
                 if let Value::Object(a) = a {
-                    held(a, v, since);
+                    held(a, v, since, apply);
                 }
             }
         }
     }
     for k in ["items", "additionalProperties"] {
         if let Some(Value::Object(x)) = p.get_mut(k) {
-            held(x, v, since);
+            held(x, v, since, apply);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_definition_has_the_lowest_version_of_the_keys_holding_it_whatever_their_order() {
+        // "x" is held at version 4 by "a_late", found first, and at version 3 by "b_early",
+        // found only through "c_mid": its keys are of version 3 all the same.
+        let mut top = json!({
+            "properties": {
+                "late": {"$ref": "#/$defs/a_late", "x-since": 4},
+                "mid": {"$ref": "#/$defs/c_mid"}
+            },
+            "required": ["late", "mid"]
+        });
+        let mut defs = json!({
+            "a_late": {"properties": {"p": {"$ref": "#/$defs/x"}}, "required": ["p"]},
+            "b_early": {"properties": {"q": {"$ref": "#/$defs/x", "x-since": 3}}, "required": ["q"]},
+            "c_mid": {"properties": {"r": {"$ref": "#/$defs/b_early"}}, "required": ["r"]},
+            "x": {"properties": {"k": {"type": "integer"}}, "required": ["k"]}
+        });
+        let (Value::Object(t), Value::Object(d)) = (&mut top, &mut defs) else {
+            unreachable!()
+        };
+        set_versions(t, d);
+        assert_eq!(
+            top["required"],
+            json!(["mid"]),
+            "a later key is not required"
+        );
+        assert_eq!(top["properties"]["mid"]["x-since"], json!(1));
+        assert_eq!(defs["a_late"]["properties"]["p"]["x-since"], json!(4));
+        assert_eq!(defs["a_late"]["required"], json!(["p"]));
+        assert_eq!(defs["b_early"]["properties"]["q"]["x-since"], json!(3));
+        assert_eq!(defs["b_early"]["required"], json!([]));
+        assert_eq!(defs["x"]["properties"]["k"]["x-since"], json!(3));
+        assert_eq!(defs["x"]["required"], json!(["k"]));
     }
 }
