@@ -87,55 +87,51 @@ pub fn qp_addrs(d: &Device, q: &QueuePair) -> (Option<Addr>, Option<Addr>) {
     (gid, lid)
 }
 
-/// The claimants of one (address, QPN): nearly always one, so no allocation for it.
-#[derive(Debug, Clone)]
-pub enum Claims<T> {
-    One(T),
-    Many(Vec<T>),
-}
-
-impl<T> Claims<T> {
-    pub fn push(&mut self, t: T) {
-        if let Claims::Many(v) = self {
-            v.push(t);
-            return;
-        }
-        let old = std::mem::replace(self, Claims::Many(Vec::with_capacity(2)));
-        if let (Claims::One(a), Claims::Many(v)) = (old, &mut *self) {
-            v.push(a);
-            v.push(t);
-        }
-    }
-
-    pub fn as_slice(&self) -> &[T] {
-        match self {
-            Claims::One(a) => std::slice::from_ref(a),
-            Claims::Many(v) => v,
-        }
-    }
-}
-
 /// (address, QPN) -> the claimants, with the GID-then-LID lookup.
+///
+/// Built for a million QPs: an address is numbered once (a run has one per NIC and port), so
+/// a key is 12 bytes of numbers, and the first claimant of a key is held inline; only the rare
+/// second claimant (two subnets repeating a LID and a QPN, a copied file) moves the key's
+/// claimants into a list of their own.
 #[derive(Debug, Clone)]
 pub struct AddrIndex<T> {
-    map: HashMap<(Addr, u64), Claims<T>>,
+    addrs: HashMap<Addr, u32>,
+    one: HashMap<(u32, u64), T>,
+    many: HashMap<(u32, u64), Vec<T>>,
 }
 
 impl<T> Default for AddrIndex<T> {
     fn default() -> Self {
         AddrIndex {
-            map: HashMap::new(),
+            addrs: HashMap::new(),
+            one: HashMap::new(),
+            many: HashMap::new(),
         }
     }
 }
 
 impl<T: Clone> AddrIndex<T> {
+    /// An index sized for `qps` QPs (each under one or two addresses), so that building it
+    /// never holds a table and its doubled copy at once.
+    pub fn with_capacity(qps: usize) -> Self {
+        AddrIndex {
+            one: HashMap::with_capacity(qps),
+            ..Default::default()
+        }
+    }
+
     pub fn insert(&mut self, a: Addr, qpn: u64, t: T) {
-        match self.map.entry((a, qpn)) {
-            std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().push(t),
+        let n = self.addrs.len() as u32;
+        let key = (*self.addrs.entry(a).or_insert(n), qpn);
+        match self.one.entry(key) {
             std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(Claims::One(t));
+                e.insert(t);
             }
+            std::collections::hash_map::Entry::Occupied(e) => self
+                .many
+                .entry(key)
+                .or_insert_with(|| vec![e.get().clone()])
+                .push(t),
         }
     }
 
@@ -153,9 +149,14 @@ impl<T: Clone> AddrIndex<T> {
 
     /// Who holds the peer (gid, lid, qpn): by GID, and by LID when the GID names nobody.
     pub fn get(&self, gid: Option<&Addr>, lid: Option<&Addr>, qpn: u64) -> &[T] {
-        let find = |a: Option<&Addr>| {
-            a.and_then(|a| self.map.get(&(a.clone(), qpn)))
-                .map_or(&[][..], Claims::as_slice)
+        let find = |a: Option<&Addr>| -> &[T] {
+            let Some(key) = a.and_then(|a| self.addrs.get(a)).map(|&n| (n, qpn)) else {
+                return &[];
+            };
+            match self.many.get(&key) {
+                Some(v) => v,
+                None => self.one.get(&key).map_or(&[], std::slice::from_ref),
+            }
         };
         let by_gid = find(gid);
         if by_gid.is_empty() {
@@ -174,7 +175,14 @@ pub type QpIndex = AddrIndex<Who>;
 
 /// Indexes every QP of the run under its GID and its LID, with its QPN.
 pub fn qp_index(run: &Run) -> QpIndex {
-    let mut idx = QpIndex::default();
+    let qps = run
+        .files
+        .iter()
+        .flat_map(|l| &l.file.devices)
+        .flat_map(|d| &d.channels)
+        .map(|c| c.queue_pairs.len())
+        .sum();
+    let mut idx = QpIndex::with_capacity(qps);
     for l in &run.files {
         let f = &l.file;
         for d in &f.devices {

@@ -137,6 +137,10 @@ fn dev_ref<'a>(file: &'a TelemetryFile, dev: &'a Device) -> DevRef<'a> {
 }
 
 /// Joins the QPs of a run into links.
+///
+/// Each matched QP becomes a (link, QP, peer QP) triple of numbers; the triples sorted by link
+/// are summed one link at a time, so what is held beside the model is the QP list, the index
+/// and the links themselves, never a per-link accumulator for every link at once.
 pub fn join(run: &Run) -> LinkReport {
     let p = parts(run);
     let mut rep = LinkReport {
@@ -146,13 +150,14 @@ pub fn join(run: &Run) -> LinkReport {
         ..Default::default()
     };
     // Every QP under its GID and under its LID, with its QPN.
-    let mut index: AddrIndex<u32> = AddrIndex::default();
+    let mut index: AddrIndex<u32> = AddrIndex::with_capacity(p.qps.len());
     for (i, r) in p.qps.iter().enumerate() {
         index.insert_qp(p.devs[r.dev as usize].dev, r.qp, i as u32);
     }
-    let mut acc: HashMap<(u32, u32), Acc> = HashMap::new();
+    // (source NIC, destination NIC, QP, peer QP) of every matched QP.
+    let mut matched: Vec<(u32, u32, u32, u32)> = Vec::with_capacity(p.qps.len());
     let mut unmatched: BTreeMap<(usize, Option<String>, Option<u64>), Unmatched> = BTreeMap::new();
-    for r in &p.qps {
+    for (i, r) in p.qps.iter().enumerate() {
         let Some(peer) = &r.qp.peer else { continue };
         rep.qps_with_peer += 1;
         let (pg, plid) = (gid_addr(peer.gid.as_deref()), lid_addr(peer.lid));
@@ -161,8 +166,7 @@ pub fn join(run: &Run) -> LinkReport {
             Pick::None => push_unmatched(&mut unmatched, &p, r),
             Pick::One(t) => {
                 rep.qps_matched += 1;
-                let t = &p.qps[t as usize];
-                add_qp(acc.entry((r.nic, t.nic)).or_default(), &p, r, t);
+                matched.push((r.nic, p.qps[t as usize].nic, i as u32, t));
             }
             Pick::Ambiguous => {
                 rep.qps_ambiguous += 1;
@@ -170,6 +174,7 @@ pub fn join(run: &Run) -> LinkReport {
             }
         }
     }
+    drop(index);
     rep.qps_unmatched = unmatched.values().map(|u| u.qps).sum();
     rep.unmatched = unmatched.into_values().collect();
     rep.unmatched.sort_by(|a, b| {
@@ -178,11 +183,17 @@ pub fn join(run: &Run) -> LinkReport {
             .then_with(|| (&a.host, &a.device).cmp(&(&b.host, &b.device)))
     });
     let ends: Vec<Arc<End>> = p.nics.iter().map(|n| Arc::new(end(n))).collect();
-    let mut acc: Vec<((u32, u32), Acc)> = acc.into_iter().collect();
-    acc.sort_unstable_by_key(|(k, _)| *k);
-    rep.links = acc
-        .into_iter()
-        .map(|((s, d), e)| link(&p, &ends, s as usize, d as usize, e))
+    // By link, each link's QPs in the order they were read (a stable sort).
+    matched.sort_by_key(|&(s, d, _, _)| (s, d));
+    rep.links = matched
+        .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
+        .map(|qps| {
+            let mut e = Acc::default();
+            for &(_, _, r, t) in qps {
+                add_qp(&mut e, &p, &p.qps[r as usize], &p.qps[t as usize]);
+            }
+            link(&p, &ends, qps[0].0 as usize, qps[0].1 as usize, e)
+        })
         .collect();
     rep.nics = p.nics;
     rep
