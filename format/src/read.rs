@@ -12,7 +12,10 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod text;
 mod wire;
+
+pub use text::{text, Text};
 
 /// Which writer produced a file: this library (schema version 1) or RCCL's in-tree C engine
 /// (version "1.0", mapped onto this model by `intree`).
@@ -239,9 +242,9 @@ pub struct Device {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DevicePeer {
     #[serde(default)]
-    pub gid: Option<String>,
+    pub gid: Option<Text>,
     #[serde(default)]
-    pub gid_ip: Option<String>,
+    pub gid_ip: Option<Text>,
     #[serde(default)]
     pub lid: Option<u64>,
     #[serde(default)]
@@ -256,9 +259,9 @@ pub struct DevicePeer {
 pub struct QpPeer {
     pub qp_num: u64,
     #[serde(default)]
-    pub gid: Option<String>,
+    pub gid: Option<Text>,
     #[serde(default)]
-    pub gid_ip: Option<String>,
+    pub gid_ip: Option<Text>,
     #[serde(default)]
     pub lid: Option<u64>,
 }
@@ -337,7 +340,7 @@ pub struct Channel {
 #[serde(from = "wire::QueuePairWire")]
 pub struct QueuePair {
     pub id: u64,
-    pub role: Option<String>,
+    pub role: Option<Text>,
     #[serde(flatten)]
     pub counters: Counters,
     // Version 3 (issue 22): the QP's identity and its peer; absent or null where unknown.
@@ -379,7 +382,7 @@ pub struct QueuePair {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cq_errors: Option<BTreeMap<String, u64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_cq_error: Option<QpError>,
+    pub first_cq_error: Option<Box<QpError>>,
     /// The QP's state after an error where it could be read ("ERR"), else null.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qp_state: Option<String>,

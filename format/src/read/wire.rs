@@ -74,7 +74,7 @@ impl From<ChannelWire> for Channel {
 #[derive(Deserialize)]
 pub struct QueuePairWire {
     id: u64,
-    role: Option<String>,
+    role: Option<super::Text>,
     num_wqe_sent: u64,
     num_recv_wqe: u64,
     num_wqe_rcvd: u64,
@@ -166,7 +166,7 @@ impl From<QueuePairWire> for QueuePair {
             longest_stall_ms: w.longest_stall_ms,
             longest_stall_start: w.longest_stall_start,
             cq_errors: w.cq_errors,
-            first_cq_error: w.first_cq_error,
+            first_cq_error: w.first_cq_error.map(Box::new),
             qp_state: w.qp_state,
             last_post_time: w.last_post_time,
             last_completion_time: w.last_completion_time,

@@ -405,7 +405,7 @@ impl Invariants {
                     ),
                 );
             }
-            if let Some(r) = &q.role {
+            if let Some(r) = q.role.as_deref() {
                 if r != "data" && r != "cts" {
                     self.err(
                         format!("{qp}/role"),

@@ -105,7 +105,7 @@ fn device(d: &Device) -> promtext::Device {
                     .iter()
                     .map(|q| promtext::Qp {
                         id: q.id,
-                        role: q.role.clone(),
+                        role: q.role.as_deref().map(String::from),
                         counts: counts(&q.counters),
                     })
                     .collect(),
@@ -163,7 +163,10 @@ fn stall_devices(tf: &TelemetryFile, r: &promtext::Rank) -> Vec<promtext::DevSta
                     comm: comm_labels(c.comm.as_ref()),
                     qp: q.id,
                     qp_num: q.qp_num.and_then(|n| u32::try_from(n).ok()),
-                    peer_gid: q.peer.as_ref().and_then(|p| p.gid.clone()),
+                    peer_gid: q
+                        .peer
+                        .as_ref()
+                        .and_then(|p| p.gid.as_deref().map(String::from)),
                     peer_qp_num: q.peer.as_ref().and_then(|p| u32::try_from(p.qp_num).ok()),
                     outstanding: q.num_wqe_outstanding.unwrap_or(0),
                     stalled_s,
@@ -214,7 +217,10 @@ fn error_devices(tf: &TelemetryFile, r: &promtext::Rank) -> Vec<promtext::DevErr
                         .map_or_else(|| format!("unknown_{pos}"), |id| id.to_string()),
                     qp: q.id,
                     qp_num: q.qp_num.and_then(|n| u32::try_from(n).ok()),
-                    peer_gid: q.peer.as_ref().and_then(|p| p.gid.clone()),
+                    peer_gid: q
+                        .peer
+                        .as_ref()
+                        .and_then(|p| p.gid.as_deref().map(String::from)),
                     peer_qp_num: q.peer.as_ref().and_then(|p| u32::try_from(p.qp_num).ok()),
                     by_status: q.cq_errors.as_ref().map(ordered).unwrap_or_default(),
                     comm: comm_labels(c.comm.as_ref()),

@@ -250,7 +250,7 @@ fn channel(c: ItChannel) -> Channel {
         .iter()
         .map(|q| QueuePair {
             id: q.id,
-            role: Some(if q.data_qp { "data" } else { "cts" }.to_string()),
+            role: Some(if q.data_qp { "data" } else { "cts" }.into()),
             counters: qp_counters(q),
             ..Default::default()
         })

@@ -277,7 +277,8 @@ fn peer_label(q: &QueuePair, peer_one: Option<&Who>) -> Option<String> {
                 format!(
                     "{} QPN {}",
                     p.gid
-                        .clone()
+                        .as_deref()
+                        .map(String::from)
                         .or(p.lid.map(|l| format!("LID {l}")))
                         .unwrap_or_default(),
                     p.qp_num
@@ -309,7 +310,10 @@ fn file_stalled_qp(
             .and_then(|s| ms_between(s, &f.end_time)),
         stalled_since: q.stalled_since.clone(),
         oldest_outstanding_ms: q.oldest_outstanding_ms,
-        peer_gid: q.peer.as_ref().and_then(|p| p.gid.clone()),
+        peer_gid: q
+            .peer
+            .as_ref()
+            .and_then(|p| p.gid.as_deref().map(String::from)),
         peer_lid: q.peer.as_ref().and_then(|p| p.lid),
         peer_qp_num: q.peer.as_ref().map(|p| p.qp_num),
         peer_rank: peer_one.map(|p| format!("{}:{}", p.0, p.1)),

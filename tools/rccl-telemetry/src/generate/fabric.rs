@@ -386,8 +386,8 @@ fn rank_file(o: &GenOptions, pl: &Plan, rank: usize, rng: &mut fastrand::Rng) ->
         .map(|(pr, (nq, h))| {
             let pn = &pl.nics[pr];
             DevicePeer {
-                gid: pn.gid.as_ref().map(|g| g.0.clone()),
-                gid_ip: pn.gid.as_ref().map(|g| g.1.clone()),
+                gid: pn.gid.as_ref().map(|g| g.0.as_str().into()),
+                gid_ip: pn.gid.as_ref().map(|g| g.1.as_str().into()),
                 lid: Some(pn.lid),
                 num_qps: nq,
                 wqe_completion_log_histogram: Some(h),
@@ -423,8 +423,8 @@ fn rank_file(o: &GenOptions, pl: &Plan, rank: usize, rng: &mut fastrand::Rng) ->
         wqe_completion_log_histogram: Some(dev_log),
         port: Some(1),
         gid_index: nic.gid.as_ref().map(|_| 3),
-        gid: nic.gid.as_ref().map(|g| g.0.clone()),
-        gid_ip: nic.gid.as_ref().map(|g| g.1.clone()),
+        gid: nic.gid.as_ref().map(|g| g.0.as_str().into()),
+        gid_ip: nic.gid.as_ref().map(|g| g.1.as_str().into()),
         lid: Some(nic.lid),
         peers: Some(peers),
         num_wqe_outstanding: Some(dev.num_wqe_outstanding.unwrap_or(0)),
@@ -499,8 +499,8 @@ fn qp_of(
         qp_num: Some(e.qpn),
         peer: Some(QpPeer {
             qp_num: e.peer_qpn,
-            gid: pn.gid.as_ref().map(|g| g.0.clone()),
-            gid_ip: pn.gid.as_ref().map(|g| g.1.clone()),
+            gid: pn.gid.as_ref().map(|g| g.0.as_str().into()),
+            gid_ip: pn.gid.as_ref().map(|g| g.1.as_str().into()),
             lid: Some(pn.lid),
         }),
         num_wqe_outstanding: Some(if e.stalled { 12 } else { 0 }),

@@ -557,8 +557,8 @@ impl DeviceTally {
             qp_num: Some(q.qpn),
             peer: Some(QpPeer {
                 qp_num: q.peer_qpn,
-                gid: Some(pg),
-                gid_ip: Some(pip),
+                gid: Some(pg.into()),
+                gid_ip: Some(pip.into()),
                 lid: Some(plid),
             }),
             num_wqe_outstanding: Some(q.outstanding),
@@ -567,7 +567,7 @@ impl DeviceTally {
             longest_stall_ms: Some(q.longest_stall.map_or(0, |l| l.0)),
             longest_stall_start: q.longest_stall.map(|l| format_timestamp_ns(l.1)),
             cq_errors: Some(q.errors.clone()),
-            first_cq_error: q.first_error.clone(),
+            first_cq_error: q.first_error.clone().map(Box::new),
             qp_state: q.first_error.as_ref().map(|_| "ERR".to_string()),
             last_post_time: Some(format_timestamp_ns(q.last_post)),
             last_completion_time: Some(format_timestamp_ns(q.last_completion)),
@@ -654,8 +654,8 @@ fn rank_file(
         .map(|(pr, (nq, h))| {
             let ((g, ip), lid) = job.nic(pr);
             DevicePeer {
-                gid: Some(g),
-                gid_ip: Some(ip),
+                gid: Some(g.into()),
+                gid_ip: Some(ip.into()),
                 lid: Some(lid),
                 num_qps: nq,
                 wqe_completion_log_histogram: Some(h),

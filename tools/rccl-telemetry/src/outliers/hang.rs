@@ -151,7 +151,8 @@ fn stalled(x: &Input) -> Vec<Finding> {
                         ),
                         _ => (
                             p.gid
-                                .clone()
+                                .as_deref()
+                                .map(String::from)
                                 .or(p.lid.map(|l| format!("LID {l}")))
                                 .map_or("peer unknown".into(), |a| {
                                     format!("{a} (not in the files)")

@@ -100,7 +100,7 @@ rccl_telemetry_qp_stall_outstanding{{host=\"{h}\",pid=\"{pid}\",rank=\"\",device
 garbage line {{\n",
         h = f.host_name,
         pid = f.process_id,
-        g = peer.gid.clone().unwrap_or_default(),
+        g = peer.gid.as_deref().unwrap_or_default(),
         qpn = peer.qp_num
     );
     std::fs::write(&prom, text).expect("write");
