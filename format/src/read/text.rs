@@ -28,12 +28,6 @@ impl fmt::Debug for Text {
     }
 }
 
-impl fmt::Display for Text {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 impl From<&str> for Text {
     fn from(s: &str) -> Text {
         text(s)
@@ -43,18 +37,6 @@ impl From<&str> for Text {
 impl From<String> for Text {
     fn from(s: String) -> Text {
         text(&s)
-    }
-}
-
-impl PartialEq<str> for Text {
-    fn eq(&self, o: &str) -> bool {
-        &*self.0 == o
-    }
-}
-
-impl PartialEq<&str> for Text {
-    fn eq(&self, o: &&str) -> bool {
-        &*self.0 == *o
     }
 }
 

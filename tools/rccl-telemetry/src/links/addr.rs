@@ -111,8 +111,9 @@ impl<T> Default for AddrIndex<T> {
 }
 
 impl<T: Clone> AddrIndex<T> {
-    /// An index sized for `qps` QPs (each under one or two addresses), so that building it
-    /// never holds a table and its doubled copy at once.
+    /// An index sized for `qps` QPs under one address each (RoCE: the GID; InfiniBand without
+    /// GRH: the LID), so that building it does not hold a table and its doubled copy at once;
+    /// QPs under both grow it once.
     pub fn with_capacity(qps: usize) -> Self {
         AddrIndex {
             one: HashMap::with_capacity(qps),
