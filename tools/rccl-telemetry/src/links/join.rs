@@ -3,9 +3,10 @@
 //!
 //! Built for jobs of 16,384 ranks and all-to-all jobs of a million QPs: a QP is a few indices
 //! (no strings copied), addresses are hashed as numbers, a link's ends are shared with its
-//! NICs, and each sending device's per-peer histograms are indexed once, not searched per link.
+//! NICs, and a sending device's per-peer histograms are indexed once, while the links from its
+//! NIC are summed (not searched per link, and not all devices' at once).
 
-use super::addr::{addr, gid_addr, lid_addr, norm_gid, qp_addrs, Addr, AddrIndex};
+use super::addr::{addr, claims, gid_addr, lid_addr, norm_gid, qp_addrs, Addr, AddrIndexBuilder};
 use super::{Ambiguous, End, Link, LinkLatency, LinkReport, Nic, Unmatched};
 use crate::load::Run;
 use crate::model::{add_hist, add_log_hist, Device, LogBucket, QueuePair, TelemetryFile};
@@ -26,9 +27,10 @@ struct DevRef<'a> {
     dev: &'a Device,
     /// WRs sent over the device's channels.
     sent: u64,
-    /// Its per-peer log histograms by the peer's address (GID, else LID).
-    peers: HashMap<Addr, Vec<&'a [LogBucket]>>,
 }
+
+/// A device's per-peer log histograms by the peer's address (GID, else LID).
+type PeerHists<'a> = HashMap<Addr, Vec<&'a [LogBucket]>>;
 
 /// What the matched QPs of one link add up to.
 #[derive(Default)]
@@ -119,7 +121,15 @@ fn parts(run: &Run) -> Parts<'_> {
 }
 
 fn dev_ref<'a>(file: &'a TelemetryFile, dev: &'a Device) -> DevRef<'a> {
-    let mut peers: HashMap<Addr, Vec<&[LogBucket]>> = HashMap::new();
+    DevRef {
+        file,
+        dev,
+        sent: dev.sum_counters(|c| c.num_wqe_sent),
+    }
+}
+
+fn peer_hists(dev: &Device) -> PeerHists<'_> {
+    let mut peers = PeerHists::new();
     for p in dev.peers.iter().flatten() {
         if let (Some(a), Some(h)) = (
             addr(p.gid.as_deref(), p.lid),
@@ -128,12 +138,7 @@ fn dev_ref<'a>(file: &'a TelemetryFile, dev: &'a Device) -> DevRef<'a> {
             peers.entry(a).or_default().push(h);
         }
     }
-    DevRef {
-        file,
-        dev,
-        sent: dev.sum_counters(|c| c.num_wqe_sent),
-        peers,
-    }
+    peers
 }
 
 /// Joins the QPs of a run into links.
@@ -150,10 +155,13 @@ pub fn join(run: &Run) -> LinkReport {
         ..Default::default()
     };
     // Every QP under its GID and under its LID, with its QPN.
-    let mut index: AddrIndex<u32> = AddrIndex::with_capacity(p.qps.len());
+    let dev = |r: &QpRef| p.devs[r.dev as usize].dev;
+    let n = p.qps.iter().map(|r| claims(dev(r), r.qp)).sum();
+    let mut index = AddrIndexBuilder::with_capacity(n);
     for (i, r) in p.qps.iter().enumerate() {
-        index.insert_qp(p.devs[r.dev as usize].dev, r.qp, i as u32);
+        index.insert_qp(dev(r), r.qp, i as u32);
     }
+    let index = index.build();
     // (source NIC, destination NIC, QP, peer QP) of every matched QP.
     let mut matched: Vec<(u32, u32, u32, u32)> = Vec::with_capacity(p.qps.len());
     let mut unmatched: BTreeMap<(usize, Option<String>, Option<u64>), Unmatched> = BTreeMap::new();
@@ -185,16 +193,26 @@ pub fn join(run: &Run) -> LinkReport {
     let ends: Vec<Arc<End>> = p.nics.iter().map(|n| Arc::new(end(n))).collect();
     // By link, each link's QPs in the order they were read (a stable sort).
     matched.sort_by_key(|&(s, d, _, _)| (s, d));
-    rep.links = matched
-        .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
-        .map(|qps| {
+    let same_link = |a: &(u32, u32, u32, u32), b: &(u32, u32, u32, u32)| (a.0, a.1) == (b.0, b.1);
+    // Sized exactly: grown by doubling, a million links would be held twice for a moment.
+    rep.links = Vec::with_capacity(matched.chunk_by(same_link).count());
+    for from_nic in matched.chunk_by(|a, b| a.0 == b.0) {
+        // The sending devices' per-peer histograms, only while this NIC's links are summed.
+        let mut hists: HashMap<u32, PeerHists> = HashMap::new();
+        for qps in from_nic.chunk_by(same_link) {
             let mut e = Acc::default();
             for &(_, _, r, t) in qps {
                 add_qp(&mut e, &p, &p.qps[r as usize], &p.qps[t as usize]);
             }
-            link(&p, &ends, qps[0].0 as usize, qps[0].1 as usize, e)
-        })
-        .collect();
+            for &di in &e.devs {
+                hists
+                    .entry(di)
+                    .or_insert_with(|| peer_hists(p.devs[di as usize].dev));
+            }
+            let l = link(&p, &hists, &ends, qps[0].0 as usize, qps[0].1 as usize, e);
+            rep.links.push(l);
+        }
+    }
     rep.nics = p.nics;
     rep
 }
@@ -292,7 +310,14 @@ fn ambiguous(p: &Parts, r: &QpRef, cands: &[u32]) -> Ambiguous {
 }
 
 /// A link's figures from what its QPs added up to.
-fn link(p: &Parts, ends: &[Arc<End>], s: usize, d: usize, e: Acc) -> Link {
+fn link(
+    p: &Parts,
+    hists: &HashMap<u32, PeerHists>,
+    ends: &[Arc<End>],
+    s: usize,
+    d: usize,
+    e: Acc,
+) -> Link {
     let dst = &p.nics[d];
     let dst_keys = [gid_addr(dst.gid.as_deref()), lid_addr(dst.lid)];
     // The sending devices' per-peer log histograms towards dst.
@@ -303,7 +328,8 @@ fn link(p: &Parts, ends: &[Arc<End>], s: usize, d: usize, e: Acc) -> Link {
         dev_sent = dev_sent.saturating_add(dv.sent);
         dev_tx = dev_tx.saturating_add(dv.dev.tx_bytes);
         for k in dst_keys.iter().flatten() {
-            for h in dv.peers.get(k).into_iter().flatten() {
+            let peers = hists.get(&di).and_then(|h| h.get(k));
+            for h in peers.into_iter().flatten() {
                 add_log_hist(log.get_or_insert_with(Vec::new), h);
             }
         }
