@@ -5,7 +5,9 @@
 //! parquet_export.rs.
 
 use crate::load::{BadKind, Run};
-use crate::model::{parse_timestamp_ns, CommRef, Counters, Device, HwValue, TelemetryFile};
+use crate::model::{
+    log_buckets_opt, parse_timestamp_ns, CommRef, Counters, Device, HwValue, TelemetryFile,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -61,7 +63,7 @@ fn device(d: &Device) -> promtext::Device {
     let mut finalized = promtext::Counts::default();
     for f in &d.finalized_comms {
         finalized.add(&promtext::Counts {
-            log_hist: f.wqe_completion_log_histogram.clone().unwrap_or_default(),
+            log_hist: log_buckets_opt(f.wqe_completion_log_histogram.as_deref()),
             ..counts(&f.counters)
         });
     }
@@ -93,7 +95,7 @@ fn device(d: &Device) -> promtext::Device {
                 id: c.id,
                 comm: comm_labels(c.comm.as_ref()),
                 counts: promtext::Counts {
-                    log_hist: c.wqe_completion_log_histogram.clone().unwrap_or_default(),
+                    log_hist: log_buckets_opt(c.wqe_completion_log_histogram.as_deref()),
                     ..counts(&c.counters)
                 },
                 requests_completed: c.num_req_completed,

@@ -8,8 +8,8 @@
 //! `fabric.rs` generates runs of version 3, whose QPs know their peers (`--peers`).
 
 use crate::model::{
-    add_log_hist, format_timestamp_ns, Channel, Counters, Device, DevicePeer, HwSample, HwValue,
-    LogBucket, QpPeer, QueuePair, TelemetryFile,
+    add_log_hist, format_timestamp_ns, Channel, Counters, Device, DevicePeer, Hi, HwSample,
+    HwValue, LogBucket, QpPeer, QueuePair, TelemetryFile,
 };
 use rccl_telemetry_format::vocab::{self, Kind};
 use serde::Serialize;

@@ -1,5 +1,6 @@
 //! Robust statistics and histogram percentiles.
 
+use crate::model::LogBucket;
 use serde::Serialize;
 
 /// The number of samples in a histogram (saturating: counts come from untrusted files).
@@ -178,12 +179,16 @@ fn tighten(
 /// width relative to its lower bound, reported as `relative_error` (<= 1/8). `bucket` is the
 /// index in `buckets`. `min_ns`/`max_ns` tighten the bounds and close the open bucket.
 pub fn log_histogram_percentile(
-    buckets: &[(u64, Option<u64>, u64)],
+    buckets: &[LogBucket],
     q: f64,
     min_ns: Option<i64>,
     max_ns: Option<i64>,
 ) -> Option<Percentile> {
-    let mut b: Vec<(u64, Option<u64>, u64)> = buckets.iter().copied().filter(|x| x.2 > 0).collect();
+    let mut b: Vec<(u64, Option<u64>, u64)> = buckets
+        .iter()
+        .filter(|x| x.2 > 0)
+        .map(|x| (x.0, x.1.get(), x.2))
+        .collect();
     b.sort_by_key(|x| x.0);
     let total: u128 = b.iter().map(|x| x.2 as u128).sum();
     if total == 0 || !(0.0..=1.0).contains(&q) {
@@ -270,6 +275,7 @@ pub fn fmt_count(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Hi;
 
     #[test]
     fn median_and_mad() {
@@ -326,9 +332,9 @@ mod tests {
     fn log_percentile_states_its_relative_error() {
         // 90 completions in [4096, 4607], 9 in [8192, 9215], 1 in the open bucket.
         let h = [
-            (8192, Some(9215), 9),
-            (4096, Some(4607), 90),
-            (16_106_127_360, None, 1),
+            (8192, Some(9215).into(), 9),
+            (4096, Some(4607).into(), 90),
+            (16_106_127_360, Hi::OPEN, 1),
         ];
         let p50 = log_histogram_percentile(&h, 0.5, None, None).unwrap();
         assert_eq!(
@@ -344,11 +350,11 @@ mod tests {
         assert!(top.open_bucket && top.relative_error.is_none());
         assert_eq!(top.upper_ns, Some(20e9));
         // Exact buckets below 16 ns: no error at all.
-        let exact = log_histogram_percentile(&[(7, Some(7), 3)], 0.5, None, None).unwrap();
+        let exact = log_histogram_percentile(&[(7, Some(7).into(), 3)], 0.5, None, None).unwrap();
         assert_eq!((exact.estimate_ns, exact.relative_error), (7.0, Some(0.0)));
         assert_eq!(log_histogram_percentile(&[], 0.5, None, None), None);
         assert_eq!(
-            log_histogram_percentile(&[(16, Some(17), 0)], 0.5, None, None),
+            log_histogram_percentile(&[(16, Some(17).into(), 0)], 0.5, None, None),
             None
         );
     }

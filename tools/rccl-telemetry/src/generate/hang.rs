@@ -489,7 +489,7 @@ fn log_hist(samples: &[u64]) -> Vec<LogBucket> {
         m.entry(lo).or_insert((hi, 0)).1 += 1;
     }
     m.into_iter()
-        .map(|(lo, (hi, n))| (lo, Some(hi), n))
+        .map(|(lo, (hi, n))| (lo, Hi::new(Some(hi)), n))
         .collect()
 }
 

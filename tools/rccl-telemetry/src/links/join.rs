@@ -382,7 +382,7 @@ fn log_latency(h: &[LogBucket]) -> LinkLatency {
             .iter()
             .rev()
             .find(|b| b.2 > 0)
-            .and_then(|b| b.1)
+            .and_then(|b| b.1.get())
             .map(|x| x as i64),
     }
 }

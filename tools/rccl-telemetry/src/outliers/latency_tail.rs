@@ -100,7 +100,9 @@ pub(super) fn share_above_log(
         let n = n as f64;
         total += n;
         let lo = lo as f64;
-        let hi = hi.map_or_else(|| max_ns.map_or(lo, |m| m as f64), |h| h as f64 + 1.0);
+        let hi = hi
+            .get()
+            .map_or_else(|| max_ns.map_or(lo, |m| m as f64), |h| h as f64 + 1.0);
         above += part_above(lo, hi, line) * n;
     }
     (above, total)
@@ -185,7 +187,11 @@ mod tests {
         assert!((a - 5.0).abs() < 1e-9, "{a}");
         let (a, _) = share_above_linear(&[90, 10], 10, 5.0, Some(20));
         assert!((a - 55.0).abs() < 1e-9, "{a}");
-        let (a, t) = share_above_log(&[(100, Some(111), 50), (200, Some(223), 50)], 150.0, None);
+        let (a, t) = share_above_log(
+            &[(100, Some(111).into(), 50), (200, Some(223).into(), 50)],
+            150.0,
+            None,
+        );
         assert_eq!((a, t), (50.0, 100.0));
     }
 

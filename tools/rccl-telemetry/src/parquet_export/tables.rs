@@ -283,7 +283,9 @@ fn log_rows(
             .s(level)
             .s("log")
             .i32(b as i64);
-        t.u64(*lo).ou64(hi.map(|h| h.saturating_add(1))).u64(*n);
+        t.u64(*lo)
+            .ou64(hi.get().map(|h| h.saturating_add(1)))
+            .u64(*n);
         t.end_row();
     }
 }

@@ -158,7 +158,7 @@ pub fn log_axis_decades(buckets: &[crate::model::LogBucket]) -> (i32, i32) {
 /// The right edge of a log-scale bucket's bar: one past its inclusive upper bound; the open
 /// last bucket is drawn 1/8 of its lower bound wide, like the buckets below it.
 pub(super) fn log_bucket_end(b: &crate::model::LogBucket) -> f64 {
-    match b.1 {
+    match b.1.get() {
         Some(hi) => hi as f64 + 1.0,
         None => b.0 as f64 * 1.125,
     }

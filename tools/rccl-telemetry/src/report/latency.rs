@@ -526,15 +526,16 @@ fn x_axis(s: &mut String, axis: HeatAxis, ncols: usize, (x0, cw): (f64, f64), y:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Hi;
 
     #[test]
     fn log_shares_put_each_bucket_in_its_decade_quarter() {
         // 1 µs .. 1.125 µs sits in [1 µs, 1.78 µs): column 0 of a map from 1 µs; 10 µs in
         // column 4; 100 ms beyond the last column is clamped into it.
         let b: Vec<LogBucket> = vec![
-            (1000, Some(1119), 3),
-            (10_240, Some(11_263), 1),
-            (100_000_000, None, 4),
+            (1000, Some(1119).into(), 3),
+            (10_240, Some(11_263).into(), 1),
+            (100_000_000, Hi::OPEN, 4),
         ];
         let v = log_shares(&b, 3, 8);
         assert_eq!(v.len(), 8);
@@ -546,8 +547,8 @@ mod tests {
 
     #[test]
     fn decades_cover_every_bucket() {
-        let a: Vec<LogBucket> = vec![(700, Some(767), 1)];
-        let b: Vec<LogBucket> = vec![(2_000_000, Some(2_097_151), 1)];
+        let a: Vec<LogBucket> = vec![(700, Some(767).into(), 1)];
+        let b: Vec<LogBucket> = vec![(2_000_000, Some(2_097_151).into(), 1)];
         assert_eq!(
             log_decades([a.as_slice(), b.as_slice()].into_iter()),
             (2, 7)
