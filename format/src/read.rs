@@ -410,7 +410,7 @@ pub struct QueuePair {
     pub qp_num: Option<u64>,
     /// Only when it differs from the device's "gid".
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub local_gid: Option<String>,
+    pub local_gid: Option<Text>,
     /// The local port the QP was brought up on and that port's LID, where the writer records
     /// them (a dual-port HCA, or subnets that repeat LIDs): the join then takes the QP's LID,
     /// not its device's. No writer of this repository records them yet (the device's
@@ -423,7 +423,7 @@ pub struct QueuePair {
     pub peer: Option<QpPeer>,
     /// Preload files only: "rc", "uc", "ud", ...
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub qp_type: Option<String>,
+    pub qp_type: Option<Text>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_ud_peers: Option<u64>,
     // Version 3 stall keys (issue 23), present when stall detection was on.
@@ -434,25 +434,25 @@ pub struct QueuePair {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stalled: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stalled_since: Option<String>,
+    pub stalled_since: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub longest_stall_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub longest_stall_start: Option<String>,
+    pub longest_stall_start: Option<Box<str>>,
     // Version 4: what failed on the QP and when it last made progress.
     /// Error completions by status name (`RETRY_EXC_ERR`, `WR_FLUSH_ERR`, ...); empty when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cq_errors: Option<BTreeMap<String, u64>>,
+    pub cq_errors: Option<Box<BTreeMap<String, u64>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_cq_error: Option<Box<QpError>>,
     /// The QP's state after an error where it could be read ("ERR"), else null.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub qp_state: Option<String>,
+    pub qp_state: Option<Text>,
     /// Wall times of the last post and the last completion, at the stall check's resolution.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_post_time: Option<String>,
+    pub last_post_time: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_completion_time: Option<String>,
+    pub last_completion_time: Option<Box<str>>,
 }
 
 /// A QP's first error completion (version 4, queue pair "first_cq_error").

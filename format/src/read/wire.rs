@@ -4,7 +4,7 @@
 //! buffer every key of the object before it fills any field, which took most of a file's parse
 //! time (the QPs are most of a file). Keys, defaults and what is required are the model's.
 
-use super::{Channel, CommRef, Counters, LogBucket, QpError, QpPeer, QueuePair};
+use super::{Channel, CommRef, Counters, LogBucket, QpError, QpPeer, QueuePair, Text};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -95,7 +95,7 @@ pub struct QueuePairWire {
     #[serde(default)]
     qp_num: Option<u64>,
     #[serde(default)]
-    local_gid: Option<String>,
+    local_gid: Option<Text>,
     #[serde(default)]
     port: Option<u64>,
     #[serde(default)]
@@ -103,7 +103,7 @@ pub struct QueuePairWire {
     #[serde(default)]
     peer: Option<QpPeer>,
     #[serde(default)]
-    qp_type: Option<String>,
+    qp_type: Option<Text>,
     #[serde(default)]
     num_ud_peers: Option<u64>,
     #[serde(default)]
@@ -113,21 +113,21 @@ pub struct QueuePairWire {
     #[serde(default)]
     stalled: Option<bool>,
     #[serde(default)]
-    stalled_since: Option<String>,
+    stalled_since: Option<Box<str>>,
     #[serde(default)]
     longest_stall_ms: Option<u64>,
     #[serde(default)]
-    longest_stall_start: Option<String>,
+    longest_stall_start: Option<Box<str>>,
     #[serde(default)]
     cq_errors: Option<BTreeMap<String, u64>>,
     #[serde(default)]
     first_cq_error: Option<QpError>,
     #[serde(default)]
-    qp_state: Option<String>,
+    qp_state: Option<Text>,
     #[serde(default)]
-    last_post_time: Option<String>,
+    last_post_time: Option<Box<str>>,
     #[serde(default)]
-    last_completion_time: Option<String>,
+    last_completion_time: Option<Box<str>>,
 }
 
 impl From<QueuePairWire> for QueuePair {
@@ -165,7 +165,7 @@ impl From<QueuePairWire> for QueuePair {
             stalled_since: w.stalled_since,
             longest_stall_ms: w.longest_stall_ms,
             longest_stall_start: w.longest_stall_start,
-            cq_errors: w.cq_errors,
+            cq_errors: w.cq_errors.map(Box::new),
             first_cq_error: w.first_cq_error.map(Box::new),
             qp_state: w.qp_state,
             last_post_time: w.last_post_time,

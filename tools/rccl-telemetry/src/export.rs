@@ -224,7 +224,7 @@ fn error_devices(tf: &TelemetryFile, r: &promtext::Rank) -> Vec<promtext::DevErr
                         .as_ref()
                         .and_then(|p| p.gid.as_deref().map(String::from)),
                     peer_qp_num: q.peer.as_ref().and_then(|p| u32::try_from(p.qp_num).ok()),
-                    by_status: q.cq_errors.as_ref().map(ordered).unwrap_or_default(),
+                    by_status: q.cq_errors.as_deref().map(ordered).unwrap_or_default(),
                     comm: comm_labels(c.comm.as_ref()),
                     first_status: first.status.clone(),
                     first_s: parse_timestamp_ns(&first.time).map_or(0.0, |t| t as f64 / 1e9),

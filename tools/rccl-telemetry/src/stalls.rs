@@ -250,7 +250,7 @@ fn file_stalls(run: &Run, idx: &QpIndex, rep: &mut StallReport) -> Vec<StalledQp
                             rank: rank.clone(),
                             is_final: f.is_final != Some(false),
                             longest_stall_ms: ls,
-                            start: q.longest_stall_start.clone(),
+                            start: q.longest_stall_start.as_deref().map(String::from),
                             device: d.roce_device.clone(),
                             qp: q.id,
                             qp_num: q.qp_num,
@@ -308,7 +308,7 @@ fn file_stalled_qp(
             .stalled_since
             .as_deref()
             .and_then(|s| ms_between(s, &f.end_time)),
-        stalled_since: q.stalled_since.clone(),
+        stalled_since: q.stalled_since.as_deref().map(String::from),
         oldest_outstanding_ms: q.oldest_outstanding_ms,
         peer_gid: q
             .peer

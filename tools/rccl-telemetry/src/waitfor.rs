@@ -348,7 +348,7 @@ impl Edge {
                 self.first_error = Some((t, what));
             }
         }
-        for (s, n) in q.cq_errors.iter().flatten() {
+        for (s, n) in q.cq_errors.iter().flat_map(|m| m.iter()) {
             *self.errors.entry(s.clone()).or_default() += n;
         }
         self.dst_nics.insert(dst_nic);

@@ -506,7 +506,7 @@ fn qp_of(
         num_wqe_outstanding: Some(if e.stalled { 12 } else { 0 }),
         oldest_outstanding_ms: None,
         stalled: Some(e.stalled),
-        stalled_since: e.stalled.then(|| format_timestamp_ns(t_stall)),
+        stalled_since: e.stalled.then(|| format_timestamp_ns(t_stall).into()),
         longest_stall_ms: Some(if e.stalled {
             ((end_t - t_stall) / 1_000_000) as u64
         } else if e.recovered {
@@ -514,7 +514,8 @@ fn qp_of(
         } else {
             0
         }),
-        longest_stall_start: (e.stalled || e.recovered).then(|| format_timestamp_ns(t_stall)),
+        longest_stall_start: (e.stalled || e.recovered)
+            .then(|| format_timestamp_ns(t_stall).into()),
         ..Default::default()
     };
     (q, lh, sent)

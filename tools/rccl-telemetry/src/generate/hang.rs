@@ -563,14 +563,14 @@ impl DeviceTally {
             }),
             num_wqe_outstanding: Some(q.outstanding),
             stalled: Some(is_stalled),
-            stalled_since: q.stalled_since.map(format_timestamp_ns),
+            stalled_since: q.stalled_since.map(|t| format_timestamp_ns(t).into()),
             longest_stall_ms: Some(q.longest_stall.map_or(0, |l| l.0)),
-            longest_stall_start: q.longest_stall.map(|l| format_timestamp_ns(l.1)),
-            cq_errors: Some(q.errors.clone()),
+            longest_stall_start: q.longest_stall.map(|l| format_timestamp_ns(l.1).into()),
+            cq_errors: Some(Box::new(q.errors.clone())),
             first_cq_error: q.first_error.clone().map(Box::new),
-            qp_state: q.first_error.as_ref().map(|_| "ERR".to_string()),
-            last_post_time: Some(format_timestamp_ns(q.last_post)),
-            last_completion_time: Some(format_timestamp_ns(q.last_completion)),
+            qp_state: q.first_error.as_ref().map(|_| "ERR".into()),
+            last_post_time: Some(format_timestamp_ns(q.last_post).into()),
+            last_completion_time: Some(format_timestamp_ns(q.last_completion).into()),
             ..Default::default()
         };
         let ch = &mut self.channels[q.ch];

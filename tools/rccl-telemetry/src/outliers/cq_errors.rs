@@ -33,7 +33,7 @@ fn per_qp(d: &Device) -> String {
             continue;
         }
         qps += 1;
-        for (k, n) in q.cq_errors.iter().flatten() {
+        for (k, n) in q.cq_errors.iter().flat_map(|m| m.iter()) {
             *by.entry(k.as_str()).or_default() += n;
         }
         if let Some(e) = &q.first_cq_error {
@@ -48,7 +48,7 @@ fn per_qp(d: &Device) -> String {
                         q.id,
                         q.qp_num.map_or(String::new(), |n| format!(" (QPN {n})")),
                         q.qp_state
-                            .as_ref()
+                            .as_deref()
                             .map_or(String::new(), |s| format!(", state {s}"))
                     ),
                 ));

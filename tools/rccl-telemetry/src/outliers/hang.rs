@@ -169,7 +169,7 @@ fn stalled(x: &Input) -> Vec<Finding> {
                 let t = q.stalled_since.as_deref().and_then(parse_timestamp_ns);
                 if t.is_some() && (g.since.is_none() || t < g.since) {
                     g.since = t;
-                    g.since_text = q.stalled_since.clone();
+                    g.since_text = q.stalled_since.as_deref().map(String::from);
                 }
             }
             for (dst, g) in groups {
