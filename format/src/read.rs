@@ -752,6 +752,23 @@ mod tests {
         assert!(serde_json::from_str::<Hi>("-1").is_err());
     }
 
+    /// What an all-to-all run of 1,024 ranks (a million QPs and per-peer histograms) holds in
+    /// 1.4 GiB was measured with; a field that grows them shows here first (bench/README.md).
+    #[test]
+    fn a_qp_and_a_peer_stay_the_size_the_memory_budget_was_measured_with() {
+        use std::mem::size_of;
+        assert!(
+            size_of::<super::QueuePair>() <= 488,
+            "{}",
+            size_of::<super::QueuePair>()
+        );
+        assert!(
+            size_of::<super::DevicePeer>() <= 80,
+            "{}",
+            size_of::<super::DevicePeer>()
+        );
+    }
+
     #[test]
     fn the_latency_range_leaves_out_what_was_not_timed() {
         let c = |mn, mx| super::Counters {
