@@ -1,6 +1,7 @@
-//! Short texts that repeat across a run's QPs (a peer's GID and IP, a QP's role), read once
-//! per reading thread and shared: an all-to-all run names each NIC's GID in every QP and
-//! every device's peer list towards it, two million copies at 1,024 ranks.
+//! Short texts that repeat across a run's QPs (a peer's GID and IP, a QP's role, its own GID,
+//! type and state), read once per reading thread and shared: an all-to-all run names each
+//! NIC's GID in every QP and every device's peer list towards it, two million copies at 1,024
+//! ranks.
 
 use serde::de::{Deserialize, Deserializer, Visitor};
 use serde::{Serialize, Serializer};

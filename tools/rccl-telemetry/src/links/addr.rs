@@ -92,9 +92,9 @@ pub fn qp_addrs(d: &Device, q: &QueuePair) -> (Option<Addr>, Option<Addr>) {
 /// Built for a million QPs: an address is numbered once (a run has one per NIC and port), and
 /// the (address number, QPN) keys are one sorted list searched by halves, the claimants in a
 /// list beside it in the same order. A key's claimants are neighbours, in the order they were
-/// added (two subnets repeating a LID and a QPN, a copied file). Sorted lists hold a QP under
-/// its GID and its LID in 48 bytes, where a hash table took 150 (a table of twice the QPs,
-/// rounded up to a power of two, and its copy while it grew).
+/// added (two subnets repeating a LID and a QPN, a copied file). A QP under its GID and its
+/// LID takes two keys of 16 bytes and two claimants (40 to 48 bytes), where a hash table took
+/// about 100 (twice the QPs, rounded up to a power of two) and 150 while it grew.
 #[derive(Debug, Clone)]
 pub struct AddrIndex<T> {
     addrs: HashMap<Addr, u32>,
@@ -188,7 +188,7 @@ pub type QpIndex = AddrIndex<Who>;
 
 /// Indexes every QP of the run under its GID and its LID, with its QPN.
 pub fn qp_index(run: &Run) -> QpIndex {
-    let claims = run
+    let n = run
         .files
         .iter()
         .flat_map(|l| &l.file.devices)
@@ -200,7 +200,7 @@ pub fn qp_index(run: &Run) -> QpIndex {
                 .sum::<usize>()
         })
         .sum();
-    let mut idx = AddrIndexBuilder::with_capacity(claims);
+    let mut idx = AddrIndexBuilder::with_capacity(n);
     for l in &run.files {
         let f = &l.file;
         for d in &f.devices {

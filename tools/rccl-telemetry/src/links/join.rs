@@ -2,9 +2,10 @@
 //! addresses, each QP matched to its peer and added to its link, each link's figures.
 //!
 //! Built for jobs of 16,384 ranks and all-to-all jobs of a million QPs: a QP is a few indices
-//! (no strings copied), addresses are hashed as numbers, a link's ends are shared with its
-//! NICs, and a sending device's per-peer histograms are indexed once, while the links from its
-//! NIC are summed (not searched per link, and not all devices' at once).
+//! (no strings copied), addresses are numbered and a QP's peer is found in a sorted list of
+//! (address number, QPN) keys, a link's ends are shared with its NICs, and a sending device's
+//! per-peer histograms are indexed once, while the links from its NIC are summed (not searched
+//! per link, and not all devices' at once).
 
 use super::addr::{addr, claims, gid_addr, lid_addr, norm_gid, qp_addrs, Addr, AddrIndexBuilder};
 use super::{Ambiguous, End, Link, LinkLatency, LinkReport, Nic, Unmatched};
