@@ -326,8 +326,9 @@ impl<'de> Deserialize<'de> for Hi {
     }
 }
 
-/// A histogram's buckets with `hi_ns` as an `Option`: the type of the Prometheus text module,
-/// which writes the library's live textfile and the export of a file alike.
+/// A histogram's buckets with `hi_ns` as an `Option`: the type of the Prometheus text module
+/// (which writes the library's live textfile and the export of a file alike), and a form for
+/// arithmetic on the bounds.
 pub fn log_buckets_opt(h: Option<&[LogBucket]>) -> Vec<(u64, Option<u64>, u64)> {
     let h = h.unwrap_or_default();
     h.iter().map(|b| (b.0, b.1.get(), b.2)).collect()

@@ -1,6 +1,6 @@
 //! Robust statistics and histogram percentiles.
 
-use crate::model::LogBucket;
+use crate::model::{log_buckets_opt, LogBucket};
 use serde::Serialize;
 
 /// The number of samples in a histogram (saturating: counts come from untrusted files).
@@ -184,11 +184,8 @@ pub fn log_histogram_percentile(
     min_ns: Option<i64>,
     max_ns: Option<i64>,
 ) -> Option<Percentile> {
-    let mut b: Vec<(u64, Option<u64>, u64)> = buckets
-        .iter()
-        .filter(|x| x.2 > 0)
-        .map(|x| (x.0, x.1.get(), x.2))
-        .collect();
+    let mut b = log_buckets_opt(Some(buckets));
+    b.retain(|x| x.2 > 0);
     b.sort_by_key(|x| x.0);
     let total: u128 = b.iter().map(|x| x.2 as u128).sum();
     if total == 0 || !(0.0..=1.0).contains(&q) {

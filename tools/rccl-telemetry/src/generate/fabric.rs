@@ -41,7 +41,8 @@ pub fn log_bucket(ns: u64) -> (u64, u64) {
     (lo, lo + w - 1)
 }
 
-fn log_hist_of(samples: &[u64]) -> Vec<LogBucket> {
+/// The log-scale histogram of some samples (the library's buckets).
+pub(super) fn log_hist_of(samples: &[u64]) -> Vec<LogBucket> {
     let mut m: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     for &s in samples {
         let (lo, hi) = log_bucket(s);

@@ -481,18 +481,6 @@ impl Plot<'_> {
     }
 }
 
-/// The log-scale histogram of some samples (the library's buckets).
-fn log_hist(samples: &[u64]) -> Vec<LogBucket> {
-    let mut m: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-    for &s in samples {
-        let (lo, hi) = log_bucket(s);
-        m.entry(lo).or_insert((hi, 0)).1 += 1;
-    }
-    m.into_iter()
-        .map(|(lo, (hi, n))| (lo, Hi::new(Some(hi)), n))
-        .collect()
-}
-
 /// What a rank's device adds up to, gathered one QP at a time.
 struct DeviceTally {
     channels: Vec<Channel>,
@@ -517,7 +505,7 @@ impl DeviceTally {
         let samples: Vec<u64> = (0..n)
             .map(|_| (9_000.0 * (0.15 * noise(rng)).exp()) as u64)
             .collect();
-        let lh = log_hist(&samples);
+        let lh = log_hist_of(&samples);
         let width = o.interval_ns.max(1);
         let mut lin = vec![0u64; o.buckets.max(1)];
         let top = lin.len() - 1;
