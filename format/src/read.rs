@@ -396,6 +396,19 @@ pub struct Channel {
     /// older file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comm: Option<CommRef>,
+    /// Not a key of the file: QPs of the channel a reader counted and then dropped, because
+    /// the command reading it needs only some of them (`summary` keeps those the stall and
+    /// hang analysis read). [`Channel::qp_count`] counts them; `queue_pairs` does not hold
+    /// them.
+    #[serde(skip)]
+    pub dropped_qps: u64,
+}
+
+impl Channel {
+    /// The channel's QPs in the file: those held and those dropped after reading.
+    pub fn qp_count(&self) -> u64 {
+        (self.queue_pairs.len() as u64).saturating_add(self.dropped_qps)
+    }
 }
 
 /// Read through [`wire::QueuePairWire`] (the counters inline; see [`Channel`]).
@@ -538,7 +551,7 @@ impl Device {
     pub fn is_used(&self) -> bool {
         self.tx_bytes > 0
             || self.rx_bytes > 0
-            || self.channels.iter().any(|c| !c.queue_pairs.is_empty())
+            || self.channels.iter().any(|c| c.qp_count() > 0)
             || self.finalized_comms.iter().any(|f| f.num_qps > 0)
     }
 

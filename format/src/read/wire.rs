@@ -67,6 +67,7 @@ impl From<ChannelWire> for Channel {
             queue_pairs: w.queue_pairs,
             wqe_completion_log_histogram: w.wqe_completion_log_histogram,
             comm: w.comm,
+            dropped_qps: 0,
         }
     }
 }

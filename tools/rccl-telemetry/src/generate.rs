@@ -583,6 +583,7 @@ fn channels_v1(
             queue_pairs: qps,
             wqe_completion_log_histogram: None,
             comm: None,
+            dropped_qps: 0,
         });
     }
     channels

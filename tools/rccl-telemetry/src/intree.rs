@@ -292,6 +292,7 @@ fn channel(c: ItChannel) -> Channel {
         num_qp_untracked: c.num_qp_untracked,
         queue_pairs: qps,
         wqe_completion_log_histogram: None,
+        dropped_qps: 0,
     }
 }
 

@@ -16,8 +16,10 @@
 
 mod budget;
 pub mod expand;
+pub mod prune;
 
 pub use expand::{expand_inputs, is_telemetry_name};
+pub use prune::Keep;
 
 use crate::model::{SourceFormat, TelemetryFile};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -141,6 +143,9 @@ pub struct RawFile {
 pub struct Loaded {
     pub path: PathBuf,
     pub file: TelemetryFile,
+    /// The addresses of the file's QPs, while the run's QP index is being built from a pruned
+    /// read ([`Keep::Hang`]); None otherwise.
+    pub qp_claims: Option<prune::FileClaims>,
 }
 
 /// Opens a regular file without blocking (a FIFO swapped in after the check) and reads at
@@ -292,6 +297,7 @@ pub fn to_typed(raw: RawFile) -> Result<Loaded, BadFile> {
             Ok(file) => Ok(Loaded {
                 path: raw.path,
                 file,
+                qp_claims: None,
             }),
             Err(e) => Err(BadFile::new(&raw.path, BadKind::WrongShape, e)),
         };
@@ -303,6 +309,7 @@ pub fn to_typed(raw: RawFile) -> Result<Loaded, BadFile> {
             Ok(Loaded {
                 path: raw.path,
                 file,
+                qp_claims: None,
             })
         }
         Err(e) => Err(BadFile::new(
@@ -385,6 +392,7 @@ pub fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Loaded, BadFile> {
             return Ok(Loaded {
                 path: path.to_path_buf(),
                 file,
+                qp_claims: None,
             });
         }
     }
@@ -414,17 +422,33 @@ pub struct Run {
     /// How many files were found (good + bad, not counting inputs that named nothing; a
     /// second name of one file and a symlink loop count as found and skipped).
     pub found: usize,
+    /// The index of every QP of the files, built while reading when their QPs were pruned
+    /// ([`Keep::Hang`]): `links::qp_index` returns it. None when the files hold every QP.
+    pub qp_index: Option<crate::links::QpIndex>,
+    /// Which QPs the files hold: [`Keep::All`] unless QPs were dropped while reading.
+    pub kept: Keep,
 }
 
 /// Reads every input in parallel into the typed model.
 pub fn load_run(inputs: &[PathBuf]) -> Run {
+    load_run_keeping(inputs, Keep::All)
+}
+
+/// Reads every input in parallel, each file pruned to what `keep` asks for as soon as it is
+/// parsed (see [`prune`]).
+pub fn load_run_keeping(inputs: &[PathBuf], keep: Keep) -> Run {
     let (paths, mut bad) = expand_inputs(inputs);
     let found = paths.len() + bad.iter().filter(|b| b.kind != BadKind::Missing).count();
     let pb = progress(paths.len(), "reading");
     let results: Vec<Result<Loaded, BadFile>> = paths
         .par_iter()
         .map(|p| {
-            let r = read_bytes(p).and_then(|(bytes, _permit)| parse_bytes(p, &bytes));
+            let r = read_bytes(p)
+                .and_then(|(bytes, _permit)| parse_bytes(p, &bytes))
+                .map(|mut l| {
+                    l.qp_claims = prune::prune(&mut l.file, keep);
+                    l
+                });
             pb.inc(1);
             r
         })
@@ -444,8 +468,15 @@ pub fn load_run(inputs: &[PathBuf]) -> Run {
             &b.path,
         ))
     });
-    let files = one_file_per_rank(files, &mut bad);
-    Run { found, files, bad }
+    let mut files = one_file_per_rank(files, &mut bad);
+    let qp_index = (keep == Keep::Hang).then(|| prune::index(&mut files));
+    Run {
+        found,
+        files,
+        bad,
+        qp_index,
+        kept: keep,
+    }
 }
 
 /// Keeps one file per rank (host, pid) of files sorted by rank: the latest (end_time, a final

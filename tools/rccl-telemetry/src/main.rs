@@ -94,7 +94,12 @@ fn run(cli: Cli) -> Outcome {
 
 /// Loads the inputs; fails (after saying why) when nothing could be read.
 fn load(inputs: &[PathBuf]) -> Result<load::Run, Failed> {
-    let run = load::load_run(inputs);
+    load_keeping(inputs, load::Keep::All)
+}
+
+/// Loads the inputs keeping only the QPs `keep` asks for (see `load::prune`).
+fn load_keeping(inputs: &[PathBuf], keep: load::Keep) -> Result<load::Run, Failed> {
+    let run = load::load_run_keeping(inputs, keep);
     load::report_bad(&run.bad, run.found);
     if load::lost_inputs(&run.bad) {
         SKIPPED.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -121,7 +126,13 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<(), Failed> {
 }
 
 fn summary(a: SummaryArgs) -> Outcome {
-    let run = load(&a.inputs)?;
+    // Devices and channels; of the QPs, only what the stall line under the text reads.
+    let keep = if a.json {
+        load::Keep::Nothing
+    } else {
+        load::Keep::Hang
+    };
+    let run = load_keeping(&a.inputs, keep)?;
     let s = summary::summarize(&run, a.all_devices);
     if a.json {
         print_json(&s)?;

@@ -157,6 +157,7 @@ pub fn write(run: &Run, o: &Options) -> Result<Written, String> {
                         files,
                         bad: Vec::new(),
                         found: 0,
+                        ..Default::default()
                     }),
                 )
             })

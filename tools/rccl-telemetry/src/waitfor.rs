@@ -230,16 +230,16 @@ fn status_list(m: &BTreeMap<String, u64>) -> String {
 
 /// Resolves a QP's peer to its rank and NIC: by the QPs of the run, else by the device
 /// addresses of the latest files.
-struct PeerResolver {
-    idx: QpIndex,
+struct PeerResolver<'a> {
+    idx: std::borrow::Cow<'a, QpIndex>,
     /// Who owns each device GID and LID ("lid N") of the latest files.
     by_addr: HashMap<String, BTreeSet<(String, i64, String)>>,
 }
 
-impl PeerResolver {
+impl<'a> PeerResolver<'a> {
     /// Indexes the QPs of the run and the device GIDs and LIDs of the latest files: a peer
     /// whose QPN no file claims (a QP created after its owner's last file) still names its NIC.
-    fn new(run: &Run, latest: &BTreeMap<(String, i64), usize>) -> Self {
+    fn new(run: &'a Run, latest: &BTreeMap<(String, i64), usize>) -> Self {
         let mut by_addr: HashMap<String, BTreeSet<(String, i64, String)>> = HashMap::new();
         for &fi in latest.values() {
             let f = &run.files[fi].file;
@@ -358,7 +358,7 @@ impl Edge {
 /// The wait-for graph as it is built from the latest files, with the hang's QP counts.
 struct GraphBuild<'a> {
     latest: &'a BTreeMap<(String, i64), usize>,
-    peers: PeerResolver,
+    peers: PeerResolver<'a>,
     g: Graph,
     hang: Hang,
     edges: BTreeMap<(usize, usize), Edge>,

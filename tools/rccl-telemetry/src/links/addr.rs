@@ -6,6 +6,7 @@
 
 use crate::load::Run;
 use crate::model::{Device, QueuePair};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -186,8 +187,16 @@ pub type Who = std::sync::Arc<(String, i64, String)>;
 /// Who holds a (GID or LID, QPN) in the run: "host:pid device" of every QP claiming it.
 pub type QpIndex = AddrIndex<Who>;
 
-/// Indexes every QP of the run under its GID and its LID, with its QPN.
-pub fn qp_index(run: &Run) -> QpIndex {
+/// Indexes every QP of the run under its GID and its LID, with its QPN: the index built
+/// while reading when the run's QPs were pruned (`load::prune`), else from its QPs.
+pub fn qp_index(run: &Run) -> Cow<'_, QpIndex> {
+    if let Some(idx) = &run.qp_index {
+        return Cow::Borrowed(idx);
+    }
+    debug_assert!(
+        run.kept == crate::load::Keep::All,
+        "a pruned run without its QP index"
+    );
     let n = run
         .files
         .iter()
@@ -213,7 +222,7 @@ pub fn qp_index(run: &Run) -> QpIndex {
             }
         }
     }
-    idx.build()
+    Cow::Owned(idx.build())
 }
 
 /// Under how many addresses a QP is indexed (0 without a QPN).

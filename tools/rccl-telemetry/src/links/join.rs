@@ -148,6 +148,10 @@ fn peer_hists(dev: &Device) -> PeerHists<'_> {
 /// are summed one link at a time, so what is held beside the model is the QP list, the index
 /// and the links themselves, never a per-link accumulator for every link at once.
 pub fn join(run: &Run) -> LinkReport {
+    debug_assert!(
+        run.kept == crate::load::Keep::All,
+        "links are joined from every QP"
+    );
     let p = parts(run);
     let mut rep = LinkReport {
         files: run.files.len(),

@@ -125,7 +125,7 @@ fn file_rows(f: &TelemetryFile) -> Vec<CommRow> {
                 &mut seen,
             );
             accs[i].row.channels += 1;
-            accs[i].row.qps += c.queue_pairs.len() as u64;
+            accs[i].row.qps += c.qp_count();
             accs[i].add(&c.counters, c.wqe_completion_log_histogram.as_ref());
         }
         for r in &d.finalized_comms {

@@ -44,6 +44,7 @@ fn analyse_all(l: Loaded) {
         files: vec![l.clone(), l.clone(), l.clone(), l.clone(), l],
         bad: Vec::new(),
         found: 5,
+        ..Default::default()
     };
     let s = summary::summarize(&run, true);
     let _ = summary::render_text(&s);

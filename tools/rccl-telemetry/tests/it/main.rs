@@ -25,5 +25,6 @@ mod report_log_axis;
 mod report_render;
 mod report_scale;
 mod stalls_cmd;
+mod summary_pruned;
 mod terminal_tables;
 mod verdict;

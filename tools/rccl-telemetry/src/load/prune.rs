@@ -1,0 +1,293 @@
+//! Reading a run for a command that needs only some of its QPs.
+//!
+//! `summary` reads devices and channels, and of the QPs only those the stall and hang
+//! analysis look at (stalled, with a past stall, errored, or with a last post or completion
+//! time), and the run's QP index to resolve their peers; it never reads a device's per-peer
+//! entries (the links'). Each file is pruned as soon as it is parsed, on its reading thread,
+//! so what a run holds grows with its devices and channels and with a few bytes per QP for
+//! the index (about 50), not with the whole QP model (about 500 bytes a QP and its
+//! histograms) and the per-peer histograms. On the all-to-all run of 1,024 ranks (1.04 M QPs)
+//! `summary` peaks at 144 MiB instead of 1,163, and `summary --json`, which prints no stall
+//! line and so keeps no QP, at 35 MiB instead of 983.
+//!
+//! A channel counts what it dropped ([`Channel::dropped_qps`]), so whether a device was used
+//! and how many QPs a communicator had read the same. The index is built after the files are
+//! read and one file per rank is kept, in the files' order, each file's QPs in the order the
+//! file lists them: exactly the index [`crate::links::qp_index`] builds from the whole model.
+
+use crate::links::addr::{qp_addrs, Addr, AddrIndexBuilder, QpIndex, Who};
+use crate::load::Loaded;
+use crate::model::{Channel, QueuePair, TelemetryFile};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Which QPs of a file a command keeps once the file is parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Keep {
+    /// Every QP: the model as the file has it.
+    #[default]
+    All,
+    /// The QPs the stall and hang analysis read ([`read_by_hang`]), without their
+    /// histograms; the addresses of every QP go into the run's QP index.
+    Hang,
+    /// None: device and channel figures only (`summary --json`).
+    Nothing,
+}
+
+/// Whether the stall report or the hang analysis reads a QP: it is stalled, has stalled, has
+/// error completions, or has a last post or completion time (the quiet rule).
+pub fn read_by_hang(q: &QueuePair) -> bool {
+    q.stalled == Some(true)
+        || q.longest_stall_ms.is_some_and(|ms| ms > 0)
+        || q.cq_error_total() > 0
+        || q.first_cq_error.is_some()
+        || q.last_post_time.is_some()
+        || q.last_completion_time.is_some()
+}
+
+/// The (address, QPN) claims of one file's QPs, kept when its QPs are dropped: what the run's
+/// QP index is built from. An address is stored once per file.
+#[derive(Debug, Clone, Default)]
+pub struct FileClaims {
+    addrs: Vec<Addr>,
+    /// (address number in `addrs`, device number in the file, QPN), in the order the QPs
+    /// would be indexed: the file's devices, channels and QPs in order, each QP's GID before
+    /// its LID.
+    claims: Vec<(u32, u32, u64)>,
+}
+
+impl FileClaims {
+    /// The claims of every QP of the file.
+    fn of(file: &TelemetryFile) -> FileClaims {
+        let mut numbers: HashMap<Addr, u32> = HashMap::new();
+        let mut fc = FileClaims::default();
+        for (di, d) in file.devices.iter().enumerate() {
+            for q in d.channels.iter().flat_map(|c| &c.queue_pairs) {
+                let Some(qpn) = q.qp_num else { continue };
+                let (gid, lid) = qp_addrs(d, q);
+                for a in [gid, lid].into_iter().flatten() {
+                    let next = fc.addrs.len() as u32;
+                    let n = *numbers.entry(a.clone()).or_insert_with(|| {
+                        fc.addrs.push(a);
+                        next
+                    });
+                    fc.claims.push((n, di as u32, qpn));
+                }
+            }
+        }
+        fc.claims.shrink_to_fit();
+        fc
+    }
+}
+
+/// Keeps only what `keep` asks for of a parsed file; returns its QPs' claims when the index
+/// will be built from them ([`Keep::Hang`]).
+pub fn prune(file: &mut TelemetryFile, keep: Keep) -> Option<FileClaims> {
+    let claims = match keep {
+        Keep::All => return None,
+        Keep::Hang => Some(FileClaims::of(file)),
+        Keep::Nothing => None,
+    };
+    for d in &mut file.devices {
+        // Per-peer entries are the links' (`links`, `outliers`): nothing here reads them.
+        d.peers = None;
+        for c in &mut d.channels {
+            prune_channel(c, keep);
+        }
+    }
+    claims
+}
+
+fn prune_channel(c: &mut Channel, keep: Keep) {
+    let before = c.queue_pairs.len();
+    match keep {
+        Keep::All => return,
+        Keep::Hang => c.queue_pairs.retain(read_by_hang),
+        Keep::Nothing => c.queue_pairs.clear(),
+    }
+    c.dropped_qps = c
+        .dropped_qps
+        .saturating_add((before - c.queue_pairs.len()) as u64);
+    c.queue_pairs.shrink_to_fit();
+    for q in &mut c.queue_pairs {
+        q.counters.wqe_completion_histogram = Vec::new();
+    }
+}
+
+/// The run's QP index from the claims the kept files carry (which it takes): the same index,
+/// claim for claim and in the same order, as [`crate::links::qp_index`] of the unpruned run.
+pub fn index(files: &mut [Loaded]) -> QpIndex {
+    let n = files
+        .iter()
+        .map(|l| l.qp_claims.as_ref().map_or(0, |c| c.claims.len()))
+        .sum();
+    let mut b = AddrIndexBuilder::with_capacity(n);
+    for l in files {
+        let Some(fc) = l.qp_claims.take() else {
+            continue;
+        };
+        let f = &l.file;
+        let who: Vec<Who> = f
+            .devices
+            .iter()
+            .map(|d| Arc::new((f.host_name.clone(), f.process_id, d.roce_device.clone())))
+            .collect();
+        for (a, d, qpn) in fc.claims {
+            b.insert(fc.addrs[a as usize].clone(), qpn, who[d as usize].clone());
+        }
+    }
+    b.build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Device, QpPeer};
+
+    fn qp(id: u64, qpn: u64) -> QueuePair {
+        QueuePair {
+            id,
+            qp_num: Some(qpn),
+            peer: Some(QpPeer {
+                qp_num: qpn + 1,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// A file of two devices: QPs that the hang analysis reads and QPs it does not.
+    fn file() -> TelemetryFile {
+        let stalled = QueuePair {
+            stalled: Some(true),
+            ..qp(1, 11)
+        };
+        let errored = QueuePair {
+            first_cq_error: Some(Default::default()),
+            ..qp(2, 12)
+        };
+        let posted = QueuePair {
+            last_post_time: Some("2026-01-01T00:00:00.000Z".into()),
+            ..qp(3, 13)
+        };
+        let past = QueuePair {
+            longest_stall_ms: Some(5),
+            ..qp(4, 14)
+        };
+        let mut quiet = qp(5, 15);
+        quiet.counters.wqe_completion_histogram = vec![1, 2, 3];
+        let mut kept = stalled.clone();
+        kept.counters.wqe_completion_histogram = vec![4];
+        let chan = |qps: Vec<QueuePair>| Channel {
+            queue_pairs: qps,
+            ..Default::default()
+        };
+        TelemetryFile {
+            host_name: "h".into(),
+            process_id: 7,
+            devices: vec![
+                Device {
+                    roce_device: "a".into(),
+                    gid: Some("fe80::1".into()),
+                    lid: Some(3),
+                    channels: vec![chan(vec![quiet.clone(), kept]), chan(vec![errored])],
+                    ..Default::default()
+                },
+                Device {
+                    roce_device: "b".into(),
+                    gid: Some("fe80::2".into()),
+                    channels: vec![chan(vec![posted, quiet.clone(), past]), chan(vec![quiet])],
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }
+    }
+
+    fn ids(f: &TelemetryFile) -> Vec<Vec<u64>> {
+        f.devices
+            .iter()
+            .flat_map(|d| &d.channels)
+            .map(|c| c.queue_pairs.iter().map(|q| q.id).collect())
+            .collect()
+    }
+
+    #[test]
+    fn the_hang_view_keeps_what_the_hang_reads_and_counts_the_rest() {
+        let full = file();
+        let mut f = full.clone();
+        let claims = prune(&mut f, Keep::Hang);
+        assert!(claims.is_some());
+        assert_eq!(ids(&f), [vec![1], vec![2], vec![3, 4], vec![]]);
+        for (a, b) in full
+            .devices
+            .iter()
+            .flat_map(|d| &d.channels)
+            .zip(f.devices.iter().flat_map(|d| &d.channels))
+        {
+            assert_eq!(a.qp_count(), b.qp_count());
+        }
+        // The kept QPs lose their histograms; the channel keeps its own.
+        assert!(f.devices[0].channels[0].queue_pairs[0]
+            .counters
+            .wqe_completion_histogram
+            .is_empty());
+        assert!(f.devices.iter().all(|d| d.is_used()));
+        let mut none = full.clone();
+        assert!(prune(&mut none, Keep::Nothing).is_none());
+        assert_eq!(ids(&none), vec![Vec::<u64>::new(); 4]);
+        assert!(none.devices.iter().all(|d| d.is_used()));
+        let mut all = full.clone();
+        assert!(prune(&mut all, Keep::All).is_none());
+        assert_eq!(ids(&all), ids(&full));
+    }
+
+    /// The index built from the claims answers every lookup as the index of the whole model
+    /// does, claimants in the same order.
+    #[test]
+    fn the_index_from_claims_is_the_index_of_the_whole_run() {
+        let mut second = file();
+        second.process_id = 8;
+        second.devices[1].gid = Some("fe80::1".into());
+        let whole = crate::load::Run {
+            files: [file(), second.clone()]
+                .into_iter()
+                .map(|file| Loaded {
+                    path: "x".into(),
+                    file,
+                    qp_claims: None,
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let expect = crate::links::qp_index(&whole);
+        let mut pruned: Vec<Loaded> = whole.files.clone();
+        for l in &mut pruned {
+            l.qp_claims = prune(&mut l.file, Keep::Hang);
+        }
+        let got = index(&mut pruned);
+        assert!(pruned.iter().all(|l| l.qp_claims.is_none()));
+        let mut asked = 0;
+        for gid in [None, Some("fe80::1"), Some("fe80::2"), Some("fe80::3")] {
+            for lid in [None, Some(3), Some(4)] {
+                for qpn in 10..17 {
+                    let g = crate::links::addr::gid_addr(gid);
+                    let l = crate::links::addr::lid_addr(lid);
+                    let a = expect.get(g.as_ref(), l.as_ref(), qpn);
+                    let b = got.get(g.as_ref(), l.as_ref(), qpn);
+                    assert_eq!(a, b, "{gid:?} {lid:?} {qpn}");
+                    asked += usize::from(!a.is_empty());
+                }
+            }
+        }
+        assert!(asked > 10, "{asked}");
+        // A key two files claim: both claimants, the first file's first.
+        let two = got.get(
+            crate::links::addr::gid_addr(Some("fe80::1")).as_ref(),
+            None,
+            11,
+        );
+        assert_eq!(two.len(), 2);
+        assert_eq!((two[0].1, two[1].1), (7, 8));
+    }
+}
