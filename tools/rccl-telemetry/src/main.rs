@@ -187,7 +187,8 @@ fn check(a: CheckArgs) -> Outcome {
 }
 
 fn outliers(a: OutliersArgs) -> Outcome {
-    let run = load(&a.inputs)?;
+    // Of the QPs, those the links and the hang analysis read.
+    let run = load_keeping(&a.inputs, load::Keep::Links)?;
     let opt = outliers::Options {
         threshold: a.threshold,
         min_skew: a.min_skew,
@@ -356,7 +357,8 @@ fn prom_gc(a: PromGcArgs) -> Outcome {
 }
 
 fn report(a: ReportArgs) -> Outcome {
-    let run = load(&a.inputs)?;
+    // The summary and the outliers of one run: what `outliers` keeps serves both.
+    let run = load_keeping(&a.inputs, load::Keep::Links)?;
     let s = summary::summarize(&run, false);
     let o = outliers::find(&run, &outliers::Options::default());
     let html = report::render(&run, &s, &o, a.max_devices.max(1));

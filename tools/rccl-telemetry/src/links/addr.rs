@@ -193,8 +193,9 @@ pub fn qp_index(run: &Run) -> Cow<'_, QpIndex> {
     if let Some(idx) = &run.qp_index {
         return Cow::Borrowed(idx);
     }
+    // Every QP with a QPN is in the files unless they were read for the hang alone.
     debug_assert!(
-        run.kept == crate::load::Keep::All,
+        matches!(run.kept, crate::load::Keep::All | crate::load::Keep::Links),
         "a pruned run without its QP index"
     );
     let n = run

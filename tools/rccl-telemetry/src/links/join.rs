@@ -64,6 +64,8 @@ struct Parts<'a> {
     devs: Vec<DevRef<'a>>,
     qps: Vec<QpRef<'a>>,
     files_with_peers: usize,
+    /// The used devices' QPs as the files list them (a pruned read holds fewer: `load::prune`).
+    listed: u64,
 }
 
 fn parts(run: &Run) -> Parts<'_> {
@@ -72,6 +74,7 @@ fn parts(run: &Run) -> Parts<'_> {
         devs: Vec::new(),
         qps: Vec::new(),
         files_with_peers: 0,
+        listed: 0,
     };
     // NICs by (host, device name), numbered in the order the files first name them.
     let mut nic_index: HashMap<(&str, &str), usize> = HashMap::new();
@@ -108,6 +111,7 @@ fn parts(run: &Run) -> Parts<'_> {
             let di = p.devs.len() as u32;
             p.devs.push(dev_ref(f, d));
             for c in &d.channels {
+                p.listed = p.listed.saturating_add(c.qp_count());
                 for q in &c.queue_pairs {
                     p.qps.push(QpRef {
                         nic: ni as u32,
@@ -149,14 +153,14 @@ fn peer_hists(dev: &Device) -> PeerHists<'_> {
 /// and the links themselves, never a per-link accumulator for every link at once.
 pub fn join(run: &Run) -> LinkReport {
     debug_assert!(
-        run.kept == crate::load::Keep::All,
-        "links are joined from every QP"
+        matches!(run.kept, crate::load::Keep::All | crate::load::Keep::Links),
+        "links are joined from every QP with a QPN or a peer"
     );
     let p = parts(run);
     let mut rep = LinkReport {
         files: run.files.len(),
         files_with_peers: p.files_with_peers,
-        qps: p.qps.len() as u64,
+        qps: p.listed,
         ..Default::default()
     };
     // Every QP under its GID and under its LID, with its QPN.

@@ -27,6 +27,11 @@ pub enum Keep {
     /// Every QP: the model as the file has it.
     #[default]
     All,
+    /// What the link join reads too ([`read_by_links`]): every QP with a QPN or a peer,
+    /// whole, and the devices' per-peer entries (`outliers`, `report`). A file of version 1
+    /// or 2, or of the in-tree engine, names no QP's QPN or peer: it keeps only what the hang
+    /// analysis reads.
+    Links,
     /// The QPs the stall and hang analysis read ([`read_by_hang`]), without their
     /// histograms; the addresses of every QP go into the run's QP index.
     Hang,
@@ -43,6 +48,12 @@ pub fn read_by_hang(q: &QueuePair) -> bool {
         || q.first_cq_error.is_some()
         || q.last_post_time.is_some()
         || q.last_completion_time.is_some()
+}
+
+/// Whether the link join reads a QP (it has a QPN to be found by, or a peer to find), or the
+/// stall report or the hang analysis does.
+pub fn read_by_links(q: &QueuePair) -> bool {
+    q.qp_num.is_some() || q.peer.is_some() || read_by_hang(q)
 }
 
 /// The (address, QPN) claims of one file's QPs, kept when its QPs are dropped: what the run's
@@ -86,11 +97,13 @@ pub fn prune(file: &mut TelemetryFile, keep: Keep) -> Option<FileClaims> {
     let claims = match keep {
         Keep::All => return None,
         Keep::Hang => Some(FileClaims::of(file)),
-        Keep::Nothing => None,
+        Keep::Links | Keep::Nothing => None,
     };
     for d in &mut file.devices {
-        // Per-peer entries are the links' (`links`, `outliers`): nothing here reads them.
-        d.peers = None;
+        if keep != Keep::Links {
+            // Per-peer entries are the link join's: nothing else reads them.
+            d.peers = None;
+        }
         for c in &mut d.channels {
             prune_channel(c, keep);
         }
@@ -102,6 +115,7 @@ fn prune_channel(c: &mut Channel, keep: Keep) {
     let before = c.queue_pairs.len();
     match keep {
         Keep::All => return,
+        Keep::Links => c.queue_pairs.retain(read_by_links),
         Keep::Hang => c.queue_pairs.retain(read_by_hang),
         Keep::Nothing => c.queue_pairs.clear(),
     }
@@ -109,8 +123,11 @@ fn prune_channel(c: &mut Channel, keep: Keep) {
         .dropped_qps
         .saturating_add((before - c.queue_pairs.len()) as u64);
     c.queue_pairs.shrink_to_fit();
-    for q in &mut c.queue_pairs {
-        q.counters.wqe_completion_histogram = Vec::new();
+    if keep == Keep::Hang {
+        // The links sum the QPs' histograms; the hang analysis does not read them.
+        for q in &mut c.queue_pairs {
+            q.counters.wqe_completion_histogram = Vec::new();
+        }
     }
 }
 
@@ -233,6 +250,21 @@ mod tests {
             .wqe_completion_histogram
             .is_empty());
         assert!(f.devices.iter().all(|d| d.is_used()));
+        // The links' read keeps every QP with a QPN or a peer, whole, and the peer entries.
+        let mut links = full.clone();
+        links.devices[1].channels[1].queue_pairs[0].qp_num = None;
+        links.devices[1].channels[1].queue_pairs[0].peer = None;
+        links.devices[0].peers = Some(vec![Default::default()]);
+        assert!(prune(&mut links, Keep::Links).is_none());
+        assert_eq!(ids(&links), [vec![5, 1], vec![2], vec![3, 5, 4], vec![]]);
+        assert_eq!(
+            links.devices[0].channels[0].queue_pairs[0]
+                .counters
+                .wqe_completion_histogram,
+            [1, 2, 3]
+        );
+        assert!(links.devices[0].peers.is_some());
+        assert_eq!(links.devices[1].channels[1].qp_count(), 1);
         let mut none = full.clone();
         assert!(prune(&mut none, Keep::Nothing).is_none());
         assert_eq!(ids(&none), vec![Vec::<u64>::new(); 4]);

@@ -1,8 +1,11 @@
-//! `summary` reads each file pruned to its devices, channels and the QPs the stall line reads
-//! (`load::prune`). What it prints must be what the whole model gives: the summary (text and
-//! JSON, with and without the unused devices) and the stall and hang line, on runs of every
-//! kind: every hang of format version 4, the fabric plants of version 3, version-2 plants,
-//! and a directory mixing versions, in-tree files and a second copy of a rank's file.
+//! `summary`, `outliers` and `report` read each file pruned to what they use
+//! (`load::prune`): `summary` its devices, channels and the QPs its stall line reads;
+//! `outliers` and `report` also the QPs and per-peer entries the link join reads. What they
+//! print must be what the whole model gives (the summary, text and JSON, with and without the
+//! unused devices, and its stall and hang line; the outliers, text and JSON; the report's
+//! page) on runs of every kind: every hang of format version 4, the fabric plants of version
+//! 3, versions 1 and 2, and a directory mixing versions, in-tree files and a second copy of a
+//! rank's file.
 
 use crate::common::{gen as gen_flat, to_version2};
 use rccl_telemetry_tool::generate::{
@@ -10,7 +13,7 @@ use rccl_telemetry_tool::generate::{
 };
 use rccl_telemetry_tool::layout::Layout;
 use rccl_telemetry_tool::load::{load_run, load_run_keeping, Keep, Run};
-use rccl_telemetry_tool::{stalls, summary};
+use rccl_telemetry_tool::{outliers, report, stalls, summary};
 use std::path::{Path, PathBuf};
 
 fn fabric(dir: &Path, plants: &[&str], ranks: usize, seed: u64) {
@@ -46,6 +49,24 @@ fn printed(run: &Run) -> Vec<String> {
     out
 }
 
+/// Everything `outliers` and `report` print for a run.
+fn printed_outliers(run: &Run) -> Vec<String> {
+    let o = outliers::find(run, &outliers::Options::default());
+    let s = summary::summarize(run, false);
+    vec![
+        serde_json::to_string_pretty(&o).expect("json"),
+        outliers::render_with(
+            &o,
+            &outliers::OutlierText {
+                layout: Layout::Wide,
+                top: None,
+                all: true,
+            },
+        ),
+        report::render(run, &s, &o, 512),
+    ]
+}
+
 fn held_and_listed(run: &Run) -> (u64, u64) {
     let chans = || {
         run.files
@@ -67,6 +88,18 @@ fn assert_same(dir: &Path, what: &str) -> String {
     let expect = printed(&whole);
     let (held, listed) = held_and_listed(&whole);
     assert_eq!(held, listed, "{what}: the whole model holds every QP");
+    let expect_outliers = printed_outliers(&whole);
+    let links = load_run_keeping(&inputs, Keep::Links);
+    let (_, still) = held_and_listed(&links);
+    assert_eq!(still, listed, "{what} Links: every QP still counted");
+    assert!(
+        printed_outliers(&links) == expect_outliers,
+        "{what}: outliers or report differ"
+    );
+    assert!(
+        printed(&links) == expect,
+        "{what}: summary differs on the links' read"
+    );
     for keep in [Keep::Hang, Keep::Nothing] {
         let pruned = load_run_keeping(&inputs, keep);
         assert_eq!(pruned.kept, keep);
@@ -121,6 +154,14 @@ fn fabric_plants_and_flat_runs_read_the_same_pruned() {
         ..Default::default()
     });
     assert_same(flat.path(), "version-1 plants");
+    // Version 1 names no QPN or peer: the links' read keeps only the errored or stalled QPs;
+    // version 3 every QP.
+    let (held, listed) =
+        held_and_listed(&load_run_keeping(&[flat.path().to_path_buf()], Keep::Links));
+    assert!(held * 4 < listed, "{held} of {listed}");
+    let (held, listed) =
+        held_and_listed(&load_run_keeping(&[dir.path().to_path_buf()], Keep::Links));
+    assert_eq!(held, listed);
     to_version2(&flat);
     assert_same(flat.path(), "version-2 plants");
 }
