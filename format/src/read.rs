@@ -12,9 +12,11 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod hw;
 mod text;
 mod wire;
 
+pub use hw::HwCounters;
 pub use text::{text, Text};
 
 /// Which writer produced a file: this library (schema version 1) or RCCL's in-tree C engine
@@ -205,7 +207,7 @@ pub struct Device {
     #[serde(default)]
     pub wqe_size_stats: Vec<WqeSizeStat>,
     pub channels: Vec<Channel>,
-    pub hw_counters: BTreeMap<String, HwValue>,
+    pub hw_counters: HwCounters,
     /// Version 2: the sum of the channels' log-scale histograms (see [`LogBucket`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wqe_completion_log_histogram: Option<Vec<LogBucket>>,

@@ -85,7 +85,7 @@ fn device(d: &Device) -> promtext::Device {
                     HwValue::Scalar(x) => promtext::Hw::Scalar(*x),
                     HwValue::PerPrio(a) => promtext::Hw::PerPrio(a.clone()),
                 };
-                (k.clone(), v)
+                (k.to_string(), v)
             })
             .collect(),
         channels: d

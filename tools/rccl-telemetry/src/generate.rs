@@ -390,7 +390,7 @@ fn rank_file_v1(
                 num_qp_untracked: 0,
                 wqe_size_stats: Vec::new(),
                 channels: Vec::new(),
-                hw_counters: unavailable_counters(),
+                hw_counters: unavailable_counters().into(),
                 wqe_completion_log_histogram: None,
                 ..Default::default()
             });
@@ -490,7 +490,7 @@ fn used_device_v1(
             },
         ],
         channels,
-        hw_counters: hw,
+        hw_counters: hw.into(),
         wqe_completion_log_histogram: None,
         ..Default::default()
     };

@@ -389,7 +389,7 @@ impl<'a> Tally<'a> {
     /// Adds a used device's hardware counters (the row it is about to get holds their values).
     fn add_hw_counters(&mut self, f: &TelemetryFile, d: &Device) {
         for (name, v) in &d.hw_counters {
-            let e = self.hw.entry(name.clone()).or_default();
+            let e = self.hw.entry(name.to_string()).or_default();
             match v.total() {
                 Some(t) => {
                     e.0.push((
@@ -397,7 +397,7 @@ impl<'a> Tally<'a> {
                         format!("{}:{} (pid {})", f.host_name, d.roce_device, f.process_id),
                     ));
                     self.hw_rows
-                        .entry(name.clone())
+                        .entry(name.to_string())
                         .or_default()
                         .push((self.rows.len(), t));
                 }

@@ -420,7 +420,7 @@ fn rank_file(o: &GenOptions, pl: &Plan, rank: usize, rng: &mut fastrand::Rng) ->
             Vec::new()
         },
         channels,
-        hw_counters: hw,
+        hw_counters: hw.into(),
         wqe_completion_log_histogram: Some(dev_log),
         port: Some(1),
         gid_index: nic.gid.as_ref().map(|_| 3),

@@ -671,7 +671,7 @@ fn rank_file(
             num_wqe: (tx / wqe_size).max(1),
         }],
         channels,
-        hw_counters: hang_hw(s),
+        hw_counters: hang_hw(s).into(),
         wqe_completion_log_histogram: Some(dev_log),
         port: Some(1),
         gid_index: Some(3),

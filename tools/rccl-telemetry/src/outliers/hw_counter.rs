@@ -15,7 +15,7 @@ pub(super) fn find(x: &Input) -> Vec<Finding> {
     let names: BTreeSet<&str> = x
         .devs
         .iter()
-        .flat_map(|d| d.dev.hw_counters.keys().map(String::as_str))
+        .flat_map(|d| d.dev.hw_counters.keys())
         .collect();
     for name in names {
         let cat = classify(name);
