@@ -235,7 +235,8 @@ fn stalls(a: StallsArgs) -> Outcome {
     let run = if stalls::only_prom(&a.inputs) {
         load::Run::default()
     } else {
-        match load(&a.inputs) {
+        // Of the QPs, the stalled and errored ones and the index of all to name their peers.
+        match load_keeping(&a.inputs, load::Keep::Hang) {
             Ok(r) => r,
             Err(_) if !proms.is_empty() => load::Run::default(),
             Err(e) => return Err(e),
