@@ -1,19 +1,23 @@
 //! Reading a run for a command that needs only some of its QPs.
 //!
-//! `summary` reads devices and channels, and of the QPs only those the stall and hang
-//! analysis look at (stalled, with a past stall, errored, or with a last post or completion
-//! time), and the run's QP index to resolve their peers; it never reads a device's per-peer
-//! entries (the links'). Each file is pruned as soon as it is parsed, on its reading thread,
-//! so what a run holds grows with its devices and channels and with a few bytes per QP for
-//! the index (about 50), not with the whole QP model (about 500 bytes a QP and its
-//! histograms) and the per-peer histograms. On the all-to-all run of 1,024 ranks (1.04 M QPs)
-//! `summary` peaks at 144 MiB instead of 1,163, and `summary --json`, which prints no stall
+//! `summary` and `stalls` read devices and channels, and of the QPs only those the stall
+//! report and the hang analysis look at (stalled, with a past stall, errored, or with a last
+//! post or completion time), and the run's QP index to resolve their peers; they never read
+//! a device's per-peer entries (the links'). `outliers` and `report` also read every QP the
+//! link join can use (one with a QPN or a peer) and the per-peer entries. Each file is pruned
+//! as soon as it is parsed, on its reading thread, so what a run holds grows with its devices
+//! and channels (and, for the link commands, with its links), not with QPs that nothing
+//! reads: for `summary` and `stalls` a few bytes per QP for the index (about 50), not the
+//! whole QP model (about 500 bytes a QP and its histograms) and the per-peer histograms. On
+//! the all-to-all run of 1,024 ranks (1.04 M QPs) `summary` peaks at 144 MiB instead of
+//! 1,163, `stalls` at 135 MiB instead of 1,156, and `summary --json`, which prints no stall
 //! line and so keeps no QP, at 35 MiB instead of 983.
 //!
 //! A channel counts what it dropped ([`Channel::dropped_qps`]), so whether a device was used
-//! and how many QPs a communicator had read the same. The index is built after the files are
-//! read and one file per rank is kept, in the files' order, each file's QPs in the order the
-//! file lists them: exactly the index [`crate::links::qp_index`] builds from the whole model.
+//! and how many QPs a communicator or a link join counts read the same. The index is built
+//! after the files are read and one file per rank is kept, in the files' order, each file's
+//! QPs in the order the file lists them: exactly the index [`crate::links::qp_index`] builds
+//! from the whole model.
 
 use crate::links::addr::{qp_addrs, Addr, AddrIndexBuilder, QpIndex, Who};
 use crate::load::Loaded;

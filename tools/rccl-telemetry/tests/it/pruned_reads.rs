@@ -1,11 +1,11 @@
-//! `summary`, `outliers` and `report` read each file pruned to what they use
-//! (`load::prune`): `summary` its devices, channels and the QPs its stall line reads;
-//! `outliers` and `report` also the QPs and per-peer entries the link join reads. What they
-//! print must be what the whole model gives (the summary, text and JSON, with and without the
-//! unused devices, and its stall and hang line; the outliers, text and JSON; the report's
-//! page) on runs of every kind: every hang of format version 4, the fabric plants of version
-//! 3, versions 1 and 2, and a directory mixing versions, in-tree files and a second copy of a
-//! rank's file.
+//! `summary`, `stalls`, `outliers` and `report` read each file pruned to what they use
+//! (`load::prune`): `summary` and `stalls` the devices, channels and QPs the stall report
+//! reads; `outliers` and `report` also the QPs and per-peer entries the link join reads. What
+//! they print must be what the whole model gives (the summary, text and JSON, with and
+//! without the unused devices, and its stall and hang line; the stall report, text and JSON;
+//! the outliers, text and JSON; the report's page) on runs of every kind: every hang of format
+//! version 4, the fabric plants of version 3, versions 1 and 2, and a directory mixing
+//! versions, in-tree files and a second copy of a rank's file.
 
 use crate::common::{gen as gen_flat, to_version2};
 use rccl_telemetry_tool::generate::{
@@ -45,7 +45,11 @@ fn printed(run: &Run) -> Vec<String> {
             ));
         }
     }
-    out.push(stalls::one_line(&stalls::find(run, &[])).unwrap_or_default());
+    let st = stalls::find(run, &[]);
+    out.push(stalls::one_line(&st).unwrap_or_default());
+    // `stalls` itself, which reads the run as `summary` does.
+    out.push(serde_json::to_string_pretty(&st).expect("json"));
+    out.push(stalls::render_text(&st, 0, Layout::Wide));
     out
 }
 
@@ -118,7 +122,8 @@ fn assert_same(dir: &Path, what: &str) -> String {
             );
         }
     }
-    expect.last().cloned().unwrap_or_default()
+    // The stall and hang line, after the summary's six outputs.
+    expect[6].clone()
 }
 
 #[test]
