@@ -16,7 +16,7 @@ mod hw;
 mod text;
 mod wire;
 
-pub use hw::HwCounters;
+pub use hw::{HwCounters, Named};
 pub use text::{text, Text};
 
 /// Which writer produced a file: this library (schema version 1) or RCCL's in-tree C engine
@@ -537,7 +537,7 @@ impl HwValue {
 pub struct HwSample {
     pub device_id: u32,
     pub timestamp_ns: u64,
-    pub counters: BTreeMap<String, i64>,
+    pub counters: Named<i64>,
 }
 
 impl Counters {

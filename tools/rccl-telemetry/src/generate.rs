@@ -770,7 +770,7 @@ fn hw_samples_v1(
         samples.push(HwSample {
             device_id: dev_id,
             timestamp_ns: t as u64,
-            counters: c,
+            counters: c.into(),
         });
     }
     samples

@@ -57,7 +57,7 @@ pub(super) fn section(
             for smp in samples {
                 for (k, v) in &smp.counters {
                     if *v >= 0 {
-                        per.entry((smp.device_id, k.as_str())).or_default().push((
+                        per.entry((smp.device_id, k)).or_default().push((
                             (smp.timestamp_ns.saturating_sub(t0)) as f64 / 1e9,
                             *v as f64,
                         ));
