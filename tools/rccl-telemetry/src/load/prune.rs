@@ -9,8 +9,8 @@
 //! and channels (and, for the link commands, with its links), not with QPs that nothing
 //! reads: for `summary` and `stalls` a few bytes per QP for the index (about 50), not the
 //! whole QP model (about 500 bytes a QP and its histograms) and the per-peer histograms. On
-//! the all-to-all run of 1,024 ranks (1.04 M QPs) `summary` peaks at 144 MiB instead of
-//! 1,163, `stalls` at 135 MiB instead of 1,156, and `summary --json`, which prints no stall
+//! the all-to-all run of 1,024 ranks (1.04 M QPs) `summary` peaks at 141 MiB instead of
+//! 1,163, `stalls` at 136 MiB instead of 1,158, and `summary --json`, which prints no stall
 //! line and so keeps no QP, at 35 MiB instead of 983.
 //!
 //! A channel counts what it dropped ([`Channel::dropped_qps`]), so whether a device was used
