@@ -5,6 +5,14 @@ use rccl_telemetry_tool::generate::{generate, GenOptions, Planted};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// A file of RCCL's in-tree engine from tests/fixtures/intree (written by hand from
+/// INTREE_FORMAT.md, never by our writer).
+pub fn intree_fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/intree")
+        .join(name)
+}
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_rccl-telemetry"))
 }

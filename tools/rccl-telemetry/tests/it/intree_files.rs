@@ -1,18 +1,12 @@
 //! Files of RCCL's in-tree C engine (version "1.0"): fixtures written by hand from
 //! INTREE_FORMAT.md (tests/fixtures/intree), never by our writer.
 
+use crate::common::intree_fixture;
 use rccl_telemetry_tool::{check, load, model::SourceFormat, summary};
-use std::path::PathBuf;
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/intree")
-        .join(name)
-}
 
 #[test]
 fn an_intree_file_maps_onto_the_model() {
-    let run = load::load_run(&[fixture("rccl_telemetry_n1_1000_42.json")]);
+    let run = load::load_run(&[intree_fixture("rccl_telemetry_n1_1000_42.json")]);
     assert!(run.bad.is_empty(), "{:?}", run.bad);
     let f = &run.files[0].file;
     assert_eq!(f.format, SourceFormat::InTree);
@@ -37,17 +31,19 @@ fn an_intree_file_maps_onto_the_model() {
 
 #[test]
 fn check_uses_the_intree_rules() {
-    let good = check::check_inputs(&[fixture("rccl_telemetry_n1_1000_42.json")]).unwrap();
+    let good = check::check_inputs(&[intree_fixture("rccl_telemetry_n1_1000_42.json")]).unwrap();
     assert!(good.violations.is_empty(), "{:?}", good.violations);
     assert_eq!(good.files_valid, 1);
 
-    let reset = check::check_inputs(&[fixture("reset_rccl_telemetry_n1_1000_44.json")]).unwrap();
+    let reset =
+        check::check_inputs(&[intree_fixture("reset_rccl_telemetry_n1_1000_44.json")]).unwrap();
     assert_eq!(reset.violations.len(), 1, "{:?}", reset.violations);
     let v = &reset.violations[0];
     assert_eq!(v.path, "/devices/0/hw_counters/oos_drop_count");
     assert!(v.message.contains("negative delta -5"), "{}", v.message);
 
-    let quote = check::check_inputs(&[fixture("quote_rccl_telemetry_n2_1000_43.json")]).unwrap();
+    let quote =
+        check::check_inputs(&[intree_fixture("quote_rccl_telemetry_n2_1000_43.json")]).unwrap();
     assert_eq!(quote.files_unreadable, 1);
     assert!(
         quote.violations[0].message.contains("host name \"n\"2\""),

@@ -5,13 +5,6 @@ use crate::common::*;
 use rccl_telemetry_tool::generate::GenOptions;
 use rccl_telemetry_tool::intree::LIMITATIONS;
 use serde_json::Value;
-use std::path::PathBuf;
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/intree")
-        .join(name)
-}
 
 /// 6 generated v1 ranks (with hw_samples) and 2 in-tree files (one with hw_samples).
 fn mixed() -> GenRun {
@@ -22,12 +15,12 @@ fn mixed() -> GenRun {
         ..Default::default()
     });
     std::fs::copy(
-        fixture("rccl_telemetry_n1_1000_42.json"),
+        intree_fixture("rccl_telemetry_n1_1000_42.json"),
         g.path().join("rccl_telemetry_n1_1000_42.json"),
     )
     .unwrap();
     std::fs::copy(
-        fixture("sampled_rccl_telemetry_n3_1000_45.json"),
+        intree_fixture("sampled_rccl_telemetry_n3_1000_45.json"),
         g.path().join("rccl_telemetry_n3_1000_45.json"),
     )
     .unwrap();
@@ -120,12 +113,12 @@ fn check_validates_each_format_by_its_own_rules_and_names_the_in_tree_limits() {
 
     // A counter reset (negative delta) and a file broken by an unescaped host name, beside the others.
     std::fs::copy(
-        fixture("reset_rccl_telemetry_n1_1000_44.json"),
+        intree_fixture("reset_rccl_telemetry_n1_1000_44.json"),
         g.path().join("rccl_telemetry_n1_1000_44.json"),
     )
     .unwrap();
     std::fs::copy(
-        fixture("quote_rccl_telemetry_n2_1000_43.json"),
+        intree_fixture("quote_rccl_telemetry_n2_1000_43.json"),
         g.path().join("rccl_telemetry_n2_1000_43.json"),
     )
     .unwrap();

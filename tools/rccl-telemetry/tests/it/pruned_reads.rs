@@ -7,7 +7,7 @@
 //! version 4, the fabric plants of version 3, versions 1 and 2, and a directory mixing
 //! versions, in-tree files and a second copy of a rank's file.
 
-use crate::common::{gen as gen_flat, to_version2};
+use crate::common::{gen as gen_flat, intree_fixture, to_version2};
 use rccl_telemetry_tool::generate::{
     generate_fabric, GenOptions, FABRIC_PLANTS, HANG_PLANTS, PLANTS,
 };
@@ -171,12 +171,6 @@ fn fabric_plants_and_flat_runs_read_the_same_pruned() {
     assert_same(flat.path(), "version-2 plants");
 }
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/intree")
-        .join(name)
-}
-
 /// Versions 1 to 4 and the in-tree engine's files in one directory, with a second copy of a
 /// rank's snapshot: one file per rank is kept, and the QP index is built from that one.
 #[test]
@@ -203,7 +197,7 @@ fn a_mixed_directory_with_a_copy_reads_the_same_pruned() {
             "rccl_telemetry_n3_1000_45.json",
         ),
     ] {
-        std::fs::copy(fixture(f), dir.path().join(to)).unwrap();
+        std::fs::copy(intree_fixture(f), dir.path().join(to)).unwrap();
     }
     let mut ranks: Vec<PathBuf> = std::fs::read_dir(dir.path())
         .unwrap()
