@@ -81,20 +81,20 @@ def E(v):
 
 class Checks:
     def __init__(self, quiet=False):
-        self.passed = self.failed = 0
+        self.passed = self.failed = self.skipped = 0
         self.quiet = quiet
 
     @contextlib.contextmanager
     def scoped(self, quiet=True):
         """A fresh tally for a nested run (the self-test's doctored copies): yields this
         object with zero counts; the outer counts come back afterwards."""
-        saved = (self.passed, self.failed, self.quiet)
-        self.passed = self.failed = 0
+        saved = (self.passed, self.failed, self.skipped, self.quiet)
+        self.passed = self.failed = self.skipped = 0
         self.quiet = quiet
         try:
             yield self
         finally:
-            self.passed, self.failed, self.quiet = saved
+            self.passed, self.failed, self.skipped, self.quiet = saved
 
     def ok(self, name, cond, why=""):
         if cond:
@@ -106,6 +106,13 @@ class Checks:
             if not self.quiet:
                 print(f"FAIL {name}: {why}")
         return cond
+
+    def skip(self, name, why):
+        """A check that cannot be made on this run, for a reason outside what is tested (a
+        third-party program's own race): neither passed nor failed, printed and counted."""
+        self.skipped += 1
+        if not self.quiet:
+            print(f"SKIP {name}: {why}")
 
     def count(self, name, got, want):
         want = E(want)

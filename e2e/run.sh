@@ -12,19 +12,21 @@ cd "$(dirname "$0")/.."
 B=${E2E_BUILD:-e2e/build}
 mkdir -p "$B"
 T0=$(date +%s%N)
-PASSED=0; FAILED=0
+PASSED=0; FAILED=0; SKIPPED=0
 elapsed() { local d=$(( ($(date +%s%N) - T0) / 100000000 )); echo "$((d/10)).$((d%10))s"; }
 stage() { echo "== [$(elapsed)] $*"; }
 pass() { PASSED=$((PASSED+1)); echo "PASS $*"; }
 fail() { FAILED=$((FAILED+1)); echo "FAIL $*"; }
 finish() {
   stage "done"
+  [ "$SKIPPED" = 0 ] || echo "$SKIPPED checks skipped by the checkers (their SKIP lines above say why)"
   echo "$PASSED passed, $FAILED failed"
   [ "$FAILED" = 0 ]
   exit
 }
-count() { # add check.py's PASS/FAIL lines from a log to the totals
+count() { # add check.py's PASS/FAIL (and SKIP) lines from a log to the totals
   PASSED=$((PASSED + $(grep -c '^PASS ' "$1"))); FAILED=$((FAILED + $(grep -c '^FAIL ' "$1")))
+  SKIPPED=$((SKIPPED + $(grep -c '^SKIP ' "$1")))
 }
 
 stage "host tools"
