@@ -234,6 +234,10 @@ impl<'a> Fabric<'a> {
     }
 }
 
+/// A row slow alone is a host-side delay while its column's slowness, as a ratio to the
+/// healthy level, stays below this root of the row's (see [`classify_nics`]).
+const HOST_SIDE_ROOT: f64 = 4.0;
+
 /// How a NIC's row and column read.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum NicClass {
@@ -256,11 +260,19 @@ fn classify_nics(f: &Fabric) -> Vec<NicClass> {
             match (majority(row), majority(col)) {
                 (true, true) | (false, true) => NicClass::Slow,
                 (true, false) => {
-                    // Its peers see it at the healthy level: the column's typical completion
-                    // is not `min_ratio` above the healthy links'.
-                    let col_ok = f
-                        .medians(&f.cols[a])
-                        .is_some_and(|(p50, _)| p50 - f.p50.base < f.min_gap);
+                    // Its peers see it at the healthy level (the column's typical completion
+                    // is not `min_ratio` above the healthy links'), or far nearer to it than
+                    // its own completions are: a NIC's own slowness lengthens the round trips
+                    // of its column as much as its row's, while a process that polls late
+                    // lengthens its row and its column at most a little (its receives
+                    // reposted late). Far nearer: the column's excess over the healthy level,
+                    // as a ratio, below the fourth root of the row's (2.7x against 54x).
+                    let excess = |idx: &[usize]| f.medians(idx).map(|(p50, _)| p50 - f.p50.base);
+                    let col_ok = match (excess(&f.cols[a]), excess(&f.rows[a])) {
+                        (Some(c), Some(r)) => c < f.min_gap || c < r / HOST_SIDE_ROOT,
+                        (Some(c), None) => c < f.min_gap,
+                        (None, _) => false,
+                    };
                     if col_ok {
                         NicClass::HostSide
                     } else {
@@ -282,7 +294,7 @@ fn nic_culprit(f: &Fabric, a: usize, class: NicClass) -> Culprit {
     let ratio = (lvl - f.p50.base).exp();
     let evidence = match class {
         NicClass::HostSide => format!(
-            "{} (pid {}): its own completions are slow towards {} of its {} peers (its row, as sender: {}; {ratio:.1}x {}), while its peers' completions towards it are normal (its column: {}; {} of {} slow): the process polls late (CPU starvation, a descheduled proxy thread), not its NIC or the network",
+            "{} (pid {}): its own completions are slow towards {} of its {} peers (its row, as sender: {}; {ratio:.1}x {}), while its peers' completions towards it are normal or nearly (its column: {}; {} of {} slow): the process polls late (CPU starvation, a descheduled proxy thread), not its NIC or the network",
             f.label(a),
             pids(&nic.pids),
             row.0,
@@ -573,7 +585,8 @@ fn fast_group(f: &Fabric) -> Option<String> {
 ///    what scheduling jitter makes) never is.
 /// 2. A NIC whose row (its own completions) and column (its peers' towards it) are mostly slow
 ///    (more than half) is a slow NIC; a column alone also is (its receive side). A row alone,
-///    with the column at the healthy level, is a host-side delay: its process polls late.
+///    with the column at the healthy level or far nearer to it than the row (its excess below
+///    the fourth root of the row's), is a host-side delay: its process polls late.
 /// 3. A host with two or more NICs, every one slow, is a slow host (one finding); every one a
 ///    host-side delay: one host-side finding for the host.
 /// 4. The slow cells no NIC explains are links: both directions slow, a slow link; one, a slow

@@ -96,6 +96,33 @@ fn one_way_and_host_side_delay_are_named_by_their_nic() {
     }
 }
 
+/// A real run, the e2e trio's `host_delay` of 2026-12-07 (tests/fixtures/host_delay_trio): b's
+/// rank stopped in bursts, its own completions 54x the healthy links', and one of its peers'
+/// links towards it 2.9x (its receives reposted late), so its column's median sat at 2.04x,
+/// just over `min_ratio`. The column is still far nearer the healthy level than the row: a
+/// host-side delay, not a slow NIC (which e2e named it before the row was weighed against it).
+#[test]
+fn a_column_far_nearer_healthy_than_the_row_is_a_host_side_delay() {
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/host_delay_trio");
+    let r = outliers_of(&dir, &Options::default());
+    assert_eq!(r.rows.len(), 1, "{:#?}", r.rows);
+    assert_eq!(
+        r.rows[0].kind,
+        Kind::HostSideDelay,
+        "{}",
+        r.rows[0].evidence
+    );
+    assert_eq!(r.rows[0].culprit, "e2e-b:rxe0");
+    assert!(
+        r.rows[0].evidence.contains("(its column: p50 18.37 ms")
+            && r.rows[0].evidence.contains("1 of 2 slow"),
+        "{}",
+        r.rows[0].evidence
+    );
+    assert!(!r.findings.iter().any(|f| f.kind == Kind::SlowNic));
+}
+
 /// Rewrites the per-peer log histograms of every file in `dir`: the bucket bounds of each peer
 /// entry `pick(file's host, peer's gid_ip)` chooses, through `scale`.
 fn rescale_peers(
