@@ -51,24 +51,12 @@ impl<V> Named<V> {
         self.0.iter().map(|(k, _)| &**k)
     }
 
-    pub fn values(&self) -> impl Iterator<Item = &V> {
-        self.0.iter().map(|(_, v)| v)
-    }
-
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
-    }
-
-    /// Sets a counter (replacing its value if it is there).
-    pub fn insert(&mut self, name: &str, v: V) {
-        match self.0.binary_search_by(|(k, _)| (**k).cmp(name)) {
-            Ok(i) => self.0[i].1 = v,
-            Err(i) => self.0.insert(i, (text(name), v)),
-        }
     }
 
     /// From pairs in any order: sorted by name, the last value of a name given twice kept.
@@ -172,11 +160,7 @@ mod tests {
             assert_eq!(ours.get(k), map.get(k), "{k}");
         }
         assert_eq!(ours.get("a"), Some(&HwValue::PerPrio(vec![2, 3])));
-        let mut more = ours.clone();
-        more.insert("c", HwValue::Scalar(4));
-        more.insert("z", HwValue::Scalar(5));
-        assert_eq!(more.keys().collect::<Vec<_>>(), ["a", "b", "c", "m", "z"]);
-        assert_eq!(more.get("z"), Some(&HwValue::Scalar(5)));
+        assert_eq!(ours.keys().collect::<Vec<_>>(), ["a", "b", "m", "z"]);
         let collected: HwCounters = map.clone().into_iter().collect();
         assert_eq!(collected, ours);
         assert!(serde_json::from_str::<HwCounters>("[1]").is_err());

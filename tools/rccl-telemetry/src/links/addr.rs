@@ -104,7 +104,7 @@ pub struct AddrIndex<T> {
 }
 
 /// An [`AddrIndex`] being filled: (address number, QPN, claimant) in the order added.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct AddrIndexBuilder<T> {
     addrs: HashMap<Addr, u32>,
     entries: Vec<(u32, u64, T)>,
@@ -144,6 +144,29 @@ impl<T: Clone> AddrIndexBuilder<T> {
         }
         if let Some(l) = lid {
             self.insert(l, qpn, t);
+        }
+    }
+
+    /// Claims added so far.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Adds every claim of this builder to `into`, in the order they were added here, each
+    /// claimant through `f` (one file's QPs, by device number, into the run's index).
+    pub fn add_to<U: Clone>(self, into: &mut AddrIndexBuilder<U>, f: impl Fn(T) -> U) {
+        let mut addrs: Vec<Option<Addr>> = vec![None; self.addrs.len()];
+        for (a, n) in self.addrs {
+            addrs[n as usize] = Some(a);
+        }
+        for (n, qpn, t) in self.entries {
+            if let Some(a) = &addrs[n as usize] {
+                into.insert(a.clone(), qpn, f(t));
+            }
         }
     }
 

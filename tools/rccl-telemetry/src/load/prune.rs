@@ -19,10 +19,9 @@
 //! QPs in the order the file lists them: exactly the index [`crate::links::qp_index`] builds
 //! from the whole model.
 
-use crate::links::addr::{qp_addrs, Addr, AddrIndexBuilder, QpIndex, Who};
+use crate::links::addr::{claims, AddrIndexBuilder, QpIndex, Who};
 use crate::load::Loaded;
 use crate::model::{Channel, QueuePair, TelemetryFile};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Which QPs of a file a command keeps once the file is parsed.
@@ -61,37 +60,26 @@ pub fn read_by_links(q: &QueuePair) -> bool {
 }
 
 /// The (address, QPN) claims of one file's QPs, kept when its QPs are dropped: what the run's
-/// QP index is built from. An address is stored once per file.
+/// QP index is built from. Each claimant is the QP's device number in the file; the claims are
+/// in the order [`AddrIndexBuilder::insert_qp`] adds them for the whole model.
 #[derive(Debug, Clone, Default)]
-pub struct FileClaims {
-    addrs: Vec<Addr>,
-    /// (address number in `addrs`, device number in the file, QPN), in the order the QPs
-    /// would be indexed: the file's devices, channels and QPs in order, each QP's GID before
-    /// its LID.
-    claims: Vec<(u32, u32, u64)>,
-}
+pub struct FileClaims(AddrIndexBuilder<u32>);
 
 impl FileClaims {
     /// The claims of every QP of the file.
     fn of(file: &TelemetryFile) -> FileClaims {
-        let mut numbers: HashMap<Addr, u32> = HashMap::new();
-        let mut fc = FileClaims::default();
-        for (di, d) in file.devices.iter().enumerate() {
-            for q in d.channels.iter().flat_map(|c| &c.queue_pairs) {
-                let Some(qpn) = q.qp_num else { continue };
-                let (gid, lid) = qp_addrs(d, q);
-                for a in [gid, lid].into_iter().flatten() {
-                    let next = fc.addrs.len() as u32;
-                    let n = *numbers.entry(a.clone()).or_insert_with(|| {
-                        fc.addrs.push(a);
-                        next
-                    });
-                    fc.claims.push((n, di as u32, qpn));
-                }
-            }
+        let qps = || {
+            file.devices.iter().enumerate().flat_map(|(di, d)| {
+                d.channels
+                    .iter()
+                    .flat_map(move |c| c.queue_pairs.iter().map(move |q| (di, d, q)))
+            })
+        };
+        let mut b = AddrIndexBuilder::with_capacity(qps().map(|(_, d, q)| claims(d, q)).sum());
+        for (di, d, q) in qps() {
+            b.insert_qp(d, q, di as u32);
         }
-        fc.claims.shrink_to_fit();
-        fc
+        FileClaims(b)
     }
 }
 
@@ -140,7 +128,7 @@ fn prune_channel(c: &mut Channel, keep: Keep) {
 pub fn index(files: &mut [Loaded]) -> QpIndex {
     let n = files
         .iter()
-        .map(|l| l.qp_claims.as_ref().map_or(0, |c| c.claims.len()))
+        .map(|l| l.qp_claims.as_ref().map_or(0, |c| c.0.len()))
         .sum();
     let mut b = AddrIndexBuilder::with_capacity(n);
     for l in files {
@@ -153,9 +141,7 @@ pub fn index(files: &mut [Loaded]) -> QpIndex {
             .iter()
             .map(|d| Arc::new((f.host_name.clone(), f.process_id, d.roce_device.clone())))
             .collect();
-        for (a, d, qpn) in fc.claims {
-            b.insert(fc.addrs[a as usize].clone(), qpn, who[d as usize].clone());
-        }
+        fc.0.add_to(&mut b, |d| who[d as usize].clone());
     }
     b.build()
 }
