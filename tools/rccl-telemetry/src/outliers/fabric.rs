@@ -258,15 +258,16 @@ fn classify_nics(f: &Fabric) -> Vec<NicClass> {
         .map(|a| {
             let (row, col) = (f.share(&f.rows[a]), f.share(&f.cols[a]));
             match (majority(row), majority(col)) {
-                (true, true) | (false, true) => NicClass::Slow,
-                (true, false) => {
+                (false, true) => NicClass::Slow,
+                (true, _) => {
                     // Its peers see it at the healthy level (the column's typical completion
                     // is not `min_ratio` above the healthy links'), or far nearer to it than
-                    // its own completions are: a NIC's own slowness lengthens the round trips
-                    // of its column as much as its row's, while a process that polls late
-                    // lengthens its row and its column at most a little (its receives
-                    // reposted late). Far nearer: the column's excess over the healthy level,
-                    // as a ratio, below the fourth root of the row's (2.7x against 54x).
+                    // its own completions are, however many of its column's cells pass as
+                    // slow: a NIC's own slowness lengthens the round trips of its column as
+                    // much as its row's, while a process that polls late lengthens its row and
+                    // its column at most a little (its receives reposted late). Far nearer:
+                    // the column's excess over the healthy level, as a ratio, below the fourth
+                    // root of the row's (2.7x against 54x).
                     let excess = |idx: &[usize]| f.medians(idx).map(|(p50, _)| p50 - f.p50.base);
                     let col_ok = match (excess(&f.cols[a]), excess(&f.rows[a])) {
                         (Some(c), Some(r)) => c < f.min_gap || c < r / HOST_SIDE_ROOT,

@@ -121,6 +121,24 @@ fn a_column_far_nearer_healthy_than_the_row_is_a_host_side_delay() {
         r.rows[0].evidence
     );
     assert!(!r.findings.iter().any(|f| f.kind == Kind::SlowNic));
+    // A second run of the same scenario (tests/fixtures/host_delay_trio_2): both of b's
+    // peers' links towards it 2.3-2.5x, so its whole column passes as slow, its row 75x.
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/host_delay_trio_2");
+    let r = outliers_of(&dir, &Options::default());
+    assert_eq!(r.rows.len(), 1, "{:#?}", r.rows);
+    assert_eq!(
+        r.rows[0].kind,
+        Kind::HostSideDelay,
+        "{}",
+        r.rows[0].evidence
+    );
+    assert_eq!(r.rows[0].culprit, "e2e-b:rxe0");
+    assert!(
+        r.rows[0].evidence.contains("2 of 2 slow"),
+        "{}",
+        r.rows[0].evidence
+    );
 }
 
 /// Rewrites the per-peer log histograms of every file in `dir`: the bucket bounds of each peer
