@@ -2,6 +2,7 @@
 //! seed states, one line per violation with the file and the JSON path (a JSON Pointer).
 
 pub mod dupkeys;
+pub mod intree;
 pub mod text;
 
 use crate::load::{expand_inputs, parse_raw, progress, raw_from_value, read_bytes, BadFile};

@@ -2,7 +2,7 @@
 //!
 //! This file writes the Prometheus text; `tidy.rs` the tidy CSV / NDJSON rows, `links.rs` the
 //! link rows of `export --links` (CSV, NDJSON and Prometheus). The Parquet tables are in
-//! parquet_export.rs.
+//! parquet.rs.
 
 use crate::load::{BadKind, Run};
 use crate::model::{
@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 mod links;
+pub mod parquet;
 mod tidy;
 pub use links::*;
 pub use tidy::*;

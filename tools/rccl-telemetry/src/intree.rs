@@ -1,5 +1,5 @@
 //! Files written by RCCL's in-tree C engine (`net_telemetry.cc`, `"version": "1.0"`), read
-//! onto this tool's model. The format's own rules, for `check`, are in `intree::check`.
+//! onto this tool's model. The format's own rules, for `check`, are in `check::intree`.
 //!
 //! The format is described in ../shared/design/INTREE_FORMAT.md (in the repository: the tool
 //! README's "Files of the in-tree engine"). What differs from ours and how it is mapped:
@@ -14,8 +14,6 @@
 //! | no latency, CTS split, slot-miss or write fields per channel | summed over the channel's QPs |
 //! | its hardware counter names (`oos_drop_count`, `cnp_rcvd`, ...) | this library's names |
 //! | `hw_samples`: CLOCK_MONOTONIC `ts_us`, absolute values | `timestamp_ns` (still monotonic), change since the device's first sample |
-
-pub mod check;
 
 use crate::model::{
     Channel, Counters, Device, HwSample, HwValue, QueuePair, SourceFormat, TelemetryFile,
@@ -417,7 +415,7 @@ pub fn diagnose_unparsable(bytes: &[u8], eof: bool) -> Option<String> {
     eof.then(|| "in-tree file (version \"1.0\") truncated: it ends before the JSON does (the process died or the disk filled while the engine was writing it)".to_string())
 }
 
-pub use crate::intree::check::{check, local_seconds, parse_local, Finding};
+pub use crate::check::intree::{check, local_seconds, parse_local, Finding};
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,7 @@
 pub mod check;
 pub mod export;
 pub mod generate;
+pub mod hang;
 pub mod hwclass;
 pub mod intree;
 pub mod layout;
@@ -14,7 +15,6 @@ pub mod links;
 pub mod load;
 pub mod model;
 pub mod outliers;
-pub mod parquet_export;
 pub mod plain;
 pub mod promgc;
 /// The Prometheus families and their renderer: the format crate's, which the library's live
@@ -25,4 +25,3 @@ pub mod stalls;
 pub mod stats;
 pub mod summary;
 pub mod verdict_bench;
-pub mod waitfor;

@@ -2,7 +2,7 @@
 //! against the QP's own (GID, QPN) (format version 3; GIDs compared as 128-bit addresses, so
 //! `::ffff:10.1.0.1` meets its 8-group form; by LID where the GID finds no QP, a QP's LID being
 //! its own port's), and folds the matched QPs into links: ordered pairs of NICs (host and
-//! device on each side). The addresses are `links::addr`, the join `links::join`.
+//! device on each side). The addresses are `load::addr`, the join `links::join`.
 //!
 //! A link `A -> B` carries the QPs of NIC A whose peer QP is on NIC B: the WRs A posted on them,
 //! what B's matched QPs received, and the completion latency seen at A (the sending side). The
@@ -16,12 +16,11 @@
 //!
 //! The table for people is printed by `links::text`.
 
-pub mod addr;
 mod join;
 pub mod matrix;
 pub mod text;
 
-pub use addr::{lookup, norm_gid, qp_index, Addr, QpIndex};
+pub use crate::load::addr::{lookup, norm_gid, qp_index, Addr, QpIndex};
 pub use join::join;
 pub use matrix::LinkMatrix;
 

@@ -14,6 +14,7 @@
 //! - a rank present in two files (same host and pid: a copy, a snapshot beside its final
 //!   file) is counted once, from its latest file, and the other is named.
 
+pub mod addr;
 mod budget;
 pub mod expand;
 pub mod prune;

@@ -10,8 +10,7 @@ use cli::{
     ReportArgs, StallsArgs, SummaryArgs,
 };
 use rccl_telemetry_tool::{
-    check, export, generate, layout, links, load, outliers, parquet_export, promgc, report, stalls,
-    summary,
+    check, export, generate, layout, links, load, outliers, promgc, report, stalls, summary,
 };
 use std::io::Write;
 use std::path::PathBuf;
@@ -315,12 +314,12 @@ fn export_parquet(a: ExportArgs) -> Outcome {
     if a.level.is_some() {
         eprintln!("rccl-telemetry: --level is ignored for parquet (every table is written)");
     }
-    let o = parquet_export::Options {
+    let o = export::parquet::Options {
         dir,
         job: a.job,
         partition: a.partition,
     };
-    let w = parquet_export::write(&run, &o).map_err(|e| fail(format!("export failed: {e}")))?;
+    let w = export::parquet::write(&run, &o).map_err(|e| fail(format!("export failed: {e}")))?;
     let rows: Vec<String> = w.rows.iter().map(|(t, n)| format!("{t} {n}")).collect();
     eprintln!(
         "rccl-telemetry: wrote {} Parquet files to {} (rows: {})",

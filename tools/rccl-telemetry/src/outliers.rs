@@ -269,7 +269,7 @@ pub struct Input<'a> {
     pub opt: &'a Options,
     links: std::cell::OnceCell<crate::links::LinkReport>,
     fabric: std::cell::OnceCell<fabric::Analysis>,
-    hang: std::cell::OnceCell<crate::waitfor::Hang>,
+    hang: std::cell::OnceCell<crate::hang::Hang>,
 }
 
 impl<'a> Input<'a> {
@@ -300,9 +300,9 @@ impl<'a> Input<'a> {
             .get_or_init(|| fabric::analyse(self.links(), self.opt))
     }
 
-    /// The wait-for graph of the run and its roots (`waitfor::analyse`).
-    pub fn hang(&self) -> &crate::waitfor::Hang {
-        self.hang.get_or_init(|| crate::waitfor::analyse(self.run))
+    /// The wait-for graph of the run and its roots (`crate::hang::analyse`).
+    pub fn hang(&self) -> &crate::hang::Hang {
+        self.hang.get_or_init(|| crate::hang::analyse(self.run))
     }
 }
 

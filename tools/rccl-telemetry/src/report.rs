@@ -292,8 +292,8 @@ fn summary_rows(h: &mut String, run: &Run, s: &Summary) {
             fmt_count(s.num_slot_miss)
         ),
     );
-    // The root of a hang: the line `stalls`, `summary` and `outliers` share (waitfor).
-    if let Some(l) = crate::waitfor::hang_line(run) {
+    // The root of a hang: the line `stalls`, `summary` and `outliers` share (`crate::hang`).
+    if let Some(l) = crate::hang::hang_line(run) {
         kv("Hang", l.trim_start_matches("Hang: ").to_string());
     }
     kv(

@@ -5,11 +5,11 @@
 //! textfiles (`*.prom`: `rccl_telemetry_stalled_qps` per device, and the per-QP series
 //! `rccl_telemetry_qp_stalled_seconds` / `rccl_telemetry_qp_stall_outstanding` with the labels
 //! host, pid, device, channel, qp, qp_num, peer_gid, peer_qp_num). The root of the hang
-//! (`roots`) comes from the wait-for graph of `waitfor`.
+//! (`roots`) comes from the wait-for graph of `crate::hang`.
 
 use crate::layout::{col, table, Column, Layout};
-use crate::links::addr::Who;
 use crate::links::{lookup, qp_index, QpIndex};
+use crate::load::addr::Who;
 use crate::load::Run;
 use crate::model::{parse_timestamp_ns, Channel, Device, QueuePair, TelemetryFile};
 use crate::stats::fmt_ns;
@@ -84,9 +84,9 @@ pub struct StallReport {
     pub longest_per_rank: Vec<RankStall>,
     /// Lines of the textfiles that could not be read (the first 10).
     pub prom_problems: Vec<String>,
-    /// The root(s) of the hang from the wait-for graph of the JSON files (`waitfor`): empty
+    /// The root(s) of the hang from the wait-for graph of the JSON files (`crate::hang`): empty
     /// when none can be named, and then `no_root` says why (null when there is no hang at all).
-    pub roots: Vec<crate::waitfor::Root>,
+    pub roots: Vec<crate::hang::Root>,
     /// "wait_for" (stalled or errored QPs), "quiet" (last-progress times) or "none".
     pub roots_basis: &'static str,
     pub no_root: Option<String>,
@@ -211,7 +211,7 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
     });
     rep.longest_per_rank
         .sort_by_key(|r| std::cmp::Reverse(r.longest_stall_ms));
-    let h = crate::waitfor::analyse(run);
+    let h = crate::hang::analyse(run);
     rep.errored_qps = h.errored_qps;
     rep.waiting_ranks = h.waiting_ranks;
     rep.roots_basis = h.basis;
@@ -458,8 +458,8 @@ fn group_by_link(stalled: Vec<StalledQp>) -> Vec<StallGroup> {
         .collect()
 }
 
-fn hang_of(r: &StallReport) -> crate::waitfor::Hang {
-    crate::waitfor::Hang {
+fn hang_of(r: &StallReport) -> crate::hang::Hang {
+    crate::hang::Hang {
         basis: r.roots_basis,
         stalled_qps: r.stalled_qps as u64,
         errored_qps: r.errored_qps,
@@ -479,7 +479,7 @@ pub fn one_line(r: &StallReport) -> Option<String> {
         return None;
     }
     let worst = r.longest_per_rank.first();
-    let hang = crate::waitfor::one_line(&hang_of(r)).map_or(String::new(), |l| format!("\n{l}"));
+    let hang = crate::hang::one_line(&hang_of(r)).map_or(String::new(), |l| format!("\n{l}"));
     Some(
         format!(
         "Stalls: {} QPs stalled now on {} links ({} snapshot files); longest stall of the run {}{}",

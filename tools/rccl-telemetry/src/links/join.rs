@@ -7,8 +7,10 @@
 //! per-peer histograms are indexed once, while the links from its NIC are summed (not searched
 //! per link, and not all devices' at once).
 
-use super::addr::{addr, claims, gid_addr, lid_addr, norm_gid, qp_addrs, Addr, AddrIndexBuilder};
 use super::{Ambiguous, End, Link, LinkLatency, LinkReport, Nic, Unmatched};
+use crate::load::addr::{
+    addr, claims, gid_addr, lid_addr, norm_gid, qp_addrs, Addr, AddrIndexBuilder,
+};
 use crate::load::Run;
 use crate::model::{add_hist, add_log_hist, Device, LogBucket, QueuePair, TelemetryFile};
 use crate::stats::{histogram_percentile, log_histogram_percentile};

@@ -19,7 +19,7 @@
 //! QPs in the order the file lists them: exactly the index [`crate::links::qp_index`] builds
 //! from the whole model.
 
-use crate::links::addr::{claims, AddrIndexBuilder, QpIndex, Who};
+use crate::load::addr::{claims, AddrIndexBuilder, QpIndex, Who};
 use crate::load::Loaded;
 use crate::model::{Channel, QueuePair, TelemetryFile};
 use std::sync::Arc;
@@ -293,8 +293,8 @@ mod tests {
         for gid in [None, Some("fe80::1"), Some("fe80::2"), Some("fe80::3")] {
             for lid in [None, Some(3), Some(4)] {
                 for qpn in 10..17 {
-                    let g = crate::links::addr::gid_addr(gid);
-                    let l = crate::links::addr::lid_addr(lid);
+                    let g = crate::load::addr::gid_addr(gid);
+                    let l = crate::load::addr::lid_addr(lid);
                     let a = expect.get(g.as_ref(), l.as_ref(), qpn);
                     let b = got.get(g.as_ref(), l.as_ref(), qpn);
                     assert_eq!(a, b, "{gid:?} {lid:?} {qpn}");
@@ -305,7 +305,7 @@ mod tests {
         assert!(asked > 10, "{asked}");
         // A key two files claim: both claimants, the first file's first.
         let two = got.get(
-            crate::links::addr::gid_addr(Some("fe80::1")).as_ref(),
+            crate::load::addr::gid_addr(Some("fe80::1")).as_ref(),
             None,
             11,
         );

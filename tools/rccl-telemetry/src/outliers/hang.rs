@@ -1,5 +1,5 @@
 //! A hung job (`hang_root`, `stalled_qps`): the root of the hang from the wait-for graph of
-//! `waitfor` (a frozen rank, a cycle of ranks on a dead link, the end of the links that went
+//! `crate::hang` (a frozen rank, a cycle of ranks on a dead link, the end of the links that went
 //! quiet first), and the QPs stalled now, one finding per waiting NIC and peer. Both are
 //! critical: they come first in `outliers` and on the report's first screen. A hang whose
 //! root cannot be named is a caveat that says why, never a silent all-clear.
@@ -229,7 +229,7 @@ pub(super) fn caveats(x: &Input) -> Vec<Caveat> {
     if !h.roots.is_empty() {
         return Vec::new();
     }
-    crate::waitfor::one_line(h)
+    crate::hang::one_line(h)
         .map(|l| Caveat {
             kind: "hang_without_root",
             evidence: l.trim_start_matches("Hang: ").to_string(),

@@ -5,9 +5,9 @@
 use crate::common::{run as cli, stdout};
 use rccl_telemetry_tool::check::check_inputs;
 use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Planted};
+use rccl_telemetry_tool::hang::{analyse, hang_line, Root};
 use rccl_telemetry_tool::load::load_run;
 use rccl_telemetry_tool::stalls::{find, StallReport};
-use rccl_telemetry_tool::waitfor::{analyse, hang_line, Root};
 use serde_json::Value;
 use std::path::Path;
 

@@ -517,7 +517,7 @@ fn bad_parquet_arguments_get_one_line_and_exit_2() {
 /// (the shared counters in their own row, the identifiers in the paragraph above the table).
 #[test]
 fn the_readme_schema_names_every_column_with_its_type() {
-    use rccl_telemetry_tool::parquet_export::{columns, Kind, IDS, LINK_IDS, TABLES};
+    use rccl_telemetry_tool::export::parquet::{columns, Kind, IDS, LINK_IDS, TABLES};
     let readme = std::fs::read_to_string(README).expect("README");
     let start = readme.find("**Schema, version").expect("schema paragraph");
     let schema = &readme[start..];
