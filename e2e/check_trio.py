@@ -2,6 +2,8 @@
 """Check what the three trio guests brought out (run_guest.sh trio, guest/trio.sh).
 
 Usage: check_trio.py RESULTDIR   (RESULTDIR/{a,b,c}/out/trio/<scenario>/...)
+       check_trio.py selftest    (the verdict judgements on made-up analyser answers: the
+                                  right one passes, each wrong one is caught)
 
 Scenarios: links_clean, links_delay (tc netem delay on a -> c), stall_loss (tc netem loss
 100% on a -> c for a few seconds, then restored), stall_stop (a receiver frozen), dead_path
@@ -14,8 +16,10 @@ not carry yet); exits 1 if any check failed. The live textfiles are read through
 node_exporter (Debian's prometheus-node-exporter, textfile collector only, on a loopback
 port).
 """
+import contextlib
 import datetime
 import glob
+import io
 import json
 import os
 import re
@@ -867,7 +871,55 @@ def selection():
     return {g for g in only.split(",") if g}
 
 
+def selftest():
+    """nic_delay's verdict judgement on analyser answers shaped as `links --json` and
+    `outliers --json` give them (figures of a real run): the right verdict passes (with b's
+    own device-level findings beside it), and every wrong one fails at least one check."""
+    ms = 1e6
+    p50 = {("a", "b"): 2600, ("b", "a"): 2700, ("b", "c"): 2500, ("c", "b"): 2650, ("a", "c"): 300, ("c", "a"): 350}
+
+    def lk(cells):
+        return {"links": [{"src": {"host": HOSTS[x]}, "dst": {"host": HOSTS[y]},
+                           "latency": {"samples": 200, "p50_ns": v * ms, "p99_ns": 3 * v * ms}}
+                          for (x, y), v in cells.items()]}
+
+    def finding(kind, g, culprit=None):
+        return {"kind": kind, "host": HOSTS[g], "roce_device": "rxe0", "culprit": culprit or f"{HOSTS[g]}:rxe0",
+                "evidence": f"{kind} on {HOSTS[g]}"}
+    right = [finding("slow_nic", "b"), finding("latency_tail", "b")]
+    link_ab = finding("slow_link", "a", f"{HOSTS['a']}:rxe0 <-> {HOSTS['b']}:rxe0")
+    cases = [
+        ("b's NIC named slow_nic, b's own tail beside it", lk(p50), right, False),
+        ("a's device named too (latency_tail)", lk(p50), right + [finding("latency_tail", "a")], True),
+        ("c's NIC named slow_nic beside b's", lk(p50), right + [finding("slow_nic", "c")], True),
+        ("a link to b named beside b's NIC", lk(p50), right + [link_ab], True),
+        ("a link to b named instead of b's NIC", lk(p50), [link_ab], True),
+        ("b named host_side_delay, not its NIC", lk(p50), [finding("host_side_delay", "b")], True),
+        ("b's host named slow_host beside its NIC", lk(p50), right + [finding("slow_host", "b", HOSTS["b"])], True),
+        ("b's NIC on another device name", lk(p50), [dict(finding("slow_nic", "b"), roce_device="rxe1")], True),
+        ("nothing named", lk(p50), [], True),
+        ("the delay did not take: a->c as slow as b's links", lk({**p50, ("a", "c"): 2800}), right, True),
+        ("a direction of the matrix missing", lk({k: v for k, v in p50.items() if k != ("c", "b")}), right, True),
+    ]
+    real = K.C
+    for label, links_json, finds, fail in cases:
+        desc = [f"{f['kind']} {f.get('host')} {f.get('roce_device')}" for f in finds]
+        K.C = K.Checks()   # a tally of its own (ok() reports to K.C), its lines hidden
+        try:
+            with contextlib.redirect_stdout(sys.stdout if os.environ.get("CHECK_TRIO_VERBOSE") else io.StringIO()):
+                nic_delay_verdict("selftest nic_delay", links_json, finds, desc)
+            failed = K.C.failed
+        finally:
+            K.C = real
+        K.C.ok(f"selftest: nic_delay verdict: {label}: {'caught' if fail else 'passes'}", (failed > 0) == fail,
+               f"{failed} checks failed")
+
+
 def main():
+    if len(sys.argv) == 2 and sys.argv[1] == "selftest":
+        selftest()
+        print(f"check_trio.py selftest: {K.C.passed} passed, {K.C.failed} failed")
+        return 1 if K.C.failed else 0
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2

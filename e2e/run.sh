@@ -120,6 +120,8 @@ want() { case " $STAGES " in *" $1 "*) return 0 ;; esac; echo "SKIP stage $1: no
 stage "checker self-test (the models against canned real runs and doctored ones)"
 python3 e2e/check_tools.py selftest | tee "$B/check-tools-selftest.log"
 count "$B/check-tools-selftest.log"
+python3 e2e/check_trio.py selftest | tee "$B/check-trio-selftest.log"
+count "$B/check-trio-selftest.log"
 
 stage "single guest: main, LATENCY_SAMPLE=16, SAMPLE_MS=5, unwritable dir; verbs programs"
 want single && scenario single "single guest booted, ran and powered off" "console: $B/result-single/single/console.log"
