@@ -129,7 +129,7 @@ want single && scenario single "single guest booted, ran and powered off" "conso
 stage "two guests wired together: 2 ranks per host; verbs programs across the wire"
 want pair && scenario pair "both pair guests booted, ran and powered off" "consoles: $B/result-pair/*/console.log"
 
-stage "three guests on one L2 segment: links (clean, delay), stalls, faults (dead path, frozen rank), verdicts (clean x3, one way, host-side)"
+stage "three guests on one L2 segment: links (clean, delay), stalls, faults (dead path, frozen rank), verdicts (clean x3, one way, host-side, one slow NIC)"
 if want trio; then
   if bash e2e/run_guest.sh trio "$B/image" "$B/result-trio"; then
     pass "the three trio guests booted, ran and powered off"
