@@ -2,17 +2,24 @@
 """Check what the three trio guests brought out (run_guest.sh trio, guest/trio.sh).
 
 Usage: check_trio.py RESULTDIR   (RESULTDIR/{a,b,c}/out/trio/<scenario>/...)
+       check_trio.py selftest    (the verdict judgements on made-up analyser answers: the
+                                  right one passes, each wrong one is caught)
 
 Scenarios: links_clean, links_delay (tc netem delay on a -> c), stall_loss (tc netem loss
 100% on a -> c for a few seconds, then restored), stall_stop (a receiver frozen), dead_path
-(loss 100% on a -> c for good: error completions) and dead_tool (ib_write_bw through it).
-E2E_TRIO_ONLY=faults: only the last two. Prints "PASS <name>" / "FAIL <name>: why"
-per check (and "SKIP <name>: why" for a check whose feature the files do not carry yet);
-exits 1 if any check failed. The live textfiles are read through the real node_exporter
-(Debian's prometheus-node-exporter, textfile collector only, on a loopback port).
+(loss 100% on a -> c for good: error completions) and dead_tool (ib_write_bw through it),
+frozen (b's rank stopped), the verdict runs clean_2, clean_3, oneway (a -> c rate-limited),
+host_delay (b's poller starved) and nic_delay (b's whole egress delayed: one NIC slow on
+all its paths). E2E_TRIO_ONLY selects groups of them (GROUPS). Prints "PASS <name>" /
+"FAIL <name>: why" per check (and "SKIP <name>: why" for a check whose feature the files do
+not carry yet); exits 1 if any check failed. The live textfiles are read through the real
+node_exporter (Debian's prometheus-node-exporter, textfile collector only, on a loopback
+port).
 """
+import contextlib
 import datetime
 import glob
+import io
 import json
 import os
 import re
@@ -31,6 +38,8 @@ GUESTS = ["a", "b", "c"]
 # the channels of each link (guest/trio.sh trio_links)
 LINK_CH = {("a", "b"): {0, 3}, ("a", "c"): {5, 17}, ("b", "c"): {8, 11}}
 FAULT_CH = LINK_CH[("a", "c")]
+# nic_delay: b's two links (every path of b's NIC)
+B_CH = LINK_CH[("a", "b")] | LINK_CH[("b", "c")]
 RTO_S = 4.096e-6 * (1 << 17)   # the stall run's RC retransmission timeout (--timeout 17)
 
 
@@ -275,7 +284,8 @@ def p50_of(lk, src, dst):
 def tool_checks(name, d, mode):
     """The ranks' three files through rccl-telemetry links, outliers and stalls. mode: clean
     (no finding of any kind, no root), delay (the a<->c link named), oneway (a -> c named as
-    one way), host_delay (b named as host-side delay, not as its NIC)."""
+    one way), host_delay (b named as host-side delay, not as its NIC), nic_delay (b's NIC
+    named slow, nothing named on a or c)."""
     if not os.access(TOOL, os.X_OK):
         ok(f"{name}: rccl-telemetry built", False, f"no {TOOL}")
         return
@@ -351,16 +361,45 @@ def tool_checks(name, d, mode):
             hd = [f for f in fab if f["kind"] == "host_side_delay"]
             ok(f"{name}: outliers names b (and only b) as host_side_delay", len(hd) == 1 and hd[0].get("host") == HOSTS["b"],
                "; ".join(desc) or "no finding")
+            return
+        if mode == "nic_delay":
+            nic_delay_verdict(name, lk, finds, desc)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def nic_delay_verdict(name, lk, finds, desc):
+    """b's whole egress held: each of its links slow both ways, a<->c not. The delay took
+    effect (the four directions through b slower than both of a<->c), and the analyser names
+    b's NIC as slow_nic and nothing else: no finding of any kind on a or c (their devices see
+    b's slowness in half their completions), no link to them, no host or host-side delay."""
+    p = {(x, y): p50_of(lk, x, y) for x in GUESTS for y in GUESTS if x != y}
+    mine = [k for k in p if "b" in k]
+    rest = [k for k in p if "b" not in k]
+    ok(f"{name}: every direction of b's links has a higher p50 than either direction of a<->c",
+       all(v is not None for v in p.values()) and min(p[k] for k in mine) > max(p[k] for k in rest),
+       f"{ {f'{k[0]}->{k[1]}': v and round(v / 1e6) for k, v in p.items()} } ms")
+    peers = [f for f in finds if f.get("host") in (HOSTS["a"], HOSTS["c"])
+             or any(f"{HOSTS[g]}:" in f.get("culprit", "") for g in ("a", "c"))]
+    ok(f"{name}: outliers names neither a nor c (no finding of any kind on them, no link to them)", not peers,
+       "; ".join(desc))
+    fab = [f for f in finds if f.get("kind") in ("slow_link", "slow_nic", "slow_host", "slow_link_one_way",
+                                                  "host_side_delay")]
+    nic = [f for f in fab if f["kind"] == "slow_nic"]
+    ok(f"{name}: outliers names b's NIC ({HOSTS['b']} rxe0) as slow_nic, and no other NIC",
+       len(nic) == 1 and nic[0].get("host") == HOSTS["b"] and nic[0].get("roce_device") == "rxe0",
+       "; ".join(desc) or "no finding")
+    ok(f"{name}: outliers names no link, host or host-side delay (b's slowness is its NIC's)",
+       not [f for f in fab if f["kind"] != "slow_nic"], "; ".join(desc))
 
 
 def links(res, scen, mode="clean", sbw=True):
     """One links-shaped run: every rank's ibcast file against its tally, the QP join, the
     analyser (tool_checks' mode), and, with sbw, the three ib_send_bw pairs. Stalls: none
-    anywhere, except on the a-c link in links_delay (the delay) and on a's QPs towards c in
-    oneway (the limit: a's WRs queue for seconds); b's own file in host_delay is not judged
-    (a burst can outlast STALL_MS, and b's completions are then late by definition)."""
+    anywhere, except on the a-c link in links_delay (the delay), on b's links in nic_delay, and
+    on a's QPs towards c in oneway (the limit: a's WRs queue for seconds); b's own file in
+    host_delay is not judged (a burst can outlast STALL_MS, and b's completions are then late
+    by definition)."""
     d = {g: os.path.join(res, g, "out", "trio", scen) for g in GUESTS}
     docs = {}
     for g in GUESTS:
@@ -376,6 +415,10 @@ def links(res, scen, mode="clean", sbw=True):
                 # longer than STALL_MS: a stall by definition there, and only there
                 p = [x for x in p if not any(x.startswith(f"ch {c} ") for c in FAULT_CH)]
                 ok(f"{scen} {g}: no stall off the a-c link", not p, "; ".join(p[:3]))
+            elif mode == "nic_delay":
+                # b's held egress keeps the WRs of its links outstanding for seconds
+                p = [x for x in p if not any(x.startswith(f"ch {c} ") for c in B_CH)]
+                ok(f"{scen} {g}: no stall off b's links (a-c)", not p, "; ".join(p[:3]))
             elif mode == "host_delay" and g == "b":
                 print(f"INFO {scen} b: stalls in the starved rank's own file: {p[:3]}")
             else:
@@ -397,6 +440,13 @@ def links(res, scen, mode="clean", sbw=True):
            m and int(m.group(2)) > 0 and int(m.group(4)) > 0 and int(m.group(3)) == 0, tc[:400])
         if m:
             print(f"INFO {scen}: a's tbf towards c: {m.group(2)} packets, {m.group(1)} bytes, overlimits {m.group(4)}")
+    if mode == "nic_delay":
+        tc = K.read(os.path.join(d["b"], "tc_stats.txt"))
+        m = re.search(r"qdisc netem 30: root.*?Sent (\d+) bytes (\d+) pkt \(dropped (\d+)", tc, re.S)
+        ok(f"{scen}: b's netem held its whole egress (at eth0's root, packets through it, none dropped)",
+           m and int(m.group(2)) > 0 and int(m.group(3)) == 0, tc[:300])
+        if m:
+            print(f"INFO {scen}: b's netem: {m.group(2)} packets, {m.group(1)} bytes held {K.read(os.path.join(res, 'b', 'out', 'trio', 'delay')).strip()}")
     if mode == "host_delay":
         bursts = [ln.split() for ln in K.read(os.path.join(d["b"], "bursts.txt")).splitlines() if ln.strip()]
         lens = [float(y) - float(x) for x, y in bursts]
@@ -808,7 +858,7 @@ def no_root(name, paths):
 GROUPS = {"links_clean": ("links", "verdict"), "links_delay": ("links",), "stall_loss": ("stalls",),
           "stall_stop": ("stalls",), "dead_path": ("faults",), "dead_tool": ("faults",), "frozen": ("faults", "frozen"),
           "clean_2": ("verdict",), "clean_3": ("verdict",), "oneway": ("verdict", "oneway"),
-          "host_delay": ("verdict", "host_delay")}
+          "host_delay": ("verdict", "host_delay"), "nic_delay": ("verdict", "nic_delay")}
 
 
 def selection():
@@ -821,7 +871,55 @@ def selection():
     return {g for g in only.split(",") if g}
 
 
+def selftest():
+    """nic_delay's verdict judgement on analyser answers shaped as `links --json` and
+    `outliers --json` give them (figures of a real run): the right verdict passes (with b's
+    own device-level findings beside it), and every wrong one fails at least one check."""
+    ms = 1e6
+    p50 = {("a", "b"): 2600, ("b", "a"): 2700, ("b", "c"): 2500, ("c", "b"): 2650, ("a", "c"): 300, ("c", "a"): 350}
+
+    def lk(cells):
+        return {"links": [{"src": {"host": HOSTS[x]}, "dst": {"host": HOSTS[y]},
+                           "latency": {"samples": 200, "p50_ns": v * ms, "p99_ns": 3 * v * ms}}
+                          for (x, y), v in cells.items()]}
+
+    def finding(kind, g, culprit=None):
+        return {"kind": kind, "host": HOSTS[g], "roce_device": "rxe0", "culprit": culprit or f"{HOSTS[g]}:rxe0",
+                "evidence": f"{kind} on {HOSTS[g]}"}
+    right = [finding("slow_nic", "b"), finding("latency_tail", "b")]
+    link_ab = finding("slow_link", "a", f"{HOSTS['a']}:rxe0 <-> {HOSTS['b']}:rxe0")
+    cases = [
+        ("b's NIC named slow_nic, b's own tail beside it", lk(p50), right, False),
+        ("a's device named too (latency_tail)", lk(p50), right + [finding("latency_tail", "a")], True),
+        ("c's NIC named slow_nic beside b's", lk(p50), right + [finding("slow_nic", "c")], True),
+        ("a link to b named beside b's NIC", lk(p50), right + [link_ab], True),
+        ("a link to b named instead of b's NIC", lk(p50), [link_ab], True),
+        ("b named host_side_delay, not its NIC", lk(p50), [finding("host_side_delay", "b")], True),
+        ("b's host named slow_host beside its NIC", lk(p50), right + [finding("slow_host", "b", HOSTS["b"])], True),
+        ("b's NIC on another device name", lk(p50), [dict(finding("slow_nic", "b"), roce_device="rxe1")], True),
+        ("nothing named", lk(p50), [], True),
+        ("the delay did not take: a->c as slow as b's links", lk({**p50, ("a", "c"): 2800}), right, True),
+        ("a direction of the matrix missing", lk({k: v for k, v in p50.items() if k != ("c", "b")}), right, True),
+    ]
+    real = K.C
+    for label, links_json, finds, fail in cases:
+        desc = [f"{f['kind']} {f.get('host')} {f.get('roce_device')}" for f in finds]
+        K.C = K.Checks()   # a tally of its own (ok() reports to K.C), its lines hidden
+        try:
+            with contextlib.redirect_stdout(sys.stdout if os.environ.get("CHECK_TRIO_VERBOSE") else io.StringIO()):
+                nic_delay_verdict("selftest nic_delay", links_json, finds, desc)
+            failed = K.C.failed
+        finally:
+            K.C = real
+        K.C.ok(f"selftest: nic_delay verdict: {label}: {'caught' if fail else 'passes'}", (failed > 0) == fail,
+               f"{failed} checks failed")
+
+
 def main():
+    if len(sys.argv) == 2 and sys.argv[1] == "selftest":
+        selftest()
+        print(f"check_trio.py selftest: {K.C.passed} passed, {K.C.failed} failed")
+        return 1 if K.C.failed else 0
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
@@ -865,6 +963,8 @@ def main():
         links(res, "oneway", "oneway", sbw=False)
     if want("host_delay"):
         links(res, "host_delay", "host_delay", sbw=False)
+    if want("nic_delay"):
+        links(res, "nic_delay", "nic_delay", sbw=False)
     print(f"check_trio.py: {K.C.passed} passed, {K.C.failed} failed")
     return 1 if K.C.failed else 0
 

@@ -120,6 +120,8 @@ want() { case " $STAGES " in *" $1 "*) return 0 ;; esac; echo "SKIP stage $1: no
 stage "checker self-test (the models against canned real runs and doctored ones)"
 python3 e2e/check_tools.py selftest | tee "$B/check-tools-selftest.log"
 count "$B/check-tools-selftest.log"
+python3 e2e/check_trio.py selftest | tee "$B/check-trio-selftest.log"
+count "$B/check-trio-selftest.log"
 
 stage "single guest: main, LATENCY_SAMPLE=16, SAMPLE_MS=5, unwritable dir; verbs programs"
 want single && scenario single "single guest booted, ran and powered off" "console: $B/result-single/single/console.log"
@@ -127,7 +129,7 @@ want single && scenario single "single guest booted, ran and powered off" "conso
 stage "two guests wired together: 2 ranks per host; verbs programs across the wire"
 want pair && scenario pair "both pair guests booted, ran and powered off" "consoles: $B/result-pair/*/console.log"
 
-stage "three guests on one L2 segment: links (clean, delay), stalls, faults (dead path, frozen rank), verdicts (clean x3, one way, host-side)"
+stage "three guests on one L2 segment: links (clean, delay), stalls, faults (dead path, frozen rank), verdicts (clean x3, one way, host-side, one slow NIC)"
 if want trio; then
   if bash e2e/run_guest.sh trio "$B/image" "$B/result-trio"; then
     pass "the three trio guests booted, ran and powered off"

@@ -1,11 +1,14 @@
 # Sourced by /init for E2E_MODE=trio: three guests a, b, c (192.0.2.1, .2, .3) on one L2
 # segment (run_guest.sh trio). Every rank talks to both other guests; faults are injected
-# in a's guest on the path a -> c only. Results in /out/trio/<scenario>/ (see e2e/README.md):
+# in a's guest on the path a -> c only, except nic_delay's (b's whole egress: every path of b's
+# NIC) and the ranks stopped in b (frozen, host_delay). Results in /out/trio/<scenario>/ (see
+# e2e/README.md):
 #   ibcast/{telemetry,prom,tally.json,stdout.txt,stderr.txt,rc,pid,env}
 #   prom_snaps/NNN.prom + prom_snaps/index (NNN uptime)   the live textfile, every 0.25 s
 #   snap_during/   the telemetry file right after a SIGUSR1 snapshot taken during a stall
 #   sbw_<pair>/    ib_send_bw under the interposer (tools.sh's launch layout)
 #   fault.txt      (a only) what was injected, with /proc/uptime stamps
+#   tc_stats.txt   (the faulting guest) the qdisc's counters after the run
 #   {rxe,ethtool,netdev,netstack}_{before,after}.txt
 
 ip_of() { case $1 in a) echo 192.0.2.1 ;; b) echo 192.0.2.2 ;; c) echo 192.0.2.3 ;; esac; }
@@ -74,6 +77,15 @@ fault() {
       match ip protocol 17 0xff match u16 4791 0xffff at 22 match u8 0x11 0xff at 28 flowid 1:2 || return
   fi
   /usr/sbin/tc filter add dev eth0 parent 1:0 protocol ip prio 2 u32 match ip dst $(ip_of c)/32 flowid 1:3
+}
+
+# nic_fault ARGS: a netem (ARGS) at the root of this guest's eth0: everything its NIC sends is
+# held, to every peer: its requests and its acknowledgements of its peers' requests alike, so
+# both directions of each of its links are slowed and the links between its peers are not (a
+# NIC, its cable or its switch port slow on every path). "fault clear" removes it.
+nic_fault() {
+  /usr/sbin/tc qdisc del dev eth0 root 2>/dev/null
+  /usr/sbin/tc qdisc add dev eth0 root handle 30: netem "$@"
 }
 
 # snap_copy FROM TO: wait (up to 5 s) for the SIGUSR1 snapshot in FROM, copy it to TO. The
@@ -472,6 +484,10 @@ TRIO_RATE=${E2E_TRIO_RATE:-256kbit}
 # b's row was 1.9x the healthy links' p50 (below the 2x a finding needs); 0.4 / 0.05, 2.4x.
 TRIO_BURST_STOP_S=${E2E_TRIO_BURST_STOP:-0.4}
 TRIO_BURST_RUN_S=${E2E_TRIO_BURST_RUN:-0.02}
+# One NIC slow on all its paths: b's whole egress held TRIO_DELAY (below). netem's queue
+# (1000 packets by default) as long as eth0's txqueuelen, so that no packet is dropped: a
+# drop would be a retransmission after the 8.6 s RC timeout, a stall rather than a delay.
+TRIO_NIC_NETEM_LIMIT=10000
 TRIO_LOSS_S=3.0
 TRIO_STOP_S=4.5
 # Measured on loaded TCG guests: completion p50 0.2-0.4 s, p99 0.7-1.2 s on every link; 5 ms
@@ -479,7 +495,8 @@ TRIO_STOP_S=4.5
 TRIO_DELAY=${E2E_TRIO_DELAY:-2000ms}
 
 # trio_want GROUP...: the scenario runs when E2E_TRIO_ONLY (kernel command line, a comma
-# list of groups: links, stalls, faults, verdict, or one of frozen, oneway, host_delay alone)
+# list of groups: links, stalls, faults, verdict, or one of frozen, oneway, host_delay,
+# nic_delay alone)
 # is empty or names one of GROUP
 trio_want() {
   [ -z "${E2E_TRIO_ONLY:-}" ] && return 0
@@ -557,5 +574,25 @@ run_trio() {
     trio_links_run host_delay 18900 0 "$TRIO_WORKLOAD" "$TRIO_VERDICT_ENV"
     TRIO_PERTURB=
     trio_barrier 16
+  fi
+  if trio_want verdict nic_delay; then
+    # one NIC slow on all its paths: b's egress held, installed before the ranks
+    if [ "$E2E_ROLE" = b ]; then
+      nic_fault delay $TRIO_DELAY limit $TRIO_NIC_NETEM_LIMIT || log "tc netem (b's eth0) failed"
+      echo "delay $TRIO_DELAY on all of $(ip_of b)'s egress from $(up)" > /out/trio/fault_nic.txt
+    fi
+    trio_barrier 17
+    trio_links_run nic_delay 18920 0 "$TRIO_WORKLOAD" "$TRIO_VERDICT_ENV"
+    # b's rank is done, so is every run with b (its last barrier said its peers drained):
+    # once what it sent last (that barrier's TCP) left the queue, the delay goes before the
+    # next barrier
+    if [ "$E2E_ROLE" = b ]; then
+      i=0; until /usr/sbin/tc -s qdisc show dev eth0 | grep -q 'backlog 0b 0p' || [ $i -gt 100 ]; do
+        i=$((i + 1)); sleep 0.1
+      done
+      /usr/sbin/tc -s qdisc show dev eth0 > /out/trio/nic_delay/tc_stats.txt 2>&1
+      fault clear
+    fi
+    trio_barrier 18
   fi
 }
