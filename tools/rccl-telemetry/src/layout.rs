@@ -164,6 +164,24 @@ fn build(cols: &[Column], keep: &[bool], rows: &[Vec<String>], width: Option<usi
     t.to_string()
 }
 
+/// The most characters of one cell a fitted table shows: the table's wrapping (comfy-table's)
+/// cuts a long word in time that grows with the square of its length, and no reader of a
+/// terminal table wants more. `--wide` and `--json` keep every cell whole.
+pub const CELL_MAX_CHARS: usize = 4096;
+
+/// A cell of at most `CELL_MAX_CHARS` as it is; a longer one as its first `CELL_MAX_CHARS`
+/// characters and how many it has ("… (16,777,216 characters; --wide or --json: whole)").
+fn elide(v: &str) -> std::borrow::Cow<'_, str> {
+    match v.char_indices().nth(CELL_MAX_CHARS) {
+        None => std::borrow::Cow::Borrowed(v),
+        Some((cut, _)) => std::borrow::Cow::Owned(format!(
+            "{}… ({} characters; --wide or --json: whole)",
+            &v[..cut],
+            crate::stats::fmt_count(v.chars().count() as u64)
+        )),
+    }
+}
+
 /// Widest line of `s`, in characters.
 pub fn widest(s: &str) -> usize {
     s.lines().map(|l| l.chars().count()).max().unwrap_or(0)
@@ -177,6 +195,16 @@ pub fn table(cols: &[Column], rows: &[Vec<String>], layout: Layout) -> (String, 
     let mut keep = vec![true; cols.len()];
     let Layout::Fit(w) = layout else {
         return (build(cols, &keep, rows, None), Vec::new());
+    };
+    let elided: Vec<Vec<String>>;
+    let rows = if rows.iter().flatten().any(|v| v.len() > CELL_MAX_CHARS) {
+        elided = rows
+            .iter()
+            .map(|r| r.iter().map(|v| elide(v).into_owned()).collect())
+            .collect();
+        &elided
+    } else {
+        rows
     };
     let mut ranks: Vec<u8> = cols
         .iter()
@@ -222,7 +250,10 @@ pub fn wrap(text: &str, width: usize) -> String {
         let mut cur = String::new();
         let mut cur_len = 0usize;
         for word in line.split_whitespace() {
-            let mut word: Vec<char> = word.chars().collect();
+            let chars: Vec<char> = word.chars().collect();
+            // What is left of the word to place: a cut word advances `word` past its head
+            // (a slice, so a word of millions of characters is placed in linear time).
+            let mut word: &[char] = &chars;
             loop {
                 let room = if cur_len == 0 {
                     width - ind
@@ -243,10 +274,11 @@ pub fn wrap(text: &str, width: usize) -> String {
                 }
                 if cur_len == 0 {
                     // longer than a whole line: cut it
-                    let head: String = word.drain(..width - ind).collect();
+                    let (head, rest) = word.split_at(width - ind);
                     out.push_str(&indent[..ind]);
-                    out.push_str(&head);
+                    out.extend(head.iter());
                     out.push('\n');
+                    word = rest;
                     continue;
                 }
                 out.push_str(&cur);
@@ -286,6 +318,33 @@ mod tests {
             let want: String = text.split_whitespace().collect();
             assert_eq!(words, want, "{w}");
         }
+    }
+
+    #[test]
+    fn wrap_cuts_a_word_longer_than_many_lines_into_full_lines() {
+        let word = "x".repeat(100_003);
+        let s = wrap(&format!("{word} tail"), 80);
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines.len(), 100_003 / 80 + 1);
+        assert!(lines[..lines.len() - 1].iter().all(|l| l.len() == 80));
+        assert_eq!(
+            lines[lines.len() - 1],
+            format!("{} tail", "x".repeat(100_003 % 80))
+        );
+    }
+
+    #[test]
+    fn a_fitted_table_shows_a_huge_cell_cut_with_its_length_and_wide_keeps_it_whole() {
+        let cols = [col("process", false, 0), col("n", true, 0)];
+        let rows = vec![vec!["p".repeat(100_000), "1".into()]];
+        let (t, _) = table(&cols, &rows, Layout::Fit(80));
+        assert!(widest(&t) <= 80, "{t}");
+        assert!(t.contains("100,000 characters"), "{t}");
+        let shown = t.chars().filter(|c| *c == 'p').count();
+        assert_eq!(shown, CELL_MAX_CHARS + "process".matches('p').count());
+        let (wide, _) = table(&cols, &rows, Layout::Wide);
+        // Every character of the cell is there (comfy-table folds a line past 65,535).
+        assert_eq!(wide.matches('p').count(), 100_000 + 1);
     }
 
     #[test]
