@@ -12,7 +12,7 @@ use std::path::PathBuf;
 /// (quote them). Unusable files are reported in one line each on stderr and skipped; a
 /// command that skipped any adds 4 to its exit status (0 -> 4, 1 -> 5).
 #[derive(Parser)]
-#[command(name = "rccl-telemetry", version, about, long_about = None)]
+#[command(name = "rccl-telemetry", version, about, long_about = None, after_help = EXIT_STATUS)]
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
@@ -22,6 +22,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "SIZE", default_value = "512M")]
     pub max_file_size: Option<String>,
 }
+
+/// The exit statuses every command shares, printed under `--help`.
+pub const EXIT_STATUS: &str = "Exit status: 0 nothing found; 1 something found (a finding, a \
+violation, a stalled QP); 2 no usable input or a usage error; 4 and 5 are 0 and 1 with inputs \
+skipped (unusable files, named on stderr: the answer lacks their data).";
 
 #[derive(Subcommand)]
 pub enum Cmd {

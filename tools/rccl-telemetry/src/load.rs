@@ -534,10 +534,15 @@ fn one_file_per_rank(files: Vec<Loaded>, bad: &mut Vec<BadFile>) -> Vec<Loaded> 
     out
 }
 
-/// Prints the one-line diagnostics for skipped files and a count, on stderr.
+/// Skipped files named one line each on stderr; past these, only counted by reason, so a
+/// directory of 20,000 bad files gives a screen, not 20,000 lines.
+pub const BAD_NAMED: usize = 20;
+
+/// Prints the diagnostics for skipped files on stderr: the first [`BAD_NAMED`] one line each,
+/// the rest counted by reason, then the count of files skipped.
 pub fn report_bad(run_bad: &[BadFile], found: usize) {
-    for b in run_bad {
-        eprintln!("rccl-telemetry: {}", b.line());
+    for line in bad_lines(run_bad) {
+        eprintln!("rccl-telemetry: {line}");
     }
     let skipped = run_bad
         .iter()
@@ -557,6 +562,39 @@ pub fn report_bad(run_bad: &[BadFile], found: usize) {
     }
 }
 
+/// The lines `report_bad` prints before its count: one a file for the first [`BAD_NAMED`],
+/// then one that counts the rest by kind ("and 19,980 more: 19,000 not_json, 980 truncated").
+pub fn bad_lines(run_bad: &[BadFile]) -> Vec<String> {
+    let mut lines: Vec<String> = run_bad.iter().take(BAD_NAMED).map(BadFile::line).collect();
+    let rest = &run_bad[run_bad.len().min(BAD_NAMED)..];
+    if !rest.is_empty() {
+        let mut by_kind: Vec<(BadKind, usize)> = Vec::new();
+        for b in rest {
+            match by_kind.iter_mut().find(|(k, _)| *k == b.kind) {
+                Some((_, n)) => *n += 1,
+                None => by_kind.push((b.kind, 1)),
+            }
+        }
+        by_kind.sort_by(|a, b| b.1.cmp(&a.1));
+        let kinds: Vec<String> = by_kind
+            .iter()
+            .map(|(k, n)| {
+                let name = serde_json::to_value(k)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                format!("{} {name}", crate::stats::fmt_count(*n as u64))
+            })
+            .collect();
+        lines.push(format!(
+            "and {} more inputs skipped, not named: {}",
+            crate::stats::fmt_count(rest.len() as u64),
+            kinds.join(", ")
+        ));
+    }
+    lines
+}
+
 /// True when an input's data is missing from the analysis (an input that named nothing, a
 /// file that could not be used; not a duplicate): the command adds [`SKIPPED_EXIT_BIT`].
 pub fn lost_inputs(run_bad: &[BadFile]) -> bool {
@@ -566,6 +604,33 @@ pub fn lost_inputs(run_bad: &[BadFile]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Thousands of bad inputs name the first few and count the rest by reason.
+    #[test]
+    fn many_bad_files_give_a_bounded_report() {
+        let bad: Vec<BadFile> = (0..20_000)
+            .map(|i| {
+                let kind = if i % 10 == 0 {
+                    BadKind::Truncated
+                } else {
+                    BadKind::NotJson
+                };
+                BadFile::new(
+                    Path::new(&format!("f{i}.json")),
+                    kind,
+                    format!("reason {i}"),
+                )
+            })
+            .collect();
+        let lines = bad_lines(&bad);
+        assert_eq!(lines.len(), BAD_NAMED + 1);
+        assert_eq!(lines[0], "f0.json: skipped: reason 0");
+        assert_eq!(
+            lines[BAD_NAMED],
+            "and 19,980 more inputs skipped, not named: 17,982 not_json, 1,998 truncated"
+        );
+        assert_eq!(bad_lines(&bad[..3]).len(), 3);
+    }
 
     /// A file another user's job wrote (mode 0600) says what to do; other errors say only
     /// what happened.

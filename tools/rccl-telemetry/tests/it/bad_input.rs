@@ -181,3 +181,44 @@ fn a_directory_ignores_files_with_other_names() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stderr(&out), "", "no file should be reported as skipped");
 }
+
+/// Thousands of bad files: stderr names the first few, counts the rest by reason in one line
+/// and stays a screen long; the good files are still analysed and the status says inputs
+/// were skipped.
+#[test]
+fn thousands_of_bad_files_give_a_bounded_stderr() {
+    let g = gen(GenOptions {
+        ranks: 4,
+        seed: 9,
+        ..Default::default()
+    });
+    for i in 0..3000 {
+        let body: &[u8] = if i % 3 == 0 { b"" } else { b"not json" };
+        std::fs::write(
+            g.path().join(format!("rccl_telemetry_bad_{i}_1.json")),
+            body,
+        )
+        .expect("write");
+    }
+    let out = run(&["summary", g.arg()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(lines.len() <= 25, "{} lines: {err}", lines.len());
+    let named = lines.iter().filter(|l| l.contains(": skipped: ")).count();
+    assert_eq!(named, rccl_telemetry_tool::load::BAD_NAMED, "{err}");
+    let rest = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("rccl-telemetry: and 2,980 more inputs skipped, not named: "))
+        .unwrap_or_else(|| panic!("no count of the rest: {err}"));
+    let counted: u64 = rest
+        .split(", ")
+        .map(|part| {
+            let (n, kind) = part.split_once(' ').expect("count and kind");
+            assert!(matches!(kind, "not_json" | "empty"), "{part}");
+            n.replace(',', "").parse::<u64>().expect("count")
+        })
+        .sum();
+    assert_eq!(counted, 2980, "{rest}");
+    assert!(err.contains("skipped 3000 of 3004 files"), "{err}");
+}
