@@ -21,7 +21,7 @@ fn snapshot() -> Value {
     let f = rank_file::build(
         &rt.id,
         WALL0,
-        rccl_telemetry::hw::sampler_snapshot(),
+        rccl_telemetry::sampler::snapshot(),
         false,
         "test",
     )
