@@ -68,8 +68,8 @@ pub struct RcclTelemetrySwSnapshot {
 /// RCCL_TELEMETRY_INIT_FINISHED (2: the final file was written, or this is a forked child of
 /// a process with telemetry on; it stays off) or RCCL_TELEMETRY_INIT_FAILED (-1: asked for
 /// but could not start; the reason is already logged). Only a negative result is a failure:
-/// test `< 0` to log one (0 keeps meaning "telemetry counts"; off and finished, which earlier
-/// versions also answered with 0, are now 1 and 2). The run goes on in every case. Any
+/// test `< 0` to log one (a test of `!= 0` would also log off and finished, which are no
+/// failures). The run goes on in every case. Any
 /// thread, any number of times: later calls return the first call's answer, or FINISHED
 /// once telemetry has finished.
 #[no_mangle]
