@@ -51,7 +51,7 @@ include tools/tool.mk
 include e2e/e2e.mk
 include packaging/prometheus/prometheus.mk
 
-.PHONY: lib header tool test-bins c-tests tsan header-check abi-check abi-baseline abi-test glibc-check \
+.PHONY: lib header generate tool test-bins c-tests tsan header-check abi-check abi-baseline abi-test glibc-check \
   install install-tool uninstall install-check demo lint test skips clean
 
 # target/release/librccl_telemetry.so: cargo builds the staticlib, make links it (rustc's own
@@ -67,17 +67,28 @@ $(SO): $(LIB_A) $(LIB_MAP)
 # include/rccl_telemetry.h is generated and committed: build.rs writes cbindgen's declarations
 # into cargo's OUT_DIR, the example appends the inline hooks (src/rccl_telemetry_inline.h) with
 # the C mirrors of the library's layouts generated from the Rust structs (src/inline_abi.rs).
-# This writes it; header-check (part of make test) fails when the committed one is stale, or
-# when a struct is written by hand into the hooks' C source instead of generated.
+# This writes it (make generate runs it); header-check (part of make test) fails when the
+# committed one is stale, or when a struct is written by hand into the hooks' C source instead
+# of generated.
 header:
 	$(CARGO) run -q --release -p rccl-telemetry --example rccl_telemetry_header > include/rccl_telemetry.h.new
 	mv include/rccl_telemetry.h.new include/rccl_telemetry.h
+
+# Every generated file kept in the tree, regenerated from its source: the header (above); the
+# file format's JSON Schema, the key and counter tables of docs/format.md and src/hw/README.md
+# and schema/hw_counters.json (format/tests/contract/); the tool README's table of finding
+# kinds (tools/rccl-telemetry/tests/it/); bench/README.md's latest figures (from
+# bench/results.json). make test fails on any of them stale, and says to run this.
+generate: header
+	RCCL_TELEMETRY_REGENERATE=1 $(CARGO) test --release -p rccl-telemetry-format --test contract
+	RCCL_TELEMETRY_REGENERATE=1 $(CARGO) test --release -p rccl-telemetry-tool --test it generated_docs
+	python3 $(BENCH_DIR)/latest.py --write $(BENCH_DIR)/results.json $(BENCH_DIR)/README.md
 
 header-check:
 	@mkdir -p $(B)
 	$(CARGO) run -q --release -p rccl-telemetry --example rccl_telemetry_header > $(B)/rccl_telemetry.h
 	@diff -u include/rccl_telemetry.h $(B)/rccl_telemetry.h || \
-	  { echo "header-check: include/rccl_telemetry.h is not what the sources generate: run make header"; exit 1; }
+	  { echo "header-check: include/rccl_telemetry.h is not what the sources generate: run make generate"; exit 1; }
 	@! grep -n '# Safety' include/rccl_telemetry.h || \
 	  { echo "header-check: a Rust '# Safety' heading in the C header: say the caller's contract in a sentence (src/capi.rs)"; exit 1; }
 	@! grep -nE '^[[:space:]]*(typedef[[:space:]]+)?struct[[:space:]]+[A-Za-z_0-9]*[[:space:]]*\{' src/rccl_telemetry_inline.h || \

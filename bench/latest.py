@@ -2,7 +2,8 @@
 """The "Latest figures" section of bench/README.md, rendered from bench/results.json.
 
 The section between the two markers below is never edited by hand: `make bench` writes
-results.json and then runs `latest.py --write`, and `make test` runs `latest.py --check`, which
+results.json and then runs `latest.py --write` (`make generate` runs it too), and `make test`
+runs `latest.py --check`, which
 fails when the committed README and the committed results.json disagree. So every library
 figure the README calls latest is one run's, with its commit and date beside it.
 
@@ -172,7 +173,7 @@ def main(argv):
                 f.write(new)
         return 0
     if new != old:
-        print(f"latest.py: {readme}'s latest figures are not {results}'s; run `python3 bench/latest.py --write`")
+        print(f"latest.py: {readme}'s latest figures are not {results}'s; run make generate")
         return 1
     print("bench-latest-check: 1 passed, 0 failed")
     return 0

@@ -5,7 +5,8 @@
 mod hw_tree;
 
 use hw_tree::{names, Tree};
-use rccl_telemetry::hw::{self, HwDevice, HwSettings};
+use rccl_telemetry::hw::{HwDevice, HwSettings};
+use rccl_telemetry::sampler;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 fn now_ns() -> u64 {
@@ -17,8 +18,8 @@ fn now_ns() -> u64 {
 
 #[test]
 fn sampler_rows_are_deltas_bounded_and_stop_joins() {
-    assert!(hw::sampler_stop().is_none(), "never started");
-    assert!(hw::sampler_snapshot().is_none(), "never started");
+    assert!(sampler::stop().is_none(), "never started");
+    assert!(sampler::snapshot().is_none(), "never started");
     let t = Tree::new();
     for (ib, nd) in [("rxe0", "eth0"), ("rxe1", "eth1")] {
         t.rxe_ibdev(ib, nd);
@@ -33,8 +34,8 @@ fn sampler_rows_are_deltas_bounded_and_stop_joins() {
     };
     let before = now_ns();
     let capacity = 4;
-    hw::testing::sampler_start_with_capacity(&s, capacity);
-    hw::sampler_start(&s); // a second start while running is ignored
+    sampler::start_with_capacity(&s, capacity);
+    sampler::start(&s); // a second start while running is ignored
 
     let used: &'static HwDevice = Box::leak(Box::new(HwDevice::probe(7, "rxe0", &s)));
     let _unused: &'static HwDevice = Box::leak(Box::new(HwDevice::probe(8, "rxe1", &s)));
@@ -53,9 +54,9 @@ fn sampler_rows_are_deltas_bounded_and_stop_joins() {
     // Liveness, not timing: wait until every kept row started after the changes above and
     // the buffer overflowed (a pass in flight while we wrote may hold mixed values; the one
     // after it cannot), with a generous cap so a loaded machine cannot make this flaky.
-    let n0 = hw::testing::sampler_rows_so_far().unwrap();
+    let n0 = sampler::rows_so_far().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while hw::testing::sampler_rows_so_far().unwrap() < n0 + 1 + capacity as u64 {
+    while sampler::rows_so_far().unwrap() < n0 + 1 + capacity as u64 {
         assert!(
             Instant::now() < deadline,
             "the sampler produced no rows in 60 s"
@@ -63,23 +64,20 @@ fn sampler_rows_are_deltas_bounded_and_stop_joins() {
         std::thread::sleep(Duration::from_millis(5));
     }
     // A snapshot (for snapshot files) copies the rows and leaves the sampler running.
-    let snap = hw::sampler_snapshot().expect("running");
+    let snap = sampler::snapshot().expect("running");
     assert_eq!(snap.samples.len(), capacity);
-    let seen = hw::testing::sampler_rows_so_far().expect("still running after a snapshot");
-    while hw::testing::sampler_rows_so_far().unwrap() == seen {
+    let seen = sampler::rows_so_far().expect("still running after a snapshot");
+    while sampler::rows_so_far().unwrap() == seen {
         assert!(
             Instant::now() < deadline,
             "the sampler stopped after a snapshot"
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    let out = hw::sampler_stop().expect("sampler ran");
+    let out = sampler::stop().expect("sampler ran");
     let after = now_ns();
-    assert!(hw::sampler_stop().is_none(), "stopped once");
-    assert!(
-        hw::sampler_snapshot().is_none(),
-        "no snapshot after the stop"
-    );
+    assert!(sampler::stop().is_none(), "stopped once");
+    assert!(sampler::snapshot().is_none(), "no snapshot after the stop");
 
     assert_eq!(
         out.samples.len(),

@@ -1,12 +1,18 @@
-//! The layers of `src/` only point down (issue 24): every `crate::` path (and `super::` out
-//! of a submodule, and the crate root's bare module paths) of the library's own code is an
-//! edge between two modules, and each edge must go to the same layer or one below in
-//! `rccl_telemetry::LAYERS`, without a circle. Test code (`#[cfg(test)]` items) and comments
-//! are left out. The checker is tried on fixtures and on a deliberately wrong table, so it
-//! is known to fail when it should.
+//! The layers of `src/` only point down: every module path of the library's own code (a
+//! `crate::` path, in code, in a `use` or in a macro's tokens, and the crate root's bare
+//! module paths) is an edge between two modules, and each edge must go to the same layer or
+//! one below in `rccl_telemetry::LAYERS`, without a circle. The files are parsed with `syn`,
+//! so comments and strings are never mistaken for code; test code (`#[cfg(test)]` items) is
+//! left out. The checker is tried on fixtures and on a deliberately wrong table, so it is
+//! known to fail when it should.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+use proc_macro2::{Delimiter, TokenStream, TokenTree};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::visit::{self, Visit};
 
 type Table<'a> = &'a [(&'a str, &'a [&'a str])];
 
@@ -42,153 +48,148 @@ fn sources(src: &Path) -> Vec<(String, String)> {
     out
 }
 
-/// The text without comments (line and block) and without string contents, so that only code
-/// is searched.
-fn code_only(text: &str) -> String {
-    let b = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i..].starts_with(b"//") {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
-        } else if b[i..].starts_with(b"/*") {
-            let mut depth = 0;
-            while i < b.len() {
-                if b[i..].starts_with(b"/*") {
-                    depth += 1;
-                    i += 2;
-                } else if b[i..].starts_with(b"*/") {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
-        } else if b[i] == b'"' && (i == 0 || b[i - 1] != b'\'') {
-            // A plain or raw string: its body is dropped (r#"..."# ends at "#).
-            let raw_hashes = {
-                let mut j = i;
-                let mut n = 0;
-                while j > 0 && b[j - 1] == b'#' {
-                    n += 1;
-                    j -= 1;
-                }
-                if j > 0 && b[j - 1] == b'r' {
-                    Some(n)
-                } else {
-                    None
-                }
-            };
-            out.push('"');
-            i += 1;
-            while i < b.len() {
-                match raw_hashes {
-                    None if b[i] == b'\\' => i += 2,
-                    None if b[i] == b'"' => break,
-                    Some(n)
-                        if b[i] == b'"'
-                            && b[i + 1..].iter().take(n).filter(|&&c| c == b'#').count() == n =>
-                    {
-                        break
-                    }
-                    _ => i += 1,
-                }
-            }
-            out.push('"');
-            i += 1;
-        } else {
-            out.push(b[i] as char);
-            i += 1;
-        }
-    }
-    out
+/// Whether attributes make an item test code (`#[cfg(test)]`).
+fn is_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && a.parse_args::<syn::Path>()
+                .is_ok_and(|p| p.is_ident("test"))
+    })
 }
 
-/// The code without `#[cfg(test)]` items (a `mod tests { ... }`, a test-only fn or use).
-fn without_tests(code: &str) -> String {
-    let mut out = String::with_capacity(code.len());
-    let mut rest = code;
-    while let Some(at) = rest.find("#[cfg(test)]") {
-        out.push_str(&rest[..at]);
-        let after = &rest[at..];
-        // The item ends at its first `;` outside braces, or at the brace closing its body.
-        let mut depth = 0i32;
-        let mut end = after.len();
-        for (k, c) in after.char_indices() {
-            match c {
-                '{' => depth += 1,
-                '}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = k + 1;
-                        break;
-                    }
+fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
+    use syn::Item::*;
+    match item {
+        Const(i) => &i.attrs,
+        Enum(i) => &i.attrs,
+        ExternCrate(i) => &i.attrs,
+        Fn(i) => &i.attrs,
+        ForeignMod(i) => &i.attrs,
+        Impl(i) => &i.attrs,
+        Macro(i) => &i.attrs,
+        Mod(i) => &i.attrs,
+        Static(i) => &i.attrs,
+        Struct(i) => &i.attrs,
+        Trait(i) => &i.attrs,
+        TraitAlias(i) => &i.attrs,
+        Type(i) => &i.attrs,
+        Union(i) => &i.attrs,
+        Use(i) => &i.attrs,
+        _ => &[],
+    }
+}
+
+/// The first segment after `crate` of every path of a file; in the crate root also the first
+/// segment of a path that starts with one of its modules (`config::Config`).
+struct Paths<'a> {
+    root_modules: Option<&'a BTreeSet<String>>,
+    out: Vec<String>,
+}
+
+impl Paths<'_> {
+    fn note(&mut self, segments: &[String]) {
+        match segments {
+            [first, second, ..] if first == "crate" => {
+                if second != "self" && second != "*" {
+                    self.out.push(second.clone());
                 }
-                ';' if depth == 0 => {
-                    end = k + 1;
-                    break;
+            }
+            [first, _, ..] if self.root_modules.is_some_and(|m| m.contains(first)) => {
+                self.out.push(first.clone());
+            }
+            _ => {}
+        }
+    }
+
+    /// Every path a `use` tree names, each under `prefix`.
+    fn use_tree(&mut self, tree: &syn::UseTree, prefix: &mut Vec<String>) {
+        let mut leaf = |this: &mut Self, last: String| {
+            prefix.push(last);
+            this.note(prefix);
+            prefix.pop();
+        };
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(&p.tree, prefix);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => leaf(self, n.ident.to_string()),
+            syn::UseTree::Rename(r) => leaf(self, r.ident.to_string()),
+            syn::UseTree::Glob(_) => leaf(self, "*".to_owned()),
+            syn::UseTree::Group(g) => {
+                for t in &g.items {
+                    self.use_tree(t, prefix);
+                }
+            }
+        }
+    }
+
+    /// The paths in a macro's tokens, which syn leaves unparsed: `a::b` (and `$crate::b`,
+    /// `crate::{a, b::c}`) wherever it starts a path.
+    fn tokens(&mut self, tokens: TokenStream) {
+        let tt: Vec<TokenTree> = tokens.into_iter().collect();
+        for (k, t) in tt.iter().enumerate() {
+            let after_colons =
+                k > 0 && matches!(&tt[k - 1], TokenTree::Punct(p) if p.as_char() == ':');
+            match t {
+                TokenTree::Group(g) => self.tokens(g.stream()),
+                TokenTree::Ident(first) if !after_colons => {
+                    let [TokenTree::Punct(a), TokenTree::Punct(b), next, ..] = &tt[k + 1..] else {
+                        continue;
+                    };
+                    if a.as_char() != ':' || b.as_char() != ':' {
+                        continue;
+                    }
+                    match next {
+                        TokenTree::Ident(second) => {
+                            self.note(&[first.to_string(), second.to_string()]);
+                        }
+                        TokenTree::Group(g) if g.delimiter() == Delimiter::Brace => {
+                            let items =
+                                Punctuated::<syn::UseTree, syn::Token![,]>::parse_terminated
+                                    .parse2(g.stream())
+                                    .expect("a `{...}` after `::` in a macro is a use group");
+                            for tree in &items {
+                                self.use_tree(tree, &mut vec![first.to_string()]);
+                            }
+                        }
+                        _ => {}
+                    }
                 }
                 _ => {}
             }
         }
-        rest = &after[end..];
     }
-    out.push_str(rest);
-    out
 }
 
-fn ident_at(s: &str) -> &str {
-    let s = s.trim_start();
-    let n = s
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(s.len());
-    &s[..n]
-}
-
-/// The first path segments named after `prefix` (`crate::x`, `crate::{x, y::z}`).
-fn segments_after(code: &str, prefix: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for (at, _) in code.match_indices(prefix) {
-        // `prefix` must start a path: not the tail of another identifier (`$crate` counts).
-        if prefix.starts_with(|c: char| c.is_ascii_alphabetic())
-            && code[..at]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
-        {
-            continue;
-        }
-        let tail = code[at + prefix.len()..].trim_start();
-        if let Some(group) = tail.strip_prefix('{') {
-            // Top-level items of the group: split at commas outside nested braces.
-            let mut depth = 0;
-            let mut item_start = 0;
-            for (k, c) in group.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => {
-                        out.push(ident_at(&group[item_start..k]).to_owned());
-                        break;
-                    }
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        out.push(ident_at(&group[item_start..k]).to_owned());
-                        item_start = k + 1;
-                    }
-                    _ => {}
-                }
-            }
-        } else {
-            out.push(ident_at(tail).to_owned());
+impl<'ast> Visit<'ast> for Paths<'_> {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        if !is_test(item_attrs(item)) {
+            visit::visit_item(self, item);
         }
     }
-    out.retain(|s| !s.is_empty() && s != "self");
-    out
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if !is_test(&f.attrs) {
+            visit::visit_impl_item_fn(self, f);
+        }
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        self.note(&segments);
+        visit::visit_path(self, path);
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        self.use_tree(&u.tree, &mut Vec::new());
+    }
+
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        self.visit_path(&m.path);
+        self.tokens(m.tokens.clone());
+    }
 }
 
 /// Module -> the modules it imports. `crate::item` of an item defined in the crate root
@@ -197,21 +198,14 @@ fn edges(sources: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
     let modules: BTreeSet<String> = sources.iter().map(|(m, _)| m.clone()).collect();
     let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (m, text) in sources {
-        let code = without_tests(&code_only(text));
-        let mut to = segments_after(&code, "crate::");
-        if m == "lib" {
-            // The root names its modules without `crate::` (`config::Config`).
-            for other in &modules {
-                if code.match_indices(&format!("{other}::")).any(|(at, _)| {
-                    !code[..at]
-                        .ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':')
-                }) {
-                    to.push(other.clone());
-                }
-            }
-        }
+        let file = syn::parse_file(text).unwrap_or_else(|e| panic!("{m}: {e}"));
+        let mut paths = Paths {
+            root_modules: (m == "lib").then_some(&modules),
+            out: Vec::new(),
+        };
+        paths.visit_file(&file);
         let set = g.entry(m.clone()).or_default();
-        for t in to {
+        for t in paths.out {
             let t = if modules.contains(&t) {
                 t
             } else {
@@ -319,8 +313,14 @@ fn the_graph_has_the_edges_the_layers_are_about() {
         ("registry", "hw"),
         ("rank_file", "registry"),
         ("textfile", "rank_file"),
-        ("capi", "lib"),
-        ("lib", "writer"),
+        ("sampler", "hw"),
+        ("sampler", "stall_detector"),
+        ("runtime", "sampler"),
+        ("writer", "runtime"),
+        ("lifecycle", "writer"),
+        ("signals", "writer"),
+        ("capi", "runtime"),
+        ("lib", "runtime"),
         ("latency", "sysfs"),
         ("loghist", "thread"),
     ] {
@@ -344,24 +344,48 @@ fn fixture(files: &[(&str, &str)]) -> Vec<(String, String)> {
 fn a_wrong_table_fails_on_the_real_sources() {
     // The hot data put above the registry: the registry's imports of it now point up.
     let wrong: Table = &[
-        ("leaves", &["diag", "panics", "hot", "thread", "sysfs"]),
+        (
+            "leaves",
+            &["diag", "panics", "hot", "thread", "sysfs", "reserve"],
+        ),
         ("hardware", &["hw"]),
         ("state", &["config", "registry"]),
         (
             "hot data",
-            &["latency", "loghist", "counters", "channel_peers"],
+            &["latency", "loghist", "counters", "qp_ext", "channel_peers"],
         ),
-        ("observers", &["peers", "stall_detector"]),
         (
-            "outputs",
-            &["atomic_file", "rank_file", "textfile", "writer"],
+            "observers",
+            &["peers", "stall_detector", "cq_errors", "comms"],
         ),
-        ("entry points", &["lib", "capi", "signals", "inline_abi"]),
+        ("sampler", &["sampler"]),
+        ("outputs", &["atomic_file", "rank_file", "textfile"]),
+        ("runtime", &["runtime"]),
+        ("writer", &["writer"]),
+        (
+            "entry points",
+            &["lib", "lifecycle", "capi", "signals", "inline_abi"],
+        ),
     ];
     let v = violations(wrong, &sources(&src_dir()));
     assert!(
         v.iter()
             .any(|l| l.starts_with("registry (state) imports counters (hot data)")),
+        "{v:#?}"
+    );
+    // The writer put below the runtime it calls.
+    let swapped: Vec<(&str, &[&str])> = rccl_telemetry::LAYERS
+        .iter()
+        .map(|&(name, mods)| match name {
+            "runtime" => ("writer", &["writer"][..]),
+            "writer" => ("runtime", &["runtime"][..]),
+            _ => (name, mods),
+        })
+        .collect();
+    let v = violations(&swapped, &sources(&src_dir()));
+    assert!(
+        v.iter()
+            .any(|l| l == "writer (writer) imports runtime (runtime), a layer above it"),
         "{v:#?}"
     );
     // A module left out of the table is named.
@@ -381,7 +405,12 @@ fn upward_imports_in_every_spelling_are_caught() {
         "use crate::b::Thing;",
         "use crate::{b, a::Y};",
         "use crate::{a::{y, z}, b::W};",
+        "use crate::b::*;",
+        "use crate::b as other;",
         "fn f() { crate::b::g() }",
+        "fn f() -> Vec<crate::b::T> { Vec::new() }",
+        "fn f() { println!(\"{}\", crate::b::g()); }",
+        "fn f() { m!(crate::{a::x, b::y}); }",
         "macro_rules! m { () => { $crate::b::g() } }",
         "fn f() { crate::is_on(); }", // a root item: lib
     ] {
@@ -392,9 +421,12 @@ fn upward_imports_in_every_spelling_are_caught() {
     for fine in [
         "// use crate::b::X;",
         "/* crate::b */ fn f() {}",
+        "/// [`crate::b::X`]\nfn f() {}",
         "const S: &str = \"crate::b::x\";",
+        "fn f() { println!(\"crate::b::g\"); }",
         "#[cfg(test)]\nmod tests { use crate::b::X; }\nfn after() {}",
         "#[cfg(test)]\nuse crate::b::X;",
+        "struct S;\nimpl S {\n    #[cfg(test)]\n    fn t() { crate::b::g() }\n}",
     ] {
         assert_eq!(
             violations(
@@ -433,15 +465,26 @@ fn a_circle_within_a_layer_is_caught() {
         ]),
     );
     assert_eq!(v, vec!["circle: a -> b -> c -> a".to_owned()]);
-    // The root's bare module paths are its imports.
-    let v = violations(
-        table,
-        &fixture(&[
-            ("a", "fn f() { crate::init(); }"),
-            ("b", ""),
-            ("c", ""),
-            ("lib", "pub mod a;\nfn g() { a::f(); }"),
-        ]),
-    );
-    assert_eq!(v, vec!["circle: a -> lib -> a".to_owned()]);
+    // The root's bare module paths are its imports, in code and in a `use`.
+    for root in [
+        "pub mod a;\nfn g() { a::f(); }",
+        "pub mod a;\npub use a::f;",
+    ] {
+        let v = violations(
+            table,
+            &fixture(&[
+                ("a", "fn f() { crate::init(); }"),
+                ("b", ""),
+                ("c", ""),
+                ("lib", root),
+            ]),
+        );
+        assert_eq!(v, vec!["circle: a -> lib -> a".to_owned()], "{root}");
+    }
+}
+
+#[test]
+#[should_panic(expected = "a: ")]
+fn a_file_that_does_not_parse_fails_naming_its_module() {
+    edges(&fixture(&[("a", "fn f( {"), ("lib", "")]));
 }

@@ -167,6 +167,139 @@ fn start_exporter(exporter: &Path, textdir: &Path) -> (u16, Reaper) {
         .unwrap();
     (port, Reaper(child))
 }
+/// promtool accepts the textfile as written (and rejects a broken one, or this proves nothing).
+fn promtool_accepts(promtool: &Path, file: &Path) {
+    let check = |bytes: &[u8]| {
+        let mut c = Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(bytes).unwrap();
+        c.wait_with_output().unwrap()
+    };
+    let text = std::fs::read(file).unwrap();
+    let o = check(&text);
+    assert!(
+        o.status.success(),
+        "promtool check metrics:\n{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!check(b"# TYPE x counter\nx{a=\"1\" 3\n").status.success());
+}
+
+/// The first scrape with the rank's series: its labels and mlx5_0's known values, no per-QP
+/// series, no -1, a last write of now. Returns that write's time and mlx5_1's WQEs sent.
+fn assert_the_first_scrape(m: &str, pid: &str) -> (f64, f64) {
+    let dev0 = [("pid", pid), ("rank", "3"), ("device", "mlx5_0")];
+    let bytes = (2 * REQUESTS * 65536) as f64;
+    assert_eq!(
+        value(m, "rccl_telemetry_tx_bytes_total", &dev0),
+        Some(bytes)
+    );
+    assert_eq!(
+        value(m, "rccl_telemetry_rx_bytes_total", &dev0),
+        Some(bytes)
+    );
+    assert_eq!(
+        value(m, "rccl_telemetry_wqes_sent_total", &dev0),
+        Some((4 * REQUESTS) as f64)
+    );
+    assert_eq!(
+        value(m, "rccl_telemetry_recv_wqes_posted_total", &dev0),
+        Some((2 * REQUESTS) as f64)
+    );
+    assert_eq!(
+        value(
+            m,
+            "rccl_telemetry_rdma_writes_total",
+            &[dev0[0], dev0[2], ("immediate", "true")]
+        ),
+        Some((2 * REQUESTS) as f64)
+    );
+    assert_eq!(
+        value(
+            m,
+            "rccl_telemetry_cts_sent_total",
+            &[dev0[0], dev0[2], ("signalled", "true")]
+        ),
+        Some((2 * REQUESTS.div_ceil(4)) as f64)
+    );
+    assert_eq!(
+        value(
+            m,
+            "rccl_telemetry_qps",
+            &[dev0[0], dev0[2], ("role", "data")]
+        ),
+        Some(4.0)
+    );
+    for ch in ["0", "1"] {
+        assert_eq!(
+            value(
+                m,
+                "rccl_telemetry_channel_wqes_sent_total",
+                &[dev0[0], dev0[2], ("channel", ch)]
+            ),
+            Some((2 * REQUESTS) as f64)
+        );
+        assert_eq!(
+            value(
+                m,
+                "rccl_telemetry_channel_requests_completed_total",
+                &[dev0[0], dev0[2], ("channel", ch)]
+            ),
+            Some(REQUESTS as f64)
+        );
+    }
+    let count = value(m, "rccl_telemetry_wqe_completion_seconds_count", &dev0).unwrap();
+    assert_eq!(
+        value(
+            m,
+            "rccl_telemetry_wqe_completion_seconds_bucket",
+            &[dev0[0], dev0[2], ("le", "+Inf")]
+        ),
+        Some(count)
+    );
+    // Per-QP series only on request; unavailable hardware counters are flagged, never -1.
+    assert!(
+        !m.contains("rccl_telemetry_qp_"),
+        "per-QP series without RCCL_TELEMETRY_PROMETHEUS_QP=1"
+    );
+    assert_eq!(
+        value(
+            m,
+            "rccl_telemetry_hw_available",
+            &[dev0[0], dev0[2], ("counter", "cnp_sent")]
+        ),
+        Some(0.0)
+    );
+    assert!(
+        !m.lines()
+            .any(|l| l.contains(&format!("pid=\"{pid}\"")) && l.ends_with(" -1")),
+        "a -1 was exported"
+    );
+    let t1 = value(m, "rccl_telemetry_last_write_timestamp_seconds", &[dev0[0]])
+        .expect("last write gauge");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        (now - t1).abs() < 120.0,
+        "last write {t1} is not now ({now})"
+    );
+    let busy0 = value(
+        m,
+        "rccl_telemetry_wqes_sent_total",
+        &[dev0[0], ("device", "mlx5_1")],
+    )
+    .expect("mlx5_1 is driven");
+    (t1, busy0)
+}
+
 #[test]
 fn node_exporter_serves_the_live_rank_and_drops_it_after_sigterm() {
     let test = "node_exporter_serves_the_live_rank_and_drops_it_after_sigterm";
@@ -211,27 +344,7 @@ fn node_exporter_serves_the_live_rank_and_drops_it_after_sigterm() {
         "node_exporter's user must read it"
     );
 
-    // promtool accepts the file as written (and rejects a broken one, or this proves nothing).
-    let check = |bytes: &[u8]| {
-        let mut c = Command::new(&promtool)
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        c.stdin.take().unwrap().write_all(bytes).unwrap();
-        c.wait_with_output().unwrap()
-    };
-    let text = std::fs::read(&file).unwrap();
-    let o = check(&text);
-    assert!(
-        o.status.success(),
-        "promtool check metrics:\n{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(!check(b"# TYPE x counter\nx{a=\"1\" 3\n").status.success());
+    promtool_accepts(&promtool, &file);
 
     // The scrape has our series, with the rank's labels and mlx5_0's known values.
     let m = wait_for("our series in a scrape", 30, || {
@@ -242,113 +355,9 @@ fn node_exporter_serves_the_live_rank_and_drops_it_after_sigterm() {
         Some(0.0),
         "node_exporter could not read the file"
     );
+    let (t1, busy0) = assert_the_first_scrape(&m, &pid);
     let dev0 = [("pid", pid.as_str()), ("rank", "3"), ("device", "mlx5_0")];
     let bytes = (2 * REQUESTS * 65536) as f64;
-    assert_eq!(
-        value(&m, "rccl_telemetry_tx_bytes_total", &dev0),
-        Some(bytes)
-    );
-    assert_eq!(
-        value(&m, "rccl_telemetry_rx_bytes_total", &dev0),
-        Some(bytes)
-    );
-    assert_eq!(
-        value(&m, "rccl_telemetry_wqes_sent_total", &dev0),
-        Some((4 * REQUESTS) as f64)
-    );
-    assert_eq!(
-        value(&m, "rccl_telemetry_recv_wqes_posted_total", &dev0),
-        Some((2 * REQUESTS) as f64)
-    );
-    assert_eq!(
-        value(
-            &m,
-            "rccl_telemetry_rdma_writes_total",
-            &[dev0[0], dev0[2], ("immediate", "true")]
-        ),
-        Some((2 * REQUESTS) as f64)
-    );
-    assert_eq!(
-        value(
-            &m,
-            "rccl_telemetry_cts_sent_total",
-            &[dev0[0], dev0[2], ("signalled", "true")]
-        ),
-        Some((2 * REQUESTS.div_ceil(4)) as f64)
-    );
-    assert_eq!(
-        value(
-            &m,
-            "rccl_telemetry_qps",
-            &[dev0[0], dev0[2], ("role", "data")]
-        ),
-        Some(4.0)
-    );
-    for ch in ["0", "1"] {
-        assert_eq!(
-            value(
-                &m,
-                "rccl_telemetry_channel_wqes_sent_total",
-                &[dev0[0], dev0[2], ("channel", ch)]
-            ),
-            Some((2 * REQUESTS) as f64)
-        );
-        assert_eq!(
-            value(
-                &m,
-                "rccl_telemetry_channel_requests_completed_total",
-                &[dev0[0], dev0[2], ("channel", ch)]
-            ),
-            Some(REQUESTS as f64)
-        );
-    }
-    let count = value(&m, "rccl_telemetry_wqe_completion_seconds_count", &dev0).unwrap();
-    assert_eq!(
-        value(
-            &m,
-            "rccl_telemetry_wqe_completion_seconds_bucket",
-            &[dev0[0], dev0[2], ("le", "+Inf")]
-        ),
-        Some(count)
-    );
-    // Per-QP series only on request; unavailable hardware counters are flagged, never -1.
-    assert!(
-        !m.contains("rccl_telemetry_qp_"),
-        "per-QP series without RCCL_TELEMETRY_PROMETHEUS_QP=1"
-    );
-    assert_eq!(
-        value(
-            &m,
-            "rccl_telemetry_hw_available",
-            &[dev0[0], dev0[2], ("counter", "cnp_sent")]
-        ),
-        Some(0.0)
-    );
-    assert!(
-        !m.lines()
-            .any(|l| l.contains(&format!("pid=\"{pid}\"")) && l.ends_with(" -1")),
-        "a -1 was exported"
-    );
-    let t1 = value(
-        &m,
-        "rccl_telemetry_last_write_timestamp_seconds",
-        &[dev0[0]],
-    )
-    .expect("last write gauge");
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64();
-    assert!(
-        (now - t1).abs() < 120.0,
-        "last write {t1} is not now ({now})"
-    );
-    let busy0 = value(
-        &m,
-        "rccl_telemetry_wqes_sent_total",
-        &[dev0[0], ("device", "mlx5_1")],
-    )
-    .expect("mlx5_1 is driven");
 
     // Live: mlx5_1 keeps moving and the timestamp with it; mlx5_0 stays put.
     let m2 = wait_for("a newer write", 30, || {
@@ -667,6 +676,56 @@ fn samples(port: u16, selector: &str) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Prometheus on loopback, scraping node_exporter every second and evaluating the shipped
+/// rules every `eval` s: ready, the rules loaded, node_exporter scraped. Its port and process.
+fn start_prometheus(
+    prometheus: &Path,
+    promdir: &Path,
+    exporter_port: u16,
+    eval: f64,
+) -> (u16, Reaper) {
+    let rules = root().join("packaging/prometheus/rccl-telemetry.rules.yml");
+    let config = promdir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: {eval}s\n\
+             rule_files: ['{}']\n\
+             scrape_configs:\n  - job_name: node\n    static_configs:\n      - targets: ['127.0.0.1:{exporter_port}']\n",
+            rules.display()
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let log = std::fs::File::create(promdir.join("prometheus.log")).unwrap();
+    let server = Reaper(
+        Command::new(prometheus)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                promdir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("Prometheus to be ready", 60, || http_get(port, "/-/ready"));
+    // The shipped rules loaded, and node_exporter scraped.
+    let rules_api = wait_for("the rules to load", 30, || {
+        http_get(port, "/api/v1/rules").filter(|r| r.contains("RcclTelemetryQpStalled"))
+    });
+    assert!(!rules_api.contains("\"health\":\"err\""), "{rules_api}");
+    wait_for("a scrape of node_exporter", 30, || {
+        samples(port, "up{job=\"node\"}")
+            .last()
+            .is_some_and(|s| s.1 == 1.0)
+            .then_some(())
+    });
+    (port, server)
+}
+
 /// The shipped stall alert on the real Prometheus server: node_exporter serves a live rank's
 /// textfile, Prometheus (loopback, scraping every second, evaluating
 /// packaging/prometheus/rccl-telemetry.rules.yml every EVAL s) fires RcclTelemetryQpStalled
@@ -695,46 +754,8 @@ fn the_stall_alert_fires_and_resolves_in_prometheus() {
     let (exporter_port, exporter) = start_exporter(&exporter, textdir.path());
     wait_for("node_exporter to listen", 30, || scrape(exporter_port));
 
-    let rules = root().join("packaging/prometheus/rccl-telemetry.rules.yml");
-    let config = promdir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: {EVAL}s\n\
-             rule_files: ['{}']\n\
-             scrape_configs:\n  - job_name: node\n    static_configs:\n      - targets: ['127.0.0.1:{exporter_port}']\n",
-            rules.display()
-        ),
-    )
-    .unwrap();
-    let port = free_port();
-    let log = std::fs::File::create(promdir.path().join("prometheus.log")).unwrap();
-    let server = Reaper(
-        Command::new(&prometheus)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                promdir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    );
+    let (port, server) = start_prometheus(&prometheus, promdir.path(), exporter_port, EVAL);
     let log = || std::fs::read_to_string(promdir.path().join("prometheus.log")).unwrap_or_default();
-    wait_for("Prometheus to be ready", 60, || http_get(port, "/-/ready"));
-    // The shipped rules loaded, and node_exporter scraped.
-    let rules_api = wait_for("the rules to load", 30, || {
-        http_get(port, "/api/v1/rules").filter(|r| r.contains("RcclTelemetryQpStalled"))
-    });
-    assert!(!rules_api.contains("\"health\":\"err\""), "{rules_api}");
-    wait_for("a scrape of node_exporter", 30, || {
-        samples(port, "up{job=\"node\"}")
-            .last()
-            .is_some_and(|s| s.1 == 1.0)
-            .then_some(())
-    });
 
     let env = [
         ("RCCL_TELEMETRY_ENABLE", "1"),

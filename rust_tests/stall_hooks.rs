@@ -8,6 +8,7 @@
 use std::ffi::CString;
 
 use rccl_telemetry::capi::*;
+use rccl_telemetry::counters::RcclQpStats;
 use rccl_telemetry::{rank_file, stall_detector, textfile};
 use rccl_telemetry_format::promtext::Level;
 use serde_json::Value;
@@ -20,7 +21,7 @@ fn snapshot() -> Value {
     let f = rank_file::build(
         &rt.id,
         WALL0,
-        rccl_telemetry::hw::sampler_snapshot(),
+        rccl_telemetry::sampler::snapshot(),
         false,
         "test",
     )
@@ -37,23 +38,10 @@ fn series(text: &str, name: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn a_stall_appears_and_disappears_and_its_duration_stays() {
-    let out = tempfile::tempdir().unwrap();
-    let promdir = tempfile::tempdir().unwrap();
-    // SAFETY: set before any thread of this test binary reads the environment.
-    unsafe {
-        std::env::set_var("RCCL_TELEMETRY_ENABLE", "1");
-        std::env::set_var("RCCL_TELEMETRY_OUTPUT_DIR", out.path());
-        std::env::set_var("RCCL_TELEMETRY_PROMETHEUS_DIR", promdir.path());
-        std::env::set_var("RCCL_TELEMETRY_SIGNALS", "0");
-        std::env::set_var("RCCL_TELEMETRY_STALL_MS", "1000");
-        std::env::set_var("RCCL_TELEMETRY_SAMPLE_MS", "1");
-    }
-    stall_detector::manual_clock();
-    assert_eq!(rcclTelemetryInit(), 0);
-    // The library keeps panic messages for its own boundary; this test wants them printed.
-    drop(std::panic::take_hook());
+/// Device 0 ("mlx5_4"), channel 2 with four QPs: one whose posts complete, IB-CAST's pair
+/// without its completion (with its peer told), signalled CTS with no completion hook call,
+/// and receives waiting for the peer.
+fn four_qps() -> Vec<*mut RcclQpStats> {
     let name = CString::new("mlx5_4").unwrap();
     let tr = CString::new("IB-CAST").unwrap();
     // SAFETY: valid strings; the handles are the library's.
@@ -100,6 +88,66 @@ fn a_stall_appears_and_disappears_and_its_duration_stays() {
         // QP 3: receives waiting for the peer.
         rcclTelemetryQpRecvPosted(q[3]);
     }
+    q
+}
+
+/// A snapshot whose hw_samples rows carry device 0's outstanding WRs and stalled QPs, one of
+/// them with the stall (liveness only: it waits for a row taken after the stall was declared).
+fn snapshot_with_a_stalled_row() -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let f = snapshot();
+        let rows = f["hw_samples"]
+            .as_array()
+            .expect("hw_samples with RCCL_TELEMETRY_SAMPLE_MS")
+            .clone();
+        if rows.iter().any(|r| r["counters"]["num_qps_stalled"] == 1) {
+            let r = rows
+                .iter()
+                .rev()
+                .find(|r| r["counters"]["num_qps_stalled"] == 1)
+                .unwrap();
+            assert_eq!(
+                (
+                    r["device_id"].as_u64(),
+                    r["counters"]["num_wqe_outstanding"].as_u64()
+                ),
+                (Some(0), Some(1)),
+                "{r}"
+            );
+            assert!(
+                rows.iter()
+                    .all(|r| r["counters"]["num_qps_stalled"].is_u64()),
+                "every row has the stall counters"
+            );
+            return f;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no hw_samples row with the stall in 60 s: {rows:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_stall_appears_and_disappears_and_its_duration_stays() {
+    let out = tempfile::tempdir().unwrap();
+    let promdir = tempfile::tempdir().unwrap();
+    // SAFETY: set before any thread of this test binary reads the environment.
+    unsafe {
+        std::env::set_var("RCCL_TELEMETRY_ENABLE", "1");
+        std::env::set_var("RCCL_TELEMETRY_OUTPUT_DIR", out.path());
+        std::env::set_var("RCCL_TELEMETRY_PROMETHEUS_DIR", promdir.path());
+        std::env::set_var("RCCL_TELEMETRY_SIGNALS", "0");
+        std::env::set_var("RCCL_TELEMETRY_STALL_MS", "1000");
+        std::env::set_var("RCCL_TELEMETRY_SAMPLE_MS", "1");
+    }
+    stall_detector::manual_clock();
+    assert_eq!(rcclTelemetryInit(), 0);
+    // The library keeps panic messages for its own boundary; this test wants them printed.
+    drop(std::panic::take_hook());
+    let q = four_qps();
     let tick = |ms: u64| stall_detector::tick_at(1_000 * MS + ms * MS, WALL0 + ms * MS);
     assert!(!tick(0));
     assert!(!tick(500));
@@ -135,42 +183,8 @@ fn a_stall_appears_and_disappears_and_its_duration_stays() {
             && series(&text, "rccl_telemetry_stalled_qp_series_dropped")[0].ends_with(" 0")
     );
 
-    // hw_samples rows carry the device's outstanding WRs and stalled QPs (liveness only: wait
-    // for a row taken after the stall was declared).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let f = loop {
-        let f = snapshot();
-        let rows = f["hw_samples"]
-            .as_array()
-            .expect("hw_samples with RCCL_TELEMETRY_SAMPLE_MS")
-            .clone();
-        if rows.iter().any(|r| r["counters"]["num_qps_stalled"] == 1) {
-            let r = rows
-                .iter()
-                .rev()
-                .find(|r| r["counters"]["num_qps_stalled"] == 1)
-                .unwrap();
-            assert_eq!(
-                (
-                    r["device_id"].as_u64(),
-                    r["counters"]["num_wqe_outstanding"].as_u64()
-                ),
-                (Some(0), Some(1)),
-                "{r}"
-            );
-            assert!(
-                rows.iter()
-                    .all(|r| r["counters"]["num_qps_stalled"].is_u64()),
-                "every row has the stall counters"
-            );
-            break f;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no hw_samples row with the stall in 60 s: {rows:?}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    };
+    // hw_samples rows carry the device's outstanding WRs and stalled QPs.
+    let f = snapshot_with_a_stalled_row();
     // A snapshot names it, since when, and the ongoing duration.
     assert_eq!(
         (f["version"].as_u64(), f["stall_ms"].as_u64()),

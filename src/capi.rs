@@ -9,7 +9,7 @@
 use std::ffi::{c_char, c_int, CStr};
 
 use crate::counters::{RcclChannelStats, RcclQpStats, ROLE_CTS, ROLE_DATA};
-use crate::registry;
+use crate::{lifecycle, registry, runtime};
 
 /// Device slots: device_id is 0..RCCL_TELEMETRY_MAX_DEVS-1.
 pub const RCCL_TELEMETRY_MAX_DEVS: i32 = 32;
@@ -33,7 +33,7 @@ macro_rules! boundary {
         match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| $body)) {
             Ok(v) => v,
             Err(_) => {
-                $crate::contained_panic($name);
+                $crate::panics::contained_panic($name);
                 $default
             }
         }
@@ -68,13 +68,13 @@ pub struct RcclTelemetrySwSnapshot {
 /// RCCL_TELEMETRY_INIT_FINISHED (2: the final file was written, or this is a forked child of
 /// a process with telemetry on; it stays off) or RCCL_TELEMETRY_INIT_FAILED (-1: asked for
 /// but could not start; the reason is already logged). Only a negative result is a failure:
-/// test `< 0` to log one (0 keeps meaning "telemetry counts"; off and finished, which earlier
-/// versions also answered with 0, are now 1 and 2). The run goes on in every case. Any
+/// test `< 0` to log one (a test of `!= 0` would also log off and finished, which are no
+/// failures). The run goes on in every case. Any
 /// thread, any number of times: later calls return the first call's answer, or FINISHED
 /// once telemetry has finished.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryInit() -> c_int {
-    boundary!("rcclTelemetryInit", -1, crate::init())
+    boundary!("rcclTelemetryInit", -1, lifecycle::init())
 }
 
 /// 1 when telemetry is enabled and initialised and the final file not yet written, else 0
@@ -82,7 +82,7 @@ pub extern "C" fn rcclTelemetryInit() -> c_int {
 /// Any thread; one load, inline where the inline hooks are on.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryOn() -> c_int {
-    c_int::from(crate::is_on())
+    c_int::from(runtime::is_on())
 }
 
 /// Writes the JSON file once; also run at process exit. Afterwards every entry point is inert:
@@ -93,7 +93,7 @@ pub extern "C" fn rcclTelemetryOn() -> c_int {
 /// (at most 10 s) and returns 0; hooks that race it are counted or not, never torn.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryFlush() -> c_int {
-    boundary!("rcclTelemetryFlush", -1, crate::flush())
+    boundary!("rcclTelemetryFlush", -1, runtime::flush())
 }
 
 /// Registers a RoCE device in slot `device_id` (0..31) for transport `transport`
@@ -108,7 +108,7 @@ pub unsafe extern "C" fn rcclTelemetryRegisterDevice(
     transport: *const c_char,
 ) -> c_int {
     boundary!("rcclTelemetryRegisterDevice", -1, {
-        let Some(rt) = crate::runtime() else {
+        let Some(rt) = runtime::runtime() else {
             return -1;
         };
         // SAFETY: the caller passes NULL or a NUL-terminated string.
@@ -143,11 +143,15 @@ pub unsafe extern "C" fn rcclTelemetryRegisterDevice(
 /// The QP slot of an index form or a setup call, while telemetry counts (None before Init,
 /// when disabled, after the final write and in a forked child: those calls are no-ops).
 fn live_qp(dev: c_int, ch: c_int, qp: c_int) -> Option<&'static RcclQpStats> {
-    crate::is_on().then(|| registry::qp(dev, ch, qp)).flatten()
+    runtime::is_on()
+        .then(|| registry::qp(dev, ch, qp))
+        .flatten()
 }
 
 fn live_channel(dev: c_int, ch: c_int) -> Option<&'static registry::Channel> {
-    crate::is_on().then(|| registry::channel(dev, ch)).flatten()
+    runtime::is_on()
+        .then(|| registry::channel(dev, ch))
+        .flatten()
 }
 
 /// # Safety
@@ -179,10 +183,10 @@ pub unsafe extern "C" fn rcclTelemetrySetupChannel(
     numSlots: *mut c_int,
 ) -> c_int {
     let (first, granted) = boundary!("rcclTelemetrySetupChannel", (-1, 0), {
-        if crate::runtime().is_some_and(|rt| rt.cfg.fault == crate::config::Fault::SetupPanic) {
+        if runtime::runtime().is_some_and(|rt| rt.cfg.fault == crate::config::Fault::SetupPanic) {
             panic!("forced by {}=setup_panic", crate::config::ENV_TEST_FAULT);
         }
-        match crate::runtime().and_then(|_| registry::setup_channel(devIdx, chIdx, numQps)) {
+        match runtime::runtime().and_then(|_| registry::setup_channel(devIdx, chIdx, numQps)) {
             Some((first, granted)) => (first as c_int, granted as c_int),
             None => (-1, 0),
         }
@@ -204,7 +208,7 @@ pub extern "C" fn rcclTelemetrySetQpRole(
     isDataQp: c_int,
 ) {
     boundary!("rcclTelemetrySetQpRole", (), {
-        if crate::is_on() {
+        if runtime::is_on() {
             registry::set_qp_role(
                 devIdx,
                 chIdx,
@@ -220,7 +224,7 @@ pub extern "C" fn rcclTelemetrySetQpRole(
 #[no_mangle]
 pub extern "C" fn rcclTelemetryMarkChannelsUnknown(devIdx: c_int) {
     boundary!("rcclTelemetryMarkChannelsUnknown", (), {
-        if let Some(d) = crate::runtime().and_then(|_| registry::device(devIdx)) {
+        if let Some(d) = runtime::runtime().and_then(|_| registry::device(devIdx)) {
             d.channels_unknown
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
@@ -279,7 +283,7 @@ pub unsafe extern "C" fn rcclTelemetryQpSetPeer(
     remoteLid: u16,
 ) {
     boundary!("rcclTelemetryQpSetPeer", (), {
-        if !crate::is_on() {
+        if !runtime::is_on() {
             return;
         }
         // SAFETY: handles are NULL or stable slot addresses, valid for the process.
@@ -498,7 +502,7 @@ pub unsafe extern "C" fn rcclTelemetryQpCqError(
     vendorErr: u32,
 ) {
     boundary!("rcclTelemetryQpCqError", (), {
-        if !crate::is_on() {
+        if !runtime::is_on() {
             return;
         }
         // SAFETY: handles are NULL or stable slot addresses, valid for the process.
@@ -541,7 +545,7 @@ pub extern "C" fn rcclTelemetryWqeSize(devIdx: c_int, bytes: u64) {
 
 #[inline(always)]
 fn device_op(dev: c_int, f: impl FnOnce(&registry::DevCounters, bool)) {
-    if let Some(d) = registry::device(dev).filter(|_| crate::is_on()) {
+    if let Some(d) = registry::device(dev).filter(|_| runtime::is_on()) {
         d.stripes[registry::stripe()].with(f);
     }
 }
@@ -674,7 +678,7 @@ pub unsafe extern "C" fn rcclTelemetrySwCapture(
     maxDevs: c_int,
 ) -> c_int {
     boundary!("rcclTelemetrySwCapture", -1, {
-        if !crate::is_on() || out.is_null() || maxDevs < 0 {
+        if !runtime::is_on() || out.is_null() || maxDevs < 0 {
             return -1;
         }
         let _view = registry::read_view();
@@ -736,7 +740,7 @@ fn live_comm(
     comm: *mut rcclTelemetryComm_t,
     call: &str,
 ) -> Option<std::sync::Arc<registry::comm::Comm>> {
-    if comm.is_null() || !crate::is_on() {
+    if comm.is_null() || !runtime::is_on() {
         return None;
     }
     let c = registry::comm::get(comm as usize as u64);
@@ -762,7 +766,7 @@ pub extern "C" fn rcclTelemetryCommInit(
     nRanks: c_int,
 ) -> *mut rcclTelemetryComm_t {
     boundary!("rcclTelemetryCommInit", std::ptr::null_mut(), {
-        if !crate::is_on() {
+        if !runtime::is_on() {
             return std::ptr::null_mut();
         }
         if nRanks < 1 || rank < 0 || rank >= nRanks {
@@ -900,7 +904,7 @@ pub unsafe extern "C" fn rcclTelemetryCommResolveChannel(
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryCommFinalize(comm: *mut rcclTelemetryComm_t) {
     boundary!("rcclTelemetryCommFinalize", (), {
-        if comm.is_null() || !crate::is_on() {
+        if comm.is_null() || !runtime::is_on() {
             return;
         }
         if !crate::comms::finalize(comm as usize as u64)
@@ -953,7 +957,7 @@ pub extern "C" fn rcclTelemetryInlineMismatch_(headerLayout: c_int) -> c_int {
     boundary!(
         "rcclTelemetryInlineMismatch_",
         -1,
-        crate::inline_layout_refused(headerLayout)
+        lifecycle::inline_layout_refused(headerLayout)
     )
 }
 
@@ -970,10 +974,10 @@ pub const RCCL_TELEMETRY_INIT_FINISHED: i32 = 2;
 /// Asked for but could not start (the reason is already logged): the run goes on without it.
 pub const RCCL_TELEMETRY_INIT_FAILED: i32 = -1;
 const _: () = assert!(
-    RCCL_TELEMETRY_INIT_STARTED == crate::INIT_STARTED
-        && RCCL_TELEMETRY_INIT_OFF == crate::INIT_OFF
-        && RCCL_TELEMETRY_INIT_FINISHED == crate::INIT_FINISHED
-        && RCCL_TELEMETRY_INIT_FAILED == crate::INIT_FAILED
+    RCCL_TELEMETRY_INIT_STARTED == lifecycle::INIT_STARTED
+        && RCCL_TELEMETRY_INIT_OFF == lifecycle::INIT_OFF
+        && RCCL_TELEMETRY_INIT_FINISHED == lifecycle::INIT_FINISHED
+        && RCCL_TELEMETRY_INIT_FAILED == lifecycle::INIT_FAILED
 );
 
 /// The levels and subsystem flag the library passes to a logger (NCCL's `NCCL_LOG_WARN`,

@@ -146,44 +146,54 @@ impl Config {
     pub fn from_lookup(get: impl Fn(&str) -> Option<OsString>) -> (Config, Vec<String>) {
         let mut diags = Vec::new();
         let mut c = Config::default();
+        c.read_output_and_latency(&get, &mut diags);
+        c.read_hw(&get, &mut diags);
+        c.read_writes(&get, &mut diags);
+        c.read_prometheus(&get, &mut diags);
+        c.read_stall_and_debug(&get, &mut diags);
+        (c, diags)
+    }
 
+    /// The output directory, the latency histogram and its sampling.
+    fn read_output_and_latency(
+        &mut self,
+        get: &impl Fn(&str) -> Option<OsString>,
+        diags: &mut Vec<String>,
+    ) {
         if let Some(v) = get(ENV_OUTPUT_DIR) {
             if v.is_empty() {
                 diags.push(format!(
                     "{ENV_OUTPUT_DIR} is empty; using {DEFAULT_OUTPUT_DIR}"
                 ));
             } else {
-                c.output_dir = PathBuf::from(v);
+                self.output_dir = PathBuf::from(v);
             }
         }
 
-        c.histogram_buckets = parse_u64(
-            &get,
+        self.histogram_buckets = parse_u64(
+            get,
             ENV_BUCKETS,
             DEFAULT_BUCKETS as u64,
             1,
             MAX_BUCKETS as u64,
-            &mut diags,
+            diags,
         ) as u32;
-        c.histogram_interval_ns = parse_u64(
-            &get,
-            ENV_INTERVAL,
-            DEFAULT_INTERVAL_NS,
-            1,
-            u64::MAX,
-            &mut diags,
-        );
+        self.histogram_interval_ns =
+            parse_u64(get, ENV_INTERVAL, DEFAULT_INTERVAL_NS, 1, u64::MAX, diags);
 
-        let asked = parse_u64(&get, ENV_SAMPLE, 1, 1, MAX_LATENCY_SAMPLE, &mut diags);
-        c.latency_sample = asked.next_power_of_two();
-        if c.latency_sample != asked {
+        let asked = parse_u64(get, ENV_SAMPLE, 1, 1, MAX_LATENCY_SAMPLE, diags);
+        self.latency_sample = asked.next_power_of_two();
+        if self.latency_sample != asked {
             diags.push(format!(
                 "{ENV_SAMPLE}={asked} is not a power of two; measuring 1 WQE in {} instead",
-                c.latency_sample
+                self.latency_sample
             ));
         }
+    }
 
-        c.hw.sample_ms = parse_u64(&get, ENV_SAMPLE_MS, 0, 0, MAX_SAMPLE_MS, &mut diags);
+    /// The hardware counters: the sampler's period, the allow-list, the sysfs root.
+    fn read_hw(&mut self, get: &impl Fn(&str) -> Option<OsString>, diags: &mut Vec<String>) {
+        self.hw.sample_ms = parse_u64(get, ENV_SAMPLE_MS, 0, 0, MAX_SAMPLE_MS, diags);
 
         if let Some(v) = get(ENV_HW_COUNTERS) {
             match v.to_str() {
@@ -194,7 +204,7 @@ impl Config {
                         .filter(|n| !n.is_empty())
                         .map(str::to_owned)
                         .collect();
-                    c.hw.allow = if names.is_empty() { None } else { Some(names) };
+                    self.hw.allow = if names.is_empty() { None } else { Some(names) };
                 }
                 None => diags.push(format!(
                     "{ENV_HW_COUNTERS}={} is not UTF-8; collecting every counter",
@@ -209,23 +219,21 @@ impl Config {
                     "{ENV_SYSFS_ROOT} is empty; using {DEFAULT_SYSFS_ROOT}"
                 ));
             } else {
-                c.hw.sysfs_root = PathBuf::from(v);
+                self.hw.sysfs_root = PathBuf::from(v);
             }
         }
+    }
 
-        c.flush_interval_s = parse_u64(
-            &get,
-            ENV_FLUSH_INTERVAL,
-            0,
-            0,
-            MAX_FLUSH_INTERVAL_S,
-            &mut diags,
-        );
+    /// When files are written (interval, termination and snapshot signals) and whether they
+    /// carry the log histogram.
+    fn read_writes(&mut self, get: &impl Fn(&str) -> Option<OsString>, diags: &mut Vec<String>) {
+        self.flush_interval_s =
+            parse_u64(get, ENV_FLUSH_INTERVAL, 0, 0, MAX_FLUSH_INTERVAL_S, diags);
 
         if let Some(v) = get(ENV_SIGNALS) {
             match v.to_str() {
-                Some("1") => c.signals = true,
-                Some("0") => c.signals = false,
+                Some("1") => self.signals = true,
+                Some("0") => self.signals = false,
                 _ => diags.push(format!(
                     "{ENV_SIGNALS}={} is not 0 or 1; using the default 1",
                     show(&v)
@@ -235,8 +243,8 @@ impl Config {
 
         if let Some(v) = get(ENV_LOG_HISTOGRAM) {
             match v.to_str() {
-                Some("1") => c.log_histogram = true,
-                Some("0") => c.log_histogram = false,
+                Some("1") => self.log_histogram = true,
+                Some("0") => self.log_histogram = false,
                 _ => diags.push(format!(
                     "{ENV_LOG_HISTOGRAM}={} is not 0 or 1; using the default 1",
                     show(&v)
@@ -249,54 +257,61 @@ impl Config {
                 Some(Some(sig)) if TERMINATION_SIGNALS.contains(&sig) || sig == libc::SIGKILL || sig == libc::SIGSTOP => {
                     diags.push(format!("{ENV_SNAPSHOT_SIGNAL}={} cannot be used for snapshots; snapshots on demand are off", show(&v)))
                 }
-                Some(Some(sig)) => c.snapshot_signal = Some(sig),
+                Some(Some(sig)) => self.snapshot_signal = Some(sig),
                 Some(None) if v.is_empty() => {}
                 _ => diags.push(format!("{ENV_SNAPSHOT_SIGNAL}={} is not a signal name or number; snapshots on demand are off", show(&v))),
             }
         }
+    }
 
+    /// The live Prometheus textfile: its directory, interval and per-QP series.
+    fn read_prometheus(
+        &mut self,
+        get: &impl Fn(&str) -> Option<OsString>,
+        diags: &mut Vec<String>,
+    ) {
         if let Some(v) = get(ENV_PROM_DIR) {
             if v.is_empty() {
                 diags.push(format!(
                     "{ENV_PROM_DIR} is empty; no Prometheus textfile is written"
                 ));
             } else {
-                c.prometheus_dir = Some(PathBuf::from(v));
+                self.prometheus_dir = Some(PathBuf::from(v));
             }
         }
-        c.prometheus_interval_s = parse_u64(
-            &get,
+        self.prometheus_interval_s = parse_u64(
+            get,
             ENV_PROM_INTERVAL,
             DEFAULT_PROM_INTERVAL_S,
             1,
             MAX_PROM_INTERVAL_S,
-            &mut diags,
+            diags,
         );
         if let Some(v) = get(ENV_PROM_QP) {
             match v.to_str() {
-                Some("1") => c.prometheus_qp = true,
-                Some("0") | Some("") => c.prometheus_qp = false,
+                Some("1") => self.prometheus_qp = true,
+                Some("0") | Some("") => self.prometheus_qp = false,
                 _ => diags.push(format!(
                     "{ENV_PROM_QP}={} is not 0 or 1; using the default 0 (no per-QP series)",
                     show(&v)
                 )),
             }
         }
+    }
 
-        c.stall_ms = parse_u64(
-            &get,
-            ENV_STALL_MS,
-            DEFAULT_STALL_MS,
-            0,
-            MAX_STALL_MS,
-            &mut diags,
-        );
+    /// Stall detection, debug lines and the test faults.
+    fn read_stall_and_debug(
+        &mut self,
+        get: &impl Fn(&str) -> Option<OsString>,
+        diags: &mut Vec<String>,
+    ) {
+        self.stall_ms = parse_u64(get, ENV_STALL_MS, DEFAULT_STALL_MS, 0, MAX_STALL_MS, diags);
 
-        c.debug = matches!(get(ENV_DEBUG), Some(v) if v != "0");
-        c.hw.debug = c.debug;
+        self.debug = matches!(get(ENV_DEBUG), Some(v) if v != "0");
+        self.hw.debug = self.debug;
 
         if let Some(v) = get(ENV_TEST_FAULT) {
-            c.fault = match v.to_str() {
+            self.fault = match v.to_str() {
                 Some("init_error") => Fault::InitError,
                 Some("init_panic") => Fault::InitPanic,
                 Some("setup_panic") => Fault::SetupPanic,
@@ -311,7 +326,6 @@ impl Config {
                 }
             };
         }
-        (c, diags)
     }
 }
 

@@ -8,8 +8,8 @@
 //! atomic read-modify-writes on the same counters.
 //!
 //! Cache lines: a QP slot is four 64-byte lines: what every WQE touches, what rare and sampled
-//! events touch (and the address of the channel's log-scale histogram), two of histogram. Nothing on them is shared with another QP, so QPs on one
-//! channel never contend (the seed's 11%).
+//! events touch (and the address of the channel's log-scale histogram), two of histogram.
+//! Nothing on them is shared with another QP, so QPs on one channel never contend for a line.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

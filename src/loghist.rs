@@ -1,4 +1,4 @@
-//! Log-scale bucket arithmetic for the completion-latency histogram of issue 14.
+//! Log-scale bucket arithmetic for the completion-latency histogram ("latency_log_histogram").
 //!
 //! HdrHistogram-style: a value's bucket comes from the position of its highest set bit and
 //! the [`SUB_BITS`] bits below it, so every power of two is split into `1 << SUB_BITS` equal

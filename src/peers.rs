@@ -1,4 +1,4 @@
-//! Who is on the other end of each QP (issue 22): the QP's own identity (QPN, local GID/LID,
+//! Who is on the other end of each QP: the QP's own identity (QPN, local GID/LID,
 //! port, GID index, type) and its peer's (QPN, GID, LID), told once per QP off the data path
 //! (rcclTelemetryQpSetPeer, or the preload's modify_qp wrapper), and the per-peer latency.
 //!

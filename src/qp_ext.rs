@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub const STALL_EXPECT: u64 = 1u64 << 63;
 
 /// Per-QP counters the verbs interposer (`librccl_telemetry_preload.so`) keeps beside a slot:
-/// the opcodes the seed has no key for, and the send-queue bookkeeping of unsignalled runs.
+/// the opcodes the slot has no key for, and the send-queue bookkeeping of unsignalled runs.
 /// Allocated only in that mode (see `registry::enable_verbs_keys`); every field may be
 /// updated from any thread (atomic adds). The preload's C code gets this type from here: its
 /// `engine.h` (as `rtp_qpext`, every `AtomicU64` a `uint64_t`) is generated from this file by

@@ -14,10 +14,8 @@ use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
 
+use crate::runtime::{self, WRITE_TIMEOUT_MS};
 use crate::writer;
-
-/// How long a handler waits for the file before letting the signal act anyway.
-pub const WRITE_TIMEOUT_MS: i32 = 10_000;
 
 const NSIG: usize = 65;
 
@@ -29,7 +27,6 @@ unsafe impl Sync for OldActions {}
 static OLD: OldActions = OldActions(UnsafeCell::new([const { MaybeUninit::uninit() }; NSIG]));
 static OURS: [AtomicBool; NSIG] = [const { AtomicBool::new(false) }; NSIG];
 static OWNER_PID: AtomicI32 = AtomicI32::new(0);
-static SNAPSHOT_SIG: AtomicI32 = AtomicI32::new(0);
 
 fn old(sig: i32) -> &'static libc::sigaction {
     // SAFETY: read only after install() wrote this entry (OURS[sig] is set after it).
@@ -161,18 +158,13 @@ pub fn install(termination: bool, snapshot: Option<i32>) -> (Vec<String>, Vec<St
         }
     }
     if let Some(sig) = snapshot {
-        SNAPSHOT_SIG.store(sig, Relaxed);
+        runtime::set_snapshot_signal(sig);
         match install_one(sig, on_snapshot, true) {
             Ok(_) => taken.push(format!("{} (snapshot)", crate::config::signal_name(sig))),
             Err(e) => diags.push(format!("cannot take the snapshot signal {e}")),
         }
     }
     (taken, diags)
-}
-
-/// The snapshot signal in effect (0 when none).
-pub fn snapshot_signal() -> i32 {
-    SNAPSHOT_SIG.load(Relaxed)
 }
 
 /// Puts back the earlier disposition of every signal whose current handler is still ours

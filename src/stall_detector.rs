@@ -34,7 +34,7 @@
 //! its record): a QP torn down with work in flight is no stall afterwards, and a later
 //! communicator handed the same channel starts from nothing.
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 
 use parking_lot::Mutex;
 
@@ -49,7 +49,8 @@ static STALL_MS: AtomicU64 = AtomicU64::new(0);
 /// Set by a test that drives [`tick_at`] with its own clock: the automatic ticks stop.
 static MANUAL: AtomicBool = AtomicBool::new(false);
 /// The preload's walk: publishes its send records into the slots' `QpExt` (under its lock).
-static WALKER: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+/// The interposer is linked above the library, so it registers the walk ([`set_walker`]).
+static WALKER: Mutex<Option<extern "C" fn()>> = Mutex::new(None);
 /// The set of stalled QPs changed at a tick since [`take_changed`] last looked (whichever
 /// thread ticked: the writer, or a file's build).
 static CHANGED: AtomicBool = AtomicBool::new(false);
@@ -72,8 +73,6 @@ pub fn take_changed() -> bool {
 /// Turns detection on (`ms` > 0) or off; at Init.
 pub fn configure(ms: u64) {
     STALL_MS.store(ms, Relaxed);
-    // hw (below) reads the per-device numbers for its sampler rows through this.
-    crate::hw::set_stall_rows((ms > 0).then_some(device_summary as crate::hw::StallRows));
 }
 
 /// The RCCL_TELEMETRY_STALL_MS in effect (0: off).
@@ -96,7 +95,7 @@ pub fn tick_period_ms(stall_ms: u64) -> u64 {
 
 /// Registers the preload's walk (called by its engine at start).
 pub fn set_walker(f: extern "C" fn()) {
-    WALKER.store(f as *mut (), Release);
+    *WALKER.lock() = Some(f);
 }
 
 /// Stops the automatic ticks: the caller drives [`tick_at`] with an injected clock (tests).
@@ -329,10 +328,8 @@ pub fn tick_at(mono: u64, wall: u64) -> bool {
     }
     let _view = registry::read_view();
     let mut det = DET.lock();
-    let w = WALKER.load(Acquire);
-    if !w.is_null() {
-        // SAFETY: set_walker stored an `extern "C" fn()`.
-        let f: extern "C" fn() = unsafe { std::mem::transmute(w) };
+    let walk = *WALKER.lock();
+    if let Some(f) = walk {
         f();
     }
     det.wall_offset = i128::from(wall) - i128::from(mono);

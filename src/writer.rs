@@ -6,9 +6,9 @@
 //! any other byte is a termination signal number (plus CHAINED when an earlier handler will
 //! run after ours), answered with one byte on the acknowledgement pipe once the file is out.
 //!
-//! The writes themselves are the runtime's (`lib.rs`, above this layer): it hands them in as
-//! [`Jobs`] at start, so nothing here calls up. The atomic file write is `atomic_file`, the
-//! quiet thread `thread` (both re-exported here under their old names).
+//! The writes themselves are the runtime's (`runtime`, the layer below): the JSON file
+//! through [`runtime::write_file`], the live textfile through `textfile` while telemetry is
+//! on. The thread is started and stopped by `lifecycle`, above.
 
 use std::sync::atomic::{AtomicI32, Ordering::*};
 use std::thread::JoinHandle;
@@ -16,51 +16,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-pub use crate::atomic_file::{
-    random_token, write_atomic, write_atomic_mode, write_atomic_with, Written,
-};
-pub use crate::thread::{block, restore_mask, spawn_quiet, SigSet};
-
-/// What caused a write; recorded in the file as "trigger".
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trigger {
-    /// The exit handler (atexit, or dlclose of the library).
-    Exit,
-    /// rcclTelemetryFlush.
-    Flush,
-    /// RCCL_TELEMETRY_FLUSH_INTERVAL_S.
-    Interval,
-    /// A termination signal, or RCCL_TELEMETRY_SNAPSHOT_SIGNAL.
-    Signal(i32),
-    /// A QP's first error completion (a snapshot, rate-limited: [`Triggered`]).
-    CqError,
-    /// The first check of a stall episode (a snapshot, rate-limited: [`Triggered`]).
-    Stall,
-}
-
-impl Trigger {
-    pub fn name(self) -> String {
-        match self {
-            Trigger::Exit => "exit".into(),
-            Trigger::Flush => "rcclTelemetryFlush".into(),
-            Trigger::Interval => "interval".into(),
-            Trigger::Signal(s) => crate::config::signal_name(s),
-            Trigger::CqError => "cq_error".into(),
-            Trigger::Stall => "stall".into(),
-        }
-    }
-}
-
-/// The writes the thread performs, handed in by the runtime that owns them.
-#[derive(Clone, Copy)]
-pub struct Jobs {
-    /// Writes the JSON file (a snapshot, or the final file when the flag is set).
-    pub write_file: fn(Trigger, bool) -> i32,
-    /// The snapshot signal in effect (0 when none), for a SNAPSHOT request's trigger.
-    pub snapshot_signal: fn() -> i32,
-    /// Rewrites the Prometheus textfile (while telemetry is on).
-    pub prom: fn(),
-}
+use crate::runtime::{self, Trigger};
+use crate::thread::spawn_quiet;
 
 pub const STOP: u8 = 0;
 pub const SNAPSHOT: u8 = 0xff;
@@ -90,12 +47,7 @@ fn pipe(flags_write_end: i32) -> Result<(i32, i32), String> {
 /// Starts the writer thread. `interval_s` = 0: no periodic JSON snapshot; `prom_interval_s`
 /// = 0: no Prometheus textfile; `stall_tick_ms` = 0: no stall detector tick; all 0: it only
 /// serves requests.
-pub fn start(
-    interval_s: u64,
-    prom_interval_s: u64,
-    stall_tick_ms: u64,
-    jobs: Jobs,
-) -> Result<(), String> {
+pub fn start(interval_s: u64, prom_interval_s: u64, stall_tick_ms: u64) -> Result<(), String> {
     let (rr, rw) = pipe(libc::O_NONBLOCK)?;
     let (ar, aw) = pipe(libc::O_NONBLOCK)?;
     REQ_R.store(rr, Relaxed);
@@ -103,7 +55,7 @@ pub fn start(
     ACK_R.store(ar, Relaxed);
     ACK_W.store(aw, Relaxed);
     let handle = spawn_quiet("rccl-tel-writer", move || {
-        serve(rr, aw, interval_s, prom_interval_s, stall_tick_ms, jobs)
+        serve(rr, aw, interval_s, prom_interval_s, stall_tick_ms)
     })
     .map_err(|e| format!("cannot start the writer thread: {e}"))?;
     *THREAD.lock() = Some(handle);
@@ -197,14 +149,7 @@ impl Triggered {
     }
 }
 
-fn serve(
-    req: i32,
-    ack: i32,
-    interval_s: u64,
-    prom_interval_s: u64,
-    stall_tick_ms: u64,
-    jobs: Jobs,
-) {
+fn serve(req: i32, ack: i32, interval_s: u64, prom_interval_s: u64, stall_tick_ms: u64) {
     let mut json = Every::new(interval_s);
     let mut prom = Every::new(prom_interval_s);
     let mut stall = Every::ms(stall_tick_ms);
@@ -228,7 +173,7 @@ fn serve(
             ));
         }
         if let Some(t) = trig.due(ms_since(Instant::now())) {
-            (jobs.write_file)(t, false);
+            runtime::write_file(t, false);
         }
         let next = [&json, &prom, &stall]
             .into_iter()
@@ -254,7 +199,7 @@ fn serve(
         let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
         if n == 0 {
             if json.as_mut().is_some_and(Every::due) {
-                (jobs.write_file)(Trigger::Interval, false);
+                runtime::write_file(Trigger::Interval, false);
             }
             // The textfile is never written from the data path: only here, and on its own lock.
             let mut prom_due = prom.as_mut().is_some_and(Every::due);
@@ -267,8 +212,8 @@ fn serve(
             if crate::stall_detector::take_changed() && prom.is_some() {
                 prom_due = true;
             }
-            if prom_due {
-                (jobs.prom)();
+            if prom_due && runtime::is_on() {
+                crate::textfile::write_periodic();
             }
             continue;
         }
@@ -286,11 +231,11 @@ fn serve(
                 STOP => return,
                 TRIGGER => {} // looked at on the way round
                 SNAPSHOT => {
-                    (jobs.write_file)(Trigger::Signal((jobs.snapshot_signal)()), false);
+                    runtime::write_file(Trigger::Signal(runtime::snapshot_signal()), false);
                 }
                 b => {
                     let sig = i32::from(b & !CHAINED);
-                    (jobs.write_file)(Trigger::Signal(sig), b & CHAINED == 0);
+                    runtime::write_file(Trigger::Signal(sig), b & CHAINED == 0);
                     // SAFETY: writing one byte from a valid buffer.
                     unsafe { libc::write(ack, [b].as_ptr().cast(), 1) };
                 }
@@ -369,12 +314,5 @@ mod tests {
         t.note(Trigger::CqError);
         assert_eq!((t.due(now), t.next_ms(), t.refused), (None, None, 1));
         assert_eq!(t.written, TRIGGERED_MAX);
-    }
-
-    #[test]
-    fn trigger_names_are_the_files() {
-        assert_eq!(Trigger::CqError.name(), "cq_error");
-        assert_eq!(Trigger::Stall.name(), "stall");
-        assert_eq!(Trigger::Interval.name(), "interval");
     }
 }

@@ -53,7 +53,7 @@ void sc_stall(int pause_ms) {
   report(extra);
 }
 
-/* Deep send queues (issue 33: more entries than the detector counts one by one), on device 0:
+/* Deep send queues (more entries than the detector counts one by one), on device 0:
  * slots 0/1 (pair u): u.a, depth 8192, holds 4,104 unsignalled writes with nothing after them
  * (outstanding, no completion will come: never a stall); slots 2/3 (pair v): v.a, depth 8192,
  * 4,104 unsignalled writes, one signalled write whose completion is never polled, then 8

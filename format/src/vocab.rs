@@ -79,7 +79,7 @@ pub const NUM_DRIVERS: usize = 4;
 /// family supports.
 pub const HW_TYPES: [&str; NUM_DRIVERS + 1] = ["mlx5", "thor2", "ainic", "rxe", "unsupported"];
 
-/// The first keys of the vocabulary are the seed's, which every version's file has.
+/// The first keys of the vocabulary: every version's file has them (the schema requires them).
 pub const SEED_KEYS: usize = 4;
 
 /// One canonical key.

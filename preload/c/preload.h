@@ -92,7 +92,7 @@ extern pthread_mutex_t g_mu;
  * takes g_mu or touches a record (only the provider's call is made). */
 extern int g_forked;
 
-/* The slot's idx_sent (num_wqe_sent without an opcode of the seed's), found by offset. */
+/* The slot's idx_sent (num_wqe_sent without an opcode key), found by offset. */
 extern size_t g_idx_sent_off;
 /* 1 when this process is registered for expedited membarrier: side owners skip the lock. */
 extern int g_fast;

@@ -362,7 +362,7 @@ pub extern "C" fn rtp_stall_walker(walk: Option<extern "C" fn()>) {
 
 /// The size of `QpExt` and the offsets of its fields, in declaration order:
 /// [size, send, read, atomic, other, retired, track_full], then the offset in the QP slot of
-/// `idx_sent` (num_wqe_sent without an opcode key of the seed's), which the C side takes from
+/// `idx_sent` (num_wqe_sent without an opcode key), which the C side takes from
 /// here (the slot's layout is the engine's alone). The C side's `rtp_qpext` is generated from
 /// `QpExt` (preload/build.rs), so the first seven can only disagree with it when the header
 /// and the archive come from different builds: the interposer still checks them at start, as

@@ -1,5 +1,5 @@
 //! The engine side of the interposer, in its own process: the verbs keys appear in the file,
-//! after the seed's keys, with the counts the C side stored; the per-device QP cap counts
+//! after the slot's own keys, with the counts the C side stored; the per-device QP cap counts
 //! what it drops in num_qp_untracked.
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -46,6 +46,6 @@ fn verbs_keys_and_qp_cap() {
     // In file order (serde_json's Value sorts keys, so read the text).
     let hist = text.find("\"wqe_completion_histogram\"").unwrap();
     let send = text.find("\"num_send_wqe\"").unwrap();
-    assert!(send > hist, "verbs keys come after the seed's");
+    assert!(send > hist, "verbs keys come after the slot's own");
     assert_eq!(d["channels"][0]["num_read_wqe"], 7);
 }

@@ -1,19 +1,20 @@
 //! NIC hardware counters: driver detection, netdev mapping, ethtool and IB sysfs
-//! readers, one canonical vocabulary, first-use baselines and the optional sampler.
+//! readers, one canonical vocabulary, first-use baselines and the sampler's reads.
 //!
 //! The rest of the library talks to this module only through the items below:
 //! - `HwSettings`: what the environment asked for (built by `config`).
 //! - `HwDevice::probe` at RegisterDevice (reads links only, never a counter),
 //!   `HwDevice::take_baseline` on the device's first SetupChannel,
 //!   `HwDevice::final_report` at flush.
-//! - `sampler_start` at Init and `sampler_stop` at flush (RCCL_TELEMETRY_SAMPLE_MS).
+//! - `used_devices` and `HwDevice::sample_counters` for the sampler (`crate::sampler`, the
+//!   thread of RCCL_TELEMETRY_SAMPLE_MS, a layer above: it adds stall detection's numbers).
 //! - `vocabulary()` and `validate_allow_list()` for the configuration and the docs.
 //!
 //! Nothing here is ever called from the data path.
 //!
 //! Submodules: `driver` (hw_type), `netdev` (eth_device), `ethtool` (SIOCETHTOOL),
 //! (the bounded attribute readers are the leaf `crate::sysfs`),
-//! `baseline` (snapshots, wrap and reset), `sampler` (the thread). The canonical keys and
+//! `baseline` (snapshots, wrap and reset). The canonical keys and
 //! their per-driver sources, as data, are the file format's `vocab`
 //! (`rccl_telemetry_format::vocab`, in `format/`), seen here as `vocab`.
 
@@ -21,7 +22,6 @@ mod baseline;
 mod driver;
 mod ethtool;
 mod netdev;
-mod sampler;
 /// The canonical keys and their per-driver sources: the file format's vocabulary.
 use rccl_telemetry_format::vocab;
 
@@ -304,10 +304,20 @@ impl HwDevice {
             first = true;
             self.read(&self.plan, "baseline")
         });
-        // A device with nothing to sample still gets rows for stall detection's counters.
-        if first && (!self.sample_plan.is_empty() || stall_rows().is_some()) {
-            sampler::register(self);
+        if first {
+            USED.lock().push(self);
         }
+    }
+
+    /// The id the device was registered under.
+    pub fn device_id(&self) -> u32 {
+        self.device_id
+    }
+
+    /// Whether the sampler has keys to read on this device (IB sysfs counters of its driver
+    /// that the allow-list lets through).
+    pub fn samples_anything(&self) -> bool {
+        !self.sample_plan.is_empty()
     }
 
     /// Reads the final values and returns the deltas (every key present, -1 where unavailable).
@@ -357,7 +367,7 @@ impl HwDevice {
 
     /// One sampler row: deltas since the baseline of the sampled keys this driver exposes
     /// through IB sysfs. None before the baseline or when nothing is sampleable.
-    fn sample_counters(&self) -> Option<Vec<(&'static str, i64)>> {
+    pub fn sample_counters(&self) -> Option<Vec<(&'static str, i64)>> {
         let base = self.baseline.get()?;
         let table = self.hw.table_index()?;
         let cur = baseline::read(&self.ctx(), &self.sample_plan).0;
@@ -380,51 +390,13 @@ impl HwDevice {
     }
 }
 
-/// One row of "hw_samples".
-#[derive(Debug, Clone)]
-pub struct HwSample {
-    pub device_id: u32,
-    pub timestamp_ns: u64,
-    pub counters: Vec<(&'static str, i64)>,
-}
+/// The devices whose baselines were taken, in the order of their first use (the order of
+/// the sampler's rows).
+static USED: parking_lot::Mutex<Vec<&'static HwDevice>> = parking_lot::Mutex::new(Vec::new());
 
-/// What the sampler collected, handed to the report at flush.
-#[derive(Debug, Clone, Default)]
-pub struct HwSamples {
-    pub samples: Vec<HwSample>,
-    pub dropped: u64,
-}
-
-/// Starts the background sampler when `settings.sample_ms > 0` (called once at Init).
-pub fn sampler_start(settings: &HwSettings) {
-    sampler::start_with_capacity(settings, sampler::DEFAULT_CAPACITY);
-}
-
-/// The samples so far, leaving the sampler running (for snapshot files); None when it
-/// never ran.
-pub fn sampler_snapshot() -> Option<HwSamples> {
-    sampler::snapshot()
-}
-
-/// Stops and joins the sampler; None when it never ran.
-pub fn sampler_stop() -> Option<HwSamples> {
-    sampler::stop()
-}
-
-/// Stall detection's per-device numbers (outstanding WRs, stalled QPs) for the sampler's
-/// rows. Stall detection sits above this layer (it walks the registry), so it installs its
-/// source here (`stall_detector::configure`) instead of this module calling up; None: detection off.
-pub type StallRows = fn(u32) -> Option<(u64, u64)>;
-
-static STALL_ROWS: parking_lot::Mutex<Option<StallRows>> = parking_lot::Mutex::new(None);
-
-/// Installs (or with None removes) stall detection's source of per-device numbers.
-pub fn set_stall_rows(f: Option<StallRows>) {
-    *STALL_ROWS.lock() = f;
-}
-
-fn stall_rows() -> Option<StallRows> {
-    *STALL_ROWS.lock()
+/// Every device in use so far (its baseline taken), in the order of first use.
+pub fn used_devices() -> Vec<&'static HwDevice> {
+    USED.lock().clone()
 }
 
 /// A small sysfs text attribute under the same rules as the counters (non-blocking open,
@@ -445,16 +417,6 @@ pub mod testing {
     /// Reads `ifname`'s ethtool statistics through the real ioctl path.
     pub fn ethtool_stats(ifname: &str) -> Result<std::collections::HashMap<String, u64>, String> {
         super::ethtool::read_stats(ifname).map_err(|e| e.to_string())
-    }
-
-    /// `sampler_start` with a chosen buffer capacity (to exercise the full-buffer policy).
-    pub fn sampler_start_with_capacity(settings: &super::HwSettings, capacity: usize) {
-        super::sampler::start_with_capacity(settings, capacity);
-    }
-
-    /// Rows produced so far by the running sampler (kept + dropped); None when not running.
-    pub fn sampler_rows_so_far() -> Option<u64> {
-        super::sampler::rows_so_far()
     }
 }
 

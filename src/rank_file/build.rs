@@ -20,11 +20,12 @@ use crate::comms::{self, DevRecord};
 use crate::counters::{
     size_bucket_max, ExtSnapshot, QpSnapshot, RcclQpStats, ROLE_CTS, ROLE_DATA, ROLE_UNKNOWN,
 };
-use crate::hw::{HwReport, HwSamples};
+use crate::hw::HwReport;
 use crate::loghist::LOG_BUCKETS;
 use crate::peers;
 use crate::registry::comm::CommIdent;
 use crate::registry::{self, Channel, Device, OWNER_DEFAULT};
+use crate::sampler::HwSamples;
 use crate::stall_detector::{DevView, QpState};
 
 use super::*;

@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use super::build::{channel_totals, device_plan, read_channel, ChannelPlan, DevicePlan, Rows};
 use super::*;
-use crate::hw::HwSamples;
 use crate::registry::{self, Channel};
+use crate::sampler::HwSamples;
 
 /// What a write had to do differently (said in one line once it is written).
 #[derive(Default)]

@@ -10,9 +10,9 @@ use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-/// How to regenerate, as the markers and the failure message say it.
-pub const REGENERATE: &str =
-    "RCCL_TELEMETRY_REGENERATE=1 cargo test --release -p rccl-telemetry-format --test contract";
+/// How to regenerate, as the markers and the failure message say it: the one target that
+/// regenerates everything generated (it runs this test with `RCCL_TELEMETRY_REGENERATE=1`).
+pub const REGENERATE: &str = "make generate";
 
 /// The text between `<!-- BEGIN generated NAME ... -->` and `<!-- END generated NAME -->`
 /// replaced by `body`; None when the document has no such region.

@@ -1,5 +1,6 @@
 //! `check`: validates each file against the committed JSON Schema and the invariants the
-//! seed states, one line per violation with the file and the JSON path (a JSON Pointer).
+//! schema cannot state (sums, counts, orders: [`invariants`]), one line per violation with
+//! the file and the JSON path (a JSON Pointer).
 
 pub mod dupkeys;
 pub mod intree;

@@ -1,4 +1,4 @@
-//! Verdicts an operator can trust (issue 33): nothing named on a healthy run with ordinary
+//! Verdicts an operator can trust: nothing named on a healthy run with ordinary
 //! jitter, every class named once by its NIC (one direction, host-side delay included), "too
 //! few to tell" said rather than a silent all-clear, a hung job critical and first, and the
 //! verdict benchmark's targets on a small grid.

@@ -1,8 +1,13 @@
 //! RCCL_TELEMETRY_SAMPLE_MS: a background thread that samples a small set of congestion
-//! counters (IB sysfs only, never ethtool) of the devices in use.
+//! counters (IB sysfs only, never ethtool) of the devices in use, with stall detection's
+//! per-device numbers beside them ("hw_samples").
+//!
+//! A layer above both of its sources: it reads the counters through `hw` and the numbers of
+//! the stall detector's last tick through `stall_detector`, so neither knows of the other.
 //!
 //! - Devices become visible to the sampler when their baseline is taken (first use); a
-//!   device never used is never sampled.
+//!   device never used is never sampled. A device with no counter to sample still gets rows
+//!   while stall detection is on.
 //! - Each row holds, per sampled key, the delta since that device's baseline (-1 when the
 //!   counter could not be read or went backwards).
 //! - Timestamps: the wall clock read once when the sampler starts plus the monotonic time
@@ -13,7 +18,8 @@
 //! - Stop wakes the thread at once (condition variable, not a sleep), so a flush waits at
 //!   most for one sampling pass in progress, never a full interval.
 
-use super::{diag, HwDevice, HwSample, HwSamples, HwSettings};
+use crate::hw::{self, diag, HwSettings};
+use crate::stall_detector;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -23,9 +29,24 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Rows kept at most (about 3 MB with every sampled key present).
 pub const DEFAULT_CAPACITY: usize = 8192;
 
+/// One row of "hw_samples".
+#[derive(Debug, Clone)]
+pub struct HwSample {
+    pub device_id: u32,
+    pub timestamp_ns: u64,
+    pub counters: Vec<(&'static str, i64)>,
+}
+
+/// What the sampler collected, handed to the report at flush.
+#[derive(Debug, Clone, Default)]
+pub struct HwSamples {
+    pub samples: Vec<HwSample>,
+    pub dropped: u64,
+}
+
 /// Fixed-capacity buffer that keeps the newest rows.
 #[derive(Debug)]
-pub struct Ring {
+struct Ring {
     buf: VecDeque<HwSample>,
     cap: usize,
     dropped: u64,
@@ -76,7 +97,7 @@ impl Ring {
 
 /// Wall clock at start plus a monotonic offset.
 #[derive(Debug, Clone, Copy)]
-pub struct Clock {
+struct Clock {
     wall0_ns: u64,
     mono0: Instant,
 }
@@ -110,20 +131,18 @@ struct Running {
     handle: Option<JoinHandle<()>>,
 }
 
-static USED: Mutex<Vec<&'static HwDevice>> = parking_lot::Mutex::new(Vec::new());
 static STATE: Mutex<Option<Running>> = parking_lot::Mutex::new(None);
 
-/// Makes a device (whose baseline was just taken) visible to the sampler.
-pub(super) fn register(dev: &'static HwDevice) {
-    USED.lock().push(dev);
-}
-
 fn sample_all(ring: &Mutex<Ring>, clock: &Clock) {
-    let devices: Vec<&'static HwDevice> = USED.lock().clone();
+    let devices = hw::used_devices();
     for d in devices {
+        // A device with nothing to sample still gets rows for stall detection's counters.
+        if !d.samples_anything() && !stall_detector::enabled() {
+            continue;
+        }
         // Stall detection's per-device numbers as of its last tick (docs/operators.md, "Stalled queue pairs"): in
         // every row, also of a device whose hardware counters cannot be sampled.
-        let stall = super::stall_rows().and_then(|f| f(d.device_id));
+        let stall = stall_detector::device_summary(d.device_id());
         let hw = d.sample_counters();
         if hw.is_none() && stall.is_none() {
             continue;
@@ -141,7 +160,7 @@ fn sample_all(ring: &Mutex<Ring>, clock: &Clock) {
                 ));
             }
             let s = HwSample {
-                device_id: d.device_id,
+                device_id: d.device_id(),
                 timestamp_ns: clock.now_ns(),
                 counters,
             };
@@ -176,8 +195,14 @@ fn run(shared: Arc<Shared>, interval: Duration, clock: Clock) {
     }
 }
 
-/// Starts the sampler with a given buffer capacity (the public entry uses
-/// [`DEFAULT_CAPACITY`]). Does nothing when `sample_ms` is 0 or a sampler is running.
+/// Starts the background sampler when `settings.sample_ms > 0` (called once at Init).
+pub fn start(settings: &HwSettings) {
+    start_with_capacity(settings, DEFAULT_CAPACITY);
+}
+
+/// Starts the sampler with a given buffer capacity ([`start`] uses [`DEFAULT_CAPACITY`]; tests
+/// choose a small one to exercise the full-buffer policy). Does nothing when `sample_ms` is 0
+/// or a sampler is running.
 pub fn start_with_capacity(settings: &HwSettings, capacity: usize) {
     if settings.sample_ms == 0 {
         return;
@@ -216,7 +241,7 @@ pub fn start_with_capacity(settings: &HwSettings, capacity: usize) {
     *st = Some(Running { shared, handle });
 }
 
-/// Rows produced so far (kept + dropped) by the running sampler.
+/// Rows produced so far (kept + dropped) by the running sampler; None when not running.
 pub fn rows_so_far() -> Option<u64> {
     let st = STATE.lock();
     let r = st.as_ref()?;
@@ -224,7 +249,8 @@ pub fn rows_so_far() -> Option<u64> {
     Some(ring.buf.len() as u64 + ring.dropped)
 }
 
-/// A copy of the rows so far (and the count dropped so far), leaving the sampler running.
+/// A copy of the rows so far (and the count dropped so far), leaving the sampler running (for
+/// snapshot files); None when it never ran.
 pub fn snapshot() -> Option<HwSamples> {
     let st = STATE.lock();
     let r = st.as_ref()?;
