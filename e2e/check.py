@@ -19,11 +19,11 @@ from e2e_checks import HW_KEYS, hw_key, rxe_raw
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA = os.path.join(ROOT, "schema", "rccl_telemetry.schema.json")
 
-# Counters every channel and QP carries (WqeCounts in format/src/write.rs) that are plain
-# counts of what the program did.
-QP_COUNTERS = ["num_wqe_sent", "num_recv_wqe", "num_wqe_rcvd", "num_wqe_completed", "num_cts_sent",
-               "num_cts_sent_signalled", "num_cts_sent_unsignalled", "num_slot_miss", "num_write_wqe",
-               "num_write_imm_wqe"]
+# Counters every channel and QP carries, plain counts of what the program did: the rows of the
+# counter table (format/src/counters.rs, as data in schema/wqe_counts.json) that every object
+# has; the optional ones (num_wqe_sampled) are checked with the latency keys.
+with open(os.path.join(ROOT, "schema", "wqe_counts.json")) as _f:
+    QP_COUNTERS = [c["key"] for c in json.load(_f)["counters"] if not c["optional"]]
 LATENCY_KEYS = {"wqe_completion_histogram", "wqe_completion_log_histogram", "wqe_completion_ns_min", "wqe_completion_ns_max",
                 "num_wqe_sampled", "latency_sample_interval"}
 

@@ -406,19 +406,7 @@ fn hw_values(r: &hw::HwReport) -> Vec<(String, promtext::Hw)> {
 
 /// The textfile's counts of a channel, a QP or a finalized communicator's record.
 fn counts(n: &WqeCounts, l: &CompletionLatency) -> promtext::Counts {
-    promtext::Counts {
-        wqes_sent: n.num_wqe_sent,
-        recv_wqes: n.num_recv_wqe,
-        wqes_drained: n.num_wqe_rcvd,
-        wqes_completed: n.num_wqe_completed,
-        cts_signalled: n.num_cts_sent_signalled,
-        cts_unsignalled: n.num_cts_sent_unsignalled,
-        slot_misses: n.num_slot_miss,
-        writes: n.num_write_wqe,
-        writes_imm: n.num_write_imm_wqe,
-        hist: l.wqe_completion_histogram.clone(),
-        log_hist: Vec::new(),
-    }
+    promtext::Counts::of(n.values(), l.wqe_completion_histogram.clone())
 }
 
 fn qp(q: &QpReport) -> promtext::Qp {

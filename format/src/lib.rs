@@ -4,6 +4,8 @@
 //!
 //! - [`write`]: the file as the library writes it, one struct per object, field order = key
 //!   order; the hardware-counter values.
+//! - [`counters`]: the per-QP software counters, one row each: the writer's, the reader's and
+//!   the Prometheus text's fields and every list of them come from this one table.
 //! - [`read`]: the file as a reader takes it, every version this library has written
 //!   ([`READ_VERSIONS`]): keys an older version lacks are optional, unknown keys are ignored.
 //! - [`vocab`]: the hardware-counter vocabulary (name, kind, unit, meaning, and where each
@@ -22,6 +24,7 @@
 //! dependencies stayed serde and serde_json, and the disassembly of its 23 data-path exports
 //! stayed identical.
 
+pub mod counters;
 pub mod promtext;
 pub mod read;
 #[cfg(feature = "schema")]

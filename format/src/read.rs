@@ -12,6 +12,8 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+use crate::counters::{values_fn, wqe_counts};
+
 mod hw;
 mod text;
 mod wire;
@@ -29,7 +31,7 @@ pub enum SourceFormat {
     /// Version 2: version 1 plus the log-scale completion histogram of every channel and device.
     #[serde(rename = "v2")]
     V2,
-    /// Version 3: version 2 plus every QP's identity and peer (issue 22) and the stall keys (issue 23).
+    /// Version 3: version 2 plus every QP's identity and peer and the stall keys.
     #[serde(rename = "v3")]
     V3,
     /// Version 4: version 3 plus error completions per QP (by status, the first one), the QP's
@@ -211,7 +213,7 @@ pub struct Device {
     /// Version 2: the sum of the channels' log-scale histograms (see [`LogBucket`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wqe_completion_log_histogram: Option<Vec<LogBucket>>,
-    // Version 3 (issue 22): the local identity its QPs use; null or absent where unknown.
+    // Version 3: the local identity its QPs use; null or absent where unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -355,28 +357,31 @@ pub struct WqeSizeStat {
     pub num_wqe: u64,
 }
 
-/// The software counters a channel and a queue pair have in common.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Counters {
-    pub num_wqe_sent: u64,
-    pub num_recv_wqe: u64,
-    pub num_wqe_rcvd: u64,
-    pub num_wqe_completed: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub num_wqe_sampled: Option<u64>,
-    pub num_cts_sent: u64,
-    pub num_cts_sent_signalled: u64,
-    pub num_cts_sent_unsignalled: u64,
-    pub num_slot_miss: u64,
-    pub num_write_wqe: u64,
-    pub num_write_imm_wqe: u64,
+/// The reader's struct of the counter table ([`crate::counters`]), and the latency keys
+/// beside it: an optional row is None when the file lacks it and left out when None.
+macro_rules! reader_counts {
+    ([$($extra:tt)*] $( $(#[doc = $doc:literal])+ $key:ident : $t:ty, since $v:literal, prom($($p:tt)*); )*) => {
+        /// The software counters a channel and a queue pair have in common.
+        #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+        pub struct Counters {
+            $(
+                $(#[doc = $doc])+
+                #[serde(skip_serializing_if = "crate::counters::absent")]
+                pub $key: $t,
+            )*
+            $($extra)*
+        }
+    };
+}
+wqe_counts!(reader_counts
     pub wqe_completion_ns_min: i64,
     pub wqe_completion_ns_max: i64,
     pub wqe_completion_histogram: Vec<u64>,
     /// Preload files: sends retired by a later signalled completion without one of their own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_wqe_retired_unsignalled: Option<u64>,
-}
+);
+wqe_counts!(values_fn Counters);
 
 /// Read through [`wire::ChannelWire`] (the counters inline, not `flatten`: serde buffers a
 /// flattened struct's every key before it fills the fields, which made parsing 2-3x slower).
@@ -421,7 +426,7 @@ pub struct QueuePair {
     pub role: Option<Text>,
     #[serde(flatten)]
     pub counters: Counters,
-    // Version 3 (issue 22): the QP's identity and its peer; absent or null where unknown.
+    // Version 3: the QP's identity and its peer; absent or null where unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qp_num: Option<u64>,
     /// Only when it differs from the device's "gid".
@@ -442,7 +447,7 @@ pub struct QueuePair {
     pub qp_type: Option<Text>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_ud_peers: Option<u64>,
-    // Version 3 stall keys (issue 23), present when stall detection was on.
+    // Version 3 stall keys, present when stall detection was on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_wqe_outstanding: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

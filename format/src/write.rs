@@ -9,6 +9,8 @@ use std::io::Write;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
+use crate::counters::{values_fn, wqe_counts};
+
 /// One value under "hw_counters": a scalar, or one of the per-priority arrays.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HwValue {
@@ -515,7 +517,7 @@ pub struct QpIdentity {
     pub qp_type: Option<&'static str>,
 }
 
-/// The verbs interposer's device keys, after the seed's.
+/// The verbs interposer's device keys, after every key both writers have.
 #[derive(Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceVerbsReport {
@@ -525,7 +527,7 @@ pub struct DeviceVerbsReport {
     pub num_wc_unknown_qp: u64,
 }
 
-/// The verbs interposer's channel and QP keys, after the seed's.
+/// The verbs interposer's channel and QP keys, after every key both writers have.
 #[derive(Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct VerbsCounters {
@@ -594,37 +596,40 @@ pub struct ChannelReport<Q = Vec<QpReport>> {
     pub comm: Option<CommRef>,
 }
 
-/// The WQE and CTS counts of a channel, a queue pair or a finalized communicator's record, in
-/// that order in each (after the object's own first keys).
-#[derive(Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct WqeCounts {
-    /// Send WQEs posted (the sum of the per-opcode counts).
-    pub num_wqe_sent: u64,
-    /// Receive WQEs posted (not completed).
-    pub num_recv_wqe: u64,
-    /// Completions drained from the CQ, send and receive.
-    pub num_wqe_rcvd: u64,
-    /// Completions matched to a tracked posting (a PostTs token), whose latency is computable.
-    pub num_wqe_completed: u64,
-    /// Present only when RCCL_TELEMETRY_LATENCY_SAMPLE > 1: completions whose latency was measured,
-    /// exactly the sum of the histogram.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(with = "u64"))]
-    pub num_wqe_sampled: Option<u64>,
-    /// CTS messages posted: signalled plus unsignalled.
-    pub num_cts_sent: u64,
-    /// CTS messages posted with a completion requested.
-    pub num_cts_sent_signalled: u64,
-    /// CTS messages posted without a completion requested.
-    pub num_cts_sent_unsignalled: u64,
-    /// CTS FIFO slot misses: a polling race, varying from run to run.
-    pub num_slot_miss: u64,
-    /// RDMA WRITE WQEs posted without immediate data.
-    pub num_write_wqe: u64,
-    /// RDMA WRITE_WITH_IMM WQEs posted.
-    pub num_write_imm_wqe: u64,
+/// The writer's struct of the counter table ([`crate::counters`]): a field per row, its doc
+/// comment the key's description, and what its type cannot say beside it (an optional row is
+/// left out when None; the version that added it).
+macro_rules! writer_counts {
+    (@ [$($field:tt)*]) => {
+        /// The WQE and CTS counts of a channel, a queue pair or a finalized communicator's record, in
+        /// that order in each (after the object's own first keys).
+        #[derive(Serialize)]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+        pub struct WqeCounts {
+            $($field)*
+        }
+    };
+    (@ [$($field:tt)*] $(#[doc = $doc:literal])+ $key:ident : u64, since $v:literal, prom($($p:tt)*); $($rest:tt)*) => {
+        writer_counts!(@ [$($field)*
+            $(#[doc = $doc])+
+            #[cfg_attr(feature = "schema", schemars(extend("x-since" = $v)))]
+            pub $key: u64,
+        ] $($rest)*);
+    };
+    (@ [$($field:tt)*] $(#[doc = $doc:literal])+ $key:ident : Option<u64>, since $v:literal, prom($($p:tt)*); $($rest:tt)*) => {
+        writer_counts!(@ [$($field)*
+            $(#[doc = $doc])+
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[cfg_attr(feature = "schema", schemars(with = "u64", extend("x-since" = $v)))]
+            pub $key: Option<u64>,
+        ] $($rest)*);
+    };
+    ([] $($rows:tt)*) => {
+        writer_counts!(@ [] $($rows)*);
+    };
 }
+wqe_counts!(writer_counts);
+wqe_counts!(values_fn WqeCounts);
 
 /// The sampled completion latency of a channel, a queue pair or a finalized communicator's
 /// record: its extremes and its linear histogram.

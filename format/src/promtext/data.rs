@@ -1,18 +1,14 @@
 //! The renderer's input: plain data (a rank, its devices, channels, QPs, counters) that each
 //! side converts what it has into. Separate because both crates build these and only these.
 
+use crate::counters::{Field, N};
+
 /// The software counters of a QP, or their sum over a channel or a device.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counts {
-    pub wqes_sent: u64,
-    pub recv_wqes: u64,
-    pub wqes_drained: u64,
-    pub wqes_completed: u64,
-    pub cts_signalled: u64,
-    pub cts_unsignalled: u64,
-    pub slot_misses: u64,
-    pub writes: u64,
-    pub writes_imm: u64,
+    /// Every counter of the table ([`crate::counters::FIELDS`]), in its order (an optional one
+    /// absent is 0); index it with a [`Field`].
+    pub values: [u64; N],
     /// The completion-latency histogram (buckets of the rank's interval, the last open).
     pub hist: Vec<u64>,
     /// The log-scale histogram, sparse and sorted: `(lo_ns, hi_ns, count)` with inclusive
@@ -20,19 +16,32 @@ pub struct Counts {
     pub log_hist: Vec<(u64, Option<u64>, u64)>,
 }
 
+impl std::ops::Index<Field> for Counts {
+    type Output = u64;
+    fn index(&self, f: Field) -> &u64 {
+        &self.values[f as usize]
+    }
+}
+
+impl std::ops::IndexMut<Field> for Counts {
+    fn index_mut(&mut self, f: Field) -> &mut u64 {
+        &mut self.values[f as usize]
+    }
+}
+
 impl Counts {
+    /// The counts of the table's values (`values()` of the writer's or the reader's struct)
+    /// and a latency histogram; no log-scale histogram.
+    pub fn of(values: [Option<u64>; N], hist: Vec<u64>) -> Counts {
+        Counts {
+            values: values.map(|v| v.unwrap_or(0)),
+            hist,
+            log_hist: Vec::new(),
+        }
+    }
+
     pub fn add(&mut self, o: &Counts) {
-        for (a, b) in [
-            (&mut self.wqes_sent, o.wqes_sent),
-            (&mut self.recv_wqes, o.recv_wqes),
-            (&mut self.wqes_drained, o.wqes_drained),
-            (&mut self.wqes_completed, o.wqes_completed),
-            (&mut self.cts_signalled, o.cts_signalled),
-            (&mut self.cts_unsignalled, o.cts_unsignalled),
-            (&mut self.slot_misses, o.slot_misses),
-            (&mut self.writes, o.writes),
-            (&mut self.writes_imm, o.writes_imm),
-        ] {
+        for (a, b) in self.values.iter_mut().zip(o.values) {
             *a = a.saturating_add(b);
         }
         if self.hist.len() < o.hist.len() {

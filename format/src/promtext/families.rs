@@ -188,7 +188,8 @@ pub const ACTIVE_CHANNELS: Family = fam(
 );
 
 /// The software counters devices, channels and QPs have in common (device and channel
-/// values are sums over their QPs); written at each level asked for.
+/// values are sums over their QPs); written at each level asked for. Which counter goes to
+/// which family (and under which label value) the counter table says.
 pub const WQES_SENT: Family = fam(
     "wqes_sent_total",
     Counter,
@@ -317,30 +318,24 @@ pub const RUN_END: Family = fam(
 
 /// The families written at each scope, in output order.
 pub const DEVICE_ONLY: [Family; 5] = [TX_BYTES, RX_BYTES, CQ_ERRORS, CQ_POLLS, ACTIVE_CHANNELS];
-pub const COUNTS: [Family; 7] = [
-    WQES_SENT,
-    RECV_WQES,
-    WQES_DRAINED,
-    WQES_COMPLETED,
-    CTS_SENT,
-    SLOT_MISSES,
-    RDMA_WRITES,
-];
+/// The software counters' families are the counter table's ([`crate::counters::families`]):
+/// each of its rows names the family of its series.
 pub const CHANNEL_TOTALS: [Family; 3] = [REQUESTS, UNTRACKED_QPS, QPS];
 
 /// Every fixed family at the given depth (hardware counter families are named after the
 /// counters: see [`super::hw_metric`]).
 pub fn families(level: Level) -> Vec<Family> {
     let mut v = vec![START_TIME, LAST_WRITE];
+    let counts = crate::counters::families();
     v.extend(DEVICE_ONLY);
-    v.extend(COUNTS);
+    v.extend(counts.iter().copied());
     v.extend(CHANNEL_TOTALS);
     v.push(COMPLETION);
     v.push(COMPLETION_LOG);
     v.push(HW_AVAILABLE);
     if level >= Level::Channel {
         v.extend(
-            COUNTS
+            counts
                 .iter()
                 .chain(&CHANNEL_TOTALS)
                 .chain([&COMPLETION, &COMPLETION_LOG])
@@ -348,7 +343,7 @@ pub fn families(level: Level) -> Vec<Family> {
         );
     }
     if level >= Level::Qp {
-        v.extend(COUNTS.iter().chain([&COMPLETION]).map(|f| f.at(S::Qp)));
+        v.extend(counts.iter().chain([&COMPLETION]).map(|f| f.at(S::Qp)));
     }
     v
 }

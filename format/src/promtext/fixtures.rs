@@ -3,21 +3,28 @@
 use super::data::{Channel, Counts, Device, Hw, Qp, Rank};
 use super::families::Level;
 use super::render::render;
+use crate::counters::Field;
 
 pub(super) fn counts(n: u64) -> Counts {
-    Counts {
-        wqes_sent: n,
-        recv_wqes: n,
-        wqes_drained: 2 * n,
-        wqes_completed: n,
-        cts_signalled: 1,
-        cts_unsignalled: n - 1,
-        slot_misses: 0,
-        writes: n,
-        writes_imm: 0,
+    let mut c = Counts {
         hist: vec![n, 0, 1],
         log_hist: vec![(56, Some(59), n), (1 << 40, None, 1)],
+        ..Counts::default()
+    };
+    for (f, v) in [
+        (Field::num_wqe_sent, n),
+        (Field::num_recv_wqe, n),
+        (Field::num_wqe_rcvd, 2 * n),
+        (Field::num_wqe_completed, n),
+        (Field::num_cts_sent_signalled, 1),
+        (Field::num_cts_sent_unsignalled, n - 1),
+        (Field::num_slot_miss, 0),
+        (Field::num_write_wqe, n),
+        (Field::num_write_imm_wqe, 0),
+    ] {
+        c[f] = v;
     }
+    c
 }
 
 pub(super) fn rank(pid: u64) -> Rank {

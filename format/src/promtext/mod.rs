@@ -23,7 +23,8 @@
 //! histograms at each scope), `hardware` (the NICs' counters), `stalls` (stall detection's
 //! families), `errors` (error completions by status, per device and per errored QP).
 //! Everything public is re-exported here, so callers write `promtext::X`.
-//! Every file of this directory keeps to the rule above: `super::` paths only.
+//! Every file of this directory keeps to the rule above: `super::` paths only, and
+//! `crate::counters`, the counter table whose rows name their families.
 
 mod data;
 mod errors;

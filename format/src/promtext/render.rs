@@ -6,11 +6,12 @@ use std::collections::HashSet;
 
 use super::data::{Channel, Counts, Device, Rank};
 use super::families::{
-    Level, Scope, Scope as S, CHANNEL_TOTALS, COMPLETION, COMPLETION_LOG, COUNTS, DEVICE_ONLY,
-    LAST_WRITE, START_TIME,
+    Family, Level, Scope, Scope as S, ACTIVE_CHANNELS, CHANNEL_TOTALS, COMPLETION, COMPLETION_LOG,
+    CQ_ERRORS, CQ_POLLS, LAST_WRITE, RX_BYTES, START_TIME, TX_BYTES,
 };
 use super::hardware::hw_families;
 use super::syntax::{header, label, labels, prom_f64, sample, unique};
+use crate::counters::FIELDS;
 
 /// One series owner at some scope: its labels and its counters.
 struct Item<'a> {
@@ -19,6 +20,9 @@ struct Item<'a> {
     interval_ns: u64,
     totals: Option<&'a Channel>,
 }
+
+/// A used device of a kept rank: the rank's index, the device, its labels.
+type Dev<'a> = (usize, &'a Device, String);
 
 /// Writes the families of `ranks` (skipping a rank whose host and pid repeat an earlier
 /// one's, which would duplicate series); returns how many were skipped.
@@ -44,62 +48,13 @@ pub fn render(ranks: &[Rank], level: Level, out: &mut String) -> usize {
             labels(&p)
         })
         .collect();
-    let mut dev_counts: Vec<Counts> = Vec::new();
-    // (rank index, device, labels, index into dev_counts)
-    let mut devs: Vec<(usize, &Device, String)> = Vec::new();
-    for (ri, r) in kept.iter().enumerate() {
-        let used: Vec<&Device> = r.devices.iter().filter(|d| d.is_used()).collect();
-        let names = unique(used.iter().map(|d| d.name.clone()));
-        for (d, name) in used.into_iter().zip(names) {
-            let mut l = rank_l[ri].clone();
-            let mut first = l.is_empty();
-            label(&mut l, &mut first, "device", &name);
-            label(&mut l, &mut first, "hw_type", &d.hw_type);
-            let mut total = d.finalized.clone();
-            for c in &d.channels {
-                total.add(&c.counts);
-            }
-            dev_counts.push(total);
-            devs.push((ri, d, l));
-        }
-    }
+    let (devs, dev_counts) = used_devices(&kept, &rank_l);
 
-    for f in [START_TIME, LAST_WRITE] {
-        let get = |r: &Rank| {
-            if f.suffix == START_TIME.suffix {
-                r.start_s
-            } else {
-                r.taken_s
-            }
-        };
-        if kept.iter().any(|r| get(r).is_some()) {
-            header(out, &f.name(), f.help, f.kind);
-            for (r, l) in kept.iter().zip(&rank_l) {
-                if let Some(v) = get(r) {
-                    sample(out, &f.name(), l, "", prom_f64(v));
-                }
-            }
-        }
-    }
+    rank_times(out, &kept, &rank_l);
     if devs.is_empty() {
         return skipped;
     }
-
-    // Device-only families.
-    for f in DEVICE_ONLY {
-        let name = f.name();
-        header(out, &name, f.help, f.kind);
-        for (_, d, l) in &devs {
-            let v = match f.suffix {
-                "tx_bytes_total" => d.tx_bytes,
-                "rx_bytes_total" => d.rx_bytes,
-                "cq_errors_total" => d.cq_errors,
-                "cq_polls_total" => d.cq_polls,
-                _ => d.active_channels,
-            };
-            sample(out, &name, l, "", v);
-        }
-    }
+    device_only(out, &devs);
 
     let dev_items: Vec<Item> = devs
         .iter()
@@ -120,55 +75,8 @@ pub fn render(ranks: &[Rank], level: Level, out: &mut String) -> usize {
     hw_families(out, &devs);
 
     if level >= Level::Channel {
-        let mut ch_items: Vec<Item> = Vec::new();
-        let mut qp_items: Vec<Item> = Vec::new();
-        for (ri, d, dl) in &devs {
-            // Channel ids repeat across communicators: distinct within each one.
-            let ids = unique(d.channels.iter().enumerate().map(|(i, c)| {
-                let id =
-                    c.id.map_or_else(|| format!("unknown_{i}"), |id| id.to_string());
-                let comm = c.comm.as_ref().map(|m| format!("{}/{}", m.hash, m.rank));
-                format!("{}\0{id}", comm.unwrap_or_default())
-            }));
-            for (c, id) in d.channels.iter().zip(ids) {
-                let id = id.split_once('\0').map_or(id.as_str(), |(_, i)| i);
-                let mut cl = dl.clone();
-                let mut first = cl.is_empty();
-                label(&mut cl, &mut first, "channel", id);
-                if let Some(m) = &c.comm {
-                    for (k, v) in m.pairs() {
-                        label(&mut cl, &mut first, k, &v);
-                    }
-                }
-                if level >= Level::Qp {
-                    let qids = unique(c.qps.iter().map(|q| q.id.to_string()));
-                    for (q, qid) in c.qps.iter().zip(qids) {
-                        let mut ql = cl.clone();
-                        let mut first = ql.is_empty();
-                        label(&mut ql, &mut first, "qp", &qid);
-                        label(
-                            &mut ql,
-                            &mut first,
-                            "role",
-                            q.role.as_deref().unwrap_or("unset"),
-                        );
-                        qp_items.push(Item {
-                            labels: ql,
-                            counts: &q.counts,
-                            interval_ns: kept[*ri].hist_interval_ns,
-                            totals: None,
-                        });
-                    }
-                }
-                ch_items.push(Item {
-                    labels: cl,
-                    counts: &c.counts,
-                    interval_ns: kept[*ri].hist_interval_ns,
-                    totals: Some(c),
-                });
-            }
-        }
-        if level >= Level::Channel && !ch_items.is_empty() {
+        let (ch_items, qp_items) = channel_and_qp_items(&kept, &devs, level);
+        if !ch_items.is_empty() {
             let totals = ch_items
                 .iter()
                 .map(|i| DevTotals::of_channel(i.totals.expect("a channel")))
@@ -180,6 +88,124 @@ pub fn render(ranks: &[Rank], level: Level, out: &mut String) -> usize {
         }
     }
     skipped
+}
+
+/// The devices the kept ranks drove, with their labels, and each one's counts: its channels'
+/// and its finalized communicators'.
+fn used_devices<'a>(kept: &[&'a Rank], rank_l: &[String]) -> (Vec<Dev<'a>>, Vec<Counts>) {
+    let mut dev_counts: Vec<Counts> = Vec::new();
+    let mut devs: Vec<Dev> = Vec::new();
+    for (ri, r) in kept.iter().enumerate() {
+        let used: Vec<&Device> = r.devices.iter().filter(|d| d.is_used()).collect();
+        let names = unique(used.iter().map(|d| d.name.clone()));
+        for (d, name) in used.into_iter().zip(names) {
+            let mut l = rank_l[ri].clone();
+            let mut first = l.is_empty();
+            label(&mut l, &mut first, "device", &name);
+            label(&mut l, &mut first, "hw_type", &d.hw_type);
+            let mut total = d.finalized.clone();
+            for c in &d.channels {
+                total.add(&c.counts);
+            }
+            dev_counts.push(total);
+            devs.push((ri, d, l));
+        }
+    }
+    (devs, dev_counts)
+}
+
+/// When telemetry started and when the numbers were taken, per rank (a family only when some
+/// rank has it).
+fn rank_times(out: &mut String, kept: &[&Rank], rank_l: &[String]) {
+    type Get = fn(&Rank) -> Option<f64>;
+    let times: [(Family, Get); 2] = [(START_TIME, |r| r.start_s), (LAST_WRITE, |r| r.taken_s)];
+    for (f, get) in times {
+        if kept.iter().any(|r| get(r).is_some()) {
+            header(out, &f.name(), f.help, f.kind);
+            for (r, l) in kept.iter().zip(rank_l) {
+                if let Some(v) = get(r) {
+                    sample(out, &f.name(), l, "", prom_f64(v));
+                }
+            }
+        }
+    }
+}
+
+/// The families only a device has.
+fn device_only(out: &mut String, devs: &[Dev]) {
+    type Get = fn(&Device) -> u64;
+    let families: [(Family, Get); 5] = [
+        (TX_BYTES, |d| d.tx_bytes),
+        (RX_BYTES, |d| d.rx_bytes),
+        (CQ_ERRORS, |d| d.cq_errors),
+        (CQ_POLLS, |d| d.cq_polls),
+        (ACTIVE_CHANNELS, |d| d.active_channels),
+    ];
+    for (f, get) in families {
+        let name = f.name();
+        header(out, &name, f.help, f.kind);
+        for (_, d, l) in devs {
+            sample(out, &name, l, "", get(d));
+        }
+    }
+}
+
+/// The series owners below the devices: every channel, and (level QP) every QP.
+fn channel_and_qp_items<'a>(
+    kept: &[&Rank],
+    devs: &[Dev<'a>],
+    level: Level,
+) -> (Vec<Item<'a>>, Vec<Item<'a>>) {
+    let mut ch_items: Vec<Item> = Vec::new();
+    let mut qp_items: Vec<Item> = Vec::new();
+    for (ri, d, dl) in devs {
+        let interval_ns = kept[*ri].hist_interval_ns;
+        // Channel ids repeat across communicators: distinct within each one.
+        let ids = unique(d.channels.iter().enumerate().map(|(i, c)| {
+            let id =
+                c.id.map_or_else(|| format!("unknown_{i}"), |id| id.to_string());
+            let comm = c.comm.as_ref().map(|m| format!("{}/{}", m.hash, m.rank));
+            format!("{}\0{id}", comm.unwrap_or_default())
+        }));
+        for (c, id) in d.channels.iter().zip(ids) {
+            let id = id.split_once('\0').map_or(id.as_str(), |(_, i)| i);
+            let mut cl = dl.clone();
+            let mut first = cl.is_empty();
+            label(&mut cl, &mut first, "channel", id);
+            if let Some(m) = &c.comm {
+                for (k, v) in m.pairs() {
+                    label(&mut cl, &mut first, k, &v);
+                }
+            }
+            if level >= Level::Qp {
+                let qids = unique(c.qps.iter().map(|q| q.id.to_string()));
+                for (q, qid) in c.qps.iter().zip(qids) {
+                    let mut ql = cl.clone();
+                    let mut first = ql.is_empty();
+                    label(&mut ql, &mut first, "qp", &qid);
+                    label(
+                        &mut ql,
+                        &mut first,
+                        "role",
+                        q.role.as_deref().unwrap_or("unset"),
+                    );
+                    qp_items.push(Item {
+                        labels: ql,
+                        counts: &q.counts,
+                        interval_ns,
+                        totals: None,
+                    });
+                }
+            }
+            ch_items.push(Item {
+                labels: cl,
+                counts: &c.counts,
+                interval_ns,
+                totals: Some(c),
+            });
+        }
+    }
+    (ch_items, qp_items)
 }
 
 /// requests completed, untracked QPs, data and CTS QPs of a device or a channel.
@@ -201,81 +227,100 @@ impl DevTotals {
     }
 }
 
-/// The shared counters at one scope, then (device and channel) the totals, then the histogram.
+/// The shared counters at one scope, then (device and channel) the totals, then the histograms.
 fn counts_families(out: &mut String, scope: Scope, items: &[Item], totals: Vec<DevTotals>) {
-    type Get = fn(&Counts) -> u64;
-    for f in COUNTS {
+    counter_families(out, scope, items);
+    if !totals.is_empty() {
+        totals_families(out, scope, items, &totals);
+    }
+    linear_histogram(out, scope, items);
+    // QP series have no log-scale histogram.
+    if scope != S::Qp {
+        log_histogram(out, scope, items);
+    }
+}
+
+/// The counter table's families: each family's series are its rows', in the table's order, a
+/// row's told apart by the value of the family's extra label where it has one.
+fn counter_families(out: &mut String, scope: Scope, items: &[Item]) {
+    for fam in crate::counters::families() {
+        let f = fam.at(scope);
+        let name = f.name();
+        header(out, &name, f.help, f.kind);
+        let series: Vec<(String, usize)> = FIELDS
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let p = r.prom.filter(|p| p.family.suffix == fam.suffix)?;
+                let extra = match (p.label, f.extra.first()) {
+                    (Some(v), Some(k)) => format!("{k}=\"{v}\""),
+                    _ => String::new(),
+                };
+                Some((extra, i))
+            })
+            .collect();
+        for it in items {
+            for (extra, i) in &series {
+                sample(out, &name, &it.labels, extra, it.counts.values[*i]);
+            }
+        }
+    }
+}
+
+/// Requests completed, untracked QPs and QPs by role of each device or channel.
+fn totals_families(out: &mut String, scope: Scope, items: &[Item], totals: &[DevTotals]) {
+    for (i, f) in CHANNEL_TOTALS.iter().enumerate() {
         let f = f.at(scope);
         let name = f.name();
         header(out, &name, f.help, f.kind);
-        let variants: &[(&str, Get)] = match f.suffix {
-            "wqes_sent_total" => &[("", |c| c.wqes_sent)],
-            "recv_wqes_posted_total" => &[("", |c| c.recv_wqes)],
-            "wqes_drained_total" => &[("", |c| c.wqes_drained)],
-            "wqes_completed_total" => &[("", |c| c.wqes_completed)],
-            "cts_sent_total" => &[
-                ("signalled=\"true\"", |c| c.cts_signalled),
-                ("signalled=\"false\"", |c| c.cts_unsignalled),
-            ],
-            "slot_misses_total" => &[("", |c| c.slot_misses)],
-            _ => &[
-                ("immediate=\"false\"", |c| c.writes),
-                ("immediate=\"true\"", |c| c.writes_imm),
-            ],
-        };
-        for it in items {
-            for (extra, get) in variants {
-                sample(out, &name, &it.labels, extra, get(it.counts));
-            }
-        }
-    }
-    if !totals.is_empty() {
-        for (i, f) in CHANNEL_TOTALS.iter().enumerate() {
-            let f = f.at(scope);
-            let name = f.name();
-            header(out, &name, f.help, f.kind);
-            for (it, t) in items.iter().zip(&totals) {
-                match i {
-                    0 => sample(out, &name, &it.labels, "", t.0[0]),
-                    1 => sample(out, &name, &it.labels, "", t.0[1]),
-                    _ => {
-                        sample(out, &name, &it.labels, "role=\"data\"", t.0[2]);
-                        sample(out, &name, &it.labels, "role=\"cts\"", t.0[3]);
-                    }
+        for (it, t) in items.iter().zip(totals) {
+            match i {
+                0 => sample(out, &name, &it.labels, "", t.0[0]),
+                1 => sample(out, &name, &it.labels, "", t.0[1]),
+                _ => {
+                    sample(out, &name, &it.labels, "role=\"data\"", t.0[2]);
+                    sample(out, &name, &it.labels, "role=\"cts\"", t.0[3]);
                 }
             }
         }
     }
-    // The completion-latency histogram, in seconds; the last bucket is +Inf. The library does
-    // not record the sum of the latencies, so _sum is absent (the format allows it).
+}
+
+/// The completion-latency histogram, in seconds; the last bucket is +Inf. The library does
+/// not record the sum of the latencies, so _sum is absent (the format allows it).
+fn linear_histogram(out: &mut String, scope: Scope, items: &[Item]) {
     let f = COMPLETION.at(scope);
     let name = f.name();
-    if items.iter().any(|i| !i.counts.hist.is_empty()) {
-        header(out, &name, f.help, f.kind);
-        let (bucket, count) = (format!("{name}_bucket"), format!("{name}_count"));
-        let mut le = String::new();
-        for it in items.iter().filter(|i| !i.counts.hist.is_empty()) {
-            let h = &it.counts.hist;
-            let mut cum = 0u64;
-            for (b, c) in h.iter().enumerate() {
-                cum = cum.saturating_add(*c);
-                le.clear();
-                le.push_str("le=\"");
-                if b + 1 == h.len() {
-                    le.push_str("+Inf");
-                } else {
-                    le.push_str(&prom_f64((b as f64 + 1.0) * it.interval_ns as f64 / 1e9));
-                }
-                le.push('"');
-                sample(out, &bucket, &it.labels, &le, cum);
-            }
-            sample(out, &count, &it.labels, "", cum);
-        }
+    if !items.iter().any(|i| !i.counts.hist.is_empty()) {
+        return;
     }
-    // The log-scale histogram as classic buckets: every series of the family gets the same
-    // `le` set (the upper bounds, in seconds, of every bucket non-empty in any of them), so
-    // sum by (le) and histogram_quantile work across ranks and devices.
-    if scope == S::Qp || items.iter().all(|i| i.counts.log_hist.is_empty()) {
+    header(out, &name, f.help, f.kind);
+    let (bucket, count) = (format!("{name}_bucket"), format!("{name}_count"));
+    let mut le = String::new();
+    for it in items.iter().filter(|i| !i.counts.hist.is_empty()) {
+        let h = &it.counts.hist;
+        let mut cum = 0u64;
+        for (b, c) in h.iter().enumerate() {
+            cum = cum.saturating_add(*c);
+            le.clear();
+            le.push_str("le=\"");
+            if b + 1 == h.len() {
+                le.push_str("+Inf");
+            } else {
+                le.push_str(&prom_f64((b as f64 + 1.0) * it.interval_ns as f64 / 1e9));
+            }
+            le.push('"');
+            sample(out, &bucket, &it.labels, &le, cum);
+        }
+        sample(out, &count, &it.labels, "", cum);
+    }
+}
+
+/// The log-scale histogram as classic buckets: every series of the family gets the same `le`
+/// set (the upper bounds, in seconds, of every bucket non-empty in any of them), so sum by
+/// (le) and histogram_quantile work across ranks and devices.
+fn log_histogram(out: &mut String, scope: Scope, items: &[Item]) {
+    if items.iter().all(|i| i.counts.log_hist.is_empty()) {
         return;
     }
     let f = COMPLETION_LOG.at(scope);
@@ -318,6 +363,7 @@ mod tests {
     use super::super::families::families;
     use super::super::fixtures::lines;
     use super::*;
+    use crate::counters::Field;
 
     #[test]
     fn log_histogram_series_share_one_le_set_and_sum_channels_into_devices() {
@@ -427,12 +473,10 @@ mod tests {
             rank: 0,
             nranks: 2,
         });
-        theirs.counts.wqes_sent = 40;
+        theirs.counts[Field::num_wqe_sent] = 40;
         d.channels.push(theirs);
-        d.finalized = Counts {
-            wqes_sent: 1000,
-            ..Counts::default()
-        };
+        d.finalized = Counts::default();
+        d.finalized[Field::num_wqe_sent] = 1000;
         d.finalized_requests = 9;
         let mut out = String::new();
         render(&[r], Level::Qp, &mut out);

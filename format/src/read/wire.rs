@@ -5,24 +5,40 @@
 //! time (the QPs are most of a file). Keys, defaults and what is required are the model's.
 
 use super::{Channel, CommRef, Counters, LogBucket, QpError, QpPeer, QueuePair, Text};
+use crate::counters::{with_rows, wqe_counts};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
-#[derive(Deserialize)]
-pub struct ChannelWire {
+/// A wire struct: the object's own keys before the counters, the table's rows
+/// ([`crate::counters`]), then the rest. A key's default and whether it is required are its
+/// type's, as the model's (an `Option` missing is None).
+macro_rules! wire_struct {
+    ([$name:ident { $($pre:tt)* } { $($post:tt)* }] $( $(#[doc = $doc:literal])+ $key:ident : $t:ty, since $v:literal, prom($($p:tt)*); )*) => {
+        #[derive(Deserialize)]
+        pub struct $name {
+            $($pre)*
+            $($key: $t,)*
+            $($post)*
+        }
+    };
+}
+
+/// The model's counters of a wire struct, moved out of it.
+macro_rules! counters {
+    ($w:ident) => {
+        wqe_counts!(with_rows Counters, $w, Counters {
+            wqe_completion_ns_min: $w.wqe_completion_ns_min,
+            wqe_completion_ns_max: $w.wqe_completion_ns_max,
+            wqe_completion_histogram: $w.wqe_completion_histogram,
+            num_wqe_retired_unsignalled: $w.num_wqe_retired_unsignalled,
+            ..Counters::default()
+        })
+    };
+}
+
+wqe_counts!(wire_struct ChannelWire {
     id: Option<u64>,
-    num_wqe_sent: u64,
-    num_recv_wqe: u64,
-    num_wqe_rcvd: u64,
-    num_wqe_completed: u64,
-    #[serde(default)]
-    num_wqe_sampled: Option<u64>,
-    num_cts_sent: u64,
-    num_cts_sent_signalled: u64,
-    num_cts_sent_unsignalled: u64,
-    num_slot_miss: u64,
-    num_write_wqe: u64,
-    num_write_imm_wqe: u64,
+} {
     wqe_completion_ns_min: i64,
     wqe_completion_ns_max: i64,
     wqe_completion_histogram: Vec<u64>,
@@ -37,29 +53,13 @@ pub struct ChannelWire {
     wqe_completion_log_histogram: Option<Vec<LogBucket>>,
     #[serde(default)]
     comm: Option<CommRef>,
-}
+});
 
 impl From<ChannelWire> for Channel {
     fn from(w: ChannelWire) -> Channel {
         Channel {
             id: w.id,
-            counters: Counters {
-                num_wqe_sent: w.num_wqe_sent,
-                num_recv_wqe: w.num_recv_wqe,
-                num_wqe_rcvd: w.num_wqe_rcvd,
-                num_wqe_completed: w.num_wqe_completed,
-                num_wqe_sampled: w.num_wqe_sampled,
-                num_cts_sent: w.num_cts_sent,
-                num_cts_sent_signalled: w.num_cts_sent_signalled,
-                num_cts_sent_unsignalled: w.num_cts_sent_unsignalled,
-                num_slot_miss: w.num_slot_miss,
-                num_write_wqe: w.num_write_wqe,
-                num_write_imm_wqe: w.num_write_imm_wqe,
-                wqe_completion_ns_min: w.wqe_completion_ns_min,
-                wqe_completion_ns_max: w.wqe_completion_ns_max,
-                wqe_completion_histogram: w.wqe_completion_histogram,
-                num_wqe_retired_unsignalled: w.num_wqe_retired_unsignalled,
-            },
+            counters: counters!(w),
             num_req_completed: w.num_req_completed,
             num_data_qp: w.num_data_qp,
             num_cts_qp: w.num_cts_qp,
@@ -72,22 +72,10 @@ impl From<ChannelWire> for Channel {
     }
 }
 
-#[derive(Deserialize)]
-pub struct QueuePairWire {
+wqe_counts!(wire_struct QueuePairWire {
     id: u64,
     role: Option<super::Text>,
-    num_wqe_sent: u64,
-    num_recv_wqe: u64,
-    num_wqe_rcvd: u64,
-    num_wqe_completed: u64,
-    #[serde(default)]
-    num_wqe_sampled: Option<u64>,
-    num_cts_sent: u64,
-    num_cts_sent_signalled: u64,
-    num_cts_sent_unsignalled: u64,
-    num_slot_miss: u64,
-    num_write_wqe: u64,
-    num_write_imm_wqe: u64,
+} {
     wqe_completion_ns_min: i64,
     wqe_completion_ns_max: i64,
     wqe_completion_histogram: Vec<u64>,
@@ -129,30 +117,14 @@ pub struct QueuePairWire {
     last_post_time: Option<Box<str>>,
     #[serde(default)]
     last_completion_time: Option<Box<str>>,
-}
+});
 
 impl From<QueuePairWire> for QueuePair {
     fn from(w: QueuePairWire) -> QueuePair {
         QueuePair {
             id: w.id,
             role: w.role,
-            counters: Counters {
-                num_wqe_sent: w.num_wqe_sent,
-                num_recv_wqe: w.num_recv_wqe,
-                num_wqe_rcvd: w.num_wqe_rcvd,
-                num_wqe_completed: w.num_wqe_completed,
-                num_wqe_sampled: w.num_wqe_sampled,
-                num_cts_sent: w.num_cts_sent,
-                num_cts_sent_signalled: w.num_cts_sent_signalled,
-                num_cts_sent_unsignalled: w.num_cts_sent_unsignalled,
-                num_slot_miss: w.num_slot_miss,
-                num_write_wqe: w.num_write_wqe,
-                num_write_imm_wqe: w.num_write_imm_wqe,
-                wqe_completion_ns_min: w.wqe_completion_ns_min,
-                wqe_completion_ns_max: w.wqe_completion_ns_max,
-                wqe_completion_histogram: w.wqe_completion_histogram,
-                num_wqe_retired_unsignalled: w.num_wqe_retired_unsignalled,
-            },
+            counters: counters!(w),
             qp_num: w.qp_num,
             local_gid: w.local_gid,
             port: w.port,

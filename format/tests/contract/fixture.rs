@@ -56,7 +56,7 @@ fn verbs() -> VerbsCounters {
 }
 
 /// Which of the three files a part is built for.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Shape {
     Full,
     Nulls,

@@ -1,10 +1,11 @@
 //! The text generated from the format crate and kept in the tree: the key tables of
 //! docs/format.md (from the writer's key order and the schema's types, versions and
 //! descriptions), the hardware-counter tables of docs/format.md and src/hw/README.md and their
-//! counts, and schema/hw_counters.json (the vocabulary for readers in other languages, such as
-//! the e2e checker). Regions of a document are delimited by BEGIN/END markers.
+//! counts, schema/hw_counters.json (the vocabulary for readers in other languages, such as
+//! the e2e checker) and schema/wqe_counts.json (the counter table, likewise). Regions of a document are delimited by BEGIN/END markers.
 
 use crate::schema::{key_order, Schema};
+use rccl_telemetry_format::counters::FIELDS;
 use rccl_telemetry_format::vocab::{Kind, Src, VOCAB};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -398,6 +399,32 @@ pub fn vocabulary_json() -> String {
     let doc = json!({
         "description": format!("The keys of a device's hw_counters, in file order, with where each driver exposes them: each driver's list of alternatives, the first one read wins, an alternative the sum of its terms (src: ethtool, hw_counters and counters under class/infiniband/<dev>/ports/<p>/, net_statistics and net under class/net/<netdev>/; a name with {{p}} or {{c}} is a per-priority template). Generated from format/src/vocab.rs: {REGENERATE}."),
         "counters": counters,
+    });
+    let mut text = serde_json::to_string_pretty(&doc).expect("JSON");
+    text.push('\n');
+    text
+}
+
+/// schema/wqe_counts.json: the counter table as data (the e2e checker reads its keys).
+pub fn counters_json() -> String {
+    let rows: Vec<Value> = FIELDS
+        .iter()
+        .map(|r| {
+            json!({
+                "key": r.key,
+                "optional": r.optional,
+                "since": r.since,
+                "description": r.description(),
+                "prometheus": r.prom.map(|p| match (p.label, p.family.extra.first()) {
+                    (Some(v), Some(k)) => format!("{}{{{k}=\"{v}\"}}", p.family.name()),
+                    _ => p.family.name(),
+                }),
+            })
+        })
+        .collect();
+    let doc = json!({
+        "description": format!("The software counters every channel, queue pair and finalized communicator's record carries, in file order: the key; optional: present only sometimes (else always); since: the format version that added it; prometheus: its device-level series (the channel_ and qp_ families alike), null when it has none of its own. Generated from format/src/counters.rs: {REGENERATE}."),
+        "counters": rows,
     });
     let mut text = serde_json::to_string_pretty(&doc).expect("JSON");
     text.push('\n');

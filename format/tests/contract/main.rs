@@ -8,14 +8,15 @@
 //! - the text generated from the format crate and kept in the tree is current: the schema
 //!   (schema/rccl_telemetry.schema.json), the key tables
 //!   and the known-counter table of docs/format.md, the per-driver table of src/hw/README.md,
-//!   the counts of keys both spell out, and schema/hw_counters.json (the vocabulary the e2e
-//!   checker reads). `RCCL_TELEMETRY_REGENERATE=1` writes them instead of failing;
+//!   the counts of keys both spell out, schema/hw_counters.json (the vocabulary the e2e
+//!   checker reads) and schema/wqe_counts.json (the counter table, which it reads too). `RCCL_TELEMETRY_REGENERATE=1` writes them instead of failing;
 //! - the reader takes back every key the writer emits (`read_back.rs`).
 //!
 //! A new key is a field of a writer type (format/src/write.rs), its doc comment the key's
 //! description; this test names whatever else is missing (the fixtures' value for it, an
 //! "x-since" when a later version added it, the regenerated schema and docs).
 
+mod counters;
 mod fixture;
 mod generated;
 mod read_back;
@@ -229,6 +230,10 @@ fn generated_files() -> Vec<(PathBuf, String)> {
         (
             root().join("schema/hw_counters.json"),
             generated::vocabulary_json(),
+        ),
+        (
+            root().join("schema/wqe_counts.json"),
+            generated::counters_json(),
         ),
     ]
 }

@@ -11,6 +11,7 @@ use crate::model::{
     add_hist, latency_range, parse_timestamp_ns, Channel, CommRef, Counters, Device, TelemetryFile,
 };
 use rayon::prelude::*;
+use rccl_telemetry_format::counters::{FIELDS, N};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -418,41 +419,23 @@ impl Invariants {
         }
     }
 
-    /// A channel's counter totals: the sums over its queue pairs.
+    /// A channel's counter totals: the sums over its queue pairs, for every row of the counter
+    /// table (an optional one where the channel has it).
     fn channel_sums(&mut self, cp: &str, c: &Channel) {
-        let mut fields: Vec<Summed<Counters>> = vec![
-            ("num_wqe_sent", c.counters.num_wqe_sent, |x| x.num_wqe_sent),
-            ("num_recv_wqe", c.counters.num_recv_wqe, |x| x.num_recv_wqe),
-            ("num_wqe_rcvd", c.counters.num_wqe_rcvd, |x| x.num_wqe_rcvd),
-            ("num_wqe_completed", c.counters.num_wqe_completed, |x| {
-                x.num_wqe_completed
-            }),
-            ("num_cts_sent", c.counters.num_cts_sent, |x| x.num_cts_sent),
-            (
-                "num_cts_sent_signalled",
-                c.counters.num_cts_sent_signalled,
-                |x| x.num_cts_sent_signalled,
-            ),
-            (
-                "num_cts_sent_unsignalled",
-                c.counters.num_cts_sent_unsignalled,
-                |x| x.num_cts_sent_unsignalled,
-            ),
-            ("num_slot_miss", c.counters.num_slot_miss, |x| {
-                x.num_slot_miss
-            }),
-            ("num_write_wqe", c.counters.num_write_wqe, |x| {
-                x.num_write_wqe
-            }),
-            ("num_write_imm_wqe", c.counters.num_write_imm_wqe, |x| {
-                x.num_write_imm_wqe
-            }),
-        ];
-        if let Some(total) = c.counters.num_wqe_sampled {
-            fields.push(("num_wqe_sampled", total, |x| x.num_wqe_sampled.unwrap_or(0)));
+        let mut sums = [0u64; N];
+        for q in &c.queue_pairs {
+            for (s, v) in sums.iter_mut().zip(q.counters.values()) {
+                *s = s.saturating_add(v.unwrap_or(0));
+            }
         }
-        for (p, m) in channel_sum_errors(cp, &c.queue_pairs, |q| &q.counters, &fields) {
-            self.err(p, m);
+        let rows = FIELDS.iter().zip(c.counters.values()).zip(sums);
+        let always = rows.clone().filter(|((r, _), _)| !r.optional);
+        let optional = rows.filter(|((r, _), _)| r.optional);
+        for ((r, total), s) in always.chain(optional) {
+            let Some(total) = total else { continue };
+            if let Some((p, m)) = sum_error(cp, c.queue_pairs.len(), r.key, total, s) {
+                self.err(p, m);
+            }
         }
     }
 
@@ -627,17 +610,20 @@ pub(crate) fn channel_sum_errors<Q, P>(
         .iter()
         .filter_map(|&(name, total, g)| {
             let s = qps.iter().fold(0u64, |s, q| s.saturating_add(g(part(q))));
-            (total != s).then(|| {
-                (
-                    format!("{cp}/{name}"),
-                    format!(
-                        "channel total {total} != {s} summed over its {} queue pairs",
-                        qps.len()
-                    ),
-                )
-            })
+            sum_error(cp, qps.len(), name, total, s)
         })
         .collect()
+}
+
+/// (pointer, message) when a channel's total of `name` is not `s`, the sum over its `qps`
+/// queue pairs.
+fn sum_error(cp: &str, qps: usize, name: &str, total: u64, s: u64) -> Option<(String, String)> {
+    (total != s).then(|| {
+        (
+            format!("{cp}/{name}"),
+            format!("channel total {total} != {s} summed over its {qps} queue pairs"),
+        )
+    })
 }
 
 /// Escapes a key for use in a JSON Pointer (RFC 6901).

@@ -36,19 +36,7 @@ impl From<Level> for PromLevel {
 }
 
 fn counts(c: &Counters) -> promtext::Counts {
-    promtext::Counts {
-        wqes_sent: c.num_wqe_sent,
-        recv_wqes: c.num_recv_wqe,
-        wqes_drained: c.num_wqe_rcvd,
-        wqes_completed: c.num_wqe_completed,
-        cts_signalled: c.num_cts_sent_signalled,
-        cts_unsignalled: c.num_cts_sent_unsignalled,
-        slot_misses: c.num_slot_miss,
-        writes: c.num_write_wqe,
-        writes_imm: c.num_write_imm_wqe,
-        hist: c.wqe_completion_histogram.clone(),
-        log_hist: Vec::new(),
-    }
+    promtext::Counts::of(c.values(), c.wqe_completion_histogram.clone())
 }
 
 /// A channel's communicator as its series' labels.

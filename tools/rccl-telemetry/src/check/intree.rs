@@ -79,6 +79,30 @@ const QP_KEYS: &[(&str, bool)] = &[
     ("wqe_completion_histogram", true),
 ];
 
+/// A channel total of the in-tree engine: its key, the channel's value, a queue pair's part.
+type ChannelSum = (&'static str, fn(&ItChannel) -> u64, fn(&ItQp) -> u64);
+
+/// The channel totals that are sums over the queue pairs: every row of the counter table
+/// (`rccl_telemetry_format::counters`) the in-tree engine writes per channel (its
+/// CHANNEL_KEYS), under the same names. The engine's keys are RCCL's format, not this table's:
+/// a row added to the table is not one of them.
+const CHANNEL_SUMS: [ChannelSum; 6] = [
+    ("num_wqe_sent", |c| c.num_wqe_sent, |q| q.num_wqe_sent),
+    ("num_recv_wqe", |c| c.num_recv_wqe, |q| q.num_recv_wqe),
+    ("num_wqe_rcvd", |c| c.num_wqe_rcvd, |q| q.num_wqe_rcvd),
+    (
+        "num_wqe_completed",
+        |c| c.num_wqe_completed,
+        |q| q.num_wqe_completed,
+    ),
+    ("num_cts_sent", |c| c.num_cts_sent, |q| q.num_cts_sent),
+    (
+        "num_wqe_sampled",
+        |c| c.num_wqe_sampled.unwrap_or(0),
+        |q| q.num_wqe_sampled.unwrap_or(0),
+    ),
+];
+
 /// Missing required keys and keys the engine never writes, at one level.
 fn keys(p: &str, v: &Value, allowed: &[(&str, bool)], level: &str, out: &mut Vec<Finding>) {
     let Some(obj) = v.as_object() else {
@@ -438,18 +462,8 @@ impl Rules {
             self.err(format!("{cp}/num_wqe_sampled"), sampled_rule(sampled));
         }
         let qps = &c.queue_pairs;
-        let fields: [Summed<ItQp>; 6] = [
-            ("num_wqe_sent", c.num_wqe_sent, |q| q.num_wqe_sent),
-            ("num_recv_wqe", c.num_recv_wqe, |q| q.num_recv_wqe),
-            ("num_wqe_rcvd", c.num_wqe_rcvd, |q| q.num_wqe_rcvd),
-            ("num_wqe_completed", c.num_wqe_completed, |q| {
-                q.num_wqe_completed
-            }),
-            ("num_cts_sent", c.num_cts_sent, |q| q.num_cts_sent),
-            ("num_wqe_sampled", c.num_wqe_sampled.unwrap_or(0), |q| {
-                q.num_wqe_sampled.unwrap_or(0)
-            }),
-        ];
+        let fields: [Summed<ItQp>; 6] =
+            CHANNEL_SUMS.map(|(name, total, part)| (name, total(c), part));
         for (p, m) in channel_sum_errors(cp, qps, |q| q, &fields) {
             self.err(p, m);
         }
@@ -620,5 +634,39 @@ fn sampled_rule(sampled: bool) -> String {
         "num_wqe_sampled is missing although latency_sample_interval is written (N > 1)".into()
     } else {
         "num_wqe_sampled is written although latency_sample_interval is absent (N = 1)".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rccl_telemetry_format::counters::FIELDS;
+
+    /// The engine's counter keys are the table's rows of the same names (intree.rs maps them
+    /// onto the model's counters by name), and its channel totals are checked for every row
+    /// the engine writes per channel.
+    #[test]
+    fn the_engines_counters_are_rows_of_the_table_and_each_channel_one_is_summed() {
+        let is_row = |k: &str| FIELDS.iter().any(|r| r.key == k);
+        let channel_own = [
+            "num_req_completed",
+            "num_data_qp",
+            "num_cts_qp",
+            "num_qp_untracked",
+        ];
+        for (k, _) in QP_KEYS.iter().chain(CHANNEL_KEYS) {
+            if k.starts_with("num_") && !channel_own.contains(k) {
+                assert!(is_row(k), "{k} is not a row of the counter table");
+            }
+        }
+        let mut summed: Vec<&str> = CHANNEL_SUMS.iter().map(|s| s.0).collect();
+        let mut rows: Vec<&str> = CHANNEL_KEYS
+            .iter()
+            .map(|(k, _)| *k)
+            .filter(|k| is_row(k))
+            .collect();
+        summed.sort_unstable();
+        rows.sort_unstable();
+        assert_eq!(summed, rows);
     }
 }

@@ -3,6 +3,7 @@
 //! Separate from the Prometheus text (export.rs), which has families and labels, not rows.
 
 use super::*;
+use rccl_telemetry_format::counters::FIELDS;
 
 /// How deep the tidy export goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -187,31 +188,20 @@ fn log_rows<'a>(
     }
 }
 
+/// The counter table's rows (every object's counts in the table's order, then the optional
+/// ones the object has), then its latency.
 fn counter_rows<'a>(base: &Row<'a>, c: &'a Counters, emit: &mut dyn FnMut(Row<'a>)) {
-    for (m, v) in [
-        ("num_wqe_sent", c.num_wqe_sent),
-        ("num_recv_wqe", c.num_recv_wqe),
-        ("num_wqe_rcvd", c.num_wqe_rcvd),
-        ("num_wqe_completed", c.num_wqe_completed),
-        ("num_cts_sent", c.num_cts_sent),
-        ("num_cts_sent_signalled", c.num_cts_sent_signalled),
-        ("num_cts_sent_unsignalled", c.num_cts_sent_unsignalled),
-        ("num_slot_miss", c.num_slot_miss),
-        ("num_write_wqe", c.num_write_wqe),
-        ("num_write_imm_wqe", c.num_write_imm_wqe),
-    ] {
-        emit(Row {
-            metric: m,
-            value: clamp_u64(v),
-            ..base.clone()
-        });
-    }
-    if let Some(s) = c.num_wqe_sampled {
-        emit(Row {
-            metric: "num_wqe_sampled",
-            value: clamp_u64(s),
-            ..base.clone()
-        });
+    let values = FIELDS.iter().zip(c.values());
+    let always = values.clone().filter(|(r, _)| !r.optional);
+    let optional = values.filter(|(r, _)| r.optional);
+    for (r, v) in always.chain(optional) {
+        if let Some(v) = v {
+            emit(Row {
+                metric: r.key,
+                value: clamp_u64(v),
+                ..base.clone()
+            });
+        }
     }
     emit(Row {
         metric: "wqe_completion_ns_min",

@@ -5,6 +5,7 @@ mod common;
 mod bad_input;
 mod check_violations;
 mod communicators;
+mod counter_table;
 mod demo_job;
 mod export_formats;
 mod export_versions;

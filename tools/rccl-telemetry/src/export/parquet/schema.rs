@@ -59,6 +59,7 @@ pub(super) const fn null(name: &'static str, kind: Kind) -> Col {
     }
 }
 
+use rccl_telemetry_format::counters::{FIELDS, N};
 use Kind::*;
 
 /// The columns every table starts with: they identify the rank (and join the tables).
@@ -121,19 +122,23 @@ const DEVICES: &[Col] = &[
     null("log_latency_p999_ns", F64),
 ];
 
-/// The software counters channels and queue pairs share.
-const COUNTERS: &[Col] = &[
-    col("num_wqe_sent", I64),
-    col("num_recv_wqe", I64),
-    col("num_wqe_rcvd", I64),
-    col("num_wqe_completed", I64),
-    null("num_wqe_sampled", I64),
-    col("num_cts_sent", I64),
-    col("num_cts_sent_signalled", I64),
-    col("num_cts_sent_unsignalled", I64),
-    col("num_slot_miss", I64),
-    col("num_write_wqe", I64),
-    col("num_write_imm_wqe", I64),
+/// The software counters channels and queue pairs share: the counter table's rows, in its
+/// order (an optional one NULL where the file lacks it), then the latency extremes.
+const COUNTERS: [Col; N] = {
+    let mut cols = [col("", I64); N];
+    let mut i = 0;
+    while i < N {
+        cols[i] = Col {
+            name: FIELDS[i].key,
+            kind: I64,
+            nullable: FIELDS[i].optional,
+        };
+        i += 1;
+    }
+    cols
+};
+
+const LATENCY: &[Col] = &[
     null("wqe_completion_ns_min", I64),
     null("wqe_completion_ns_max", I64),
 ];
@@ -246,8 +251,8 @@ pub fn columns(table: &str) -> Vec<Col> {
     let parts: &[&[Col]] = match table {
         "ranks" => &[IDS, RANKS],
         "devices" => &[IDS, DEVICES],
-        "channels" => &[IDS, CHANNEL_IDS, COUNTERS, CHANNELS],
-        "qps" => &[IDS, CHANNEL_IDS, QPS, COUNTERS],
+        "channels" => &[IDS, CHANNEL_IDS, &COUNTERS, LATENCY, CHANNELS],
+        "qps" => &[IDS, CHANNEL_IDS, QPS, &COUNTERS, LATENCY],
         "hw_counters" => &[IDS, HW_COUNTERS],
         "hw_samples" => &[IDS, HW_SAMPLES],
         "histograms" => &[IDS, HISTOGRAMS],

@@ -121,19 +121,12 @@ fn devices(group: &[Rank<'_>], t: &mut Table) {
     }
 }
 
+/// The counter table's rows in its order (schema.rs's `COUNTERS`), then the latency extremes.
 fn counters(t: &mut Table, c: &Counters) {
-    t.u64(c.num_wqe_sent)
-        .u64(c.num_recv_wqe)
-        .u64(c.num_wqe_rcvd)
-        .u64(c.num_wqe_completed)
-        .ou64(c.num_wqe_sampled);
-    t.u64(c.num_cts_sent)
-        .u64(c.num_cts_sent_signalled)
-        .u64(c.num_cts_sent_unsignalled)
-        .u64(c.num_slot_miss);
-    t.u64(c.num_write_wqe)
-        .u64(c.num_write_imm_wqe)
-        .avail(c.wqe_completion_ns_min)
+    for v in c.values() {
+        t.ou64(v);
+    }
+    t.avail(c.wqe_completion_ns_min)
         .avail(c.wqe_completion_ns_max);
 }
 
