@@ -319,6 +319,26 @@ dl-tests: $(DL_BINS) | lib
 	@! grep . $(B)/dl/stderr
 	@echo "dl-tests: 3 passed, 0 failed"
 
+# --- Every function that hands out a handle (it returns a pointer) checks the inline layout
+# in the header before it calls the library, as rcclTelemetryResolveQp does: a wrapper in
+# src/rccl_telemetry_inline.h and its #define line. rcclTelemetryGetApi is the loader's: the
+# header's loader calls it, then hands out handles only through those wrappers.
+header-check: header-wrappers-check
+.PHONY: header-wrappers-check
+header-wrappers-check:
+	@fns=$$(sed -n 's/^[A-Za-z].*\*\(rcclTelemetry[A-Za-z0-9]*\)(.*);$$/\1/p' include/rccl_telemetry.h | grep -vx rcclTelemetryGetApi); \
+	  missing=; for f in $$fns; do grep -q "^#define $$f(" include/rccl_telemetry.h || missing="$$missing $$f"; done; \
+	  [ -z "$$missing" ] || { echo "header-wrappers-check: these hand out a handle without the layout check (a wrapper in src/rccl_telemetry_inline.h):$$missing"; exit 1; }; \
+	  echo "header-wrappers-check: $$(echo $$fns | wc -w) functions hand out handles, each behind the layout check"
+
+# Two components of one process built against headers of different layouts
+# (c_tests/layout_mix.c; run by rust_tests/c_abi/modes.rs).
+$(B)/layout_mix: c_tests/layout_mix.c include/rccl_telemetry.h $(ABIB)/other_layout/rccl_telemetry.h | lib
+	@mkdir -p $(B)
+	$(CC) $(subst -Iinclude,-I$(ABIB)/other_layout,$(C_FLAGS)) -DLAYOUT_MIX_OTHER -c $< -o $(B)/layout_mix_other.o
+	$(CC) $(C_FLAGS) $< $(B)/layout_mix_other.o -o $@ $(LINK)
+test-bins: $(B)/layout_mix
+
 # The concurrent C stress test under ThreadSanitizer: hooks on 8 threads while the main
 # thread captures and flushes, and raises the snapshot signal (signal-driven writes).
 tsan: $(B)/ibcast_sim_tsan

@@ -943,8 +943,8 @@ pub extern "C" fn rcclTelemetryGetVersion() -> c_int {
     VERSION_CODE
 }
 
-/// Called by the header's inline wrappers of Init, RegisterDevice and the Resolve calls
-/// when the inline hooks they were compiled with expect a layout (`headerLayout`,
+/// Called by the header's inline wrappers of Init, RegisterDevice and the calls that hand out
+/// handles (the Resolve calls, CommInit and the Comm Resolve calls) when the inline hooks they were compiled with expect a layout (`headerLayout`,
 /// RCCL_TELEMETRY_INLINE_LAYOUT) this library does not provide: telemetry stays off for
 /// the process (one line on stderr when it was asked for). Returns what the wrapped Init
 /// returns then: -1 when telemetry was asked for, else 0. Not for direct use.

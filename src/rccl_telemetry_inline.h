@@ -21,9 +21,10 @@
 /* The names with a trailing underscore are the library's internals. Their layout is       */
 /* negotiated, never assumed: the library publishes its layout number in                  */
 /* rcclTelemetryHotV3.layout (a block every library of this SONAME exports, whose own      */
-/* layout never changes), and the wrappers of Init, RegisterDevice, ResolveQp and          */
-/* ResolveChannel below compare it with RCCL_TELEMETRY_INLINE_LAYOUT before calling the    */
-/* library. On a mismatch (a header older or newer than the running library's layout)     */
+/* layout never changes), and the wrappers of Init, RegisterDevice and of every function */
+/* that hands out a handle (ResolveQp, ResolveChannel, CommInit, CommResolveQp,            */
+/* CommResolveChannel) below compare it with RCCL_TELEMETRY_INLINE_LAYOUT before calling  */
+/* the library (make header-check fails on such a function without one). On a mismatch (a header older or newer than the running library's layout)     */
 /* they hand out nothing and telemetry stays off for the process, with one line on stderr */
 /* when it was asked for: never a link or load failure, never a miscount. The hooks        */
 /* themselves check nothing: the negotiation costs the data path nothing.                  */
@@ -474,14 +475,34 @@ static inline RcclChannelStats *rcclTelemetryResolveChannel_inline_(int devIdx, 
   (void)rcclTelemetryRefuse_();
   return RCCL_TELEMETRY_NULL_;
 }
+static inline rcclTelemetryComm_t *rcclTelemetryCommInit_inline_(uint64_t commHash, int rank, int nRanks) {
+  if (rcclTelemetryLayoutOk_()) return (rcclTelemetryCommInit)(commHash, rank, nRanks);
+  (void)rcclTelemetryRefuse_();
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline RcclQpStats *rcclTelemetryCommResolveQp_inline_(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int qpIdx) {
+  if (rcclTelemetryLayoutOk_()) return (rcclTelemetryCommResolveQp)(comm, devIdx, chIdx, qpIdx);
+  (void)rcclTelemetryRefuse_();
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline RcclChannelStats *rcclTelemetryCommResolveChannel_inline_(rcclTelemetryComm_t *comm, int devIdx, int chIdx) {
+  if (rcclTelemetryLayoutOk_()) return (rcclTelemetryCommResolveChannel)(comm, devIdx, chIdx);
+  (void)rcclTelemetryRefuse_();
+  return RCCL_TELEMETRY_NULL_;
+}
 
 /* A function that hands out a handle (or starts telemetry) gets a wrapper above and one     */
-/* line here.                                                                               */
+/* line here (make header-check fails on a function returning a handle without one).       */
 #define rcclTelemetryInit() rcclTelemetryInit_inline_()
 #define rcclTelemetryRegisterDevice(deviceId, roceDevice, transport) \
   rcclTelemetryRegisterDevice_inline_((deviceId), (roceDevice), (transport))
 #define rcclTelemetryResolveQp(devIdx, chIdx, qpIdx) rcclTelemetryResolveQp_inline_((devIdx), (chIdx), (qpIdx))
 #define rcclTelemetryResolveChannel(devIdx, chIdx) rcclTelemetryResolveChannel_inline_((devIdx), (chIdx))
+#define rcclTelemetryCommInit(commHash, rank, nRanks) rcclTelemetryCommInit_inline_((commHash), (rank), (nRanks))
+#define rcclTelemetryCommResolveQp(comm, devIdx, chIdx, qpIdx) \
+  rcclTelemetryCommResolveQp_inline_((comm), (devIdx), (chIdx), (qpIdx))
+#define rcclTelemetryCommResolveChannel(comm, devIdx, chIdx) \
+  rcclTelemetryCommResolveChannel_inline_((comm), (devIdx), (chIdx))
 #define rcclTelemetryOn() rcclTelemetryOn_inline_()
 #define rcclTelemetryPostTs(qp) rcclTelemetryPostTs_inline_(qp)
 #define rcclTelemetryQpSendPosted(qp, withImm) rcclTelemetryQpSendPosted_inline_((qp), (withImm))

@@ -208,3 +208,36 @@ fn a_newer_table_works_whole_and_says_so_only_under_debug() {
             .all(|l| l.contains("table version 2") && l.contains("works")));
     }
 }
+
+/// c_tests/layout_mix.c: a component built against a header of another inline layout, in a
+/// process where telemetry counts, asks for a handle through each function that hands one out.
+#[test]
+fn no_handle_reaches_a_component_of_another_layout() {
+    for call in [
+        "commInit",
+        "commResolveQp",
+        "commResolveChannel",
+        "resolveQp",
+        "resolveChannel",
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().to_str().unwrap();
+        let o = run(
+            &c_program("layout_mix"),
+            &[call],
+            &[
+                ("RCCL_TELEMETRY_ENABLE", "1"),
+                ("RCCL_TELEMETRY_OUTPUT_DIR", dir),
+            ],
+        );
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = stderr(&o);
+        assert!(
+            o.status.success()
+                && out.contains("handed the other layout nothing; telemetry stopped"),
+            "{call}: {out}{err}"
+        );
+        let said: Vec<&str> = err.lines().filter(|l| l.contains("layout 99")).collect();
+        assert_eq!(said.len(), 1, "{call}: {err}");
+    }
+}
