@@ -302,6 +302,9 @@ int main(int argc, char** argv) {
     printf("  %-36s", "library, PollTs + QpWqeCompleteAt");
     for (int c = 0; c < 3; c++) printf(" %9.1f", instr_over("lib_at", cfgs[c], 1));
     printf("\n");
+    printf("  %-36s", "library through the loader (dlopen)");
+    for (int c = 0; c < 3; c++) printf(" %9.1f", instr_over("lib_dl", cfgs[c], 1));
+    printf("\n");
     printf("  library code executed in the disabled loop: %s\n",
            last("libcalled.lib.off") > 0 ? "YES (a call into the library)" : "no (no call into the library)");
   }
@@ -459,6 +462,7 @@ int main(int argc, char** argv) {
         j_num(&j, "reference_above_no_hooks", instr_over("ref", cfgs[c], 1));
         j_num(&j, "ratio", instr_over("lib", cfgs[c], 1) / instr_over("ref", cfgs[c], 1));
         j_num(&j, "library_pollts_complete_at_above_no_hooks", instr_over("lib_at", cfgs[c], 1));
+        j_num(&j, "library_dlopen_above_no_hooks", instr_over("lib_dl", cfgs[c], 1));
         char k[64];
         snprintf(k, sizeof k, "libcalled.lib.%s", cfgs[c]);
         j_bool(&j, "library_code_ran_in_library_loop", last(k) > 0);
