@@ -3,8 +3,13 @@
 //! (build.rs writes them into OUT_DIR); the inline hooks' C source follows
 //! (src/rccl_telemetry_inline.h), with the C mirrors of the library's layouts in place of its
 //! marker line: generated here from the Rust structs as src/inline_abi.rs lists them
-//! (`MIRRORS`), and from the library's constants. The generator lives here, not in the
-//! library, so that none of it is in the library's code or data.
+//! (`MIRRORS`), and from the library's constants; and the entry points of the header's two
+//! other modes in place of its modes marker line, generated from cbindgen's declarations and
+//! the loader's table (`rcclTelemetryApi_t`): RCCL_TELEMETRY_STUBS' empty functions and
+//! RCCL_TELEMETRY_DLOPEN's calls through the table, each returning its off result (`OFF`).
+//! cbindgen's declarations are kept out of those two modes. The generator fails on a
+//! function without its table entry or off result. It lives here, not in the library, so
+//! that none of it is in the library's code or data.
 
 use std::fmt::Write as _;
 

@@ -31,6 +31,11 @@
  * RcclTelemetrySwSnapshot keep the names RCCL's call sites use); constants and macros
  * RCCL_TELEMETRY_<NAME>; a trailing underscore marks the library's internals.
  *
+ * Without the library: define RCCL_TELEMETRY_STUBS before including this header for a build
+ * without telemetry (every entry point an empty inline function), or RCCL_TELEMETRY_DLOPEN to
+ * load the library at rcclTelemetryInit when it is installed (no link-time dependency); both
+ * are described where they are defined, below.
+ *
  * Handles come from rcclTelemetryResolveQp / rcclTelemetryResolveChannel once, at
  * connection setup; they stay valid for the life of the process. Store them on the QP.
  *
@@ -465,7 +470,9 @@ void rcclTelemetrySetLogger(rcclTelemetryLogger_t logger);
 // (its RCCL_TELEMETRY_API_VERSION). Returns this library's table, whose own version and
 // size may differ from the caller's: the entries both know work, the caller treats the rest
 // as absent. NULL for a version below 1. Any state, any thread; the table lives as long as
-// the process.
+// the process. Its entries are the plain functions: the handles they hand out are not
+// checked against the caller's inline layout, which the header's loader does before using
+// them (as its wrappers do for a linked program).
 const rcclTelemetryApi_t *rcclTelemetryGetApi(int version);
 
 #ifdef __cplusplus

@@ -1220,7 +1220,9 @@ fn copy_of_api(version: c_int, size: usize) -> ApiNewer {
 /// (its RCCL_TELEMETRY_API_VERSION). Returns this library's table, whose own version and
 /// size may differ from the caller's: the entries both know work, the caller treats the rest
 /// as absent. NULL for a version below 1. Any state, any thread; the table lives as long as
-/// the process.
+/// the process. Its entries are the plain functions: the handles they hand out are not
+/// checked against the caller's inline layout, which the header's loader does before using
+/// them (as its wrappers do for a linked program).
 #[no_mangle]
 pub extern "C" fn rcclTelemetryGetApi(version: c_int) -> *const rcclTelemetryApi_t {
     if version < 1 {
