@@ -262,6 +262,94 @@ c-tests: $(B)/ibcast_sim $(B)/ibcast_sim_cxx17 $(B)/header_c11 $(B)/header_cxx17
 	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(B)/cxx $(B)/ibcast_sim_cxx17 $(B)/cxx/tally.json --bad-calls 2>/dev/null
 	@echo "ibcast_sim as C++17: ok"
 
+# --- Telemetry optional at build and at run time: the header's RCCL_TELEMETRY_STUBS (no
+# library at all) and RCCL_TELEMETRY_DLOPEN (the header loads the library at Init; no DT_NEEDED
+# on it). c_tests/header_modes.c is built linked, with stubs and with the loader (the Rust
+# tests in rust_tests/c_abi/modes.rs run each with the library absent, present, older and
+# newer); RCCL's call sites (c_tests/rccl_callsites.cc) are built both ways and run here. Each
+# build is warning-free under the header's strict flags, C11 and C++17, and a stubs build links
+# with -z defs and nothing but libc.
+DL_CFLAGS   := -std=c11 -pedantic $(CWARN) $(HDR_CWARN) -O2 -g -Iinclude
+DL_CXXFLAGS := -std=c++17 -pedantic $(CWARN) $(HDR_CXXWARN) -O2 -g -Iinclude
+DL_LIBS     := -ldl -lpthread
+# No reference to the library, no DT_NEEDED on it.
+dl_unlinked = ! readelf -d $(1) | grep -q 'NEEDED.*rccl_telemetry' && ! nm -D --undefined-only $(1) | grep -q rcclTelemetry
+DL_BINS := $(addprefix $(B)/,header_modes header_modes_stubs header_modes_dlopen header_modes_dlopen_calls \
+  header_modes_cxx_stubs.o header_modes_cxx_dlopen.o rccl_callsites_stubs librccl_callsites_stubs.so rccl_callsites_dlopen)
+
+$(B)/header_modes: c_tests/header_modes.c include/rccl_telemetry.h | lib
+	@mkdir -p $(B)
+	$(CC) $(DL_CFLAGS) $< -o $@ $(LINK)
+
+$(B)/header_modes_stubs: c_tests/header_modes.c include/rccl_telemetry.h
+	@mkdir -p $(B)
+	$(CC) $(DL_CFLAGS) -DRCCL_TELEMETRY_STUBS $< -o $@ -Wl,-z,defs
+	$(call dl_unlinked,$@)
+
+$(B)/header_modes_dlopen: c_tests/header_modes.c include/rccl_telemetry.h
+	@mkdir -p $(B)
+	$(CC) $(DL_CFLAGS) -DRCCL_TELEMETRY_DLOPEN $< -o $@ -Wl,-z,defs $(DL_LIBS)
+	$(call dl_unlinked,$@)
+
+$(B)/header_modes_dlopen_calls: c_tests/header_modes.c include/rccl_telemetry.h
+	@mkdir -p $(B)
+	$(CC) $(DL_CFLAGS) -DRCCL_TELEMETRY_DLOPEN -DRCCL_TELEMETRY_NO_INLINE $< -o $@ -Wl,-z,defs $(DL_LIBS)
+	$(call dl_unlinked,$@)
+
+$(B)/header_modes_cxx_%.o: c_tests/header_modes.c include/rccl_telemetry.h
+	@mkdir -p $(B)
+	$(CXX) $(DL_CXXFLAGS) -x c++ -DRCCL_TELEMETRY_$(shell echo $* | tr a-z A-Z) -c $< -o $@
+
+$(B)/rccl_callsites_stubs: c_tests/rccl_callsites.cc include/net_telemetry.h include/rccl_telemetry.h
+	@mkdir -p $(B)
+	$(CXX) -std=c++17 $(CWARN) -O2 -Iinclude -DRCCL_TELEMETRY_STUBS $< -o $@ -Wl,-z,defs
+	$(call dl_unlinked,$@)
+
+# As RCCL links librccl: a shared object, -z defs, no library.
+$(B)/librccl_callsites_stubs.so: c_tests/rccl_callsites.cc include/net_telemetry.h include/rccl_telemetry.h
+	@mkdir -p $(B)
+	$(CXX) -std=c++17 $(CWARN) -O2 -fPIC -shared -Iinclude -DRCCL_TELEMETRY_STUBS $< -o $@ -Wl,-z,defs
+	$(call dl_unlinked,$@)
+
+$(B)/rccl_callsites_dlopen: c_tests/rccl_callsites.cc include/net_telemetry.h include/rccl_telemetry.h
+	@mkdir -p $(B)
+	$(CXX) -std=c++17 $(CWARN) -O2 -Iinclude -DRCCL_TELEMETRY_DLOPEN $< -o $@ -Wl,-z,defs $(DL_LIBS)
+	$(call dl_unlinked,$@)
+
+test-bins: $(DL_BINS)
+c-tests: dl-tests
+
+# RCCL's call sites: stubs (telemetry off, nothing loaded), the loader with the library present
+# (every count exact, the file as a linked build writes it) and absent (off, one line).
+.PHONY: dl-tests
+dl-tests: $(DL_BINS) | lib
+	@rm -rf $(B)/dl && mkdir -p $(B)/dl
+	env -u RCCL_TELEMETRY_ENABLE $(B)/rccl_callsites_stubs
+	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(B)/dl LD_LIBRARY_PATH=$(abspath $(REL)) $(B)/rccl_callsites_dlopen
+	env -u RCCL_TELEMETRY_ENABLE -u LD_LIBRARY_PATH $(B)/rccl_callsites_dlopen 2>$(B)/dl/stderr
+	@! grep . $(B)/dl/stderr
+	@echo "dl-tests: 3 passed, 0 failed"
+
+# --- Every function that hands out a handle (it returns a pointer) checks the inline layout
+# in the header before it calls the library, as rcclTelemetryResolveQp does: a wrapper in
+# src/rccl_telemetry_inline.h and its #define line. rcclTelemetryGetApi is the loader's: the
+# header's loader calls it, then hands out handles only through those wrappers.
+header-check: header-wrappers-check
+.PHONY: header-wrappers-check
+header-wrappers-check:
+	@fns=$$(sed -n 's/^[A-Za-z].*\*\(rcclTelemetry[A-Za-z0-9]*\)(.*);$$/\1/p' include/rccl_telemetry.h | grep -vx rcclTelemetryGetApi); \
+	  missing=; for f in $$fns; do grep -q "^#define $$f(" include/rccl_telemetry.h || missing="$$missing $$f"; done; \
+	  [ -z "$$missing" ] || { echo "header-wrappers-check: these hand out a handle without the layout check (a wrapper in src/rccl_telemetry_inline.h):$$missing"; exit 1; }; \
+	  echo "header-wrappers-check: $$(echo $$fns | wc -w) functions hand out handles, each behind the layout check"
+
+# Two components of one process built against headers of different layouts
+# (c_tests/layout_mix.c; run by rust_tests/c_abi/modes.rs).
+$(B)/layout_mix: c_tests/layout_mix.c include/rccl_telemetry.h $(ABIB)/other_layout/rccl_telemetry.h | lib
+	@mkdir -p $(B)
+	$(CC) $(subst -Iinclude,-I$(ABIB)/other_layout,$(C_FLAGS)) -DLAYOUT_MIX_OTHER -c $< -o $(B)/layout_mix_other.o
+	$(CC) $(C_FLAGS) $< $(B)/layout_mix_other.o -o $@ $(LINK)
+test-bins: $(B)/layout_mix
+
 # The concurrent C stress test under ThreadSanitizer: hooks on 8 threads while the main
 # thread captures and flushes, and raises the snapshot signal (signal-driven writes).
 tsan: $(B)/ibcast_sim_tsan

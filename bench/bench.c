@@ -329,6 +329,9 @@ static void print_instructions(void) {
   printf("  %-36s", "library, PollTs + QpWqeCompleteAt");
   for (int c = 0; c < 3; c++) printf(" %9.1f", instr_over("lib_at", kCfgs[c], 1));
   printf("\n");
+  printf("  %-36s", "library through the loader (dlopen)");
+  for (int c = 0; c < 3; c++) printf(" %9.1f", instr_over("lib_dl", kCfgs[c], 1));
+  printf("\n");
   printf("  library code executed in the disabled loop: %s\n",
          last("libcalled.lib.off") > 0 ? "YES (a call into the library)" : "no (no call into the library)");
 }
@@ -496,6 +499,7 @@ static void j_instructions(Json* j, int have_instr, int instr_nreq) {
       j_num(j, "reference_above_no_hooks", instr_over("ref", kCfgs[c], 1));
       j_num(j, "ratio", instr_over("lib", kCfgs[c], 1) / instr_over("ref", kCfgs[c], 1));
       j_num(j, "library_pollts_complete_at_above_no_hooks", instr_over("lib_at", kCfgs[c], 1));
+      j_num(&j, "library_dlopen_above_no_hooks", instr_over("lib_dl", kCfgs[c], 1));
       char k[64];
       snprintf(k, sizeof k, "libcalled.lib.%s", kCfgs[c]);
       j_bool(j, "library_code_ran_in_library_loop", last(k) > 0);

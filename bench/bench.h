@@ -113,6 +113,9 @@ void loop_lib_guard(Ctx* c, int nreq);
 void loop_ref_guard(Ctx* c, int nreq);
 void loop_lib_at(Ctx* c, int nreq);
 void loop_lib_prev(Ctx* c, int nreq); /* loop_lib against the previous release's header */
+/* bench_loop_dlopen.c */
+void loop_lib_dl(Ctx* c, int nreq); /* loop_lib through the header's loader (RCCL_TELEMETRY_DLOPEN) */
+int loop_lib_dl_init(void);          /* the loader's rcclTelemetryInit */
 extern const char* const kVariant[V_COUNT];
 extern const LoopFn kLoop[V_COUNT];
 

@@ -30,7 +30,8 @@ BENCH_CC      ?= cc
 BENCH_CFLAGS  ?= -std=c11 -O3 -g -Wall -Wextra -Werror
 BENCH_SRCS    := $(addprefix $(BENCH_DIR)/,bench.c bench_loops.c bench_util.c bench_hot.c bench_threads.c bench_flush.c \
                    bench_callgrind.c bench_stats.c bench_children.c bench_json.c bench_machine.c \
-                   bench_report.c bench_loghist.c reference_telemetry.c fake_provider.c bench_loop_prev.c)
+                   bench_report.c bench_loghist.c reference_telemetry.c fake_provider.c bench_loop_prev.c \
+                   bench_loop_dlopen.c)
 BENCH_HDRS    := c_tests/abi/0.1.0/rccl_telemetry.h $(BENCH_DIR)/bench.h $(BENCH_DIR)/bench_loop.h $(BENCH_DIR)/reference_telemetry.h $(BENCH_DIR)/fake_provider.h
 BENCH_BIN     := $(BENCH_BUILD)/bench
 # the last commit that changed the library itself (+ -dirty for uncommitted library changes)
@@ -46,7 +47,7 @@ bench-build: bench-install
 	@mkdir -p $(BENCH_BUILD)
 	$(BENCH_CC) $(BENCH_CFLAGS) $$($(BENCH_PC) --cflags rccl-telemetry) $(BENCH_SRCS) -o $(BENCH_BIN) \
 	  $$($(BENCH_PC) --libs rccl-telemetry) \
-	  -Wl,-rpath,$$($(BENCH_PC) --variable=libdir rccl-telemetry) -lpthread -lm
+	  -Wl,-rpath,$$($(BENCH_PC) --variable=libdir rccl-telemetry) -ldl -lpthread -lm
 
 bench: bench-build bench-preload
 	BENCH_LIB_REV=$(BENCH_REV) $(BENCH_BIN) --json $(BENCH_DIR)/results.json

@@ -14,10 +14,11 @@
  */
 int child_profile(int nreq) {
   if (rcclTelemetryInit() < 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  if (loop_lib_dl_init() < 0) fprintf(stderr, "bench: rcclTelemetryInit through the loader failed\n");
   refTelemetryInit(env_enabled(), env_int("RCCL_TELEMETRY_LATENCY_SAMPLE", 1), 5, 30000);
   lib_register(0);
   refTelemetryRegisterDevice(0);
-  enum { NP = V_COUNT + 2 * FAMILIES + 1 };
+  enum { NP = V_COUNT + 2 * FAMILIES + 2 };
   LoopFn fn[NP];
   char name[NP][32];
   for (int v = 0; v < V_COUNT; v++) {
@@ -30,8 +31,10 @@ int child_profile(int nreq) {
     fn[V_COUNT + FAMILIES + f] = kRefFamily[f];
     snprintf(name[V_COUNT + FAMILIES + f], sizeof name[0], "ref.%s", kFamily[f]);
   }
-  fn[NP - 1] = loop_lib_at;
-  snprintf(name[NP - 1], sizeof name[0], "lib_at");
+  fn[NP - 2] = loop_lib_at;
+  snprintf(name[NP - 2], sizeof name[0], "lib_at");
+  fn[NP - 1] = loop_lib_dl;
+  snprintf(name[NP - 1], sizeof name[0], "lib_dl");
   uint64_t sink = 0;
   for (int k = 0; k < NP; k++) {
     Ctx* c = ctx_new(0, k);

@@ -148,24 +148,27 @@ int child_breakdown(const char* cfg, int reps, int nreq) {
  * no-hook loop, interleaved like child_hot. The two library loops count on separate devices
  * so each one's counts can be checked on its own.
  */
-enum { PT_NONE, PT_LIB, PT_AT, PT_PREV, PT_COUNT };
+enum { PT_NONE, PT_LIB, PT_AT, PT_PREV, PT_DL, PT_COUNT };
 int child_pollts(const char* cfg, int reps, int nreq) {
   int here = sched_getcpu();
   if (here >= 0) pin_self(here);
   if (rcclTelemetryInit() < 0) fprintf(stderr, "bench: rcclTelemetryInit failed\n");
+  if (loop_lib_dl_init() < 0) fprintf(stderr, "bench: rcclTelemetryInit through the loader failed\n");
   int enabled = env_enabled();
   refTelemetryInit(0, 1, 5, 30000);
   lib_register(0);
   lib_register(1);
-  LoopFn fn[PT_COUNT] = {loop_none, loop_lib, loop_lib_at, loop_lib_prev};
+  LoopFn fn[PT_COUNT] = {loop_none, loop_lib, loop_lib_at, loop_lib_prev, loop_lib_dl};
   Ctx* ctx[PT_COUNT];
   ctx[PT_NONE] = ctx_new(0, 0);
   ctx[PT_LIB] = ctx_new(0, 1);
   ctx[PT_AT] = ctx_new(1, 0);
   ctx[PT_PREV] = ctx_new(0, 2);
+  ctx[PT_DL] = ctx_new(0, 3);
   ctx_attach_lib(ctx[PT_LIB]);
   ctx_attach_lib(ctx[PT_AT]);
   ctx_attach_lib(ctx[PT_PREV]);
+  ctx_attach_lib(ctx[PT_DL]);
   double* all = malloc(sizeof(double) * PT_COUNT * (size_t)(reps > 0 ? reps : 1));
   if (!all) die("malloc");
   time_rotated(fn, ctx, PT_COUNT, reps, nreq, all);
@@ -175,6 +178,7 @@ int child_pollts(const char* cfg, int reps, int nreq) {
     printf("S pt.over.at.%s %.4f\n", cfg, t[PT_AT] - t[PT_NONE]);
     printf("S pt.at_minus_lib.%s %.4f\n", cfg, t[PT_AT] - t[PT_LIB]);
     printf("S pt.lib_minus_prev.%s %.4f\n", cfg, t[PT_LIB] - t[PT_PREV]);
+    printf("S pt.dl_minus_lib.%s %.4f\n", cfg, t[PT_DL] - t[PT_LIB]);
   }
   free(all);
   RcclTelemetrySwSnapshot s;
@@ -186,7 +190,7 @@ int child_pollts(const char* cfg, int reps, int nreq) {
          (unsigned long long)(enabled ? (seq - BENCH_LAG - 1) * BENCH_QPS : 0));
   printf("M check.at.%s.wqe_completed %llu\n", cfg, (unsigned long long)s.wqe_completed);
   printf("M check.at.%s.wqe_sampled %llu\n", cfg, (unsigned long long)s.wqe_sampled);
-  printf("M sink %llu\n", (unsigned long long)((ctx[PT_LIB]->sink + ctx[PT_AT]->sink + ctx[PT_PREV]->sink) & 0xffff));
+  printf("M sink %llu\n", (unsigned long long)((ctx[PT_LIB]->sink + ctx[PT_AT]->sink + ctx[PT_PREV]->sink + ctx[PT_DL]->sink) & 0xffff));
   fflush(stdout);
   return 0;
 }

@@ -51,7 +51,18 @@
 #define R_BYTES(c, b) refBytes((c)->dev, 1, (b))
 #define R_REQDONE(c) refChRequestCompleted((c)->rch)
 
-#ifdef BENCH_LOOPS_PREV
+#ifdef BENCH_LOOPS_DLOPEN
+/* bench_loop_dlopen.c: the whole library mix alone, through the header's loader, for the
+ * row "dlopen - linked"; its Init loads the library (already loaded: the same one). */
+#define LOOP_NAME loop_lib_dl
+#define FAM_LAT L
+#define FAM_SEND L
+#define FAM_SIZE L
+#define FAM_REQ L
+#define FAM_GUARD L
+#include "bench_loop.h"
+int loop_lib_dl_init(void) { return rcclTelemetryInit(); }
+#elif defined(BENCH_LOOPS_PREV)
 /* bench_loop_prev.c: the whole library mix alone, compiled against the previous release's
  * header (inline hooks that take their layout on trust) for the negotiation's cost row. */
 #define LOOP_NAME loop_lib_prev

@@ -3,8 +3,13 @@
 //! (build.rs writes them into OUT_DIR); the inline hooks' C source follows
 //! (src/rccl_telemetry_inline.h), with the C mirrors of the library's layouts in place of its
 //! marker line: generated here from the Rust structs as src/inline_abi.rs lists them
-//! (`MIRRORS`), and from the library's constants. The generator lives here, not in the
-//! library, so that none of it is in the library's code or data.
+//! (`MIRRORS`), and from the library's constants; and the entry points of the header's two
+//! other modes in place of its modes marker line, generated from cbindgen's declarations and
+//! the loader's table (`rcclTelemetryApi_t`): RCCL_TELEMETRY_STUBS' empty functions and
+//! RCCL_TELEMETRY_DLOPEN's calls through the table, each returning its off result (`OFF`).
+//! cbindgen's declarations are kept out of those two modes. The generator fails on a
+//! function without its table entry or off result. It lives here, not in the library, so
+//! that none of it is in the library's code or data.
 
 use std::fmt::Write as _;
 
@@ -130,20 +135,272 @@ fn c_mirrors() -> String {
     out
 }
 
+/// The line of src/rccl_telemetry_inline.h that the generated stubs and loader calls replace.
+const MODES_MARKER: &str = "/* @modes: the generated stubs and the loader's calls (examples/rccl_telemetry_header.rs) go here. */";
+
+/// What a function returns while telemetry is off (a stub, or a call through an absent entry
+/// of the loader's table), for every function that returns a number: handles are NULL.
+const OFF: &[(&str, &str)] = &[
+    ("rcclTelemetryInit", "RCCL_TELEMETRY_INIT_OFF"),
+    ("rcclTelemetryOn", "0"),
+    ("rcclTelemetryFlush", "0"),
+    ("rcclTelemetryRegisterDevice", "-1"),
+    ("rcclTelemetrySetupChannel", "-1"),
+    ("rcclTelemetryPostTs", "0"),
+    ("rcclTelemetryPollTs", "RCCL_TELEMETRY_TS_UNSAMPLED + 1"),
+    ("rcclTelemetryPostTsIdx", "0"),
+    ("rcclTelemetryNowToken", "RCCL_TELEMETRY_TS_UNSAMPLED + 1"),
+    ("rcclTelemetrySwCapture", "-1"),
+    ("rcclTelemetryCommSetupChannel", "-1"),
+    ("rcclTelemetryGetVersion", "0"),
+];
+
+/// The functions the loader defines by hand (src/rccl_telemetry_inline.h): Init loads the
+/// library, SetLogger keeps the logger for the loader's own lines; GetApi is what it loads.
+const LOADER_OWN: &[&str] = &[
+    "rcclTelemetryInit",
+    "rcclTelemetrySetLogger",
+    "rcclTelemetryGetApi",
+];
+
+/// The table's entries that are no exported function of the header: its header fields and
+/// the inline hooks' internals.
+const TABLE_OWN: &[&str] = &["version", "size", "hot", "logAdd_", "inlineMismatch_"];
+
+/// One function declaration of cbindgen's: `RET NAME(PARAMS);`.
+struct Decl {
+    ret: String,
+    name: String,
+    /// (declaration, name) of each parameter; empty for `(void)`.
+    params: Vec<(String, String)>,
+}
+
+impl Decl {
+    fn parse(line: &str) -> Decl {
+        let open = line.find('(').expect("a declaration has parameters");
+        let head = &line[..open];
+        let at = head
+            .rfind([' ', '*'])
+            .expect("a declaration has a return type")
+            + 1;
+        let params = line[open + 1..line.rfind(')').expect("closed parameters")].trim();
+        let params = if params == "void" {
+            Vec::new()
+        } else {
+            params
+                .split(", ")
+                .map(|p| {
+                    let at = p.rfind([' ', '*']).expect("a parameter has a name") + 1;
+                    (p.to_owned(), p[at..].to_owned())
+                })
+                .collect()
+        };
+        Decl {
+            ret: head[..at].trim_end().to_owned(),
+            name: head[at..].to_owned(),
+            params,
+        }
+    }
+
+    /// The table entry of rcclTelemetryFooBar: fooBar.
+    fn field(&self) -> String {
+        let rest = self
+            .name
+            .strip_prefix("rcclTelemetry")
+            .expect("rcclTelemetry names");
+        let mut c = rest.chars();
+        let first = c
+            .next()
+            .expect("a name after the prefix")
+            .to_ascii_lowercase();
+        format!("{first}{}", c.as_str())
+    }
+
+    fn signature(&self) -> String {
+        let params = if self.params.is_empty() {
+            "void".to_owned()
+        } else {
+            self.params
+                .iter()
+                .map(|p| p.0.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "static inline {}{}{}({params})",
+            self.ret,
+            if self.ret.ends_with('*') { "" } else { " " },
+            self.name
+        )
+    }
+
+    fn args(&self) -> String {
+        self.params
+            .iter()
+            .map(|p| p.1.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The off path: `*numSlots = 0` where there is one, then the off result.
+    fn off(&self) -> String {
+        let mut out = String::new();
+        if self.params.iter().any(|p| p.1 == "numSlots") {
+            out.push_str("  if (numSlots) *numSlots = 0;\n");
+        }
+        if self.ret == "void" {
+            return out;
+        }
+        let v = if self.ret.ends_with('*') {
+            "RCCL_TELEMETRY_NULL_"
+        } else {
+            OFF.iter()
+                .find(|(n, _)| *n == self.name)
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{} returns a number: say what it returns while off (OFF)",
+                        self.name
+                    )
+                })
+                .1
+        };
+        let _ = writeln!(out, "  return {v};");
+        out
+    }
+}
+
+/// The function declarations of cbindgen's output, and the output with them kept out of
+/// RCCL_TELEMETRY_STUBS and RCCL_TELEMETRY_DLOPEN builds (those define the names themselves).
+fn split_decls(decls: &str) -> (String, Vec<Decl>) {
+    let open = "#ifdef __cplusplus\nextern \"C\" {\n#endif // __cplusplus\n";
+    let close = "#ifdef __cplusplus\n}  // extern \"C\"\n#endif  // __cplusplus\n";
+    let a = decls.find(open).expect("cbindgen's extern \"C\" block");
+    let b = decls
+        .find(close)
+        .expect("cbindgen's extern \"C\" block's end")
+        + close.len();
+    let guard = "#if !defined(RCCL_TELEMETRY_STUBS) && !defined(RCCL_TELEMETRY_DLOPEN)\n";
+    let out = format!(
+        "{}{guard}{}#endif\n{}",
+        &decls[..a],
+        &decls[a..b],
+        &decls[b..]
+    );
+    let fns = decls[a..b]
+        .lines()
+        .filter(|l| {
+            l.starts_with(|c: char| c.is_ascii_alphabetic())
+                && l.ends_with(");")
+                && l.contains("rcclTelemetry")
+        })
+        .map(Decl::parse)
+        .collect();
+    (out, fns)
+}
+
+/// The entries of rcclTelemetryApi_t, in order.
+fn table_fields(decls: &str) -> Vec<String> {
+    let a = decls
+        .find("typedef struct rcclTelemetryApi {")
+        .expect("cbindgen's rcclTelemetryApi");
+    let b = a + decls[a..].find("} rcclTelemetryApi;").expect("its end");
+    decls[a..b]
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .filter_map(|l| {
+            let l = l.trim();
+            if let Some(i) = l.find("(*") {
+                Some(l[i + 2..i + l[i..].find(')')?].to_owned())
+            } else {
+                let d = l.strip_suffix(';')?;
+                Some(d[d.rfind([' ', '*'])? + 1..].to_owned())
+            }
+        })
+        .collect()
+}
+
+/// The stubs (RCCL_TELEMETRY_STUBS) and the loader's calls through its table
+/// (RCCL_TELEMETRY_DLOPEN): what replaces the modes marker.
+fn c_modes(fns: &[Decl], fields: &[String]) -> String {
+    for f in fns.iter().filter(|f| f.name != "rcclTelemetryGetApi") {
+        assert!(
+            fields.contains(&f.field()),
+            "{} has no entry {} in rcclTelemetryApi_t (src/capi.rs)",
+            f.name,
+            f.field()
+        );
+    }
+    for e in fields.iter().filter(|e| !TABLE_OWN.contains(&e.as_str())) {
+        assert!(
+            fns.iter().any(|f| f.field() == *e),
+            "rcclTelemetryApi_t.{e} names no function of the header"
+        );
+    }
+    for (n, _) in OFF {
+        assert!(
+            fns.iter().any(|f| f.name == *n),
+            "OFF names {n}, which the header does not declare"
+        );
+    }
+    let mut out = String::from(
+        "/* Generated by examples/rccl_telemetry_header.rs from the declarations above and\n \
+         * rcclTelemetryApi_t (make header). */\n#if defined(RCCL_TELEMETRY_STUBS)\n",
+    );
+    for f in fns {
+        let _ = writeln!(out, "{} {{", f.signature());
+        let unused: Vec<String> = f
+            .params
+            .iter()
+            .filter(|p| p.1 != "numSlots")
+            .map(|p| format!("(void){};", p.1))
+            .collect();
+        if !unused.is_empty() {
+            let _ = writeln!(out, "  {}", unused.join(" "));
+        }
+        out.push_str(&f.off());
+        out.push_str("}\n");
+    }
+    out.push_str("#elif defined(RCCL_TELEMETRY_DLOPEN)\n");
+    for f in fns
+        .iter()
+        .filter(|f| !LOADER_OWN.contains(&f.name.as_str()))
+    {
+        let (e, args) = (f.field(), f.args());
+        let _ = writeln!(out, "{} {{", f.signature());
+        out.push_str("  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();\n");
+        if f.ret == "void" {
+            let _ = writeln!(out, "  if (a_->{e}) a_->{e}({args});");
+        } else {
+            let _ = writeln!(out, "  if (a_->{e}) return a_->{e}({args});");
+        }
+        out.push_str(&f.off());
+        out.push_str("}\n");
+    }
+    out.push_str("#endif\n");
+    out
+}
+
 fn main() {
     let decls = include_str!(concat!(env!("OUT_DIR"), "/rccl_telemetry_decls.h"));
     let hooks = include_str!("../src/rccl_telemetry_inline.h");
     let lines: Vec<&str> = hooks.lines().collect();
-    assert_eq!(
-        lines.iter().filter(|l| **l == MARKER).count(),
-        1,
-        "src/rccl_telemetry_inline.h has its marker line once"
-    );
-    let mut out = String::from(decls);
+    for m in [MARKER, MODES_MARKER] {
+        assert_eq!(
+            lines.iter().filter(|l| **l == m).count(),
+            1,
+            "src/rccl_telemetry_inline.h has its marker line {m:?} once"
+        );
+    }
+    let (decls_out, fns) = split_decls(decls);
+    let modes = c_modes(&fns, &table_fields(decls));
+    let mut out = decls_out;
     out.push('\n');
     for l in lines {
         if l == MARKER {
             out.push_str(&c_mirrors());
+        } else if l == MODES_MARKER {
+            out.push_str(&modes);
         } else {
             out.push_str(l);
             out.push('\n');

@@ -31,6 +31,11 @@
  * RcclTelemetrySwSnapshot keep the names RCCL's call sites use); constants and macros
  * RCCL_TELEMETRY_<NAME>; a trailing underscore marks the library's internals.
  *
+ * Without the library: define RCCL_TELEMETRY_STUBS before including this header for a build
+ * without telemetry (every entry point an empty inline function), or RCCL_TELEMETRY_DLOPEN to
+ * load the library at rcclTelemetryInit when it is installed (no link-time dependency); both
+ * are described where they are defined, below.
+ *
  * Handles come from rcclTelemetryResolveQp / rcclTelemetryResolveChannel once, at
  * connection setup; they stay valid for the life of the process. Store them on the QP.
  *
@@ -102,6 +107,11 @@
 
 #define RCCL_TELEMETRY_LOG_NET 16
 
+// The version of rcclTelemetryApi_t this header knows (what a program built with
+// RCCL_TELEMETRY_DLOPEN asks rcclTelemetryGetApi for). The table only grows: a later
+// version appends entries, so a table of any version is a prefix of a later one.
+#define RCCL_TELEMETRY_API_VERSION 1
+
 // A channel's statistics handle (from rcclTelemetryResolveChannel): opaque, to be passed to
 // rcclTelemetryChRequestCompleted; its address never changes.
 typedef struct RcclChannelStats RcclChannelStats;
@@ -141,6 +151,65 @@ typedef struct rcclTelemetryComm rcclTelemetryComm_t;
 // format ("%s") with one string: the whole line, which starts with "rccl-telemetry: ".
 typedef void (*rcclTelemetryLogger_t)(int level, unsigned long flags, const char *file, int line, const char *fmt, ...);
 
+// The library's entry points as one table (NCCL's plugin convention): what the header's
+// loader (RCCL_TELEMETRY_DLOPEN) calls through, never needing the library at link time.
+// `version` and `size` say which table this is: a caller reads the entries that end within
+// `size` bytes and treats the rest as absent. `hot` is the block the inline hooks read
+// (rcclTelemetryHotV3). Entries are append-only, in this order, for the life of the SONAME;
+// each is the exported function of its name (`init` is rcclTelemetryInit, and so on).
+typedef struct rcclTelemetryApi {
+  int version;
+  int size;
+  const void *hot;
+  void (*logAdd_)(void *h, uint64_t i);
+  int (*inlineMismatch_)(int headerLayout);
+  int (*init)(void);
+  int (*on)(void);
+  int (*flush)(void);
+  int (*registerDevice)(int device_id, const char *roce_device, const char *transport);
+  int (*setupChannel)(int devIdx, int chIdx, int numQps, int *numSlots);
+  void (*setQpRole)(int devIdx, int chIdx, int qpIdx, int isDataQp);
+  void (*markChannelsUnknown)(int devIdx);
+  struct RcclQpStats *(*resolveQp)(int devIdx, int chIdx, int qpIdx);
+  struct RcclChannelStats *(*resolveChannel)(int devIdx, int chIdx);
+  void (*qpSetPeer)(struct RcclQpStats *qp, uint32_t qpNum, const void *localGid, uint16_t localLid, uint32_t remoteQpNum, const void *remoteGid, uint16_t remoteLid);
+  int64_t (*postTs)(struct RcclQpStats *qp);
+  void (*qpSendPosted)(struct RcclQpStats *qp, int withImm);
+  void (*qpRecvPosted)(struct RcclQpStats *qp);
+  void (*qpCtsSent)(struct RcclQpStats *qp, int signalled);
+  void (*qpSlotMiss)(struct RcclQpStats *qp);
+  void (*qpWqeComplete)(struct RcclQpStats *qp, int64_t postTs);
+  void (*qpWqeCompleteAt)(struct RcclQpStats *qp, int64_t postTs, int64_t nowTs);
+  int64_t (*pollTs)(void);
+  void (*chRequestCompleted)(struct RcclChannelStats *ch);
+  void (*bytes)(int devIdx, int isSend, uint64_t bytes);
+  void (*cqError)(int devIdx);
+  void (*qpCqError)(struct RcclQpStats *qp, int status, uint32_t vendorErr);
+  void (*addCqPolls)(int devIdx, uint64_t polls);
+  void (*wqeSize)(int devIdx, uint64_t bytes);
+  void (*wqeComplete)(int devIdx, int chIdx, int qpIdx, int64_t postTs);
+  void (*wqePosted)(int devIdx, int chIdx, int qpIdx, int isSend);
+  void (*requestCompleted)(int devIdx, int chIdx);
+  void (*slotMiss)(int devIdx, int chIdx, int qpIdx);
+  void (*ctsSent)(int devIdx, int chIdx, int qpIdx, int signalled);
+  void (*writeWqe)(int devIdx, int chIdx, int qpIdx, int withImm);
+  int64_t (*postTsIdx)(int devIdx, int chIdx, int qpIdx);
+  int64_t (*nowToken)(void);
+  int (*swCapture)(struct RcclTelemetrySwSnapshot *out, int maxDevs);
+  rcclTelemetryComm_t *(*commInit)(uint64_t commHash, int rank, int nRanks);
+  int (*commSetupChannel)(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int numQps, int *numSlots);
+  void (*commSetQpRole)(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int qpIdx, int isDataQp);
+  struct RcclQpStats *(*commResolveQp)(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int qpIdx);
+  struct RcclChannelStats *(*commResolveChannel)(rcclTelemetryComm_t *comm, int devIdx, int chIdx);
+  void (*commFinalize)(rcclTelemetryComm_t *comm);
+  int (*getVersion)(void);
+  void (*setLogger)(rcclTelemetryLogger_t logger);
+} rcclTelemetryApi;
+
+// The table rcclTelemetryGetApi returns.
+typedef struct rcclTelemetryApi rcclTelemetryApi_t;
+
+#if !defined(RCCL_TELEMETRY_STUBS) && !defined(RCCL_TELEMETRY_DLOPEN)
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -396,18 +465,31 @@ int rcclTelemetryGetVersion(void);
 // until the process exits or it is replaced.
 void rcclTelemetrySetLogger(rcclTelemetryLogger_t logger);
 
+// The library's entry points as a table, for a program that loads the library with dlopen
+// (the header's RCCL_TELEMETRY_DLOPEN): `version` is the table version the caller knows
+// (its RCCL_TELEMETRY_API_VERSION). Returns this library's table, whose own version and
+// size may differ from the caller's: the entries both know work, the caller treats the rest
+// as absent. NULL for a version below 1. Any state, any thread; the table lives as long as
+// the process. Its entries are the plain functions: the handles they hand out are not
+// checked against the caller's inline layout, which the header's loader does before using
+// them (as its wrappers do for a linked program).
+const rcclTelemetryApi_t *rcclTelemetryGetApi(int version);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
+#endif
 
 #endif  /* RCCL_TELEMETRY_H */
 
 /*
  * src/rccl_telemetry_inline.h: the header's inline hooks, as C source. `make header`
  * (examples/rccl_telemetry_header.rs) appends this file to the declarations cbindgen generates
- * from src/capi.rs, with one change: the marker line below becomes the C mirrors of the
- * library's layouts and the constants the hooks compute with, generated from the Rust structs
- * (src/inline_abi.rs), so no layout is written twice. The installed include/rccl_telemetry.h
+ * from src/capi.rs, with two changes: the first marker line below becomes the C mirrors of
+ * the library's layouts and the constants the hooks compute with, generated from the Rust
+ * structs (src/inline_abi.rs), so no layout is written twice; the second becomes the entry
+ * points of RCCL_TELEMETRY_STUBS and RCCL_TELEMETRY_DLOPEN, generated from cbindgen's
+ * declarations and rcclTelemetryApi_t, so no signature is written twice. The installed include/rccl_telemetry.h
  * stays one self-contained file; this fragment is not installed and is not meant to be
  * included on its own (it uses the types declared above it and the generated ones).
  */
@@ -423,9 +505,10 @@ void rcclTelemetrySetLogger(rcclTelemetryLogger_t logger);
 /* The names with a trailing underscore are the library's internals. Their layout is       */
 /* negotiated, never assumed: the library publishes its layout number in                  */
 /* rcclTelemetryHotV3.layout (a block every library of this SONAME exports, whose own      */
-/* layout never changes), and the wrappers of Init, RegisterDevice, ResolveQp and          */
-/* ResolveChannel below compare it with RCCL_TELEMETRY_INLINE_LAYOUT before calling the    */
-/* library. On a mismatch (a header older or newer than the running library's layout)     */
+/* layout never changes), and the wrappers of Init, RegisterDevice and of every function */
+/* that hands out a handle (ResolveQp, ResolveChannel, CommInit, CommResolveQp,            */
+/* CommResolveChannel) below compare it with RCCL_TELEMETRY_INLINE_LAYOUT before calling  */
+/* the library (make header-check fails on such a function without one). On a mismatch (a header older or newer than the running library's layout)     */
 /* they hand out nothing and telemetry stays off for the process, with one line on stderr */
 /* when it was asked for: never a link or load failure, never a miscount. The hooks        */
 /* themselves check nothing: the negotiation costs the data path nothing.                  */
@@ -433,15 +516,57 @@ void rcclTelemetrySetLogger(rcclTelemetryLogger_t logger);
 /* call the exported functions instead: same counts, one call per hook. Taking a hook's   */
 /* address, or writing (rcclTelemetryQpSendPosted)(qp, 0), always names the function.    */
 
+/* ------------------------------------------------------------------------------------ */
+/* Three ways to build against this header; define at most one of these before including */
+/* it:                                                                                     */
+/* - neither: the program links the library (-lrccl_telemetry) and calls it.              */
+/* - RCCL_TELEMETRY_STUBS: every entry point is an empty static inline function that      */
+/*   returns what it returns while telemetry is off (Init RCCL_TELEMETRY_INIT_OFF, Flush,  */
+/*   On and the tokens 0, handles NULL, the other int results -1 with *numSlots 0,        */
+/*   GetVersion 0, the clock readings 2): no library at link or run time, for a build     */
+/*   without telemetry (a project's -DENABLE_RCCL_TELEMETRY=OFF).                         */
+/* - RCCL_TELEMETRY_DLOPEN: the program does not link the library; rcclTelemetryInit      */
+/*   loads it with dlopen and every call goes through the table of rcclTelemetryGetApi.  */
+/*   Without the library Init returns RCCL_TELEMETRY_INIT_OFF after one line, and every   */
+/*   call is a no-op as under RCCL_TELEMETRY_STUBS; before Init, too. A library whose      */
+/*   table is older or newer than this header's: the entry points both know work, the      */
+/*   rest are no-ops (one line). The inline hooks stay inline. Needs dlopen and           */
+/*   pthread_once (-ldl -lpthread before glibc 2.34) and GCC or Clang.                    */
+#if defined(RCCL_TELEMETRY_STUBS) && defined(RCCL_TELEMETRY_DLOPEN)
+#error "rccl_telemetry.h: define RCCL_TELEMETRY_STUBS or RCCL_TELEMETRY_DLOPEN, not both"
+#endif
+
+/* Casts that C and C++ (-Wold-style-cast, -Wzero-as-null-pointer-constant) both accept. */
+#ifdef __cplusplus
+#define RCCL_TELEMETRY_PTR_(T, p) static_cast<T>(static_cast<void *>(p))
+#define RCCL_TELEMETRY_AS_(T, x) static_cast<T>(x)
+#define RCCL_TELEMETRY_NULL_ nullptr
+#else
+#define RCCL_TELEMETRY_PTR_(T, p) ((T)(void *)(p))
+#define RCCL_TELEMETRY_AS_(T, x) ((T)(x))
+#define RCCL_TELEMETRY_NULL_ ((void *)0)
+#endif
+#ifdef __cplusplus
+#define RCCL_TELEMETRY_INT_PTR_(T, x) reinterpret_cast<T>(x)
+#else
+#define RCCL_TELEMETRY_INT_PTR_(T, x) ((T)(x))
+#endif
+#define RCCL_TELEMETRY_LD_(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define RCCL_TELEMETRY_ADD_(x, v) __atomic_store_n(&(x), RCCL_TELEMETRY_LD_(x) + (v), __ATOMIC_RELAXED)
+
+#ifdef __cplusplus
+#define RCCL_TELEMETRY_CPTR_(T, p) static_cast<T>(p)
+#else
+#define RCCL_TELEMETRY_CPTR_(T, p) ((T)(p))
+#endif
+
 #if defined(RCCL_TELEMETRY_NO_INLINE_GUARDS) && !defined(RCCL_TELEMETRY_NO_INLINE)
 #define RCCL_TELEMETRY_NO_INLINE 1
 #endif
 
-#if !defined(RCCL_TELEMETRY_NO_INLINE) && defined(__GNUC__) && defined(__SIZEOF_INT128__) && \
-    (defined(__x86_64__) || defined(__aarch64__))
-/* Defined when the hooks below are in use. */
-#define RCCL_TELEMETRY_INLINE_HOOKS 1
-
+/* The mirrors of the library's layouts, where its layouts are these (64-bit). */
+#if !defined(RCCL_TELEMETRY_STUBS) && (defined(__x86_64__) || defined(__aarch64__))
+#define RCCL_TELEMETRY_MIRRORS_ 1
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -574,6 +699,487 @@ RCCL_TELEMETRY_AT_(rcclTelemetryHot_, enabled, 48);
 RCCL_TELEMETRY_AT_(rcclTelemetryHot_, layout, 56);
 RCCL_TELEMETRY_AT_(rcclTelemetryHot_, stripes, 64);
 #endif
+#ifdef __cplusplus
+}
+#endif
+#endif
+
+#if defined(RCCL_TELEMETRY_MIRRORS_) && !defined(RCCL_TELEMETRY_NO_INLINE) && defined(__GNUC__) && \
+    defined(__SIZEOF_INT128__)
+/* Defined when the inline hooks below are in use. */
+#define RCCL_TELEMETRY_INLINE_HOOKS 1
+#endif
+
+#if defined(RCCL_TELEMETRY_DLOPEN)
+/* ------------------------------------------------------------------------------------ */
+/* The loader (RCCL_TELEMETRY_DLOPEN). rcclTelemetryInit dlopens the library by its      */
+/* SONAME (RTLD_NOW | RTLD_LOCAL; RCCL_TELEMETRY_DLOPEN_NAME, defined before including    */
+/* this header, names another file) and copies the table rcclTelemetryGetApi hands out:  */
+/* the entries this header and the library both know; the rest stay NULL, and a call     */
+/* through a NULL entry is a no-op returning what it returns while telemetry is off. The  */
+/* inline hooks read the library's hot block through a pointer, a zeroed block until the */
+/* library is loaded. Its state is shared by every translation unit of a program or     */
+/* shared object that includes this header (weak definitions) and private to it (hidden: */
+/* each shared object loads for itself; the library is loaded once).                    */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifndef RCCL_TELEMETRY_DLOPEN_NAME
+#define RCCL_TELEMETRY_DLOPEN_NAME "librccl_telemetry.so.0"
+#endif
+#define RCCL_TELEMETRY_DL_ __attribute__((weak, visibility("hidden")))
+#ifdef __cplusplus
+extern "C" {
+#endif
+extern rcclTelemetryApi_t rcclTelemetryDlOff_;
+extern rcclTelemetryApi_t rcclTelemetryDlTable_;
+extern rcclTelemetryApi_t *rcclTelemetryDlApiP_;
+extern pthread_once_t rcclTelemetryDlOnce_;
+extern rcclTelemetryLogger_t rcclTelemetryDlLogger_;
+RCCL_TELEMETRY_DL_ rcclTelemetryApi_t rcclTelemetryDlOff_;
+RCCL_TELEMETRY_DL_ rcclTelemetryApi_t rcclTelemetryDlTable_;
+RCCL_TELEMETRY_DL_ rcclTelemetryApi_t *rcclTelemetryDlApiP_ = &rcclTelemetryDlOff_;
+RCCL_TELEMETRY_DL_ pthread_once_t rcclTelemetryDlOnce_ = PTHREAD_ONCE_INIT;
+RCCL_TELEMETRY_DL_ rcclTelemetryLogger_t rcclTelemetryDlLogger_;
+#ifdef RCCL_TELEMETRY_MIRRORS_
+extern rcclTelemetryHot_ rcclTelemetryDlOffHot_;
+extern const rcclTelemetryHot_ *rcclTelemetryDlHot_;
+RCCL_TELEMETRY_DL_ rcclTelemetryHot_ rcclTelemetryDlOffHot_;
+RCCL_TELEMETRY_DL_ const rcclTelemetryHot_ *rcclTelemetryDlHot_ = &rcclTelemetryDlOffHot_;
+#endif
+#ifdef __cplusplus
+}
+#endif
+
+/* The loaded table, or the all-NULL one before (or without) the library. */
+static inline const rcclTelemetryApi_t *rcclTelemetryDlApi_(void) {
+  return __atomic_load_n(&rcclTelemetryDlApiP_, __ATOMIC_ACQUIRE);
+}
+
+/* Says one line of the loader's as the library says its own: to the logger when one is set */
+/* (a warning when telemetry was asked for and `warn`, else information), otherwise on       */
+/* stderr when it is such a warning or RCCL_TELEMETRY_DEBUG is set.                           */
+static inline void rcclTelemetryDlSay_(int warn, const char *msg) {
+  const char *enable = getenv("RCCL_TELEMETRY_ENABLE"), *debug = getenv("RCCL_TELEMETRY_DEBUG");
+  int level = warn && enable && strcmp(enable, "1") == 0 ? RCCL_TELEMETRY_LOG_WARN : RCCL_TELEMETRY_LOG_INFO;
+  rcclTelemetryLogger_t logger = __atomic_load_n(&rcclTelemetryDlLogger_, __ATOMIC_ACQUIRE);
+  if (logger)
+    logger(level, RCCL_TELEMETRY_LOG_NET, __FILE__, __LINE__, "%s", msg);
+  else if (level == RCCL_TELEMETRY_LOG_WARN || (debug && strcmp(debug, "0") != 0))
+    fprintf(stderr, "%s\n", msg);
+}
+
+/* Opens the library and copies its table (once, by pthread_once). */
+static inline void rcclTelemetryDlLoad_(void) {
+  char line[512];
+  void *lib = dlopen(RCCL_TELEMETRY_DLOPEN_NAME, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char *why = dlerror();
+    snprintf(line, sizeof line, "rccl-telemetry: %s could not be loaded (%s); telemetry is off",
+             RCCL_TELEMETRY_DLOPEN_NAME, why ? why : "no reason given");
+    rcclTelemetryDlSay_(1, line);
+    return;
+  }
+  void *sym = dlsym(lib, "rcclTelemetryGetApi");
+  const rcclTelemetryApi_t *(*getApi)(int) = RCCL_TELEMETRY_NULL_;
+  if (sym) memcpy(&getApi, &sym, sizeof getApi);
+  const rcclTelemetryApi_t *t = getApi ? getApi(RCCL_TELEMETRY_API_VERSION) : RCCL_TELEMETRY_NULL_;
+  if (!t) {
+    snprintf(line, sizeof line,
+             "rccl-telemetry: %s has no rcclTelemetryGetApi table of version %d (a library older than this "
+             "header's loader); telemetry is off",
+             RCCL_TELEMETRY_DLOPEN_NAME, RCCL_TELEMETRY_API_VERSION);
+    rcclTelemetryDlSay_(1, line);
+    return;
+  }
+  size_t n = t->size > 0 ? RCCL_TELEMETRY_AS_(size_t, t->size) : 0u;
+  if (n > sizeof rcclTelemetryDlTable_) n = sizeof rcclTelemetryDlTable_;
+  n -= n % sizeof(void *);
+  memcpy(&rcclTelemetryDlTable_, t, n);
+  rcclTelemetryDlTable_.size = RCCL_TELEMETRY_AS_(int, n);
+  if (t->version != RCCL_TELEMETRY_API_VERSION) {
+    size_t off = (sizeof rcclTelemetryDlTable_ - n) / sizeof(void *);
+    if (off)
+      snprintf(line, sizeof line,
+               "rccl-telemetry: %s provides table version %d, this program's header version %d: the entry "
+               "points both know work, the %d this library lacks are off",
+               RCCL_TELEMETRY_DLOPEN_NAME, t->version, RCCL_TELEMETRY_API_VERSION, RCCL_TELEMETRY_AS_(int, off));
+    else
+      snprintf(line, sizeof line,
+               "rccl-telemetry: %s provides table version %d, this program's header version %d: every entry "
+               "point the header knows works",
+               RCCL_TELEMETRY_DLOPEN_NAME, t->version, RCCL_TELEMETRY_API_VERSION);
+    rcclTelemetryDlSay_(off != 0, line);
+  }
+#ifdef RCCL_TELEMETRY_MIRRORS_
+  if (rcclTelemetryDlTable_.hot)
+    __atomic_store_n(&rcclTelemetryDlHot_, RCCL_TELEMETRY_CPTR_(const rcclTelemetryHot_ *, rcclTelemetryDlTable_.hot),
+                     __ATOMIC_RELEASE);
+#endif
+  __atomic_store_n(&rcclTelemetryDlApiP_, &rcclTelemetryDlTable_, __ATOMIC_RELEASE);
+  rcclTelemetryLogger_t logger = __atomic_load_n(&rcclTelemetryDlLogger_, __ATOMIC_ACQUIRE);
+  if (logger && rcclTelemetryDlTable_.setLogger) rcclTelemetryDlTable_.setLogger(logger);
+}
+
+/* Loads the library on the first call; whether it is there (its Init is). */
+static inline int rcclTelemetryDlLoaded_(void) {
+  (void)pthread_once(&rcclTelemetryDlOnce_, rcclTelemetryDlLoad_);
+  return rcclTelemetryDlApi_()->init ? 1 : 0;
+}
+
+/* rcclTelemetryInit loads the library, then starts it; OFF without it. */
+static inline int rcclTelemetryInit(void) {
+  if (!rcclTelemetryDlLoaded_()) return RCCL_TELEMETRY_INIT_OFF;
+  return rcclTelemetryDlApi_()->init();
+}
+
+/* rcclTelemetrySetLogger: kept for the loader's own lines, and passed on to the library. */
+static inline void rcclTelemetrySetLogger(rcclTelemetryLogger_t logger) {
+  __atomic_store_n(&rcclTelemetryDlLogger_, logger, __ATOMIC_RELEASE);
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->setLogger) a_->setLogger(logger);
+}
+
+static inline int rcclTelemetryDlInlineMismatch_(int headerLayout) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  return a_->inlineMismatch_ ? a_->inlineMismatch_(headerLayout) : -1;
+}
+#endif /* RCCL_TELEMETRY_DLOPEN */
+
+/* Generated by examples/rccl_telemetry_header.rs from the declarations above and
+ * rcclTelemetryApi_t (make header). */
+#if defined(RCCL_TELEMETRY_STUBS)
+static inline int rcclTelemetryInit(void) {
+  return RCCL_TELEMETRY_INIT_OFF;
+}
+static inline int rcclTelemetryOn(void) {
+  return 0;
+}
+static inline int rcclTelemetryFlush(void) {
+  return 0;
+}
+static inline int rcclTelemetryRegisterDevice(int device_id, const char *roce_device, const char *transport) {
+  (void)device_id; (void)roce_device; (void)transport;
+  return -1;
+}
+static inline int rcclTelemetrySetupChannel(int devIdx, int chIdx, int numQps, int *numSlots) {
+  (void)devIdx; (void)chIdx; (void)numQps;
+  if (numSlots) *numSlots = 0;
+  return -1;
+}
+static inline void rcclTelemetrySetQpRole(int devIdx, int chIdx, int qpIdx, int isDataQp) {
+  (void)devIdx; (void)chIdx; (void)qpIdx; (void)isDataQp;
+}
+static inline void rcclTelemetryMarkChannelsUnknown(int devIdx) {
+  (void)devIdx;
+}
+static inline struct RcclQpStats *rcclTelemetryResolveQp(int devIdx, int chIdx, int qpIdx) {
+  (void)devIdx; (void)chIdx; (void)qpIdx;
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline struct RcclChannelStats *rcclTelemetryResolveChannel(int devIdx, int chIdx) {
+  (void)devIdx; (void)chIdx;
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline void rcclTelemetryQpSetPeer(struct RcclQpStats *qp, uint32_t qpNum, const void *localGid, uint16_t localLid, uint32_t remoteQpNum, const void *remoteGid, uint16_t remoteLid) {
+  (void)qp; (void)qpNum; (void)localGid; (void)localLid; (void)remoteQpNum; (void)remoteGid; (void)remoteLid;
+}
+static inline int64_t rcclTelemetryPostTs(struct RcclQpStats *qp) {
+  (void)qp;
+  return 0;
+}
+static inline void rcclTelemetryQpSendPosted(struct RcclQpStats *qp, int withImm) {
+  (void)qp; (void)withImm;
+}
+static inline void rcclTelemetryQpRecvPosted(struct RcclQpStats *qp) {
+  (void)qp;
+}
+static inline void rcclTelemetryQpCtsSent(struct RcclQpStats *qp, int signalled) {
+  (void)qp; (void)signalled;
+}
+static inline void rcclTelemetryQpSlotMiss(struct RcclQpStats *qp) {
+  (void)qp;
+}
+static inline void rcclTelemetryQpWqeComplete(struct RcclQpStats *qp, int64_t postTs) {
+  (void)qp; (void)postTs;
+}
+static inline void rcclTelemetryQpWqeCompleteAt(struct RcclQpStats *qp, int64_t postTs, int64_t nowTs) {
+  (void)qp; (void)postTs; (void)nowTs;
+}
+static inline int64_t rcclTelemetryPollTs(void) {
+  return RCCL_TELEMETRY_TS_UNSAMPLED + 1;
+}
+static inline void rcclTelemetryChRequestCompleted(struct RcclChannelStats *ch) {
+  (void)ch;
+}
+static inline void rcclTelemetryBytes(int devIdx, int isSend, uint64_t bytes) {
+  (void)devIdx; (void)isSend; (void)bytes;
+}
+static inline void rcclTelemetryCqError(int devIdx) {
+  (void)devIdx;
+}
+static inline void rcclTelemetryQpCqError(struct RcclQpStats *qp, int status, uint32_t vendorErr) {
+  (void)qp; (void)status; (void)vendorErr;
+}
+static inline void rcclTelemetryAddCqPolls(int devIdx, uint64_t polls) {
+  (void)devIdx; (void)polls;
+}
+static inline void rcclTelemetryWqeSize(int devIdx, uint64_t bytes) {
+  (void)devIdx; (void)bytes;
+}
+static inline void rcclTelemetryWqeComplete(int devIdx, int chIdx, int qpIdx, int64_t postTs) {
+  (void)devIdx; (void)chIdx; (void)qpIdx; (void)postTs;
+}
+static inline void rcclTelemetryWqePosted(int devIdx, int chIdx, int qpIdx, int isSend) {
+  (void)devIdx; (void)chIdx; (void)qpIdx; (void)isSend;
+}
+static inline void rcclTelemetryRequestCompleted(int devIdx, int chIdx) {
+  (void)devIdx; (void)chIdx;
+}
+static inline void rcclTelemetrySlotMiss(int devIdx, int chIdx, int qpIdx) {
+  (void)devIdx; (void)chIdx; (void)qpIdx;
+}
+static inline void rcclTelemetryCtsSent(int devIdx, int chIdx, int qpIdx, int signalled) {
+  (void)devIdx; (void)chIdx; (void)qpIdx; (void)signalled;
+}
+static inline void rcclTelemetryWriteWqe(int devIdx, int chIdx, int qpIdx, int withImm) {
+  (void)devIdx; (void)chIdx; (void)qpIdx; (void)withImm;
+}
+static inline int64_t rcclTelemetryPostTsIdx(int devIdx, int chIdx, int qpIdx) {
+  (void)devIdx; (void)chIdx; (void)qpIdx;
+  return 0;
+}
+static inline int64_t rcclTelemetryNowToken(void) {
+  return RCCL_TELEMETRY_TS_UNSAMPLED + 1;
+}
+static inline int rcclTelemetrySwCapture(struct RcclTelemetrySwSnapshot *out, int maxDevs) {
+  (void)out; (void)maxDevs;
+  return -1;
+}
+static inline rcclTelemetryComm_t *rcclTelemetryCommInit(uint64_t commHash, int rank, int nRanks) {
+  (void)commHash; (void)rank; (void)nRanks;
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline int rcclTelemetryCommSetupChannel(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int numQps, int *numSlots) {
+  (void)comm; (void)devIdx; (void)chIdx; (void)numQps;
+  if (numSlots) *numSlots = 0;
+  return -1;
+}
+static inline void rcclTelemetryCommSetQpRole(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int qpIdx, int isDataQp) {
+  (void)comm; (void)devIdx; (void)chIdx; (void)qpIdx; (void)isDataQp;
+}
+static inline struct RcclQpStats *rcclTelemetryCommResolveQp(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int qpIdx) {
+  (void)comm; (void)devIdx; (void)chIdx; (void)qpIdx;
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline struct RcclChannelStats *rcclTelemetryCommResolveChannel(rcclTelemetryComm_t *comm, int devIdx, int chIdx) {
+  (void)comm; (void)devIdx; (void)chIdx;
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline void rcclTelemetryCommFinalize(rcclTelemetryComm_t *comm) {
+  (void)comm;
+}
+static inline int rcclTelemetryGetVersion(void) {
+  return 0;
+}
+static inline void rcclTelemetrySetLogger(rcclTelemetryLogger_t logger) {
+  (void)logger;
+}
+static inline const rcclTelemetryApi_t *rcclTelemetryGetApi(int version) {
+  (void)version;
+  return RCCL_TELEMETRY_NULL_;
+}
+#elif defined(RCCL_TELEMETRY_DLOPEN)
+static inline int rcclTelemetryOn(void) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->on) return a_->on();
+  return 0;
+}
+static inline int rcclTelemetryFlush(void) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->flush) return a_->flush();
+  return 0;
+}
+static inline int rcclTelemetryRegisterDevice(int device_id, const char *roce_device, const char *transport) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->registerDevice) return a_->registerDevice(device_id, roce_device, transport);
+  return -1;
+}
+static inline int rcclTelemetrySetupChannel(int devIdx, int chIdx, int numQps, int *numSlots) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->setupChannel) return a_->setupChannel(devIdx, chIdx, numQps, numSlots);
+  if (numSlots) *numSlots = 0;
+  return -1;
+}
+static inline void rcclTelemetrySetQpRole(int devIdx, int chIdx, int qpIdx, int isDataQp) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->setQpRole) a_->setQpRole(devIdx, chIdx, qpIdx, isDataQp);
+}
+static inline void rcclTelemetryMarkChannelsUnknown(int devIdx) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->markChannelsUnknown) a_->markChannelsUnknown(devIdx);
+}
+static inline struct RcclQpStats *rcclTelemetryResolveQp(int devIdx, int chIdx, int qpIdx) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->resolveQp) return a_->resolveQp(devIdx, chIdx, qpIdx);
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline struct RcclChannelStats *rcclTelemetryResolveChannel(int devIdx, int chIdx) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->resolveChannel) return a_->resolveChannel(devIdx, chIdx);
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline void rcclTelemetryQpSetPeer(struct RcclQpStats *qp, uint32_t qpNum, const void *localGid, uint16_t localLid, uint32_t remoteQpNum, const void *remoteGid, uint16_t remoteLid) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->qpSetPeer) a_->qpSetPeer(qp, qpNum, localGid, localLid, remoteQpNum, remoteGid, remoteLid);
+}
+static inline int64_t rcclTelemetryPostTs(struct RcclQpStats *qp) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->postTs) return a_->postTs(qp);
+  return 0;
+}
+static inline void rcclTelemetryQpSendPosted(struct RcclQpStats *qp, int withImm) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->qpSendPosted) a_->qpSendPosted(qp, withImm);
+}
+static inline void rcclTelemetryQpRecvPosted(struct RcclQpStats *qp) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->qpRecvPosted) a_->qpRecvPosted(qp);
+}
+static inline void rcclTelemetryQpCtsSent(struct RcclQpStats *qp, int signalled) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->qpCtsSent) a_->qpCtsSent(qp, signalled);
+}
+static inline void rcclTelemetryQpSlotMiss(struct RcclQpStats *qp) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->qpSlotMiss) a_->qpSlotMiss(qp);
+}
+static inline void rcclTelemetryQpWqeComplete(struct RcclQpStats *qp, int64_t postTs) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->qpWqeComplete) a_->qpWqeComplete(qp, postTs);
+}
+static inline void rcclTelemetryQpWqeCompleteAt(struct RcclQpStats *qp, int64_t postTs, int64_t nowTs) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->qpWqeCompleteAt) a_->qpWqeCompleteAt(qp, postTs, nowTs);
+}
+static inline int64_t rcclTelemetryPollTs(void) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->pollTs) return a_->pollTs();
+  return RCCL_TELEMETRY_TS_UNSAMPLED + 1;
+}
+static inline void rcclTelemetryChRequestCompleted(struct RcclChannelStats *ch) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->chRequestCompleted) a_->chRequestCompleted(ch);
+}
+static inline void rcclTelemetryBytes(int devIdx, int isSend, uint64_t bytes) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->bytes) a_->bytes(devIdx, isSend, bytes);
+}
+static inline void rcclTelemetryCqError(int devIdx) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->cqError) a_->cqError(devIdx);
+}
+static inline void rcclTelemetryQpCqError(struct RcclQpStats *qp, int status, uint32_t vendorErr) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->qpCqError) a_->qpCqError(qp, status, vendorErr);
+}
+static inline void rcclTelemetryAddCqPolls(int devIdx, uint64_t polls) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->addCqPolls) a_->addCqPolls(devIdx, polls);
+}
+static inline void rcclTelemetryWqeSize(int devIdx, uint64_t bytes) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->wqeSize) a_->wqeSize(devIdx, bytes);
+}
+static inline void rcclTelemetryWqeComplete(int devIdx, int chIdx, int qpIdx, int64_t postTs) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->wqeComplete) a_->wqeComplete(devIdx, chIdx, qpIdx, postTs);
+}
+static inline void rcclTelemetryWqePosted(int devIdx, int chIdx, int qpIdx, int isSend) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->wqePosted) a_->wqePosted(devIdx, chIdx, qpIdx, isSend);
+}
+static inline void rcclTelemetryRequestCompleted(int devIdx, int chIdx) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->requestCompleted) a_->requestCompleted(devIdx, chIdx);
+}
+static inline void rcclTelemetrySlotMiss(int devIdx, int chIdx, int qpIdx) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->slotMiss) a_->slotMiss(devIdx, chIdx, qpIdx);
+}
+static inline void rcclTelemetryCtsSent(int devIdx, int chIdx, int qpIdx, int signalled) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->ctsSent) a_->ctsSent(devIdx, chIdx, qpIdx, signalled);
+}
+static inline void rcclTelemetryWriteWqe(int devIdx, int chIdx, int qpIdx, int withImm) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->writeWqe) a_->writeWqe(devIdx, chIdx, qpIdx, withImm);
+}
+static inline int64_t rcclTelemetryPostTsIdx(int devIdx, int chIdx, int qpIdx) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->postTsIdx) return a_->postTsIdx(devIdx, chIdx, qpIdx);
+  return 0;
+}
+static inline int64_t rcclTelemetryNowToken(void) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->nowToken) return a_->nowToken();
+  return RCCL_TELEMETRY_TS_UNSAMPLED + 1;
+}
+static inline int rcclTelemetrySwCapture(struct RcclTelemetrySwSnapshot *out, int maxDevs) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->swCapture) return a_->swCapture(out, maxDevs);
+  return -1;
+}
+static inline rcclTelemetryComm_t *rcclTelemetryCommInit(uint64_t commHash, int rank, int nRanks) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->commInit) return a_->commInit(commHash, rank, nRanks);
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline int rcclTelemetryCommSetupChannel(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int numQps, int *numSlots) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->commSetupChannel) return a_->commSetupChannel(comm, devIdx, chIdx, numQps, numSlots);
+  if (numSlots) *numSlots = 0;
+  return -1;
+}
+static inline void rcclTelemetryCommSetQpRole(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int qpIdx, int isDataQp) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->commSetQpRole) a_->commSetQpRole(comm, devIdx, chIdx, qpIdx, isDataQp);
+}
+static inline struct RcclQpStats *rcclTelemetryCommResolveQp(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int qpIdx) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->commResolveQp) return a_->commResolveQp(comm, devIdx, chIdx, qpIdx);
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline struct RcclChannelStats *rcclTelemetryCommResolveChannel(rcclTelemetryComm_t *comm, int devIdx, int chIdx) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->commResolveChannel) return a_->commResolveChannel(comm, devIdx, chIdx);
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline void rcclTelemetryCommFinalize(rcclTelemetryComm_t *comm) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->commFinalize) a_->commFinalize(comm);
+}
+static inline int rcclTelemetryGetVersion(void) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->getVersion) return a_->getVersion();
+  return 0;
+}
+#endif
+
+#ifdef RCCL_TELEMETRY_INLINE_HOOKS
+#if defined(RCCL_TELEMETRY_DLOPEN)
+static inline void rcclTelemetryLogAdd_(rcclTelemetryLog_ *h, uint64_t i) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->logAdd_) a_->logAdd_(h, i);
+}
+/* The library's hot block, through the loader's pointer. */
+#define RCCL_TELEMETRY_HOT_ (*__atomic_load_n(&rcclTelemetryDlHot_, __ATOMIC_RELAXED))
+#else
+#ifdef __cplusplus
+extern "C" {
+#endif
 extern void rcclTelemetryLogAdd_(rcclTelemetryLog_ *h, uint64_t i);
 extern rcclTelemetryHot_ rcclTelemetryHotV3;
 /* Says the layouts differ and keeps telemetry off (weak: a library older than the          */
@@ -582,28 +1188,12 @@ extern int rcclTelemetryInlineMismatch_(int headerLayout) __attribute__((weak));
 #ifdef __cplusplus
 }
 #endif
-
-/* Casts that C and C++ (-Wold-style-cast, -Wzero-as-null-pointer-constant) both accept. */
-#ifdef __cplusplus
-#define RCCL_TELEMETRY_PTR_(T, p) static_cast<T>(static_cast<void *>(p))
-#define RCCL_TELEMETRY_AS_(T, x) static_cast<T>(x)
-#define RCCL_TELEMETRY_NULL_ nullptr
-#else
-#define RCCL_TELEMETRY_PTR_(T, p) ((T)(void *)(p))
-#define RCCL_TELEMETRY_AS_(T, x) ((T)(x))
-#define RCCL_TELEMETRY_NULL_ ((void *)0)
+#define RCCL_TELEMETRY_HOT_ rcclTelemetryHotV3
 #endif
-#ifdef __cplusplus
-#define RCCL_TELEMETRY_INT_PTR_(T, x) reinterpret_cast<T>(x)
-#else
-#define RCCL_TELEMETRY_INT_PTR_(T, x) ((T)(x))
-#endif
-#define RCCL_TELEMETRY_LD_(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
-#define RCCL_TELEMETRY_ADD_(x, v) __atomic_store_n(&(x), RCCL_TELEMETRY_LD_(x) + (v), __ATOMIC_RELAXED)
 
 static inline int64_t rcclTelemetryNow_(void) {
 #if defined(__x86_64__)
-  if (RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.use_tsc)) {
+  if (RCCL_TELEMETRY_LD_(RCCL_TELEMETRY_HOT_.use_tsc)) {
     uint64_t t = RCCL_TELEMETRY_AS_(uint64_t, __builtin_ia32_rdtsc()) & RCCL_TELEMETRY_AS_(uint64_t, INT64_MAX);
     return t < 2 ? 2 : RCCL_TELEMETRY_AS_(int64_t, t);
   }
@@ -624,14 +1214,14 @@ static inline uintptr_t rcclTelemetryThreadPointer_(void) {
 /* The calling thread's stripe of device devIdx, or NULL when the device is not counting. */
 static inline rcclTelemetryStripe_ *rcclTelemetryStripe_of_(int devIdx, uintptr_t tp) {
   if (RCCL_TELEMETRY_AS_(unsigned, devIdx) >= RCCL_TELEMETRY_MAX_DEVS_) return RCCL_TELEMETRY_NULL_;
-  rcclTelemetryStripe_ *s = __atomic_load_n(&rcclTelemetryHotV3.stripes[devIdx], __ATOMIC_ACQUIRE);
+  rcclTelemetryStripe_ *s = __atomic_load_n(&RCCL_TELEMETRY_HOT_.stripes[devIdx], __ATOMIC_ACQUIRE);
   return s ? s + (((tp >> RCCL_TELEMETRY_STRIPE_PAGE_SHIFT_) * RCCL_TELEMETRY_STRIPE_MIX_) >> RCCL_TELEMETRY_STRIPE_SHIFT_) : s;
 }
 
 /* rcclTelemetryOn: the word the library sets at Init and clears when the final file is claimed
  * (or in a forked child), so RCCL's `if (rcclTelemetryOn())` guards cost one load, no call. */
 static inline int rcclTelemetryOn_inline_(void) {
-  return RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.enabled) != 0;
+  return RCCL_TELEMETRY_LD_(RCCL_TELEMETRY_HOT_.enabled) != 0;
 }
 static inline int64_t rcclTelemetryPostTs_inline_(RcclQpStats *qp) {
   rcclTelemetryQp_ *q = RCCL_TELEMETRY_PTR_(rcclTelemetryQp_ *, qp);
@@ -717,7 +1307,7 @@ static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs, in
   /* ns = (dt * ns_mult) >> 32, saturated; one 64-bit multiply when it cannot overflow
    * (dt below 2^32 ticks, a clock of at least 1 tick per ns: every TSC, and ns tokens).
    * There ns is below 2^32, so its log-scale bucket (<= 239) needs no clamp. */
-  uint64_t mult = RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.ns_mult), ns;
+  uint64_t mult = RCCL_TELEMETRY_LD_(RCCL_TELEMETRY_HOT_.ns_mult), ns;
   uint64_t la = RCCL_TELEMETRY_LD_(q->log_hist);
   if (__builtin_expect((dt >> 32) == 0 && mult <= (RCCL_TELEMETRY_AS_(uint64_t, 1) << 32), 1)) {
     ns = (dt * mult) >> 32;
@@ -727,12 +1317,12 @@ static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs, in
     ns = (p >> 96) ? UINT64_MAX : RCCL_TELEMETRY_AS_(uint64_t, p >> 32);
     if (la) rcclTelemetryLogRecord_(la, rcclTelemetryLogIndex_(ns));
   }
-  uint64_t shift = RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.div_shift), b = ns;
+  uint64_t shift = RCCL_TELEMETRY_LD_(RCCL_TELEMETRY_HOT_.div_shift), b = ns;
   if (shift) {
-    uint64_t t = RCCL_TELEMETRY_AS_(uint64_t, (RCCL_TELEMETRY_AS_(u128_, RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.div_mul)) * ns) >> 64);
+    uint64_t t = RCCL_TELEMETRY_AS_(uint64_t, (RCCL_TELEMETRY_AS_(u128_, RCCL_TELEMETRY_LD_(RCCL_TELEMETRY_HOT_.div_mul)) * ns) >> 64);
     b = (t + ((ns - t) >> 1)) >> (shift - 1);
   }
-  uint64_t last = RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.last_bucket);
+  uint64_t last = RCCL_TELEMETRY_LD_(RCCL_TELEMETRY_HOT_.last_bucket);
   RCCL_TELEMETRY_ADD_(q->hist[(b < last ? b : last) & (RCCL_TELEMETRY_HIST_ - 1u)], 1);
   if (~ns > RCCL_TELEMETRY_LD_(q->lat_min_inv)) __atomic_store_n(&q->lat_min_inv, ~ns, __ATOMIC_RELAXED);
   if (ns > RCCL_TELEMETRY_LD_(q->lat_max)) __atomic_store_n(&q->lat_max, ns, __ATOMIC_RELAXED);
@@ -785,12 +1375,19 @@ static inline void rcclTelemetryWqeSize_inline_(int devIdx, uint64_t bytes) {
 /* The negotiation: the calls that start telemetry or hand out what the hooks dereference   */
 /* go through the library only when its layout is this header's.                          */
 static inline int rcclTelemetryLayoutOk_(void) {
-  return RCCL_TELEMETRY_LD_(rcclTelemetryHotV3.layout) == RCCL_TELEMETRY_AS_(uint64_t, RCCL_TELEMETRY_INLINE_LAYOUT);
+  return RCCL_TELEMETRY_LD_(RCCL_TELEMETRY_HOT_.layout) == RCCL_TELEMETRY_AS_(uint64_t, RCCL_TELEMETRY_INLINE_LAYOUT);
 }
 static inline int rcclTelemetryRefuse_(void) {
+#if defined(RCCL_TELEMETRY_DLOPEN)
+  return rcclTelemetryDlInlineMismatch_(RCCL_TELEMETRY_INLINE_LAYOUT);
+#else
   return rcclTelemetryInlineMismatch_ ? rcclTelemetryInlineMismatch_(RCCL_TELEMETRY_INLINE_LAYOUT) : -1;
+#endif
 }
 static inline int rcclTelemetryInit_inline_(void) {
+#if defined(RCCL_TELEMETRY_DLOPEN)
+  if (!rcclTelemetryDlLoaded_()) return RCCL_TELEMETRY_INIT_OFF; /* no library: said once */
+#endif
   return rcclTelemetryLayoutOk_() ? (rcclTelemetryInit)() : rcclTelemetryRefuse_();
 }
 static inline int rcclTelemetryRegisterDevice_inline_(int deviceId, const char *roceDevice, const char *transport) {
@@ -808,14 +1405,34 @@ static inline RcclChannelStats *rcclTelemetryResolveChannel_inline_(int devIdx, 
   (void)rcclTelemetryRefuse_();
   return RCCL_TELEMETRY_NULL_;
 }
+static inline rcclTelemetryComm_t *rcclTelemetryCommInit_inline_(uint64_t commHash, int rank, int nRanks) {
+  if (rcclTelemetryLayoutOk_()) return (rcclTelemetryCommInit)(commHash, rank, nRanks);
+  (void)rcclTelemetryRefuse_();
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline RcclQpStats *rcclTelemetryCommResolveQp_inline_(rcclTelemetryComm_t *comm, int devIdx, int chIdx, int qpIdx) {
+  if (rcclTelemetryLayoutOk_()) return (rcclTelemetryCommResolveQp)(comm, devIdx, chIdx, qpIdx);
+  (void)rcclTelemetryRefuse_();
+  return RCCL_TELEMETRY_NULL_;
+}
+static inline RcclChannelStats *rcclTelemetryCommResolveChannel_inline_(rcclTelemetryComm_t *comm, int devIdx, int chIdx) {
+  if (rcclTelemetryLayoutOk_()) return (rcclTelemetryCommResolveChannel)(comm, devIdx, chIdx);
+  (void)rcclTelemetryRefuse_();
+  return RCCL_TELEMETRY_NULL_;
+}
 
 /* A function that hands out a handle (or starts telemetry) gets a wrapper above and one     */
-/* line here.                                                                               */
+/* line here (make header-check fails on a function returning a handle without one).       */
 #define rcclTelemetryInit() rcclTelemetryInit_inline_()
 #define rcclTelemetryRegisterDevice(deviceId, roceDevice, transport) \
   rcclTelemetryRegisterDevice_inline_((deviceId), (roceDevice), (transport))
 #define rcclTelemetryResolveQp(devIdx, chIdx, qpIdx) rcclTelemetryResolveQp_inline_((devIdx), (chIdx), (qpIdx))
 #define rcclTelemetryResolveChannel(devIdx, chIdx) rcclTelemetryResolveChannel_inline_((devIdx), (chIdx))
+#define rcclTelemetryCommInit(commHash, rank, nRanks) rcclTelemetryCommInit_inline_((commHash), (rank), (nRanks))
+#define rcclTelemetryCommResolveQp(comm, devIdx, chIdx, qpIdx) \
+  rcclTelemetryCommResolveQp_inline_((comm), (devIdx), (chIdx), (qpIdx))
+#define rcclTelemetryCommResolveChannel(comm, devIdx, chIdx) \
+  rcclTelemetryCommResolveChannel_inline_((comm), (devIdx), (chIdx))
 #define rcclTelemetryOn() rcclTelemetryOn_inline_()
 #define rcclTelemetryPostTs(qp) rcclTelemetryPostTs_inline_(qp)
 #define rcclTelemetryQpSendPosted(qp, withImm) rcclTelemetryQpSendPosted_inline_((qp), (withImm))

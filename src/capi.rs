@@ -947,8 +947,8 @@ pub extern "C" fn rcclTelemetryGetVersion() -> c_int {
     VERSION_CODE
 }
 
-/// Called by the header's inline wrappers of Init, RegisterDevice and the Resolve calls
-/// when the inline hooks they were compiled with expect a layout (`headerLayout`,
+/// Called by the header's inline wrappers of Init, RegisterDevice and the calls that hand out
+/// handles (the Resolve calls, CommInit and the Comm Resolve calls) when the inline hooks they were compiled with expect a layout (`headerLayout`,
 /// RCCL_TELEMETRY_INLINE_LAYOUT) this library does not provide: telemetry stays off for
 /// the process (one line on stderr when it was asked for). Returns what the wrapped Init
 /// returns then: -1 when telemetry was asked for, else 0. Not for direct use.
@@ -1017,4 +1017,236 @@ pub type rcclTelemetryLogger_t = Option<
 #[no_mangle]
 pub extern "C" fn rcclTelemetrySetLogger(logger: rcclTelemetryLogger_t) {
     crate::diag::set_logger(logger);
+}
+
+// ------------------------------------------------------------------ the table for dlopen
+
+/// The version of rcclTelemetryApi_t this header knows (what a program built with
+/// RCCL_TELEMETRY_DLOPEN asks rcclTelemetryGetApi for). The table only grows: a later
+/// version appends entries, so a table of any version is a prefix of a later one.
+pub const RCCL_TELEMETRY_API_VERSION: i32 = 1;
+
+/// The library's entry points as one table (NCCL's plugin convention): what the header's
+/// loader (RCCL_TELEMETRY_DLOPEN) calls through, never needing the library at link time.
+/// `version` and `size` say which table this is: a caller reads the entries that end within
+/// `size` bytes and treats the rest as absent. `hot` is the block the inline hooks read
+/// (rcclTelemetryHotV3). Entries are append-only, in this order, for the life of the SONAME;
+/// each is the exported function of its name (`init` is rcclTelemetryInit, and so on).
+#[repr(C)]
+#[derive(Clone, Copy)]
+#[allow(non_camel_case_types)]
+pub struct rcclTelemetryApi {
+    pub version: c_int,
+    pub size: c_int,
+    pub hot: *const std::ffi::c_void,
+    pub logAdd_: unsafe extern "C" fn(h: *mut std::ffi::c_void, i: u64),
+    pub inlineMismatch_: extern "C" fn(headerLayout: c_int) -> c_int,
+    pub init: extern "C" fn() -> c_int,
+    pub on: extern "C" fn() -> c_int,
+    pub flush: extern "C" fn() -> c_int,
+    pub registerDevice: unsafe extern "C" fn(
+        device_id: c_int,
+        roce_device: *const c_char,
+        transport: *const c_char,
+    ) -> c_int,
+    pub setupChannel: unsafe extern "C" fn(
+        devIdx: c_int,
+        chIdx: c_int,
+        numQps: c_int,
+        numSlots: *mut c_int,
+    ) -> c_int,
+    pub setQpRole: extern "C" fn(devIdx: c_int, chIdx: c_int, qpIdx: c_int, isDataQp: c_int),
+    pub markChannelsUnknown: extern "C" fn(devIdx: c_int),
+    pub resolveQp: extern "C" fn(devIdx: c_int, chIdx: c_int, qpIdx: c_int) -> *mut RcclQpStats,
+    pub resolveChannel: extern "C" fn(devIdx: c_int, chIdx: c_int) -> *mut RcclChannelStats,
+    pub qpSetPeer: unsafe extern "C" fn(
+        qp: *mut RcclQpStats,
+        qpNum: u32,
+        localGid: *const std::ffi::c_void,
+        localLid: u16,
+        remoteQpNum: u32,
+        remoteGid: *const std::ffi::c_void,
+        remoteLid: u16,
+    ),
+    pub postTs: unsafe extern "C" fn(qp: *mut RcclQpStats) -> i64,
+    pub qpSendPosted: unsafe extern "C" fn(qp: *mut RcclQpStats, withImm: c_int),
+    pub qpRecvPosted: unsafe extern "C" fn(qp: *mut RcclQpStats),
+    pub qpCtsSent: unsafe extern "C" fn(qp: *mut RcclQpStats, signalled: c_int),
+    pub qpSlotMiss: unsafe extern "C" fn(qp: *mut RcclQpStats),
+    pub qpWqeComplete: unsafe extern "C" fn(qp: *mut RcclQpStats, postTs: i64),
+    pub qpWqeCompleteAt: unsafe extern "C" fn(qp: *mut RcclQpStats, postTs: i64, nowTs: i64),
+    pub pollTs: extern "C" fn() -> i64,
+    pub chRequestCompleted: unsafe extern "C" fn(ch: *mut RcclChannelStats),
+    pub bytes: extern "C" fn(devIdx: c_int, isSend: c_int, bytes: u64),
+    pub cqError: extern "C" fn(devIdx: c_int),
+    pub qpCqError: unsafe extern "C" fn(qp: *mut RcclQpStats, status: c_int, vendorErr: u32),
+    pub addCqPolls: extern "C" fn(devIdx: c_int, polls: u64),
+    pub wqeSize: extern "C" fn(devIdx: c_int, bytes: u64),
+    pub wqeComplete: extern "C" fn(devIdx: c_int, chIdx: c_int, qpIdx: c_int, postTs: i64),
+    pub wqePosted: extern "C" fn(devIdx: c_int, chIdx: c_int, qpIdx: c_int, isSend: c_int),
+    pub requestCompleted: extern "C" fn(devIdx: c_int, chIdx: c_int),
+    pub slotMiss: extern "C" fn(devIdx: c_int, chIdx: c_int, qpIdx: c_int),
+    pub ctsSent: extern "C" fn(devIdx: c_int, chIdx: c_int, qpIdx: c_int, signalled: c_int),
+    pub writeWqe: extern "C" fn(devIdx: c_int, chIdx: c_int, qpIdx: c_int, withImm: c_int),
+    pub postTsIdx: extern "C" fn(devIdx: c_int, chIdx: c_int, qpIdx: c_int) -> i64,
+    pub nowToken: extern "C" fn() -> i64,
+    pub swCapture: unsafe extern "C" fn(out: *mut RcclTelemetrySwSnapshot, maxDevs: c_int) -> c_int,
+    pub commInit:
+        extern "C" fn(commHash: u64, rank: c_int, nRanks: c_int) -> *mut rcclTelemetryComm_t,
+    pub commSetupChannel: unsafe extern "C" fn(
+        comm: *mut rcclTelemetryComm_t,
+        devIdx: c_int,
+        chIdx: c_int,
+        numQps: c_int,
+        numSlots: *mut c_int,
+    ) -> c_int,
+    pub commSetQpRole: unsafe extern "C" fn(
+        comm: *mut rcclTelemetryComm_t,
+        devIdx: c_int,
+        chIdx: c_int,
+        qpIdx: c_int,
+        isDataQp: c_int,
+    ),
+    pub commResolveQp: unsafe extern "C" fn(
+        comm: *mut rcclTelemetryComm_t,
+        devIdx: c_int,
+        chIdx: c_int,
+        qpIdx: c_int,
+    ) -> *mut RcclQpStats,
+    pub commResolveChannel: unsafe extern "C" fn(
+        comm: *mut rcclTelemetryComm_t,
+        devIdx: c_int,
+        chIdx: c_int,
+    ) -> *mut RcclChannelStats,
+    pub commFinalize: unsafe extern "C" fn(comm: *mut rcclTelemetryComm_t),
+    pub getVersion: extern "C" fn() -> c_int,
+    pub setLogger: extern "C" fn(logger: rcclTelemetryLogger_t),
+}
+
+/// The table rcclTelemetryGetApi returns.
+#[allow(non_camel_case_types)]
+pub type rcclTelemetryApi_t = rcclTelemetryApi;
+
+/// The table with one entry past this library's: what a later library hands an older header.
+#[repr(C)]
+struct ApiNewer {
+    api: rcclTelemetryApi,
+    later: Option<extern "C" fn()>,
+}
+
+// SAFETY: the table is immutable; `hot` points to a block of atomics.
+unsafe impl Sync for ApiNewer {}
+// SAFETY: as above.
+unsafe impl Send for ApiNewer {}
+
+/// rcclTelemetryLogAdd_ with the table's untyped histogram pointer.
+unsafe extern "C" fn log_add(h: *mut std::ffi::c_void, i: u64) {
+    // SAFETY: the header passes what it read from a slot's log_hist word (or NULL).
+    unsafe { crate::loghist::rcclTelemetryLogAdd_(h as *const crate::loghist::LogHist, i) }
+}
+
+/// A test-only environment variable: "older" hands out the table as a library without the
+/// communicator calls would (version 0, cut before `commInit`), "newer" as a later library
+/// would (version + 1, one entry more). rust_tests/dlopen.rs drives the loader with it.
+const ENV_TEST_API_TABLE: &str = "RCCL_TELEMETRY_TEST_API_TABLE";
+
+static API: ApiNewer = ApiNewer {
+    api: rcclTelemetryApi {
+        version: RCCL_TELEMETRY_API_VERSION,
+        size: std::mem::size_of::<rcclTelemetryApi>() as c_int,
+        hot: &crate::hot::rcclTelemetryHotV3 as *const crate::hot::HotParams
+            as *const std::ffi::c_void,
+        logAdd_: log_add,
+        inlineMismatch_: rcclTelemetryInlineMismatch_,
+        init: rcclTelemetryInit,
+        on: rcclTelemetryOn,
+        flush: rcclTelemetryFlush,
+        registerDevice: rcclTelemetryRegisterDevice,
+        setupChannel: rcclTelemetrySetupChannel,
+        setQpRole: rcclTelemetrySetQpRole,
+        markChannelsUnknown: rcclTelemetryMarkChannelsUnknown,
+        resolveQp: rcclTelemetryResolveQp,
+        resolveChannel: rcclTelemetryResolveChannel,
+        qpSetPeer: rcclTelemetryQpSetPeer,
+        postTs: rcclTelemetryPostTs,
+        qpSendPosted: rcclTelemetryQpSendPosted,
+        qpRecvPosted: rcclTelemetryQpRecvPosted,
+        qpCtsSent: rcclTelemetryQpCtsSent,
+        qpSlotMiss: rcclTelemetryQpSlotMiss,
+        qpWqeComplete: rcclTelemetryQpWqeComplete,
+        qpWqeCompleteAt: rcclTelemetryQpWqeCompleteAt,
+        pollTs: rcclTelemetryPollTs,
+        chRequestCompleted: rcclTelemetryChRequestCompleted,
+        bytes: rcclTelemetryBytes,
+        cqError: rcclTelemetryCqError,
+        qpCqError: rcclTelemetryQpCqError,
+        addCqPolls: rcclTelemetryAddCqPolls,
+        wqeSize: rcclTelemetryWqeSize,
+        wqeComplete: rcclTelemetryWqeComplete,
+        wqePosted: rcclTelemetryWqePosted,
+        requestCompleted: rcclTelemetryRequestCompleted,
+        slotMiss: rcclTelemetrySlotMiss,
+        ctsSent: rcclTelemetryCtsSent,
+        writeWqe: rcclTelemetryWriteWqe,
+        postTsIdx: rcclTelemetryPostTsIdx,
+        nowToken: rcclTelemetryNowToken,
+        swCapture: rcclTelemetrySwCapture,
+        commInit: rcclTelemetryCommInit,
+        commSetupChannel: rcclTelemetryCommSetupChannel,
+        commSetQpRole: rcclTelemetryCommSetQpRole,
+        commResolveQp: rcclTelemetryCommResolveQp,
+        commResolveChannel: rcclTelemetryCommResolveChannel,
+        commFinalize: rcclTelemetryCommFinalize,
+        getVersion: rcclTelemetryGetVersion,
+        setLogger: rcclTelemetrySetLogger,
+    },
+    later: None,
+};
+
+/// The copies a test hands out in place of the table (ENV_TEST_API_TABLE).
+static API_OLDER: std::sync::OnceLock<ApiNewer> = std::sync::OnceLock::new();
+static API_NEWER: std::sync::OnceLock<ApiNewer> = std::sync::OnceLock::new();
+
+fn copy_of_api(version: c_int, size: usize) -> ApiNewer {
+    let a = &API.api;
+    ApiNewer {
+        api: rcclTelemetryApi {
+            version,
+            size: size as c_int,
+            ..*a
+        },
+        later: None,
+    }
+}
+
+/// The library's entry points as a table, for a program that loads the library with dlopen
+/// (the header's RCCL_TELEMETRY_DLOPEN): `version` is the table version the caller knows
+/// (its RCCL_TELEMETRY_API_VERSION). Returns this library's table, whose own version and
+/// size may differ from the caller's: the entries both know work, the caller treats the rest
+/// as absent. NULL for a version below 1. Any state, any thread; the table lives as long as
+/// the process. Its entries are the plain functions: the handles they hand out are not
+/// checked against the caller's inline layout, which the header's loader does before using
+/// them (as its wrappers do for a linked program).
+#[no_mangle]
+pub extern "C" fn rcclTelemetryGetApi(version: c_int) -> *const rcclTelemetryApi_t {
+    if version < 1 {
+        return std::ptr::null();
+    }
+    let test = std::env::var_os(ENV_TEST_API_TABLE);
+    let table = match test.as_ref().and_then(|v| v.to_str()) {
+        Some("older") => API_OLDER.get_or_init(|| {
+            copy_of_api(
+                RCCL_TELEMETRY_API_VERSION - 1,
+                std::mem::offset_of!(rcclTelemetryApi, commInit),
+            )
+        }),
+        Some("newer") => API_NEWER.get_or_init(|| {
+            copy_of_api(
+                RCCL_TELEMETRY_API_VERSION + 1,
+                std::mem::size_of::<ApiNewer>(),
+            )
+        }),
+        _ => &API,
+    };
+    &table.api
 }

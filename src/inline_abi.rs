@@ -24,7 +24,9 @@
 //! - Everything else above has a layout number, `hot::INLINE_LAYOUT`, which the library
 //!   publishes in `rcclTelemetryHotV3.layout` from load. The header carries its own,
 //!   RCCL_TELEMETRY_INLINE_LAYOUT, and its wrappers of the calls that start telemetry or hand
-//!   out what the hooks dereference (Init, RegisterDevice, ResolveQp, ResolveChannel) compare
+//!   out what the hooks dereference (Init, RegisterDevice, ResolveQp, ResolveChannel, CommInit,
+//!   CommResolveQp, CommResolveChannel; `make header-check` fails on a function returning a
+//!   handle without one) compare
 //!   the two before calling the library. On a mismatch they call
 //!   `rcclTelemetryInlineMismatch_` instead, which says so in one line and keeps telemetry off
 //!   for the process: no handle is handed out, no stripe published, `enabled` stays 0. The

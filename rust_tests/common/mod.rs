@@ -72,12 +72,15 @@ pub fn lib_dir() -> &'static Path {
 }
 
 /// A C test program as make builds it (`make test-bins`): build/<name>, from
-/// c_tests/<name>.c, or from c_tests/<base>.c with the inline hooks off for <base>_calls.
+/// c_tests/<name>.c, or from c_tests/<base>.c with the inline hooks off for <base>_calls,
+/// with the header's stubs for <base>_stubs and its loader for <base>_dlopen.
 /// Refused when missing or older than its source or the header.
 pub fn c_program(name: &str) -> PathBuf {
     lib_dir();
     let prog = root().join("build").join(name);
-    let base = name.strip_suffix("_calls").unwrap_or(name);
+    let base = ["_calls", "_dlopen", "_stubs"]
+        .iter()
+        .fold(name, |n, s| n.strip_suffix(s).unwrap_or(n));
     let src = root().join("c_tests").join(format!("{base}.c"));
     assert!(
         prog.exists(),

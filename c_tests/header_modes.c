@@ -1,0 +1,131 @@
+/*
+ * header_modes.c: the entry points RCCL calls, written once against the installed header and
+ * built each way a project can take it (the Makefile's dlopen block): linked with the library
+ * (build/header_modes), with RCCL_TELEMETRY_STUBS and no library (build/header_modes_stubs),
+ * and with RCCL_TELEMETRY_DLOPEN, not linked (build/header_modes_dlopen), which runs with the
+ * library absent, present, or handing out an older or newer table.
+ *
+ * Usage: header_modes on|off|older [--logger]
+ *   on     Init starts telemetry; every call works; the live totals equal this program's tally.
+ *   off    Init returns RCCL_TELEMETRY_INIT_OFF; every call is a no-op with its off result.
+ *   older  the library's table ends before the communicator calls: those are no-ops (CommInit
+ *          NULL, GetVersion 0), everything before them counts as in `on`.
+ *   --logger  a logger is set before Init; it prints each line on stdout as "logger: LEVEL: LINE".
+ * Prints one line of the counts ("header_modes: counts ...") and exits 0 when every check holds.
+ */
+#include "rccl_telemetry.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static int fails;
+#define CHECK(c)                                                                  \
+  do {                                                                            \
+    if (!(c)) {                                                                   \
+      fprintf(stderr, "header_modes: FAIL at line %d: %s\n", __LINE__, #c);       \
+      fails++;                                                                    \
+    }                                                                             \
+  } while (0)
+
+static void logger(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  (void)flags;
+  (void)file;
+  (void)line;
+  va_start(ap, fmt);
+  printf("logger: %d: ", level);
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+}
+
+int main(int argc, char **argv) {
+  const char *expect = argc > 1 ? argv[1] : "on";
+  const int on = strcmp(expect, "off") != 0, comms = strcmp(expect, "on") == 0;
+  if (argc > 2 && strcmp(argv[2], "--logger") == 0) rcclTelemetrySetLogger(logger);
+
+  CHECK(rcclTelemetryOn() == 0 && (rcclTelemetryOn)() == 0);
+  CHECK(rcclTelemetryInit() == (on ? RCCL_TELEMETRY_INIT_STARTED : RCCL_TELEMETRY_INIT_OFF));
+  CHECK(rcclTelemetryInit() == (on ? RCCL_TELEMETRY_INIT_STARTED : RCCL_TELEMETRY_INIT_OFF));
+  CHECK(rcclTelemetryOn() == on && (rcclTelemetryOn)() == on);
+  CHECK(rcclTelemetryGetVersion() == (comms ? RCCL_TELEMETRY_VERSION_CODE : 0));
+
+  CHECK(rcclTelemetryRegisterDevice(0, "mlx5_0", "IB-CAST") == (on ? 0 : -1));
+  int n = 7;
+  CHECK(rcclTelemetrySetupChannel(0, 1, 2, &n) == (on ? 0 : -1) && n == (on ? 2 : 0));
+  RcclQpStats *qp[2];
+  for (int q = 0; q < 2; q++) {
+    rcclTelemetrySetQpRole(0, 1, q, 1);
+    qp[q] = rcclTelemetryResolveQp(0, 1, q);
+    CHECK((qp[q] != NULL) == on);
+  }
+  RcclChannelStats *ch = rcclTelemetryResolveChannel(0, 1);
+  CHECK((ch != NULL) == on);
+  rcclTelemetryMarkChannelsUnknown(5);
+
+  rcclTelemetryComm_t *comm = rcclTelemetryCommInit(0x5eedull, 0, 1);
+  CHECK((comm != NULL) == comms);
+  n = 7;
+  CHECK(rcclTelemetryCommSetupChannel(comm, 0, 1, 1, &n) == (comms ? 0 : -1) && n == (comms ? 1 : 0));
+  rcclTelemetryCommSetQpRole(comm, 0, 1, 0, 1);
+  RcclQpStats *cqp = rcclTelemetryCommResolveQp(comm, 0, 1, 0);
+  RcclChannelStats *cch = rcclTelemetryCommResolveChannel(comm, 0, 1);
+  CHECK((cqp != NULL) == comms && (cch != NULL) == comms);
+
+  unsigned char gid[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  rcclTelemetryQpSetPeer(qp[0], 0x111, gid, 0, 0x222, gid, 0);
+
+  uint64_t sent = 0, recv = 0, rcvd = 0, tx = 0, errors = 0;
+  for (int r = 0; r < 1000; r++) {
+    RcclQpStats *h = r % 4 == 3 ? cqp : qp[r % 2];
+    int64_t ts = rcclTelemetryOn() ? rcclTelemetryPostTs(h) : 0;
+    rcclTelemetryQpSendPosted(h, r % 3 == 0);
+    rcclTelemetryWqeSize(0, 4096);
+    rcclTelemetryBytes(0, 1, 4096);
+    rcclTelemetryQpRecvPosted(h);
+    if (rcclTelemetryOn()) {
+      int64_t now = rcclTelemetryPollTs();
+      if (r % 2) rcclTelemetryQpWqeCompleteAt(h, ts, now);
+      else rcclTelemetryQpWqeComplete(h, ts);
+    }
+    rcclTelemetryQpCtsSent(h, r % 8 == 0);
+    if (r % 16 == 0) rcclTelemetryQpSlotMiss(h);
+    rcclTelemetryChRequestCompleted(h == cqp ? cch : ch);
+    if (on) tx += 4096;
+    if (h) sent++, recv++, rcvd++;
+  }
+  /* The index forms, on QP slot 1 of (0, 1). */
+  rcclTelemetryWqePosted(0, 1, 1, 1);
+  rcclTelemetryWriteWqe(0, 1, 1, 0);
+  rcclTelemetryWqeComplete(0, 1, 1, rcclTelemetryPostTsIdx(0, 1, 1));
+  rcclTelemetryRequestCompleted(0, 1);
+  rcclTelemetrySlotMiss(0, 1, 1);
+  rcclTelemetryCtsSent(0, 1, 1, 0);
+  CHECK(rcclTelemetryNowToken() > 1);
+  if (on) sent++, rcvd++;
+  rcclTelemetryCqError(0);
+  rcclTelemetryQpCqError(qp[1], 12, 0x81);
+  if (on) errors += 2;
+  rcclTelemetryAddCqPolls(0, 5);
+  rcclTelemetryCommFinalize(comm);
+
+  RcclTelemetrySwSnapshot s;
+  memset(&s, 0, sizeof s);
+  CHECK(rcclTelemetrySwCapture(&s, 1) == (on ? 1 : -1));
+  uint64_t hist = 0;
+  for (int b = 0; b < RCCL_TELEMETRY_HISTOGRAM_SIZE; b++) hist += s.wqe_completion_histogram[b];
+  if (on) {
+    CHECK(s.device_id == 0);
+    CHECK(s.wqe_sent == sent && s.recv_wqe == recv && s.wqe_rcvd == rcvd && s.wqe_completed == rcvd);
+    CHECK(s.tx_bytes == tx && s.rx_bytes == 0 && s.num_cq_errors == errors && hist == rcvd);
+  }
+  printf("header_modes: counts wqe_sent %" PRIu64 " recv_wqe %" PRIu64 " wqe_rcvd %" PRIu64 " wqe_completed %" PRIu64
+         " tx_bytes %" PRIu64 " num_cq_errors %" PRIu64 " histogram %" PRIu64 "\n",
+         s.wqe_sent, s.recv_wqe, s.wqe_rcvd, s.wqe_completed, s.tx_bytes, s.num_cq_errors, hist);
+  CHECK(rcclTelemetryFlush() == 0);
+  CHECK(rcclTelemetryOn() == 0);
+  printf("header_modes: %s (%s)\n", fails ? "FAILED" : "ok", expect);
+  return fails != 0;
+}
