@@ -499,7 +499,7 @@ static void j_instructions(Json* j, int have_instr, int instr_nreq) {
       j_num(j, "reference_above_no_hooks", instr_over("ref", kCfgs[c], 1));
       j_num(j, "ratio", instr_over("lib", kCfgs[c], 1) / instr_over("ref", kCfgs[c], 1));
       j_num(j, "library_pollts_complete_at_above_no_hooks", instr_over("lib_at", kCfgs[c], 1));
-      j_num(&j, "library_dlopen_above_no_hooks", instr_over("lib_dl", kCfgs[c], 1));
+      j_num(j, "library_dlopen_above_no_hooks", instr_over("lib_dl", kCfgs[c], 1));
       char k[64];
       snprintf(k, sizeof k, "libcalled.lib.%s", kCfgs[c]);
       j_bool(j, "library_code_ran_in_library_loop", last(k) > 0);
