@@ -1,6 +1,7 @@
 //! The anomalies `generate` can plant (`--plant`): each one's name, the kind of run it belongs
-//! to and what `outliers` must say about it, in one table ([`Plant::spec`]) that the command
-//! line, the generators, planted.json and the tests of the planted runs all take them from.
+//! to and what `outliers` must say about it, in one table (`plants!` below, read through
+//! [`Plant::spec`]) that the command line, the generators, planted.json and the tests of the
+//! planted runs all take them from.
 
 use crate::outliers::Kind;
 use clap::builder::PossibleValue;
@@ -11,7 +12,7 @@ use strum::VariantArray;
 /// The kind of run a plant belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunKind {
-    /// One file per rank and no peers (format versions 1 and 2): `generate`.
+    /// One file per rank and no peers (format version 1): `generate`.
     Flat,
     /// Ranks with their own NIC and QPs to their peers (version 3): `generate --peers`.
     Fabric,
