@@ -68,7 +68,7 @@ fn main() -> ExitCode {
     );
     print!("{}", render(&s));
     for o in ok.iter().filter(|o| {
-        if o.case.class == "healthy" {
+        if o.case.class.plant.is_none() {
             o.findings > 0
         } else {
             !o.named() || o.rows.iter().any(|r| !r.2)
@@ -76,7 +76,7 @@ fn main() -> ExitCode {
     }) {
         println!(
             "  missed or wrong: {} {}/{} seed {} noise {}: rows {:?}",
-            o.case.class, o.case.nics, o.case.per_host, o.case.seed, o.case.noise, o.rows
+            o.case.class.name, o.case.nics, o.case.per_host, o.case.seed, o.case.noise, o.rows
         );
     }
     let miss = missed(&s);

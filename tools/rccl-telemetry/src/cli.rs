@@ -4,6 +4,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use rccl_telemetry_tool::export;
+use rccl_telemetry_tool::generate::PlantArg;
 use std::path::PathBuf;
 
 /// Analyse the per-rank rccl_telemetry_*.json files of a run.
@@ -266,11 +267,11 @@ pub struct GenerateArgs {
     /// options give the same files.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Anomalies to plant, comma separated, or "all": cnp, tail, skew, cq_errors,
-    /// unavailable, untracked, slot_miss, pfc, drops, retransmit, out_of_sequence,
-    /// samples_dropped, snapshot.
+    /// Anomalies to plant, comma separated, or "all": without --peers, each on its own rank
+    /// of a run of format version 1; with --peers, in a run of version 3 whose QPs know their
+    /// peers, or one hang alone (version 4).
     #[arg(long, value_delimiter = ',')]
-    pub plant: Vec<String>,
+    pub plant: Vec<PlantArg>,
     /// The devices' driver family, which sets their names, channels and hardware counters:
     /// mlx5 (mlx5_N), thor2 (bnxt_reN), ainic (ionic_N), rxe (rxeN, Soft-RoCE).
     #[arg(long, default_value = "mlx5", value_parser = ["mlx5", "thor2", "ainic", "rxe"])]
@@ -288,12 +289,8 @@ pub struct GenerateArgs {
     #[arg(long, default_value_t = 0)]
     pub samples: usize,
     /// Format version 3 with peers: every rank has its own NIC and QPs to each of its peers
-    /// (--topology), each QP naming its peer. Plants are then: slow_nic, slow_link,
-    /// slow_host, missing_peer, ambiguous_peer, lid_only, stall, recovered_stall,
-    /// slow_link_one_way, host_side_delay; or one
-    /// hang (format version 4, rail-shaped: a rank's peers are its NIC's peers on the hosts
-    /// one and two away): frozen_rank, stopped_posting, dead_link, two_hangs,
-    /// recovered_hang, idle.
+    /// (--topology), each QP naming its peer; with a hang plant (--plant), format version 4,
+    /// rail-shaped: a rank's peers are its NIC's peers on the hosts one and two away.
     #[arg(long)]
     pub peers: bool,
     /// With --peers: QPs per connected pair of ranks.

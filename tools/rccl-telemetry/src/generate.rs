@@ -19,35 +19,22 @@ use std::path::Path;
 mod fabric;
 pub use fabric::*;
 mod hang;
-pub use hang::{generate_hang, HANG_PLANTS};
+pub use hang::generate_hang;
+mod plant;
+pub use plant::{Plant, PlantArg, RunKind, Spec};
 mod verdict;
 pub use verdict::{Noise, NOISE_MODELS};
 pub mod topology;
 pub use topology::Topology;
-
-/// Anomalies the generator can plant, each on its own rank.
-pub const PLANTS: [&str; 13] = [
-    "cnp",             // 5x the CNP counters
-    "tail",            // a heavy completion-latency tail
-    "skew",            // 1.6x the tx bytes (and the send WQEs behind them)
-    "cq_errors",       // completions with an error status
-    "unavailable",     // one hw counter reads -1 on this rank only
-    "untracked",       // QPs that got no stats slot
-    "slot_miss",       // 10x the CTS FIFO slot misses
-    "pfc",             // 8x the PFC pause frames
-    "drops",           // rx discards where every other rank has none
-    "retransmit",      // local ACK timeouts where every other rank has none
-    "out_of_sequence", // 20x the out-of-sequence packets
-    "samples_dropped", // the sampler's buffer overflowed (needs --samples)
-    "snapshot",        // the rank was killed: its file is a SIGTERM snapshot half-way through
-];
 
 #[derive(Debug, Clone)]
 pub struct GenOptions {
     pub ranks: usize,
     pub ranks_per_host: usize,
     pub seed: u64,
-    pub plants: Vec<String>,
+    /// The anomalies to plant: of runs without peers here, of runs with peers (a hang alone)
+    /// in `generate_fabric`.
+    pub plants: Vec<Plant>,
     /// "mlx5" or "thor2" (one channel with a null id) or "ainic" (4 numbered channels).
     pub hw_type: String,
     /// Latency sampling N (1 = every WQE, no sampled keys).
@@ -86,7 +73,7 @@ impl Default for GenOptions {
 /// Where an anomaly was planted.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct Planted {
-    pub kind: String,
+    pub kind: Plant,
     pub host: String,
     pub pid: i64,
     pub device_id: u32,
@@ -200,13 +187,11 @@ fn unavailable_counters() -> BTreeMap<String, HwValue> {
 
 /// Checks the options of a run without peers: known anomalies and hardware, sane sizes.
 fn check_options(o: &GenOptions) -> Result<(), String> {
-    for p in &o.plants {
-        if !PLANTS.contains(&p.as_str()) {
-            return Err(format!(
-                "unknown anomaly {p:?} (known: {})",
-                PLANTS.join(", ")
-            ));
-        }
+    if let Some(p) = o.plants.iter().find(|p| p.run() != RunKind::Flat) {
+        return Err(format!(
+            "{p} is a plant of runs with peers (--peers); without: {}",
+            Plant::names(&Plant::of(RunKind::Flat))
+        ));
     }
     if o.ranks == 0 || o.ranks_per_host == 0 || o.devices_per_rank == 0 {
         return Err("--ranks, --ranks-per-host and --devices-per-rank must be at least 1".into());
@@ -227,7 +212,7 @@ fn check_options(o: &GenOptions) -> Result<(), String> {
             o.ranks
         ));
     }
-    if o.plants.iter().any(|p| p == "samples_dropped") && o.samples == 0 {
+    if o.plants.contains(&Plant::SamplesDropped) && o.samples == 0 {
         return Err("the samples_dropped anomaly needs --samples > 0".into());
     }
     Ok(())
@@ -289,10 +274,10 @@ impl<'a> RunShape<'a> {
 }
 
 /// The rank being generated: who it is, its planted anomaly and its time span.
-struct RankSpan<'a> {
+struct RankSpan {
     host: String,
     pid: i64,
-    plant: Option<&'a str>,
+    plant: Option<Plant>,
     start: i128,
     end: i128,
     /// The share of the run its counters cover (half for a snapshot).
@@ -308,11 +293,11 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<Vec<Planted>, String> {
     // Each anomaly on its own rank, chosen by the seed.
     let mut order: Vec<usize> = (0..o.ranks).collect();
     rng.shuffle(&mut order);
-    let plant_at: BTreeMap<usize, &str> = o
+    let plant_at: BTreeMap<usize, Plant> = o
         .plants
         .iter()
         .enumerate()
-        .map(|(i, p)| (order[i], p.as_str()))
+        .map(|(i, p)| (order[i], *p))
         .collect();
 
     let shape = RunShape::new(o);
@@ -337,7 +322,7 @@ fn rank_file_v1(
     s: &RunShape,
     rng: &mut fastrand::Rng,
     rank: usize,
-    plant: Option<&str>,
+    plant: Option<Plant>,
     planted: &mut Vec<Planted>,
 ) -> TelemetryFile {
     let o = s.o;
@@ -348,7 +333,7 @@ fn rank_file_v1(
     let pid = 20_000 + (rank as i64 * 7919) % 40_000;
     let used_dev = (local % o.devices_per_rank) as u32;
     let start = run_start_ns + rng.i128(0..50_000_000);
-    let snapshot = plant == Some("snapshot");
+    let snapshot = plant == Some(Plant::Snapshot);
     let end = start
         + if snapshot {
             60_000_000_000
@@ -400,7 +385,7 @@ fn rank_file_v1(
         devices.push(d);
         if let Some(kind) = plant {
             planted.push(Planted {
-                kind: kind.to_string(),
+                kind,
                 host: r.host.clone(),
                 pid: r.pid,
                 device_id: dev_id,
@@ -411,7 +396,7 @@ fn rank_file_v1(
         }
     }
     let dropped = if o.samples > 0 {
-        Some(if plant == Some("samples_dropped") {
+        Some(if plant == Some(Plant::SamplesDropped) {
             12
         } else {
             0
@@ -451,7 +436,7 @@ fn used_device_v1(
 ) -> (Device, Option<String>) {
     let o = s.o;
     let plant = r.plant;
-    let skew = if plant == Some("skew") { 1.6 } else { 1.0 };
+    let skew = if plant == Some(Plant::Skew) { 1.6 } else { 1.0 };
     let base_bytes = 8.0 * (1u64 << 30) as f64;
     let tx_bytes = jitter(rng, base_bytes * skew * r.part, 0.01);
     let rx_bytes = jitter(rng, base_bytes * r.part, 0.01);
@@ -464,8 +449,16 @@ fn used_device_v1(
         samples.extend(hw_samples_v1(o, &hw, r, dev_id));
     }
 
-    let cq_errors = if plant == Some("cq_errors") { 17 } else { 0 };
-    let untracked_dev = if plant == Some("untracked") { 2 } else { 0 };
+    let cq_errors = if plant == Some(Plant::CqErrors) {
+        17
+    } else {
+        0
+    };
+    let untracked_dev = if plant == Some(Plant::Untracked) {
+        2
+    } else {
+        0
+    };
     let wqe_sent_total: u64 = channels.iter().map(|c| c.counters.num_wqe_sent).sum();
     let d = Device {
         device_id: dev_id,
@@ -502,7 +495,7 @@ fn used_device_v1(
 fn channels_v1(
     s: &RunShape,
     rng: &mut fastrand::Rng,
-    plant: Option<&str>,
+    plant: Option<Plant>,
     sends: u64,
     recvs: u64,
 ) -> Vec<Channel> {
@@ -514,12 +507,12 @@ fn channels_v1(
     let sends_per_qp = split(rng, sends, n_data);
     let recvs_per_qp = split(rng, recvs, n_data);
     let cts_per_qp = split(rng, recvs, n_cts);
-    let slot_scale = if plant == Some("slot_miss") {
+    let slot_scale = if plant == Some(Plant::SlotMiss) {
         10.0
     } else {
         1.0
     };
-    let (p, tail_max) = if plant == Some("tail") {
+    let (p, tail_max) = if plant == Some(Plant::Tail) {
         (&s.tail_p, 5_000_000)
     } else {
         (&s.normal_p, 4 * width)
@@ -568,7 +561,7 @@ fn channels_v1(
             qp_id += 1;
         }
         let counters = counters_from_qps(&qps, sample_n > 1);
-        let untracked = if plant == Some("untracked") && ch == 0 {
+        let untracked = if plant == Some(Plant::Untracked) && ch == 0 {
             1
         } else {
             0
@@ -621,7 +614,7 @@ fn cts_qp_v1(id: u64, cts: u64, o: &GenOptions) -> QueuePair {
 /// raised; returns them with the counter the anomaly shows in.
 fn hw_counters_v1(
     rng: &mut fastrand::Rng,
-    plant: Option<&str>,
+    plant: Option<Plant>,
     (tx_bytes, rx_bytes): (u64, u64),
     (sends, recvs): (u64, u64),
 ) -> (BTreeMap<String, HwValue>, Option<String>) {
@@ -651,13 +644,13 @@ fn hw_counters_v1(
     set("rdma_sends", sends);
     set("rdma_recvs", recvs);
     set("rx_write_requests", packets(rx_bytes));
-    let cnp = if plant == Some("cnp") { 5.0 } else { 1.0 };
+    let cnp = if plant == Some(Plant::Cnp) { 5.0 } else { 1.0 };
     set("cnp_sent", jitter(rng, 2000.0 * cnp, 0.08));
     set("cnp_handled", jitter(rng, 1900.0 * cnp, 0.08));
     set("ecn_marked_pkts", jitter(rng, 2100.0 * cnp, 0.08));
     set(
         "local_ack_timeout_err",
-        if plant == Some("retransmit") {
+        if plant == Some(Plant::Retransmit) {
             jitter(rng, 40.0, 0.1)
         } else {
             0
@@ -667,7 +660,7 @@ fn hw_counters_v1(
         "retransmitted_pkts",
         jitter(
             rng,
-            if plant == Some("retransmit") {
+            if plant == Some(Plant::Retransmit) {
                 4000.0
             } else {
                 0.0
@@ -679,7 +672,7 @@ fn hw_counters_v1(
         "out_of_sequence",
         jitter(
             rng,
-            if plant == Some("out_of_sequence") {
+            if plant == Some(Plant::OutOfSequence) {
                 60.0
             } else {
                 3.0
@@ -690,7 +683,7 @@ fn hw_counters_v1(
     set("packet_seq_err", jitter(rng, 2.0, 0.3));
     set(
         "port_rx_discards",
-        if plant == Some("drops") {
+        if plant == Some(Plant::Drops) {
             jitter(rng, 5000.0, 0.1)
         } else {
             0
@@ -698,7 +691,7 @@ fn hw_counters_v1(
     );
     set("ack_deferred", jitter(rng, 500.0, 0.1));
     set("fec_corrected_bits", jitter(rng, 10_000.0, 0.2));
-    let pfc = if plant == Some("pfc") { 8.0 } else { 1.0 };
+    let pfc = if plant == Some(Plant::Pfc) { 8.0 } else { 1.0 };
     for (rx_tx, base) in [("rx", 150.0), ("tx", 150.0)] {
         let frames = jitter(rng, base * pfc, 0.1) as i64;
         let mut a = vec![0i64; 8];
@@ -711,20 +704,11 @@ fn hw_counters_v1(
             HwValue::PerPrio(a),
         );
     }
-    let mut counter = None;
-    if plant == Some("unavailable") {
-        hw.insert("out_of_sequence".into(), HwValue::Scalar(-1));
-        counter = Some("out_of_sequence".to_string());
+    let counter = plant.and_then(Plant::counter);
+    if let (Some(Plant::Unavailable), Some(c)) = (plant, counter) {
+        hw.insert(c.into(), HwValue::Scalar(-1));
     }
-    counter = counter.or(match plant {
-        Some("cnp") => Some("cnp_sent".into()),
-        Some("pfc") => Some("pfc_rx_frames".into()),
-        Some("drops") => Some("port_rx_discards".into()),
-        Some("retransmit") => Some("local_ack_timeout_err".into()),
-        Some("out_of_sequence") => Some("out_of_sequence".into()),
-        _ => None,
-    });
-    (hw, counter)
+    (hw, counter.map(str::to_string))
 }
 
 /// A used device's hw_samples: a few counters rising evenly to their final values over the
@@ -753,7 +737,7 @@ fn hw_samples_v1(
         for k in keys {
             let fin = hw.get(k).and_then(HwValue::total).unwrap_or(-1);
             // A burst in the middle of the run for the planted CNP rank.
-            let shape = if r.plant == Some("cnp") && k.starts_with("cnp") {
+            let shape = if r.plant == Some(Plant::Cnp) && k.starts_with("cnp") {
                 ((frac - 0.4) / 0.3).clamp(0.0, 1.0)
             } else {
                 frac

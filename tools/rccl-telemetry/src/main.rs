@@ -378,36 +378,8 @@ fn report(a: ReportArgs) -> Outcome {
     Ok(found_if(o.critical > 0))
 }
 
-/// The plants `--plant` names ("all": every plant of the kind of run).
-fn plants(a: &GenerateArgs) -> Vec<String> {
-    let all = a.plant.iter().any(|p| p == "all");
-    if a.peers && all {
-        // Every fabric plant but the ones that change what the others look like.
-        [
-            "slow_nic",
-            "slow_link",
-            "slow_host",
-            "missing_peer",
-            "ambiguous_peer",
-            "lid_only",
-            "recovered_stall",
-        ]
-        .iter()
-        .map(|p| p.to_string())
-        .collect()
-    } else if all {
-        generate::PLANTS
-            .iter()
-            .filter(|p| a.samples > 0 || **p != "samples_dropped")
-            .map(|p| p.to_string())
-            .collect()
-    } else {
-        a.plant.iter().filter(|p| !p.is_empty()).cloned().collect()
-    }
-}
-
 fn generate(a: GenerateArgs) -> Outcome {
-    let plants = plants(&a);
+    let plants = generate::PlantArg::plants(&a.plant, a.peers, a.samples);
     if !a.latency_sample.is_power_of_two() {
         return Err(fail(format!(
             "--latency-sample {} is not a power of two",

@@ -64,10 +64,10 @@ impl Default for Options {
     }
 }
 
-/// What kind of anomaly a finding is: one variant per thing a detector can say. Its name in
-/// the JSON (`--json`, `"kind"`) is [`Kind::as_str`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// What kind of anomaly a finding is: one variant per thing a detector can say. Its one
+/// spelling is [`Kind::as_str`]: the JSON's (`--json`, `"kind"`), the tables' (with spaces) and
+/// the tool README's table of kinds (generated from [`Kind::meaning`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, strum::VariantArray)]
 pub enum Kind {
     TxByteSkew,
     RxByteSkew,
@@ -144,6 +144,37 @@ impl Kind {
     /// The name for people: "slow link".
     pub fn label(self) -> String {
         self.as_str().replace('_', " ")
+    }
+
+    /// What a finding of the kind says, for the tool README's table of kinds.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Kind::TxByteSkew => "a device sent far more or far less than the others (median and MAD)",
+            Kind::RxByteSkew => "a device received far more or far less than the others",
+            Kind::LatencyTail => "a device's p99 completion latency stands above the run's, with a tenth of its completions beyond twice the run's p99",
+            Kind::HwCounter => "a problem hardware counter (CNP, ECN, PFC pause, drop, retransmit, sequence, error) well above the run's; a row per category",
+            Kind::CqErrors => "completions drained with an error status: each failed its collective",
+            Kind::UntrackedQps => "QPs that got no stats slot: their traffic is missing from every counter",
+            Kind::SlotMiss => "CTS FIFO slot misses well above the run's",
+            Kind::CounterUnavailable => "a counter reads -1 on a few devices of a hw_type and is read on the others",
+            Kind::CounterAvailable => "a counter is read on a few devices of a hw_type and reads -1 on most",
+            Kind::Snapshot => "a snapshot among final files: its counters cover only part of the run",
+            Kind::SamplesDropped => "the sampler's bounded buffer overflowed: the time series has gaps",
+            Kind::SlowNic => "a NIC whose links are slow: the NIC, its cable, its switch port (below)",
+            Kind::SlowLink => "a NIC pair slow both ways that no NIC explains: the path between them (below)",
+            Kind::SlowHost => "every NIC of a host of two or more slow: the host (PCIe, CPU, memory, its ToR; below)",
+            Kind::SlowLinkOneWay => "one direction of a pair slow, the other normal: congestion or a degraded hop that way (below)",
+            Kind::HostSideDelay => "a NIC's own completions slow, its peers' towards it not: its process polls late (below)",
+            Kind::StalledQps => "QPs with work outstanding and no completion for the stall time, per waiting NIC and peer",
+            Kind::HangRoot => "the root of a hang: a frozen rank, a cycle on a dead link, or the end whose links went quiet first",
+        }
+    }
+}
+
+impl Serialize for Kind {
+    /// As its name, [`Kind::as_str`].
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 

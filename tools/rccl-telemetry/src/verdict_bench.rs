@@ -14,21 +14,50 @@
 //! In the library, not in the example that prints the table, so the tests assert the targets
 //! on a small grid with the same code.
 
-use crate::generate::{generate_fabric, GenOptions, Planted, Topology};
+use crate::generate::{generate_fabric, GenOptions, Plant, Planted, Topology};
 use crate::outliers::{find, Kind, Options};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// A labelled class: its name in the table and the plant of its runs (none: healthy). What
+/// its runs must name comes from the plant ([`Plant::finding`]).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Class {
+    pub name: &'static str,
+    pub plant: Option<Plant>,
+}
+
+impl Class {
+    /// The class of a plant, named after it.
+    pub const fn of(plant: Plant) -> Class {
+        Class {
+            name: plant.as_str(),
+            plant: Some(plant),
+        }
+    }
+
+    /// The kind a class is named by (none for healthy runs).
+    pub fn kind(self) -> Option<Kind> {
+        self.plant?.finding()
+    }
+}
+
 /// The labelled classes.
-pub const CLASSES: [&str; 7] = [
-    "healthy",
-    "slow_nic",
-    "slow_link",
-    "slow_link_one_way",
-    "slow_host",
-    "host_side_delay",
-    "stall_root",
+pub const CLASSES: [Class; 7] = [
+    Class {
+        name: "healthy",
+        plant: None,
+    },
+    Class::of(Plant::SlowNic),
+    Class::of(Plant::SlowLink),
+    Class::of(Plant::SlowLinkOneWay),
+    Class::of(Plant::SlowHost),
+    Class::of(Plant::HostSideDelay),
+    Class {
+        name: "stall_root",
+        plant: Some(Plant::FrozenRank),
+    },
 ];
 
 /// The noise a run carries: none, heavy-tailed per-process jitter, one descheduled rank,
@@ -43,7 +72,7 @@ pub const MIN_HEALTHY_RUNS: usize = 50;
 /// One labelled run.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Case {
-    pub class: &'static str,
+    pub class: Class,
     /// NICs (one rank each) and NICs per host.
     pub nics: usize,
     pub per_host: usize,
@@ -56,7 +85,7 @@ impl Case {
     /// (a host of one NIC is a slow NIC), every class three hosts (two cannot say which end).
     pub fn applicable(&self) -> bool {
         let hosts = self.nics.div_ceil(self.per_host.max(1));
-        hosts >= 3 && (self.class != "slow_host" || self.per_host >= 2)
+        hosts >= 3 && (self.class.plant != Some(Plant::SlowHost) || self.per_host >= 2)
     }
 
     fn options(&self) -> GenOptions {
@@ -67,17 +96,12 @@ impl Case {
             "few" => (&["few"], 1),
             _ => (&[], 1),
         };
-        let plant = match self.class {
-            "healthy" => None,
-            "stall_root" => Some("frozen_rank"),
-            c => Some(c),
-        };
         GenOptions {
             ranks: self.nics,
             ranks_per_host: self.per_host,
             devices_per_rank: self.per_host.max(1),
             seed: self.seed,
-            plants: plant.map(str::to_string).into_iter().collect(),
+            plants: self.class.plant.into_iter().collect(),
             noise: noise.iter().map(|s| s.to_string()).collect(),
             latency_sample: sample,
             // The shape the benchmark's sizes and targets were set on: every NIC sees most of
@@ -107,32 +131,17 @@ impl Outcome {
     }
 }
 
-/// The kind a class is named by.
-pub fn kind_of(class: &str) -> Option<Kind> {
-    Some(match class {
-        "slow_nic" => Kind::SlowNic,
-        "slow_link" => Kind::SlowLink,
-        "slow_link_one_way" => Kind::SlowLinkOneWay,
-        "slow_host" => Kind::SlowHost,
-        "host_side_delay" => Kind::HostSideDelay,
-        "stall_root" => Kind::HangRoot,
-        _ => return None,
-    })
-}
-
 /// The names of a planted culprit, as rows name it.
-fn expected(class: &str, planted: &[Planted]) -> Option<(Kind, Vec<String>)> {
-    let kind = kind_of(class)?;
-    let p = planted.iter().find(|p| match class {
-        "stall_root" => p.kind == "frozen_rank",
-        c => p.kind == c,
-    })?;
+fn expected(class: Class, planted: &[Planted]) -> Option<(Kind, Vec<String>)> {
+    let plant = class.plant?;
+    let kind = plant.finding()?;
+    let p = planted.iter().find(|p| p.kind == plant)?;
     let nic = format!("{}:mlx5_{}", p.host, p.device_id);
     let peer = p.peer.clone().unwrap_or_default();
-    let names = match class {
-        "slow_link" => vec![format!("{nic} <-> {peer}"), format!("{peer} <-> {nic}")],
-        "slow_link_one_way" => vec![format!("{nic} -> {peer}")],
-        "slow_host" => vec![p.host.clone()],
+    let names = match plant {
+        Plant::SlowLink => vec![format!("{nic} <-> {peer}"), format!("{peer} <-> {nic}")],
+        Plant::SlowLinkOneWay => vec![format!("{nic} -> {peer}")],
+        Plant::SlowHost => vec![p.host.clone()],
         _ => vec![nic],
     };
     Some((kind, names))
@@ -158,7 +167,7 @@ pub fn run_case(case: &Case, dir: &Path) -> Result<Outcome, String> {
     }
     let r = find(&run, &Options::default());
     let exp = expected(case.class, &planted);
-    if case.class != "healthy" && exp.is_none() {
+    if case.class.plant.is_some() && exp.is_none() {
         return Err(format!("{case:?}: nothing planted ({planted:?})"));
     }
     Ok(Outcome {
@@ -223,18 +232,18 @@ pub fn score(outs: &[Outcome]) -> Score {
     for class in CLASSES {
         let mine: Vec<&Outcome> = outs.iter().filter(|o| o.case.class == class).collect();
         let mut c = ClassScore {
-            class: class.to_string(),
+            class: class.name.to_string(),
             runs: mine.len(),
             ..Default::default()
         };
-        if class == "healthy" {
+        if class.plant.is_none() {
             c.named = mine.iter().filter(|o| o.findings == 0).count();
             c.alone = c.named;
             c.claims = outs.iter().filter(|o| o.findings == 0).count();
             c.correct = c.named;
             s.healthy_runs = c.runs;
             s.healthy_runs_without_findings = c.named;
-        } else if let Some(k) = kind_of(class) {
+        } else if let Some(k) = class.kind() {
             c.named = mine.iter().filter(|o| o.named()).count();
             c.alone = mine
                 .iter()
@@ -252,7 +261,7 @@ pub fn score(outs: &[Outcome]) -> Score {
         s.classes.push(c);
     }
     for o in outs {
-        let right = if o.case.class == "healthy" {
+        let right = if o.case.class.plant.is_none() {
             o.findings == 0
         } else {
             o.named()
@@ -268,13 +277,13 @@ pub fn score(outs: &[Outcome]) -> Score {
             e.0 += 1;
             e.1 += usize::from(right);
         }
-        if o.case.class == "healthy" {
+        if o.case.class.plant.is_none() {
             continue;
         }
         for r in o
             .rows
             .iter()
-            .filter(|r| !CLASSES.iter().any(|c| kind_of(c) == Some(r.0)))
+            .filter(|r| !CLASSES.iter().any(|c| c.kind() == Some(r.0)))
         {
             *s.other_rows.entry(r.0.as_str().to_string()).or_default() += 1;
         }
@@ -391,21 +400,21 @@ mod tests {
         let nic = |n: &str| (Kind::SlowNic, vec![n.to_string()]);
         let outs = vec![
             Outcome {
-                case: case("slow_nic"),
+                case: case(Class::of(Plant::SlowNic)),
                 expected: Some(nic("h:mlx5_0")),
                 rows: vec![(Kind::SlowNic, "h:mlx5_0".into(), true)],
                 findings: 1,
                 caveats: 0,
             },
             Outcome {
-                case: case("slow_nic"),
+                case: case(Class::of(Plant::SlowNic)),
                 expected: Some(nic("h:mlx5_1")),
                 rows: vec![(Kind::SlowNic, "h:mlx5_2".into(), false)],
                 findings: 1,
                 caveats: 0,
             },
             Outcome {
-                case: case("healthy"),
+                case: case(CLASSES[0]),
                 expected: None,
                 rows: vec![(Kind::SlowNic, "h:mlx5_3".into(), false)],
                 findings: 1,
@@ -427,7 +436,9 @@ mod tests {
     #[test]
     fn the_grid_leaves_out_what_cannot_be_planted() {
         let g = grid(&[(3, 1), (12, 4)], &["none"], &[1]);
-        assert!(!g.iter().any(|c| c.nics == 3 && c.class == "slow_host"));
+        assert!(!g
+            .iter()
+            .any(|c| c.nics == 3 && c.class.plant == Some(Plant::SlowHost)));
         assert_eq!(g.len(), 6 + 7);
     }
 }

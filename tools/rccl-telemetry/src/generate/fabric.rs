@@ -8,18 +8,6 @@
 
 use super::*;
 
-/// Anomalies of a run generated with peers (`--peers`), each planted once.
-pub const FABRIC_PLANTS: [&str; 8] = [
-    "slow_nic",        // one NIC: 4x the completion latency of every QP it is an end of
-    "slow_link",       // one NIC pair (two hosts): 4x on the QPs between them, both ways
-    "slow_host",       // every NIC of one host: 4x
-    "missing_peer",    // one rank's file is not written: its peers' QPs stay unmatched
-    "ambiguous_peer",  // a second file claims the GID and QPN of one QP
-    "lid_only",        // one host's NICs have no GID (InfiniBand without GRH): joined by LID
-    "stall",           // a snapshot during a hang: the QPs of one link are stalled now
-    "recovered_stall", // final files; the QPs of one link had a long stall that ended
-];
-
 /// The IPv4-mapped GID of NIC `dev` of host `host` (::ffff:10.h.d.1) and its address.
 pub fn fabric_gid(host: usize, dev: u32) -> (String, String) {
     let (h, d) = ((host % 256) as u8, (dev % 256) as u8);
@@ -122,8 +110,8 @@ fn hostname(h: usize) -> String {
 /// (device `local % devices_per_rank`), connected as `o.topology` says by `qps_per_peer` RC
 /// QPs per connected pair, with the version-3 keys: QPNs unique per device, GIDs per NIC,
 /// every QP's peer, per-device peers with their log histograms, and the stall keys
-/// (`stall_ms` 1000). Plants come from [`FABRIC_PLANTS`]; planted.json names the culprit (for
-/// a link, `peer` names the other end).
+/// (`stall_ms` 1000). Plants are those of [`RunKind::Fabric`], or one of [`RunKind::Hang`]
+/// alone; planted.json names the culprit (for a link, `peer` names the other end).
 pub fn generate_fabric(
     dir: &Path,
     o: &GenOptions,
@@ -132,16 +120,11 @@ pub fn generate_fabric(
     if let Some(r) = super::hang::dispatch(dir, o, qps_per_peer) {
         return r;
     }
-    for p in &o.plants {
-        if !FABRIC_PLANTS.contains(&p.as_str())
-            && !super::verdict::VERDICT_PLANTS.contains(&p.as_str())
-        {
-            return Err(format!(
-                "unknown plant {p:?} with --peers (one of: {}, {})",
-                FABRIC_PLANTS.join(", "),
-                super::verdict::VERDICT_PLANTS.join(", ")
-            ));
-        }
+    if let Some(p) = o.plants.iter().find(|p| p.run() != RunKind::Fabric) {
+        return Err(format!(
+            "{p} is a plant of runs without peers; with --peers: {}",
+            Plant::names(&Plant::of(RunKind::Fabric))
+        ));
     }
     if o.ranks == 0 || o.ranks_per_host == 0 {
         return Err("--ranks and --ranks-per-host must be at least 1".into());
@@ -172,7 +155,7 @@ pub fn generate_fabric(
 
 /// The culprits (distinct, chosen by the seed) and every rank's connections.
 fn plan(o: &GenOptions, qps_per_peer: usize, rng: &mut fastrand::Rng) -> Result<Plan, String> {
-    let has = |p: &str| o.plants.iter().any(|x| x == p);
+    let has = |p: Plant| o.plants.contains(&p);
     let mut pl = Plan {
         ranks_per_host: o.ranks_per_host,
         dpr: o.devices_per_rank.max(1),
@@ -189,12 +172,12 @@ fn plan(o: &GenOptions, qps_per_peer: usize, rng: &mut fastrand::Rng) -> Result<
         one_way: None,
         host_side: None,
         noise: super::verdict::Noise::default(),
-        snapshot: has("stall"),
+        snapshot: has(Plant::Stall),
         bytes_per_rank: 0.0,
     };
     let edges = super::topology::edges(o.topology, o.ranks, o.ranks_per_host);
-    pl.lid_host = has("lid_only").then(|| rng.usize(0..pl.n_hosts));
-    pl.slow_host = has("slow_host").then(|| rng.usize(0..pl.n_hosts));
+    pl.lid_host = has(Plant::LidOnly).then(|| rng.usize(0..pl.n_hosts));
+    pl.slow_host = has(Plant::SlowHost).then(|| rng.usize(0..pl.n_hosts));
     // A rank with a peer (off the slow host when there is one).
     let connected: Vec<bool> = {
         let mut c = vec![false; o.ranks];
@@ -213,7 +196,7 @@ fn plan(o: &GenOptions, qps_per_peer: usize, rng: &mut fastrand::Rng) -> Result<
         }
         rng.usize(0..o.ranks)
     };
-    pl.slow_nic = has("slow_nic").then(|| pick_rank(rng, pl.slow_host));
+    pl.slow_nic = has(Plant::SlowNic).then(|| pick_rank(rng, pl.slow_host));
     // A connected pair neither of whose NICs is planted otherwise.
     let (slow_nic, slow_host, rph) = (pl.slow_nic, pl.slow_host, o.ranks_per_host);
     let pick_pair = |rng: &mut fastrand::Rng| -> Option<(usize, usize)> {
@@ -226,26 +209,26 @@ fn plan(o: &GenOptions, qps_per_peer: usize, rng: &mut fastrand::Rng) -> Result<
         }
         None
     };
-    pl.slow_link = if has("slow_link") {
+    pl.slow_link = if has(Plant::SlowLink) {
         pick_pair(rng)
     } else {
         None
     };
-    pl.stall_link = if has("stall") || has("recovered_stall") {
+    pl.stall_link = if has(Plant::Stall) || has(Plant::RecoveredStall) {
         pick_pair(rng)
     } else {
         None
     };
-    pl.missing = has("missing_peer").then(|| pick_rank(rng, None));
-    pl.ambiguous = has("ambiguous_peer").then(|| pick_rank(rng, pl.lid_host));
+    pl.missing = has(Plant::MissingPeer).then(|| pick_rank(rng, None));
+    pl.ambiguous = has(Plant::AmbiguousPeer).then(|| pick_rank(rng, pl.lid_host));
     // The verdict benchmark's plants and noise (generate/verdict.rs): no draw when unused.
     pl.noise = super::verdict::Noise::new(&o.noise, o.ranks, rng)?;
-    pl.one_way = if has("slow_link_one_way") {
+    pl.one_way = if has(Plant::SlowLinkOneWay) {
         pick_pair(rng).map(|(a, b)| if rng.bool() { (b, a) } else { (a, b) })
     } else {
         None
     };
-    pl.host_side = has("host_side_delay").then(|| pick_rank(rng, pl.slow_host));
+    pl.host_side = has(Plant::HostSideDelay).then(|| pick_rank(rng, pl.slow_host));
     pl.nics = (0..o.ranks)
         .map(|r| {
             let (h, d) = (pl.host_of(r), pl.dev_of(r));
@@ -263,8 +246,8 @@ fn plan(o: &GenOptions, qps_per_peer: usize, rng: &mut fastrand::Rng) -> Result<
         &edges,
         qps_per_peer,
         rng,
-        has("stall"),
-        has("recovered_stall"),
+        has(Plant::Stall),
+        has(Plant::RecoveredStall),
     );
     let busiest = pl.ends.iter().map(Vec::len).max().unwrap_or(0);
     pl.bytes_per_rank = 330.0 * WQE_SIZE as f64 * busiest as f64;
@@ -543,9 +526,9 @@ fn ambiguous_copy(f: &TelemetryFile, rank: usize) -> TelemetryFile {
 /// Where each anomaly was planted.
 fn manifest(o: &GenOptions, pl: &Plan, extra: Option<&TelemetryFile>) -> Vec<Planted> {
     let mut planted = Vec::new();
-    let mut mark = |kind: &str, r: usize, peer: Option<usize>, note: Option<String>| {
+    let mut mark = |kind: Plant, r: usize, peer: Option<usize>, note: Option<String>| {
         planted.push(Planted {
-            kind: kind.into(),
+            kind,
             host: hostname(pl.host_of(r)),
             pid: pid_of(r),
             device_id: pl.dev_of(r),
@@ -559,22 +542,22 @@ fn manifest(o: &GenOptions, pl: &Plan, extra: Option<&TelemetryFile>) -> Vec<Pla
         });
     };
     if let Some(r) = pl.slow_nic {
-        mark("slow_nic", r, None, None);
+        mark(Plant::SlowNic, r, None, None);
     }
     if let Some(h) = pl.slow_host {
         mark(
-            "slow_host",
+            Plant::SlowHost,
             (h * o.ranks_per_host).min(o.ranks - 1),
             None,
             None,
         );
     }
     if let Some((a, b)) = pl.slow_link {
-        mark("slow_link", a, Some(b), None);
+        mark(Plant::SlowLink, a, Some(b), None);
     }
     if let Some(h) = pl.lid_host {
         mark(
-            "lid_only",
+            Plant::LidOnly,
             (h * o.ranks_per_host).min(o.ranks - 1),
             None,
             None,
@@ -582,20 +565,20 @@ fn manifest(o: &GenOptions, pl: &Plan, extra: Option<&TelemetryFile>) -> Vec<Pla
     }
     if let Some((a, b)) = pl.stall_link {
         let kind = if pl.snapshot {
-            "stall"
+            Plant::Stall
         } else {
-            "recovered_stall"
+            Plant::RecoveredStall
         };
         mark(kind, a, Some(b), None);
     }
     if let Some(r) = pl.missing {
-        mark("missing_peer", r, None, Some("file not written".into()));
+        mark(Plant::MissingPeer, r, None, Some("file not written".into()));
     }
     if let Some((a, b)) = pl.one_way {
-        mark("slow_link_one_way", a, Some(b), None);
+        mark(Plant::SlowLinkOneWay, a, Some(b), None);
     }
     if let Some(r) = pl.host_side {
-        mark("host_side_delay", r, None, None);
+        mark(Plant::HostSideDelay, r, None, None);
     }
     if let (Some(r), Some(f)) = (pl.ambiguous, extra) {
         let qpn = f.devices[0]
@@ -604,7 +587,7 @@ fn manifest(o: &GenOptions, pl: &Plan, extra: Option<&TelemetryFile>) -> Vec<Pla
             .and_then(|c| c.queue_pairs.first())
             .and_then(|q| q.qp_num);
         if let Some(qpn) = qpn {
-            mark("ambiguous_peer", r, None, Some(format!("qp_num {qpn}")));
+            mark(Plant::AmbiguousPeer, r, None, Some(format!("qp_num {qpn}")));
         }
     }
     planted

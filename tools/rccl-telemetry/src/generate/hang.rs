@@ -10,34 +10,20 @@ use super::*;
 use crate::model::QpError;
 use std::collections::BTreeSet;
 
-/// The hang plants of `--peers`, one at a time.
-pub const HANG_PLANTS: [&str; 6] = [
-    "frozen_rank", // a frozen receiver: its peers' QPs stall towards it (RNR), its file predates them
-    "stopped_posting", // a rank stops posting: nothing stalls, its links go quiet first
-    "dead_link",   // a dead path: RETRY_EXC_ERR then WR_FLUSH_ERR at both ends of one link
-    "two_hangs",   // two frozen receivers that share no peer
-    "recovered_hang", // final files: the QPs towards one rank stalled 7.5 s on RNR and recovered
-    "idle",        // a healthy job snapshotted while idle: every link went quiet at once
-];
-
 /// The hook `generate_fabric` calls first: Some when the plants are hang plants.
 pub fn dispatch(
     dir: &Path,
     o: &GenOptions,
     qps_per_peer: usize,
 ) -> Option<Result<Vec<Planted>, String>> {
-    let n = o
-        .plants
-        .iter()
-        .filter(|p| HANG_PLANTS.contains(&p.as_str()))
-        .count();
+    let n = o.plants.iter().filter(|p| p.run() == RunKind::Hang).count();
     if n == 0 {
         return None;
     }
     if n != 1 || o.plants.len() != 1 {
         return Some(Err(format!(
             "a hang plant ({}) goes alone: one per run, without other plants",
-            HANG_PLANTS.join(", ")
+            Plant::names(&Plant::of(RunKind::Hang))
         )));
     }
     Some(generate_hang(dir, o, qps_per_peer.max(1)))
@@ -144,10 +130,10 @@ impl<'a> Job<'a> {
     }
 
     /// The manifest's entry of an anomaly planted on rank `r` (on its link to `peer`).
-    fn planted(&self, kind: &str, r: usize, peer: Option<usize>, note: &str) -> Planted {
+    fn planted(&self, kind: Plant, r: usize, peer: Option<usize>, note: &str) -> Planted {
         let hostname = Self::hostname;
         Planted {
-            kind: kind.into(),
+            kind,
             host: hostname(self.host_of(r)),
             pid: Self::pid_of(r),
             device_id: self.dev_of(r),
@@ -162,13 +148,13 @@ impl<'a> Job<'a> {
     }
 }
 
-/// Writes the run; see [`HANG_PLANTS`].
+/// Writes the run of the one hang plant (of [`RunKind::Hang`]).
 pub fn generate_hang(
     dir: &Path,
     o: &GenOptions,
     qps_per_peer: usize,
 ) -> Result<Vec<Planted>, String> {
-    let plant = o.plants[0].as_str();
+    let plant = o.plants[0];
     if o.ranks < 2 || o.ranks_per_host == 0 {
         return Err("a hang needs --ranks >= 2 and --ranks-per-host >= 1".into());
     }
@@ -186,7 +172,7 @@ pub fn generate_hang(
     let t0 = run_start + 40 * S; // the moment it goes wrong
     let snap = t0 + 20 * S; // when the operator asks every rank for a snapshot (SIGUSR1)
     let final_end = run_start + 120 * S;
-    let finals = matches!(plant, "recovered_hang");
+    let finals = plant == Plant::RecoveredHang;
     let mut st = healthy_ranks(
         &job,
         &mut rng,
@@ -203,12 +189,12 @@ pub fn generate_hang(
         planted: &mut planted,
     };
     match plant {
-        "frozen_rank" | "two_hangs" => ctx.frozen(plant)?,
-        "stopped_posting" => ctx.stopped_posting(plant),
-        "dead_link" => ctx.dead_link(plant),
-        "recovered_hang" => ctx.recovered_hang(plant),
-        "idle" => ctx.idle(),
-        _ => unreachable!("checked by dispatch"),
+        Plant::FrozenRank | Plant::TwoHangs => ctx.frozen(plant)?,
+        Plant::StoppedPosting => ctx.stopped_posting(plant),
+        Plant::DeadLink => ctx.dead_link(plant),
+        Plant::RecoveredHang => ctx.recovered_hang(plant),
+        Plant::Idle => ctx.idle(),
+        p => return Err(format!("{p} is not a hang plant")),
     }
 
     for (rank, s) in st.iter().enumerate() {
@@ -313,12 +299,12 @@ impl Plot<'_> {
 
     /// frozen_rank and two_hangs: frozen receivers, their peers stalled towards them (and
     /// with one, the ranks two away stalled towards those, later).
-    fn frozen(&mut self, plant: &str) -> Result<(), String> {
+    fn frozen(&mut self, plant: Plant) -> Result<(), String> {
         let (job, t0) = (self.job, self.t0);
         let peers = &job.peers;
         let f1 = job.pick(self.rng);
         let mut frozen = vec![f1];
-        if plant == "two_hangs" {
+        if plant == Plant::TwoHangs {
             let near: BTreeSet<usize> = std::iter::once(f1)
                 .chain(peers[f1].iter().copied())
                 .flat_map(|x| std::iter::once(x).chain(peers[x].iter().copied()))
@@ -341,7 +327,7 @@ impl Plot<'_> {
                 }
             }
         }
-        if plant == "frozen_rank" {
+        if plant == Plant::FrozenRank {
             // The hang spreads: ranks two away stall towards the waiting ranks, later.
             let first: BTreeSet<usize> = peers[f1].iter().copied().collect();
             for &p in &first {
@@ -356,7 +342,7 @@ impl Plot<'_> {
     }
 
     /// stopped_posting: a rank stops posting at t0, and its links go quiet ring by ring.
-    fn stopped_posting(&mut self, plant: &str) {
+    fn stopped_posting(&mut self, plant: Plant) {
         let (job, t0) = (self.job, self.t0);
         let peers = &job.peers;
         let s = job.pick(self.rng);
@@ -405,7 +391,7 @@ impl Plot<'_> {
 
     /// dead_link: RETRY_EXC_ERR then WR_FLUSH_ERR at both ends of one link, each end's
     /// writer snapshotting on its first error.
-    fn dead_link(&mut self, plant: &str) {
+    fn dead_link(&mut self, plant: Plant) {
         let (job, t0) = (self.job, self.t0);
         let a = job.pick(self.rng);
         let b = job.peers[a][self.rng.usize(0..job.peers[a].len())];
@@ -455,7 +441,7 @@ impl Plot<'_> {
     }
 
     /// recovered_hang: the QPs towards one rank stalled 7.5 s on RNR from t0 and recovered.
-    fn recovered_hang(&mut self, plant: &str) {
+    fn recovered_hang(&mut self, plant: Plant) {
         let job = self.job;
         let r = job.pick(self.rng);
         self.planted

@@ -24,9 +24,6 @@
 
 use super::noise;
 
-/// The verdict benchmark's plants in runs with peers, beside `FABRIC_PLANTS`.
-pub const VERDICT_PLANTS: [&str; 2] = ["slow_link_one_way", "host_side_delay"];
-
 /// The noise models `--noise` takes.
 pub const NOISE_MODELS: [&str; 3] = ["jitter", "deschedule", "few"];
 

@@ -2,7 +2,7 @@
 //! path, counted, skipped; the good files are still analysed.
 
 use crate::common::*;
-use rccl_telemetry_tool::generate::GenOptions;
+use rccl_telemetry_tool::generate::{GenOptions, Plant, RunKind};
 
 /// A run of 6 good files plus one of each kind of bad file. Returns the run and the bad paths.
 fn run_with_bad_files() -> (GenRun, Vec<(String, &'static str)>) {
@@ -221,4 +221,43 @@ fn thousands_of_bad_files_give_a_bounded_stderr() {
         .sum();
     assert_eq!(counted, 2980, "{rest}");
     assert!(err.contains("skipped 3000 of 3004 files"), "{err}");
+}
+
+/// A plant that is none is refused by the command line, which lists the plants; a plant of the
+/// other kind of run (with or without --peers) by `generate`, which names those of its run.
+/// Nothing is written either way.
+#[test]
+fn generate_refuses_a_plant_it_cannot_plant() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let dir = d.path().join("run");
+    let dir = dir.to_str().expect("utf-8");
+    let out = run(&["generate", "--plant", "cnp,bogus", dir]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(e.contains("invalid value 'bogus' for '--plant"), "{e}");
+    let names = Plant::of(RunKind::Flat)
+        .into_iter()
+        .chain(Plant::of(RunKind::Hang))
+        .map(|p| p.as_str());
+    for name in std::iter::once("all").chain(names) {
+        assert!(
+            e.contains(&format!(" {name},")) || e.contains(&format!(" {name}]")),
+            "{name}: {e}"
+        );
+    }
+    let out = run(&["generate", "--plant", "slow_nic", dir]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("slow_nic is a plant of runs with peers"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["generate", "--peers", "--plant", "cnp", dir]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(
+        e.contains("cnp is a plant of runs without peers; with --peers: slow_nic,"),
+        "{e}"
+    );
+    assert!(!d.path().join("run").exists());
 }

@@ -2,7 +2,7 @@
 //! Tests that need an external tool print a SKIP line when it is absent; CI installs them.
 
 use crate::common::*;
-use rccl_telemetry_tool::generate::{GenOptions, PLANTS};
+use rccl_telemetry_tool::generate::{GenOptions, Plant, RunKind};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::process::{Command, Stdio};
@@ -12,7 +12,7 @@ fn sample_run() -> GenRun {
         ranks: 24,
         seed: 12,
         samples: 4,
-        plants: PLANTS.iter().map(|s| s.to_string()).collect(),
+        plants: Plant::of(RunKind::Flat),
         ..Default::default()
     })
 }

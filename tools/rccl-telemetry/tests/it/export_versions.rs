@@ -8,7 +8,7 @@
 //! with its rows. External programs missing: a visible skip (CI installs them).
 
 use crate::common::*;
-use rccl_telemetry_tool::generate::{GenOptions, PLANTS};
+use rccl_telemetry_tool::generate::{GenOptions, Plant, RunKind};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -23,13 +23,13 @@ fn inputs() -> (Vec<(&'static str, PathBuf)>, Vec<GenRun>) {
         ranks: 16,
         seed: 21,
         samples: 2,
-        plants: PLANTS.iter().map(|s| s.to_string()).collect(),
+        plants: Plant::of(RunKind::Flat),
         ..Default::default()
     });
     let v2 = gen(GenOptions {
         ranks: 12,
         seed: 22,
-        plants: vec!["tail".into(), "unavailable".into()],
+        plants: vec![Plant::Tail, Plant::Unavailable],
         ..Default::default()
     });
     to_version2(&v2);

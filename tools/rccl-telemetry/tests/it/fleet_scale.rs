@@ -3,7 +3,7 @@
 //! among them); `--all` and `--json` still hold every row.
 
 use crate::common::*;
-use rccl_telemetry_tool::generate::{GenOptions, Planted, PLANTS};
+use rccl_telemetry_tool::generate::{GenOptions, Plant, Planted};
 use serde_json::Value;
 use std::process::Output;
 
@@ -17,27 +17,23 @@ fn planted_fleet(ranks: usize) -> GenRun {
     gen(GenOptions {
         ranks,
         seed: 1,
-        plants: PLANTS
-            .iter()
-            .filter(|p| **p != "samples_dropped")
-            .map(|p| p.to_string())
-            .collect(),
+        plants: Plant::all(false, 0),
         ..Default::default()
     })
 }
 
 /// The plants that move a figure the summary shows (bytes, latency, errors, counters).
-const SUMMARY_PLANTS: [&str; 10] = [
-    "tail",
-    "skew",
-    "cq_errors",
-    "untracked",
-    "slot_miss",
-    "cnp",
-    "pfc",
-    "drops",
-    "retransmit",
-    "out_of_sequence",
+const SUMMARY_PLANTS: [Plant; 10] = [
+    Plant::Tail,
+    Plant::Skew,
+    Plant::CqErrors,
+    Plant::Untracked,
+    Plant::SlotMiss,
+    Plant::Cnp,
+    Plant::Pfc,
+    Plant::Drops,
+    Plant::Retransmit,
+    Plant::OutOfSequence,
 ];
 
 /// How the summary names a row: host:NIC, the pid beside it.
@@ -62,7 +58,7 @@ fn assert_one_screen(g: &GenRun, ranks: usize) {
     for p in g
         .planted
         .iter()
-        .filter(|p| SUMMARY_PLANTS.contains(&p.kind.as_str()))
+        .filter(|p| SUMMARY_PLANTS.contains(&p.kind))
     {
         assert!(
             stand_out.contains(&row_label(p)),
@@ -110,7 +106,7 @@ fn summary_of_4096_ranks_fits_one_screen_and_all_lists_every_row() {
     assert_eq!(tx["min"].as_f64().unwrap(), txs[0] as f64);
     assert_eq!(tx["max"].as_f64().unwrap(), txs[4095] as f64);
     assert_eq!(tx["p50"].as_f64().unwrap(), txs[2047] as f64);
-    let skew = g.planted.iter().find(|p| p.kind == "skew").unwrap();
+    let skew = g.planted.iter().find(|p| p.kind == Plant::Skew).unwrap();
     assert!(s["fleet"]["stand_out"]
         .as_array()
         .unwrap()
@@ -126,8 +122,7 @@ fn summary_of_4096_ranks_fits_one_screen_and_all_lists_every_row() {
         "{text}"
     );
     for p in g.planted.iter().filter(|p| {
-        SUMMARY_PLANTS.contains(&p.kind.as_str())
-            || ["unavailable", "snapshot"].contains(&p.kind.as_str())
+        SUMMARY_PLANTS.contains(&p.kind) || [Plant::Unavailable, Plant::Snapshot].contains(&p.kind)
     }) {
         // Rows name the device host:NIC.
         let nic = format!("{}:mlx5_{}", p.host, p.device_id);
@@ -203,7 +198,7 @@ fn version2_runs_show_the_log_scale_figures_and_linear_only_on_request() {
     let g = gen(GenOptions {
         ranks: 40,
         seed: 5,
-        plants: vec!["tail".into()],
+        plants: vec![Plant::Tail],
         ..Default::default()
     });
     to_version2(&g);

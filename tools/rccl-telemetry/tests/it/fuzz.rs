@@ -2,7 +2,7 @@
 
 use crate::common::*;
 use proptest::prelude::*;
-use rccl_telemetry_tool::generate::GenOptions;
+use rccl_telemetry_tool::generate::{GenOptions, Plant};
 use rccl_telemetry_tool::load::{self, Loaded, Run};
 use rccl_telemetry_tool::{check, export, outliers, report, summary};
 use serde_json::{json, Value};
@@ -20,7 +20,7 @@ fn seeds() -> &'static Vec<Vec<u8>> {
             latency_sample: 4,
             samples: 2,
             devices_per_rank: 2,
-            plants: vec!["cq_errors".into()],
+            plants: vec![Plant::CqErrors],
             ..Default::default()
         });
         let b = gen(GenOptions {

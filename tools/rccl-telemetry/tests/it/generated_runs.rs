@@ -2,32 +2,23 @@
 //! anomaly at the rank it was planted on, and nothing anywhere else.
 
 use crate::common::*;
-use rccl_telemetry_tool::generate::{GenOptions, PLANTS};
+use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Plant, RunKind};
+use rccl_telemetry_tool::load::load_run;
+use rccl_telemetry_tool::outliers;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-fn all_plants() -> Vec<String> {
-    PLANTS.iter().map(|s| s.to_string()).collect()
+fn all_plants() -> Vec<Plant> {
+    Plant::of(RunKind::Flat)
 }
 
-/// Which finding kind (and metric, when it matters) each planted anomaly must produce.
-fn expected(kind: &str) -> (&'static str, Option<&'static str>) {
-    match kind {
-        "cnp" => ("hw_counter", Some("cnp_sent")),
-        "tail" => ("latency_tail", None),
-        "skew" => ("tx_byte_skew", None),
-        "cq_errors" => ("cq_errors", None),
-        "unavailable" => ("counter_unavailable", Some("out_of_sequence")),
-        "untracked" => ("untracked_qps", None),
-        "slot_miss" => ("slot_miss", None),
-        "pfc" => ("hw_counter", Some("pfc_rx_frames")),
-        "drops" => ("hw_counter", Some("port_rx_discards")),
-        "retransmit" => ("hw_counter", Some("local_ack_timeout_err")),
-        "out_of_sequence" => ("hw_counter", Some("out_of_sequence")),
-        "samples_dropped" => ("samples_dropped", None),
-        "snapshot" => ("snapshot", None),
-        other => panic!("no expectation for {other}"),
-    }
+/// Which finding kind (and metric: the counter, when the anomaly shows in one) each planted
+/// anomaly must produce, as the plant says.
+fn expected(plant: Plant) -> (&'static str, Option<&'static str>) {
+    let kind = plant
+        .finding()
+        .unwrap_or_else(|| panic!("no expectation for {plant}"));
+    (kind.as_str(), plant.counter())
 }
 
 #[test]
@@ -39,7 +30,7 @@ fn outliers_finds_every_planted_anomaly_and_nothing_else() {
         samples: 6,
         ..Default::default()
     });
-    assert_eq!(g.planted.len(), PLANTS.len());
+    assert_eq!(g.planted.len(), all_plants().len());
     let out = run(&["outliers", "--json", g.arg()]);
     assert_eq!(
         out.status.code(),
@@ -50,7 +41,7 @@ fn outliers_finds_every_planted_anomaly_and_nothing_else() {
     let findings = report["findings"].as_array().expect("findings array");
     for p in &g.planted {
         let rank = format!("{}:{}", p.host, p.pid);
-        let (kind, metric) = expected(&p.kind);
+        let (kind, metric) = expected(p.kind);
         let hit = findings.iter().any(|f| {
             f["rank"] == rank.as_str()
                 && f["kind"] == kind
@@ -107,6 +98,41 @@ fn outliers_finds_every_planted_anomaly_and_nothing_else() {
     }
 }
 
+/// Every plant of a run with peers that is a finding (a slow NIC, link or host, one direction,
+/// a late poller, stalled QPs, a hang's root) is found as its kind, naming the planted culprit.
+#[test]
+fn every_plant_with_peers_is_found_as_its_kind() {
+    let plants = Plant::of(RunKind::Fabric)
+        .into_iter()
+        .chain(Plant::of(RunKind::Hang))
+        .filter(|p| p.finding().is_some());
+    for plant in plants {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let o = GenOptions {
+            ranks: 24,
+            ranks_per_host: 4,
+            devices_per_rank: 4,
+            seed: 3,
+            plants: vec![plant],
+            ..Default::default()
+        };
+        let planted = generate_fabric(dir.path(), &o, 2).expect("generate");
+        let kind = plant.finding().unwrap();
+        let r = outliers::find(&load_run(&[dir.path().to_path_buf()]), &Default::default());
+        let p = planted.iter().find(|p| p.kind == plant).expect("planted");
+        let ends: Vec<&str> = std::iter::once(p.host.as_str())
+            .chain(p.peer.as_deref().and_then(|x| x.split(':').next()))
+            .collect();
+        assert!(
+            r.findings
+                .iter()
+                .any(|f| f.kind == kind && ends.iter().any(|h| f.culprit.contains(h))),
+            "{plant} planted at {ends:?} not found as {kind}: {:#?}",
+            r.findings
+        );
+    }
+}
+
 #[test]
 fn a_clean_run_has_no_outliers_and_exit_status_zero() {
     for hw_type in ["mlx5", "ainic"] {
@@ -159,7 +185,7 @@ fn latency_tail_is_found_with_sampled_histograms() {
         seed: 5,
         hw_type: "ainic".into(),
         latency_sample: 16,
-        plants: vec!["tail".into()],
+        plants: vec![Plant::Tail],
         ..Default::default()
     });
     let out = run(&["outliers", "--json", g.arg()]);
@@ -178,7 +204,7 @@ fn latency_tail_is_found_in_the_log_scale_histogram() {
     let g = gen(GenOptions {
         ranks: 64,
         seed: 5,
-        plants: vec!["tail".into()],
+        plants: vec![Plant::Tail],
         ..Default::default()
     });
     to_version2(&g);

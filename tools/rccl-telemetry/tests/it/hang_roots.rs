@@ -4,7 +4,7 @@
 
 use crate::common::{run as cli, stdout};
 use rccl_telemetry_tool::check::check_inputs;
-use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Planted};
+use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Plant, Planted, RunKind};
 use rccl_telemetry_tool::hang::{analyse, hang_line, Root};
 use rccl_telemetry_tool::load::load_run;
 use rccl_telemetry_tool::stalls::{find, StallReport};
@@ -15,18 +15,14 @@ use std::path::Path;
 /// hosts of four (every rank a peer of every other on its rail), one host of four.
 const SHAPES: [(usize, usize); 3] = [(64, 8), (12, 4), (4, 4)];
 
-fn gen(plant: &str, ranks: usize, rph: usize, seed: u64) -> (tempfile::TempDir, Vec<Planted>) {
+fn gen(plants: &[Plant], ranks: usize, rph: usize, seed: u64) -> (tempfile::TempDir, Vec<Planted>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let o = GenOptions {
         ranks,
         ranks_per_host: rph,
         devices_per_rank: 8,
         seed,
-        plants: if plant.is_empty() {
-            Vec::new()
-        } else {
-            vec![plant.to_string()]
-        },
+        plants: plants.to_vec(),
         ..Default::default()
     };
     let p = generate_fabric(dir.path(), &o, 2).expect("generate");
@@ -63,19 +59,12 @@ fn assert_checks(dir: &Path, what: &str) {
 
 #[test]
 fn every_hang_run_passes_check() {
-    for plant in [
-        "frozen_rank",
-        "stopped_posting",
-        "dead_link",
-        "two_hangs",
-        "recovered_hang",
-        "idle",
-    ] {
+    for plant in Plant::of(RunKind::Hang) {
         for (i, &(ranks, rph)) in SHAPES.iter().enumerate() {
-            if plant == "two_hangs" && ranks == 4 {
+            if plant == Plant::TwoHangs && ranks == 4 {
                 continue; // one host: every rank is every other's peer
             }
-            let (d, _) = gen(plant, ranks, rph, 11 + i as u64);
+            let (d, _) = gen(&[plant], ranks, rph, 11 + i as u64);
             assert_checks(d.path(), &format!("{plant} {ranks}/{rph}"));
             let out = cli(&["check", d.path().to_str().expect("utf-8")]);
             assert_eq!(out.status.code(), Some(0), "{plant}: check exits 0");
@@ -87,7 +76,7 @@ fn every_hang_run_passes_check() {
 fn a_frozen_receiver_is_the_one_root() {
     for seed in 1..=3 {
         for &(ranks, rph) in &SHAPES {
-            let (d, p) = gen("frozen_rank", ranks, rph, seed);
+            let (d, p) = gen(&[Plant::FrozenRank], ranks, rph, seed);
             let r = stalls_of(d.path());
             assert_eq!(r.roots_basis, "wait_for");
             assert_eq!(
@@ -123,7 +112,7 @@ fn the_waiting_ranks_behind_a_frozen_one_are_not_roots() {
     // peers (who wait themselves): they must lead to the frozen rank, not be named.
     let mut chained = 0;
     for seed in 1..=6 {
-        let (d, p) = gen("frozen_rank", 64, 8, seed);
+        let (d, p) = gen(&[Plant::FrozenRank], 64, 8, seed);
         let r = stalls_of(d.path());
         let root = &r.roots[0];
         assert_eq!(r.roots.len(), 1);
@@ -143,7 +132,7 @@ fn the_waiting_ranks_behind_a_frozen_one_are_not_roots() {
 
 #[test]
 fn a_frozen_rank_without_a_file_is_named_by_its_nic() {
-    let (d, p) = gen("frozen_rank", 64, 8, 2);
+    let (d, p) = gen(&[Plant::FrozenRank], 64, 8, 2);
     std::fs::remove_file(d.path().join(&p[0].file)).expect("rm");
     let r = stalls_of(d.path());
     assert_eq!(r.roots.len(), 1, "{:#?}", r.roots);
@@ -171,7 +160,7 @@ fn a_rank_that_stops_posting_is_named_from_the_quiet_links() {
     // Nothing is stalled or errored anywhere: only the quiet-links rule can name it.
     for seed in 1..=3 {
         for &(ranks, rph) in &SHAPES {
-            let (d, p) = gen("stopped_posting", ranks, rph, seed);
+            let (d, p) = gen(&[Plant::StoppedPosting], ranks, rph, seed);
             let r = stalls_of(d.path());
             assert_eq!(r.stalled_qps, 0);
             assert_eq!(r.errored_qps, 0);
@@ -201,7 +190,7 @@ fn a_rank_that_stops_posting_is_named_from_the_quiet_links() {
 fn a_dead_link_is_a_cycle_with_its_errors_at_both_ends() {
     for seed in 1..=3 {
         for &(ranks, rph) in &SHAPES {
-            let (d, p) = gen("dead_link", ranks, rph, seed);
+            let (d, p) = gen(&[Plant::DeadLink], ranks, rph, seed);
             let r = stalls_of(d.path());
             // No QP is stalled: without the errors in the graph there would be no edge at all.
             assert_eq!(r.stalled_qps, 0);
@@ -233,7 +222,7 @@ fn a_dead_link_is_a_cycle_with_its_errors_at_both_ends() {
 fn two_independent_hangs_give_two_roots() {
     for seed in 1..=3 {
         for &(ranks, rph) in &SHAPES[..2] {
-            let (d, p) = gen("two_hangs", ranks, rph, seed);
+            let (d, p) = gen(&[Plant::TwoHangs], ranks, rph, seed);
             assert_eq!(p.len(), 2);
             let r = stalls_of(d.path());
             let mut got: Vec<String> = r.roots.iter().flat_map(|x| x.ranks.clone()).collect();
@@ -253,16 +242,16 @@ fn healthy_idle_and_recovered_runs_name_no_root() {
     for seed in 1..=3 {
         // A recovered stall (final files) and a healthy v3 run: no hang at all, no line.
         for (plant, v4) in [
-            ("recovered_hang", true),
-            ("recovered_stall", false),
-            ("", false),
+            (&[Plant::RecoveredHang][..], true),
+            (&[Plant::RecoveredStall], false),
+            (&[], false),
         ] {
             let (d, _) = gen(plant, 12, 4, seed);
             let r = stalls_of(d.path());
-            assert!(r.roots.is_empty(), "{plant}: {:#?}", r.roots);
-            assert_eq!(r.no_root, None, "{plant}");
+            assert!(r.roots.is_empty(), "{plant:?}: {:#?}", r.roots);
+            assert_eq!(r.no_root, None, "{plant:?}");
             let run = load_run(&[d.path().to_path_buf()]);
-            assert_eq!(hang_line(&run), None, "{plant}");
+            assert_eq!(hang_line(&run), None, "{plant:?}");
             if v4 {
                 assert!(r
                     .longest_per_rank
@@ -274,17 +263,17 @@ fn healthy_idle_and_recovered_runs_name_no_root() {
                 let out = cli(&[cmd, d.path().to_str().expect("utf-8")]);
                 assert!(
                     !stdout(&out).contains("Hang"),
-                    "{plant} {cmd}: {}",
+                    "{plant:?} {cmd}: {}",
                     stdout(&out)
                 );
                 // The recovered run's RNR NAK counters are an outlier of their own, not a hang.
                 if cmd != "outliers" || plant.is_empty() {
-                    assert_eq!(out.status.code(), Some(0), "{plant} {cmd}");
+                    assert_eq!(out.status.code(), Some(0), "{plant:?} {cmd}");
                 }
             }
         }
         // Snapshots of a job idle between phases: every link went quiet at once.
-        let (d, _) = gen("idle", 64, 8, seed);
+        let (d, _) = gen(&[Plant::Idle], 64, 8, seed);
         let r = stalls_of(d.path());
         assert!(r.roots.is_empty(), "{:#?}", r.roots);
         let why = r.no_root.expect("says why");
@@ -294,7 +283,7 @@ fn healthy_idle_and_recovered_runs_name_no_root() {
 
 #[test]
 fn stalled_qps_without_peers_say_why_no_root() {
-    let (d, _) = gen("frozen_rank", 12, 4, 1);
+    let (d, _) = gen(&[Plant::FrozenRank], 12, 4, 1);
     for f in std::fs::read_dir(d.path()).expect("dir").flatten() {
         let p = f.path();
         if p.extension().is_none_or(|x| x != "json") || p.ends_with("planted.json") {
@@ -321,7 +310,7 @@ fn stalled_qps_without_peers_say_why_no_root() {
 
 #[test]
 fn stalls_json_carries_the_roots_and_every_command_the_line() {
-    let (d, p) = gen("frozen_rank", 64, 8, 4);
+    let (d, p) = gen(&[Plant::FrozenRank], 64, 8, 4);
     let dir = d.path().to_str().expect("utf-8");
     let out = cli(&["stalls", "--json", dir]);
     assert_eq!(out.status.code(), Some(1));
@@ -394,7 +383,7 @@ fn hang_plants_go_alone() {
     let o = GenOptions {
         ranks: 12,
         ranks_per_host: 4,
-        plants: vec!["frozen_rank".into(), "slow_nic".into()],
+        plants: vec![Plant::FrozenRank, Plant::SlowNic],
         ..Default::default()
     };
     let e = generate_fabric(dir.path(), &o, 2).expect_err("refused");

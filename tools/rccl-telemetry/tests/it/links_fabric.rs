@@ -2,7 +2,7 @@
 //! with peers (format version 3), over several sizes and seeds.
 
 use crate::common::{run, run as run_cli, stdout};
-use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Planted, Topology};
+use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Plant, Planted, Topology};
 use rccl_telemetry_tool::links::{join, LinkReport};
 use rccl_telemetry_tool::load::{load_run, Run};
 use rccl_telemetry_tool::outliers::{find, Options};
@@ -11,7 +11,7 @@ fn fabric(
     ranks: usize,
     per_host: usize,
     seed: u64,
-    plants: &[&str],
+    plants: &[Plant],
 ) -> (tempfile::TempDir, Vec<Planted>, Run) {
     let dir = tempfile::tempdir().expect("tempdir");
     let o = GenOptions {
@@ -19,7 +19,7 @@ fn fabric(
         ranks_per_host: per_host,
         devices_per_rank: per_host.max(1),
         seed,
-        plants: plants.iter().map(|p| p.to_string()).collect(),
+        plants: plants.to_vec(),
         // The classification's tests: every NIC sees most of the others.
         topology: Topology::AllToAll,
         ..Default::default()
@@ -65,17 +65,22 @@ fn clean_run_joins_every_qp_both_ways() {
 
 #[test]
 fn missing_ambiguous_and_lid_only_peers() {
-    let (_d, planted, run) = fabric(16, 4, 3, &["missing_peer", "ambiguous_peer", "lid_only"]);
+    let (_d, planted, run) = fabric(
+        16,
+        4,
+        3,
+        &[Plant::MissingPeer, Plant::AmbiguousPeer, Plant::LidOnly],
+    );
     let r = join(&run);
     let missing = planted
         .iter()
-        .find(|p| p.kind == "missing_peer")
+        .find(|p| p.kind == Plant::MissingPeer)
         .expect("missing planted");
     // Every QP that pointed at the missing rank is unmatched, listed under the NIC it came
     // from with the missing NIC's GID (or LID when the missing rank was on the LID-only host).
     let lid_host = &planted
         .iter()
-        .find(|p| p.kind == "lid_only")
+        .find(|p| p.kind == Plant::LidOnly)
         .expect("lid planted")
         .host;
     assert!(r.qps_unmatched > 0);
@@ -99,7 +104,7 @@ fn missing_ambiguous_and_lid_only_peers() {
     assert_eq!(r.ambiguous[0].candidates.len(), 2);
     let amb = planted
         .iter()
-        .find(|p| p.kind == "ambiguous_peer")
+        .find(|p| p.kind == Plant::AmbiguousPeer)
         .expect("ambiguous planted");
     assert!(
         r.ambiguous[0]
@@ -145,21 +150,21 @@ fn classification_names_the_planted_culprit_over_sizes_and_seeds() {
                 "clean run {ranks}/{per_host} seed {seed}"
             );
 
-            let (_d, p, run) = fabric(ranks, per_host, seed, &["slow_nic"]);
+            let (_d, p, run) = fabric(ranks, per_host, seed, &[Plant::SlowNic]);
             assert_eq!(
                 fabric_findings(&run),
                 vec![("slow_nic".to_string(), nic_of(&p[0]))],
                 "slow_nic {ranks}/{per_host} seed {seed}"
             );
 
-            let (_d, p, run) = fabric(ranks, per_host, seed, &["slow_host"]);
+            let (_d, p, run) = fabric(ranks, per_host, seed, &[Plant::SlowHost]);
             assert_eq!(
                 fabric_findings(&run),
                 vec![("slow_host".to_string(), p[0].host.clone())],
                 "slow_host {ranks}/{per_host} seed {seed}"
             );
 
-            let (_d, p, run) = fabric(ranks, per_host, seed, &["slow_link"]);
+            let (_d, p, run) = fabric(ranks, per_host, seed, &[Plant::SlowLink]);
             let a = nic_of(&p[0]);
             let b = p[0].peer.clone().expect("link peer");
             let got = fabric_findings(&run);
@@ -180,9 +185,9 @@ fn classification_names_the_planted_culprit_over_sizes_and_seeds() {
 #[test]
 fn a_slow_link_and_a_slow_nic_together_are_two_findings() {
     for seed in 1..=3u64 {
-        let (_d, p, run) = fabric(24, 4, seed, &["slow_nic", "slow_link"]);
+        let (_d, p, run) = fabric(24, 4, seed, &[Plant::SlowNic, Plant::SlowLink]);
         let got = fabric_findings(&run);
-        let nic = p.iter().find(|x| x.kind == "slow_nic").expect("nic");
+        let nic = p.iter().find(|x| x.kind == Plant::SlowNic).expect("nic");
         assert!(
             got.contains(&("slow_nic".to_string(), nic_of(nic))),
             "{got:?}"
@@ -198,7 +203,7 @@ fn a_slow_link_and_a_slow_nic_together_are_two_findings() {
 
 #[test]
 fn links_cli_json_and_text() {
-    let (d, _p, _run) = fabric(12, 4, 5, &["slow_link", "missing_peer"]);
+    let (d, _p, _run) = fabric(12, 4, 5, &[Plant::SlowLink, Plant::MissingPeer]);
     let out = run(&["links", "--json", d.path().to_str().expect("utf-8")]);
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
@@ -288,7 +293,7 @@ fn three_nics_as_in_the_e2e_a_slow_path_is_a_link_not_its_ends() {
     for seed in 1..=4u64 {
         let (_d, _p, run) = fabric(3, 1, seed, &[]);
         assert_eq!(fabric_findings(&run), vec![], "seed {seed}");
-        let (_d, p, run) = fabric(3, 1, seed, &["slow_link"]);
+        let (_d, p, run) = fabric(3, 1, seed, &[Plant::SlowLink]);
         let got = fabric_findings(&run);
         assert_eq!(got.len(), 1, "seed {seed}: {got:?}");
         assert_eq!(got[0].0, "slow_link");
@@ -296,7 +301,7 @@ fn three_nics_as_in_the_e2e_a_slow_path_is_a_link_not_its_ends() {
             got[0].1.contains(&nic_of(&p[0]))
                 && got[0].1.contains(p[0].peer.as_deref().unwrap_or("?"))
         );
-        let (_d, p, run) = fabric(3, 1, seed, &["slow_nic"]);
+        let (_d, p, run) = fabric(3, 1, seed, &[Plant::SlowNic]);
         assert_eq!(
             fabric_findings(&run),
             vec![("slow_nic".to_string(), nic_of(&p[0]))],
@@ -307,7 +312,7 @@ fn three_nics_as_in_the_e2e_a_slow_path_is_a_link_not_its_ends() {
 
 #[test]
 fn report_heat_map_outlines_the_culprit_and_aggregates_large_runs() {
-    let (d, p, run) = fabric(12, 4, 9, &["slow_link"]);
+    let (d, p, run) = fabric(12, 4, 9, &[Plant::SlowLink]);
     let html = rccl_telemetry_tool::report::matrix_section(&run);
     assert!(
         html.contains("id=\"matrix-p99\"")

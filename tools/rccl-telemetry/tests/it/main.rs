@@ -11,6 +11,7 @@ mod export_formats;
 mod export_versions;
 mod fleet_scale;
 mod fuzz;
+mod generated_docs;
 mod generated_runs;
 mod hang_roots;
 mod intree_files;

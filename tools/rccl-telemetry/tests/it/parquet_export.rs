@@ -5,7 +5,7 @@
 //! (required under CI, whose pip line installs both).
 
 use crate::common::*;
-use rccl_telemetry_tool::generate::{GenOptions, PLANTS};
+use rccl_telemetry_tool::generate::{GenOptions, Plant, RunKind};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -115,7 +115,7 @@ fn generated_runs_read_back_in_duckdb_and_pyarrow_as_the_summary_says() {
     else {
         return;
     };
-    let plants: Vec<String> = PLANTS.iter().map(|s| s.to_string()).collect();
+    let plants = Plant::of(RunKind::Flat);
     // Version 1 with samples and every anomaly (-1 counters, untracked QPs, a snapshot); a
     // version-2 run (log-scale histograms); thor2, whose single channel has no id.
     let runs = [
@@ -131,7 +131,7 @@ fn generated_runs_read_back_in_duckdb_and_pyarrow_as_the_summary_says() {
                 ranks: 24,
                 seed: 4,
                 samples: 2,
-                plants: vec!["tail".into(), "unavailable".into()],
+                plants: vec![Plant::Tail, Plant::Unavailable],
                 ..Default::default()
             });
             to_version2(&g);
@@ -141,7 +141,7 @@ fn generated_runs_read_back_in_duckdb_and_pyarrow_as_the_summary_says() {
             ranks: 16,
             seed: 5,
             hw_type: "thor2".into(),
-            plants: vec!["cnp".into()],
+            plants: vec![Plant::Cnp],
             ..Default::default()
         }),
     ];
@@ -271,7 +271,7 @@ impl JobTree {
         let mut jobs = BTreeMap::new();
         let mut planted = Vec::new();
         let mut runs = Vec::new();
-        for (i, plants) in [vec![], vec!["cnp".to_string(), "tail".to_string()], vec![]]
+        for (i, plants) in [vec![], vec![Plant::Cnp, Plant::Tail], vec![]]
             .into_iter()
             .enumerate()
         {
@@ -313,7 +313,7 @@ impl JobTree {
     }
 
     /// The (host, roce_device) of the NIC planted with `kind`.
-    fn nic(&self, kind: &str) -> (String, String) {
+    fn nic(&self, kind: Plant) -> (String, String) {
         let s = summary(&self.jobs["job-2026-12-02"]);
         let p = self.planted.iter().find(|p| p.kind == kind).unwrap();
         let d = s["devices"]
@@ -362,8 +362,8 @@ impl JobTree {
                 r["roce_device"].as_str().unwrap().to_string(),
             )
         };
-        assert_eq!(top("p99_rank"), self.nic("tail"), "{rows:#?}");
-        assert_eq!(top("cnp_rank"), self.nic("cnp"), "{rows:#?}");
+        assert_eq!(top("p99_rank"), self.nic(Plant::Tail), "{rows:#?}");
+        assert_eq!(top("cnp_rank"), self.nic(Plant::Cnp), "{rows:#?}");
         assert!(rows.iter().all(|r| r["jobs"] == 3), "{rows:#?}");
     }
 }

@@ -8,21 +8,19 @@
 //! versions, in-tree files and a second copy of a rank's file.
 
 use crate::common::{gen as gen_flat, intree_fixture, to_version2};
-use rccl_telemetry_tool::generate::{
-    generate_fabric, GenOptions, FABRIC_PLANTS, HANG_PLANTS, PLANTS,
-};
+use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Plant, RunKind};
 use rccl_telemetry_tool::layout::Layout;
 use rccl_telemetry_tool::load::{load_run, load_run_keeping, Keep, Run};
 use rccl_telemetry_tool::{outliers, report, stalls, summary};
 use std::path::{Path, PathBuf};
 
-fn fabric(dir: &Path, plants: &[&str], ranks: usize, seed: u64) {
+fn fabric(dir: &Path, plants: &[Plant], ranks: usize, seed: u64) {
     let o = GenOptions {
         ranks,
         ranks_per_host: 4,
         devices_per_rank: 4,
         seed,
-        plants: plants.iter().map(|s| s.to_string()).collect(),
+        plants: plants.to_vec(),
         ..Default::default()
     };
     generate_fabric(dir, &o, 2).expect("generate");
@@ -128,13 +126,13 @@ fn assert_same(dir: &Path, what: &str) -> String {
 
 #[test]
 fn every_hang_reads_the_same_pruned() {
-    for plant in HANG_PLANTS {
+    for plant in Plant::of(RunKind::Hang) {
         let dir = tempfile::tempdir().expect("tempdir");
         fabric(dir.path(), &[plant], 24, 3);
-        let line = assert_same(dir.path(), plant);
+        let line = assert_same(dir.path(), plant.as_str());
         assert!(line.starts_with("Stalls:"), "{plant}: {line}");
         // The analysis had something to read: a root, or why none.
-        if plant != "recovered_hang" {
+        if plant != Plant::RecoveredHang {
             assert!(line.contains("\nHang: "), "{plant}: {line}");
         }
     }
@@ -143,7 +141,7 @@ fn every_hang_reads_the_same_pruned() {
 #[test]
 fn fabric_plants_and_flat_runs_read_the_same_pruned() {
     let dir = tempfile::tempdir().expect("tempdir");
-    fabric(dir.path(), &FABRIC_PLANTS, 24, 5);
+    fabric(dir.path(), &Plant::of(RunKind::Fabric), 24, 5);
     let whole = load_run(&[dir.path().to_path_buf()]);
     let (held, _) = held_and_listed(&whole);
     let pruned = load_run_keeping(&[dir.path().to_path_buf()], Keep::Hang);
@@ -154,7 +152,7 @@ fn fabric_plants_and_flat_runs_read_the_same_pruned() {
     let flat = gen_flat(GenOptions {
         ranks: 24,
         seed: 4,
-        plants: PLANTS.iter().map(|s| s.to_string()).collect(),
+        plants: Plant::of(RunKind::Flat),
         samples: 3,
         ..Default::default()
     });
@@ -176,11 +174,11 @@ fn fabric_plants_and_flat_runs_read_the_same_pruned() {
 #[test]
 fn a_mixed_directory_with_a_copy_reads_the_same_pruned() {
     let dir = tempfile::tempdir().expect("tempdir");
-    fabric(dir.path(), &["frozen_rank"], 24, 9);
+    fabric(dir.path(), &[Plant::FrozenRank], 24, 9);
     let flat = gen_flat(GenOptions {
         ranks: 16,
         seed: 2,
-        plants: PLANTS.iter().map(|s| s.to_string()).collect(),
+        plants: Plant::of(RunKind::Flat),
         samples: 2,
         ..Default::default()
     });

@@ -3,7 +3,7 @@
 //! repeats a tick label (0, 0, 1, 1, 2, 2 was the bug).
 
 use crate::common::*;
-use rccl_telemetry_tool::generate::GenOptions;
+use rccl_telemetry_tool::generate::{GenOptions, Plant};
 use serde_json::Value;
 
 /// The text of every <text> element of the figure of kind `kind`.
@@ -44,7 +44,7 @@ fn heat_map_names_every_row_and_skew_ticks_are_unique_integers() {
             ranks,
             seed: 4,
             plants: if ranks >= 5 {
-                vec!["tail".into()]
+                vec![Plant::Tail]
             } else {
                 vec![]
             },
@@ -110,7 +110,7 @@ fn a_flagged_device_is_named_on_the_heat_map_even_when_rows_are_thin() {
     let g = gen(GenOptions {
         ranks: 240,
         seed: 6,
-        plants: vec!["tail".into()],
+        plants: vec![Plant::Tail],
         ..Default::default()
     });
     let (html, _) = report(&g);
@@ -118,7 +118,7 @@ fn a_flagged_device_is_named_on_the_heat_map_even_when_rows_are_thin() {
     let p = g
         .planted
         .iter()
-        .find(|p| p.kind == "tail")
+        .find(|p| p.kind == Plant::Tail)
         .expect("tail planted");
     let want = format!("{}:{} d{}", p.host, p.pid, p.device_id);
     assert_eq!(

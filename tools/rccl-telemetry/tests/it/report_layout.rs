@@ -4,7 +4,7 @@
 //! numbers of a binary unit; the hardware table separates thousands in every figure.
 
 use crate::common::*;
-use rccl_telemetry_tool::generate::GenOptions;
+use rccl_telemetry_tool::generate::{GenOptions, Plant};
 
 fn report(g: &GenRun) -> String {
     let html = g.path().join("report.html");
@@ -47,7 +47,7 @@ fn the_page_opens_with_the_findings_then_the_evidence_then_the_run() {
         ranks: 24,
         seed: 8,
         samples: 6,
-        plants: vec!["tail".into(), "skew".into(), "cnp".into()],
+        plants: vec![Plant::Tail, Plant::Skew, Plant::Cnp],
         ..Default::default()
     });
     let html = report(&g);
@@ -77,7 +77,7 @@ fn the_page_opens_with_the_findings_then_the_evidence_then_the_run() {
         );
     }
     // Of the per-device histograms, only the flagged device's is drawn.
-    let tail = g.planted.iter().find(|p| p.kind == "tail").unwrap();
+    let tail = g.planted.iter().find(|p| p.kind == Plant::Tail).unwrap();
     let devs: Vec<&str> = html
         .split("data-chart=\"latency-device\">")
         .skip(1)
@@ -96,12 +96,12 @@ fn a_flagged_device_is_a_band_of_its_own_among_hundreds_of_thin_rows() {
     let g = gen(GenOptions {
         ranks: 600,
         seed: 9,
-        plants: vec!["tail".into()],
+        plants: vec![Plant::Tail],
         ..Default::default()
     });
     let html = report(&g);
     let fig = section(&html, "data-chart=\"latency-heatmap\"", "</figure>");
-    let tail = g.planted.iter().find(|p| p.kind == "tail").unwrap();
+    let tail = g.planted.iter().find(|p| p.kind == Plant::Tail).unwrap();
     let name = format!("{}:{} d{}", tail.host, tail.pid, tail.device_id);
     let label = fig
         .split("<text")
@@ -138,7 +138,7 @@ fn byte_ticks_are_round_numbers_of_one_binary_unit() {
     let g = gen(GenOptions {
         ranks: 16,
         seed: 3,
-        plants: vec!["skew".into()],
+        plants: vec![Plant::Skew],
         ..Default::default()
     });
     let html = report(&g);
@@ -175,7 +175,7 @@ fn every_figure_of_the_hardware_table_separates_thousands() {
     let g = gen(GenOptions {
         ranks: 16,
         seed: 2,
-        plants: vec!["cnp".into(), "drops".into()],
+        plants: vec![Plant::Cnp, Plant::Drops],
         ..Default::default()
     });
     let html = report(&g);

@@ -3,7 +3,7 @@
 //! keeps the linear plot, labelled with its bucket width, for version-1 files.
 
 use crate::common::*;
-use rccl_telemetry_tool::generate::GenOptions;
+use rccl_telemetry_tool::generate::{GenOptions, Plant};
 use rccl_telemetry_tool::stats::fmt_ns;
 use serde_json::Value;
 
@@ -74,7 +74,7 @@ fn version_2_report_plots_the_log_scale_histogram_on_a_log_axis() {
     let g = gen(GenOptions {
         ranks: 8,
         seed: 12,
-        plants: vec!["tail".into()],
+        plants: vec![Plant::Tail],
         ..Default::default()
     });
     to_version2(&g);
@@ -189,7 +189,7 @@ fn version_2_report_plots_the_log_scale_histogram_on_a_log_axis() {
     let p = g
         .planted
         .iter()
-        .find(|p| p.kind == "tail")
+        .find(|p| p.kind == Plant::Tail)
         .expect("tail planted");
     assert_eq!(
         dev_figs.len(),
@@ -210,7 +210,7 @@ fn version_1_report_keeps_the_linear_plot_labelled_with_its_bucket_width() {
     let g = gen(GenOptions {
         ranks: 8,
         seed: 12,
-        plants: vec!["tail".into()],
+        plants: vec![Plant::Tail],
         ..Default::default()
     });
     let (html, s) = report(&g);

@@ -2,7 +2,7 @@
 //! page that is not blank and shows the charts' colours.
 
 use crate::common::*;
-use rccl_telemetry_tool::generate::GenOptions;
+use rccl_telemetry_tool::generate::{GenOptions, Plant};
 use std::process::Command;
 
 fn make_report() -> (GenRun, String, std::path::PathBuf) {
@@ -10,12 +10,7 @@ fn make_report() -> (GenRun, String, std::path::PathBuf) {
         ranks: 48,
         seed: 21,
         samples: 8,
-        plants: vec![
-            "tail".into(),
-            "cnp".into(),
-            "skew".into(),
-            "cq_errors".into(),
-        ],
+        plants: vec![Plant::Tail, Plant::Cnp, Plant::Skew, Plant::CqErrors],
         ..Default::default()
     });
     let html_path = g.path().join("report.html");
@@ -201,14 +196,14 @@ fn chromium_shows_the_slow_link_in_the_heat_map() {
             "chromium not installed (Debian package chromium)",
         );
     };
-    let shot = |plants: &[&str]| -> usize {
+    let shot = |plants: &[Plant]| -> usize {
         let dir = tempfile::tempdir().expect("tempdir");
         let o = GenOptions {
             ranks: 16,
             ranks_per_host: 4,
             devices_per_rank: 4,
             seed: 3,
-            plants: plants.iter().map(|p| p.to_string()).collect(),
+            plants: plants.to_vec(),
             ..Default::default()
         };
         rccl_telemetry_tool::generate::generate_fabric(dir.path(), &o, 2).expect("generate");
@@ -223,7 +218,7 @@ fn chromium_shows_the_slow_link_in_the_heat_map() {
         let (data, channels) = screenshot(browser, &html, &dir.path().join("shot.png"), 1400, 2000);
         count_colour(&data, channels, (140, 0, 20), 12)
     };
-    let slow = shot(&["slow_link"]);
+    let slow = shot(&[Plant::SlowLink]);
     let clean = shot(&[]);
     assert!(slow > 150, "only {slow} dark red pixels for the slow link");
     assert_eq!(clean, 0, "a clean run has no dark red cell");

@@ -2,14 +2,14 @@
 //! its bounds it shows hosts, distributions and grouped charts, and says what it aggregated.
 
 use crate::common::*;
-use rccl_telemetry_tool::generate::GenOptions;
+use rccl_telemetry_tool::generate::{GenOptions, Plant};
 use rccl_telemetry_tool::report::scale::{DEVICE_TABLE_MAX, SKEW_MAX_COLUMNS};
 
 fn report(g: &GenRun) -> String {
     let html = g.path().join("report.html");
     let out = run(&["report", "-o", html.to_str().expect("utf-8"), g.arg()]);
     // Exit 1 exactly when a finding is critical (the planted CQ errors).
-    let critical = g.planted.iter().any(|p| p.kind == "cq_errors");
+    let critical = g.planted.iter().any(|p| p.kind == Plant::CqErrors);
     assert_eq!(
         out.status.code(),
         Some(i32::from(critical)),
@@ -98,7 +98,7 @@ fn beyond_the_device_bound_the_page_is_per_host_and_says_so() {
         ranks,
         seed: 9,
         devices_per_rank: 1,
-        plants: vec!["tail".into(), "skew".into(), "cq_errors".into()],
+        plants: vec![Plant::Tail, Plant::Skew, Plant::CqErrors],
         ..Default::default()
     });
     let html = report(&g);

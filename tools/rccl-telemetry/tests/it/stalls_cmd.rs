@@ -2,12 +2,12 @@
 //! final files, and the live textfiles' stall series.
 
 use crate::common::{run as cli, stdout};
-use rccl_telemetry_tool::generate::{generate_fabric, GenOptions};
+use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Plant};
 use rccl_telemetry_tool::load::load_run;
 use rccl_telemetry_tool::stalls::{find, parse_prom_line};
 
 fn gen(
-    plants: &[&str],
+    plants: &[Plant],
     seed: u64,
 ) -> (
     tempfile::TempDir,
@@ -19,7 +19,7 @@ fn gen(
         ranks_per_host: 4,
         devices_per_rank: 4,
         seed,
-        plants: plants.iter().map(|p| p.to_string()).collect(),
+        plants: plants.to_vec(),
         ..Default::default()
     };
     let p = generate_fabric(dir.path(), &o, 2).expect("generate");
@@ -29,7 +29,7 @@ fn gen(
 #[test]
 fn a_hang_snapshot_names_the_stalled_link_both_ends() {
     for seed in 1..=3 {
-        let (d, p) = gen(&["stall"], seed);
+        let (d, p) = gen(&[Plant::Stall], seed);
         let run = load_run(&[d.path().to_path_buf()]);
         let r = find(&run, &[]);
         assert_eq!(r.snapshots, 12);
@@ -58,7 +58,7 @@ fn a_hang_snapshot_names_the_stalled_link_both_ends() {
 
 #[test]
 fn a_recovered_run_still_shows_its_worst_pause() {
-    let (d, _p) = gen(&["recovered_stall"], 4);
+    let (d, _p) = gen(&[Plant::RecoveredStall], 4);
     let run = load_run(&[d.path().to_path_buf()]);
     let r = find(&run, &[]);
     assert_eq!(r.stalled_qps, 0);

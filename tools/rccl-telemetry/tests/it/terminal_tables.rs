@@ -3,7 +3,7 @@
 //! fold into one row that names the counters.
 
 use crate::common::*;
-use rccl_telemetry_tool::generate::{GenOptions, PLANTS};
+use rccl_telemetry_tool::generate::{GenOptions, Plant, RunKind};
 use serde_json::Value;
 
 fn planted_run() -> GenRun {
@@ -11,7 +11,7 @@ fn planted_run() -> GenRun {
         ranks: 64,
         seed: 7,
         samples: 4,
-        plants: PLANTS.iter().map(|p| p.to_string()).collect(),
+        plants: Plant::of(RunKind::Flat),
         ..Default::default()
     })
 }

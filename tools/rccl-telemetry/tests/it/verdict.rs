@@ -4,7 +4,7 @@
 //! verdict benchmark's targets on a small grid.
 
 use crate::common::*;
-use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Planted};
+use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Plant, Planted};
 use rccl_telemetry_tool::load::load_run;
 use rccl_telemetry_tool::outliers::{find, Kind, Options, OutlierReport, Severity};
 use rccl_telemetry_tool::verdict_bench::{grid, missed, render, run_case, score, NOISES};
@@ -22,14 +22,14 @@ fn outliers_of(dir: &std::path::Path, opt: &Options) -> OutlierReport {
     find(&run, opt)
 }
 
-fn six_hosts(seed: u64, plants: &[&str]) -> GenOptions {
+fn six_hosts(seed: u64, plants: &[Plant]) -> GenOptions {
     GenOptions {
         ranks: 6,
         ranks_per_host: 1,
         devices_per_rank: 1,
         seed,
         noise: vec!["jitter".into()],
-        plants: plants.iter().map(|p| p.to_string()).collect(),
+        plants: plants.to_vec(),
         ..Default::default()
     }
 }
@@ -64,7 +64,7 @@ fn the_issues_jittery_six_host_runs_name_nothing() {
 #[test]
 fn one_way_and_host_side_delay_are_named_by_their_nic() {
     for seed in 1..=3 {
-        let (d, p) = fabric(six_hosts(seed, &["slow_link_one_way"]));
+        let (d, p) = fabric(six_hosts(seed, &[Plant::SlowLinkOneWay]));
         let a = format!("{}:mlx5_{}", p[0].host, p[0].device_id);
         let b = p[0].peer.clone().expect("peer");
         let r = outliers_of(d.path(), &Options::default());
@@ -77,7 +77,7 @@ fn one_way_and_host_side_delay_are_named_by_their_nic() {
             r.rows[0].evidence
         );
 
-        let (d, p) = fabric(six_hosts(seed, &["host_side_delay"]));
+        let (d, p) = fabric(six_hosts(seed, &[Plant::HostSideDelay]));
         let nic = format!("{}:mlx5_{}", p[0].host, p[0].device_id);
         let r = outliers_of(d.path(), &Options::default());
         assert_eq!(r.rows.len(), 1, "{:#?}", r.rows);
@@ -202,7 +202,7 @@ fn speed_up_link(dir: &std::path::Path, from: &str, ip_prefix: &str, div: u64) {
 #[test]
 fn a_slow_cell_towards_a_late_poller_is_its_doing_not_a_one_way_link() {
     for seed in 1..=3 {
-        let (d, p) = fabric(six_hosts(seed, &["host_side_delay"]));
+        let (d, p) = fabric(six_hosts(seed, &[Plant::HostSideDelay]));
         let nic = format!("{}:mlx5_{}", p[0].host, p[0].device_id);
         let idx: u32 = p[0].host.trim_start_matches("gpu_node_").parse().unwrap();
         let peer = (0..6)
@@ -230,7 +230,7 @@ fn a_slow_cell_towards_a_late_poller_is_its_doing_not_a_one_way_link() {
 #[test]
 fn a_one_way_limits_fast_reverse_is_not_a_faster_tier() {
     for seed in 1..=3 {
-        let (d, p) = fabric(six_hosts(seed, &["slow_link_one_way"]));
+        let (d, p) = fabric(six_hosts(seed, &[Plant::SlowLinkOneWay]));
         let a = format!("{}:mlx5_{}", p[0].host, p[0].device_id);
         let b = p[0].peer.clone().expect("peer");
         let b_host = b.split(':').next().unwrap().to_string();
@@ -266,7 +266,7 @@ fn too_few_to_tell_is_said_never_a_silent_all_clear() {
         ranks_per_host: 4,
         devices_per_rank: 4,
         seed: 4,
-        plants: vec!["slow_host".into()],
+        plants: vec![Plant::SlowHost],
         ..Default::default()
     };
     let (d, _) = fabric(two);
@@ -296,7 +296,7 @@ fn too_few_to_tell_is_said_never_a_silent_all_clear() {
             ranks_per_host: 2,
             devices_per_rank: 2,
             seed,
-            plants: vec!["slow_host".into()],
+            plants: vec![Plant::SlowHost],
             ..Default::default()
         };
         let (d, p) = fabric(four);
@@ -335,7 +335,7 @@ fn a_hung_job_is_critical_and_first() {
         ranks_per_host: 4,
         devices_per_rank: 4,
         seed: 2,
-        plants: vec!["frozen_rank".into()],
+        plants: vec![Plant::FrozenRank],
         ..Default::default()
     };
     let (d, p) = fabric(o);
@@ -382,7 +382,7 @@ fn a_hung_job_is_critical_and_first() {
         ranks_per_host: 4,
         devices_per_rank: 4,
         seed: 3,
-        plants: vec!["stall".into()],
+        plants: vec![Plant::Stall],
         ..Default::default()
     });
     let r = outliers_of(d.path(), &Options::default());
