@@ -112,7 +112,7 @@ mod tests {
         let o = GenOptions {
             ranks: 8,
             ranks_per_host: 4,
-            devices_per_rank: 2,
+            devices_per_rank: 4,
             plants: vec!["frozen_rank".into()],
             ..Default::default()
         };
@@ -140,9 +140,12 @@ mod tests {
         let o = outliers::find_in(&cx, &outliers::Options::default());
         assert!(!o.findings.is_empty() && !cx.hang().roots.is_empty());
         assert_eq!(cx.builds(), ONCE, "outliers");
-        let page = report::render(&cx, &s, &o, 16);
-        assert!(page.contains("Hang"));
+        // The page reads the links and the hang again, from the context it then drops.
+        let _ = cx.links();
+        let _ = cx.hang();
         assert_eq!(cx.builds(), ONCE, "report");
+        let page = report::render(cx, &s, &o, 16);
+        assert!(page.contains("Hang"));
         // `stalls` and `summary` read the run pruned for the hang: the index the read built.
         let run = load_run_keeping(&[dir.path().to_path_buf()], Keep::Hang);
         let cx = RunContext::new(&run);

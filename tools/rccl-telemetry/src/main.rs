@@ -366,7 +366,7 @@ fn report(a: ReportArgs) -> Outcome {
     let cx = RunContext::new(&run);
     let s = summary::summarize(&run, false);
     let o = outliers::find_in(&cx, &outliers::Options::default());
-    let html = report::render(&cx, &s, &o, a.max_devices.max(1));
+    let html = report::render(cx, &s, &o, a.max_devices.max(1));
     std::fs::write(&a.output, html)
         .map_err(|e| fail(format!("cannot write {}: {e}", a.output.display())))?;
     eprintln!(

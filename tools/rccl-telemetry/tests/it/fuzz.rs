@@ -55,7 +55,7 @@ fn analyse_all(l: Loaded) {
     let _ = export::write_tidy(&run, export::Level::Qp, false, &mut sink);
     let _ = export::write_tidy(&run, export::Level::Qp, true, &mut sink);
     let _ = report::render(
-        &rccl_telemetry_tool::context::RunContext::new(&run),
+        rccl_telemetry_tool::context::RunContext::new(&run),
         &s,
         &o,
         16,

@@ -68,7 +68,7 @@ fn printed_outliers(run: &Run) -> Vec<String> {
                 all: true,
             },
         ),
-        report::render(&RunContext::new(run), &s, &o, 512),
+        report::render(RunContext::new(run), &s, &o, 512),
     ]
 }
 
