@@ -4,7 +4,10 @@
 
 pub mod dupkeys;
 pub mod intree;
+mod sums;
 pub mod text;
+
+use sums::sum_error;
 
 use crate::load::{expand_inputs, parse_raw, progress, raw_from_value, read_bytes, BadFile};
 use crate::model::{
@@ -163,7 +166,7 @@ fn check_file(p: &Path, validator: &jsonschema::Validator) -> (Vec<Violation>, b
     if raw.format == crate::model::SourceFormat::InTree {
         // The in-tree engine's file is checked against its own format, not our schema.
         v.extend(
-            crate::intree::check(&raw.value)
+            intree::check(&raw.value)
                 .into_iter()
                 .map(|(path, kind, message)| Violation {
                     file: file.clone(),
@@ -592,38 +595,6 @@ fn comm_invariants(
             }
         }
     }
-}
-
-/// A channel counter: its name, the channel's value, and how to read it from a queue pair's
-/// counters `P`.
-pub(crate) type Summed<P> = (&'static str, u64, fn(&P) -> u64);
-
-/// (pointer, message) for each channel total that is not the (saturating) sum of its queue
-/// pairs' parts; `part` reaches a queue pair's counters. Shared by both formats' checkers.
-pub(crate) fn channel_sum_errors<Q, P>(
-    cp: &str,
-    qps: &[Q],
-    part: impl Fn(&Q) -> &P,
-    fields: &[Summed<P>],
-) -> Vec<(String, String)> {
-    fields
-        .iter()
-        .filter_map(|&(name, total, g)| {
-            let s = qps.iter().fold(0u64, |s, q| s.saturating_add(g(part(q))));
-            sum_error(cp, qps.len(), name, total, s)
-        })
-        .collect()
-}
-
-/// (pointer, message) when a channel's total of `name` is not `s`, the sum over its `qps`
-/// queue pairs.
-fn sum_error(cp: &str, qps: usize, name: &str, total: u64, s: u64) -> Option<(String, String)> {
-    (total != s).then(|| {
-        (
-            format!("{cp}/{name}"),
-            format!("channel total {total} != {s} summed over its {qps} queue pairs"),
-        )
-    })
 }
 
 /// Escapes a key for use in a JSON Pointer (RFC 6901).

@@ -415,8 +415,6 @@ pub fn diagnose_unparsable(bytes: &[u8], eof: bool) -> Option<String> {
     eof.then(|| "in-tree file (version \"1.0\") truncated: it ends before the JSON does (the process died or the disk filled while the engine was writing it)".to_string())
 }
 
-pub use crate::check::intree::{check, local_seconds, parse_local, Finding};
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,21 +427,6 @@ mod tests {
         // Every target is a name this library writes, and no two in-tree names collide.
         let targets: BTreeSet<&str> = COUNTER_NAMES.iter().map(|(_, o)| *o).collect();
         assert_eq!(targets.len(), COUNTER_NAMES.len());
-    }
-
-    #[test]
-    fn local_times_parse_and_subtract() {
-        assert_eq!(
-            parse_local("2026-12-02 11:00:05"),
-            Some((2026, 12, 2, 11, 0, 5))
-        );
-        assert_eq!(parse_local("2026-12-02T11:00:05"), None);
-        assert_eq!(parse_local("2026-12-02 11:00:0x"), None);
-        assert_eq!(parse_local("2026-13-02 11:00:05"), None);
-        assert_eq!(
-            local_seconds("2026-12-31 23:59:30", "2027-01-01 00:01:00"),
-            Some(90)
-        );
     }
 
     #[test]

@@ -424,10 +424,24 @@ pub struct Run {
     /// second name of one file and a symlink loop count as found and skipped).
     pub found: usize,
     /// The index of every QP of the files, built while reading when their QPs were pruned
-    /// ([`Keep::Hang`]): `links::qp_index` returns it. None when the files hold every QP.
-    pub qp_index: Option<crate::links::QpIndex>,
+    /// ([`Keep::Hang`]): [`qp_index`] returns it. None when the files hold every QP.
+    pub qp_index: Option<addr::QpIndex>,
     /// Which QPs the files hold: [`Keep::All`] unless QPs were dropped while reading.
     pub kept: Keep,
+}
+
+/// The run's QP index: the one built while reading when its QPs were pruned, else indexed
+/// from its QPs ([`addr::index_files`]).
+pub fn qp_index(run: &Run) -> std::borrow::Cow<'_, addr::QpIndex> {
+    if let Some(idx) = &run.qp_index {
+        return std::borrow::Cow::Borrowed(idx);
+    }
+    // Every QP with a QPN is in the files unless they were read for the hang alone.
+    debug_assert!(
+        matches!(run.kept, Keep::All | Keep::Links),
+        "a pruned run without its QP index"
+    );
+    std::borrow::Cow::Owned(addr::index_files(run.files.iter().map(|l| &l.file)))
 }
 
 /// Reads every input in parallel into the typed model.
@@ -470,7 +484,12 @@ pub fn load_run_keeping(inputs: &[PathBuf], keep: Keep) -> Run {
         ))
     });
     let mut files = one_file_per_rank(files, &mut bad);
-    let qp_index = (keep == Keep::Hang).then(|| prune::index(&mut files));
+    let qp_index = (keep == Keep::Hang).then(|| {
+        prune::index(files.iter_mut().filter_map(|l| {
+            let claims = l.qp_claims.take()?;
+            Some((&l.file, claims))
+        }))
+    });
     Run {
         found,
         files,
@@ -480,16 +499,37 @@ pub fn load_run_keeping(inputs: &[PathBuf], keep: Keep) -> Run {
     }
 }
 
-/// Keeps one file per rank (host, pid) of files sorted by rank: the latest (end_time, a final
-/// file on a tie, then the first path), as the hang analysis picks; the others are named as
-/// duplicates. Two files of one rank would double its links and make its peers ambiguous.
+/// How late a file of a rank is: its end time, then a final file over a snapshot. Of two files
+/// of one rank the later is kept, the first by path on a tie.
+fn recency(f: &TelemetryFile) -> (i128, bool) {
+    (
+        crate::model::parse_timestamp_ns(&f.end_time).unwrap_or(i128::MIN),
+        f.is_final != Some(false),
+    )
+}
+
+/// The latest file of each rank (host, pid) by [`recency`], the first on a tie: the index in
+/// `files` of the file every analysis reads the rank from. A run the load read holds one file
+/// per rank already; a run put together by hand (a test, a fuzz case) may hold more.
+pub fn latest_per_rank(files: &[Loaded]) -> std::collections::BTreeMap<(String, i64), usize> {
+    let mut m: std::collections::BTreeMap<(String, i64), usize> = std::collections::BTreeMap::new();
+    for (i, l) in files.iter().enumerate() {
+        let k = (l.file.host_name.clone(), l.file.process_id);
+        match m.get(&k) {
+            Some(&j) if recency(&files[j].file) >= recency(&l.file) => {}
+            _ => {
+                m.insert(k, i);
+            }
+        }
+    }
+    m
+}
+
+/// Keeps one file per rank (host, pid) of files sorted by rank: the latest by [`recency`], as
+/// [`latest_per_rank`] picks; the others are named as duplicates. Two files of one rank would
+/// double its links and make its peers ambiguous.
 fn one_file_per_rank(files: Vec<Loaded>, bad: &mut Vec<BadFile>) -> Vec<Loaded> {
-    let when = |l: &Loaded| {
-        (
-            crate::model::parse_timestamp_ns(&l.file.end_time).unwrap_or(i128::MIN),
-            l.file.is_final != Some(false),
-        )
-    };
+    let when = |l: &Loaded| recency(&l.file);
     let mut out: Vec<Loaded> = Vec::with_capacity(files.len());
     let mut group: Vec<Loaded> = Vec::new();
     let mut flush = |group: &mut Vec<Loaded>, out: &mut Vec<Loaded>| {

@@ -9,6 +9,7 @@ use cli::{
     CheckArgs, Cli, Cmd, ExportArgs, Format, GenerateArgs, LinksArgs, OutliersArgs, PromGcArgs,
     ReportArgs, StallsArgs, SummaryArgs,
 };
+use rccl_telemetry_tool::context::RunContext;
 use rccl_telemetry_tool::{
     check, export, generate, layout, links, load, outliers, promgc, report, stalls, summary,
 };
@@ -132,6 +133,7 @@ fn summary(a: SummaryArgs) -> Outcome {
         load::Keep::Hang
     };
     let run = load_keeping(&a.inputs, keep)?;
+    let cx = RunContext::new(&run);
     let s = summary::summarize(&run, a.all_devices);
     if a.json {
         print_json(&s)?;
@@ -143,7 +145,7 @@ fn summary(a: SummaryArgs) -> Outcome {
         linear: a.linear,
     };
     let mut text = summary::render_with(&s, &o);
-    if let Some(line) = stalls::one_line(&stalls::find(&run, &[])) {
+    if let Some(line) = stalls::one_line(&stalls::find_in(&cx, &[])) {
         text.push_str(&line);
         text.push('\n');
     }
@@ -198,7 +200,7 @@ fn outliers(a: OutliersArgs) -> Outcome {
     };
     // The hang's root and its stalled QPs are findings (critical, first); a hang whose root
     // cannot be named is a caveat line.
-    let r = outliers::find(&run, &opt);
+    let r = outliers::find_in(&RunContext::new(&run), &opt);
     if a.json {
         print_json(&r)?;
     } else {
@@ -216,12 +218,13 @@ fn outliers(a: OutliersArgs) -> Outcome {
 
 fn links(a: LinksArgs) -> Outcome {
     let run = load(&a.inputs)?;
-    let r = links::join(&run);
+    let cx = RunContext::new(&run);
+    let r = cx.links();
     if a.json {
-        print_json(&r)?;
+        print_json(r)?;
     } else {
         print(&links::render_text(
-            &r,
+            r,
             a.top,
             layout::Layout::from_flag(a.wide),
         ));
@@ -241,7 +244,7 @@ fn stalls(a: StallsArgs) -> Outcome {
             Err(e) => return Err(e),
         }
     };
-    let r = stalls::find(&run, &proms);
+    let r = stalls::find_in(&RunContext::new(&run), &proms);
     if a.json {
         print_json(&r)?;
     } else {
@@ -262,6 +265,7 @@ fn export(a: ExportArgs) -> Outcome {
         return Err(fail("--partition and --job apply to --format parquet only"));
     }
     let run = load(&a.inputs)?;
+    let cx = RunContext::new(&run);
     let mut sink: Box<dyn Write> = match &a.output {
         Some(p) => match std::fs::File::create(p) {
             Ok(f) => Box::new(std::io::BufWriter::new(f)),
@@ -271,10 +275,10 @@ fn export(a: ExportArgs) -> Outcome {
     };
     let r = match a.format {
         Format::Prometheus if a.links => sink
-            .write_all(export::prometheus_links(&run).as_bytes())
+            .write_all(export::prometheus_links(cx.links()).as_bytes())
             .map_err(|e| e.to_string()),
-        Format::Csv if a.links => export::write_link_rows(&run, false, &mut sink),
-        Format::Ndjson if a.links => export::write_link_rows(&run, true, &mut sink),
+        Format::Csv if a.links => export::write_link_rows(cx.links(), false, &mut sink),
+        Format::Ndjson if a.links => export::write_link_rows(cx.links(), true, &mut sink),
         Format::Prometheus => {
             let (text, dups) =
                 export::prometheus_at(&run, a.level.unwrap_or(export::Level::Channel));
@@ -359,9 +363,10 @@ fn prom_gc(a: PromGcArgs) -> Outcome {
 fn report(a: ReportArgs) -> Outcome {
     // The summary and the outliers of one run: what `outliers` keeps serves both.
     let run = load_keeping(&a.inputs, load::Keep::Links)?;
+    let cx = RunContext::new(&run);
     let s = summary::summarize(&run, false);
-    let o = outliers::find(&run, &outliers::Options::default());
-    let html = report::render(&run, &s, &o, a.max_devices.max(1));
+    let o = outliers::find_in(&cx, &outliers::Options::default());
+    let html = report::render(cx, &s, &o, a.max_devices.max(1));
     std::fs::write(&a.output, html)
         .map_err(|e| fail(format!("cannot write {}: {e}", a.output.display())))?;
     eprintln!(

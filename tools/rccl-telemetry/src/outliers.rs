@@ -28,6 +28,7 @@ mod snapshot;
 pub mod text;
 mod untracked;
 
+use crate::context::RunContext;
 use crate::hwclass::Category;
 use crate::load::Run;
 use crate::model::{Device, TelemetryFile};
@@ -292,26 +293,25 @@ pub fn nic_label(host: &str, device: &str) -> String {
     format!("{host}:{device}")
 }
 
-/// What every detector looks at: the run, its used devices, the options; the joined links,
-/// the fabric's classification and the hang analysis are computed once, when first asked for.
-pub struct Input<'a> {
-    pub run: &'a Run,
-    pub devs: Vec<Dev<'a>>,
-    pub opt: &'a Options,
-    links: std::cell::OnceCell<crate::links::LinkReport>,
+/// What every detector looks at: the run and its shared analyses (the joined links, the hang:
+/// [`RunContext`]), its used devices, the options, and the fabric's classification of the
+/// links under those options, computed once, when first asked for.
+pub struct Input<'c, 'r> {
+    pub cx: &'c RunContext<'r>,
+    pub run: &'r Run,
+    pub devs: Vec<Dev<'r>>,
+    pub opt: &'c Options,
     fabric: std::cell::OnceCell<fabric::Analysis>,
-    hang: std::cell::OnceCell<crate::hang::Hang>,
 }
 
-impl<'a> Input<'a> {
-    pub fn new(run: &'a Run, opt: &'a Options) -> Input<'a> {
+impl<'c, 'r> Input<'c, 'r> {
+    pub fn new(cx: &'c RunContext<'r>, opt: &'c Options) -> Input<'c, 'r> {
         Input {
-            run,
-            devs: used_devices(run),
+            cx,
+            run: cx.run(),
+            devs: used_devices(cx.run()),
             opt,
-            links: std::cell::OnceCell::new(),
             fabric: std::cell::OnceCell::new(),
-            hang: std::cell::OnceCell::new(),
         }
     }
 
@@ -320,9 +320,9 @@ impl<'a> Input<'a> {
         self.devs.len() >= self.opt.min_population
     }
 
-    /// The run's QPs joined into links (`links::join`).
+    /// The run's QPs joined into links (`links::join`, once per command).
     pub fn links(&self) -> &crate::links::LinkReport {
-        self.links.get_or_init(|| crate::links::join(self.run))
+        self.cx.links()
     }
 
     /// The fabric's classification of the links.
@@ -331,9 +331,10 @@ impl<'a> Input<'a> {
             .get_or_init(|| fabric::analyse(self.links(), self.opt))
     }
 
-    /// The wait-for graph of the run and its roots (`crate::hang::analyse`).
+    /// The wait-for graph of the run and its roots (`crate::hang::analyse_with`, once per
+    /// command).
     pub fn hang(&self) -> &crate::hang::Hang {
-        self.hang.get_or_init(|| crate::hang::analyse(self.run))
+        self.cx.hang()
     }
 }
 
@@ -445,7 +446,13 @@ fn used_devices(run: &Run) -> Vec<Dev<'_>> {
 /// A device that is an end of a slow link, or one NIC of a slow host, is not also reported
 /// for its device-wide latency tail: the link (host) explains it.
 pub fn find(run: &Run, opt: &Options) -> OutlierReport {
-    let input = Input::new(run, opt);
+    find_in(&RunContext::new(run), opt)
+}
+
+/// [`find`] on a run whose shared analyses other parts of the command read too.
+pub fn find_in(cx: &RunContext, opt: &Options) -> OutlierReport {
+    let run = cx.run();
+    let input = Input::new(cx, opt);
     let mut out: Vec<Finding> = DETECTORS.iter().flat_map(|(_, d)| d(&input)).collect();
     let explained: Vec<(String, String)> = out
         .iter()

@@ -11,6 +11,7 @@
 //! `matrix.rs` the NIC-by-NIC matrix, `samples.rs` the time series, and `scale.rs` what the page
 //! aggregates for runs larger than it can show.
 
+use crate::context::RunContext;
 use crate::load::Run;
 use crate::model::parse_timestamp_ns;
 use crate::outliers::OutlierReport;
@@ -95,7 +96,15 @@ pub fn rows_by_kind(rows: &[crate::outliers::Row]) -> String {
 /// Renders the whole page: what ranks first (the verdict, then the findings), then the evidence
 /// a person checks them against (the links, latency per device, bytes, hardware counters,
 /// their time series), then the run as a whole and every device.
-pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> String {
+///
+/// Of the run's shared analyses the page reads the links (its matrix) and the hang (its line in
+/// the summary): both are drawn first and the context dropped, so the rest of the page is drawn
+/// without the links, the QP index and the wait-for graph in memory.
+pub fn render(cx: RunContext, s: &Summary, o: &OutlierReport, max_devices: usize) -> String {
+    let run = cx.run();
+    let matrix = matrix_section_with(cx.links(), &o.findings);
+    let hang = crate::hang::one_line(cx.hang());
+    drop(cx);
     // What the page shows aggregated instead of row by row (large runs), stated above the
     // evidence.
     let mut aggregated: Vec<String> = Vec::new();
@@ -105,12 +114,12 @@ pub fn render(run: &Run, s: &Summary, o: &OutlierReport, max_devices: usize) -> 
     h.push_str(&findings::verdict(o));
     findings::section(&mut h, o, &mut aggregated);
     h.push_str(AGGREGATED_MARK);
-    h.push_str(&matrix_section_with(run, &o.findings));
+    h.push_str(&matrix);
     latency::section(&mut h, s, o, max_devices, &mut aggregated);
     skew_section(&mut h, s, o, &mut aggregated);
     hw_section(&mut h, s);
     samples::section(&mut h, run, o, max_devices, &mut aggregated);
-    summary_section(&mut h, run, s);
+    summary_section(&mut h, hang.as_deref(), s);
     devices_section(&mut h, s, o, &mut aggregated);
     if !run.bad.is_empty() {
         h.push_str("<h2 id=\"skipped\">Skipped files</h2>\n<ul>\n");
@@ -186,9 +195,9 @@ fn nav(h: &str) -> String {
 
 /// The run as a whole: the summary table, its notes and the run's completion-latency
 /// histogram (log-scale when the files have it; the linear one where they do not).
-fn summary_section(h: &mut String, run: &Run, s: &Summary) {
+fn summary_section(h: &mut String, hang: Option<&str>, s: &Summary) {
     h.push_str("<h2 id=\"summary\">Summary</h2>\n<table class=\"kv\">\n");
-    summary_rows(h, run, s);
+    summary_rows(h, hang, s);
     h.push_str("</table>\n");
     // The latency figures follow the summary's rule: log-scale when the files have it, the
     // linear histogram's only when it is all there is (or some devices lack a log histogram).
@@ -233,7 +242,7 @@ fn summary_section(h: &mut String, run: &Run, s: &Summary) {
 }
 
 /// The rows of the summary table.
-fn summary_rows(h: &mut String, run: &Run, s: &Summary) {
+fn summary_rows(h: &mut String, hang: Option<&str>, s: &Summary) {
     let mut kv = |k: &str, v: String| {
         let _ = writeln!(h, "<tr><td>{}</td><td>{}</td></tr>", esc(k), esc(&v));
     };
@@ -293,7 +302,7 @@ fn summary_rows(h: &mut String, run: &Run, s: &Summary) {
         ),
     );
     // The root of a hang: the line `stalls`, `summary` and `outliers` share (`crate::hang`).
-    if let Some(l) = crate::hang::hang_line(run) {
+    if let Some(l) = hang {
         kv("Hang", l.trim_start_matches("Hang: ").to_string());
     }
     kv(

@@ -7,9 +7,9 @@
 //! host, pid, device, channel, qp, qp_num, peer_gid, peer_qp_num). The root of the hang
 //! (`roots`) comes from the wait-for graph of `crate::hang`.
 
+use crate::context::RunContext;
 use crate::layout::{col, table, Column, Layout};
-use crate::links::{lookup, qp_index, QpIndex};
-use crate::load::addr::Who;
+use crate::load::addr::{lookup, QpIndex, Who};
 use crate::load::Run;
 use crate::model::{parse_timestamp_ns, Channel, Device, QueuePair, TelemetryFile};
 use crate::stats::fmt_ns;
@@ -194,14 +194,21 @@ fn ms_between(since: &str, until: &str) -> Option<u64> {
 
 /// Finds the stalls of the run and of the textfiles.
 pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
+    find_in(&RunContext::new(run), proms)
+}
+
+/// [`find`] on a run whose shared analyses (its QP index, its hang) other parts of the
+/// command read too.
+pub fn find_in(cx: &RunContext, proms: &[PathBuf]) -> StallReport {
+    let run = cx.run();
     let mut rep = StallReport {
         files: run.files.len(),
         prom_files: proms.len(),
         ..Default::default()
     };
-    let idx = qp_index(run);
-    let mut stalled = file_stalls(run, &idx, &mut rep);
-    stalled.extend(prom_stalls(proms, &idx, &mut rep));
+    let idx = cx.qp_index();
+    let mut stalled = file_stalls(run, idx, &mut rep);
+    stalled.extend(prom_stalls(proms, idx, &mut rep));
     rep.stalled_qps = stalled.len();
     rep.groups = group_by_link(stalled);
     rep.groups.sort_by(|a, b| {
@@ -211,12 +218,12 @@ pub fn find(run: &Run, proms: &[PathBuf]) -> StallReport {
     });
     rep.longest_per_rank
         .sort_by_key(|r| std::cmp::Reverse(r.longest_stall_ms));
-    let h = crate::hang::analyse(run);
+    let h = cx.hang();
     rep.errored_qps = h.errored_qps;
     rep.waiting_ranks = h.waiting_ranks;
     rep.roots_basis = h.basis;
-    rep.no_root = h.no_root;
-    rep.roots = h.roots;
+    rep.no_root = h.no_root.clone();
+    rep.roots = h.roots.clone();
     rep
 }
 
@@ -402,7 +409,7 @@ fn add_prom_sample(
         stalled_ms: None,
         stalled_since: None,
         oldest_outstanding_ms: None,
-        peer_gid: crate::links::norm_gid(lab.get("peer_gid").map(String::as_str)),
+        peer_gid: crate::load::addr::norm_gid(lab.get("peer_gid").map(String::as_str)),
         peer_lid: None,
         peer_qp_num: get("peer_qp_num").parse().ok(),
         peer_rank: None,

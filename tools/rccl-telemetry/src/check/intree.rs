@@ -5,7 +5,7 @@
 //! Separate from `intree` (reading the format onto the model) because checking a file against
 //! the format's own rules is a concern of its own, used by `check` only.
 
-use crate::check::{channel_sum_errors, Summed};
+use super::sums::{channel_sum_errors, Summed};
 use crate::intree::{
     interval, typed, ItChannel, ItDevice, ItFile, ItQp, ALWAYS_DELTAS, PFC_ARRAYS, SAMPLE_CAP,
 };
@@ -668,5 +668,20 @@ mod tests {
         summed.sort_unstable();
         rows.sort_unstable();
         assert_eq!(summed, rows);
+    }
+
+    #[test]
+    fn local_times_parse_and_subtract() {
+        assert_eq!(
+            parse_local("2026-12-02 11:00:05"),
+            Some((2026, 12, 2, 11, 0, 5))
+        );
+        assert_eq!(parse_local("2026-12-02T11:00:05"), None);
+        assert_eq!(parse_local("2026-12-02 11:00:0x"), None);
+        assert_eq!(parse_local("2026-13-02 11:00:05"), None);
+        assert_eq!(
+            local_seconds("2026-12-31 23:59:30", "2027-01-01 00:01:00"),
+            Some(90)
+        );
     }
 }

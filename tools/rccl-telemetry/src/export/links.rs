@@ -85,8 +85,12 @@ pub fn link_rows(r: &crate::links::LinkReport) -> Vec<LinkRow> {
 }
 
 /// Writes the link rows as CSV (header first) or NDJSON.
-pub fn write_link_rows(run: &Run, ndjson: bool, out: &mut dyn Write) -> Result<(), String> {
-    let rows = link_rows(&crate::links::join(run));
+pub fn write_link_rows(
+    lr: &crate::links::LinkReport,
+    ndjson: bool,
+    out: &mut dyn Write,
+) -> Result<(), String> {
+    let rows = link_rows(lr);
     if ndjson {
         for r in &rows {
             serde_json::to_writer(&mut *out, r).map_err(|e| e.to_string())?;
@@ -135,9 +139,8 @@ fn prom_label(v: &str) -> String {
 }
 
 /// The link rows as Prometheus text.
-pub fn prometheus_links(run: &Run) -> String {
+pub fn prometheus_links(lr: &crate::links::LinkReport) -> String {
     use std::fmt::Write as _;
-    let lr = crate::links::join(run);
     let mut out = String::new();
     for (i, (name, kind, help)) in LINK_FAMILIES.iter().enumerate() {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");

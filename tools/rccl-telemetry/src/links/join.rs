@@ -7,7 +7,7 @@
 //! per-peer histograms are indexed once, while the links from its NIC are summed (not searched
 //! per link, and not all devices' at once).
 
-use super::{Ambiguous, End, Link, LinkLatency, LinkReport, Nic, Unmatched};
+use super::report::{Ambiguous, End, Link, LinkLatency, LinkReport, Nic, Unmatched};
 use crate::load::addr::{
     addr, claims, gid_addr, lid_addr, norm_gid, qp_addrs, Addr, AddrIndexBuilder,
 };

@@ -3,8 +3,8 @@
 //!
 //! Separate from `links` (joining QPs to their peers) so the join reads without the printing.
 
+use super::report::{Link, LinkLatency, LinkReport};
 use crate::layout::{col, table, Column, Layout};
-use crate::links::{Link, LinkLatency, LinkReport};
 use crate::stats::{fmt_bytes, fmt_count, fmt_ns, median};
 use std::collections::{BTreeMap, BTreeSet};
 

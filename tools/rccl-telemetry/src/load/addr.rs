@@ -4,9 +4,7 @@
 //! (GID or LID, QPN): the index every peer lookup goes through, joining on the GID first and
 //! on the LID when the GID finds nobody (a side without GRH, a GID the peer's file lacks).
 
-use crate::load::Run;
-use crate::model::{Device, QueuePair};
-use std::borrow::Cow;
+use crate::model::{Device, QueuePair, TelemetryFile};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -210,21 +208,12 @@ pub type Who = std::sync::Arc<(String, i64, String)>;
 /// Who holds a (GID or LID, QPN) in the run: "host:pid device" of every QP claiming it.
 pub type QpIndex = AddrIndex<Who>;
 
-/// Indexes every QP of the run under its GID and its LID, with its QPN: the index built
-/// while reading when the run's QPs were pruned (`load::prune`), else from its QPs.
-pub fn qp_index(run: &Run) -> Cow<'_, QpIndex> {
-    if let Some(idx) = &run.qp_index {
-        return Cow::Borrowed(idx);
-    }
-    // Every QP with a QPN is in the files unless they were read for the hang alone.
-    debug_assert!(
-        matches!(run.kept, crate::load::Keep::All | crate::load::Keep::Links),
-        "a pruned run without its QP index"
-    );
-    let n = run
-        .files
-        .iter()
-        .flat_map(|l| &l.file.devices)
+/// Indexes every QP of the files under its GID and its LID, with its QPN (the index a pruned
+/// read builds from the files' claims instead: `load::prune`).
+pub fn index_files<'a>(files: impl Iterator<Item = &'a TelemetryFile> + Clone) -> QpIndex {
+    let n = files
+        .clone()
+        .flat_map(|f| &f.devices)
         .map(|d| {
             d.channels
                 .iter()
@@ -234,8 +223,7 @@ pub fn qp_index(run: &Run) -> Cow<'_, QpIndex> {
         })
         .sum();
     let mut idx = AddrIndexBuilder::with_capacity(n);
-    for l in &run.files {
-        let f = &l.file;
+    for f in files {
         for d in &f.devices {
             let who: Who =
                 std::sync::Arc::new((f.host_name.clone(), f.process_id, d.roce_device.clone()));
@@ -246,7 +234,7 @@ pub fn qp_index(run: &Run) -> Cow<'_, QpIndex> {
             }
         }
     }
-    Cow::Owned(idx.build())
+    idx.build()
 }
 
 /// Under how many addresses a QP is indexed (0 without a QPN).

@@ -16,11 +16,10 @@
 //! A channel counts what it dropped ([`Channel::dropped_qps`]), so whether a device was used
 //! and how many QPs a communicator or a link join counts read the same. The index is built
 //! after the files are read and one file per rank is kept, in the files' order, each file's
-//! QPs in the order the file lists them: exactly the index [`crate::links::qp_index`] builds
-//! from the whole model.
+//! QPs in the order the file lists them: exactly the index [`super::addr::index_files`]
+//! builds from the whole model.
 
-use crate::load::addr::{claims, AddrIndexBuilder, QpIndex, Who};
-use crate::load::Loaded;
+use super::addr::{claims, AddrIndexBuilder, QpIndex, Who};
 use crate::model::{Channel, QueuePair, TelemetryFile};
 use std::sync::Arc;
 
@@ -123,19 +122,13 @@ fn prune_channel(c: &mut Channel, keep: Keep) {
     }
 }
 
-/// The run's QP index from the claims the kept files carry (which it takes): the same index,
-/// claim for claim and in the same order, as [`crate::links::qp_index`] of the unpruned run.
-pub fn index(files: &mut [Loaded]) -> QpIndex {
-    let n = files
-        .iter()
-        .map(|l| l.qp_claims.as_ref().map_or(0, |c| c.0.len()))
-        .sum();
+/// The run's QP index from the kept files and the claims each carried: the same index, claim
+/// for claim and in the same order, as [`super::addr::index_files`] of the unpruned files.
+pub fn index<'a>(files: impl Iterator<Item = (&'a TelemetryFile, FileClaims)>) -> QpIndex {
+    let files: Vec<(&TelemetryFile, FileClaims)> = files.collect();
+    let n = files.iter().map(|(_, c)| c.0.len()).sum();
     let mut b = AddrIndexBuilder::with_capacity(n);
-    for l in files {
-        let Some(fc) = l.qp_claims.take() else {
-            continue;
-        };
-        let f = &l.file;
+    for (f, fc) in files {
         let who: Vec<Who> = f
             .devices
             .iter()
@@ -271,30 +264,20 @@ mod tests {
         let mut second = file();
         second.process_id = 8;
         second.devices[1].gid = Some("fe80::1".into());
-        let whole = crate::load::Run {
-            files: [file(), second.clone()]
-                .into_iter()
-                .map(|file| Loaded {
-                    path: "x".into(),
-                    file,
-                    qp_claims: None,
-                })
-                .collect(),
-            ..Default::default()
-        };
-        let expect = crate::links::qp_index(&whole);
-        let mut pruned: Vec<Loaded> = whole.files.clone();
-        for l in &mut pruned {
-            l.qp_claims = prune(&mut l.file, Keep::Hang);
-        }
-        let got = index(&mut pruned);
-        assert!(pruned.iter().all(|l| l.qp_claims.is_none()));
+        let whole = [file(), second];
+        let expect = super::super::addr::index_files(whole.iter());
+        let mut pruned = whole.clone();
+        let claims: Vec<FileClaims> = pruned
+            .iter_mut()
+            .map(|f| prune(f, Keep::Hang).expect("the hang view keeps the claims"))
+            .collect();
+        let got = index(pruned.iter().zip(claims));
         let mut asked = 0;
         for gid in [None, Some("fe80::1"), Some("fe80::2"), Some("fe80::3")] {
             for lid in [None, Some(3), Some(4)] {
                 for qpn in 10..17 {
-                    let g = crate::load::addr::gid_addr(gid);
-                    let l = crate::load::addr::lid_addr(lid);
+                    let g = super::super::addr::gid_addr(gid);
+                    let l = super::super::addr::lid_addr(lid);
                     let a = expect.get(g.as_ref(), l.as_ref(), qpn);
                     let b = got.get(g.as_ref(), l.as_ref(), qpn);
                     assert_eq!(a, b, "{gid:?} {lid:?} {qpn}");
@@ -305,7 +288,7 @@ mod tests {
         assert!(asked > 10, "{asked}");
         // A key two files claim: both claimants, the first file's first.
         let two = got.get(
-            crate::load::addr::gid_addr(Some("fe80::1")).as_ref(),
+            super::super::addr::gid_addr(Some("fe80::1")).as_ref(),
             None,
             11,
         );

@@ -9,8 +9,8 @@
 //! root ranks above the stalls it explains.
 
 use super::{nic_label, Caveat, Finding, Input, Kind};
-use crate::links::{lookup, qp_index};
-use crate::model::{parse_timestamp_ns, TelemetryFile};
+use crate::load::addr::lookup;
+use crate::model::parse_timestamp_ns;
 use crate::stats::{fmt_count, fmt_ns};
 use std::collections::BTreeMap;
 
@@ -33,11 +33,8 @@ fn split_nic(s: &str) -> Option<(String, String)> {
 fn file_of<'a>(x: &'a Input, rank: &str) -> Option<&'a crate::load::Loaded> {
     let (h, p) = rank.rsplit_once(':')?;
     let pid: i64 = p.parse().ok()?;
-    x.run
-        .files
-        .iter()
-        .filter(|l| l.file.host_name == h && l.file.process_id == pid)
-        .max_by_key(|l| parse_timestamp_ns(&l.file.end_time).unwrap_or(i128::MIN))
+    let i = *x.cx.latest().get(&(h.to_string(), pid))?;
+    Some(&x.run.files[i])
 }
 
 fn roots(x: &Input) -> Vec<Finding> {
@@ -92,25 +89,6 @@ fn roots(x: &Input) -> Vec<Finding> {
         .collect()
 }
 
-/// The latest file of every rank (a snapshot followed by a final file that recovered has no
-/// stall left).
-fn latest(files: &[crate::load::Loaded]) -> Vec<&crate::load::Loaded> {
-    let mut m: BTreeMap<(&str, i64), &crate::load::Loaded> = BTreeMap::new();
-    let when = |f: &TelemetryFile| {
-        (
-            parse_timestamp_ns(&f.end_time).unwrap_or(i128::MIN),
-            f.is_final != Some(false),
-        )
-    };
-    for l in files {
-        let k = (l.file.host_name.as_str(), l.file.process_id);
-        if m.get(&k).is_none_or(|o| when(&l.file) > when(&o.file)) {
-            m.insert(k, l);
-        }
-    }
-    m.into_values().collect()
-}
-
 /// The stalled QPs of one waiting NIC towards one peer.
 #[derive(Default)]
 struct Group {
@@ -122,7 +100,10 @@ struct Group {
 }
 
 fn stalled(x: &Input) -> Vec<Finding> {
-    let files = latest(&x.run.files);
+    // The latest file of every rank (a snapshot followed by a final file that recovered has no
+    // stall left).
+    let files: Vec<&crate::load::Loaded> =
+        x.cx.latest().values().map(|&i| &x.run.files[i]).collect();
     let any = files.iter().any(|l| {
         l.file.devices.iter().any(|d| {
             d.channels
@@ -133,7 +114,7 @@ fn stalled(x: &Input) -> Vec<Finding> {
     if !any {
         return Vec::new();
     }
-    let idx = qp_index(x.run);
+    let idx = x.cx.qp_index();
     let mut out = Vec::new();
     for l in files {
         let f = &l.file;
@@ -144,7 +125,7 @@ fn stalled(x: &Input) -> Vec<Finding> {
                     continue;
                 }
                 let (dst, peer_rank) = match &q.peer {
-                    Some(p) => match lookup(&idx, p.gid.as_deref(), p.lid, p.qp_num) {
+                    Some(p) => match lookup(idx, p.gid.as_deref(), p.lid, p.qp_num) {
                         [one] => (
                             nic_label(&one.0, &one.2),
                             Some(format!("{}:{}", one.0, one.1)),

@@ -133,15 +133,15 @@ fn matrix_svg(
 
 /// The matrix section of a run, with the culprits its outliers (default options) name.
 pub fn matrix_section(run: &Run) -> String {
-    let o = crate::outliers::find(run, &crate::outliers::Options::default());
-    matrix_section_with(run, &o.findings)
+    let cx = RunContext::new(run);
+    let o = crate::outliers::find_in(&cx, &crate::outliers::Options::default());
+    matrix_section_with(cx.links(), &o.findings)
 }
 
 /// The matrix section: a heat map of per-link p99 latency (sending side) or of bytes,
 /// selectable in the page without script (radio buttons and CSS), the NICs of the fabric
 /// findings (slow NIC, link, host) outlined. Empty when no file has peers.
-pub fn matrix_section_with(run: &Run, findings: &[Finding]) -> String {
-    let lr = crate::links::join(run);
+pub fn matrix_section_with(lr: &crate::links::LinkReport, findings: &[Finding]) -> String {
     if lr.links.is_empty() {
         return String::new();
     }

@@ -54,7 +54,12 @@ fn analyse_all(l: Loaded) {
     let mut sink = Vec::new();
     let _ = export::write_tidy(&run, export::Level::Qp, false, &mut sink);
     let _ = export::write_tidy(&run, export::Level::Qp, true, &mut sink);
-    let _ = report::render(&run, &s, &o, 16);
+    let _ = report::render(
+        rccl_telemetry_tool::context::RunContext::new(&run),
+        &s,
+        &o,
+        16,
+    );
 }
 
 fn try_bytes(bytes: &[u8]) {

@@ -8,6 +8,7 @@
 //! versions, in-tree files and a second copy of a rank's file.
 
 use crate::common::{gen as gen_flat, intree_fixture, to_version2};
+use rccl_telemetry_tool::context::RunContext;
 use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Plant, RunKind};
 use rccl_telemetry_tool::layout::Layout;
 use rccl_telemetry_tool::load::{load_run, load_run_keeping, Keep, Run};
@@ -65,7 +66,7 @@ fn printed_outliers(run: &Run) -> Vec<String> {
                 all: true,
             },
         ),
-        report::render(run, &s, &o, 512),
+        report::render(RunContext::new(run), &s, &o, 512),
     ]
 }
 
