@@ -103,7 +103,7 @@ impl<'r> RunContext<'r> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate_fabric, GenOptions};
+    use crate::generate::{generate_fabric, GenOptions, Plant};
     use crate::load::{load_run_keeping, Keep};
     use crate::{outliers, report, stalls, summary};
 
@@ -113,7 +113,7 @@ mod tests {
             ranks: 8,
             ranks_per_host: 4,
             devices_per_rank: 4,
-            plants: vec!["frozen_rank".into()],
+            plants: vec![Plant::FrozenRank],
             ..Default::default()
         };
         generate_fabric(dir, &o, 2).expect("generate");
