@@ -8,9 +8,11 @@
 #                       stalls and summary, into bench/tool-results.json (bench/tool_bench.py;
 #                       809 MB of input at most, under out/, deleted after each run)
 #   make verdict-bench  the labelled verdict benchmark: generated runs of 3 to 512 NICs with one
-#                       culprit planted (or none) under noise, through `outliers`; prints
-#                       precision and recall per class against the targets, writes
-#                       bench/verdict-results.json (a few minutes; runs under out/verdict-bench)
+#                       culprit planted (or none) under noise, through `outliers`; then the
+#                       scenarios: every class on rail, ring, tree and all-to-all from 2 to 4,096
+#                       ranks, planted by the generator or by editing healthy files, every row
+#                       judged; prints precision and recall per class against the targets, writes
+#                       bench/verdict-results.json (about 15 minutes; runs under out/verdict-bench)
 #   make tool-ci-deps   installs what the tool's tests need (Debian: prometheus, node_exporter, systemd, chromium,
 #                       Java 17; PyPI: duckdb, pyarrow, pyspark)
 

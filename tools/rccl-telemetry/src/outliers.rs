@@ -17,6 +17,7 @@
 
 mod availability;
 mod cq_errors;
+mod explain;
 pub mod fabric;
 mod hang;
 mod hw_counter;
@@ -86,6 +87,7 @@ pub enum Kind {
     SlowHost,
     SlowLinkOneWay,
     HostSideDelay,
+    SlowLinkOrNic,
     StalledQps,
     HangRoot,
 }
@@ -110,6 +112,7 @@ impl Kind {
             Kind::SlowHost => "slow_host",
             Kind::SlowLinkOneWay => "slow_link_one_way",
             Kind::HostSideDelay => "host_side_delay",
+            Kind::SlowLinkOrNic => "slow_link_or_nic",
             Kind::StalledQps => "stalled_qps",
             Kind::HangRoot => "hang_root",
         }
@@ -139,6 +142,7 @@ impl Kind {
                 | Kind::SlowLink
                 | Kind::SlowLinkOneWay
                 | Kind::HostSideDelay
+                | Kind::SlowLinkOrNic
         )
     }
 
@@ -243,6 +247,15 @@ pub struct Finding {
     pub score: f64,
     /// The evidence, in one sentence.
     pub evidence: String,
+    /// How sure the finding is, 0 to 1: a fabric verdict from the cells it explains, its
+    /// margin over the next explanation and the matrix's size; a statistical rule from its
+    /// robust z and population; 1 for what is read from the files as it is (an error count, a
+    /// counter that reads -1). [`confidence_label`] words it.
+    pub confidence: f64,
+    /// `slow_link_or_nic`: the explanations that fit equally (either end, the path); empty
+    /// otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Alternative>,
     /// Fabric findings: the NICs (host, device name) of the culprit, as the links' matrix
     /// names them (one NIC, the two ends of a link, every NIC of a host); empty otherwise.
     #[serde(skip)]
@@ -251,6 +264,25 @@ pub struct Finding {
     /// and errored QPs fold into its row.
     #[serde(skip)]
     pub behind: Vec<String>,
+}
+
+/// One of the explanations an ambiguous finding names: its kind and culprit, as a finding of
+/// that kind would name it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Alternative {
+    pub kind: Kind,
+    pub culprit: String,
+}
+
+/// "high" (0.8 and above), "medium" (0.5 and above) or "low": a confidence in words.
+pub fn confidence_label(c: f64) -> &'static str {
+    if c >= 0.8 {
+        "high"
+    } else if c >= 0.5 {
+        "medium"
+    } else {
+        "low"
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -394,6 +426,8 @@ fn new_finding(
         z: None,
         score: 0.0,
         evidence: String::new(),
+        confidence: 1.0,
+        alternatives: Vec::new(),
         nics: Vec::new(),
         behind: Vec::new(),
     }
@@ -405,7 +439,16 @@ fn with_stats(mut f: Finding, r: &Robust, z: f64) -> Finding {
     f.mad = Some(r.mad);
     f.z = Some(z);
     f.score = z.abs();
+    f.confidence = statistical_confidence(z, r.n);
     f
+}
+
+/// A statistical rule's confidence: its robust z against three times the cut-off (3.5), and
+/// its population (a median and MAD of 5 devices are rougher than of 24 and more).
+fn statistical_confidence(z: f64, n: usize) -> f64 {
+    let strength = (z.abs() / (3.0 * 3.5)).min(1.0);
+    let population = (0.6 + 0.4 * n as f64 / 24.0).min(1.0);
+    (0.5 + 0.5 * strength) * population
 }
 
 /// "4.83x the median 1,995" or "while the median is 0", with the median formatted by `fmt`.
@@ -443,8 +486,8 @@ fn used_devices(run: &Run) -> Vec<Dev<'_>> {
 /// Finds the outliers of one run: every detector's findings, most severe first and, within a
 /// severity, strongest first; folded into one row per culprit; and what the run cannot tell.
 ///
-/// A device that is an end of a slow link, or one NIC of a slow host, is not also reported
-/// for its device-wide latency tail: the link (host) explains it.
+/// A device's latency tail that the fabric's culprits explain (its slow completions go to or
+/// come from them) is evidence for them, not a finding of its own ([`explain::fold_tails`]).
 pub fn find(run: &Run, opt: &Options) -> OutlierReport {
     find_in(&RunContext::new(run), opt)
 }
@@ -454,17 +497,7 @@ pub fn find_in(cx: &RunContext, opt: &Options) -> OutlierReport {
     let run = cx.run();
     let input = Input::new(cx, opt);
     let mut out: Vec<Finding> = DETECTORS.iter().flat_map(|(_, d)| d(&input)).collect();
-    let explained: Vec<(String, String)> = out
-        .iter()
-        .filter(|f| matches!(f.kind, Kind::SlowLink | Kind::SlowHost))
-        .flat_map(|f| f.nics.iter().cloned())
-        .collect();
-    out.retain(|f| {
-        f.kind != Kind::LatencyTail
-            || !explained
-                .iter()
-                .any(|(h, d)| *h == f.host && Some(d) == f.roce_device.as_ref())
-    });
+    explain::fold_tails(&input, &mut out);
     out.sort_by(|a, b| {
         a.severity
             .cmp(&b.severity)
@@ -498,5 +531,5 @@ pub fn find_in(cx: &RunContext, opt: &Options) -> OutlierReport {
     }
 }
 
-pub use fabric::{classify_fabric, Culprit, MIN_LINK_SAMPLES};
+pub use fabric::{classify_fabric, Culprit, MIN_LINK_SAMPLES, MIN_TAIL_SAMPLES};
 pub use text::{fold, render_text, render_text_layout, render_with, OutlierText, Row};

@@ -14,6 +14,9 @@
 //! In the library, not in the example that prints the table, so the tests assert the targets
 //! on a small grid with the same code.
 
+pub mod edit;
+pub mod scenario;
+
 use crate::generate::{generate_fabric, GenOptions, Plant, Planted, Topology};
 use crate::outliers::{find, Kind, Options};
 use serde::Serialize;

@@ -17,7 +17,7 @@ use super::{nic_label, Caveat, Finding, Input, Kind, Options};
 use crate::links::LinkReport;
 use crate::stats::{fmt_count, fmt_ns, median};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 /// What the matrix classification found.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -35,10 +35,25 @@ pub struct Culprit {
     pub baseline_ns: f64,
     pub z: f64,
     pub evidence: String,
+    /// How sure the verdict is, 0 to 1 ([`super::explain`]: the cells it explains, its margin
+    /// over the next explanation, the matrix's size).
+    pub confidence: f64,
+    /// When the links cannot tell between explanations that fit equally (the only link of
+    /// two NICs: either end, or the path): each of them, as (kind, culprit); empty otherwise.
+    pub alternatives: Vec<(Kind, String)>,
+    /// The slow cells it explains, as (sender, receiver) NIC indices: what folds the latency
+    /// tails of its peers into it.
+    #[serde(skip)]
+    pub cells: Vec<(usize, usize)>,
 }
 
 /// Links with fewer sampled completions than this have no p99 worth comparing.
 pub const MIN_LINK_SAMPLES: u64 = 10;
+
+/// Links with fewer sampled completions than this are not judged by their tail (p90): the
+/// tenth slowest of a few dozen completions is a handful of them, what scheduling jitter (up to
+/// one completion in twenty polled late) makes by chance.
+pub const MIN_TAIL_SAMPLES: u64 = 100;
 
 /// What the classification decided: the culprits, and what it could not tell.
 #[derive(Debug, Clone, Default)]
@@ -52,20 +67,23 @@ fn log_floor() -> f64 {
     (1.125f64).ln()
 }
 
-/// One measured direction of a link (latencies as ln ns).
+/// One measured direction of a link (latencies as ln ns). `tail`: enough completions, from a
+/// log-scale histogram, for its p90 to be judged.
 #[derive(Debug, Clone, Copy)]
-struct Cell {
-    src: usize,
-    dst: usize,
-    p50: f64,
-    p99: f64,
+pub(super) struct Cell {
+    pub src: usize,
+    pub dst: usize,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub tail: bool,
 }
 
 /// A level and its robust spread (log scale).
 #[derive(Debug, Clone, Copy)]
-struct Level {
-    base: f64,
-    scale: f64,
+pub(super) struct Level {
+    pub base: f64,
+    pub scale: f64,
 }
 
 impl Level {
@@ -75,23 +93,29 @@ impl Level {
         Level { base, scale }
     }
 
-    fn z(&self, v: f64) -> f64 {
+    pub fn z(&self, v: f64) -> f64 {
         (v - self.base) / self.scale
     }
 }
 
-/// The matrix, indexed by row and column, with the healthy levels and the slow cells.
-struct Fabric<'a> {
-    links: &'a LinkReport,
-    opt: &'a Options,
-    cells: Vec<Cell>,
-    rows: Vec<Vec<usize>>,
-    cols: Vec<Vec<usize>>,
-    at: HashMap<(usize, usize), usize>,
-    p50: Level,
-    p99: Level,
-    slow: Vec<bool>,
-    min_gap: f64,
+/// The matrix, indexed by row and column, with the healthy levels and the slow cells. `x50`
+/// and `x90` are each cell's excess over the healthy p50 and p90 (log scale) that no accepted
+/// culprit explains yet: [`super::explain`] takes a culprit's share off the cells it explains
+/// and judges the rest again.
+pub(super) struct Fabric<'a> {
+    pub links: &'a LinkReport,
+    pub opt: &'a Options,
+    pub cells: Vec<Cell>,
+    pub rows: Vec<Vec<usize>>,
+    pub cols: Vec<Vec<usize>>,
+    pub at: HashMap<(usize, usize), usize>,
+    pub p50: Level,
+    pub p90: Level,
+    pub p99: Level,
+    pub x50: Vec<f64>,
+    pub x90: Vec<f64>,
+    pub slow: Vec<bool>,
+    pub min_gap: f64,
 }
 
 /// The 25th percentile (linear between the nearest ranks).
@@ -117,11 +141,14 @@ impl<'a> Fabric<'a> {
             };
             if let (Some(p50), Some(p99)) = (x.p50_ns, x.p99_ns) {
                 if p50 > 0.0 && p99 > 0.0 && l.src_nic != l.dst_nic {
+                    let p90 = x.p90_ns.filter(|p| *p > 0.0).unwrap_or(p50);
                     cells.push(Cell {
                         src: l.src_nic,
                         dst: l.dst_nic,
                         p50: p50.ln(),
+                        p90: p90.ln(),
                         p99: p99.ln(),
+                        tail: x.relative_error.is_some() && x.samples >= MIN_TAIL_SAMPLES,
                     });
                 }
             }
@@ -135,6 +162,7 @@ impl<'a> Fabric<'a> {
             at.insert((c.src, c.dst), i);
         }
         let slow = vec![false; cells.len()];
+        let zeros = vec![0.0; cells.len()];
         let flat = Level {
             base: 0.0,
             scale: log_floor(),
@@ -147,20 +175,45 @@ impl<'a> Fabric<'a> {
             cols,
             at,
             p50: flat,
+            p90: flat,
             p99: flat,
+            x50: zeros.clone(),
+            x90: zeros,
             slow,
             min_gap: opt.min_ratio.max(1.0).ln(),
         }
     }
 
     /// Slow: the typical completion (p50) at least `min_ratio` above the healthy links' and
-    /// `threshold` robust z, and the tail (p99) not below theirs. The p50 is what a slow NIC,
-    /// path or process moves; the p99 is also what scheduling jitter moves (a few late
-    /// completions), so it cannot tell a slow link from a jittery sender.
-    fn is_slow(&self, c: &Cell) -> bool {
-        c.p50 - self.p50.base >= self.min_gap
-            && self.p50.z(c.p50) >= self.opt.threshold
-            && c.p99 >= self.p99.base
+    /// `threshold` robust z, and the tail (p99) not below theirs; or, with enough completions
+    /// ([`MIN_TAIL_SAMPLES`]), the slowest tenth (p90) as far above the healthy links' p90. The
+    /// p50 is what a slow NIC, path or process moves; the p90 what a NIC slow in part of its
+    /// work moves (a PCIe link trained down, a port that flaps); the p99 is also what
+    /// scheduling jitter moves (a few late completions), so it alone never is. Judged on the
+    /// cell's excess no accepted culprit explains (`x50`, `x90`).
+    pub fn judge(&self, i: usize, x50: f64, x90: f64) -> bool {
+        let c = &self.cells[i];
+        let by_p50 = x50 >= self.min_gap
+            && x50 / self.p50.scale >= self.opt.threshold
+            && c.p99 >= self.p99.base;
+        let by_tail = c.tail && x90 >= self.min_gap && x90 / self.p90.scale >= self.opt.threshold;
+        by_p50 || by_tail
+    }
+
+    /// The unexplained excess of a cell: the larger of its p50's and (when judged) its p90's.
+    pub fn excess(&self, i: usize) -> f64 {
+        if self.cells[i].tail {
+            self.x50[i].max(self.x90[i])
+        } else {
+            self.x50[i]
+        }
+    }
+
+    /// Judges every cell again on its unexplained excess.
+    pub fn rejudge(&mut self) {
+        self.slow = (0..self.cells.len())
+            .map(|i| self.judge(i, self.x50[i], self.x90[i]))
+            .collect();
     }
 
     /// The healthy levels: start from the lower quartile (healthy while fewer than 3/4 of the
@@ -169,12 +222,20 @@ impl<'a> Fabric<'a> {
     /// rules) until the healthy set stops changing.
     fn settle(&mut self) {
         let p50s: Vec<f64> = self.cells.iter().map(|c| c.p50).collect();
+        let p90s: Vec<f64> = self.cells.iter().map(|c| c.p90).collect();
         let p99s: Vec<f64> = self.cells.iter().map(|c| c.p99).collect();
-        let (lq50, lq99) = (lower_quartile(&p50s), lower_quartile(&p99s));
+        let (lq50, lq90, lq99) = (
+            lower_quartile(&p50s),
+            lower_quartile(&p90s),
+            lower_quartile(&p99s),
+        );
         let mut healthy: Vec<bool> = self
             .cells
             .iter()
-            .map(|c| c.p50 - lq50 < self.min_gap || c.p99 < lq99)
+            .map(|c| {
+                (c.p50 - lq50 < self.min_gap || c.p99 < lq99)
+                    && (!c.tail || c.p90 - lq90 < self.min_gap)
+            })
             .collect();
         for _ in 0..8 {
             let pick = |v: &[f64]| -> Vec<f64> {
@@ -191,8 +252,11 @@ impl<'a> Fabric<'a> {
                 }
             };
             self.p50 = Level::of(&pick(&p50s));
+            self.p90 = Level::of(&pick(&p90s));
             self.p99 = Level::of(&pick(&p99s));
-            self.slow = self.cells.iter().map(|c| self.is_slow(c)).collect();
+            self.x50 = p50s.iter().map(|v| v - self.p50.base).collect();
+            self.x90 = p90s.iter().map(|v| v - self.p90.base).collect();
+            self.rejudge();
             let next: Vec<bool> = self.slow.iter().map(|s| !s).collect();
             if next == healthy {
                 break;
@@ -201,31 +265,31 @@ impl<'a> Fabric<'a> {
         }
     }
 
-    fn label(&self, i: usize) -> String {
+    pub fn label(&self, i: usize) -> String {
         self.links.nics[i].label()
     }
 
     /// (slow cells, cells) of a row or column.
-    fn share(&self, idx: &[usize]) -> (usize, usize) {
+    pub fn share(&self, idx: &[usize]) -> (usize, usize) {
         (idx.iter().filter(|i| self.slow[**i]).count(), idx.len())
     }
 
     /// Median p50 and p99 of some cells (ln ns).
-    fn medians(&self, idx: &[usize]) -> Option<(f64, f64)> {
+    pub fn medians(&self, idx: &[usize]) -> Option<(f64, f64)> {
         let p50: Vec<f64> = idx.iter().map(|i| self.cells[*i].p50).collect();
         let p99: Vec<f64> = idx.iter().map(|i| self.cells[*i].p99).collect();
         Some((median(&p50)?, median(&p99)?))
     }
 
     /// "p50 12.0 µs, p99 40.1 µs" of some cells, or "-".
-    fn figures(&self, idx: &[usize]) -> String {
+    pub fn figures(&self, idx: &[usize]) -> String {
         self.medians(idx).map_or("-".into(), |(a, b)| {
             format!("p50 {}, p99 {}", fmt_ns(a.exp()), fmt_ns(b.exp()))
         })
     }
 
     /// "the healthy links' p50 9.0 µs (p99 12.9 µs)": what ratios are taken against.
-    fn healthy_text(&self) -> String {
+    pub fn healthy_text(&self) -> String {
         format!(
             "the healthy links' p50 {} (p99 {})",
             fmt_ns(self.p50.base.exp()),
@@ -234,264 +298,11 @@ impl<'a> Fabric<'a> {
     }
 }
 
-/// A row slow alone is a host-side delay while its column's slowness, as a ratio to the
-/// healthy level, stays below this root of the row's (see [`classify_nics`]).
-const HOST_SIDE_ROOT: f64 = 4.0;
-
-/// How a NIC's row and column read.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum NicClass {
-    Fine,
-    /// Row and column mostly slow, or its column only: the NIC, its cable, its switch port.
-    Slow,
-    /// Its row mostly slow, its column at the healthy level: its process polls late.
-    HostSide,
-}
-
-fn majority((k, n): (usize, usize)) -> bool {
-    n > 0 && 2 * k > n
-}
-
-/// Each NIC's class from the share of its row and column that is slow.
-fn classify_nics(f: &Fabric) -> Vec<NicClass> {
-    (0..f.links.nics.len())
-        .map(|a| {
-            let (row, col) = (f.share(&f.rows[a]), f.share(&f.cols[a]));
-            match (majority(row), majority(col)) {
-                (false, true) => NicClass::Slow,
-                (true, _) => {
-                    // Its peers see it at the healthy level (the column's typical completion
-                    // is not `min_ratio` above the healthy links'), or far nearer to it than
-                    // its own completions are, however many of its column's cells pass as
-                    // slow: a NIC's own slowness lengthens the round trips of its column as
-                    // much as its row's, while a process that polls late lengthens its row and
-                    // its column at most a little (its receives reposted late). Far nearer:
-                    // the column's excess over the healthy level, as a ratio, below the fourth
-                    // root of the row's (2.7x against 54x).
-                    let excess = |idx: &[usize]| f.medians(idx).map(|(p50, _)| p50 - f.p50.base);
-                    let col_ok = match (excess(&f.cols[a]), excess(&f.rows[a])) {
-                        (Some(c), Some(r)) => c < f.min_gap || c < r / HOST_SIDE_ROOT,
-                        (Some(c), None) => c < f.min_gap,
-                        (None, _) => false,
-                    };
-                    if col_ok {
-                        NicClass::HostSide
-                    } else {
-                        NicClass::Slow
-                    }
-                }
-                (false, false) => NicClass::Fine,
-            }
-        })
-        .collect()
-}
-
-fn nic_culprit(f: &Fabric, a: usize, class: NicClass) -> Culprit {
-    let (row, col) = (f.share(&f.rows[a]), f.share(&f.cols[a]));
-    let mine: Vec<usize> = f.rows[a].iter().chain(&f.cols[a]).copied().collect();
-    let slow_mine: Vec<usize> = mine.iter().copied().filter(|i| f.slow[*i]).collect();
-    let (lvl, p99) = f.medians(&slow_mine).unwrap_or((f.p50.base, f.p99.base));
-    let nic = &f.links.nics[a];
-    let ratio = (lvl - f.p50.base).exp();
-    let evidence = match class {
-        NicClass::HostSide => format!(
-            "{} (pid {}): its own completions are slow towards {} of its {} peers (its row, as sender: {}; {ratio:.1}x {}), while its peers' completions towards it are normal or nearly (its column: {}; {} of {} slow): the process polls late (CPU starvation, a descheduled proxy thread), not its NIC or the network",
-            f.label(a),
-            pids(&nic.pids),
-            row.0,
-            row.1,
-            f.figures(&f.rows[a]),
-            f.healthy_text(),
-            f.figures(&f.cols[a]),
-            col.0,
-            col.1
-        ),
-        _ if !majority(row) => format!(
-            "{} is slow as a peer: the completions towards it are slow from {} of its {} peers (its column: {}; {ratio:.1}x {}), its own are normal (its row: {}): its receive side (the NIC, its cable or switch port towards it)",
-            f.label(a),
-            col.0,
-            col.1,
-            f.figures(&f.cols[a]),
-            f.healthy_text(),
-            f.figures(&f.rows[a])
-        ),
-        _ => format!(
-            "{} is slow towards most of its peers ({} of its {} links): median p50 {} ({ratio:.1}x {}, robust z {:.1}), p99 {}; its row (as sender) {}, its column (as peer) {}",
-            f.label(a),
-            slow_mine.len(),
-            mine.len(),
-            fmt_ns(lvl.exp()),
-            f.healthy_text(),
-            f.p50.z(lvl),
-            fmt_ns(p99.exp()),
-            f.figures(&f.rows[a]),
-            f.figures(&f.cols[a])
-        ),
-    };
-    Culprit {
-        kind: if class == NicClass::HostSide {
-            Kind::HostSideDelay
-        } else {
-            Kind::SlowNic
-        },
-        nics: vec![a],
-        host: nic.host.clone(),
-        p99_ns: p99.exp(),
-        baseline_ns: f.p99.base.exp(),
-        z: f.p50.z(lvl),
-        evidence,
+impl Culprit {
+    /// An ambiguous culprit about one direction only (its cells all from its first NIC).
+    fn one_way(&self) -> bool {
+        !self.cells.is_empty() && self.cells.iter().all(|(s, _)| Some(s) == self.nics.first())
     }
-}
-
-fn pids(p: &[i64]) -> String {
-    p.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
-}
-
-/// One culprit per NIC, folded per host when every NIC of a host (two or more) has the same
-/// class: a slow host, or a host whose processes all poll late.
-fn nic_culprits(f: &Fabric, class: &[NicClass]) -> Vec<Culprit> {
-    let mut by_host: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for a in (0..class.len()).filter(|a| !f.rows[*a].is_empty() || !f.cols[*a].is_empty()) {
-        by_host
-            .entry(f.links.nics[a].host.as_str())
-            .or_default()
-            .push(a);
-    }
-    let mut out = Vec::new();
-    for (h, members) in by_host {
-        let first = class[members[0]];
-        let whole = members.len() >= 2
-            && first != NicClass::Fine
-            && members.iter().all(|a| class[*a] == first);
-        if whole {
-            let mine: Vec<usize> = members
-                .iter()
-                .flat_map(|a| f.rows[*a].iter().chain(&f.cols[*a]))
-                .copied()
-                .filter(|i| f.slow[*i])
-                .collect();
-            let (lvl, p99) = f.medians(&mine).unwrap_or((f.p50.base, f.p99.base));
-            let what = if first == NicClass::HostSide {
-                "poll late: their own completions are slow while their peers see them at normal latency (the host's CPUs, not its NICs or the network)"
-            } else {
-                "are slow towards most of their peers: the host (PCIe, CPU, memory, its ToR)"
-            };
-            out.push(Culprit {
-                kind: if first == NicClass::HostSide {
-                    Kind::HostSideDelay
-                } else {
-                    Kind::SlowHost
-                },
-                nics: members.clone(),
-                host: h.to_string(),
-                p99_ns: p99.exp(),
-                baseline_ns: f.p99.base.exp(),
-                z: f.p50.z(lvl),
-                evidence: format!(
-                    "all {} NICs of {h} {what}: median p50 of their slow links {} ({:.1}x {}, robust z {:.1}), p99 {}",
-                    members.len(),
-                    fmt_ns(lvl.exp()),
-                    (lvl - f.p50.base).exp(),
-                    f.healthy_text(),
-                    f.p50.z(lvl),
-                    fmt_ns(p99.exp())
-                ),
-            });
-            continue;
-        }
-        for a in members.into_iter().filter(|a| class[*a] != NicClass::Fine) {
-            out.push(nic_culprit(f, a, class[a]));
-        }
-    }
-    out
-}
-
-/// The slow cells no NIC culprit explains, one culprit per NIC pair: both directions slow (a
-/// path), or one (one direction of a path: congestion or a degraded hop that way). A cell
-/// towards a NIC whose process polls late is its doing too, when its column stays at the
-/// healthy level as a whole (what makes it host-side): a starved process reposts its receives
-/// late, so a peer's writes meet receiver-not-ready retries now and then.
-fn link_culprits(f: &Fabric, class: &[NicClass]) -> Vec<Culprit> {
-    let explained = |c: &Cell| {
-        class[c.src] == NicClass::Slow
-            || class[c.dst] == NicClass::Slow
-            || class[c.src] == NicClass::HostSide
-            || class[c.dst] == NicClass::HostSide
-    };
-    let mut pairs: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
-    for (i, c) in f.cells.iter().enumerate() {
-        if f.slow[i] && !explained(c) {
-            pairs
-                .entry((c.src.min(c.dst), c.src.max(c.dst)))
-                .or_default()
-                .push(i);
-        }
-    }
-    let mut out = Vec::new();
-    for idx in pairs.into_values() {
-        let worst = idx
-            .iter()
-            .copied()
-            .max_by(|x, y| f.cells[*x].p50.total_cmp(&f.cells[*y].p50))
-            .unwrap_or(idx[0]);
-        let c = f.cells[worst];
-        let (s, d) = (c.src, c.dst);
-        let back = f.at.get(&(d, s)).map(|i| f.cells[*i]);
-        let both = idx.len() == 2;
-        let reverse = match back {
-            Some(b) if both => format!(
-                "{} -> {} p50 {}, p99 {} (slow both ways)",
-                f.label(d),
-                f.label(s),
-                fmt_ns(b.p50.exp()),
-                fmt_ns(b.p99.exp())
-            ),
-            Some(b) => format!(
-                "while {} -> {} is normal (p50 {}, p99 {})",
-                f.label(d),
-                f.label(s),
-                fmt_ns(b.p50.exp()),
-                fmt_ns(b.p99.exp())
-            ),
-            None => format!(
-                "{} -> {} carries no measured completions",
-                f.label(d),
-                f.label(s)
-            ),
-        };
-        out.push(Culprit {
-            kind: if both {
-                Kind::SlowLink
-            } else {
-                Kind::SlowLinkOneWay
-            },
-            nics: vec![s, d],
-            host: f.links.nics[s].host.clone(),
-            p99_ns: c.p99.exp(),
-            baseline_ns: f.p99.base.exp(),
-            z: f.p50.z(c.p50),
-            evidence: format!(
-                "{} -> {} p50 {}, p99 {} (p50 {:.1}x {}, robust z {:.1}) against {}'s row ({}) and {}'s column ({}); {reverse}{}",
-                f.label(s),
-                f.label(d),
-                fmt_ns(c.p50.exp()),
-                fmt_ns(c.p99.exp()),
-                (c.p50 - f.p50.base).exp(),
-                f.healthy_text(),
-                f.p50.z(c.p50),
-                f.label(s),
-                f.figures(&f.rows[s]),
-                f.label(d),
-                f.figures(&f.cols[d]),
-                if both {
-                    ": a path (a bad switch hop, a routed detour)"
-                } else {
-                    ": one direction of the path (congestion or a degraded hop that way)"
-                }
-            ),
-        });
-    }
-    out
 }
 
 /// The links cannot say which end: two NICs, or two hosts every link joins.
@@ -524,7 +335,7 @@ fn two_ends(f: &Fabric) -> Option<String> {
     (hosts.len() == 2 && crossing).then(|| {
         let h: Vec<&str> = hosts.into_iter().collect();
         format!(
-            "2 hosts ({} and {}): every link joins them, so a slow host, or the path between them, slows every link alike and cannot be told from a healthy run; a NIC can still be named ({range})",
+            "2 hosts ({} and {}): every link joins them, so a slow host, or the path between them, slows every link alike and cannot be told from a healthy run; a NIC is named only from links to several NICs of the other host (a NIC with one link cannot be told from its peer or the path: both are named in one finding) ({range})",
             h[0], h[1]
         )
     })
@@ -577,27 +388,28 @@ fn fast_group(f: &Fabric) -> Option<String> {
     ))
 }
 
-/// Classifies what is slow from the links' p50 and p99 (log scale, so a ratio is a difference).
+/// Classifies what is slow from the links' p50, p90 and p99 (log scale, so a ratio is a
+/// difference).
 ///
 /// 1. A cell (one direction of a link, with at least [`MIN_LINK_SAMPLES`] completions) is slow
 ///    when its typical completion (p50) is at least `min_ratio` above the healthy cells' and
 ///    `threshold` robust z (median and MAD of the healthy cells, the spread floored at the log
-///    histogram's 1/8), its tail (p99) not below theirs: a tail alone (a few late completions,
-///    what scheduling jitter makes) never is.
-/// 2. A NIC whose row (its own completions) and column (its peers' towards it) are mostly slow
-///    (more than half) is a slow NIC; a column alone also is (its receive side). A row alone,
-///    with the column at the healthy level or far nearer to it than the row (its excess below
-///    the fourth root of the row's), is a host-side delay: its process polls late.
-/// 3. A host with two or more NICs, every one slow, is a slow host (one finding); every one a
-///    host-side delay: one host-side finding for the host.
-/// 4. The slow cells no NIC explains are links: both directions slow, a slow link; one, a slow
-///    link one way.
+///    histogram's 1/8), its tail (p99) not below theirs; or when its slowest tenth (p90, from
+///    at least [`MIN_TAIL_SAMPLES`] completions) is as far above theirs. A p99 alone (a few late
+///    completions, what scheduling jitter makes) never is.
+/// 2. The slow cells are explained by the fewest culprits, strongest first
+///    ([`super::explain`]): a slow NIC (its row and column mostly slow, or its column), a
+///    host-side delay (its row alone), a slow host (every NIC of it), then links (both
+///    directions) and one-way links for what is left. A culprit's share is taken off the cells
+///    it explains and the rest judged again, so a healthy NIC whose slow links all go to
+///    culprits is not named, and a link slow on top of a slow NIC still is. Explanations that
+///    fit the same cells equally (the only link of two NICs) are one finding naming both.
 ///
 /// When more than half of the NICs would be named, or a group of cells (at least 2% of them) is
 /// markedly faster than the baseline (`min_ratio` and `threshold` below it), the baseline is
 /// not healthy (several slow hosts making most of the matrix, a tiered fabric, a run-wide
 /// slowdown): nothing is named, and a caveat says so. Caveats also say when the links join two
-/// NICs or two hosts only (a NIC is still named), and when most links have too few completions.
+/// NICs or two hosts only, and when most links have too few completions.
 pub fn analyse(links: &LinkReport, opt: &Options) -> Analysis {
     let mut f = Fabric::new(links, opt);
     let mut a = Analysis::default();
@@ -620,24 +432,28 @@ pub fn analyse(links: &LinkReport, opt: &Options) -> Analysis {
     }
     f.settle();
     a.caveats.extend(two_ends(&f));
-    let class = classify_nics(&f);
-    let named = class.iter().filter(|c| **c != NicClass::Fine).count();
-    let in_matrix = (0..class.len())
-        .filter(|i| !f.rows[*i].is_empty() || !f.cols[*i].is_empty())
-        .count();
-    if 2 * named > in_matrix {
-        a.caveats.push(format!(
-            "{named} of {in_matrix} NICs would be named slow against the fastest links ({}): most of the matrix is slow, or the fabric has tiers; nothing is named from it",
-            f.healthy_text()
-        ));
-        return a;
-    }
     if let Some(c) = fast_group(&f) {
         a.caveats.push(c);
         return a;
     }
-    a.culprits = nic_culprits(&f, &class);
-    a.culprits.extend(link_culprits(&f, &class));
+    let healthy = f.healthy_text();
+    let culprits = super::explain::explain(&mut f);
+    let named: BTreeSet<usize> = culprits
+        .iter()
+        .filter(|c| !matches!(c.kind, Kind::SlowLink | Kind::SlowLinkOneWay))
+        .flat_map(|c| c.nics.iter().copied())
+        .collect();
+    let in_matrix = (0..links.nics.len())
+        .filter(|i| !f.rows[*i].is_empty() || !f.cols[*i].is_empty())
+        .count();
+    if 2 * named.len() > in_matrix {
+        a.caveats.push(format!(
+            "{} of {in_matrix} NICs would be named slow against the fastest links ({healthy}): most of the matrix is slow, or the fabric has tiers; nothing is named from it",
+            named.len()
+        ));
+        return a;
+    }
+    a.culprits = culprits;
     a.culprits.sort_by(|x, y| y.z.total_cmp(&x.z));
     a
 }
@@ -685,12 +501,18 @@ fn fabric_findings(x: &Input, culprits: &[Culprit]) -> Vec<Finding> {
                 .iter()
                 .find(|l| l.file.host_name == nic.host && l.file.process_id == pid)
                 .map_or(String::new(), |l| l.path.display().to_string());
-            let whole_host =
-                c.nics.len() > 1 && !matches!(c.kind, Kind::SlowLink | Kind::SlowLinkOneWay);
+            let whole_host = c.nics.len() > 1
+                && !matches!(
+                    c.kind,
+                    Kind::SlowLink | Kind::SlowLinkOneWay | Kind::SlowLinkOrNic
+                );
             let rank = match c.kind {
                 _ if whole_host => c.host.clone(),
-                Kind::SlowLink => {
+                Kind::SlowLink | Kind::SlowLinkOrNic if c.nics.len() == 2 && !c.one_way() => {
                     format!("{} <-> {}", nic.label(), links.nics[c.nics[1]].label())
+                }
+                Kind::SlowLinkOrNic if c.nics.len() == 2 => {
+                    format!("{} -> {}", nic.label(), links.nics[c.nics[1]].label())
                 }
                 Kind::SlowLinkOneWay => {
                     format!("{} -> {}", nic.label(), links.nics[c.nics[1]].label())
@@ -716,6 +538,15 @@ fn fabric_findings(x: &Input, culprits: &[Culprit]) -> Vec<Finding> {
                 z: Some(c.z),
                 score: c.z,
                 evidence: c.evidence.clone(),
+                confidence: c.confidence,
+                alternatives: c
+                    .alternatives
+                    .iter()
+                    .map(|(k, n)| super::Alternative {
+                        kind: *k,
+                        culprit: n.clone(),
+                    })
+                    .collect(),
                 nics: c
                     .nics
                     .iter()

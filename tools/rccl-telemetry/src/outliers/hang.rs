@@ -82,6 +82,8 @@ fn roots(x: &Input) -> Vec<Finding> {
                 z: None,
                 score: 1000.0 + r.blocked_ranks as f64,
                 evidence: format!("root of the hang ({}): {}", r.kind, r.evidence),
+                confidence: 1.0,
+                alternatives: Vec::new(),
                 nics,
                 behind: h.behind.get(i).cloned().unwrap_or_default(),
             }

@@ -19,6 +19,13 @@ pub struct Row {
     pub severity: Severity,
     /// The highest score of the folded findings.
     pub score: f64,
+    /// How sure the row's verdict is: its head finding's confidence (0 to 1), and in words
+    /// ("high", "medium", "low").
+    pub confidence: f64,
+    pub sure: &'static str,
+    /// An ambiguous row (`slow_link_or_nic`): the explanations that fit equally.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<super::Alternative>,
     /// The row's kind: the culprit's (a fabric verdict, a hang root), else its most severe and
     /// strongest finding's.
     pub kind: Kind,
@@ -191,6 +198,9 @@ fn row(m: &[&Finding]) -> Row {
     Row {
         severity: m.iter().map(|f| f.severity).min().unwrap_or(head.severity),
         score: m.iter().map(|f| f.score).fold(f64::NEG_INFINITY, f64::max),
+        confidence: head.confidence,
+        sure: super::confidence_label(head.confidence),
+        alternatives: head.alternatives.clone(),
         kind: head.kind,
         kinds,
         what: what_s,
@@ -204,10 +214,11 @@ fn row(m: &[&Finding]) -> Row {
     }
 }
 
-const FINDING_COLUMNS: [Column; 7] = [
+const FINDING_COLUMNS: [Column; 8] = [
     col("#", true, 1),
     col("severity", false, 0),
     col("score", true, 0),
+    col("sure", false, 0),
     col("finding", false, 0),
     col("culprit", false, 0).whole(),
     col("pid", true, 0),
@@ -346,6 +357,7 @@ pub fn render_with(r: &OutlierReport, o: &OutlierText) -> String {
                 (i + 1).to_string(),
                 f.severity.as_str().to_string(),
                 format!("{:.1}", f.score),
+                f.sure.to_string(),
                 f.what.clone(),
                 f.culprit.clone(),
                 pid_cell(&f.pids),
@@ -355,13 +367,13 @@ pub fn render_with(r: &OutlierReport, o: &OutlierText) -> String {
         .collect();
     if compact {
         // Two lines a row: the row, then its evidence (cut to fit).
-        let heads: Vec<Vec<String>> = cells.iter().map(|c| c[..6].to_vec()).collect();
-        let (t, _) = crate::plain::plain_table(&FINDING_COLUMNS[..6], None, &heads, layout);
+        let heads: Vec<Vec<String>> = cells.iter().map(|c| c[..7].to_vec()).collect();
+        let (t, _) = crate::plain::plain_table(&FINDING_COLUMNS[..7], None, &heads, layout);
         for (i, l) in t.lines().enumerate() {
             out.push_str(l);
             out.push('\n');
             if let Some(c) = i.checked_sub(1).and_then(|k| cells.get(k)) {
-                out.push_str(&crate::plain::fit(&format!("      {}", c[6]), layout));
+                out.push_str(&crate::plain::fit(&format!("      {}", c[7]), layout));
                 out.push('\n');
             }
         }
@@ -423,6 +435,8 @@ mod tests {
             z: None,
             score,
             evidence: format!("{} on {nic}", kind.as_str()),
+            confidence: 1.0,
+            alternatives: Vec::new(),
             nics: vec![(host, dev)],
             behind: Vec::new(),
         }

@@ -408,3 +408,49 @@ fn the_verdict_grid_meets_its_targets() {
     assert!(s.healthy_runs >= 20, "{}", render(&s));
     assert!(missed(&s).is_empty(), "{:?}\n{}", missed(&s), render(&s));
 }
+
+/// The scenarios' CI subset (`make verdict-bench` runs the whole matrix): every class on the
+/// rail, ring, tree and all-to-all topologies, at 2 ranks, a rail of four hosts, two hosts of
+/// eight (every NIC's only link joins the other host: one finding names both ends), six hosts
+/// of four and four of eight (two slow NICs on one rail of four hosts), planted by the generator and by editing healthy files (a NIC's row, column,
+/// both, its tail only; a link, one way, a host, two NICs of a rail, a late poller with a slow
+/// link), under jitter. Every row is judged: a healthy neighbour's latency tail is a wrong row.
+#[test]
+fn the_scenarios_meet_their_targets_on_every_topology() {
+    use rccl_telemetry_tool::verdict_bench::scenario;
+    let topologies = ["rail", "ring", "tree", "alltoall"];
+    let list = scenario::matrix(
+        &topologies,
+        &[(2, 1), (4, 1), (16, 8), (24, 4), (32, 8)],
+        &scenario::PLANTINGS,
+        &["jitter"],
+        &[1],
+    );
+    let work = tempfile::tempdir().expect("tempdir");
+    let verdicts: Vec<_> = list
+        .iter()
+        .enumerate()
+        .map(|(i, s)| scenario::run(s, &work.path().join(format!("s{i}"))).expect("scenario"))
+        .collect();
+    let t = scenario::score(&verdicts);
+    for class in scenario::CLASSES {
+        assert!(
+            t.classes.iter().any(|c| c.class == class && c.runs >= 4),
+            "{class}: {}",
+            scenario::render(&t)
+        );
+    }
+    assert_eq!(t.by_topology.len(), topologies.len());
+    let wrong: Vec<String> = verdicts
+        .iter()
+        .filter(|v| !v.right())
+        .map(|v| format!("{:?}: {:?}", v.scenario, v.rows))
+        .collect();
+    assert!(
+        scenario::missed(&t).is_empty(),
+        "{:?}\n{}\n{}",
+        scenario::missed(&t),
+        scenario::render(&t),
+        wrong.join("\n")
+    );
+}
