@@ -170,6 +170,7 @@ impl Kind {
             Kind::SlowHost => "every NIC of a host of two or more slow: the host (PCIe, CPU, memory, its ToR; below)",
             Kind::SlowLinkOneWay => "one direction of a pair slow, the other normal: congestion or a degraded hop that way (below)",
             Kind::HostSideDelay => "a NIC's own completions slow, its peers' towards it not: its process polls late (below)",
+            Kind::SlowLinkOrNic => "a NIC pair slow both ways that the files cannot pin on one end or the path (a 2-host job's only link): both named, with what would tell them apart",
             Kind::StalledQps => "QPs with work outstanding and no completion for the stall time, per waiting NIC and peer",
             Kind::HangRoot => "the root of a hang: a frozen rank, a cycle on a dead link, or the end whose links went quiet first",
         }

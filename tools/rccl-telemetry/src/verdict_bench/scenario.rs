@@ -13,7 +13,7 @@
 //! it has no finding at all.
 
 use super::edit::{self, Edit, NicName, Target};
-use crate::generate::{generate_fabric, GenOptions, Planted, Topology};
+use crate::generate::{generate_fabric, GenOptions, Plant, Planted, Topology};
 use crate::outliers::{find, Kind, Options};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -163,7 +163,7 @@ impl Scenario {
             devices_per_rank: self.per_host.max(1),
             seed: self.seed,
             plants: match self.planting {
-                Planting::Generated(c) => vec![c.to_string()],
+                Planting::Generated(c) => Plant::from_name(c).into_iter().collect(),
                 _ => Vec::new(),
             },
             noise,
@@ -192,7 +192,7 @@ fn link(a: &NicName, b: &NicName) -> Expected {
 
 /// What the generator planted, as rows name it.
 fn generated(class: &str, planted: &[Planted]) -> Vec<Expected> {
-    let Some(p) = planted.iter().find(|p| p.kind == class) else {
+    let Some(p) = planted.iter().find(|p| p.kind.as_str() == class) else {
         return Vec::new();
     };
     let n = (p.host.clone(), format!("mlx5_{}", p.device_id));
