@@ -89,11 +89,10 @@ struct Paths<'a> {
 impl Paths<'_> {
     fn note(&mut self, segments: &[String]) {
         match segments {
-            [first, second, ..] if first == "crate" => {
-                if second != "self" && second != "*" {
-                    self.out.push(second.clone());
-                }
+            [first, second, ..] if first == "crate" && second != "self" && second != "*" => {
+                self.out.push(second.clone());
             }
+            [first, ..] if first == "crate" => {}
             [first, _, ..] if self.root_modules.is_some_and(|m| m.contains(first)) => {
                 self.out.push(first.clone());
             }

@@ -615,7 +615,7 @@ pub fn bad_lines(run_bad: &[BadFile]) -> Vec<String> {
                 None => by_kind.push((b.kind, 1)),
             }
         }
-        by_kind.sort_by(|a, b| b.1.cmp(&a.1));
+        by_kind.sort_by_key(|k| std::cmp::Reverse(k.1));
         let kinds: Vec<String> = by_kind
             .iter()
             .map(|(k, n)| {

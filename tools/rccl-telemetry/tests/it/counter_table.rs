@@ -5,8 +5,8 @@
 
 use crate::common::*;
 use rccl_telemetry_format::counters::FIELDS;
-use rccl_telemetry_tool::generate::GenOptions;
 use rccl_telemetry_tool::export::parquet::columns;
+use rccl_telemetry_tool::generate::GenOptions;
 use serde_json::Value;
 
 /// A run with every row present (latency sampling on: the optional num_wqe_sampled too).
