@@ -4,7 +4,8 @@
 //! `rccl-telemetry export --format prometheus`, which both depend on this crate, so the two
 //! cannot drift.
 //!
-//! Plain data in, text out: std only and no paths into the rest of the crate. Each side
+//! Plain data in, text out: std only, and of the rest of the crate only the counter table
+//! (`crate::counters`), whose rows name the families of the software counters. Each side
 //! converts what it has (the library its live slots, the tool a parsed JSON file) into
 //! [`Rank`]s.
 //!
