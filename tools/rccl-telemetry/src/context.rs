@@ -90,6 +90,18 @@ impl<'r> RunContext<'r> {
         })
     }
 
+    /// The link join and the hang, built if they were not yet, and nothing else: the QP index
+    /// and the latest files are given back first, for a reader that needs only these two (the
+    /// report's page, drawn after every analysis has run).
+    pub fn into_links_and_hang(self) -> (LinkReport, Hang) {
+        self.hang();
+        self.links();
+        (
+            self.links.into_inner().unwrap_or_default(),
+            self.hang.into_inner().unwrap_or_default(),
+        )
+    }
+
     /// The wait-for graph of the run and its roots ([`crate::hang::analyse_with`]).
     pub fn hang(&self) -> &Hang {
         self.hang.get_or_init(|| {

@@ -98,13 +98,15 @@ pub fn rows_by_kind(rows: &[crate::outliers::Row]) -> String {
 /// their time series), then the run as a whole and every device.
 ///
 /// Of the run's shared analyses the page reads the links (its matrix) and the hang (its line in
-/// the summary): both are drawn first and the context dropped, so the rest of the page is drawn
-/// without the links, the QP index and the wait-for graph in memory.
+/// the summary): it takes them from the context, gives back the rest (the QP index) and draws
+/// them first, so the rest of the page is drawn without the links and the wait-for graph in
+/// memory.
 pub fn render(cx: RunContext, s: &Summary, o: &OutlierReport, max_devices: usize) -> String {
     let run = cx.run();
-    let matrix = matrix_section_with(cx.links(), &o.findings);
-    let hang = crate::hang::one_line(cx.hang());
-    drop(cx);
+    let (links, hang) = cx.into_links_and_hang();
+    let hang = crate::hang::one_line(&hang);
+    let matrix = matrix_section_with(&links, &o.findings);
+    drop(links);
     // What the page shows aggregated instead of row by row (large runs), stated above the
     // evidence.
     let mut aggregated: Vec<String> = Vec::new();
