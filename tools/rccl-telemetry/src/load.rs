@@ -11,12 +11,14 @@
 //!   cap, if larger) of file text in memory at once (`budget`);
 //! - a file is parsed straight into the typed model; only a file that does not parse so is
 //!   parsed again as plain JSON, to say why in one line (the key path as a JSON Pointer);
-//! - a rank present in two files (same host and pid: a copy, a snapshot beside its final
-//!   file) is counted once, from its latest file, and the other is named.
+//! - a rank present in two files (same host, pid and start time: a copy, a snapshot beside
+//!   its final file) is counted once, from its latest file, and the other is named; a later
+//!   process with the same host and pid is another rank ([`ranks`]).
 
 mod budget;
 pub mod expand;
 pub mod prune;
+pub mod ranks;
 
 pub use expand::{expand_inputs, is_telemetry_name};
 pub use prune::Keep;
@@ -93,7 +95,8 @@ pub enum BadKind {
     NotRegular,
     /// Larger than `--max-file-size`.
     TooLarge,
-    /// A second name of a file, or a second file of one rank (host and pid): counted once.
+    /// A second name of a file, or a second file of one rank (host, pid and start time):
+    /// counted once.
     Duplicate,
 }
 
@@ -414,7 +417,8 @@ pub fn progress(len: usize, what: &str) -> ProgressBar {
     pb
 }
 
-/// Everything read from the inputs: the good files (sorted by host, pid, path) and the skipped ones.
+/// Everything read from the inputs: the good files (sorted by host, pid, start time, path) and
+/// the skipped ones.
 #[derive(Debug, Default)]
 pub struct Run {
     pub files: Vec<Loaded>,
@@ -461,13 +465,7 @@ pub fn load_run_keeping(inputs: &[PathBuf], keep: Keep) -> Run {
             Err(b) => bad.push(b),
         }
     }
-    files.sort_by(|a, b| {
-        (a.file.host_name.as_str(), a.file.process_id, &a.path).cmp(&(
-            b.file.host_name.as_str(),
-            b.file.process_id,
-            &b.path,
-        ))
-    });
+    files.sort_by(|a, b| ranks::sort_key(a).cmp(&ranks::sort_key(b)));
     let mut files = one_file_per_rank(files, &mut bad);
     let qp_index = (keep == Keep::Hang).then(|| prune::index(&mut files));
     Run {
@@ -479,16 +477,12 @@ pub fn load_run_keeping(inputs: &[PathBuf], keep: Keep) -> Run {
     }
 }
 
-/// Keeps one file per rank (host, pid) of files sorted by rank: the latest (end_time, a final
-/// file on a tie, then the first path), as the hang analysis picks; the others are named as
-/// duplicates. Two files of one rank would double its links and make its peers ambiguous.
+/// Keeps one file per rank (host, pid, start time: [`ranks`]) of files sorted by rank: the
+/// latest (end_time, a final file on a tie, then the first path), as the hang analysis picks;
+/// the others are named as duplicates. Two files of one rank would double its links and make
+/// its peers ambiguous; a later process with the same host and pid is another rank.
 fn one_file_per_rank(files: Vec<Loaded>, bad: &mut Vec<BadFile>) -> Vec<Loaded> {
-    let when = |l: &Loaded| {
-        (
-            crate::model::parse_timestamp_ns(&l.file.end_time).unwrap_or(i128::MIN),
-            l.file.is_final != Some(false),
-        )
-    };
+    let when = |l: &Loaded| ranks::when(&l.file);
     let mut out: Vec<Loaded> = Vec::with_capacity(files.len());
     let mut group: Vec<Loaded> = Vec::new();
     let mut flush = |group: &mut Vec<Loaded>, out: &mut Vec<Loaded>| {
@@ -521,9 +515,9 @@ fn one_file_per_rank(files: Vec<Loaded>, bad: &mut Vec<BadFile>) -> Vec<Loaded> 
         }
     };
     for l in files {
-        let same = group.last().is_some_and(|g| {
-            g.file.host_name == l.file.host_name && g.file.process_id == l.file.process_id
-        });
+        let same = group
+            .last()
+            .is_some_and(|g| ranks::same_rank(&g.file, &l.file));
         if !same {
             flush(&mut group, &mut out);
         }

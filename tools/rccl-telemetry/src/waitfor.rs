@@ -13,7 +13,7 @@
 
 use crate::links::{lookup, norm_gid, qp_index, QpIndex};
 use crate::load::Run;
-use crate::model::{format_timestamp_ns, parse_timestamp_ns, QueuePair, TelemetryFile};
+use crate::model::{format_timestamp_ns, parse_timestamp_ns, QueuePair};
 use crate::stats::fmt_ns;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -99,25 +99,10 @@ struct Edge {
     dst_nics: BTreeSet<String>,
 }
 
-/// The latest file of each rank (host, pid): the newest end_time, a final file on a tie.
-fn latest_files(run: &Run) -> BTreeMap<(String, i64), usize> {
-    let mut m: BTreeMap<(String, i64), usize> = BTreeMap::new();
-    let when = |f: &TelemetryFile| {
-        (
-            parse_timestamp_ns(&f.end_time).unwrap_or(i128::MIN),
-            f.is_final != Some(false),
-        )
-    };
-    for (i, l) in run.files.iter().enumerate() {
-        let k = (l.file.host_name.clone(), l.file.process_id);
-        match m.get(&k) {
-            Some(&j) if when(&run.files[j].file) >= when(&l.file) => {}
-            _ => {
-                m.insert(k, i);
-            }
-        }
-    }
-    m
+/// The latest file of each rank (host, pid, start time: `load::ranks`): the newest end_time,
+/// a final file on a tie.
+fn latest_files(run: &Run) -> BTreeMap<crate::load::ranks::RankKey, usize> {
+    crate::load::ranks::latest_per_rank(&run.files)
 }
 
 struct Graph {
@@ -239,7 +224,7 @@ struct PeerResolver<'a> {
 impl<'a> PeerResolver<'a> {
     /// Indexes the QPs of the run and the device GIDs and LIDs of the latest files: a peer
     /// whose QPN no file claims (a QP created after its owner's last file) still names its NIC.
-    fn new(run: &'a Run, latest: &BTreeMap<(String, i64), usize>) -> Self {
+    fn new(run: &'a Run, latest: &BTreeMap<crate::load::ranks::RankKey, usize>) -> Self {
         let mut by_addr: HashMap<String, BTreeSet<(String, i64, String)>> = HashMap::new();
         for &fi in latest.values() {
             let f = &run.files[fi].file;
@@ -357,7 +342,7 @@ impl Edge {
 
 /// The wait-for graph as it is built from the latest files, with the hang's QP counts.
 struct GraphBuild<'a> {
-    latest: &'a BTreeMap<(String, i64), usize>,
+    latest: &'a BTreeMap<crate::load::ranks::RankKey, usize>,
     peers: PeerResolver<'a>,
     g: Graph,
     hang: Hang,
@@ -387,7 +372,13 @@ impl GraphBuild<'_> {
         };
         let (dst, dst_nic) = match self.peers.resolve(p) {
             Peer::Rank(h, pid, nic) => {
-                let fi = self.latest.get(&(h.clone(), pid)).copied();
+                // The node of every rank exists already; a peer in no file gets its first.
+                let fi = self
+                    .latest
+                    .range((h.clone(), pid, String::new())..)
+                    .next()
+                    .filter(|(k, _)| k.0 == h && k.1 == pid)
+                    .map(|(_, &i)| i);
                 (self.g.node(Key::Rank(h, pid), fi), nic)
             }
             Peer::Absent(a) => (self.g.node(Key::Absent(a.clone()), None), a),

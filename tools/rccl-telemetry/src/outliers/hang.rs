@@ -10,7 +10,7 @@
 
 use super::{nic_label, Caveat, Finding, Input, Kind};
 use crate::links::{lookup, qp_index};
-use crate::model::{parse_timestamp_ns, TelemetryFile};
+use crate::model::parse_timestamp_ns;
 use crate::stats::{fmt_count, fmt_ns};
 use std::collections::BTreeMap;
 
@@ -95,20 +95,10 @@ fn roots(x: &Input) -> Vec<Finding> {
 /// The latest file of every rank (a snapshot followed by a final file that recovered has no
 /// stall left).
 fn latest(files: &[crate::load::Loaded]) -> Vec<&crate::load::Loaded> {
-    let mut m: BTreeMap<(&str, i64), &crate::load::Loaded> = BTreeMap::new();
-    let when = |f: &TelemetryFile| {
-        (
-            parse_timestamp_ns(&f.end_time).unwrap_or(i128::MIN),
-            f.is_final != Some(false),
-        )
-    };
-    for l in files {
-        let k = (l.file.host_name.as_str(), l.file.process_id);
-        if m.get(&k).is_none_or(|o| when(&l.file) > when(&o.file)) {
-            m.insert(k, l);
-        }
-    }
-    m.into_values().collect()
+    crate::load::ranks::latest_per_rank(files)
+        .into_values()
+        .map(|i| &files[i])
+        .collect()
 }
 
 /// The stalled QPs of one waiting NIC towards one peer.
