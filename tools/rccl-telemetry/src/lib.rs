@@ -5,10 +5,12 @@
 //! so the tests (and the fuzzing) can call the parser and the analyses directly.
 
 pub mod check;
+pub mod completeness;
 pub mod export;
 pub mod generate;
 pub mod hwclass;
 pub mod intree;
+pub mod jobs;
 pub mod layout;
 pub mod links;
 pub mod load;

@@ -149,6 +149,9 @@ pub struct Loaded {
     /// The addresses of the file's QPs, while the run's QP index is being built from a pruned
     /// read ([`Keep::Hang`]); None otherwise.
     pub qp_claims: Option<prune::FileClaims>,
+    /// Who the file is reached by and names, taken before its QPs were pruned (None: the
+    /// file holds every QP, and `completeness::reach_of` takes it from the file).
+    pub reach: Option<crate::completeness::Reach>,
 }
 
 /// Opens a regular file without blocking (a FIFO swapped in after the check) and reads at
@@ -301,6 +304,7 @@ pub fn to_typed(raw: RawFile) -> Result<Loaded, BadFile> {
                 path: raw.path,
                 file,
                 qp_claims: None,
+                reach: None,
             }),
             Err(e) => Err(BadFile::new(&raw.path, BadKind::WrongShape, e)),
         };
@@ -313,6 +317,7 @@ pub fn to_typed(raw: RawFile) -> Result<Loaded, BadFile> {
                 path: raw.path,
                 file,
                 qp_claims: None,
+                reach: None,
             })
         }
         Err(e) => Err(BadFile::new(
@@ -396,6 +401,7 @@ pub fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Loaded, BadFile> {
                 path: path.to_path_buf(),
                 file,
                 qp_claims: None,
+                reach: None,
             });
         }
     }
@@ -450,6 +456,9 @@ pub fn load_run_keeping(inputs: &[PathBuf], keep: Keep) -> Run {
             let r = read_bytes(p)
                 .and_then(|(bytes, _permit)| parse_bytes(p, &bytes))
                 .map(|mut l| {
+                    if keep != Keep::All {
+                        l.reach = Some(crate::completeness::Reach::of(&l.file));
+                    }
                     l.qp_claims = prune::prune(&mut l.file, keep);
                     l
                 });

@@ -10,8 +10,8 @@ use cli::{
     ReportArgs, StallsArgs, SummaryArgs,
 };
 use rccl_telemetry_tool::{
-    check, export, generate, layout, links, load, outliers, parquet_export, promgc, report, stalls,
-    summary,
+    check, export, generate, jobs, layout, links, load, outliers, parquet_export, promgc, report,
+    stalls, summary,
 };
 use std::io::Write;
 use std::path::PathBuf;
@@ -198,21 +198,23 @@ fn outliers(a: OutliersArgs) -> Outcome {
         ..Default::default()
     };
     // The hang's root and its stalled QPs are findings (critical, first); a hang whose root
-    // cannot be named is a caveat line.
-    let r = outliers::find(&run, &opt);
-    if a.json {
-        print_json(&r)?;
-    } else {
-        print(&outliers::render_with(
-            &r,
-            &outliers::OutlierText {
-                layout: layout::Layout::from_flag(a.wide),
-                top: a.top,
-                all: a.all,
-            },
-        ));
+    // cannot be named is a caveat line. Files of several jobs are analysed job by job.
+    let (_, several, reports) = jobs::find_outliers(run, &opt);
+    let text = outliers::OutlierText {
+        layout: layout::Layout::from_flag(a.wide),
+        top: a.top,
+        all: a.all,
+    };
+    match (&several, a.json) {
+        (Some(j), true) => print_json(&jobs::PerJob {
+            jobs: j,
+            reports: &reports,
+        })?,
+        (Some(j), false) => print(&jobs::render_per_job(j, &reports, &text)),
+        (None, true) => print_json(&reports[0])?,
+        (None, false) => print(&outliers::render_with(&reports[0], &text)),
     }
-    Ok(found_if(!r.findings.is_empty()))
+    Ok(found_if(reports.iter().any(|r| !r.findings.is_empty())))
 }
 
 fn links(a: LinksArgs) -> Outcome {
@@ -361,7 +363,11 @@ fn report(a: ReportArgs) -> Outcome {
     // The summary and the outliers of one run: what `outliers` keeps serves both.
     let run = load_keeping(&a.inputs, load::Keep::Links)?;
     let s = summary::summarize(&run, false);
-    let o = outliers::find(&run, &outliers::Options::default());
+    let (run, several, mut reports) = jobs::find_outliers(run, &outliers::Options::default());
+    let o = match several {
+        Some(j) => jobs::merge(&j, reports),
+        None => reports.remove(0),
+    };
     let html = report::render(&run, &s, &o, a.max_devices.max(1));
     std::fs::write(&a.output, html)
         .map_err(|e| fail(format!("cannot write {}: {e}", a.output.display())))?;

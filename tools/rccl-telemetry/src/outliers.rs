@@ -175,6 +175,18 @@ pub struct Caveat {
     pub evidence: String,
 }
 
+impl Caveat {
+    /// The caveat's title for people.
+    pub fn title(&self) -> &'static str {
+        match self.kind {
+            "hang_without_root" => "Hang, no root named",
+            "missing_files" => "Missing files",
+            "several_jobs" => "Several jobs",
+            _ => "Too few to tell",
+        }
+    }
+}
+
 impl std::fmt::Display for Kind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -236,6 +248,10 @@ pub struct OutlierReport {
     /// One row per culprit, every finding about it folded in, most severe first.
     pub rows: Vec<Row>,
     pub findings: Vec<Finding>,
+    /// The peer NICs and ranks the files name that no file covers (`completeness`); absent
+    /// when every one has a file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<crate::completeness::Completeness>,
 }
 
 /// One used device of the run, with the file it is in.
@@ -416,6 +432,8 @@ fn used_devices(run: &Run) -> Vec<Dev<'_>> {
 pub fn find(run: &Run, opt: &Options) -> OutlierReport {
     let input = Input::new(run, opt);
     let mut out: Vec<Finding> = DETECTORS.iter().flat_map(|(_, d)| d(&input)).collect();
+    let completeness = crate::completeness::Completeness::of_run(run);
+    completeness.qualify(&mut out);
     let explained: Vec<(String, String)> = out
         .iter()
         .filter(|f| matches!(f.kind, Kind::SlowLink | Kind::SlowHost))
@@ -444,6 +462,7 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
     flagged.dedup();
     let mut caveats = fabric::caveats(&input);
     caveats.extend(hang::caveats(&input));
+    caveats.extend(completeness.caveat());
     let rows = fold(&out);
     let count = |s: Severity| rows.iter().filter(|r| r.severity == s).count();
     OutlierReport {
@@ -457,6 +476,7 @@ pub fn find(run: &Run, opt: &Options) -> OutlierReport {
         caveats,
         findings: out,
         rows,
+        incomplete: (!completeness.is_complete()).then_some(completeness),
     }
 }
 

@@ -278,6 +278,7 @@ mod tests {
                     path: "x".into(),
                     file,
                     qp_claims: None,
+                    reach: None,
                 })
                 .collect(),
             ..Default::default()

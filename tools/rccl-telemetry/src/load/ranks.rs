@@ -81,6 +81,7 @@ mod tests {
                 ..Default::default()
             },
             qp_claims: None,
+            reach: None,
         }
     }
 
