@@ -2,7 +2,8 @@
 //!
 //! A job's ranks run at the same time and talk to each other. So the files are first grouped
 //! by time: files whose spans (start_time .. end_time) overlap, directly or through others, are
-//! of one group, and a group that starts after another has ended is another job (a job run
+//! of one group, and a group that starts more than a minute ([`TIME_GAP_NS`]) after another
+//! has ended is another job (a job run
 //! again on the same hosts, whose pids may be reused, is told apart this way). Within a group,
 //! files are of one job when one names a peer NIC another is addressed by, they share a
 //! communicator, or they are of one host (a host's ranks reach each other without a NIC: the
@@ -67,6 +68,11 @@ impl Sets {
     }
 }
 
+/// The least gap between the end of one group of files and the start of the next for them to
+/// be two jobs: the ranks of a short job (a test, a launcher that starts them one by one) need
+/// not overlap, but they follow each other within seconds.
+pub const TIME_GAP_NS: i128 = 60_000_000_000;
+
 /// The files' spans in ns, or None when a file's times cannot be read.
 fn spans(run: &Run) -> Option<Vec<(i128, i128)>> {
     run.files
@@ -90,7 +96,7 @@ fn time_groups(run: &Run) -> Vec<Vec<usize>> {
     let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut end = i128::MIN;
     for i in order {
-        if groups.is_empty() || sp[i].0 > end {
+        if groups.is_empty() || sp[i].0 > end.saturating_add(TIME_GAP_NS) {
             groups.push(Vec::new());
             end = sp[i].1;
         }
@@ -136,10 +142,8 @@ fn peer_groups(group: &[usize], reach: &[Cow<Reach>]) -> Vec<Vec<usize>> {
     let mut open: Option<usize> = None;
     for (k, &i) in group.iter().enumerate() {
         for n in &reach[i].named {
-            let owner = (n.gid != 0)
-                .then(|| by_gid.get(&n.gid))
-                .flatten()
-                .or_else(|| (n.lid != 0).then(|| by_lid.get(&n.lid)).flatten());
+            // No file owns address 0: a peer without a GID is found by its LID.
+            let owner = by_gid.get(&n.gid).or_else(|| by_lid.get(&n.lid));
             match owner {
                 Some(&o) => sets.union(o, k),
                 None => match open {

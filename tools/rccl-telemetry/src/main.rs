@@ -173,17 +173,24 @@ fn check(a: CheckArgs) -> Outcome {
         }
     }
     eprintln!(
-        "rccl-telemetry: checked {} files: {} valid, {} with violations, {} unreadable; {} violations",
+        "rccl-telemetry: checked {} files: {} valid, {} with violations, {} unreadable; {} violations{}",
         report.files,
         report.files_valid,
         report.files - report.files_valid - report.files_unreadable,
         report.files_unreadable,
-        report.violations.len()
+        report.violations.len(),
+        report
+            .incomplete
+            .as_ref()
+            .map_or(String::new(), check::short_of_ranks)
     );
     if report.files == 0 {
         return Err(fail("no rccl_telemetry_*.json file in the inputs"));
     }
-    Ok(found_if(!report.violations.is_empty()))
+    // Files whose peers or ranks have no file are a run short of ranks: exit 1, as for a file
+    // that cannot be read, unless the inputs are knowingly a part (--partial, or one file).
+    let short = report.incomplete.is_some() && !a.partial && report.files > 1;
+    Ok(found_if(!report.violations.is_empty() || short))
 }
 
 fn outliers(a: OutliersArgs) -> Outcome {
