@@ -74,7 +74,7 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
         .map_err(|e| format!("the embedded schema does not compile: {e}"))?;
     let (paths, missing) = expand_inputs(inputs);
     let pb = progress(paths.len(), "checking");
-    let per_file: Vec<((Vec<Violation>, bool, bool), Option<Reach>)> = paths
+    let per_file: Vec<(FileCheck, Option<Reach>)> = paths
         .par_iter()
         .map(|p| {
             let mut reach = None;
@@ -120,6 +120,9 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
     Ok(report)
 }
 
+/// One file's violations, whether it was unreadable, whether it is an in-tree file.
+type FileCheck = (Vec<Violation>, bool, bool);
+
 /// What `check`'s last line adds for a set of files short of ranks: "; the files name 51 peer
 /// NICs that have no file" (and the communicators short of ranks).
 pub fn short_of_ranks(c: &Completeness) -> String {
@@ -141,11 +144,7 @@ pub fn short_of_ranks(c: &Completeness) -> String {
 
 /// One file's violations, whether it was unreadable, whether it is an in-tree file; `reach`
 /// gets what the file names and is reached by when it reads as a telemetry file.
-fn check_file(
-    p: &Path,
-    validator: &jsonschema::Validator,
-    reach: &mut Option<Reach>,
-) -> (Vec<Violation>, bool, bool) {
+fn check_file(p: &Path, validator: &jsonschema::Validator, reach: &mut Option<Reach>) -> FileCheck {
     let file = p.display().to_string();
     let unreadable = |b: BadFile| {
         (

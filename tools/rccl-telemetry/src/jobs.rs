@@ -395,8 +395,8 @@ pub fn merge(jobs: &Jobs, reports: Vec<OutlierReport>) -> OutlierReport {
             f
         }));
     }
-    out.rows.sort_by(|a, b| a.severity.cmp(&b.severity));
-    out.findings.sort_by(|a, b| a.severity.cmp(&b.severity));
+    out.rows.sort_by_key(|r| r.severity);
+    out.findings.sort_by_key(|f| f.severity);
     out
 }
 
