@@ -9,6 +9,7 @@ pub mod text;
 
 use sums::sum_error;
 
+use crate::completeness::{Completeness, Reach};
 use crate::load::{expand_inputs, parse_raw, progress, raw_from_value, read_bytes, BadFile};
 use crate::model::{
     add_hist, latency_range, parse_timestamp_ns, Channel, CommRef, Counters, Device, TelemetryFile,
@@ -55,6 +56,10 @@ pub struct CheckReport {
     pub files_intree: usize,
     /// When any in-tree file was checked: what that format cannot express, said once per run.
     pub intree_format_limitations: Vec<&'static str>,
+    /// The peer NICs and ranks the files name that none of them covers (`completeness`):
+    /// absent when every one has a file. The files are valid, the set is short of ranks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<crate::completeness::Completeness>,
 }
 
 fn shorten(s: &str, max: usize) -> String {
@@ -75,14 +80,17 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
         .map_err(|e| format!("the embedded schema does not compile: {e}"))?;
     let (paths, missing) = expand_inputs(inputs);
     let pb = progress(paths.len(), "checking");
-    let per_file: Vec<(Vec<Violation>, bool, bool)> = paths
+    let per_file: Vec<(FileCheck, Option<Reach>)> = paths
         .par_iter()
         .map(|p| {
-            let out = check_file(p, &validator);
+            let mut reach = None;
+            let out = check_file(p, &validator, &mut reach);
             pb.inc(1);
-            out
+            (out, reach)
         })
         .collect();
+    let (per_file, reaches): (Vec<_>, Vec<Option<Reach>>) = per_file.into_iter().unzip();
+    let complete = Completeness::of(reaches.iter().flatten());
     pb.finish_and_clear();
     let mut report = CheckReport {
         files: paths.len(),
@@ -114,11 +122,35 @@ pub fn check_inputs(inputs: &[PathBuf]) -> Result<CheckReport, String> {
     if report.files_intree > 0 {
         report.intree_format_limitations = crate::intree::LIMITATIONS.to_vec();
     }
+    report.incomplete = (!complete.is_complete()).then_some(complete);
     Ok(report)
 }
 
 /// One file's violations, whether it was unreadable, whether it is an in-tree file.
-fn check_file(p: &Path, validator: &jsonschema::Validator) -> (Vec<Violation>, bool, bool) {
+type FileCheck = (Vec<Violation>, bool, bool);
+
+/// What `check`'s last line adds for a set of files short of ranks: "; the files name 51 peer
+/// NICs that have no file" (and the communicators short of ranks).
+pub fn short_of_ranks(c: &Completeness) -> String {
+    let mut s = String::new();
+    if c.peer_nics_missing > 0 {
+        s.push_str(&format!(
+            "; the files name {} peer NICs that have no file",
+            c.peer_nics_missing
+        ));
+    }
+    if !c.communicators.is_empty() {
+        s.push_str(&format!(
+            "; {} communicators have ranks without a file",
+            c.communicators.len()
+        ));
+    }
+    s
+}
+
+/// One file's violations, whether it was unreadable, whether it is an in-tree file; `reach`
+/// gets what the file names and is reached by when it reads as a telemetry file.
+fn check_file(p: &Path, validator: &jsonschema::Validator, reach: &mut Option<Reach>) -> FileCheck {
     let file = p.display().to_string();
     let unreadable = |b: BadFile| {
         (
@@ -186,16 +218,19 @@ fn check_file(p: &Path, validator: &jsonschema::Validator) -> (Vec<Violation>, b
     v.extend(schema_errors);
     let schema_clean = v.iter().all(|x| x.kind != "schema");
     match crate::load::typed_from_value(raw.value) {
-        Ok(tf) => v.extend(
-            invariants(&tf)
-                .into_iter()
-                .map(|(path, message)| Violation {
-                    file: file.clone(),
-                    path,
-                    kind: "invariant",
-                    message,
-                }),
-        ),
+        Ok(tf) => {
+            *reach = Some(Reach::of(&tf));
+            v.extend(
+                invariants(&tf)
+                    .into_iter()
+                    .map(|(path, message)| Violation {
+                        file: file.clone(),
+                        path,
+                        kind: "invariant",
+                        message,
+                    }),
+            )
+        }
         Err(e) if schema_clean => v.push(Violation {
             file: file.clone(),
             path: String::new(),

@@ -111,6 +111,10 @@ pub struct CheckArgs {
     /// Lines not cut to the terminal's width (the grouped view).
     #[arg(long)]
     pub wide: bool,
+    /// The inputs are knowingly part of a run: peers and ranks they name but do not hold are
+    /// still listed, but do not make the exit status 1.
+    #[arg(long)]
+    pub partial: bool,
     /// Files (read whatever their name), directories (their rccl_telemetry_*.json files) or
     /// quoted glob patterns ('runs/*/rccl_telemetry_*.json').
     #[arg(required = true)]

@@ -30,7 +30,7 @@ pub struct Builds {
 /// One run and its shared analyses, built on first use.
 pub struct RunContext<'r> {
     run: &'r Run,
-    latest: OnceCell<BTreeMap<(String, i64), usize>>,
+    latest: OnceCell<BTreeMap<crate::load::ranks::RankKey, usize>>,
     qp_index: OnceCell<Cow<'r, QpIndex>>,
     links: OnceCell<LinkReport>,
     hang: OnceCell<Hang>,
@@ -66,7 +66,7 @@ impl<'r> RunContext<'r> {
     }
 
     /// The file each rank (host, pid) is read from: its latest ([`crate::load::latest_per_rank`]).
-    pub fn latest(&self) -> &BTreeMap<(String, i64), usize> {
+    pub fn latest(&self) -> &BTreeMap<crate::load::ranks::RankKey, usize> {
         self.latest.get_or_init(|| {
             self.built(|b| b.latest += 1);
             crate::load::latest_per_rank(&self.run.files)

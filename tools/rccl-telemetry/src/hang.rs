@@ -31,7 +31,7 @@ use wait_for::wait_for_roots;
 
 /// The wait-for graph as it is built from the latest files, with the hang's QP counts.
 struct GraphBuild<'a> {
-    latest: &'a BTreeMap<(String, i64), usize>,
+    latest: &'a BTreeMap<crate::load::ranks::RankKey, usize>,
     peers: PeerResolver<'a>,
     g: Graph,
     hang: Hang,
@@ -61,7 +61,13 @@ impl GraphBuild<'_> {
         };
         let (dst, dst_nic) = match self.peers.resolve(p) {
             Peer::Rank(h, pid, nic) => {
-                let fi = self.latest.get(&(h.clone(), pid)).copied();
+                // The rank's first file by start time: a peer names only host and pid.
+                let fi = self
+                    .latest
+                    .range((h.clone(), pid, String::new())..)
+                    .next()
+                    .filter(|(k, _)| k.0 == h && k.1 == pid)
+                    .map(|(_, &i)| i);
                 (self.g.node(Key::Rank(h, pid), fi), nic)
             }
             Peer::Absent(a) => (self.g.node(Key::Absent(a.clone()), None), a),
@@ -105,7 +111,11 @@ pub fn analyse(run: &Run) -> Hang {
 
 /// Builds the wait-for graph of the run and names its roots: each rank read from its file in
 /// `latest` ([`crate::load::latest_per_rank`]), the peers found through the run's QP index.
-pub fn analyse_with(run: &Run, idx: &QpIndex, latest: &BTreeMap<(String, i64), usize>) -> Hang {
+pub fn analyse_with(
+    run: &Run,
+    idx: &QpIndex,
+    latest: &BTreeMap<crate::load::ranks::RankKey, usize>,
+) -> Hang {
     let mut b = GraphBuild {
         latest,
         peers: PeerResolver::new(run, idx, latest),

@@ -9,8 +9,10 @@
 // Input: finding and reading the files (ours of every version, the in-tree engine's), checking
 // them, and the run-level context every analysing command takes.
 pub mod check;
+pub mod completeness;
 pub mod context;
 pub mod intree;
+pub mod jobs;
 pub mod load;
 pub mod model;
 

@@ -11,13 +11,15 @@
 //!   cap, if larger) of file text in memory at once (`budget`);
 //! - a file is parsed straight into the typed model; only a file that does not parse so is
 //!   parsed again as plain JSON, to say why in one line (the key path as a JSON Pointer);
-//! - a rank present in two files (same host and pid: a copy, a snapshot beside its final
-//!   file) is counted once, from its latest file, and the other is named.
+//! - a rank present in two files (same host, pid and start time: a copy, a snapshot beside
+//!   its final file) is counted once, from its latest file, and the other is named; a later
+//!   process with the same host and pid is another rank ([`ranks`]).
 
 pub mod addr;
 mod budget;
 pub mod expand;
 pub mod prune;
+pub mod ranks;
 
 pub use expand::{expand_inputs, is_telemetry_name};
 pub use prune::Keep;
@@ -94,7 +96,8 @@ pub enum BadKind {
     NotRegular,
     /// Larger than `--max-file-size`.
     TooLarge,
-    /// A second name of a file, or a second file of one rank (host and pid): counted once.
+    /// A second name of a file, or a second file of one rank (host, pid and start time):
+    /// counted once.
     Duplicate,
 }
 
@@ -147,6 +150,9 @@ pub struct Loaded {
     /// The addresses of the file's QPs, while the run's QP index is being built from a pruned
     /// read ([`Keep::Hang`]); None otherwise.
     pub qp_claims: Option<prune::FileClaims>,
+    /// Who the file is reached by and names, taken before its QPs were pruned (None: the
+    /// file holds every QP, and `completeness::reach_of` takes it from the file).
+    pub reach: Option<crate::completeness::Reach>,
 }
 
 /// Opens a regular file without blocking (a FIFO swapped in after the check) and reads at
@@ -299,6 +305,7 @@ pub fn to_typed(raw: RawFile) -> Result<Loaded, BadFile> {
                 path: raw.path,
                 file,
                 qp_claims: None,
+                reach: None,
             }),
             Err(e) => Err(BadFile::new(&raw.path, BadKind::WrongShape, e)),
         };
@@ -311,6 +318,7 @@ pub fn to_typed(raw: RawFile) -> Result<Loaded, BadFile> {
                 path: raw.path,
                 file,
                 qp_claims: None,
+                reach: None,
             })
         }
         Err(e) => Err(BadFile::new(
@@ -394,6 +402,7 @@ pub fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Loaded, BadFile> {
                 path: path.to_path_buf(),
                 file,
                 qp_claims: None,
+                reach: None,
             });
         }
     }
@@ -415,7 +424,8 @@ pub fn progress(len: usize, what: &str) -> ProgressBar {
     pb
 }
 
-/// Everything read from the inputs: the good files (sorted by host, pid, path) and the skipped ones.
+/// Everything read from the inputs: the good files (sorted by host, pid, start time, path) and
+/// the skipped ones.
 #[derive(Debug, Default)]
 pub struct Run {
     pub files: Vec<Loaded>,
@@ -461,6 +471,9 @@ pub fn load_run_keeping(inputs: &[PathBuf], keep: Keep) -> Run {
             let r = read_bytes(p)
                 .and_then(|(bytes, _permit)| parse_bytes(p, &bytes))
                 .map(|mut l| {
+                    if keep != Keep::All {
+                        l.reach = Some(crate::completeness::Reach::of(&l.file));
+                    }
                     l.qp_claims = prune::prune(&mut l.file, keep);
                     l
                 });
@@ -476,13 +489,7 @@ pub fn load_run_keeping(inputs: &[PathBuf], keep: Keep) -> Run {
             Err(b) => bad.push(b),
         }
     }
-    files.sort_by(|a, b| {
-        (a.file.host_name.as_str(), a.file.process_id, &a.path).cmp(&(
-            b.file.host_name.as_str(),
-            b.file.process_id,
-            &b.path,
-        ))
-    });
+    files.sort_by(|a, b| ranks::sort_key(a).cmp(&ranks::sort_key(b)));
     let mut files = one_file_per_rank(files, &mut bad);
     let qp_index = (keep == Keep::Hang).then(|| {
         prune::index(files.iter_mut().filter_map(|l| {
@@ -499,37 +506,20 @@ pub fn load_run_keeping(inputs: &[PathBuf], keep: Keep) -> Run {
     }
 }
 
-/// How late a file of a rank is: its end time, then a final file over a snapshot. Of two files
-/// of one rank the later is kept, the first by path on a tie.
-fn recency(f: &TelemetryFile) -> (i128, bool) {
-    (
-        crate::model::parse_timestamp_ns(&f.end_time).unwrap_or(i128::MIN),
-        f.is_final != Some(false),
-    )
+/// The latest file of each rank (host, pid, start time: [`ranks`]) by [`ranks::when`], the
+/// first on a tie: the index in `files` of the file every analysis reads the rank from. A run
+/// the load read holds one file per rank already; a run put together by hand (a test, a fuzz
+/// case) may hold more.
+pub fn latest_per_rank(files: &[Loaded]) -> std::collections::BTreeMap<ranks::RankKey, usize> {
+    ranks::latest_per_rank(files)
 }
 
-/// The latest file of each rank (host, pid) by [`recency`], the first on a tie: the index in
-/// `files` of the file every analysis reads the rank from. A run the load read holds one file
-/// per rank already; a run put together by hand (a test, a fuzz case) may hold more.
-pub fn latest_per_rank(files: &[Loaded]) -> std::collections::BTreeMap<(String, i64), usize> {
-    let mut m: std::collections::BTreeMap<(String, i64), usize> = std::collections::BTreeMap::new();
-    for (i, l) in files.iter().enumerate() {
-        let k = (l.file.host_name.clone(), l.file.process_id);
-        match m.get(&k) {
-            Some(&j) if recency(&files[j].file) >= recency(&l.file) => {}
-            _ => {
-                m.insert(k, i);
-            }
-        }
-    }
-    m
-}
-
-/// Keeps one file per rank (host, pid) of files sorted by rank: the latest by [`recency`], as
-/// [`latest_per_rank`] picks; the others are named as duplicates. Two files of one rank would
-/// double its links and make its peers ambiguous.
+/// Keeps one file per rank (host, pid, start time: [`ranks`]) of files sorted by rank: the
+/// latest (end_time, a final file on a tie, then the first path), as the hang analysis picks;
+/// the others are named as duplicates. Two files of one rank would double its links and make
+/// its peers ambiguous; a later process with the same host and pid is another rank.
 fn one_file_per_rank(files: Vec<Loaded>, bad: &mut Vec<BadFile>) -> Vec<Loaded> {
-    let when = |l: &Loaded| recency(&l.file);
+    let when = |l: &Loaded| ranks::when(&l.file);
     let mut out: Vec<Loaded> = Vec::with_capacity(files.len());
     let mut group: Vec<Loaded> = Vec::new();
     let mut flush = |group: &mut Vec<Loaded>, out: &mut Vec<Loaded>| {
@@ -562,9 +552,9 @@ fn one_file_per_rank(files: Vec<Loaded>, bad: &mut Vec<BadFile>) -> Vec<Loaded> 
         }
     };
     for l in files {
-        let same = group.last().is_some_and(|g| {
-            g.file.host_name == l.file.host_name && g.file.process_id == l.file.process_id
-        });
+        let same = group
+            .last()
+            .is_some_and(|g| ranks::same_rank(&g.file, &l.file));
         if !same {
             flush(&mut group, &mut out);
         }

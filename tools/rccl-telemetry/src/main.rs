@@ -11,7 +11,7 @@ use cli::{
 };
 use rccl_telemetry_tool::context::RunContext;
 use rccl_telemetry_tool::{
-    check, export, generate, layout, links, load, outliers, promgc, report, stalls, summary,
+    check, export, generate, jobs, layout, links, load, outliers, promgc, report, stalls, summary,
 };
 use std::io::Write;
 use std::path::PathBuf;
@@ -174,17 +174,24 @@ fn check(a: CheckArgs) -> Outcome {
         }
     }
     eprintln!(
-        "rccl-telemetry: checked {} files: {} valid, {} with violations, {} unreadable; {} violations",
+        "rccl-telemetry: checked {} files: {} valid, {} with violations, {} unreadable; {} violations{}",
         report.files,
         report.files_valid,
         report.files - report.files_valid - report.files_unreadable,
         report.files_unreadable,
-        report.violations.len()
+        report.violations.len(),
+        report
+            .incomplete
+            .as_ref()
+            .map_or(String::new(), check::short_of_ranks)
     );
     if report.files == 0 {
         return Err(fail("no rccl_telemetry_*.json file in the inputs"));
     }
-    Ok(found_if(!report.violations.is_empty()))
+    // Files whose peers or ranks have no file are a run short of ranks: exit 1, as for a file
+    // that cannot be read, unless the inputs are knowingly a part (--partial, or one file).
+    let short = report.incomplete.is_some() && !a.partial && report.files > 1;
+    Ok(found_if(!report.violations.is_empty() || short))
 }
 
 fn outliers(a: OutliersArgs) -> Outcome {
@@ -199,21 +206,23 @@ fn outliers(a: OutliersArgs) -> Outcome {
         ..Default::default()
     };
     // The hang's root and its stalled QPs are findings (critical, first); a hang whose root
-    // cannot be named is a caveat line.
-    let r = outliers::find_in(&RunContext::new(&run), &opt);
-    if a.json {
-        print_json(&r)?;
-    } else {
-        print(&outliers::render_with(
-            &r,
-            &outliers::OutlierText {
-                layout: layout::Layout::from_flag(a.wide),
-                top: a.top,
-                all: a.all,
-            },
-        ));
+    // cannot be named is a caveat line. Files of several jobs are analysed job by job.
+    let (_, several, reports) = jobs::find_outliers(run, &opt);
+    let text = outliers::OutlierText {
+        layout: layout::Layout::from_flag(a.wide),
+        top: a.top,
+        all: a.all,
+    };
+    match (&several, a.json) {
+        (Some(j), true) => print_json(&jobs::PerJob {
+            jobs: j,
+            reports: &reports,
+        })?,
+        (Some(j), false) => print(&jobs::render_per_job(j, &reports, &text)),
+        (None, true) => print_json(&reports[0])?,
+        (None, false) => print(&outliers::render_with(&reports[0], &text)),
     }
-    Ok(found_if(!r.findings.is_empty()))
+    Ok(found_if(reports.iter().any(|r| !r.findings.is_empty())))
 }
 
 fn links(a: LinksArgs) -> Outcome {
@@ -363,10 +372,13 @@ fn prom_gc(a: PromGcArgs) -> Outcome {
 fn report(a: ReportArgs) -> Outcome {
     // The summary and the outliers of one run: what `outliers` keeps serves both.
     let run = load_keeping(&a.inputs, load::Keep::Links)?;
-    let cx = RunContext::new(&run);
     let s = summary::summarize(&run, false);
-    let o = outliers::find_in(&cx, &outliers::Options::default());
-    let html = report::render(cx, &s, &o, a.max_devices.max(1));
+    let (run, several, mut reports) = jobs::find_outliers(run, &outliers::Options::default());
+    let o = match several {
+        Some(j) => jobs::merge(&j, reports),
+        None => reports.remove(0),
+    };
+    let html = report::render(RunContext::new(&run), &s, &o, a.max_devices.max(1));
     std::fs::write(&a.output, html)
         .map_err(|e| fail(format!("cannot write {}: {e}", a.output.display())))?;
     eprintln!(

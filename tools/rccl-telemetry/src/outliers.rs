@@ -212,6 +212,18 @@ pub struct Caveat {
     pub evidence: String,
 }
 
+impl Caveat {
+    /// The caveat's title for people.
+    pub fn title(&self) -> &'static str {
+        match self.kind {
+            "hang_without_root" => "Hang, no root named",
+            "missing_files" => "Missing files",
+            "several_jobs" => "Several jobs",
+            _ => "Too few to tell",
+        }
+    }
+}
+
 impl std::fmt::Display for Kind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -301,6 +313,10 @@ pub struct OutlierReport {
     /// One row per culprit, every finding about it folded in, most severe first.
     pub rows: Vec<Row>,
     pub findings: Vec<Finding>,
+    /// The peer NICs and ranks the files name that no file covers (`completeness`); absent
+    /// when every one has a file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<crate::completeness::Completeness>,
 }
 
 /// One used device of the run, with the file it is in.
@@ -498,6 +514,8 @@ pub fn find_in(cx: &RunContext, opt: &Options) -> OutlierReport {
     let run = cx.run();
     let input = Input::new(cx, opt);
     let mut out: Vec<Finding> = DETECTORS.iter().flat_map(|(_, d)| d(&input)).collect();
+    let completeness = crate::completeness::Completeness::of_run(run);
+    completeness.qualify(&mut out);
     explain::fold_tails(&input, &mut out);
     out.sort_by(|a, b| {
         a.severity
@@ -516,6 +534,7 @@ pub fn find_in(cx: &RunContext, opt: &Options) -> OutlierReport {
     flagged.dedup();
     let mut caveats = fabric::caveats(&input);
     caveats.extend(hang::caveats(&input));
+    caveats.extend(completeness.caveat());
     let rows = fold(&out);
     let count = |s: Severity| rows.iter().filter(|r| r.severity == s).count();
     OutlierReport {
@@ -529,6 +548,7 @@ pub fn find_in(cx: &RunContext, opt: &Options) -> OutlierReport {
         caveats,
         findings: out,
         rows,
+        incomplete: (!completeness.is_complete()).then_some(completeness),
     }
 }
 

@@ -94,6 +94,9 @@ pub struct StallReport {
     pub errored_qps: u64,
     /// Ranks with a QP waiting on another rank.
     pub waiting_ranks: usize,
+    /// The jobs the files are of, when more than one (`jobs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<crate::jobs::Jobs>,
 }
 
 impl StallReport {
@@ -224,6 +227,7 @@ pub fn find_in(cx: &RunContext, proms: &[PathBuf]) -> StallReport {
     rep.roots_basis = h.basis;
     rep.no_root = h.no_root.clone();
     rep.roots = h.roots.clone();
+    rep.jobs = crate::jobs::detect(run);
     rep
 }
 
@@ -563,6 +567,10 @@ pub fn render_text(r: &StallReport, top: usize, layout: Layout) -> String {
         r.prom_stalled_qps_gauge.map_or(String::new(), |g| format!(" (rccl_telemetry_stalled_qps sums to {g})"))
     )));
     out.push('\n');
+    if let Some(j) = &r.jobs {
+        out.push_str(&layout.wrap(&format!("Jobs: {}", j.line())));
+        out.push('\n');
+    }
     out.push_str(&render_roots(r, top, layout));
     if r.files > 0 && r.files_with_stall_keys == 0 {
         out.push_str(

@@ -226,6 +226,12 @@ pub struct Summary {
     /// One row per rank and communicator, for the ranks whose file has more than one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub communicators: Vec<crate::summary::comms::CommRow>,
+    /// The peer NICs and ranks the files name that no file covers; absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<crate::completeness::Completeness>,
+    /// The jobs the files are of, when more than one (`jobs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<crate::jobs::Jobs>,
 }
 
 fn device_row(path: &str, f: &TelemetryFile, d: &Device) -> DeviceRow {
@@ -489,6 +495,7 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
         _ => None,
     };
     let log = t.log;
+    let completeness = crate::completeness::Completeness::of_run(run);
     Summary {
         files: run.files.len(),
         files_skipped: run
@@ -534,6 +541,8 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
         hw_counters_moved: hw_moved,
         fleet,
         communicators: comms::rows(run),
+        incomplete: (!completeness.is_complete()).then_some(completeness),
+        jobs: crate::jobs::detect(run),
     }
 }
 

@@ -135,6 +135,16 @@ fn files_line(files: &[String], layout: Layout) -> String {
 
 /// The report for people: every line (small, or `all`), else the grouped view.
 pub fn render(report: &CheckReport, all: bool, layout: Layout) -> String {
+    let mut out = render_files(report, all, layout);
+    for m in report.incomplete.iter().flat_map(|c| c.lines()) {
+        out.push_str(&layout.wrap(&format!("incomplete run: {m}")));
+        out.push('\n');
+    }
+    out
+}
+
+/// The violations and limitations of the files.
+fn render_files(report: &CheckReport, all: bool, layout: Layout) -> String {
     let items: Vec<&Violation> = report
         .violations
         .iter()

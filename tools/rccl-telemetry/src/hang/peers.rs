@@ -26,7 +26,7 @@ impl<'a> PeerResolver<'a> {
     pub(super) fn new(
         run: &Run,
         idx: &'a QpIndex,
-        latest: &BTreeMap<(String, i64), usize>,
+        latest: &BTreeMap<crate::load::ranks::RankKey, usize>,
     ) -> Self {
         let mut by_addr: HashMap<String, BTreeSet<(String, i64, String)>> = HashMap::new();
         for &fi in latest.values() {

@@ -33,7 +33,11 @@ fn split_nic(s: &str) -> Option<(String, String)> {
 fn file_of<'a>(x: &'a Input, rank: &str) -> Option<&'a crate::load::Loaded> {
     let (h, p) = rank.rsplit_once(':')?;
     let pid: i64 = p.parse().ok()?;
-    let i = *x.cx.latest().get(&(h.to_string(), pid))?;
+    let (_, &i) =
+        x.cx.latest()
+            .range((h.to_string(), pid, String::new())..)
+            .next()
+            .filter(|(k, _)| k.0 == h && k.1 == pid)?;
     Some(&x.run.files[i])
 }
 

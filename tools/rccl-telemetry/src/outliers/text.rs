@@ -283,10 +283,7 @@ pub fn headline(r: &OutlierReport) -> Vec<String> {
         r.info
     )];
     for c in &r.caveats {
-        let what = match c.kind {
-            "hang_without_root" => "Hang, no root named",
-            _ => "Too few to tell",
-        };
+        let what = c.title();
         v.push(format!("{what}: {}", c.evidence));
     }
     v

@@ -86,10 +86,7 @@ pub fn verdict(o: &OutlierReport) -> String {
         esc(&line)
     );
     for c in &o.caveats {
-        let what = match c.kind {
-            "hang_without_root" => "Hang, no root named",
-            _ => "Too few to tell",
-        };
+        let what = c.title();
         let _ = writeln!(
             h,
             "<p class=\"caveat\" data-caveat=\"{}\">{what}: {}</p>",

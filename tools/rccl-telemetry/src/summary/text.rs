@@ -198,6 +198,12 @@ fn render_header(s: &Summary, layout: Layout, show_log: bool, show_linear: bool,
     if let Some(n) = format_note(s) {
         line(out, layout, format!("Note: {n}"));
     }
+    if let Some(j) = &s.jobs {
+        line(out, layout, format!("Jobs: {}", j.line()));
+    }
+    for m in s.incomplete.iter().flat_map(|c| c.lines()) {
+        line(out, layout, format!("Missing: {m}"));
+    }
     let triggers: Vec<String> = s
         .triggers
         .iter()

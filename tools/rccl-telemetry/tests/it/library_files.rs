@@ -430,7 +430,9 @@ fn ibcast_sim_files_pass_check_and_show_the_untracked_qps() {
         })
         .collect();
     let d = dir.path().to_str().unwrap();
-    let out = run(&["check", d]);
+    // ibcast_sim's QPs name simulated peers (10.0.1.x) that no process of this test is:
+    // `--partial` says the set is knowingly incomplete, so only the files' soundness is judged.
+    let out = run(&["check", "--partial", d]);
     assert_eq!(
         out.status.code(),
         Some(0),

@@ -27,6 +27,7 @@ mod report_layout;
 mod report_log_axis;
 mod report_render;
 mod report_scale;
+mod run_completeness;
 mod stalls_cmd;
 mod terminal_tables;
 mod verdict;
