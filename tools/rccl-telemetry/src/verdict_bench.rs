@@ -298,27 +298,46 @@ pub fn score(outs: &[Outcome]) -> Score {
 pub fn missed(s: &Score) -> Vec<String> {
     let mut v = Vec::new();
     for c in s.classes.iter().filter(|c| c.runs > 0) {
-        if c.precision < MIN_PRECISION {
-            v.push(format!(
-                "{}: precision {:.3} < {MIN_PRECISION} ({} of {} rows right)",
-                c.class, c.precision, c.correct, c.claims
-            ));
-        }
-        if c.recall < MIN_RECALL {
-            v.push(format!(
-                "{}: recall {:.3} < {MIN_RECALL} ({} of {} runs)",
-                c.class, c.recall, c.named, c.runs
-            ));
-        }
+        let rows = format!("{} of {} rows right", c.correct, c.claims);
+        let got = ((c.precision, rows.as_str()), (c.recall, c.named, c.runs));
+        class_misses(&c.class, got, (MIN_PRECISION, MIN_RECALL), &mut v);
     }
-    if s.healthy_runs_without_findings < s.healthy_runs {
+    healthy_misses(s.healthy_runs_without_findings, s.healthy_runs, &mut v);
+    v
+}
+
+/// What a class scored: (precision, its rows in words), (recall, runs naming it, runs).
+pub(crate) type Figures<'a> = ((f64, &'a str), (f64, usize, usize));
+
+/// A class's missed targets, one line each: its precision below `min_precision`, its recall
+/// below `min_recall`. Shared by the grid and the scenarios (each with its own targets), so
+/// both say a miss alike.
+pub(crate) fn class_misses(
+    class: &str,
+    ((precision, rows), (recall, named, runs)): Figures,
+    (min_precision, min_recall): (f64, f64),
+    v: &mut Vec<String>,
+) {
+    if precision < min_precision {
         v.push(format!(
-            "healthy: {} of {} runs have findings",
-            s.healthy_runs - s.healthy_runs_without_findings,
-            s.healthy_runs
+            "{class}: precision {precision:.3} < {min_precision} ({rows})"
         ));
     }
-    v
+    if recall < min_recall {
+        v.push(format!(
+            "{class}: recall {recall:.3} < {min_recall} ({named} of {runs} runs)"
+        ));
+    }
+}
+
+/// The healthy runs' target: no finding on any of them.
+pub(crate) fn healthy_misses(without_findings: usize, runs: usize, v: &mut Vec<String>) {
+    if without_findings < runs {
+        v.push(format!(
+            "healthy: {} of {runs} runs have findings",
+            runs - without_findings
+        ));
+    }
 }
 
 /// The table the benchmark prints.

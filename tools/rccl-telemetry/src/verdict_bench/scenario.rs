@@ -572,26 +572,11 @@ pub fn missed(t: &Table) -> Vec<String> {
         .iter()
         .filter(|c| c.runs > 0 && c.class != "healthy")
     {
-        if c.precision < MIN_PRECISION {
-            v.push(format!(
-                "{}: precision {:.3} < {MIN_PRECISION} ({} right, {} wrong rows)",
-                c.class, c.precision, c.right, c.wrong
-            ));
-        }
-        if c.recall < MIN_RECALL {
-            v.push(format!(
-                "{}: recall {:.3} < {MIN_RECALL} ({} of {} runs)",
-                c.class, c.recall, c.named, c.runs
-            ));
-        }
+        let rows = format!("{} right, {} wrong rows", c.right, c.wrong);
+        let got = ((c.precision, rows.as_str()), (c.recall, c.named, c.runs));
+        super::class_misses(&c.class, got, (MIN_PRECISION, MIN_RECALL), &mut v);
     }
-    if t.healthy_runs_without_findings < t.healthy_runs {
-        v.push(format!(
-            "healthy: {} of {} runs have findings",
-            t.healthy_runs - t.healthy_runs_without_findings,
-            t.healthy_runs
-        ));
-    }
+    super::healthy_misses(t.healthy_runs_without_findings, t.healthy_runs, &mut v);
     v
 }
 
