@@ -61,13 +61,7 @@ impl GraphBuild<'_> {
         };
         let (dst, dst_nic) = match self.peers.resolve(p) {
             Peer::Rank(h, pid, nic) => {
-                // The rank's first file by start time: a peer names only host and pid.
-                let fi = self
-                    .latest
-                    .range((h.clone(), pid, String::new())..)
-                    .next()
-                    .filter(|(k, _)| k.0 == h && k.1 == pid)
-                    .map(|(_, &i)| i);
+                let fi = crate::load::ranks::of_host_pid(self.latest, &h, pid);
                 (self.g.node(Key::Rank(h, pid), fi), nic)
             }
             Peer::Absent(a) => (self.g.node(Key::Absent(a.clone()), None), a),

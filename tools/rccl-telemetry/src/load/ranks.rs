@@ -54,6 +54,16 @@ pub fn latest_per_rank(files: &[Loaded]) -> BTreeMap<RankKey, usize> {
     m
 }
 
+/// The file of the rank with this host and pid in `latest` (its first by start time, for a
+/// peer that names only host and pid), if any.
+pub fn of_host_pid(latest: &BTreeMap<RankKey, usize>, host: &str, pid: i64) -> Option<usize> {
+    latest
+        .range((host.to_string(), pid, String::new())..)
+        .next()
+        .filter(|(k, _)| k.0 == host && k.1 == pid)
+        .map(|(_, &i)| i)
+}
+
 /// The sort key of a file by rank: host, pid, start time, then the path.
 pub fn sort_key(l: &Loaded) -> (&str, i64, &str, &std::path::Path) {
     (

@@ -33,11 +33,7 @@ fn split_nic(s: &str) -> Option<(String, String)> {
 fn file_of<'a>(x: &'a Input, rank: &str) -> Option<&'a crate::load::Loaded> {
     let (h, p) = rank.rsplit_once(':')?;
     let pid: i64 = p.parse().ok()?;
-    let (_, &i) =
-        x.cx.latest()
-            .range((h.to_string(), pid, String::new())..)
-            .next()
-            .filter(|(k, _)| k.0 == h && k.1 == pid)?;
+    let i = crate::load::ranks::of_host_pid(x.cx.latest(), h, pid)?;
     Some(&x.run.files[i])
 }
 
