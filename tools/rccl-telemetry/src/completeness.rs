@@ -206,6 +206,9 @@ pub struct Completeness {
     /// (host, device) -> how many of its peers are missing.
     #[serde(skip)]
     by_nic: HashMap<(String, String), usize>,
+    /// (host, device) -> how many peers it names, covered or not.
+    #[serde(skip)]
+    named_by_nic: HashMap<(String, String), usize>,
 }
 
 impl Completeness {
@@ -227,6 +230,8 @@ impl Completeness {
             for n in &r.named {
                 let key = if n.gid != 0 { (n.gid, 0) } else { (0, n.lid) };
                 named.insert(key);
+                let dev = r.devices.get(n.dev as usize).cloned().unwrap_or_default();
+                *c.named_by_nic.entry((r.host.clone(), dev)).or_default() += 1;
                 if owners.covers(n) {
                     continue;
                 }
@@ -324,8 +329,17 @@ impl Completeness {
         })
     }
 
+    /// How many peers a NIC names, with a file or not.
+    pub fn named_peers_of(&self, host: &str, device: &str) -> usize {
+        self.named_by_nic
+            .get(&(host.to_string(), device.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Says, in the evidence of each finding about a NIC with missing peers, how many are
-    /// missing: the verdict rests on fewer links than the job had.
+    /// missing, and scales its confidence by the share of its peers that have a file: the
+    /// verdict rests on that share of the links the job had.
     pub fn qualify(&self, findings: &mut [Finding]) {
         if self.by_nic.is_empty() {
             return;
@@ -344,11 +358,23 @@ impl Completeness {
                 .map(|(h, d)| self.uncovered_peers_of(h, d))
                 .sum();
             if n > 0 {
-                f.evidence
-                    .push_str(&format!(" (less sure: {n} of its peers are in no file)"));
+                let named: usize = nics.iter().map(|(h, d)| self.named_peers_of(h, d)).sum();
+                f.confidence *= covered_share(n, named);
+                f.evidence.push_str(&format!(
+                    " (less sure: {n} of its {named} peers are in no file)"
+                ));
             }
         }
     }
+}
+
+/// The share of `named` peers that have a file when `missing` of them have none (1 when it
+/// names none).
+fn covered_share(missing: usize, named: usize) -> f64 {
+    if named == 0 {
+        return 1.0;
+    }
+    named.saturating_sub(missing) as f64 / named as f64
 }
 
 /// "a, b, c and 48 more" of the first names of `total`.
@@ -428,6 +454,7 @@ mod tests {
         assert_eq!(c.missing_first, vec!["10.0.3.1".to_string()]);
         assert_eq!(c.uncovered_peers_of("a", "mlx5_0"), 1);
         assert_eq!(c.uncovered_peers_of("b", "mlx5_0"), 0);
+        assert_eq!(c.named_peers_of("a", "mlx5_0"), 2);
         assert!(!c.is_complete());
         let line = &c.lines()[0];
         assert!(line.starts_with("1 of the 4 peer NICs the files name are in no file (4 QPs of 2 NICs go to them): 10.0.3.1;"), "{line}");

@@ -141,19 +141,37 @@ fn a_verdict_beside_a_missing_peer_says_it_is_less_sure() {
                 .is_some_and(|ds| ds.iter().any(|x| x["gid"] == peer_gid))
         })
         .expect("the peer's file");
+    let slow_nic = |j: &serde_json::Value| -> (String, f64) {
+        j["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .find(|f| f["kind"] == "slow_nic")
+            .map(|f| {
+                let e = f["evidence"].as_str().unwrap_or("").to_string();
+                (e, f["confidence"].as_f64().expect("confidence"))
+            })
+            .expect("the slow NIC is named")
+    };
+    let whole: serde_json::Value =
+        serde_json::from_slice(&run(&["outliers", "--json", arg(d.path())]).stdout).expect("json");
+    let (_, sure_whole) = slow_nic(&whole);
     std::fs::remove_file(peer).expect("remove");
     let j: serde_json::Value =
         serde_json::from_slice(&run(&["outliers", "--json", arg(d.path())]).stdout).expect("json");
-    let slow = j["findings"]
-        .as_array()
-        .expect("findings")
-        .iter()
-        .find(|f| f["kind"] == "slow_nic")
-        .map(|f| f["evidence"].as_str().unwrap_or("").to_string())
-        .expect("the slow NIC is still named");
+    let (slow, sure) = slow_nic(&j);
+    let named = culprit["peers"].as_array().expect("peers").len();
     assert!(
-        slow.contains("(less sure: 1 of its peers are in no file)"),
+        slow.contains(&format!(
+            "(less sure: 1 of its {named} peers are in no file)"
+        )),
         "{slow}"
+    );
+    // The confidence falls by the share of its peers that are gone.
+    let want = sure_whole * (named - 1) as f64 / named as f64;
+    assert!(
+        (sure - want).abs() < 1e-9,
+        "{sure} against {want} ({sure_whole} whole)"
     );
     assert_eq!(j["caveats"][0]["kind"], "missing_files");
     assert_eq!(j["incomplete"]["peer_nics_missing"], 1);
