@@ -34,6 +34,7 @@ pub struct RunContext<'r> {
     qp_index: OnceCell<Cow<'r, QpIndex>>,
     links: OnceCell<LinkReport>,
     hang: OnceCell<Hang>,
+    jobs: OnceCell<Option<crate::jobs::Jobs>>,
     builds: Cell<Builds>,
 }
 
@@ -45,6 +46,7 @@ impl<'r> RunContext<'r> {
             qp_index: OnceCell::new(),
             links: OnceCell::new(),
             hang: OnceCell::new(),
+            jobs: OnceCell::new(),
             builds: Cell::new(Builds::default()),
         }
     }
@@ -102,10 +104,22 @@ impl<'r> RunContext<'r> {
         )
     }
 
-    /// The wait-for graph of the run and its roots ([`crate::hang::analyse_with`]).
+    /// The jobs the files are of, when more than one ([`crate::jobs::detect`]).
+    pub fn jobs(&self) -> Option<&crate::jobs::Jobs> {
+        self.jobs
+            .get_or_init(|| crate::jobs::detect(self.run))
+            .as_ref()
+    }
+
+    /// The wait-for graph of the run and its roots ([`crate::hang::analyse_with`]); of each
+    /// job on its own when the files are of several ([`crate::hang::of_jobs`]: one job's end
+    /// is not another's quiet link, and their ranks do not wait on each other).
     pub fn hang(&self) -> &Hang {
         self.hang.get_or_init(|| {
-            let h = crate::hang::analyse_with(self.run, self.qp_index(), self.latest());
+            let h = match self.jobs() {
+                None => crate::hang::analyse_with(self.run, self.qp_index(), self.latest()),
+                Some(jobs) => crate::hang::of_jobs(self.run, self.qp_index(), self.latest(), jobs),
+            };
             self.built(|b| b.hang += 1);
             h
         })

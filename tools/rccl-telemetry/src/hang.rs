@@ -177,6 +177,58 @@ pub fn analyse_with(
     hang
 }
 
+/// The hang of each job of a run whose files are of several, analysed on its own (its ranks'
+/// latest files only) and put together: each root's and each "no root" reason's evidence
+/// starts with its job, the counts are summed, and the basis is the wait-for graph when any
+/// job's is.
+pub fn of_jobs(
+    run: &Run,
+    idx: &QpIndex,
+    latest: &BTreeMap<crate::load::ranks::RankKey, usize>,
+    jobs: &crate::jobs::Jobs,
+) -> Hang {
+    let mut out = Hang {
+        basis: "none",
+        ..Default::default()
+    };
+    let mut no_root = Vec::new();
+    for j in &jobs.jobs {
+        let members: BTreeSet<usize> = j.members.iter().copied().collect();
+        let mine: BTreeMap<_, usize> = latest
+            .iter()
+            .filter(|(_, fi)| members.contains(fi))
+            .map(|(k, &fi)| (k.clone(), fi))
+            .collect();
+        let h = analyse_with(run, idx, &mine);
+        out.basis = match (out.basis, h.basis) {
+            ("wait_for", _) | (_, "wait_for") => "wait_for",
+            ("quiet", _) | (_, "quiet") => "quiet",
+            _ => "none",
+        };
+        out.ranks += h.ranks;
+        out.waiting_ranks += h.waiting_ranks;
+        out.stalled_qps += h.stalled_qps;
+        out.errored_qps += h.errored_qps;
+        out.unresolved_qps += h.unresolved_qps;
+        out.edges += h.edges;
+        if let Some(why) = h.no_root {
+            no_root.push(format!("job {}: {why}", j.job));
+        }
+        // `behind` is in the roots' order (a quiet root has none): kept aligned.
+        let mut behind = h.behind;
+        behind.resize(h.roots.len(), Vec::new());
+        out.behind.extend(behind);
+        out.roots.extend(h.roots.into_iter().map(|mut r| {
+            r.evidence = format!("job {}: {}", j.job, r.evidence);
+            r
+        }));
+    }
+    if out.roots.is_empty() && !no_root.is_empty() {
+        out.no_root = Some(no_root.join("; "));
+    }
+    out
+}
+
 /// The hang in one line for `summary`, `outliers` and the report; None when the files show no
 /// hang at all (nothing stalled or errored, no link quiet).
 pub fn one_line(h: &Hang) -> Option<String> {

@@ -227,7 +227,7 @@ pub fn find_in(cx: &RunContext, proms: &[PathBuf]) -> StallReport {
     rep.roots_basis = h.basis;
     rep.no_root = h.no_root.clone();
     rep.roots = h.roots.clone();
-    rep.jobs = crate::jobs::detect(run);
+    rep.jobs = cx.jobs().cloned();
     rep
 }
 

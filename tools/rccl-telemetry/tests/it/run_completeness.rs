@@ -226,6 +226,67 @@ fn two_jobs_in_one_directory_are_told_apart() {
     assert!(h.contains("data-caveat=\"several_jobs\""), "no jobs caveat");
 }
 
+/// A generated hang run (format version 4, with peers) in a new directory.
+fn hang_run(plant: Plant, seed: u64) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let o = GenOptions {
+        ranks: 12,
+        ranks_per_host: 4,
+        devices_per_rank: 4,
+        seed,
+        plants: vec![plant],
+        ..Default::default()
+    };
+    generate_fabric(dir.path(), &o, 2).expect("generate");
+    dir
+}
+
+/// The roots `stalls --json` names: (kind, ranks, evidence).
+fn roots(d: &Path) -> Vec<(String, String, String)> {
+    let j: serde_json::Value =
+        serde_json::from_slice(&run(&["stalls", "--json", arg(d)]).stdout).expect("json");
+    j["roots"]
+        .as_array()
+        .expect("roots")
+        .iter()
+        .map(|r| {
+            (
+                r["kind"].as_str().unwrap_or("").to_string(),
+                r["ranks"].to_string(),
+                r["evidence"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Two jobs' hangs in one directory, an hour apart on other hosts: each job's root is named
+/// as when its files are alone (one job's end is not the other's quiet link), said of its job.
+#[test]
+fn two_jobs_hangs_are_rooted_per_job() {
+    let a = hang_run(Plant::StoppedPosting, 1);
+    let b = hang_run(Plant::FrozenRank, 2);
+    // As `copy_later` moves the second job: an hour later, on other hosts.
+    let later = |s: &str| s.replace("gpu_node_", "gpu_late_").replace("T11:", "T12:");
+    let job = |n: usize, rs: Vec<(String, String, String)>, moved: bool| {
+        rs.into_iter()
+            .map(|(k, r, e)| {
+                let (r, e) = if moved {
+                    (later(&r), later(&e))
+                } else {
+                    (r, e)
+                };
+                (k, r, format!("job {n}: {e}"))
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut want = job(1, roots(a.path()), false);
+    want.extend(job(2, roots(b.path()), true));
+    assert!(want.len() >= 2, "{want:?}");
+    copy_later(b.path(), a.path(), "_b", true);
+    let both = roots(a.path());
+    assert_eq!(both, want);
+}
+
 /// A job run again three days later on the same hosts, reusing every pid: each process is a
 /// rank of its own (no file replaces another), and the two runs are two jobs.
 #[test]
