@@ -353,12 +353,7 @@ fn rank_file_v1(
     let mut devices = Vec::new();
     let mut samples = Vec::new();
     for dev_id in 0..o.devices_per_rank as u32 {
-        let roce = match o.hw_type.as_str() {
-            "thor2" => format!("bnxt_re{dev_id}"),
-            "ainic" => format!("ionic_{dev_id}"),
-            "rxe" => format!("rxe{dev_id}"),
-            _ => format!("mlx5_{dev_id}"),
-        };
+        let roce = roce_device_name(&o.hw_type, dev_id);
         let eth = format!("enp{}s0f0", 12 + dev_id * 16);
         if dev_id != used_dev {
             devices.push(Device {
@@ -775,4 +770,15 @@ fn write_file(dir: &Path, f: &TelemetryFile) -> Result<(), String> {
     ));
     let text = serde_json::to_string(f).map_err(|e| format!("cannot serialise: {e}"))?;
     std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// A generated NIC's RDMA device name as its driver names them (`mlx5_0`, `bnxt_re0`,
+/// `ionic_0`, `rxe0`).
+pub fn roce_device_name(hw_type: &str, dev: u32) -> String {
+    match hw_type {
+        "thor2" => format!("bnxt_re{dev}"),
+        "ainic" => format!("ionic_{dev}"),
+        "rxe" => format!("rxe{dev}"),
+        _ => format!("mlx5_{dev}"),
+    }
 }

@@ -385,7 +385,7 @@ fn rank_file(o: &GenOptions, pl: &Plan, rank: usize, rng: &mut fastrand::Rng) ->
     let qp_count: u64 = channels.iter().map(|c| c.queue_pairs.len() as u64).sum();
     let dev = Device {
         device_id: nic.dev,
-        roce_device: format!("mlx5_{}", nic.dev),
+        roce_device: crate::generate::roce_device_name(&o.hw_type, nic.dev),
         eth_device: format!("enp{}s0f0", 12 + nic.dev * 16),
         hw_type: o.hw_type.clone(),
         cq_poll_count: qp_count * 900,
@@ -538,7 +538,10 @@ fn manifest(o: &GenOptions, pl: &Plan, extra: Option<&TelemetryFile>) -> Vec<Pla
                 pid_of(r)
             ),
             counter: note,
-            peer: peer.map(|p| format!("{}:mlx5_{}", hostname(pl.host_of(p)), pl.dev_of(p))),
+            peer: peer.map(|p| {
+                let dev = crate::generate::roce_device_name(&o.hw_type, pl.dev_of(p));
+                format!("{}:{dev}", hostname(pl.host_of(p)))
+            }),
         });
     };
     if let Some(r) = pl.slow_nic {

@@ -143,7 +143,10 @@ impl<'a> Job<'a> {
                 Self::pid_of(r)
             ),
             counter: Some(note.to_string()),
-            peer: peer.map(|p| format!("{}:mlx5_{}", hostname(self.host_of(p)), self.dev_of(p))),
+            peer: peer.map(|p| {
+                let dev = crate::generate::roce_device_name(&self.o.hw_type, self.dev_of(p));
+                format!("{}:{dev}", hostname(self.host_of(p)))
+            }),
         }
     }
 }
@@ -640,7 +643,7 @@ fn rank_file(
     let (tx, wqe_size) = (t.tx, HANG_WQE_SIZE);
     let dev = Device {
         device_id: dev_id,
-        roce_device: format!("mlx5_{dev_id}"),
+        roce_device: crate::generate::roce_device_name(&o.hw_type, dev_id),
         eth_device: format!("enp{}s0f0", 12 + dev_id * 16),
         hw_type: o.hw_type.clone(),
         tx_bytes: tx,

@@ -133,6 +133,32 @@ fn every_plant_with_peers_is_found_as_its_kind() {
     }
 }
 
+/// A fabric run of another driver's NICs names its devices and its culprit as that driver does.
+#[test]
+fn a_fabric_run_of_another_driver_names_its_devices() {
+    for (hw_type, name) in [("thor2", "bnxt_re"), ("ainic", "ionic_"), ("rxe", "rxe")] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let o = GenOptions {
+            ranks: 32,
+            seed: 2,
+            hw_type: hw_type.into(),
+            plants: vec![Plant::SlowNic],
+            ..Default::default()
+        };
+        let planted = generate_fabric(dir.path(), &o, 2).expect("generate");
+        let d = dir.path().to_str().expect("utf-8");
+        let j: serde_json::Value =
+            serde_json::from_slice(&run(&["outliers", "--json", d]).stdout).expect("json");
+        let rows = j["rows"].as_array().expect("rows");
+        assert_eq!(rows.len(), 1, "{hw_type}: {j}");
+        let f = &rows[0];
+        assert_eq!(f["kind"], "slow_nic", "{hw_type}: {j}");
+        let want = format!("{}:{name}{}", planted[0].host, planted[0].device_id);
+        assert_eq!(f["culprit"], want.as_str(), "{hw_type}");
+        assert!(!j.to_string().contains("mlx5_"), "{hw_type}: an mlx5 name");
+    }
+}
+
 #[test]
 fn a_clean_run_has_no_outliers_and_exit_status_zero() {
     for hw_type in ["mlx5", "ainic"] {
