@@ -6,6 +6,7 @@
 #   - the CMake consumer (c_tests/cmake_consumer: find_package, the header's checks, RCCL's call
 #     sites through "net_telemetry.h" with telemetry on) builds and runs;
 #   - a pkg-config consumer builds and runs with no rpath;
+#   - a panic inside the library unwinds to its C boundary and is contained there;
 #   - the analyser runs from PATH and checks the file the call sites wrote;
 #   - the preload library loads into a program (LD_PRELOAD) without a word from the loader.
 # CI runs it on a fresh machine; it refuses to touch an rccl-telemetry package already there.
@@ -41,6 +42,15 @@ ${CC:-cc} -std=c11 -Wall -Wextra -Werror "$src/c_tests/header_check.c" -o "$work
   $(pkg-config --cflags --libs rccl-telemetry)
 "$work/pc_consumer"
 ok "a pkg-config consumer builds and runs (no rpath)"
+
+# A panic inside the library is caught at its C boundary: the unwinder zig linked in works.
+printf '#include "rccl_telemetry.h"\nint main(void) { return rcclTelemetryInit() == -1 ? 0 : 1; }\n' > "$work/unwind.c"
+${CC:-cc} "$work/unwind.c" -o "$work/unwind" $(pkg-config --cflags --libs rccl-telemetry)
+RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR="$work" RCCL_TELEMETRY_TEST_FAULT=init_panic "$work/unwind" 2> "$work/unwind.err" ||
+  { cat "$work/unwind.err"; echo "package-install-test: a panic in Init was not contained"; exit 1; }
+grep -q 'internal error: forced by RCCL_TELEMETRY_TEST_FAULT=init_panic' "$work/unwind.err" ||
+  { cat "$work/unwind.err"; echo "package-install-test: Init's contained panic was not reported"; exit 1; }
+ok "a panic inside the library is contained at its C boundary (Init returns -1)"
 
 rccl-telemetry --version
 rccl-telemetry check "$work/cmake/out"
