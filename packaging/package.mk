@@ -92,6 +92,18 @@ package: package-build
 	mv $(PKGB)/rpm/top/RPMS/x86_64/$(notdir $(PKG_RPM)) $(PKG_RPM)
 	@ls -l $(PKG_DEB) $(PKG_RPM)
 
-package-test: package
+# The ceiling's check itself, on a program zig links for glibc 2.34: it must fail and name the
+# symbol (__libc_start_main has a GLIBC_2.34 version from 2.34 on).
+.PHONY: glibc-ceiling-selftest
+glibc-ceiling-selftest:
+	@mkdir -p $(PKGB)/selftest
+	printf 'int main(void) { return 0; }\n' > $(PKGB)/selftest/main.c
+	$(ZIG) cc -target x86_64-linux-gnu.2.34 $(PKGB)/selftest/main.c -o $(PKGB)/selftest/needs_2.34
+	! sh packaging/glibc-ceiling.sh $(PKG_GLIBC) $(PKGB)/selftest/needs_2.34 > $(PKGB)/selftest/out
+	grep -q 'needs more than GLIBC_$(PKG_GLIBC): .*__libc_start_main@GLIBC_2.34' $(PKGB)/selftest/out
+	sh packaging/glibc-ceiling.sh 2.34 $(PKGB)/selftest/needs_2.34 >/dev/null
+	@echo "glibc-ceiling-selftest: 1 passed, 0 failed"
+
+package-test: package glibc-ceiling-selftest
 	sh packaging/package-check.sh $(PKG_GLIBC) $(PKG_DEB) $(PKG_RPM) $(PKGB)/check $(PKG_DEB_LIBDIR) $(PKG_RPM_LIBDIR)
 	CC="$(CC)" sh packaging/package-install-test.sh $(PKG_DEB) $(PKGB)/install-test
