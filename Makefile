@@ -28,19 +28,23 @@ HDR_CXXWARN := $(HDR_CWARN) -Wold-style-cast -Wuseless-cast -Wzero-as-null-point
 LINK    := -L$(REL) -lrccl_telemetry -Wl,-rpath,$(abspath $(REL)) -lpthread
 TOOL    := $(REL)/rccl-telemetry
 DEMO    := out/demo
-# The highest glibc symbol version the shipped libraries may need (built on Debian 12).
+# The highest glibc symbol version a native build's libraries may need (built on Debian 12;
+# make package's are held to 2.28, PKG_GLIBC).
 GLIBC_MAX := 2.34
 # Nothing left undefined but what libc, libgcc_s and the loader provide (not for the
 # ThreadSanitizer build, whose runtime comes with the program).
 LIB_DEFS := -Wl,-z,defs
 
-# The library's link, written once: $(call link_lib,staticlib,output,extra flags). The Rust
-# staticlib whole, the exports and their symbol versions from $(LIB_MAP) (everything else
-# local), the SONAME, and -z nodelete (handles stay valid for the life of the process, and
-# background threads and signal handlers run library code: dlclose must never unmap it).
-link_lib = $(CC) -shared -o $(2) -Wl,--whole-archive $(1) -Wl,--no-whole-archive \
+# The library's link, written once: $(call link_lib,staticlib,output,extra flags), or with
+# another compiler driver $(call link_lib_with,cc,staticlib,output,extra flags) (make package's
+# build for an older glibc). The Rust staticlib whole, the exports and their symbol versions
+# from $(LIB_MAP) (everything else local), the SONAME, and -z nodelete (handles stay valid for
+# the life of the process, and background threads and signal handlers run library code:
+# dlclose must never unmap it).
+link_lib_with = $(1) -shared -o $(3) -Wl,--whole-archive $(2) -Wl,--no-whole-archive \
   -Wl,--version-script=$(LIB_MAP) -Wl,--no-undefined-version -Wl,-soname,librccl_telemetry.so.$(ABI) \
-  -Wl,-z,nodelete -Wl,--gc-sections -Wl,--build-id $(3) -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+  -Wl,-z,nodelete -Wl,--gc-sections -Wl,--build-id $(4) -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+link_lib = $(call link_lib_with,$(CC),$(1),$(2),$(3))
 
 .PHONY: all
 all: lib preload
@@ -50,9 +54,10 @@ include bench/bench.mk
 include tools/tool.mk
 include e2e/e2e.mk
 include packaging/prometheus/prometheus.mk
+include packaging/package.mk
 
 .PHONY: lib header generate tool test-bins c-tests tsan header-check abi-check abi-baseline abi-test glibc-check \
-  install install-tool uninstall install-check demo lint test skips clean
+  install install-files install-tool install-tool-files uninstall install-check demo lint test skips clean
 
 # target/release/librccl_telemetry.so: cargo builds the staticlib, make links it (rustc's own
 # export list for a cdylib would override the symbol versions).
@@ -362,59 +367,74 @@ tsan: $(B)/ibcast_sim_tsan
 # --- Install. The libraries go in stripped, each with its debug info in a file of its own
 # beside it, in .debug/ (GDB and perf find it through the library's .gnu_debuglink); the
 # CMake package finds everything relative to itself, so a staged or moved tree still works.
-# No static archive: see docs/integrators.md ("Packaging").
+# No static archive: see docs/integrators.md ("Packaging"). net_telemetry.h, the name RCCL's
+# transport includes, goes in a directory of its own (INCLUDEDIR/rccl_telemetry/), which only
+# consumers of this package have on their include path (pkg-config and CMake add it), so it
+# never shadows another project's header of that name.
 # $(call install_so,built,dir,name)
 install_so = objcopy --only-keep-debug $(1) $(2)/.debug/$(3).debug && chmod 644 $(2)/.debug/$(3).debug && \
   objcopy --strip-debug --strip-unneeded --add-gnu-debuglink=$(2)/.debug/$(3).debug $(1) $(2)/$(3) && chmod 755 $(2)/$(3)
 D_LIB  = $(DESTDIR)$(LIBDIR)
 D_CMAKE = $(D_LIB)/cmake/rccl-telemetry
+D_INC  = $(DESTDIR)$(INCLUDEDIR)
+D_INC_OWN = $(D_INC)/rccl_telemetry
 # The first release of this ABI generation (SONAME librccl_telemetry.so.$(ABI)): the CMake
 # package accepts a request for any version from it to this one.
 ABI_SINCE := 0.1.0
 
 install: lib preload
-	install -d $(D_LIB)/.debug $(D_LIB)/pkgconfig $(D_CMAKE) $(DESTDIR)$(INCLUDEDIR)
+	@$(MAKE) --no-print-directory install-files
+
+# What install copies, with no build first: SO and PRELOAD_SO name the libraries (make package
+# stages its builds for an older glibc through them).
+install-files:
+	install -d $(D_LIB)/.debug $(D_LIB)/pkgconfig $(D_CMAKE) $(D_INC_OWN)
 	$(call install_so,$(SO),$(D_LIB),librccl_telemetry.so.$(VERSION))
 	$(call install_so,$(PRELOAD_SO),$(D_LIB),librccl_telemetry_preload.so)
 	ln -sf librccl_telemetry.so.$(VERSION) $(D_LIB)/librccl_telemetry.so.$(ABI)
 	ln -sf librccl_telemetry.so.$(ABI) $(D_LIB)/librccl_telemetry.so
-	install -m 644 include/rccl_telemetry.h include/net_telemetry.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 include/rccl_telemetry.h $(D_INC)/
+	install -m 644 include/net_telemetry.h $(D_INC_OWN)/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	  -e 's|@VERSION@|$(VERSION)|' packaging/rccl-telemetry.pc.in > $(D_LIB)/pkgconfig/rccl-telemetry.pc
+	chmod 644 $(D_LIB)/pkgconfig/rccl-telemetry.pc
 	for f in rccl-telemetryConfig rccl-telemetryConfigVersion; do \
 	  sed -e 's|@VERSION@|$(VERSION)|' -e 's|@ABI@|$(ABI)|' -e 's|@ABI_SINCE@|$(ABI_SINCE)|' \
 	    -e "s|@LIBDIR_REL@|$$(realpath -m --relative-to=$(LIBDIR)/cmake/rccl-telemetry $(LIBDIR))|" \
 	    -e "s|@INCLUDEDIR_REL@|$$(realpath -m --relative-to=$(LIBDIR)/cmake/rccl-telemetry $(INCLUDEDIR))|" \
-	    packaging/$$f.cmake.in > $(D_CMAKE)/$$f.cmake || exit 1; done
+	    packaging/$$f.cmake.in > $(D_CMAKE)/$$f.cmake && chmod 644 $(D_CMAKE)/$$f.cmake || exit 1; done
 
 # The analyser (an operator's tool, often wanted where the library is not): its own target.
 install-tool: tool
+	@$(MAKE) --no-print-directory install-tool-files
+
+install-tool-files:
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 755 -s $(TOOL) $(DESTDIR)$(BINDIR)/rccl-telemetry
 
 # Removes what install and install-tool put in; the SONAME and development links only while
-# they still point at this version's files.
+# they still point at this version's files. Then the directories: its own (the CMake package's,
+# the include directory of net_telemetry.h), and those it may have created that are left empty
+# (.debug, pkgconfig, cmake); never the prefix's lib, include or bin.
 uninstall:
 	rm -f $(D_LIB)/librccl_telemetry.so.$(VERSION) $(D_LIB)/.debug/librccl_telemetry.so.$(VERSION).debug \
 	  $(D_LIB)/librccl_telemetry_preload.so $(D_LIB)/.debug/librccl_telemetry_preload.so.debug \
 	  $(D_LIB)/pkgconfig/rccl-telemetry.pc $(D_CMAKE)/rccl-telemetryConfig.cmake \
 	  $(D_CMAKE)/rccl-telemetryConfigVersion.cmake \
-	  $(DESTDIR)$(INCLUDEDIR)/rccl_telemetry.h $(DESTDIR)$(INCLUDEDIR)/net_telemetry.h $(DESTDIR)$(BINDIR)/rccl-telemetry
+	  $(D_INC)/rccl_telemetry.h $(D_INC_OWN)/net_telemetry.h $(DESTDIR)$(BINDIR)/rccl-telemetry
 	[ "$$(readlink $(D_LIB)/librccl_telemetry.so.$(ABI))" != librccl_telemetry.so.$(VERSION) ] || \
 	  rm -f $(D_LIB)/librccl_telemetry.so.$(ABI)
 	[ "$$(readlink $(D_LIB)/librccl_telemetry.so)" != librccl_telemetry.so.$(ABI) ] || \
 	  [ -e $(D_LIB)/librccl_telemetry.so.$(ABI) ] || rm -f $(D_LIB)/librccl_telemetry.so
-	-rmdir $(D_CMAKE) $(D_LIB)/.debug 2>/dev/null
+	rm -df $(D_CMAKE) $(D_INC_OWN)
+	for d in $(D_LIB)/.debug $(D_LIB)/pkgconfig $(D_LIB)/cmake; do \
+	  [ ! -d $$d ] || rmdir --ignore-fail-on-non-empty $$d || exit 1; done
 
-# The glibc the shipped libraries need: no symbol version above GLIBC_MAX (what a build on
-# Debian 12 needs; docs/integrators.md says what a RHEL 8 build does).
+# The glibc the libraries of this build need: no symbol version above GLIBC_MAX (what a build
+# on Debian 12 needs; make package builds for glibc 2.28, docs/packages.md). Each file's
+# highest version is printed; one above names the symbols that need it.
 glibc-check: lib preload
-	@for f in $(SO) $(PRELOAD_SO); do \
-	  v=$$(objdump -T $$f | sed -n 's/.*GLIBC_\([0-9.]*\).*/\1/p' | sort -V | tail -1); \
-	  echo "$$f needs glibc $$v"; \
-	  [ "$$(printf '%s\n%s\n' $$v $(GLIBC_MAX) | sort -V | tail -1)" = $(GLIBC_MAX) ] || \
-	    { echo "glibc-check: $$f needs GLIBC_$$v, above GLIBC_$(GLIBC_MAX)"; exit 1; }; done
-	@echo "glibc-check: 1 passed, 0 failed"
+	sh packaging/glibc-ceiling.sh $(GLIBC_MAX) $(SO) $(PRELOAD_SO)
 
 # Installs into a scratch prefix (LIBDIR lib/<multiarch>, as Debian has it) and checks what a packager
 # and an integrator rely on: consumers through pkg-config (its run-time step: the rpath to
@@ -424,10 +444,17 @@ IC := $(abspath $(B)/prefix)
 IC_LIB := lib/$(shell $(CC) -print-multiarch 2>/dev/null || echo multiarch)
 install-check: glibc-check
 	rm -rf $(IC) $(B)/cmake-consumer
+	mkdir -p $(IC)/bin $(IC)/include $(IC)/$(IC_LIB)
 	$(MAKE) --no-print-directory install install-tool PREFIX=$(IC) LIBDIR=$(IC)/$(IC_LIB)
 	PKG_CONFIG_PATH=$(IC)/$(IC_LIB)/pkgconfig sh -c '$(CC) -std=c11 $(CWARN) c_tests/header_check.c -o $(B)/pc_consumer \
+	  $$(pkg-config --cflags --libs rccl-telemetry) -Wl,-rpath,$$(pkg-config --variable=libdir rccl-telemetry) && \
+	  $(CXX) -std=c++17 $(CWARN) c_tests/rccl_callsites.cc -o $(B)/pc_callsites \
 	  $$(pkg-config --cflags --libs rccl-telemetry) -Wl,-rpath,$$(pkg-config --variable=libdir rccl-telemetry)'
 	$(B)/pc_consumer
+	@# RCCL's "net_telemetry.h" comes from the package's own include directory, never the prefix's
+	test -f $(IC)/include/rccl_telemetry/net_telemetry.h && ! test -e $(IC)/include/net_telemetry.h
+	@rm -rf $(B)/pc_callsites.out && mkdir -p $(B)/pc_callsites.out
+	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(B)/pc_callsites.out $(B)/pc_callsites
 	readelf -d $(IC)/$(IC_LIB)/librccl_telemetry.so | grep -q 'SONAME.*librccl_telemetry.so.$(ABI)'
 	! readelf -d $(IC)/$(IC_LIB)/librccl_telemetry.so | grep -q 'NEEDED.*ibverbs'
 	! readelf -d $(IC)/$(IC_LIB)/librccl_telemetry_preload.so | grep -q 'NEEDED.*ibverbs'
@@ -441,11 +468,13 @@ install-check: glibc-check
 	  "$(IC)/$(IC_LIB)/librccl_telemetry_preload.so"
 	cmake -S c_tests/cmake_consumer -B $(B)/cmake-consumer -DCMAKE_PREFIX_PATH=$(IC) >/dev/null
 	cmake --build $(B)/cmake-consumer >/dev/null
-	$(B)/cmake-consumer/consumer
+	sh c_tests/cmake_consumer/run.sh $(B)/cmake-consumer
 	$(IC)/bin/rccl-telemetry --version
 	$(MAKE) --no-print-directory uninstall PREFIX=$(IC) LIBDIR=$(IC)/$(IC_LIB)
-	@left=$$(find $(IC) -type f -o -type l); [ -z "$$left" ] || { echo "install-check: uninstall left $$left"; exit 1; }
-	@echo "install-check: 4 passed, 0 failed"
+	@# nothing left but the prefix's own directories, made above
+	@left=$$(cd $(IC) && find . -mindepth 1 | LC_ALL=C sort | tr '\n' ' '); \
+	  [ "$$left" = "./bin ./include ./lib ./$(IC_LIB) " ] || { echo "install-check: uninstall left $$left"; exit 1; }
+	@echo "install-check: 5 passed, 0 failed"
 
 # A simulated 8-rank IB-CAST job (8 processes, one NIC each, on two simulated hosts) with
 # telemetry on and one NIC planted slow (c_tests/demo_job.sh); then what the tool says about it.

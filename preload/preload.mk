@@ -26,10 +26,13 @@ PRELOAD_HDRS   := preload/c/preload.h $(PRELOAD_ENGINE_H) include/rccl_telemetry
 PRELOAD_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden $(CWARN) -Iinclude -Ipreload/c -I$(PRELOAD_GEN)
 FAKEVERBS      := $(PB)/fakeverbs/libibverbs.so.1
 
-# The interposer's link, written once: $(call link_preload,output,extra cflags).
-link_preload = $(CC) $(PRELOAD_CFLAGS) $(2) -shared -o $(1) $(PRELOAD_SRCS) $(PRELOAD_ENGINE) \
+# The interposer's link, written once: $(call link_preload,output,extra cflags), or with another
+# compiler driver, flags and engine, $(call link_preload_with,cc,cflags,output,engine archive)
+# (make package's build for an older glibc).
+link_preload_with = $(1) $(2) -shared -o $(3) $(PRELOAD_SRCS) $(4) \
   -Wl,--version-script=preload/c/exports.map -Wl,-z,defs -Wl,--gc-sections -Wl,--build-id \
   -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+link_preload = $(call link_preload_with,$(CC),$(PRELOAD_CFLAGS) $(2),$(1),$(PRELOAD_ENGINE))
 
 .PHONY: preload preload-engine preload-test-bins
 
