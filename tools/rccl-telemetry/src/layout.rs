@@ -133,35 +133,82 @@ fn build(cols: &[Column], keep: &[bool], rows: &[Vec<String>], width: Option<usi
         );
     }
     if let Some(w) = width {
-        // Identifiers stay whole (up to a third of the width): wrapping them helps nobody.
-        for (i, c) in cols
-            .iter()
-            .zip(keep)
-            .filter(|(_, k)| **k)
-            .map(|(c, _)| c)
-            .enumerate()
-        {
-            if !c.whole {
-                continue;
-            }
-            let ci = cols
-                .iter()
-                .zip(keep)
-                .position(|(x, _)| std::ptr::eq(x, c))
-                .unwrap_or(i);
-            let longest = rows
-                .iter()
-                .filter_map(|r| r.get(ci))
-                .map(|v| v.chars().count())
-                .max()
-                .unwrap_or(0);
-            let fixed = (longest.max(c.header.len()) + 2).min(w / 3) as u16; // + the cell's padding
-            if let Some(column) = t.column_mut(i) {
-                column.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(fixed)));
+        for (i, b) in lower_bounds(cols, keep, rows, w).into_iter().enumerate() {
+            if let (Some(b), Some(column)) = (b, t.column_mut(i)) {
+                let b = u16::try_from(b).unwrap_or(u16::MAX);
+                column.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(b)));
             }
         }
     }
     t.to_string()
+}
+
+/// The least width of each kept column of a table fitted to `w` (None: comfy-table's choice):
+/// identifiers stay whole, and a wrapped column never cuts a word (a host:device name in the
+/// evidence), each up to a third of the width: wrapping them helps nobody. When the bounds and
+/// the other columns' headers do not fit, the widest word bounds give way first, down to their
+/// header; if that is not enough, only the identifiers keep theirs.
+fn lower_bounds(
+    cols: &[Column],
+    keep: &[bool],
+    rows: &[Vec<String>],
+    w: usize,
+) -> Vec<Option<usize>> {
+    const PAD: usize = 2; // a cell's padding
+    let kept: Vec<(usize, &Column)> = cols
+        .iter()
+        .enumerate()
+        .zip(keep)
+        .filter(|(_, k)| **k)
+        .map(|(c, _)| c)
+        .collect();
+    let mut bounds: Vec<Option<usize>> = Vec::with_capacity(kept.len());
+    let mut floor = Vec::with_capacity(kept.len());
+    for &(ci, c) in &kept {
+        let cells = rows.iter().filter_map(|r| r.get(ci));
+        let longest = if c.whole {
+            cells.map(|v| v.chars().count()).max()
+        } else {
+            cells
+                .flat_map(|v| v.split_whitespace())
+                .map(|word| word.chars().count())
+                .max()
+        }
+        .unwrap_or(0);
+        let head = c.header.len() + PAD;
+        floor.push(head);
+        bounds.push(
+            (c.whole || longest > c.header.len())
+                .then(|| (longest.max(c.header.len()) + PAD).min(w / 3)),
+        );
+    }
+    let need = |b: &[Option<usize>]| -> usize {
+        b.iter()
+            .zip(&floor)
+            .map(|(b, f)| b.unwrap_or(*f))
+            .sum::<usize>()
+            + b.len()
+            + 1
+    };
+    let mut over = need(&bounds).saturating_sub(w);
+    while over > 0 {
+        let widest = (0..kept.len())
+            .filter(|&i| !kept[i].1.whole && bounds[i].is_some_and(|b| b > floor[i]))
+            .max_by_key(|&i| bounds[i]);
+        let Some(i) = widest else { break };
+        let b = bounds[i].unwrap_or(floor[i]);
+        let cut = over.min(b - floor[i]);
+        bounds[i] = Some(b - cut);
+        over -= cut;
+    }
+    if over > 0 {
+        for (b, &(_, c)) in bounds.iter_mut().zip(&kept) {
+            if !c.whole {
+                *b = None;
+            }
+        }
+    }
+    bounds
 }
 
 /// The most characters of one cell a fitted table shows: the table's wrapping (comfy-table's)
@@ -345,6 +392,40 @@ mod tests {
         let (wide, _) = table(&cols, &rows, Layout::Wide);
         // Every character of the cell is there (comfy-table folds a line past 65,535).
         assert_eq!(wide.matches('p').count(), 100_000 + 1);
+    }
+
+    /// A wrapped column breaks its text between words, never inside a name that fits a
+    /// third of the width.
+    #[test]
+    fn a_wrapped_column_keeps_each_name_whole() {
+        let cols = [
+            col("severity", false, 0),
+            col("finding", false, 0),
+            col("culprit", false, 0).whole(),
+            col("evidence", false, 0),
+        ];
+        let evidence = "gpu_node_021:mlx5_0 is slow towards most of its peers; it also explains \
+                        the latency tail of gpu_node_009:mlx5_0, gpu_node_010:mlx5_0, \
+                        gpu_node_020:mlx5_0 (their completions towards it)";
+        let rows = vec![vec![
+            "warning".to_string(),
+            "slow nic + latency tail".to_string(),
+            "gpu_node_021:mlx5_0".to_string(),
+            evidence.to_string(),
+        ]];
+        let (t, _) = table(&cols, &rows, Layout::Fit(80));
+        assert!(widest(&t) <= 80, "{t}");
+        for name in [
+            "gpu_node_021:mlx5_0",
+            "gpu_node_009:mlx5_0,",
+            "gpu_node_020:mlx5_0",
+        ] {
+            assert_eq!(
+                t.matches(name).count(),
+                1 + usize::from(name == "gpu_node_021:mlx5_0"),
+                "{name}: {t}"
+            );
+        }
     }
 
     #[test]
