@@ -153,12 +153,15 @@ const OFF: &[(&str, &str)] = &[
     ("rcclTelemetrySwCapture", "-1"),
     ("rcclTelemetryCommSetupChannel", "-1"),
     ("rcclTelemetryGetVersion", "0"),
+    ("rcclTelemetrySetParam", "0"),
 ];
 
-/// The functions the loader defines by hand (src/rccl_telemetry_inline.h): Init loads the
-/// library, SetLogger keeps the logger for the loader's own lines; GetApi is what it loads.
+/// The functions the loader defines by hand (src/rccl_telemetry_inline.h): Init and SetParam
+/// load the library (a parameter is set before Init), SetLogger keeps the logger for the
+/// loader's own lines; GetApi is what it loads.
 const LOADER_OWN: &[&str] = &[
     "rcclTelemetryInit",
+    "rcclTelemetrySetParam",
     "rcclTelemetrySetLogger",
     "rcclTelemetryGetApi",
 ];

@@ -109,8 +109,9 @@
 
 // The version of rcclTelemetryApi_t this header knows (what a program built with
 // RCCL_TELEMETRY_DLOPEN asks rcclTelemetryGetApi for). The table only grows: a later
-// version appends entries, so a table of any version is a prefix of a later one.
-#define RCCL_TELEMETRY_API_VERSION 1
+// version appends entries, so a table of any version is a prefix of a later one. Version 1
+// ends with `setLogger`; version 2 adds `setParam`.
+#define RCCL_TELEMETRY_API_VERSION 2
 
 // A channel's statistics handle (from rcclTelemetryResolveChannel): opaque, to be passed to
 // rcclTelemetryChRequestCompleted; its address never changes.
@@ -204,6 +205,7 @@ typedef struct rcclTelemetryApi {
   void (*commFinalize)(rcclTelemetryComm_t *comm);
   int (*getVersion)(void);
   void (*setLogger)(rcclTelemetryLogger_t logger);
+  int (*setParam)(const char *name, const char *value);
 } rcclTelemetryApi;
 
 // The table rcclTelemetryGetApi returns.
@@ -224,6 +226,24 @@ extern "C" {
 // thread, any number of times: later calls return the first call's answer, or FINISHED
 // once telemetry has finished.
 int rcclTelemetryInit(void);
+
+// Sets the library's variable `name` (an RCCL_TELEMETRY_* name, as the operators' guide
+// lists them) to `value`, for rcclTelemetryInit to read as if it were in the environment: how RCCL
+// passes the values of its own parameters and rccl.conf. Every variable the library reads
+// can be set so; a variable that is also in the environment keeps the environment's value
+// (as NCCL's environment wins over its configuration file). A NULL `value` removes what an
+// earlier call set. A name set twice keeps the later value. Call it before rcclTelemetryInit:
+// once Init has run (whatever it returned) the configuration is fixed, and a call changes
+// nothing and returns -1 (one line the first time, when telemetry was asked for). Returns 0 when set; -1 when refused: a
+// NULL name or one that is not RCCL_TELEMETRY_<NAME> (one line each), after Init, or out of
+// memory. A value is checked at Init, as the environment's is. Where no library takes it
+// (RCCL_TELEMETRY_STUBS, or the loader without the library) it returns 0 and does nothing:
+// telemetry is off there. Any thread. `name` and `value` are NULL or NUL-terminated strings,
+// copied before the call returns.
+//
+// Example, RCCL turning the signal handlers off for its processes unless the operator says
+// otherwise: `rcclTelemetrySetParam("RCCL_TELEMETRY_SIGNALS", "0");` before Init.
+int rcclTelemetrySetParam(const char *name, const char *value);
 
 // 1 when telemetry is enabled and initialised and the final file not yet written, else 0
 // (0 before Init, when disabled, after rcclTelemetryFlush or exit, and in a forked child).
@@ -835,6 +855,14 @@ static inline int rcclTelemetryInit(void) {
   return rcclTelemetryDlApi_()->init();
 }
 
+/* rcclTelemetrySetParam loads the library (parameters come before Init) and passes the  */
+/* parameter on; 0 and nothing done without the library or with a table that lacks it.    */
+static inline int rcclTelemetrySetParam(const char *name, const char *value) {
+  if (!rcclTelemetryDlLoaded_()) return 0;
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  return a_->setParam ? a_->setParam(name, value) : 0;
+}
+
 /* rcclTelemetrySetLogger: kept for the loader's own lines, and passed on to the library. */
 static inline void rcclTelemetrySetLogger(rcclTelemetryLogger_t logger) {
   __atomic_store_n(&rcclTelemetryDlLogger_, logger, __ATOMIC_RELEASE);
@@ -853,6 +881,10 @@ static inline int rcclTelemetryDlInlineMismatch_(int headerLayout) {
 #if defined(RCCL_TELEMETRY_STUBS)
 static inline int rcclTelemetryInit(void) {
   return RCCL_TELEMETRY_INIT_OFF;
+}
+static inline int rcclTelemetrySetParam(const char *name, const char *value) {
+  (void)name; (void)value;
+  return 0;
 }
 static inline int rcclTelemetryOn(void) {
   return 0;

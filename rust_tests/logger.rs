@@ -100,20 +100,8 @@ fn every_line_goes_through_the_logger_and_init_tells_each_state() {
             .unwrap_or_else(|| panic!("{out}"));
         assert_eq!((warn.0, warn.1.as_str()), (2, "0x10"), "{warn:?}");
         assert!(warn.2.ends_with(".rs") && warn.3 > 0, "{warn:?}");
-        // The signal handlers: one line of information.
-        let sig: Vec<_> = lines
-            .iter()
-            .filter(|l| l.4.contains("signal handlers"))
-            .collect();
-        assert_eq!(sig.len(), 1, "{out}");
-        assert_eq!(sig[0].0, 3);
-        assert!(
-            sig[0].4.starts_with(
-                "rccl-telemetry: signal handlers installed for SIGTERM, SIGINT, SIGHUP, SIGQUIT: "
-            ),
-            "{}",
-            sig[0].4
-        );
+        // A normal start says nothing of its signal handlers (see the next test).
+        assert!(!out.contains("signal handlers"), "{out}");
         // The first refused registration through the logger, the second on stderr.
         assert!(
             lines.iter().any(|l| l.0 == 2 && l.4 == "rccl-telemetry: rcclTelemetryRegisterDevice(0): no device name; not registered"),
@@ -142,6 +130,38 @@ fn every_line_goes_through_the_logger_and_init_tells_each_state() {
             ["init 0", "flush 0", "init 2", "child init 2"],
             "{out}"
         );
+    }
+}
+
+/// The signal handlers' line: information, through the logger, only under RCCL_TELEMETRY_DEBUG.
+#[test]
+fn the_signal_handlers_line_is_debug_information() {
+    for prog in [logger_c(), logger_cxx()] {
+        let (o, out, err) = run_logger(
+            prog,
+            "init",
+            &[
+                ("RCCL_TELEMETRY_ENABLE", "1"),
+                ("RCCL_TELEMETRY_DEBUG", "1"),
+            ],
+        );
+        assert!(o.status.success(), "{out}\n{err}");
+        let lines = logged(&out);
+        // The signal handlers: one line of information (under RCCL_TELEMETRY_DEBUG).
+        let sig: Vec<_> = lines
+            .iter()
+            .filter(|l| l.4.contains("signal handlers"))
+            .collect();
+        assert_eq!(sig.len(), 1, "{out}");
+        assert_eq!(sig[0].0, 3);
+        assert!(
+            sig[0].4.starts_with(
+                "rccl-telemetry: signal handlers installed for SIGTERM, SIGINT, SIGHUP, SIGQUIT: "
+            ),
+            "{}",
+            sig[0].4
+        );
+        assert_eq!(err, "", "nothing on stderr with a logger");
     }
 }
 

@@ -77,6 +77,40 @@ pub extern "C" fn rcclTelemetryInit() -> c_int {
     boundary!("rcclTelemetryInit", -1, lifecycle::init())
 }
 
+/// Sets the library's variable `name` (an RCCL_TELEMETRY_* name, as the operators' guide
+/// lists them) to `value`, for rcclTelemetryInit to read as if it were in the environment: how RCCL
+/// passes the values of its own parameters and rccl.conf. Every variable the library reads
+/// can be set so; a variable that is also in the environment keeps the environment's value
+/// (as NCCL's environment wins over its configuration file). A NULL `value` removes what an
+/// earlier call set. A name set twice keeps the later value. Call it before rcclTelemetryInit:
+/// once Init has run (whatever it returned) the configuration is fixed, and a call changes
+/// nothing and returns -1 (one line the first time, when telemetry was asked for). Returns 0 when set; -1 when refused: a
+/// NULL name or one that is not RCCL_TELEMETRY_<NAME> (one line each), after Init, or out of
+/// memory. A value is checked at Init, as the environment's is. Where no library takes it
+/// (RCCL_TELEMETRY_STUBS, or the loader without the library) it returns 0 and does nothing:
+/// telemetry is off there. Any thread. `name` and `value` are NULL or NUL-terminated strings,
+/// copied before the call returns.
+///
+/// Example, RCCL turning the signal handlers off for its processes unless the operator says
+/// otherwise: `rcclTelemetrySetParam("RCCL_TELEMETRY_SIGNALS", "0");` before Init.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetrySetParam(name: *const c_char, value: *const c_char) -> c_int {
+    boundary!("rcclTelemetrySetParam", -1, {
+        if name.is_null() {
+            crate::diag::warn("rcclTelemetrySetParam: no name (NULL); ignored");
+            return -1;
+        }
+        // SAFETY: per the caller's contract, both are NUL-terminated strings (value maybe NULL).
+        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        let value = (!value.is_null()).then(|| {
+            use std::os::unix::ffi::OsStrExt;
+            // SAFETY: as above.
+            std::ffi::OsStr::from_bytes(unsafe { CStr::from_ptr(value) }.to_bytes()).to_owned()
+        });
+        lifecycle::set_param(&name, value)
+    })
+}
+
 /// 1 when telemetry is enabled and initialised and the final file not yet written, else 0
 /// (0 before Init, when disabled, after rcclTelemetryFlush or exit, and in a forked child).
 /// Any thread; one load, inline where the inline hooks are on.
@@ -1023,8 +1057,9 @@ pub extern "C" fn rcclTelemetrySetLogger(logger: rcclTelemetryLogger_t) {
 
 /// The version of rcclTelemetryApi_t this header knows (what a program built with
 /// RCCL_TELEMETRY_DLOPEN asks rcclTelemetryGetApi for). The table only grows: a later
-/// version appends entries, so a table of any version is a prefix of a later one.
-pub const RCCL_TELEMETRY_API_VERSION: i32 = 1;
+/// version appends entries, so a table of any version is a prefix of a later one. Version 1
+/// ends with `setLogger`; version 2 adds `setParam`.
+pub const RCCL_TELEMETRY_API_VERSION: i32 = 2;
 
 /// The library's entry points as one table (NCCL's plugin convention): what the header's
 /// loader (RCCL_TELEMETRY_DLOPEN) calls through, never needing the library at link time.
@@ -1121,6 +1156,7 @@ pub struct rcclTelemetryApi {
     pub commFinalize: unsafe extern "C" fn(comm: *mut rcclTelemetryComm_t),
     pub getVersion: extern "C" fn() -> c_int,
     pub setLogger: extern "C" fn(logger: rcclTelemetryLogger_t),
+    pub setParam: unsafe extern "C" fn(name: *const c_char, value: *const c_char) -> c_int,
 }
 
 /// The table rcclTelemetryGetApi returns.
@@ -1146,8 +1182,9 @@ unsafe extern "C" fn log_add(h: *mut std::ffi::c_void, i: u64) {
 }
 
 /// A test-only environment variable: "older" hands out the table as a library without the
-/// communicator calls would (version 0, cut before `commInit`), "newer" as a later library
-/// would (version + 1, one entry more). rust_tests/dlopen.rs drives the loader with it.
+/// communicator calls would (version 0, cut before `commInit`), "v1" as a library of table
+/// version 1 would (cut before `setParam`), "newer" as a later library would (version + 1,
+/// one entry more). rust_tests/c_abi/modes.rs drives the loader with it.
 const ENV_TEST_API_TABLE: &str = "RCCL_TELEMETRY_TEST_API_TABLE";
 
 static API: ApiNewer = ApiNewer {
@@ -1199,12 +1236,14 @@ static API: ApiNewer = ApiNewer {
         commFinalize: rcclTelemetryCommFinalize,
         getVersion: rcclTelemetryGetVersion,
         setLogger: rcclTelemetrySetLogger,
+        setParam: rcclTelemetrySetParam,
     },
     later: None,
 };
 
 /// The copies a test hands out in place of the table (ENV_TEST_API_TABLE).
 static API_OLDER: std::sync::OnceLock<ApiNewer> = std::sync::OnceLock::new();
+static API_V1: std::sync::OnceLock<ApiNewer> = std::sync::OnceLock::new();
 static API_NEWER: std::sync::OnceLock<ApiNewer> = std::sync::OnceLock::new();
 
 fn copy_of_api(version: c_int, size: usize) -> ApiNewer {
@@ -1234,12 +1273,11 @@ pub extern "C" fn rcclTelemetryGetApi(version: c_int) -> *const rcclTelemetryApi
     }
     let test = std::env::var_os(ENV_TEST_API_TABLE);
     let table = match test.as_ref().and_then(|v| v.to_str()) {
-        Some("older") => API_OLDER.get_or_init(|| {
-            copy_of_api(
-                RCCL_TELEMETRY_API_VERSION - 1,
-                std::mem::offset_of!(rcclTelemetryApi, commInit),
-            )
-        }),
+        Some("older") => API_OLDER
+            .get_or_init(|| copy_of_api(0, std::mem::offset_of!(rcclTelemetryApi, commInit))),
+        Some("v1") => {
+            API_V1.get_or_init(|| copy_of_api(1, std::mem::offset_of!(rcclTelemetryApi, setParam)))
+        }
         Some("newer") => API_NEWER.get_or_init(|| {
             copy_of_api(
                 RCCL_TELEMETRY_API_VERSION + 1,

@@ -1,11 +1,19 @@
 //! The environment, parsed once into an immutable `Config`.
 //!
+//! Every variable is read through one lookup, [`lookup`]: the process environment, then the
+//! values the program set before Init with rcclTelemetrySetParam ([`set_param`]), so a
+//! variable the library reads is a parameter too, with no code of its own. The environment
+//! wins, as NCCL's does over its configuration file: a parameter is the program's default
+//! that an operator can still override.
+//!
 //! Every malformed value (garbage, negative, overflow, empty, not UTF-8, out of range)
 //! yields the documented default, or the nearest value in range, plus exactly one
 //! diagnostic naming the variable and the value. Nothing here can fail.
 
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
+
+use parking_lot::Mutex;
 
 use crate::hw::HwSettings;
 
@@ -135,10 +143,65 @@ pub fn enabled_from(value: Option<&OsStr>) -> (bool, Option<String>) {
     }
 }
 
+/// The prefix of every variable the library reads, and so of every parameter it takes.
+pub const PARAM_PREFIX: &str = "RCCL_TELEMETRY_";
+
+/// The values set with rcclTelemetrySetParam, in the order set (a name set again replaces
+/// its value in place).
+static PARAMS: Mutex<Vec<(String, OsString)>> = Mutex::new(Vec::new());
+
+/// Sets (Some) or removes (None) the parameter `name`. Refused, with the reason: a name that
+/// is not RCCL_TELEMETRY_<NAME> (letters, digits and underscores), or memory that could not
+/// be had. Whether Init has run is the caller's check (lifecycle::set_param).
+pub fn set_param(name: &str, value: Option<OsString>) -> Result<(), String> {
+    let rest = name.strip_prefix(PARAM_PREFIX).unwrap_or("");
+    if rest.is_empty()
+        || !rest
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(format!(
+            "{} is not a parameter name ({PARAM_PREFIX}<NAME>, upper case)",
+            show(OsStr::new(name))
+        ));
+    }
+    let mut params = PARAMS.lock();
+    let at = params.iter().position(|(n, _)| n == name);
+    match (at, value) {
+        (Some(i), Some(v)) => params[i].1 = v,
+        (Some(i), None) => {
+            params.remove(i);
+        }
+        (None, Some(v)) => {
+            let mut owned = String::new();
+            if params.try_reserve(1).is_err() || owned.try_reserve(name.len()).is_err() {
+                return Err(format!("{name}: out of memory"));
+            }
+            owned.push_str(name);
+            params.push((owned, v));
+        }
+        (None, None) => {}
+    }
+    Ok(())
+}
+
+/// A variable's value: the environment's, else the parameter's, else None.
+pub fn lookup(name: &str) -> Option<OsString> {
+    std::env::var_os(name).or_else(|| param(name))
+}
+
+fn param(name: &str) -> Option<OsString> {
+    PARAMS
+        .lock()
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.clone())
+}
+
 impl Config {
-    /// Reads the process environment.
+    /// Reads the process environment and the parameters ([`lookup`]).
     pub fn from_env() -> (Config, Vec<String>) {
-        Config::from_lookup(|name| std::env::var_os(name))
+        Config::from_lookup(lookup)
     }
 
     /// Parses with any variable lookup (tests pass a map). Returns the config and the
@@ -701,6 +764,54 @@ mod tests {
         let (c, d) = parse(&[(ENV_OUTPUT_DIR, "")]);
         assert_eq!(c.output_dir, PathBuf::from("/tmp"));
         assert_eq!(d.len(), 1);
+    }
+
+    #[test]
+    fn a_parameter_is_read_where_the_environment_is_not_set() {
+        // Names of this test's own: the unit tests share the process's parameters.
+        let (a, b) = ("RCCL_TELEMETRY_UNIT_PARAM_A", "RCCL_TELEMETRY_UNIT_PARAM_B");
+        assert_eq!(lookup(a), None);
+        set_param(a, Some("5".into())).unwrap();
+        assert_eq!(lookup(a), Some("5".into()));
+        set_param(a, Some("6".into())).unwrap();
+        assert_eq!(
+            lookup(a),
+            Some("6".into()),
+            "a name set twice keeps the later value"
+        );
+        set_param(a, None).unwrap();
+        assert_eq!(lookup(a), None, "None removes it");
+        // The environment wins.
+        set_param(b, Some("param".into())).unwrap();
+        std::env::set_var(b, "env");
+        assert_eq!(lookup(b), Some("env".into()));
+        std::env::remove_var(b);
+        assert_eq!(lookup(b), Some("param".into()));
+        set_param(b, None).unwrap();
+        // The configuration reads through the same lookup: a parameter is a variable.
+        set_param(a, Some("250".into())).unwrap();
+        let (c, d) = Config::from_lookup(|n| if n == ENV_STALL_MS { lookup(a) } else { None });
+        assert_eq!((c.stall_ms, d.len()), (250, 0));
+        set_param(a, None).unwrap();
+    }
+
+    #[test]
+    fn a_parameter_name_is_one_of_the_library_s() {
+        for bad in [
+            "",
+            "RCCL_TELEMETRY_",
+            "NCCL_DEBUG",
+            "rccl_telemetry_signals",
+            "RCCL_TELEMETRY_A=B",
+            "RCCL_TELEMETRY_A B",
+        ] {
+            let e = set_param(bad, Some("1".into())).unwrap_err();
+            assert!(
+                e.contains("is not a parameter name") && !e.contains('\n'),
+                "{e}"
+            );
+            assert_eq!(lookup(bad), None);
+        }
     }
 
     #[test]

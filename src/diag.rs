@@ -56,12 +56,6 @@ pub fn warn(msg: &str) {
     say(LOG_WARN, msg, Location::caller());
 }
 
-/// Prints one line of information that is no degradation (NCCL's INFO; always on stderr).
-#[track_caller]
-pub fn info(msg: &str) {
-    say(LOG_INFO, msg, Location::caller());
-}
-
 /// Prints one line the first time `said` is false (and sets it): for a condition that can
 /// repeat (a refused call, an allocation that failed), the first occurrence is said and the
 /// rest are counted where the file shows them.

@@ -223,6 +223,14 @@ static inline int rcclTelemetryInit(void) {
   return rcclTelemetryDlApi_()->init();
 }
 
+/* rcclTelemetrySetParam loads the library (parameters come before Init) and passes the  */
+/* parameter on; 0 and nothing done without the library or with a table that lacks it.    */
+static inline int rcclTelemetrySetParam(const char *name, const char *value) {
+  if (!rcclTelemetryDlLoaded_()) return 0;
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  return a_->setParam ? a_->setParam(name, value) : 0;
+}
+
 /* rcclTelemetrySetLogger: kept for the loader's own lines, and passed on to the library. */
 static inline void rcclTelemetrySetLogger(rcclTelemetryLogger_t logger) {
   __atomic_store_n(&rcclTelemetryDlLogger_, logger, __ATOMIC_RELEASE);
