@@ -482,7 +482,12 @@ int rcclTelemetryGetVersion(void);
 // before rcclTelemetryInit to have Init's own lines go there too; any state, any thread. The
 // logger is called from whichever thread has something to say (the caller's, the library's
 // writer thread, the exit handler), never from a signal handler, and must stay callable
-// until the process exits or it is replaced.
+// until the process exits or it is replaced. It may call back into the library: a call made
+// from inside the logger (a logger that flushes on a warning, say) returns at once with what
+// it returns while telemetry is off and does nothing (Init RCCL_TELEMETRY_INIT_OFF, Flush 0,
+// a handle NULL, the other int results -1), since the call that is saying the line may hold
+// a lock that one needs; the data-path hooks, the process-wide Resolve lookups, On,
+// GetVersion and SetLogger itself work as anywhere.
 void rcclTelemetrySetLogger(rcclTelemetryLogger_t logger);
 
 // The library's entry points as a table, for a program that loads the library with dlopen

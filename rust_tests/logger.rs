@@ -165,6 +165,43 @@ fn the_signal_handlers_line_is_debug_information() {
     }
 }
 
+/// A logger that calls back into the library on every line (c_tests/logger.c `reenter`):
+/// each call returns at once with what it returns while telemetry is off, from inside Init's
+/// own line (said while Init holds its lock) and a refused registration's; the run completes
+/// and writes its file. (A hang here is the failure: the test waits for the process.)
+#[test]
+fn a_logger_that_calls_back_gets_every_call_returned_at_once() {
+    for prog in [logger_c(), logger_cxx()] {
+        let (o, out, err) = run_logger(
+            prog,
+            "reenter",
+            &[
+                ("RCCL_TELEMETRY_ENABLE", "1"),
+                ("RCCL_TELEMETRY_STALL_MS", "soon"),
+            ],
+        );
+        assert!(o.status.success(), "{out}\n{err}");
+        let reentered: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("reentered "))
+            .collect();
+        // Init's warning and the refused registration's.
+        assert_eq!(reentered.len(), 2, "{out}");
+        assert!(
+            reentered
+                .iter()
+                .all(|l| *l == "reentered init 1 flush 0 param 0 comm NULL capture -1"),
+            "{out}"
+        );
+        let results: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("init ") || l.starts_with("flush "))
+            .collect();
+        assert_eq!(results, ["init 0", "flush 0"], "{out}");
+        assert_eq!(err, "", "{err}");
+    }
+}
+
 #[test]
 fn init_says_off_and_failed_through_the_logger() {
     let (o, out, err) = run_logger(logger_c(), "init", &[]);

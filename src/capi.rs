@@ -40,6 +40,24 @@ macro_rules! boundary {
     };
 }
 
+/// A cold entry point (every call but the data-path hooks and the plain lookups): `body` in
+/// the panic boundary (`$default` on a panic), with the termination and snapshot signals
+/// blocked in the calling thread until it returns, so that a signal's handler never runs on a
+/// thread holding a lock of the library the file's writer needs
+/// ([`runtime::QuietSignals`]). Called from inside the logger (a line the library is saying),
+/// it returns `$off` at once, what it returns while telemetry is off: the call that said the
+/// line may hold a lock this one would wait for.
+macro_rules! cold {
+    ($name:literal, $off:expr, $default:expr, $body:expr) => {
+        if $crate::diag::in_logger() {
+            $off
+        } else {
+            let _quiet = $crate::runtime::QuietSignals::new();
+            boundary!($name, $default, $body)
+        }
+    };
+}
+
 /// Software totals of one device, summed over its QPs and those of its finalized
 /// communicators (live snapshot; nothing is reset).
 #[repr(C)]
@@ -74,7 +92,12 @@ pub struct RcclTelemetrySwSnapshot {
 /// once telemetry has finished.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryInit() -> c_int {
-    boundary!("rcclTelemetryInit", -1, lifecycle::init())
+    cold!(
+        "rcclTelemetryInit",
+        RCCL_TELEMETRY_INIT_OFF,
+        -1,
+        lifecycle::init()
+    )
 }
 
 /// Sets the library's variable `name` (an RCCL_TELEMETRY_* name, as the operators' guide
@@ -95,7 +118,7 @@ pub extern "C" fn rcclTelemetryInit() -> c_int {
 /// otherwise: `rcclTelemetrySetParam("RCCL_TELEMETRY_SIGNALS", "0");` before Init.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetrySetParam(name: *const c_char, value: *const c_char) -> c_int {
-    boundary!("rcclTelemetrySetParam", -1, {
+    cold!("rcclTelemetrySetParam", 0, -1, {
         if name.is_null() {
             crate::diag::warn("rcclTelemetrySetParam: no name (NULL); ignored");
             return -1;
@@ -127,7 +150,7 @@ pub extern "C" fn rcclTelemetryOn() -> c_int {
 /// (at most 10 s) and returns 0; hooks that race it are counted or not, never torn.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryFlush() -> c_int {
-    boundary!("rcclTelemetryFlush", -1, runtime::flush())
+    cold!("rcclTelemetryFlush", 0, -1, runtime::flush())
 }
 
 /// Registers a RoCE device in slot `device_id` (0..31) for transport `transport`
@@ -141,7 +164,7 @@ pub unsafe extern "C" fn rcclTelemetryRegisterDevice(
     roce_device: *const c_char,
     transport: *const c_char,
 ) -> c_int {
-    boundary!("rcclTelemetryRegisterDevice", -1, {
+    cold!("rcclTelemetryRegisterDevice", -1, -1, {
         let Some(rt) = runtime::runtime() else {
             return -1;
         };
@@ -216,7 +239,7 @@ pub unsafe extern "C" fn rcclTelemetrySetupChannel(
     numQps: c_int,
     numSlots: *mut c_int,
 ) -> c_int {
-    let (first, granted) = boundary!("rcclTelemetrySetupChannel", (-1, 0), {
+    let (first, granted) = cold!("rcclTelemetrySetupChannel", (-1, 0), (-1, 0), {
         if runtime::runtime().is_some_and(|rt| rt.cfg.fault == crate::config::Fault::SetupPanic) {
             panic!("forced by {}=setup_panic", crate::config::ENV_TEST_FAULT);
         }
@@ -241,7 +264,7 @@ pub extern "C" fn rcclTelemetrySetQpRole(
     qpIdx: c_int,
     isDataQp: c_int,
 ) {
-    boundary!("rcclTelemetrySetQpRole", (), {
+    cold!("rcclTelemetrySetQpRole", (), (), {
         if runtime::is_on() {
             registry::set_qp_role(
                 devIdx,
@@ -316,7 +339,7 @@ pub unsafe extern "C" fn rcclTelemetryQpSetPeer(
     remoteGid: *const std::ffi::c_void,
     remoteLid: u16,
 ) {
-    boundary!("rcclTelemetryQpSetPeer", (), {
+    cold!("rcclTelemetryQpSetPeer", (), (), {
         if !runtime::is_on() {
             return;
         }
@@ -535,7 +558,7 @@ pub unsafe extern "C" fn rcclTelemetryQpCqError(
     status: c_int,
     vendorErr: u32,
 ) {
-    boundary!("rcclTelemetryQpCqError", (), {
+    cold!("rcclTelemetryQpCqError", (), (), {
         if !runtime::is_on() {
             return;
         }
@@ -711,7 +734,7 @@ pub unsafe extern "C" fn rcclTelemetrySwCapture(
     out: *mut RcclTelemetrySwSnapshot,
     maxDevs: c_int,
 ) -> c_int {
-    boundary!("rcclTelemetrySwCapture", -1, {
+    cold!("rcclTelemetrySwCapture", -1, -1, {
         if !runtime::is_on() || out.is_null() || maxDevs < 0 {
             return -1;
         }
@@ -799,36 +822,41 @@ pub extern "C" fn rcclTelemetryCommInit(
     rank: c_int,
     nRanks: c_int,
 ) -> *mut rcclTelemetryComm_t {
-    boundary!("rcclTelemetryCommInit", std::ptr::null_mut(), {
-        if !runtime::is_on() {
-            return std::ptr::null_mut();
-        }
-        if nRanks < 1 || rank < 0 || rank >= nRanks {
-            crate::diag::warn(&format!(
+    cold!(
+        "rcclTelemetryCommInit",
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        {
+            if !runtime::is_on() {
+                return std::ptr::null_mut();
+            }
+            if nRanks < 1 || rank < 0 || rank >= nRanks {
+                crate::diag::warn(&format!(
                 "rcclTelemetryCommInit(0x{commHash:x}, rank {rank}, nRanks {nRanks}): rank is not in 0..nRanks-1; no context (its calls are no-ops)"
             ));
-            return std::ptr::null_mut();
-        }
-        match registry::comm::create(commHash, rank, nRanks, crate::latency::realtime_ns()) {
-            Some((h, c)) => {
-                crate::diag::debug(|| {
-                    format!(
-                        "communicator {} is context {}",
-                        c.ident.describe(),
-                        c.ident.id
-                    )
-                });
-                h as usize as *mut rcclTelemetryComm_t
+                return std::ptr::null_mut();
             }
-            None => {
-                crate::diag::warn(&format!(
+            match registry::comm::create(commHash, rank, nRanks, crate::latency::realtime_ns()) {
+                Some((h, c)) => {
+                    crate::diag::debug(|| {
+                        format!(
+                            "communicator {} is context {}",
+                            c.ident.describe(),
+                            c.ident.id
+                        )
+                    });
+                    h as usize as *mut rcclTelemetryComm_t
+                }
+                None => {
+                    crate::diag::warn(&format!(
                     "rcclTelemetryCommInit(0x{commHash:x}): {} communicators are alive; no context (its calls are no-ops)",
                     registry::comm::MAX_LIVE_COMMS
                 ));
-                std::ptr::null_mut()
+                    std::ptr::null_mut()
+                }
             }
         }
-    })
+    )
 }
 
 /// rcclTelemetrySetupChannel in the communicator's own channel space: reserves `numQps` QP
@@ -847,7 +875,7 @@ pub unsafe extern "C" fn rcclTelemetryCommSetupChannel(
     numQps: c_int,
     numSlots: *mut c_int,
 ) -> c_int {
-    let (first, granted) = boundary!("rcclTelemetryCommSetupChannel", (-1, 0), {
+    let (first, granted) = cold!("rcclTelemetryCommSetupChannel", (-1, 0), (-1, 0), {
         match live_comm(comm, "rcclTelemetryCommSetupChannel")
             .and_then(|c| c.setup_channel(devIdx, chIdx, numQps, &crate::comms::usable))
         {
@@ -873,7 +901,7 @@ pub unsafe extern "C" fn rcclTelemetryCommSetQpRole(
     qpIdx: c_int,
     isDataQp: c_int,
 ) {
-    boundary!("rcclTelemetryCommSetQpRole", (), {
+    cold!("rcclTelemetryCommSetQpRole", (), (), {
         if let Some(c) = live_comm(comm, "rcclTelemetryCommSetQpRole") {
             let role = if isDataQp != 0 { ROLE_DATA } else { ROLE_CTS };
             c.set_qp_role(devIdx, chIdx, qpIdx, role);
@@ -894,13 +922,18 @@ pub unsafe extern "C" fn rcclTelemetryCommResolveQp(
     chIdx: c_int,
     qpIdx: c_int,
 ) -> *mut RcclQpStats {
-    boundary!("rcclTelemetryCommResolveQp", std::ptr::null_mut(), {
-        live_comm(comm, "rcclTelemetryCommResolveQp")
-            .and_then(|c| c.qp(devIdx, chIdx, qpIdx))
-            .map_or(std::ptr::null_mut(), |q| {
-                q as *const RcclQpStats as *mut RcclQpStats
-            })
-    })
+    cold!(
+        "rcclTelemetryCommResolveQp",
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        {
+            live_comm(comm, "rcclTelemetryCommResolveQp")
+                .and_then(|c| c.qp(devIdx, chIdx, qpIdx))
+                .map_or(std::ptr::null_mut(), |q| {
+                    q as *const RcclQpStats as *mut RcclQpStats
+                })
+        }
+    )
 }
 
 /// The stats handle of the communicator's channel chIdx on devIdx. NULL as for
@@ -914,13 +947,18 @@ pub unsafe extern "C" fn rcclTelemetryCommResolveChannel(
     devIdx: c_int,
     chIdx: c_int,
 ) -> *mut RcclChannelStats {
-    boundary!("rcclTelemetryCommResolveChannel", std::ptr::null_mut(), {
-        live_comm(comm, "rcclTelemetryCommResolveChannel")
-            .and_then(|c| c.channel(devIdx, chIdx))
-            .map_or(std::ptr::null_mut(), |c| {
-                &c.stats as *const RcclChannelStats as *mut RcclChannelStats
-            })
-    })
+    cold!(
+        "rcclTelemetryCommResolveChannel",
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        {
+            live_comm(comm, "rcclTelemetryCommResolveChannel")
+                .and_then(|c| c.channel(devIdx, chIdx))
+                .map_or(std::ptr::null_mut(), |c| {
+                    &c.stats as *const RcclChannelStats as *mut RcclChannelStats
+                })
+        }
+    )
 }
 
 /// Ends a communicator's telemetry, at ncclCommDestroy (or ncclCommAbort), after its QPs are
@@ -937,7 +975,7 @@ pub unsafe extern "C" fn rcclTelemetryCommResolveChannel(
 /// The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryCommFinalize(comm: *mut rcclTelemetryComm_t) {
-    boundary!("rcclTelemetryCommFinalize", (), {
+    cold!("rcclTelemetryCommFinalize", (), (), {
         if comm.is_null() || !runtime::is_on() {
             return;
         }
@@ -1047,7 +1085,12 @@ pub type rcclTelemetryLogger_t = Option<
 /// before rcclTelemetryInit to have Init's own lines go there too; any state, any thread. The
 /// logger is called from whichever thread has something to say (the caller's, the library's
 /// writer thread, the exit handler), never from a signal handler, and must stay callable
-/// until the process exits or it is replaced.
+/// until the process exits or it is replaced. It may call back into the library: a call made
+/// from inside the logger (a logger that flushes on a warning, say) returns at once with what
+/// it returns while telemetry is off and does nothing (Init RCCL_TELEMETRY_INIT_OFF, Flush 0,
+/// a handle NULL, the other int results -1), since the call that is saying the line may hold
+/// a lock that one needs; the data-path hooks, the process-wide Resolve lookups, On,
+/// GetVersion and SetLogger itself work as anywhere.
 #[no_mangle]
 pub extern "C" fn rcclTelemetrySetLogger(logger: rcclTelemetryLogger_t) {
     crate::diag::set_logger(logger);

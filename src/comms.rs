@@ -262,6 +262,7 @@ pub fn finalize(h: u64) -> bool {
     let Some((comm, chans)) = registry::comm::begin_finalize(h) else {
         return false;
     };
+    crate::runtime::fault_point(crate::config::Fault::FinalizeSigterm);
     let (wall, mono) = (latency::realtime_ns(), latency::monotonic_ns());
     let mut devs: Vec<DevRecord> = Vec::new();
     for c in &chans {

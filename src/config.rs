@@ -73,6 +73,8 @@ pub enum Fault {
     SetupPanic,
     /// Flush panics while building the file.
     FlushPanic,
+    /// SIGTERM raised on the thread inside rcclTelemetryCommFinalize's exclusive section.
+    FinalizeSigterm,
 }
 
 #[derive(Debug, Clone)]
@@ -379,6 +381,7 @@ impl Config {
                 Some("init_panic") => Fault::InitPanic,
                 Some("setup_panic") => Fault::SetupPanic,
                 Some("flush_panic") => Fault::FlushPanic,
+                Some("finalize_sigterm") => Fault::FinalizeSigterm,
                 Some("") => Fault::None,
                 _ => {
                     diags.push(format!(
