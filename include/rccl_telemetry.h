@@ -462,8 +462,15 @@ struct RcclChannelStats *rcclTelemetryCommResolveChannel(rcclTelemetryComm_t *co
 // the device totals and SwCapture keep counting; its channels' memory goes to later
 // communicators, cleared. Afterwards the communicator handle and every handle resolved
 // through it must not be used again: calls with the communicator handle are no-ops (one line
-// the first time), and a count that still reaches one of its slots goes to its record, never
-// to another communicator's counts. NULL, a finalized handle, or telemetry off: no-op.
+// the first time). A late count, one that still reaches one of its slots through a kept QP
+// or channel handle, is outside the contract, and lands as follows: while the channel is
+// free it goes to this communicator's record (the channel is checked before it is handed
+// out, and one with late counts is not handed out then); a handed-back channel is reused
+// last (the one free longest goes first), and a channel is cleared up to the most slots it
+// ever had at each hand-back, so a late count never reaches a communicator that never had
+// that slot. Only a count made after the channel went to a later communicator, in a slot
+// that communicator uses, is counted as that communicator's. NULL, a finalized handle, or
+// telemetry off: no-op.
 // Thread-safe; it waits for a file or textfile being written.
 //
 // The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit.
