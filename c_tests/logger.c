@@ -2,8 +2,8 @@
  * logger.c: the library's lines through a logger with NCCL's signature
  * (rcclTelemetrySetLogger), and rcclTelemetryInit's results (run by rust_tests/logger.rs, as C
  * and as C++ as RCCL would build it). The logger is declared exactly as RCCL declares
- * ncclDebugLog, with the level enum of RCCL's nccl_common.h, and passed with the cast the
- * header documents. It prints each line it gets on stdout:
+ * ncclDebugLog, with the level enum of RCCL's nccl_common.h, and passed through the
+ * three-line trampoline the header documents (no cast between function types). It prints each line it gets on stdout:
  *   LOG <level> <flags in hex> <file>:<line> <the formatted message>
  *
  *   logger on     the logger installed before Init; Init (its lines, the signal handlers'
@@ -58,10 +58,16 @@ static void ncclDebugLog(ncclDebugLogLevel level, unsigned long flags, const cha
   }
 }
 
+/* The trampoline of rcclTelemetrySetLogger's documentation, as RCCL writes it. */
+static void telemetryLog(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
+  va_list ap; va_start(ap, fmt); const char *msg = va_arg(ap, const char *); va_end(ap);
+  ncclDebugLog((ncclDebugLogLevel)level, flags, file, line, "%s", msg);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return 2;
   reenter = strcmp(argv[1], "reenter") == 0;
-  rcclTelemetrySetLogger((rcclTelemetryLogger_t)ncclDebugLog);
+  rcclTelemetrySetLogger(telemetryLog);
   int rc = rcclTelemetryInit();
   printf("init %d\n", rc);
   fflush(stdout);

@@ -1086,8 +1086,20 @@ pub type rcclTelemetryLogger_t = Option<
 
 /// Sends every later line of the library to `logger` instead of stderr; NULL goes back to
 /// stderr. RCCL passes its own logger, so that the lines follow NCCL_DEBUG and
-/// NCCL_DEBUG_FILE: `rcclTelemetrySetLogger((rcclTelemetryLogger_t)ncclDebugLog)` (the cast
-/// because NCCL types the level as `ncclDebugLogLevel`, an enum passed as an int). Call it
+/// NCCL_DEBUG_FILE, through a three-line trampoline (NCCL types the level as
+/// `ncclDebugLogLevel`, and a cast between the two function types is what clang's
+/// -Wcast-function-type and control-flow integrity reject; the library always passes the
+/// format "%s" and one string):
+///
+/// ```c
+/// static void telemetryLog(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
+///   va_list ap; va_start(ap, fmt); const char *msg = va_arg(ap, const char *); va_end(ap);
+///   ncclDebugLog((ncclDebugLogLevel)level, flags, file, line, "%s", msg);
+/// }
+/// rcclTelemetrySetLogger(telemetryLog);
+/// ```
+///
+/// Call it
 /// before rcclTelemetryInit to have Init's own lines go there too; any state, any thread. The
 /// logger is called from whichever thread has something to say (the caller's, the library's
 /// writer thread, the exit handler), never from a signal handler, and must stay callable
