@@ -5,17 +5,26 @@
  * and with RCCL_TELEMETRY_DLOPEN, not linked (build/header_modes_dlopen), which runs with the
  * library absent, present, or handing out an older or newer table.
  *
- * Usage: header_modes on|off|older [--logger]
+ * Usage: header_modes on|off|older|v1 [--logger]
  *   on     Init starts telemetry; every call works; the live totals equal this program's tally.
  *   off    Init returns RCCL_TELEMETRY_INIT_OFF; every call is a no-op with its off result.
  *   older  the library's table ends before the communicator calls: those are no-ops (CommInit
  *          NULL, GetVersion 0), everything before them counts as in `on`.
+ *   v1     the library's table is version 1, without rcclTelemetrySetParam: that call does
+ *          nothing (0), everything else works as in `on`.
+ * Before Init it sets RCCL_TELEMETRY_SIGNALS to 0 with rcclTelemetrySetParam, and checks after
+ * Init that SIGTERM has a handler exactly when that did not take (no library, a table without
+ * the entry) or the environment says otherwise; a SetParam after Init is refused (-1) where the
+ * library takes parameters.
  *   --logger  a logger is set before Init; it prints each line on stdout as "logger: LEVEL: LINE".
  * Prints one line of the counts ("header_modes: counts ...") and exits 0 when every check holds.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "rccl_telemetry.h"
 
 #include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,13 +52,28 @@ static void logger(int level, unsigned long flags, const char *file, int line, c
 
 int main(int argc, char **argv) {
   const char *expect = argc > 1 ? argv[1] : "on";
-  const int on = strcmp(expect, "off") != 0, comms = strcmp(expect, "on") == 0;
+  const int on = strcmp(expect, "off") != 0, comms = strcmp(expect, "on") == 0 || strcmp(expect, "v1") == 0;
+  const int params = strcmp(expect, "on") == 0;
   if (argc > 2 && strcmp(argv[2], "--logger") == 0) rcclTelemetrySetLogger(logger);
+
+  /* RCCL's defaults before Init: no signal handlers, unless the environment asks for them. */
+  CHECK(rcclTelemetrySetParam("RCCL_TELEMETRY_SIGNALS", "0") == 0);
 
   CHECK(rcclTelemetryOn() == 0 && (rcclTelemetryOn)() == 0);
   CHECK(rcclTelemetryInit() == (on ? RCCL_TELEMETRY_INIT_STARTED : RCCL_TELEMETRY_INIT_OFF));
   CHECK(rcclTelemetryInit() == (on ? RCCL_TELEMETRY_INIT_STARTED : RCCL_TELEMETRY_INIT_OFF));
   CHECK(rcclTelemetryOn() == on && (rcclTelemetryOn)() == on);
+  {
+    const char *env = getenv("RCCL_TELEMETRY_SIGNALS");
+    const int handled = on && (env ? strcmp(env, "0") != 0 : !params);
+    struct sigaction sa;
+    CHECK(sigaction(SIGTERM, NULL, &sa) == 0);
+    CHECK((sa.sa_handler != SIG_DFL) == handled);
+    /* After Init the configuration is fixed. */
+    const int late = rcclTelemetrySetParam("RCCL_TELEMETRY_SIGNALS", "1");
+    CHECK(!on || late == (params ? -1 : 0));
+    CHECK(sigaction(SIGTERM, NULL, &sa) == 0 && (sa.sa_handler != SIG_DFL) == handled);
+  }
   CHECK(rcclTelemetryGetVersion() == (comms ? RCCL_TELEMETRY_VERSION_CODE : 0));
 
   CHECK(rcclTelemetryRegisterDevice(0, "mlx5_0", "IB-CAST") == (on ? 0 : -1));

@@ -1,6 +1,6 @@
 // rccl_callsites.cc: the call expressions of RCCL's IB-CAST transport, written the way RCCL
 // writes them, through "net_telemetry.h" (the in-tree header's name), compiled as C++ with
-// -Wall -Wextra -Werror, with and without the inline hooks, then linked and run.
+// -Wall -Wextra -Wsign-conversion -Werror, with and without the inline hooks, then linked and run.
 //
 // RCCL's shapes reproduced here: handles kept in the transport's own structs, a `bool` role
 // argument, PostTs tokens kept in a `uint64_t` field and handed back where an int64_t token is

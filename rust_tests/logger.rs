@@ -100,20 +100,8 @@ fn every_line_goes_through_the_logger_and_init_tells_each_state() {
             .unwrap_or_else(|| panic!("{out}"));
         assert_eq!((warn.0, warn.1.as_str()), (2, "0x10"), "{warn:?}");
         assert!(warn.2.ends_with(".rs") && warn.3 > 0, "{warn:?}");
-        // The signal handlers: one line of information.
-        let sig: Vec<_> = lines
-            .iter()
-            .filter(|l| l.4.contains("signal handlers"))
-            .collect();
-        assert_eq!(sig.len(), 1, "{out}");
-        assert_eq!(sig[0].0, 3);
-        assert!(
-            sig[0].4.starts_with(
-                "rccl-telemetry: signal handlers installed for SIGTERM, SIGINT, SIGHUP, SIGQUIT: "
-            ),
-            "{}",
-            sig[0].4
-        );
+        // A normal start says nothing of its signal handlers (see the next test).
+        assert!(!out.contains("signal handlers"), "{out}");
         // The first refused registration through the logger, the second on stderr.
         assert!(
             lines.iter().any(|l| l.0 == 2 && l.4 == "rccl-telemetry: rcclTelemetryRegisterDevice(0): no device name; not registered"),
@@ -142,6 +130,75 @@ fn every_line_goes_through_the_logger_and_init_tells_each_state() {
             ["init 0", "flush 0", "init 2", "child init 2"],
             "{out}"
         );
+    }
+}
+
+/// The signal handlers' line: information, through the logger, only under RCCL_TELEMETRY_DEBUG.
+#[test]
+fn the_signal_handlers_line_is_debug_information() {
+    for prog in [logger_c(), logger_cxx()] {
+        let (o, out, err) = run_logger(
+            prog,
+            "init",
+            &[
+                ("RCCL_TELEMETRY_ENABLE", "1"),
+                ("RCCL_TELEMETRY_DEBUG", "1"),
+            ],
+        );
+        assert!(o.status.success(), "{out}\n{err}");
+        let lines = logged(&out);
+        // The signal handlers: one line of information (under RCCL_TELEMETRY_DEBUG).
+        let sig: Vec<_> = lines
+            .iter()
+            .filter(|l| l.4.contains("signal handlers"))
+            .collect();
+        assert_eq!(sig.len(), 1, "{out}");
+        assert_eq!(sig[0].0, 3);
+        assert!(
+            sig[0].4.starts_with(
+                "rccl-telemetry: signal handlers installed for SIGTERM, SIGINT, SIGHUP, SIGQUIT: "
+            ),
+            "{}",
+            sig[0].4
+        );
+        assert_eq!(err, "", "nothing on stderr with a logger");
+    }
+}
+
+/// A logger that calls back into the library on every line (c_tests/logger.c `reenter`):
+/// each call returns at once with what it returns while telemetry is off, from inside Init's
+/// own line (said while Init holds its lock) and a refused registration's; the run completes
+/// and writes its file. (A hang here is the failure: the test waits for the process.)
+#[test]
+fn a_logger_that_calls_back_gets_every_call_returned_at_once() {
+    for prog in [logger_c(), logger_cxx()] {
+        let (o, out, err) = run_logger(
+            prog,
+            "reenter",
+            &[
+                ("RCCL_TELEMETRY_ENABLE", "1"),
+                ("RCCL_TELEMETRY_STALL_MS", "soon"),
+            ],
+        );
+        assert!(o.status.success(), "{out}\n{err}");
+        let reentered: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("reentered "))
+            .collect();
+        // Init's warning and the refused registration's.
+        assert_eq!(reentered.len(), 2, "{out}");
+        assert!(
+            reentered
+                .iter()
+                .all(|l| *l == "reentered init 1 flush 0 param 0 comm NULL capture -1"),
+            "{out}"
+        );
+        let results: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("init ") || l.starts_with("flush "))
+            .collect();
+        assert_eq!(results, ["init 0", "flush 0"], "{out}");
+        assert_eq!(err, "", "{err}");
     }
 }
 

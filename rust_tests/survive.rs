@@ -87,6 +87,49 @@ fn each_termination_signal_leaves_the_final_file() {
     }
 }
 
+/// A SIGTERM aimed at the thread inside rcclTelemetryCommFinalize (raised there, while it
+/// holds the section every file write needs; the test fault `finalize_sigterm`) waits until
+/// the call is out of it: the file is written, no temporary is left, and the process dies of
+/// the signal. c_tests/comm_sim.c `two` finalizes communicator A, then would go on.
+#[test]
+fn a_sigterm_inside_comm_finalize_still_leaves_the_file() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_str().unwrap();
+    let o = run(
+        &c_program("comm_sim"),
+        &["two"],
+        &[
+            ("RCCL_TELEMETRY_ENABLE", "1"),
+            ("RCCL_TELEMETRY_OUTPUT_DIR", dir),
+            ("RCCL_TELEMETRY_TEST_FAULT", "finalize_sigterm"),
+        ],
+    );
+    assert_eq!(
+        term_signal(&o.status),
+        Some(libc::SIGTERM),
+        "{}",
+        stderr(&o)
+    );
+    let names: Vec<String> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.ends_with(".tmp")),
+        "a temporary was left: {names:?}"
+    );
+    let files = telemetry_files(d.path());
+    assert_eq!(files.len(), 1, "{names:?}\n{}", stderr(&o));
+    let v = load_valid(&files[0]);
+    assert_eq!(
+        (v["final"].as_bool(), v["trigger"].as_str()),
+        (Some(true), Some("SIGTERM"))
+    );
+    // A's counts are in the file, folded into its record: the finalization completed first.
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(text.contains("\"finalized_comms\""), "{text}");
+}
+
 #[test]
 fn signals_off_means_no_handler() {
     let d = tempfile::tempdir().unwrap();

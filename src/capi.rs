@@ -40,6 +40,24 @@ macro_rules! boundary {
     };
 }
 
+/// A cold entry point (every call but the data-path hooks and the plain lookups): `body` in
+/// the panic boundary (`$default` on a panic), with the termination and snapshot signals
+/// blocked in the calling thread until it returns, so that a signal's handler never runs on a
+/// thread holding a lock of the library the file's writer needs
+/// ([`runtime::QuietSignals`]). Called from inside the logger (a line the library is saying),
+/// it returns `$off` at once, what it returns while telemetry is off: the call that said the
+/// line may hold a lock this one would wait for.
+macro_rules! cold {
+    ($name:literal, $off:expr, $default:expr, $body:expr) => {
+        if $crate::diag::in_logger() {
+            $off
+        } else {
+            let _quiet = $crate::runtime::QuietSignals::new();
+            boundary!($name, $default, $body)
+        }
+    };
+}
+
 /// Software totals of one device, summed over its QPs and those of its finalized
 /// communicators (live snapshot; nothing is reset).
 #[repr(C)]
@@ -74,7 +92,46 @@ pub struct RcclTelemetrySwSnapshot {
 /// once telemetry has finished.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryInit() -> c_int {
-    boundary!("rcclTelemetryInit", -1, lifecycle::init())
+    cold!(
+        "rcclTelemetryInit",
+        RCCL_TELEMETRY_INIT_OFF,
+        -1,
+        lifecycle::init()
+    )
+}
+
+/// Sets the library's variable `name` (an RCCL_TELEMETRY_* name, as the operators' guide
+/// lists them) to `value`, for rcclTelemetryInit to read as if it were in the environment: how RCCL
+/// passes the values of its own parameters and rccl.conf. Every variable the library reads
+/// can be set so; a variable that is also in the environment keeps the environment's value
+/// (as NCCL's environment wins over its configuration file). A NULL `value` removes what an
+/// earlier call set. A name set twice keeps the later value. Call it before rcclTelemetryInit:
+/// once Init has run (whatever it returned) the configuration is fixed, and a call changes
+/// nothing and returns -1 (one line the first time, when telemetry was asked for). Returns 0 when set; -1 when refused: a
+/// NULL name or one that is not RCCL_TELEMETRY_<NAME> (one line each), after Init, or out of
+/// memory. A value is checked at Init, as the environment's is. Where no library takes it
+/// (RCCL_TELEMETRY_STUBS, or the loader without the library) it returns 0 and does nothing:
+/// telemetry is off there. Any thread. `name` and `value` are NULL or NUL-terminated strings,
+/// copied before the call returns.
+///
+/// Example, RCCL turning the signal handlers off for its processes unless the operator says
+/// otherwise: `rcclTelemetrySetParam("RCCL_TELEMETRY_SIGNALS", "0");` before Init.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetrySetParam(name: *const c_char, value: *const c_char) -> c_int {
+    cold!("rcclTelemetrySetParam", 0, -1, {
+        if name.is_null() {
+            crate::diag::warn("rcclTelemetrySetParam: no name (NULL); ignored");
+            return -1;
+        }
+        // SAFETY: per the caller's contract, both are NUL-terminated strings (value maybe NULL).
+        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        let value = (!value.is_null()).then(|| {
+            use std::os::unix::ffi::OsStrExt;
+            // SAFETY: as above.
+            std::ffi::OsStr::from_bytes(unsafe { CStr::from_ptr(value) }.to_bytes()).to_owned()
+        });
+        lifecycle::set_param(&name, value)
+    })
 }
 
 /// 1 when telemetry is enabled and initialised and the final file not yet written, else 0
@@ -93,7 +150,7 @@ pub extern "C" fn rcclTelemetryOn() -> c_int {
 /// (at most 10 s) and returns 0; hooks that race it are counted or not, never torn.
 #[no_mangle]
 pub extern "C" fn rcclTelemetryFlush() -> c_int {
-    boundary!("rcclTelemetryFlush", -1, runtime::flush())
+    cold!("rcclTelemetryFlush", 0, -1, runtime::flush())
 }
 
 /// Registers a RoCE device in slot `device_id` (0..31) for transport `transport`
@@ -107,7 +164,7 @@ pub unsafe extern "C" fn rcclTelemetryRegisterDevice(
     roce_device: *const c_char,
     transport: *const c_char,
 ) -> c_int {
-    boundary!("rcclTelemetryRegisterDevice", -1, {
+    cold!("rcclTelemetryRegisterDevice", -1, -1, {
         let Some(rt) = runtime::runtime() else {
             return -1;
         };
@@ -182,7 +239,7 @@ pub unsafe extern "C" fn rcclTelemetrySetupChannel(
     numQps: c_int,
     numSlots: *mut c_int,
 ) -> c_int {
-    let (first, granted) = boundary!("rcclTelemetrySetupChannel", (-1, 0), {
+    let (first, granted) = cold!("rcclTelemetrySetupChannel", (-1, 0), (-1, 0), {
         if runtime::runtime().is_some_and(|rt| rt.cfg.fault == crate::config::Fault::SetupPanic) {
             panic!("forced by {}=setup_panic", crate::config::ENV_TEST_FAULT);
         }
@@ -207,7 +264,7 @@ pub extern "C" fn rcclTelemetrySetQpRole(
     qpIdx: c_int,
     isDataQp: c_int,
 ) {
-    boundary!("rcclTelemetrySetQpRole", (), {
+    cold!("rcclTelemetrySetQpRole", (), (), {
         if runtime::is_on() {
             registry::set_qp_role(
                 devIdx,
@@ -282,7 +339,7 @@ pub unsafe extern "C" fn rcclTelemetryQpSetPeer(
     remoteGid: *const std::ffi::c_void,
     remoteLid: u16,
 ) {
-    boundary!("rcclTelemetryQpSetPeer", (), {
+    cold!("rcclTelemetryQpSetPeer", (), (), {
         if !runtime::is_on() {
             return;
         }
@@ -501,7 +558,7 @@ pub unsafe extern "C" fn rcclTelemetryQpCqError(
     status: c_int,
     vendorErr: u32,
 ) {
-    boundary!("rcclTelemetryQpCqError", (), {
+    cold!("rcclTelemetryQpCqError", (), (), {
         if !runtime::is_on() {
             return;
         }
@@ -677,7 +734,7 @@ pub unsafe extern "C" fn rcclTelemetrySwCapture(
     out: *mut RcclTelemetrySwSnapshot,
     maxDevs: c_int,
 ) -> c_int {
-    boundary!("rcclTelemetrySwCapture", -1, {
+    cold!("rcclTelemetrySwCapture", -1, -1, {
         if !runtime::is_on() || out.is_null() || maxDevs < 0 {
             return -1;
         }
@@ -765,36 +822,40 @@ pub extern "C" fn rcclTelemetryCommInit(
     rank: c_int,
     nRanks: c_int,
 ) -> *mut rcclTelemetryComm_t {
-    boundary!("rcclTelemetryCommInit", std::ptr::null_mut(), {
-        if !runtime::is_on() {
-            return std::ptr::null_mut();
-        }
-        if nRanks < 1 || rank < 0 || rank >= nRanks {
-            crate::diag::warn(&format!(
+    cold!(
+        "rcclTelemetryCommInit",
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        {
+            if !runtime::is_on() {
+                return std::ptr::null_mut();
+            }
+            if nRanks < 1 || rank < 0 || rank >= nRanks {
+                crate::diag::warn(&format!(
                 "rcclTelemetryCommInit(0x{commHash:x}, rank {rank}, nRanks {nRanks}): rank is not in 0..nRanks-1; no context (its calls are no-ops)"
             ));
-            return std::ptr::null_mut();
-        }
-        match registry::comm::create(commHash, rank, nRanks, crate::latency::realtime_ns()) {
-            Some((h, c)) => {
-                crate::diag::debug(|| {
-                    format!(
-                        "communicator {} is context {}",
-                        c.ident.describe(),
-                        c.ident.id
-                    )
-                });
-                h as usize as *mut rcclTelemetryComm_t
+                return std::ptr::null_mut();
             }
-            None => {
-                crate::diag::warn(&format!(
-                    "rcclTelemetryCommInit(0x{commHash:x}): {} communicators are alive; no context (its calls are no-ops)",
-                    registry::comm::MAX_LIVE_COMMS
+            match registry::comm::create(commHash, rank, nRanks, crate::latency::realtime_ns()) {
+                Ok((h, c)) => {
+                    crate::diag::debug(|| {
+                        format!(
+                            "communicator {} is context {}",
+                            c.ident.describe(),
+                            c.ident.id
+                        )
+                    });
+                    h as usize as *mut rcclTelemetryComm_t
+                }
+                Err(why) => {
+                    crate::diag::warn(&format!(
+                    "rcclTelemetryCommInit(0x{commHash:x}): {why}; no context (its calls are no-ops)"
                 ));
-                std::ptr::null_mut()
+                    std::ptr::null_mut()
+                }
             }
         }
-    })
+    )
 }
 
 /// rcclTelemetrySetupChannel in the communicator's own channel space: reserves `numQps` QP
@@ -813,7 +874,7 @@ pub unsafe extern "C" fn rcclTelemetryCommSetupChannel(
     numQps: c_int,
     numSlots: *mut c_int,
 ) -> c_int {
-    let (first, granted) = boundary!("rcclTelemetryCommSetupChannel", (-1, 0), {
+    let (first, granted) = cold!("rcclTelemetryCommSetupChannel", (-1, 0), (-1, 0), {
         match live_comm(comm, "rcclTelemetryCommSetupChannel")
             .and_then(|c| c.setup_channel(devIdx, chIdx, numQps, &crate::comms::usable))
         {
@@ -839,7 +900,7 @@ pub unsafe extern "C" fn rcclTelemetryCommSetQpRole(
     qpIdx: c_int,
     isDataQp: c_int,
 ) {
-    boundary!("rcclTelemetryCommSetQpRole", (), {
+    cold!("rcclTelemetryCommSetQpRole", (), (), {
         if let Some(c) = live_comm(comm, "rcclTelemetryCommSetQpRole") {
             let role = if isDataQp != 0 { ROLE_DATA } else { ROLE_CTS };
             c.set_qp_role(devIdx, chIdx, qpIdx, role);
@@ -860,13 +921,18 @@ pub unsafe extern "C" fn rcclTelemetryCommResolveQp(
     chIdx: c_int,
     qpIdx: c_int,
 ) -> *mut RcclQpStats {
-    boundary!("rcclTelemetryCommResolveQp", std::ptr::null_mut(), {
-        live_comm(comm, "rcclTelemetryCommResolveQp")
-            .and_then(|c| c.qp(devIdx, chIdx, qpIdx))
-            .map_or(std::ptr::null_mut(), |q| {
-                q as *const RcclQpStats as *mut RcclQpStats
-            })
-    })
+    cold!(
+        "rcclTelemetryCommResolveQp",
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        {
+            live_comm(comm, "rcclTelemetryCommResolveQp")
+                .and_then(|c| c.qp(devIdx, chIdx, qpIdx))
+                .map_or(std::ptr::null_mut(), |q| {
+                    q as *const RcclQpStats as *mut RcclQpStats
+                })
+        }
+    )
 }
 
 /// The stats handle of the communicator's channel chIdx on devIdx. NULL as for
@@ -880,13 +946,18 @@ pub unsafe extern "C" fn rcclTelemetryCommResolveChannel(
     devIdx: c_int,
     chIdx: c_int,
 ) -> *mut RcclChannelStats {
-    boundary!("rcclTelemetryCommResolveChannel", std::ptr::null_mut(), {
-        live_comm(comm, "rcclTelemetryCommResolveChannel")
-            .and_then(|c| c.channel(devIdx, chIdx))
-            .map_or(std::ptr::null_mut(), |c| {
-                &c.stats as *const RcclChannelStats as *mut RcclChannelStats
-            })
-    })
+    cold!(
+        "rcclTelemetryCommResolveChannel",
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        {
+            live_comm(comm, "rcclTelemetryCommResolveChannel")
+                .and_then(|c| c.channel(devIdx, chIdx))
+                .map_or(std::ptr::null_mut(), |c| {
+                    &c.stats as *const RcclChannelStats as *mut RcclChannelStats
+                })
+        }
+    )
 }
 
 /// Ends a communicator's telemetry, at ncclCommDestroy (or ncclCommAbort), after its QPs are
@@ -896,14 +967,21 @@ pub unsafe extern "C" fn rcclTelemetryCommResolveChannel(
 /// the device totals and SwCapture keep counting; its channels' memory goes to later
 /// communicators, cleared. Afterwards the communicator handle and every handle resolved
 /// through it must not be used again: calls with the communicator handle are no-ops (one line
-/// the first time), and a count that still reaches one of its slots goes to its record, never
-/// to another communicator's counts. NULL, a finalized handle, or telemetry off: no-op.
+/// the first time). A late count, one that still reaches one of its slots through a kept QP
+/// or channel handle, is outside the contract, and lands as follows: while the channel is
+/// free it goes to this communicator's record (the channel is checked before it is handed
+/// out, and one with late counts is not handed out then); a handed-back channel is reused
+/// last (the one free longest goes first), and a channel is cleared up to the most slots it
+/// ever had at each hand-back, so a late count never reaches a communicator that never had
+/// that slot. Only a count made after the channel went to a later communicator, in a slot
+/// that communicator uses, is counted as that communicator's. NULL, a finalized handle, or
+/// telemetry off: no-op.
 /// Thread-safe; it waits for a file or textfile being written.
 ///
 /// The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryCommFinalize(comm: *mut rcclTelemetryComm_t) {
-    boundary!("rcclTelemetryCommFinalize", (), {
+    cold!("rcclTelemetryCommFinalize", (), (), {
         if comm.is_null() || !runtime::is_on() {
             return;
         }
@@ -1008,12 +1086,29 @@ pub type rcclTelemetryLogger_t = Option<
 
 /// Sends every later line of the library to `logger` instead of stderr; NULL goes back to
 /// stderr. RCCL passes its own logger, so that the lines follow NCCL_DEBUG and
-/// NCCL_DEBUG_FILE: `rcclTelemetrySetLogger((rcclTelemetryLogger_t)ncclDebugLog)` (the cast
-/// because NCCL types the level as `ncclDebugLogLevel`, an enum passed as an int). Call it
+/// NCCL_DEBUG_FILE, through a three-line trampoline (NCCL types the level as
+/// `ncclDebugLogLevel`, and a cast between the two function types is what clang's
+/// -Wcast-function-type and control-flow integrity reject; the library always passes the
+/// format "%s" and one string):
+///
+/// ```c
+/// static void telemetryLog(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
+///   va_list ap; va_start(ap, fmt); const char *msg = va_arg(ap, const char *); va_end(ap);
+///   ncclDebugLog((ncclDebugLogLevel)level, flags, file, line, "%s", msg);
+/// }
+/// rcclTelemetrySetLogger(telemetryLog);
+/// ```
+///
+/// Call it
 /// before rcclTelemetryInit to have Init's own lines go there too; any state, any thread. The
 /// logger is called from whichever thread has something to say (the caller's, the library's
 /// writer thread, the exit handler), never from a signal handler, and must stay callable
-/// until the process exits or it is replaced.
+/// until the process exits or it is replaced. It may call back into the library: a call made
+/// from inside the logger (a logger that flushes on a warning, say) returns at once with what
+/// it returns while telemetry is off and does nothing (Init RCCL_TELEMETRY_INIT_OFF, Flush 0,
+/// a handle NULL, the other int results -1), since the call that is saying the line may hold
+/// a lock that one needs; the data-path hooks, the process-wide Resolve lookups, On,
+/// GetVersion and SetLogger itself work as anywhere.
 #[no_mangle]
 pub extern "C" fn rcclTelemetrySetLogger(logger: rcclTelemetryLogger_t) {
     crate::diag::set_logger(logger);
@@ -1023,8 +1118,9 @@ pub extern "C" fn rcclTelemetrySetLogger(logger: rcclTelemetryLogger_t) {
 
 /// The version of rcclTelemetryApi_t this header knows (what a program built with
 /// RCCL_TELEMETRY_DLOPEN asks rcclTelemetryGetApi for). The table only grows: a later
-/// version appends entries, so a table of any version is a prefix of a later one.
-pub const RCCL_TELEMETRY_API_VERSION: i32 = 1;
+/// version appends entries, so a table of any version is a prefix of a later one. Version 1
+/// ends with `setLogger`; version 2 adds `setParam`.
+pub const RCCL_TELEMETRY_API_VERSION: i32 = 2;
 
 /// The library's entry points as one table (NCCL's plugin convention): what the header's
 /// loader (RCCL_TELEMETRY_DLOPEN) calls through, never needing the library at link time.
@@ -1121,6 +1217,7 @@ pub struct rcclTelemetryApi {
     pub commFinalize: unsafe extern "C" fn(comm: *mut rcclTelemetryComm_t),
     pub getVersion: extern "C" fn() -> c_int,
     pub setLogger: extern "C" fn(logger: rcclTelemetryLogger_t),
+    pub setParam: unsafe extern "C" fn(name: *const c_char, value: *const c_char) -> c_int,
 }
 
 /// The table rcclTelemetryGetApi returns.
@@ -1146,8 +1243,9 @@ unsafe extern "C" fn log_add(h: *mut std::ffi::c_void, i: u64) {
 }
 
 /// A test-only environment variable: "older" hands out the table as a library without the
-/// communicator calls would (version 0, cut before `commInit`), "newer" as a later library
-/// would (version + 1, one entry more). rust_tests/dlopen.rs drives the loader with it.
+/// communicator calls would (version 0, cut before `commInit`), "v1" as a library of table
+/// version 1 would (cut before `setParam`), "newer" as a later library would (version + 1,
+/// one entry more). rust_tests/c_abi/modes.rs drives the loader with it.
 const ENV_TEST_API_TABLE: &str = "RCCL_TELEMETRY_TEST_API_TABLE";
 
 static API: ApiNewer = ApiNewer {
@@ -1199,12 +1297,14 @@ static API: ApiNewer = ApiNewer {
         commFinalize: rcclTelemetryCommFinalize,
         getVersion: rcclTelemetryGetVersion,
         setLogger: rcclTelemetrySetLogger,
+        setParam: rcclTelemetrySetParam,
     },
     later: None,
 };
 
 /// The copies a test hands out in place of the table (ENV_TEST_API_TABLE).
 static API_OLDER: std::sync::OnceLock<ApiNewer> = std::sync::OnceLock::new();
+static API_V1: std::sync::OnceLock<ApiNewer> = std::sync::OnceLock::new();
 static API_NEWER: std::sync::OnceLock<ApiNewer> = std::sync::OnceLock::new();
 
 fn copy_of_api(version: c_int, size: usize) -> ApiNewer {
@@ -1234,12 +1334,11 @@ pub extern "C" fn rcclTelemetryGetApi(version: c_int) -> *const rcclTelemetryApi
     }
     let test = std::env::var_os(ENV_TEST_API_TABLE);
     let table = match test.as_ref().and_then(|v| v.to_str()) {
-        Some("older") => API_OLDER.get_or_init(|| {
-            copy_of_api(
-                RCCL_TELEMETRY_API_VERSION - 1,
-                std::mem::offset_of!(rcclTelemetryApi, commInit),
-            )
-        }),
+        Some("older") => API_OLDER
+            .get_or_init(|| copy_of_api(0, std::mem::offset_of!(rcclTelemetryApi, commInit))),
+        Some("v1") => {
+            API_V1.get_or_init(|| copy_of_api(1, std::mem::offset_of!(rcclTelemetryApi, setParam)))
+        }
         Some("newer") => API_NEWER.get_or_init(|| {
             copy_of_api(
                 RCCL_TELEMETRY_API_VERSION + 1,

@@ -262,6 +262,7 @@ pub fn finalize(h: u64) -> bool {
     let Some((comm, chans)) = registry::comm::begin_finalize(h) else {
         return false;
     };
+    crate::runtime::fault_point(crate::config::Fault::FinalizeSigterm);
     let (wall, mono) = (latency::realtime_ns(), latency::monotonic_ns());
     let mut devs: Vec<DevRecord> = Vec::new();
     for c in &chans {
@@ -303,6 +304,13 @@ pub fn finalize(h: u64) -> bool {
 
 /// Adds a record, merging the oldest into the aggregate past `cap`.
 fn keep(recs: &mut Records, r: CommRecord, cap: usize) {
+    // Out of memory for the deque: the record goes straight into the aggregate.
+    if recs.kept.try_reserve(1).is_err() {
+        for d in &r.devs {
+            folded_dev(&mut recs.folded, d.dev).merge(d, true);
+        }
+        return;
+    }
     recs.kept.push_back(r);
     while recs.kept.len() > cap {
         let Some(old) = recs.kept.pop_front() else {

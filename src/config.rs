@@ -1,11 +1,19 @@
 //! The environment, parsed once into an immutable `Config`.
 //!
+//! Every variable is read through one lookup, [`lookup`]: the process environment, then the
+//! values the program set before Init with rcclTelemetrySetParam ([`set_param`]), so a
+//! variable the library reads is a parameter too, with no code of its own. The environment
+//! wins, as NCCL's does over its configuration file: a parameter is the program's default
+//! that an operator can still override.
+//!
 //! Every malformed value (garbage, negative, overflow, empty, not UTF-8, out of range)
 //! yields the documented default, or the nearest value in range, plus exactly one
 //! diagnostic naming the variable and the value. Nothing here can fail.
 
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
+
+use parking_lot::Mutex;
 
 use crate::hw::HwSettings;
 
@@ -65,6 +73,8 @@ pub enum Fault {
     SetupPanic,
     /// Flush panics while building the file.
     FlushPanic,
+    /// SIGTERM raised on the thread inside rcclTelemetryCommFinalize's exclusive section.
+    FinalizeSigterm,
 }
 
 #[derive(Debug, Clone)]
@@ -118,13 +128,20 @@ impl Default for Config {
     }
 }
 
+/// How every variable's value is read: surrounding ASCII whitespace is no part of it (" 1" is
+/// "1"), for the switches as for the numbers.
+fn trimmed(v: &OsStr) -> Option<&str> {
+    v.to_str()
+        .map(|s| s.trim_matches(|c: char| c.is_ascii_whitespace()))
+}
+
 /// Whether RCCL_TELEMETRY_ENABLE asks for telemetry. Only "1" enables; any other
 /// value (besides unset, "" and "0") earns one line saying telemetry stays off.
 pub fn enabled_from(value: Option<&OsStr>) -> (bool, Option<String>) {
     match value {
         None => (false, None),
-        Some(v) if v == "1" => (true, None),
-        Some(v) if v.is_empty() || v == "0" => (false, None),
+        Some(v) if trimmed(v) == Some("1") => (true, None),
+        Some(v) if matches!(trimmed(v), Some("" | "0")) => (false, None),
         Some(v) => (
             false,
             Some(format!(
@@ -135,10 +152,65 @@ pub fn enabled_from(value: Option<&OsStr>) -> (bool, Option<String>) {
     }
 }
 
+/// The prefix of every variable the library reads, and so of every parameter it takes.
+pub const PARAM_PREFIX: &str = "RCCL_TELEMETRY_";
+
+/// The values set with rcclTelemetrySetParam, in the order set (a name set again replaces
+/// its value in place).
+static PARAMS: Mutex<Vec<(String, OsString)>> = Mutex::new(Vec::new());
+
+/// Sets (Some) or removes (None) the parameter `name`. Refused, with the reason: a name that
+/// is not RCCL_TELEMETRY_<NAME> (letters, digits and underscores), or memory that could not
+/// be had. Whether Init has run is the caller's check (lifecycle::set_param).
+pub fn set_param(name: &str, value: Option<OsString>) -> Result<(), String> {
+    let rest = name.strip_prefix(PARAM_PREFIX).unwrap_or("");
+    if rest.is_empty()
+        || !rest
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(format!(
+            "{} is not a parameter name ({PARAM_PREFIX}<NAME>, upper case)",
+            show(OsStr::new(name))
+        ));
+    }
+    let mut params = PARAMS.lock();
+    let at = params.iter().position(|(n, _)| n == name);
+    match (at, value) {
+        (Some(i), Some(v)) => params[i].1 = v,
+        (Some(i), None) => {
+            params.remove(i);
+        }
+        (None, Some(v)) => {
+            let mut owned = String::new();
+            if params.try_reserve(1).is_err() || owned.try_reserve(name.len()).is_err() {
+                return Err(format!("{name}: out of memory"));
+            }
+            owned.push_str(name);
+            params.push((owned, v));
+        }
+        (None, None) => {}
+    }
+    Ok(())
+}
+
+/// A variable's value: the environment's, else the parameter's, else None.
+pub fn lookup(name: &str) -> Option<OsString> {
+    std::env::var_os(name).or_else(|| param(name))
+}
+
+fn param(name: &str) -> Option<OsString> {
+    PARAMS
+        .lock()
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.clone())
+}
+
 impl Config {
-    /// Reads the process environment.
+    /// Reads the process environment and the parameters ([`lookup`]).
     pub fn from_env() -> (Config, Vec<String>) {
-        Config::from_lookup(|name| std::env::var_os(name))
+        Config::from_lookup(lookup)
     }
 
     /// Parses with any variable lookup (tests pass a map). Returns the config and the
@@ -230,27 +302,8 @@ impl Config {
         self.flush_interval_s =
             parse_u64(get, ENV_FLUSH_INTERVAL, 0, 0, MAX_FLUSH_INTERVAL_S, diags);
 
-        if let Some(v) = get(ENV_SIGNALS) {
-            match v.to_str() {
-                Some("1") => self.signals = true,
-                Some("0") => self.signals = false,
-                _ => diags.push(format!(
-                    "{ENV_SIGNALS}={} is not 0 or 1; using the default 1",
-                    show(&v)
-                )),
-            }
-        }
-
-        if let Some(v) = get(ENV_LOG_HISTOGRAM) {
-            match v.to_str() {
-                Some("1") => self.log_histogram = true,
-                Some("0") => self.log_histogram = false,
-                _ => diags.push(format!(
-                    "{ENV_LOG_HISTOGRAM}={} is not 0 or 1; using the default 1",
-                    show(&v)
-                )),
-            }
-        }
+        self.signals = parse_switch(get, ENV_SIGNALS, true, "", diags);
+        self.log_histogram = parse_switch(get, ENV_LOG_HISTOGRAM, true, "", diags);
 
         if let Some(v) = get(ENV_SNAPSHOT_SIGNAL) {
             match v.to_str().map(parse_signal) {
@@ -287,16 +340,7 @@ impl Config {
             MAX_PROM_INTERVAL_S,
             diags,
         );
-        if let Some(v) = get(ENV_PROM_QP) {
-            match v.to_str() {
-                Some("1") => self.prometheus_qp = true,
-                Some("0") | Some("") => self.prometheus_qp = false,
-                _ => diags.push(format!(
-                    "{ENV_PROM_QP}={} is not 0 or 1; using the default 0 (no per-QP series)",
-                    show(&v)
-                )),
-            }
-        }
+        self.prometheus_qp = parse_switch(get, ENV_PROM_QP, false, " (no per-QP series)", diags);
     }
 
     /// Stall detection, debug lines and the test faults.
@@ -307,7 +351,8 @@ impl Config {
     ) {
         self.stall_ms = parse_u64(get, ENV_STALL_MS, DEFAULT_STALL_MS, 0, MAX_STALL_MS, diags);
 
-        self.debug = matches!(get(ENV_DEBUG), Some(v) if v != "0");
+        // Set to anything but "0" (an empty value too): a flag, not a switch.
+        self.debug = matches!(get(ENV_DEBUG), Some(v) if trimmed(&v) != Some("0"));
         self.hw.debug = self.debug;
 
         if let Some(v) = get(ENV_TEST_FAULT) {
@@ -316,6 +361,7 @@ impl Config {
                 Some("init_panic") => Fault::InitPanic,
                 Some("setup_panic") => Fault::SetupPanic,
                 Some("flush_panic") => Fault::FlushPanic,
+                Some("finalize_sigterm") => Fault::FinalizeSigterm,
                 Some("") => Fault::None,
                 _ => {
                     diags.push(format!(
@@ -382,6 +428,31 @@ pub fn signal_name(sig: i32) -> String {
     }
 }
 
+/// Parses a switch: "1" on, "0" off (see [`trimmed`]); unset or empty, the default; anything
+/// else, the default and one line (`what` says what the default means).
+fn parse_switch(
+    get: &impl Fn(&str) -> Option<OsString>,
+    name: &str,
+    default: bool,
+    what: &str,
+    diags: &mut Vec<String>,
+) -> bool {
+    let Some(raw) = get(name) else { return default };
+    match trimmed(&raw) {
+        Some("1") => true,
+        Some("0") => false,
+        Some("") => default,
+        _ => {
+            diags.push(format!(
+                "{name}={} is not 0 or 1; using the default {}{what}",
+                show(&raw),
+                u8::from(default)
+            ));
+            default
+        }
+    }
+}
+
 /// Parses an unsigned decimal in [lo, hi]. Garbage, empty or non-UTF-8 values give the
 /// default; values out of range are clamped to the nearest bound. One line each.
 fn parse_u64(
@@ -400,7 +471,7 @@ fn parse_u64(
         ));
         return default;
     };
-    let t = s.trim();
+    let t = s.trim_matches(|c: char| c.is_ascii_whitespace());
     let shown = show(&raw);
     if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
         return match t.parse::<u64>() {
@@ -485,7 +556,8 @@ mod tests {
         assert_eq!(enabled_from(Some(OsStr::new("1"))), (true, None));
         assert_eq!(enabled_from(None), (false, None));
         assert_eq!(enabled_from(Some(OsStr::new("0"))), (false, None));
-        for v in ["true", "yes", "2", " 1", "01"] {
+        assert_eq!(enabled_from(Some(OsStr::new(" 1"))), (true, None));
+        for v in ["true", "yes", "2", "-1", "01"] {
             let (on, d) = enabled_from(Some(OsStr::new(v)));
             assert!(!on, "{v}");
             assert!(d.unwrap().contains(ENV_ENABLE));
@@ -701,6 +773,106 @@ mod tests {
         let (c, d) = parse(&[(ENV_OUTPUT_DIR, "")]);
         assert_eq!(c.output_dir, PathBuf::from("/tmp"));
         assert_eq!(d.len(), 1);
+    }
+
+    #[test]
+    fn a_parameter_is_read_where_the_environment_is_not_set() {
+        // Names of this test's own: the unit tests share the process's parameters.
+        let (a, b) = ("RCCL_TELEMETRY_UNIT_PARAM_A", "RCCL_TELEMETRY_UNIT_PARAM_B");
+        assert_eq!(lookup(a), None);
+        set_param(a, Some("5".into())).unwrap();
+        assert_eq!(lookup(a), Some("5".into()));
+        set_param(a, Some("6".into())).unwrap();
+        assert_eq!(
+            lookup(a),
+            Some("6".into()),
+            "a name set twice keeps the later value"
+        );
+        set_param(a, None).unwrap();
+        assert_eq!(lookup(a), None, "None removes it");
+        // The environment wins.
+        set_param(b, Some("param".into())).unwrap();
+        std::env::set_var(b, "env");
+        assert_eq!(lookup(b), Some("env".into()));
+        std::env::remove_var(b);
+        assert_eq!(lookup(b), Some("param".into()));
+        set_param(b, None).unwrap();
+        // The configuration reads through the same lookup: a parameter is a variable.
+        set_param(a, Some("250".into())).unwrap();
+        let (c, d) = Config::from_lookup(|n| if n == ENV_STALL_MS { lookup(a) } else { None });
+        assert_eq!((c.stall_ms, d.len()), (250, 0));
+        set_param(a, None).unwrap();
+    }
+
+    #[test]
+    fn a_parameter_name_is_one_of_the_library_s() {
+        for bad in [
+            "",
+            "RCCL_TELEMETRY_",
+            "NCCL_DEBUG",
+            "rccl_telemetry_signals",
+            "RCCL_TELEMETRY_A=B",
+            "RCCL_TELEMETRY_A B",
+        ] {
+            let e = set_param(bad, Some("1".into())).unwrap_err();
+            assert!(
+                e.contains("is not a parameter name") && !e.contains('\n'),
+                "{e}"
+            );
+            assert_eq!(lookup(bad), None);
+        }
+    }
+
+    /// Every switch and whole-number variable reads " 1", "-1" and "0" the same way: " 1" is
+    /// "1"; "-1" is refused (the default, one line naming the variable), except by
+    /// RCCL_TELEMETRY_DEBUG, a flag that anything but "0" sets; "0" is a value, or the
+    /// minimum's line where 0 is below it; " 0 " is "0".
+    #[test]
+    fn switches_and_numbers_read_spaces_signs_and_zero_alike() {
+        let vars = [
+            ENV_BUCKETS,
+            ENV_INTERVAL,
+            ENV_SAMPLE,
+            ENV_SAMPLE_MS,
+            ENV_SIGNALS,
+            ENV_LOG_HISTOGRAM,
+            ENV_FLUSH_INTERVAL,
+            ENV_PROM_INTERVAL,
+            ENV_PROM_QP,
+            ENV_STALL_MS,
+            ENV_DEBUG,
+        ];
+        // The configuration and its lines (which quote the value as given).
+        let config = |name: &str, v: &str| {
+            let (c, d) = parse(&[(name, v)]);
+            (format!("{c:?}"), d)
+        };
+        let same = |name: &str, a: &str, b: &str| {
+            let ((ca, da), (cb, db)) = (config(name, a), config(name, b));
+            assert_eq!((ca, da.len()), (cb, db.len()), "{name}: {a:?} and {b:?}");
+        };
+        let default = format!("{:?}", parse(&[]).0);
+        for name in vars {
+            same(name, "1", " 1");
+            same(name, "1", "1 ");
+            let (c, d) = config(name, "-1");
+            if name == ENV_DEBUG {
+                assert_eq!((c, d.len()), (config(name, "1").0, 0), "{name}");
+            } else {
+                assert_eq!(c, default, "{name}: -1 keeps the default");
+                assert!(d.len() == 1 && d[0].contains(name), "{name}: {d:?}");
+            }
+            let (_, d) = config(name, "0");
+            assert!(
+                d.is_empty() || (d.len() == 1 && d[0].contains("below the minimum")),
+                "{name}: {d:?}"
+            );
+            same(name, "0", " 0 ");
+        }
+        assert_eq!(enabled_from(Some(OsStr::new(" 1"))), (true, None));
+        assert_eq!(enabled_from(Some(OsStr::new(" 0 "))), (false, None));
+        let (on, d) = enabled_from(Some(OsStr::new("-1")));
+        assert!(!on && d.unwrap().contains(ENV_ENABLE));
     }
 
     #[test]

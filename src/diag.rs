@@ -26,6 +26,18 @@ pub const SUBSYS_NET: c_ulong = 0x10;
 static DEBUG: AtomicBool = AtomicBool::new(false);
 static LOGGER: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
 
+thread_local! {
+    /// Set while this thread is inside a call of the installed logger.
+    static IN_LOGGER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is inside the logger: a call into the library from there is
+/// re-entrant (the call that said the line may hold a lock the new call needs) and returns at
+/// once (`capi`'s cold entry points).
+pub fn in_logger() -> bool {
+    IN_LOGGER.with(|c| c.get())
+}
+
 /// Turns RCCL_TELEMETRY_DEBUG output on or off (set once from the configuration).
 pub fn set_debug(on: bool) {
     DEBUG.store(on, Ordering::Relaxed);
@@ -54,12 +66,6 @@ fn logger() -> Option<Logger> {
 #[track_caller]
 pub fn warn(msg: &str) {
     say(LOG_WARN, msg, Location::caller());
-}
-
-/// Prints one line of information that is no degradation (NCCL's INFO; always on stderr).
-#[track_caller]
-pub fn info(msg: &str) {
-    say(LOG_INFO, msg, Location::caller());
 }
 
 /// Prints one line the first time `said` is false (and sets it): for a condition that can
@@ -179,6 +185,8 @@ fn say(level: c_int, msg: &str, at: &Location) {
             let mut file = Line::new();
             let _ = write!(file, "{}", at.file());
             file.finish(0);
+            // A logger that calls back into the library gets its calls returned at once.
+            IN_LOGGER.with(|c| c.set(true));
             // SAFETY: the logger has NCCL's signature; "%s" takes the one NUL-terminated
             // string passed after it; both strings outlive the call.
             unsafe {
@@ -191,6 +199,7 @@ fn say(level: c_int, msg: &str, at: &Location) {
                     line.bytes().as_ptr().cast::<c_char>(),
                 )
             };
+            IN_LOGGER.with(|c| c.set(false));
         }
         None => write_stderr(layout(msg, b'\n').bytes()),
     }

@@ -18,7 +18,7 @@ use crate::hot::rcclTelemetryHotV3 as PARAMS;
 /// Publishes the latency parameters (called once from Init). `sysfs_root` is where the
 /// kernel's clocksource is read (RCCL_TELEMETRY_SYSFS_ROOT).
 pub fn configure(sample: u64, buckets: u32, interval_ns: u64, sysfs_root: &std::path::Path) {
-    let forced = std::env::var_os("RCCL_TELEMETRY_CLOCK").is_some_and(|v| v == "monotonic");
+    let forced = crate::config::lookup("RCCL_TELEMETRY_CLOCK").is_some_and(|v| v == "monotonic");
     let (use_tsc, mult, why) =
         choose_clock(forced, invariant_tsc(), &kernel_clocksource(sysfs_root));
     crate::diag::debug(|| format!("latency clock: {why}"));

@@ -63,7 +63,7 @@ pub fn init() -> i32 {
     if let Some(rc) = settled() {
         return rc;
     }
-    let (enabled, note) = config::enabled_from(std::env::var_os(config::ENV_ENABLE).as_deref());
+    let (enabled, note) = config::enabled_from(config::lookup(config::ENV_ENABLE).as_deref());
     if let Some(n) = note {
         diag::warn(&n);
     }
@@ -123,7 +123,7 @@ fn start() -> Result<(), String> {
         histogram_interval_ns: cfg.histogram_interval_ns,
         latency_sample: cfg.latency_sample,
         log_histogram: cfg.log_histogram,
-        rank: textfile::rank_from(|n| std::env::var_os(n)),
+        rank: textfile::rank_from(config::lookup),
     };
     diag::debug(|| {
         format!(
@@ -177,11 +177,15 @@ fn start() -> Result<(), String> {
                 for d in diags {
                     diag::warn(&d);
                 }
+                // Information, under RCCL_TELEMETRY_DEBUG only: a normal start says nothing
+                // (one line per rank is thousands in a big job's log).
                 if !taken.is_empty() {
-                    diag::info(&format!(
+                    diag::debug(|| {
+                        format!(
                         "signal handlers installed for {}: on one, the file is written first, then the signal takes its course as before (RCCL_TELEMETRY_SIGNALS=0 leaves the termination signals alone)",
                         taken.join(", ")
-                    ));
+                    )
+                    });
                 }
             }
             Err(e) => diag::warn(&format!(
@@ -208,6 +212,43 @@ extern "C" fn at_exit() {
     });
 }
 
+/// Whether a late rcclTelemetrySetParam has been said (once per process).
+static LATE_PARAM_SAID: AtomicBool = AtomicBool::new(false);
+
+/// rcclTelemetrySetParam: sets (Some) or removes (None) a parameter before Init. Once Init has
+/// run, whatever it answered, the configuration is fixed: refused (-1), said once. A refused
+/// name is said each time (a program's own mistake, made once per name). 0 when set.
+pub fn set_param(name: &str, value: Option<std::ffi::OsString>) -> i32 {
+    let result = {
+        let _g = INIT_LOCK.lock();
+        if STATE.load(Acquire) != UNINIT {
+            Err(None)
+        } else {
+            config::set_param(name, value).map_err(Some)
+        }
+    };
+    // Said with no lock held: a logger may call back into the library.
+    match result {
+        Ok(()) => 0,
+        Err(Some(why)) => {
+            diag::warn(&format!("rcclTelemetrySetParam: {why}; ignored"));
+            -1
+        }
+        Err(None) => {
+            let msg = || {
+                format!("rcclTelemetrySetParam({name}) after rcclTelemetryInit: the configuration is fixed at Init; ignored (later calls too, said once)")
+            };
+            // Telemetry not asked for says nothing, as everywhere else.
+            if STATE.load(Acquire) == DISABLED {
+                diag::debug(msg);
+            } else {
+                diag::warn_once(&LATE_PARAM_SAID, msg);
+            }
+            -1
+        }
+    }
+}
+
 /// Whether the inline-layout refusal has been said (once per process).
 static LAYOUT_NOTED: AtomicBool = AtomicBool::new(false);
 
@@ -218,7 +259,7 @@ static LAYOUT_NOTED: AtomicBool = AtomicBool::new(false);
 /// was counted before. One line, when telemetry was asked for. Returns -1 when it was, else 0.
 pub fn inline_layout_refused(header_layout: i32) -> i32 {
     let _g = INIT_LOCK.lock();
-    let (asked, _) = config::enabled_from(std::env::var_os(config::ENV_ENABLE).as_deref());
+    let (asked, _) = config::enabled_from(config::lookup(config::ENV_ENABLE).as_deref());
     let state = STATE.load(Acquire);
     match state {
         UNINIT => STATE.store(if asked { FAILED } else { DISABLED }, Release),

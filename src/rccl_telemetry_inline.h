@@ -24,11 +24,12 @@
 /* layout never changes), and the wrappers of Init, RegisterDevice and of every function */
 /* that hands out a handle (ResolveQp, ResolveChannel, CommInit, CommResolveQp,            */
 /* CommResolveChannel) below compare it with RCCL_TELEMETRY_INLINE_LAYOUT before calling  */
-/* the library (make header-check fails on such a function without one). On a mismatch (a header older or newer than the running library's layout)     */
-/* they hand out nothing and telemetry stays off for the process, with one line on stderr */
+/* the library. On a mismatch (a header older or newer than the running library's        */
+/* layout) they hand out nothing and telemetry stays off for the process, with one line  */
+/* on stderr */
 /* when it was asked for: never a link or load failure, never a miscount. The hooks        */
 /* themselves check nothing: the negotiation costs the data path nothing.                  */
-/* Define RCCL_TELEMETRY_NO_INLINE (or the older RCCL_TELEMETRY_NO_INLINE_GUARDS) to      */
+/* Define RCCL_TELEMETRY_NO_INLINE (RCCL_TELEMETRY_NO_INLINE_GUARDS means the same) to    */
 /* call the exported functions instead: same counts, one call per hook. Taking a hook's   */
 /* address, or writing (rcclTelemetryQpSendPosted)(qp, 0), always names the function.    */
 
@@ -74,6 +75,20 @@
 #define RCCL_TELEMETRY_CPTR_(T, p) static_cast<T>(p)
 #else
 #define RCCL_TELEMETRY_CPTR_(T, p) ((T)(p))
+#endif
+
+/* A PostTs token as the library takes it (int64_t), from the integer the caller keeps it in */
+/* (RCCL keeps it in a uint64_t): converted explicitly, so that a caller built with          */
+/* -Wsign-conversion -Werror passes its own type unchanged. The functions that take tokens    */
+/* are called through it (the macros below).                                                  */
+#ifdef __cplusplus
+template <typename T>
+static inline int64_t rcclTelemetryToken_(T t) {
+  return static_cast<int64_t>(t);
+}
+#define RCCL_TELEMETRY_TOKEN_(x) rcclTelemetryToken_(x)
+#else
+#define RCCL_TELEMETRY_TOKEN_(x) ((int64_t)(x))
 #endif
 
 #if defined(RCCL_TELEMETRY_NO_INLINE_GUARDS) && !defined(RCCL_TELEMETRY_NO_INLINE)
@@ -221,6 +236,14 @@ static inline int rcclTelemetryDlLoaded_(void) {
 static inline int rcclTelemetryInit(void) {
   if (!rcclTelemetryDlLoaded_()) return RCCL_TELEMETRY_INIT_OFF;
   return rcclTelemetryDlApi_()->init();
+}
+
+/* rcclTelemetrySetParam loads the library (parameters come before Init) and passes the  */
+/* parameter on; 0 and nothing done without the library or with a table that lacks it.    */
+static inline int rcclTelemetrySetParam(const char *name, const char *value) {
+  if (!rcclTelemetryDlLoaded_()) return 0;
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  return a_->setParam ? a_->setParam(name, value) : 0;
 }
 
 /* rcclTelemetrySetLogger: kept for the loader's own lines, and passed on to the library. */
@@ -491,8 +514,8 @@ static inline RcclChannelStats *rcclTelemetryCommResolveChannel_inline_(rcclTele
   return RCCL_TELEMETRY_NULL_;
 }
 
-/* A function that hands out a handle (or starts telemetry) gets a wrapper above and one     */
-/* line here (make header-check fails on a function returning a handle without one).       */
+/* A function that hands out a handle (or starts telemetry) has a wrapper above and one     */
+/* line here.                                                                               */
 #define rcclTelemetryInit() rcclTelemetryInit_inline_()
 #define rcclTelemetryRegisterDevice(deviceId, roceDevice, transport) \
   rcclTelemetryRegisterDevice_inline_((deviceId), (roceDevice), (transport))
@@ -509,13 +532,21 @@ static inline RcclChannelStats *rcclTelemetryCommResolveChannel_inline_(rcclTele
 #define rcclTelemetryQpRecvPosted(qp) rcclTelemetryQpRecvPosted_inline_(qp)
 #define rcclTelemetryQpCtsSent(qp, signalled) rcclTelemetryQpCtsSent_inline_((qp), (signalled))
 #define rcclTelemetryQpSlotMiss(qp) rcclTelemetryQpSlotMiss_inline_(qp)
-#define rcclTelemetryQpWqeComplete(qp, postTs) rcclTelemetryQpWqeComplete_inline_((qp), (postTs))
-#define rcclTelemetryQpWqeCompleteAt(qp, postTs, nowTs) rcclTelemetryQpWqeCompleteAt_inline_((qp), (postTs), (nowTs))
+#define rcclTelemetryQpWqeComplete(qp, postTs) rcclTelemetryQpWqeComplete_inline_((qp), RCCL_TELEMETRY_TOKEN_(postTs))
+#define rcclTelemetryQpWqeCompleteAt(qp, postTs, nowTs) \
+  rcclTelemetryQpWqeCompleteAt_inline_((qp), RCCL_TELEMETRY_TOKEN_(postTs), RCCL_TELEMETRY_TOKEN_(nowTs))
 #define rcclTelemetryPollTs() rcclTelemetryNow_()
 #define rcclTelemetryChRequestCompleted(ch) rcclTelemetryChRequestCompleted_inline_(ch)
 #define rcclTelemetryBytes(devIdx, isSend, bytes) rcclTelemetryBytes_inline_((devIdx), (isSend), (bytes))
 #define rcclTelemetryCqError(devIdx) rcclTelemetryCqError_inline_(devIdx)
 #define rcclTelemetryAddCqPolls(devIdx, polls) rcclTelemetryAddCqPolls_inline_((devIdx), (polls))
 #define rcclTelemetryWqeSize(devIdx, bytes) rcclTelemetryWqeSize_inline_((devIdx), (bytes))
+#else
+/* The functions that take tokens, called with the token converted explicitly (as above). */
+#define rcclTelemetryQpWqeComplete(qp, postTs) (rcclTelemetryQpWqeComplete)((qp), RCCL_TELEMETRY_TOKEN_(postTs))
+#define rcclTelemetryQpWqeCompleteAt(qp, postTs, nowTs) \
+  (rcclTelemetryQpWqeCompleteAt)((qp), RCCL_TELEMETRY_TOKEN_(postTs), RCCL_TELEMETRY_TOKEN_(nowTs))
 #endif /* inline hooks */
+#define rcclTelemetryWqeComplete(devIdx, chIdx, qpIdx, postTs) \
+  (rcclTelemetryWqeComplete)((devIdx), (chIdx), (qpIdx), RCCL_TELEMETRY_TOKEN_(postTs))
 #endif /* RCCL_TELEMETRY_INLINE_H */

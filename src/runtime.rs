@@ -150,6 +150,34 @@ pub(crate) fn say_reserve_used() {
         ));
     }
 }
+/// The termination and snapshot signals blocked in the calling thread while it lives. A cold
+/// entry point holds one for its whole call (`capi`): a signal aimed at its thread then waits
+/// until the call has released every lock (the handler waits for the writer thread, which may
+/// need those locks for the file), and one sent to the process goes to another thread.
+pub(crate) struct QuietSignals(libc::sigset_t);
+
+impl QuietSignals {
+    pub(crate) fn new() -> QuietSignals {
+        let [a, b, c, d] = config::TERMINATION_SIGNALS;
+        QuietSignals(block(SigSet::Only(&[a, b, c, d, snapshot_signal()])).1)
+    }
+}
+
+impl Drop for QuietSignals {
+    fn drop(&mut self) {
+        restore_mask(&self.0);
+    }
+}
+
+/// A test's forced failure at a named point (RCCL_TELEMETRY_TEST_FAULT): `finalize_sigterm`
+/// raises SIGTERM on the thread finalizing a communicator, inside its exclusive section.
+pub(crate) fn fault_point(at: Fault) {
+    if at == Fault::FinalizeSigterm && RUNTIME.get().is_some_and(|rt| rt.cfg.fault == at) {
+        // SAFETY: raise is always safe to call.
+        unsafe { libc::raise(libc::SIGTERM) };
+    }
+}
+
 /// rcclTelemetryFlush: writes the final file once. 0 on success or when disabled, -1 on failure.
 pub fn flush() -> i32 {
     write_file(Trigger::Flush, true)

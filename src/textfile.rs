@@ -96,7 +96,7 @@ pub fn configure(cfg: &Config, id: &Identity) -> u64 {
         } else {
             Level::Channel
         },
-        rank: rank_from(|n| std::env::var_os(n)),
+        rank: rank_from(crate::config::lookup),
     };
     diag::debug(|| {
         format!(

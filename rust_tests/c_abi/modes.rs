@@ -19,7 +19,7 @@ fn with_library(c: &mut Command, present: bool) {
     }
 }
 
-/// Runs a build of header_modes expecting `expect` (on, off, older), checks that it passed
+/// Runs a build of header_modes expecting `expect` (on, off, older, v1), checks that it passed
 /// and returns its output.
 fn run_mode(name: &str, args: &[&str], env: &[(&str, &str)], present: bool) -> Output {
     let mut c = command(&c_program(name), args, env);
@@ -170,12 +170,75 @@ fn an_older_table_keeps_its_common_part_and_says_so() {
     let said = loader_lines(&err);
     assert_eq!(said.len(), 1, "{err}");
     assert!(
-        said[0].contains("provides table version 0, this program's header version 1")
+        said[0].contains("provides table version 0, this program's header version 2")
             && said[0].contains("lacks are off"),
         "{err}"
     );
     assert!(counts(&o).contains("wqe_sent 751 "), "{}", counts(&o));
     assert_eq!(telemetry_files(d.path()).len(), 1);
+}
+
+/// A library of table version 1 (before rcclTelemetrySetParam): the parameter does nothing
+/// (the program checks that SIGTERM got the library's handler), every count is as linked.
+#[test]
+fn a_table_without_set_param_keeps_the_rest() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_str().unwrap();
+    let linked = counts(&run_mode(
+        "header_modes",
+        &["on"],
+        &[
+            ("RCCL_TELEMETRY_ENABLE", "1"),
+            ("RCCL_TELEMETRY_OUTPUT_DIR", dir),
+        ],
+        true,
+    ));
+    for name in ["header_modes_dlopen", "header_modes_dlopen_calls"] {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().to_str().unwrap();
+        let env = [
+            ("RCCL_TELEMETRY_ENABLE", "1"),
+            ("RCCL_TELEMETRY_OUTPUT_DIR", dir),
+            ("RCCL_TELEMETRY_TEST_API_TABLE", "v1"),
+        ];
+        let o = run_mode(name, &["v1"], &env, true);
+        assert_eq!(counts(&o), linked, "{name}");
+        let err = stderr(&o);
+        let said = loader_lines(&err);
+        assert_eq!(said.len(), 1, "{err}");
+        assert!(
+            said[0].contains("provides table version 1, this program's header version 2")
+                && said[0].contains("the 1 this library lacks are off"),
+            "{err}"
+        );
+    }
+}
+
+/// rcclTelemetrySetParam is a default the environment overrides: with RCCL_TELEMETRY_SIGNALS=1
+/// in the environment the handlers are installed though the program set 0 (it checks), in
+/// every build that takes parameters.
+#[test]
+fn the_environment_wins_over_a_parameter() {
+    for (name, present) in [
+        ("header_modes", true),
+        ("header_modes_dlopen", true),
+        ("header_modes_dlopen_calls", true),
+    ] {
+        for signals in ["1", "0"] {
+            let d = tempfile::tempdir().unwrap();
+            let dir = d.path().to_str().unwrap();
+            run_mode(
+                name,
+                &["on"],
+                &[
+                    ("RCCL_TELEMETRY_ENABLE", "1"),
+                    ("RCCL_TELEMETRY_OUTPUT_DIR", dir),
+                    ("RCCL_TELEMETRY_SIGNALS", signals),
+                ],
+                present,
+            );
+        }
+    }
 }
 
 #[test]
@@ -205,7 +268,7 @@ fn a_newer_table_works_whole_and_says_so_only_under_debug() {
         assert_eq!(said.len(), usize::from(debug == "1"), "{err}");
         assert!(said
             .iter()
-            .all(|l| l.contains("table version 2") && l.contains("works")));
+            .all(|l| l.contains("table version 3") && l.contains("works")));
     }
 }
 

@@ -88,6 +88,26 @@ pub fn process_name() -> String {
 pub fn probe_dir(dir: &Path) -> Result<(), String> {
     let c = CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| format!("output directory {} contains a NUL byte", dir.display()))?;
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => {
+            let what = if m.is_file() {
+                "a regular file"
+            } else {
+                "not a directory"
+            };
+            return Err(format!(
+                "output directory {} is {what}, not a directory; the telemetry file will not be written unless that changes",
+                dir.display()
+            ));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(format!(
+                "output directory {} does not exist; the telemetry file will not be written unless it is created",
+                dir.display()
+            ));
+        }
+        _ => {}
+    }
     // SAFETY: c is a valid NUL-terminated path.
     if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
         return Err(format!(
@@ -102,6 +122,19 @@ pub fn probe_dir(dir: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_output_path_that_is_no_directory_is_named_as_such() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("plain");
+        std::fs::write(&f, b"x").unwrap();
+        let e = probe_dir(&f).unwrap_err();
+        assert!(e.contains("is a regular file, not a directory"), "{e}");
+        assert!(!e.contains('\n'));
+        let e = probe_dir(&d.path().join("missing")).unwrap_err();
+        assert!(e.contains("does not exist"), "{e}");
+        assert!(probe_dir(d.path()).is_ok());
+    }
 
     #[test]
     fn rfc3339_known_instants() {

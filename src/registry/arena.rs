@@ -36,7 +36,11 @@ pub struct SlotArena {
     /// histogram word is a bare address.
     role_segs: [AtomicPtr<AtomicU8>; SEGMENTS],
     len: AtomicU64,
-    /// Slots the arena had when it was last released (what [`SlotArena::quiet`] checks).
+    /// The most slots it ever had (its high-water mark): what a release clears and what
+    /// [`SlotArena::quiet`] then checks, since a handle kept from an earlier owner may count
+    /// in a slot beyond the last owner's.
+    high: AtomicU64,
+    /// Slots checked by [`SlotArena::quiet`]: the high-water mark at the last release.
     released: AtomicU64,
     grow: Mutex<()>,
     /// (device, channel serial) of the arena, when it belongs to a registered channel: its
@@ -127,6 +131,7 @@ impl SlotArena {
             ext_segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             role_segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             len: AtomicU64::new(0),
+            high: AtomicU64::new(0),
             released: AtomicU64::new(0),
             grow: Mutex::new(()),
             home: None,
@@ -209,6 +214,7 @@ impl SlotArena {
             granted += n;
         }
         self.len.store(first + granted, Release);
+        self.high.fetch_max(first + granted, Relaxed);
         (first, granted)
     }
 
@@ -217,13 +223,15 @@ impl SlotArena {
         self.len.load(Acquire)
     }
 
-    /// Clears the arena for its next owner: every slot it had (counters, histogram, the
-    /// histogram word and the sampling mask, so a handle kept past its owner records nothing
-    /// in anyone's histogram), its roles and the interposer's counters are zeroed, and its
-    /// count drops to 0. The segments stay (the next owner's slots reuse them).
+    /// Clears the arena for its next owner: every slot it ever had, up to its high-water mark
+    /// (counters, histogram, the histogram word and the sampling mask, so a handle kept past
+    /// its owner records nothing in anyone's histogram), its roles and the interposer's
+    /// counters are zeroed, and its count drops to 0. The segments stay (the next owner's
+    /// slots reuse them). Clearing only the last owner's slots would leave a count that a
+    /// handle of an earlier, larger owner made beyond them for the next owner to inherit.
     pub(super) fn release(&self) {
         let _g = self.grow.lock();
-        let n = self.len.load(Relaxed);
+        let n = self.high.load(Relaxed);
         for i in 0..n {
             let (seg, off) = locate(i);
             let p = self.segs[seg].load(Acquire);
@@ -250,8 +258,9 @@ impl SlotArena {
         self.len.store(0, Release);
     }
 
-    /// Whether every slot the arena had when it was released is still all zero (nothing
-    /// counted through a handle kept past its owner).
+    /// Whether every slot the arena ever had is still all zero since it was released
+    /// (nothing counted through a handle kept past its owner, of the last owner or an
+    /// earlier one).
     pub fn quiet(&self) -> bool {
         let _g = self.grow.lock();
         (0..self.released.load(Relaxed)).all(|i| {
@@ -265,7 +274,7 @@ impl SlotArena {
         })
     }
 
-    /// The slots the arena had when it was last released, as they are now (the counts a
+    /// The slots the arena ever had, as they are now since its last release (the counts a
     /// handle kept past its owner made since), with their indices.
     pub fn released_slots(&self) -> impl Iterator<Item = (u64, &'static RcclQpStats)> + '_ {
         (0..self.released.load(Relaxed)).filter_map(|i| {
@@ -350,6 +359,36 @@ mod tests {
         }
         let total: u64 = (0..SEGMENTS).map(seg_len).sum();
         assert!(total >= MAX_QPS_PER_CHANNEL);
+    }
+
+    /// A handle kept past its owner (outside the contract) that counts in a slot beyond the
+    /// next owner's: the arena's check sees it while free, and its hand-backs clear it, so a
+    /// later owner's slot starts at zero.
+    #[test]
+    fn a_late_count_beyond_the_next_owner_s_slots_never_reaches_a_later_owner() {
+        let zero = |q: &RcclQpStats| words(q).iter().all(|w| w.load(Relaxed) == 0);
+        let a = SlotArena::new();
+        a.reserve(8, None);
+        let kept = a.get(5).unwrap();
+        a.release();
+        // The second owner takes 2 slots; the kept handle counts in slot 5, beyond them.
+        a.reserve(2, None);
+        kept.recv_posted();
+        a.release();
+        assert!(zero(kept), "released up to the high-water mark");
+        assert!(a.quiet());
+        // Counted again while the arena is free: the check before reuse sees it.
+        kept.recv_posted();
+        assert!(
+            !a.quiet(),
+            "a count beyond the last owner's slots is a late count"
+        );
+        assert!(a.released_slots().any(|(i, _)| i == 5));
+        a.clear_released();
+        assert!(a.quiet());
+        // A third owner of 8 slots starts at zero.
+        a.reserve(8, None);
+        assert!(zero(a.get(5).unwrap()));
     }
 
     #[test]

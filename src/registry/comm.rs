@@ -77,17 +77,23 @@ fn handle(idx: u32, gen: u64) -> u64 {
     (gen << INDEX_BITS) | (u64::from(idx) + 1)
 }
 
-/// Creates a communicator; returns its handle (never 0) and the communicator, or None when
-/// [`MAX_LIVE_COMMS`] are alive.
-pub fn create(hash: u64, rank: i32, nranks: i32, wall_ns: u64) -> Option<(u64, Arc<Comm>)> {
+/// Creates a communicator; returns its handle (never 0) and the communicator, or why not:
+/// [`MAX_LIVE_COMMS`] are alive, or the table cannot grow (out of memory).
+pub fn create(hash: u64, rank: i32, nranks: i32, wall_ns: u64) -> Result<(u64, Arc<Comm>), String> {
     let mut t = TABLE.lock();
     let idx = match t.free.pop() {
         Some(i) => i,
-        None if t.entries.len() < MAX_LIVE_COMMS => {
+        None if t.entries.len() >= MAX_LIVE_COMMS => {
+            return Err(format!("{MAX_LIVE_COMMS} communicators are alive"))
+        }
+        // The table grows with the job: fallibly (a later communicator may find room).
+        None if t.entries.try_reserve(1).is_err() => {
+            return Err("out of memory for its table entry".into())
+        }
+        None => {
             t.entries.push(Entry { gen: 0, comm: None });
             (t.entries.len() - 1) as u32
         }
-        None => return None,
     };
     t.last_id += 1;
     let comm = Arc::new(Comm {
@@ -103,7 +109,7 @@ pub fn create(hash: u64, rank: i32, nranks: i32, wall_ns: u64) -> Option<(u64, A
     let e = &mut t.entries[idx as usize];
     e.gen += 1;
     e.comm = Some(comm.clone());
-    Some((handle(idx, e.gen), comm))
+    Ok((handle(idx, e.gen), comm))
 }
 
 /// The live communicator of a handle (None for 0, a stray value, or a finalized one).
@@ -230,7 +236,10 @@ pub fn begin_finalize(h: u64) -> Option<(Arc<Comm>, Vec<&'static Channel>)> {
             return None;
         }
         let comm = e.comm.take()?;
-        t.free.push(idx as u32);
+        // Out of memory: the entry is not reused (the table grows past it instead).
+        if t.free.try_reserve(1).is_ok() {
+            t.free.push(idx as u32);
+        }
         comm
     };
     let chans = {

@@ -36,7 +36,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Once;
 
-use parking_lot::{Mutex, RecursiveRwLock, RecursiveRwLockReadGuard, RecursiveRwLockWriteGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::counters::{RcclChannelStats, RcclQpStats};
 use crate::hw::{HwDevice, HwSettings};
@@ -57,17 +57,53 @@ pub const OWNER_FREE: u64 = u64::MAX;
 /// Held (shared) by whatever reads every channel at once (a file, the textfile, a stall
 /// check, SwCapture) and (exclusive) by a communicator's finalization, so a reader sees a
 /// communicator's counts either in its channels or in its finalized record, never in both
-/// or neither.
-static LIFETIMES: RecursiveRwLock<()> = RecursiveRwLock::new(());
+/// or neither. The lock is fair: once a finalization waits, a new view waits behind it, so
+/// readers whose views overlap one another (the writer thread, the stall ticks, SwCapture in
+/// a loop) cannot keep a finalization out for ever. A thread takes it once: a view or a
+/// change taken inside its own view or change takes nothing more (`VIEW_DEPTH`), since a
+/// second read of a fair lock behind a waiting writer would never return.
+static LIFETIMES: RwLock<()> = RwLock::new(());
 
-/// A consistent view of the channels (see [`LIFETIMES`]); recursive, so a reader may nest.
-pub fn read_view() -> RecursiveRwLockReadGuard<'static, ()> {
-    LIFETIMES.read()
+thread_local! {
+    /// How many views or changes the calling thread holds (the lock itself only at 0).
+    static VIEW_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// What [`read_view`] and [`lifetime_change`] hold: the lock, taken by the thread's outermost
+/// one only.
+pub struct View {
+    _read: Option<RwLockReadGuard<'static, ()>>,
+    _write: Option<RwLockWriteGuard<'static, ()>>,
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        VIEW_DEPTH.with(|d| d.set(d.get() - 1));
+    }
+}
+
+/// Counts one more view or change on this thread; true when it is the outermost.
+fn enter() -> bool {
+    VIEW_DEPTH.with(|d| {
+        d.set(d.get() + 1);
+        d.get() == 1
+    })
+}
+
+/// A consistent view of the channels (see [`LIFETIMES`]); a reader may nest views.
+pub fn read_view() -> View {
+    View {
+        _read: enter().then(|| LIFETIMES.read()),
+        _write: None,
+    }
 }
 
 /// Excludes every reader while a communicator's channels are folded and handed back.
-pub fn lifetime_change() -> RecursiveRwLockWriteGuard<'static, ()> {
-    LIFETIMES.write()
+pub fn lifetime_change() -> View {
+    View {
+        _read: None,
+        _write: enter().then(|| LIFETIMES.write()),
+    }
 }
 
 /// Whether slots get a `QpExt` beside them and the file the verbs interposer's keys: set
@@ -509,4 +545,31 @@ pub fn set_qp_role(dev: i32, ch: i32, qp: i32, role: u8) -> bool {
 
 pub fn channel(dev: i32, ch: i32) -> Option<&'static Channel> {
     device(dev)?.channel(ch)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Overlapping readers cannot starve a finalization: once a change waits, a new view
+    /// waits behind it (a reader thread that already holds one nests freely).
+    #[test]
+    fn a_waiting_change_goes_before_new_views() {
+        let held = super::read_view();
+        let nested = super::read_view();
+        let changer = std::thread::spawn(|| {
+            let _w = super::lifetime_change();
+        });
+        // Until the change is queued, a new view from another thread can be had; once it is,
+        // none can (bounded: with a lock that lets readers overtake a waiting writer it never
+        // comes, and the test fails).
+        let queued = (0..5_000).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            std::thread::spawn(|| super::LIFETIMES.try_read().is_none())
+                .join()
+                .unwrap()
+        });
+        drop(nested);
+        drop(held);
+        changer.join().unwrap();
+        assert!(queued, "a new view overtook the waiting change");
+    }
 }
