@@ -40,7 +40,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// What the commands print about a run with imported files.
-pub const CAVEAT: &str = "imported from NCCL/RCCL debug logs (source nccl_log): error completions, \
+pub const CAVEAT: &str =
+    "imported from NCCL/RCCL debug logs (source nccl_log): error completions, \
 stalls, QP latency quantiles and the links they join hold; hardware counters, bytes, posts and the \
 per-channel split are not in a log and are absent (hardware-counter, skew and slot findings cannot \
 fire); a QP the logs never name with its peer's QPN is counted on its device but in no link";
@@ -217,7 +218,8 @@ impl Scan {
         let mut upto = base;
         while let Some(m) = re.find_at(block, at) {
             let s = memchr::memrchr(b'\n', &block[..m.start()]).map_or(0, |i| i + 1);
-            let e = memchr::memchr(b'\n', &block[m.start()..]).map_or(block.len(), |i| m.start() + i);
+            let e =
+                memchr::memchr(b'\n', &block[m.start()..]).map_or(block.len(), |i| m.start() + i);
             upto += memchr::memchr_iter(b'\n', &block[counted_to..s]).count() as u64;
             counted_to = s;
             at = e + 1;
@@ -426,8 +428,12 @@ fn apply(r: &mut Rank, p: &Prefix, e: Event) {
                 .or_else(|| {
                     // The QPN alone: the device of the QP another line names with it.
                     let n = qpn?;
-                    let devs: BTreeSet<&String> =
-                        r.qps.keys().filter(|k| k.1 == Some(n)).map(|k| &k.0).collect();
+                    let devs: BTreeSet<&String> = r
+                        .qps
+                        .keys()
+                        .filter(|k| k.1 == Some(n))
+                        .map(|k| &k.0)
+                        .collect();
                     (devs.len() == 1).then(|| (*devs.iter().next().unwrap()).clone())
                 })
                 .unwrap_or_else(|| UNKNOWN_DEV.to_owned());
@@ -572,7 +578,9 @@ fn pair_qps(ranks: &mut BTreeMap<(String, u32), Rank>, oob: &HashMap<String, Str
     let mut by: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
     for (i, q) in all.iter().enumerate() {
         if let Some(ph) = &q.peer_host {
-            by.entry((q.host.as_str(), ph.as_str())).or_default().push(i);
+            by.entry((q.host.as_str(), ph.as_str()))
+                .or_default()
+                .push(i);
         }
     }
     let mut found: Vec<(usize, usize)> = Vec::new();
@@ -678,7 +686,11 @@ pub fn render(r: &ImportReport) -> String {
         s.push_str(&format!("  by kind: {}\n", by.join(", ")));
     }
     if bad > 0 {
-        let by: Vec<String> = r.malformed.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let by: Vec<String> = r
+            .malformed
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
         s.push_str(&format!("  malformed: {}\n", by.join(", ")));
         for l in &r.malformed_lines {
             s.push_str(&format!("    {l}\n"));
@@ -739,7 +751,14 @@ mod tests {
         let mut s = Scan::default();
         let mut seen = BTreeSet::new();
         let mut n = 0;
-        s.scan_block(&candidates(), text.as_bytes(), "t.log", &mut n, None, &mut seen);
+        s.scan_block(
+            &candidates(),
+            text.as_bytes(),
+            "t.log",
+            &mut n,
+            None,
+            &mut seen,
+        );
         s
     }
 

@@ -6,8 +6,8 @@ mod cli;
 
 use clap::Parser;
 use cli::{
-    CheckArgs, Cli, Cmd, ExportArgs, Format, GenerateArgs, ImportArgs, LinksArgs, OutliersArgs, PromGcArgs,
-    ReportArgs, StallsArgs, SummaryArgs,
+    CheckArgs, Cli, Cmd, ExportArgs, Format, GenerateArgs, ImportArgs, LinksArgs, OutliersArgs,
+    PromGcArgs, ReportArgs, StallsArgs, SummaryArgs,
 };
 use rccl_telemetry_tool::context::RunContext;
 use rccl_telemetry_tool::{
@@ -496,7 +496,9 @@ fn import_logs(a: ImportArgs) -> Outcome {
         print(&import::render(&r));
     }
     if r.written.is_empty() {
-        return Err(fail("no NCCL debug line with a host:pid prefix in the inputs"));
+        return Err(fail(
+            "no NCCL debug line with a host:pid prefix in the inputs",
+        ));
     }
     Ok(Done::Clean)
 }

@@ -130,7 +130,8 @@ pub fn generate_logs(dir: &Path, o: &LogOptions) -> Result<Vec<Planted>, String>
     let link = last_host_peer.map(|b| (0usize, b));
     let slow = o.plants.contains(&Plant::SlowLink);
     let errs = o.plants.contains(&Plant::CqErrors);
-    let is_link = |a: usize, b: usize| link.is_some_and(|(x, y)| (a, b) == (x, y) || (a, b) == (y, x));
+    let is_link =
+        |a: usize, b: usize| link.is_some_and(|(x, y)| (a, b) == (x, y) || (a, b) == (y, x));
     let comm_id: u64 = rng.u64(1..u64::MAX);
     // Every send QP's figures, drawn once so both ends agree on the link.
     let mut figs = std::collections::HashMap::new();
@@ -150,7 +151,11 @@ pub fn generate_logs(dir: &Path, o: &LogOptions) -> Result<Vec<Planted>, String>
         let prog = p + 3;
         let mut s = String::new();
         let mut t = T0;
-        let _ = writeln!(s, "{hn}:{p}:{main} [{l}] NCCL INFO Bootstrap : Using eth0:{}<0>", oob(h));
+        let _ = writeln!(
+            s,
+            "{hn}:{p}:{main} [{l}] NCCL INFO Bootstrap : Using eth0:{}<0>",
+            oob(h)
+        );
         let _ = writeln!(s, "{}NCCL INFO cudaDriverVersion 12080", pre(main));
         let nics: Vec<String> = (0..rph).map(|i| format!("[{i}]mlx5_{i}:1/RoCE")).collect();
         let _ = writeln!(
@@ -192,9 +197,17 @@ pub fn generate_logs(dir: &Path, o: &LogOptions) -> Result<Vec<Planted>, String>
         }
         // The run: the slow lines of each send QP, then the errors, then the summaries.
         let thr = THRESHOLD_NS;
-        let local = |q: u32| format!("local: qpn={q} dev=mlx5_{l} port=1 lid=0 localGid={}", gid(h, l));
+        let local = |q: u32| {
+            format!(
+                "local: qpn={q} dev=mlx5_{l} port=1 lid=0 localGid={}",
+                gid(h, l)
+            )
+        };
         let remote = |b: usize, q: u32| {
-            format!("remote: qpn={q} port=1 lid=0 remoteGid={}", gid(h_of(b), l_of(b)))
+            format!(
+                "remote: qpn={q} port=1 lid=0 remoteGid={}",
+                gid(h_of(b), l_of(b))
+            )
         };
         for b in peers(r) {
             for q in 0..o.qps_per_peer {
@@ -226,7 +239,11 @@ pub fn generate_logs(dir: &Path, o: &LogOptions) -> Result<Vec<Planted>, String>
                 t += 1;
                 let ts = Ts(t).text();
                 let peer = format!("{}<{}>", oob(h_of(other)), 43_000 + other);
-                let gids = format!("localGid {} remoteGids{}", gid(h, l), gid(h_of(other), l_of(other)));
+                let gids = format!(
+                    "localGid {} remoteGids{}",
+                    gid(h, l),
+                    gid(h_of(other), l_of(other))
+                );
                 if r == a {
                     let _ = writeln!(
                         s,
@@ -297,7 +314,8 @@ pub fn generate_logs(dir: &Path, o: &LogOptions) -> Result<Vec<Planted>, String>
         let path = dir.join(log_name(&hn, p));
         std::fs::write(&path, s).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    let manifest = serde_json::to_string_pretty(&planted).map_err(|e| format!("cannot serialise: {e}"))?;
+    let manifest =
+        serde_json::to_string_pretty(&planted).map_err(|e| format!("cannot serialise: {e}"))?;
     std::fs::write(dir.join("planted.json"), manifest + "\n")
         .map_err(|e| format!("cannot write planted.json: {e}"))?;
     Ok(planted)

@@ -15,10 +15,9 @@ use crate::model::format_timestamp_ns;
 use rccl_telemetry_format::vocab::{self, Kind};
 use rccl_telemetry_format::wc_status::{order_key, status_name};
 use rccl_telemetry_format::write::{
-    ChannelReport, CommRef, CommunicatorReport, CompletionLatency, DeviceReport,
-    DeviceStallReport, FileReport, FirstErrorReport, GidIp, GidText, HwCounters, HwValue,
-    LogBuckets, PeerReport, QpErrorReport, QpIdentity, QpPeerReport, QpReport, QpStallReport,
-    StatusCounts, WqeCounts,
+    ChannelReport, CommRef, CommunicatorReport, CompletionLatency, DeviceReport, DeviceStallReport,
+    FileReport, FirstErrorReport, GidIp, GidText, HwCounters, HwValue, LogBuckets, PeerReport,
+    QpErrorReport, QpIdentity, QpPeerReport, QpReport, QpStallReport, StatusCounts, WqeCounts,
 };
 use rccl_telemetry_format::FORMAT_VERSION;
 use std::collections::BTreeMap;
@@ -129,22 +128,26 @@ fn qp(
         gid_ip: q.remote_gid.as_ref().and_then(gid_ip),
         lid: q.remote_lid.filter(|l| *l > 0),
     });
-    let peer_key = peer.as_ref().map(|_| (q.remote_gid, q.remote_lid.filter(|l| *l > 0)));
+    let peer_key = peer
+        .as_ref()
+        .map(|_| (q.remote_gid, q.remote_lid.filter(|l| *l > 0)));
     let mut by: Vec<(String, u64)> = q
         .errors
         .iter()
         .map(|(s, n)| (status_name(*s), *n))
         .collect();
     by.sort_by(|a, b| order_key(&a.0).cmp(&order_key(&b.0)));
-    let first = q.first_error.map(|(s, vendor, opcode, t)| FirstErrorReport {
-        status: status_name(s),
-        status_code: s,
-        vendor_err: vendor,
-        time: ts(t.unwrap_or(end)),
-        opcode,
-        bytes: None,
-        age_ms: None,
-    });
+    let first = q
+        .first_error
+        .map(|(s, vendor, opcode, t)| FirstErrorReport {
+            status: status_name(s),
+            status_code: s,
+            vendor_err: vendor,
+            time: ts(t.unwrap_or(end)),
+            opcode,
+            bytes: None,
+            age_ms: None,
+        });
     let stall = stall_on.then(|| QpStallReport {
         num_wqe_outstanding: q.stalled.map_or(0, |s| s.1),
         oldest_outstanding_ms: None,
@@ -153,16 +156,21 @@ fn qp(
         longest_stall_ms: q.longest_stall.map_or(0, |l| l.0 / 1_000_000),
         longest_stall_start: q.longest_stall.map(|l| ts(l.1.unwrap_or(end))),
     });
+    let measured = figs.filter(|_| send).map(|f| f.1);
+    let ns = |v: f64| v.round() as u64;
     let monitor = QpMonitor {
-        num_wqe_slow: q.summary.map(|s| s.1).or((q.slow_lines > 0).then_some(q.slow_lines)),
-        num_stalls: (q.stalls > 0 || q.summary.is_some()).then_some(q.stalls),
-        wqe_completion_ns_mean: figs.filter(|_| send).map(|f| f.1.mean),
-        wqe_completion_ns_stddev: figs.filter(|_| send).map(|f| f.1.stddev),
-        wqe_completion_ns_p50: figs.filter(|_| send).map(|f| f.1.p50),
-        wqe_completion_ns_p90: figs.filter(|_| send).map(|f| f.1.p90),
-        wqe_completion_ns_p99: figs.filter(|_| send).map(|f| f.1.p99),
-        wqe_completion_ns_p999: figs.filter(|_| send).map(|f| f.1.p999),
-        local_lid: q.lid,
+        num_wqe_slow: q
+            .summary
+            .map(|s| s.1)
+            .or((q.slow_lines > 0).then_some(q.slow_lines)),
+        num_stalls: stall_on.then_some(q.stalls),
+        wqe_completion_ns_mean: measured.map(|f| f.mean),
+        wqe_completion_ns_stddev: measured.map(|f| f.stddev),
+        wqe_completion_ns_p50: measured.map(|f| ns(f.p50)),
+        wqe_completion_ns_p90: measured.map(|f| ns(f.p90)),
+        wqe_completion_ns_p99: measured.map(|f| ns(f.p99)),
+        wqe_completion_ns_p999: measured.map(|f| ns(f.p999)),
+        local_lid: q.lid.filter(|l| *l > 0),
         port: q.port,
     };
     let errors = !q.errors.is_empty();
@@ -234,7 +242,14 @@ fn devices(r: &Rank) -> Vec<(u32, String, Option<u8>)> {
     v
 }
 
-fn device(r: &Rank, id: u32, name: &str, port: Option<u8>, stall_on: bool, end: i128) -> DeviceReport<Vec<ChannelReport<Vec<Q>>>> {
+fn device(
+    r: &Rank,
+    id: u32,
+    name: &str,
+    port: Option<u8>,
+    stall_on: bool,
+    end: i128,
+) -> DeviceReport<Vec<ChannelReport<Vec<Q>>>> {
     let dev_gid = r
         .gid_dev
         .iter()
@@ -267,11 +282,17 @@ fn device(r: &Rank, id: u32, name: &str, port: Option<u8>, stall_on: bool, end: 
     );
     let mut linear = vec![0u64; BUCKETS];
     for q in &qps {
-        for (a, b) in linear.iter_mut().zip(&q.inner.latency.wqe_completion_histogram) {
+        for (a, b) in linear
+            .iter_mut()
+            .zip(&q.inner.latency.wqe_completion_histogram)
+        {
             *a += b;
         }
     }
-    let mins = qps.iter().map(|q| q.inner.latency.wqe_completion_ns_min).filter(|m| *m >= 0);
+    let mins = qps
+        .iter()
+        .map(|q| q.inner.latency.wqe_completion_ns_min)
+        .filter(|m| *m >= 0);
     let min = mins.min().unwrap_or(-1);
     let max = qps
         .iter()
@@ -386,11 +407,7 @@ fn file(r: &Rank) -> File {
         .map(|(id, n, p)| device(r, id, &n, p, stall_on, end))
         .collect();
     // The world's rank: the rank in the largest communicator.
-    let rank = r
-        .comms
-        .iter()
-        .max_by_key(|c| c.2)
-        .map(|c| u64::from(c.1));
+    let rank = r.comms.iter().max_by_key(|c| c.2).map(|c| u64::from(c.1));
     let communicators = r
         .comms
         .iter()

@@ -48,7 +48,11 @@ fn split(p: &[(f64, f64); 6], n: u64, ranges: &[(u64, u64)]) -> Vec<u64> {
         .enumerate()
         .map(|(i, &(lo, hi))| {
             let a = if i == 0 { 0.0 } else { cdf(p, lo as f64) };
-            let b = if i == last { 1.0 } else { cdf(p, hi as f64 + 1.0) };
+            let b = if i == last {
+                1.0
+            } else {
+                cdf(p, hi as f64 + 1.0)
+            };
             (b - a).max(0.0) * n as f64
         })
         .collect();
@@ -114,7 +118,14 @@ pub fn rebuild(n: u64, f: &Figures, width: u64, buckets: usize) -> Rebuilt {
     let lin_ranges: Vec<(u64, u64)> = (0..buckets)
         .map(|b| {
             let l = b as u64 * width;
-            (l, if b + 1 == buckets { u64::MAX } else { l + width - 1 })
+            (
+                l,
+                if b + 1 == buckets {
+                    u64::MAX
+                } else {
+                    l + width - 1
+                },
+            )
         })
         .filter(|&(l, h)| h >= lo && l <= hi)
         .map(|(l, h)| (l.max(lo), h.min(hi)))

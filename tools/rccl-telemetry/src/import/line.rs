@@ -50,7 +50,12 @@ pub fn prefix(line: &str) -> Option<Prefix<'_>> {
     let mut it = id.rsplitn(3, ':');
     let tid = it.next()?.parse().ok()?;
     let pid = it.next()?.parse().ok()?;
-    let host = it.next().filter(|h| !h.is_empty())?;
+    // NCCL writes the host name with every other character replaced by '-'.
+    let host = it.next().filter(|h| {
+        !h.is_empty()
+            && h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+    })?;
     rest = &rest[sp + 1..];
     // "[cudaDev] " then the level's words.
     let r = rest.strip_prefix('[')?;
@@ -234,17 +239,25 @@ pub fn parse(msg: &str) -> Parsed<'_> {
     let res = if let Some(r) = body.strip_prefix("Using") {
         using(r).map(Event::Using).map_err(|w| ("using", w))
     } else if let Some(r) = body.strip_prefix("WQE slow:") {
-        qp_line(r, false).map(Event::Slow).map_err(|w| ("wqe_slow", w))
+        qp_line(r, false)
+            .map(Event::Slow)
+            .map_err(|w| ("wqe_slow", w))
     } else if let Some(r) = body.strip_prefix("WQE stall (no CQE):") {
-        qp_line(r, true).map(Event::Stall).map_err(|w| ("wqe_stall", w))
+        qp_line(r, true)
+            .map(Event::Stall)
+            .map_err(|w| ("wqe_stall", w))
     } else if let Some(r) = body.strip_prefix("WQE latency summary") {
-        summary(r).map(Event::Summary).map_err(|w| ("wqe_summary", w))
+        summary(r)
+            .map(Event::Summary)
+            .map_err(|w| ("wqe_summary", w))
     } else if let Some(r) = body.strip_prefix("Got completion from peer ") {
         completion(r)
             .map(Event::Completion)
             .map_err(|w| ("completion_error", w))
     } else if let Some(i) = body.find("Got CQE with error") {
-        cqe(&body[i..]).map(Event::CqeError).map_err(|w| ("cqe_error", w))
+        cqe(&body[i..])
+            .map(Event::CqeError)
+            .map_err(|w| ("cqe_error", w))
     } else {
         return Parsed::Unknown;
     };
@@ -372,7 +385,12 @@ fn comm_init(msg: &str) -> Parsed<'_> {
         return Parsed::Unknown;
     }
     let words: Vec<&str> = msg[at..].split_whitespace().collect();
-    let after = |k: &str| words.iter().position(|w| *w == k).and_then(|i| words.get(i + 1));
+    let after = |k: &str| {
+        words
+            .iter()
+            .position(|w| *w == k)
+            .and_then(|i| words.get(i + 1))
+    };
     let r = (|| -> R<CommInit<'_>> {
         let comm = *after("comm").ok_or("no comm")?;
         let rank = num(after("rank").ok_or("no rank")?, "rank")?;
@@ -496,9 +514,8 @@ fn ends(r: &str) -> R<(QpEnds<'_>, Vec<&str>)> {
         .iter()
         .find_map(|s| s.strip_prefix("remote:"))
         .ok_or("no remote:")?;
-    let opt = |s: &str, k: &str| -> R<Option<u64>> {
-        kv(s, k).map(|v| num::<u64>(v, k)).transpose()
-    };
+    let opt =
+        |s: &str, k: &str| -> R<Option<u64>> { kv(s, k).map(|v| num::<u64>(v, k)).transpose() };
     let gid_of = |s: &str, k: &str| -> R<Option<[u8; 16]>> {
         match kv(s, k) {
             Some(v) => gid(v)
@@ -556,7 +573,10 @@ fn qp_line(r: &str, stall: bool) -> R<QpLine<'_>> {
             ends,
             thr_ns: need_ns(&all, "thr")? as u64,
             ns: need_ns(&all, "delta")? as u64,
-            figures: Some((figures(&all, "stddev")?, num(need(&all, "count")?, "count")?)),
+            figures: Some((
+                figures(&all, "stddev")?,
+                num(need(&all, "count")?, "count")?,
+            )),
             inflight: None,
         })
     }
@@ -571,7 +591,10 @@ fn summary(r: &str) -> R<Summary<'_>> {
     } else if head.starts_with("recv") {
         false
     } else {
-        return Err(format!("{:?} is neither send nor recv", head.split(' ').next()));
+        return Err(format!(
+            "{:?} is neither send nor recv",
+            head.split(' ').next()
+        ));
     };
     Ok(Summary {
         send,
@@ -592,8 +615,14 @@ mod tests {
 
     #[test]
     fn prefix_with_and_without_time() {
-        let p = prefix("node-a:1234:1240 [3] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE ; OOB eth0:10.0.0.1<0>").unwrap();
-        assert_eq!((p.host, p.pid, p.tid, p.warn, p.time_ns), ("node-a", 1234, 1240, false, None));
+        let p = prefix(
+            "node-a:1234:1240 [3] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE ; OOB eth0:10.0.0.1<0>",
+        )
+        .unwrap();
+        assert_eq!(
+            (p.host, p.pid, p.tid, p.warn, p.time_ns),
+            ("node-a", 1234, 1240, false, None)
+        );
         assert!(p.msg.starts_with("NET/IB : Using"));
         let p = prefix("[2026-12-07 17:00:01] node-a:1234:1240 [0] p2p.cc:688 (ncclIbTest) NCCL WARN NET/IB: Got CQE with error (qp_num=7)").unwrap();
         assert!(p.warn);
@@ -603,7 +632,8 @@ mod tests {
         assert_eq!(prefix("NCCL version 2.28.3+cuda12.8"), None);
         assert_eq!(prefix("node-a:x:1 [0] NCCL INFO hi"), None);
         assert_eq!(
-            parse_time("2026-12-07 17:00:01.5").unwrap() - parse_time("2026-12-07 17:00:01").unwrap(),
+            parse_time("2026-12-07 17:00:01.5").unwrap()
+                - parse_time("2026-12-07 17:00:01").unwrap(),
             500_000_000
         );
     }
@@ -616,7 +646,10 @@ mod tests {
             panic!()
         };
         assert_eq!(u.devs.len(), 2);
-        assert_eq!((u.devs[1].name, u.devs[1].port, u.devs[1].link), ("mlx5_1", 1, "IB"));
+        assert_eq!(
+            (u.devs[1].name, u.devs[1].port, u.devs[1].link),
+            ("mlx5_1", 1, "IB")
+        );
         assert_eq!((u.oob_if, u.oob_ip), ("eth0", "10.0.0.1"));
         assert!(matches!(
             parse("NET/IB : Using [0]mlx5_0:1/RoCE"),
@@ -632,49 +665,96 @@ mod tests {
         assert_eq!((c.rank, c.nranks, c.comm_id), (3, 8, Some(0xa1b2c3)));
         assert!(matches!(
             parse("ncclCommInitRank comm 0x55 rank 9 nranks 8 commId 0x1 - Init START"),
-            Parsed::Malformed { kind: "comm_init", .. }
+            Parsed::Malformed {
+                kind: "comm_init",
+                ..
+            }
         ));
-        assert_eq!(parse("comm 0x55 rank 3 nRanks 8 nNodes 1 localRanks 8"), Parsed::Unknown);
+        assert_eq!(
+            parse("comm 0x55 rank 3 nRanks 8 nNodes 1 localRanks 8"),
+            Parsed::Unknown
+        );
     }
 
     #[test]
     fn the_three_completion_forms() {
         let new = "NET/IB: Got completion from peer 10.0.0.2<43211> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RDMA_WRITE(1) vendor_err=129 qp_num=4711  localGid ::ffff:10.1.0.1 remoteGids::ffff:10.1.0.2 hca mlx5_1";
-        let Parsed::Known(Event::Completion(c)) = parse(new) else { panic!() };
-        assert_eq!((c.peer, c.status, c.opcode, c.vendor_err, c.qp_num, c.hca), ("10.0.0.2<43211>", 12, Some("RDMA_WRITE"), 129, Some(4711), Some("mlx5_1")));
+        let Parsed::Known(Event::Completion(c)) = parse(new) else {
+            panic!()
+        };
+        assert_eq!(
+            (c.peer, c.status, c.opcode, c.vendor_err, c.qp_num, c.hca),
+            (
+                "10.0.0.2<43211>",
+                12,
+                Some("RDMA_WRITE"),
+                129,
+                Some(4711),
+                Some("mlx5_1")
+            )
+        );
         assert_eq!(c.remote_gid, gid("::ffff:10.1.0.2"));
         let mid = "NET/IB-CAST : Got completion from peer 10.0.0.2<43211> with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:10.1.0.1 remoteGids ::ffff:10.1.0.2";
-        let Parsed::Known(Event::Completion(c)) = parse(mid) else { panic!() };
-        assert_eq!((c.status, c.opcode, c.vendor_err, c.qp_num, c.hca), (12, Some("SEND"), 129, None, None));
+        let Parsed::Known(Event::Completion(c)) = parse(mid) else {
+            panic!()
+        };
+        assert_eq!(
+            (c.status, c.opcode, c.vendor_err, c.qp_num, c.hca),
+            (12, Some("SEND"), 129, None, None)
+        );
         assert_eq!(c.local_gid, gid("::ffff:10.1.0.1"));
         let old = "NET/IB : Got completion from peer 10.0.0.2<43211> with error 12, opcode 128, len 0, vendor err 129 (Recv) localGid ::ffff:10.1.0.1 remoteGids ::ffff:10.1.0.2";
-        let Parsed::Known(Event::Completion(c)) = parse(old) else { panic!() };
+        let Parsed::Known(Event::Completion(c)) = parse(old) else {
+            panic!()
+        };
         assert_eq!((c.status, c.opcode, c.vendor_err), (12, Some("RECV"), 129));
         assert!(matches!(
             parse("NET/IB: Got completion from peer 10.0.0.2<1> with status=oops"),
-            Parsed::Malformed { kind: "completion_error", .. }
+            Parsed::Malformed {
+                kind: "completion_error",
+                ..
+            }
         ));
         let Parsed::Known(Event::CqeError(e)) = parse("NET/IB: Got CQE with error (devIndex=0, req=0x1, comm=0x2 (send), wr_id=5, qp_num=4711)") else { panic!() };
         assert_eq!(e.qp_num, 4711);
-        let Parsed::Known(Event::CqeError(_)) = parse("NET/IB : ncclIbTest: Got CQE with error (devIndex=0, qp_num=1)") else { panic!() };
+        let Parsed::Known(Event::CqeError(_)) =
+            parse("NET/IB : ncclIbTest: Got CQE with error (devIndex=0, qp_num=1)")
+        else {
+            panic!()
+        };
     }
 
     #[test]
     fn monitor_lines() {
         let slow = "NET/IB: WQE slow: peer=10.0.0.2<43211> | local: qpn=4711 dev=mlx5_0 port=1 lid=0 localGid=::ffff:10.1.0.1 | remote: qpn=815 port=1 lid=0 remoteGid=::ffff:10.1.0.2 | thr=50000 delta=1200000 mean=21000.5 stddev=300.2 p50=20000 p90=22000 p99=900000 p99.9=1100000 max=1200000 count=250 | t_post=100 t_poll=1200100";
-        let Parsed::Known(Event::Slow(l)) = parse(slow) else { panic!() };
-        assert_eq!((l.ends.qpn, l.ends.dev, l.ends.remote_qpn, l.thr_ns, l.ns), (4711, "mlx5_0", Some(815), 50_000, 1_200_000));
+        let Parsed::Known(Event::Slow(l)) = parse(slow) else {
+            panic!()
+        };
+        assert_eq!(
+            (l.ends.qpn, l.ends.dev, l.ends.remote_qpn, l.thr_ns, l.ns),
+            (4711, "mlx5_0", Some(815), 50_000, 1_200_000)
+        );
         assert_eq!(l.figures.unwrap().1, 250);
         assert_eq!(l.figures.unwrap().0.p999, 1_100_000.0);
         let stall = "NET/IB-CAST: WQE stall (no CQE): peer=10.0.0.2<43211> | local: qpn=4711 dev=mlx5_0 port=1 lid=0 localGid=::ffff:10.1.0.1 | remote: qpn=815 port=1 lid=0 remoteGid=::ffff:10.1.0.2 | stall_thr=50000 age=2000000000 inflight=3";
-        let Parsed::Known(Event::Stall(l)) = parse(stall) else { panic!() };
+        let Parsed::Known(Event::Stall(l)) = parse(stall) else {
+            panic!()
+        };
         assert_eq!((l.ns, l.inflight), (2_000_000_000, Some(3)));
         let sum = "NET/IB: WQE latency summary [send peer=10.0.0.2<43211> dev=mlx5_0 qpn=4711 port=1]: n=250 slow=3 thr=50000ns | post-to-poll ns: mean=21000.5 std=300.2 p50=20000 p90=22000 p99=900000 p99.9=1100000 max=1200000";
-        let Parsed::Known(Event::Summary(s)) = parse(sum) else { panic!() };
-        assert_eq!((s.send, s.dev, s.qpn, s.n, s.slow, s.thr_ns), (true, "mlx5_0", 4711, 250, 3, 50_000));
+        let Parsed::Known(Event::Summary(s)) = parse(sum) else {
+            panic!()
+        };
+        assert_eq!(
+            (s.send, s.dev, s.qpn, s.n, s.slow, s.thr_ns),
+            (true, "mlx5_0", 4711, 250, 3, 50_000)
+        );
         assert!(matches!(
             parse("NET/IB: WQE latency summary [send peer=x dev=mlx5_0 qpn=1]: n=5"),
-            Parsed::Malformed { kind: "wqe_summary", .. }
+            Parsed::Malformed {
+                kind: "wqe_summary",
+                ..
+            }
         ));
         assert_eq!(parse("NET/IB : No device found."), Parsed::Unknown);
     }

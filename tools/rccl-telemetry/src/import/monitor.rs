@@ -12,10 +12,12 @@ use serde::Serialize;
 /// A QP's monitor keys, each absent when no line gave it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct QpMonitor {
-    /// Completions above the threshold (the summary's `slow=`; else the slow lines seen).
+    /// Completions above the threshold (the summary's `slow=`; else the slow lines seen, a
+    /// lower bound: the monitor prints at most one a second per QP).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub num_wqe_slow: Option<u64>,
-    /// Stall episodes (runs of `WQE stall` lines of one stuck WR).
+    /// Stall episodes (runs of `WQE stall` lines of one stuck WR, ended by a completion);
+    /// present when the rank's logs have stall lines (the file's stall_ms then > 0).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub num_stalls: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -23,14 +25,15 @@ pub struct QpMonitor {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wqe_completion_ns_stddev: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub wqe_completion_ns_p50: Option<f64>,
+    pub wqe_completion_ns_p50: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub wqe_completion_ns_p90: Option<f64>,
+    pub wqe_completion_ns_p90: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub wqe_completion_ns_p99: Option<f64>,
+    pub wqe_completion_ns_p99: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub wqe_completion_ns_p999: Option<f64>,
-    /// The local LID and port the QP was brought up on (the slow and stall lines' `local:`).
+    pub wqe_completion_ns_p999: Option<u64>,
+    /// The local LID (null when 0: RoCE) and port the QP was brought up on (the slow and
+    /// stall lines' `local:`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub local_lid: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
