@@ -108,6 +108,18 @@ pub struct Qp {
     pub first_error: Option<(i32, u32, Option<&'static str>, Option<i128>)>,
 }
 
+/// A communicator of a process (`ncclCommInitRank comm ...`).
+#[derive(Debug, Clone, Default)]
+pub struct Comm {
+    pub ptr: String,
+    pub rank: u32,
+    pub nranks: u32,
+    /// commId (None on the forms that print none).
+    pub id: Option<u64>,
+    /// The first line's time.
+    pub time: Option<i128>,
+}
+
 /// One process (`host:pid`) of the logs.
 #[derive(Debug, Clone, Default)]
 pub struct Rank {
@@ -120,8 +132,8 @@ pub struct Rank {
     /// The `Using` line's NICs: (index, name, port, link), and the OOB address.
     pub nics: Vec<(u32, String, u8, String)>,
     pub oob: Option<(String, String)>,
-    /// Communicators by their pointer: (rank, nranks, commId, first seen).
-    pub comms: Vec<(String, u32, u32, Option<u64>, Option<i128>)>,
+    /// Communicators, once each (by their pointer).
+    pub comms: Vec<Comm>,
     /// QPs by (device, QPN); errors whose QP no line names go under QPN None.
     pub qps: BTreeMap<(String, Option<u32>), Qp>,
     /// The device of each local GID the lines pair with a device name.
@@ -410,9 +422,14 @@ fn apply(r: &mut Rank, p: &Prefix, e: Event) {
             r.oob = Some((u.oob_if.to_owned(), u.oob_ip.to_owned()));
         }
         Event::CommInit(c) => {
-            if !r.comms.iter().any(|x| x.0 == c.comm) {
-                r.comms
-                    .push((c.comm.to_owned(), c.rank, c.nranks, c.comm_id, p.time_ns));
+            if !r.comms.iter().any(|x| x.ptr == c.comm) {
+                r.comms.push(Comm {
+                    ptr: c.comm.to_owned(),
+                    rank: c.rank,
+                    nranks: c.nranks,
+                    id: c.comm_id,
+                    time: p.time_ns,
+                });
             }
         }
         Event::CqeError(c) => {
@@ -505,7 +522,7 @@ fn job_times(ranks: &mut BTreeMap<(String, u32), Rank>) {
         };
         widen(&mut all, a, b);
         for c in &r.comms {
-            if let Some(id) = c.3 {
+            if let Some(id) = c.id {
                 let mut e = by_comm.get(&id).copied();
                 widen(&mut e, a, b);
                 by_comm.insert(id, e.unwrap_or((a, b)));
@@ -516,7 +533,7 @@ fn job_times(ranks: &mut BTreeMap<(String, u32), Rank>) {
         let mut span = r.first_ns.zip(r.last_ns);
         let mut found = false;
         for c in &r.comms {
-            if let Some(&(a, b)) = c.3.and_then(|id| by_comm.get(&id)) {
+            if let Some(&(a, b)) = c.id.and_then(|id| by_comm.get(&id)) {
                 widen(&mut span, a, b);
                 found = true;
             }

@@ -13,6 +13,7 @@
 //! the other in the older one after its `Got CQE with error` line).
 
 use super::{Plant, Planted};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -100,6 +101,209 @@ fn lat(rng: &mut fastrand::Rng, slow: bool) -> Lat {
     }
 }
 
+/// One generated job: who talks to whom, the planted link, every send QP's figures.
+struct Job<'a> {
+    o: &'a LogOptions,
+    hosts: usize,
+    link: Option<(usize, usize)>,
+    slow: bool,
+    errs: bool,
+    comm_id: u64,
+    figs: HashMap<(usize, usize, usize), Lat>,
+}
+
+/// A rank's names: host, pid, NIC index, and its lines' prefix for a thread.
+struct Me {
+    r: usize,
+    h: usize,
+    l: usize,
+    host: String,
+    pid: u32,
+}
+
+impl Me {
+    fn pre(&self, tid: u32) -> String {
+        format!("{}:{}:{tid} [{}] ", self.host, self.pid, self.l)
+    }
+}
+
+impl Job<'_> {
+    fn h_of(&self, r: usize) -> usize {
+        r / self.o.ranks_per_host
+    }
+
+    fn l_of(&self, r: usize) -> usize {
+        r % self.o.ranks_per_host
+    }
+
+    /// A rank's peers: the ranks of the other hosts on its rail.
+    fn peers(&self, r: usize) -> Vec<usize> {
+        (0..self.o.ranks)
+            .filter(|&p| self.h_of(p) != self.h_of(r) && self.l_of(p) == self.l_of(r))
+            .collect()
+    }
+
+    fn is_link(&self, a: usize, b: usize) -> bool {
+        self.link
+            .is_some_and(|(x, y)| (a, b) == (x, y) || (a, b) == (y, x))
+    }
+
+    /// The lines before the run: bootstrap, NICs, the communicator, channels, noise.
+    fn header(&self, s: &mut String, m: &Me) {
+        let (o, r, l, main) = (self.o, m.r, m.l, m.pid);
+        let rph = o.ranks_per_host;
+        let _ = writeln!(
+            s,
+            "{}NCCL INFO Bootstrap : Using eth0:{}<0>",
+            m.pre(main),
+            oob(m.h)
+        );
+        let _ = writeln!(s, "{}NCCL INFO cudaDriverVersion 12080", m.pre(main));
+        let nics: Vec<String> = (0..rph).map(|i| format!("[{i}]mlx5_{i}:1/RoCE")).collect();
+        let _ = writeln!(
+            s,
+            "{}NCCL INFO NET/IB : Using {} [RO]; OOB eth0:{}<0>",
+            m.pre(main),
+            nics.join(" "),
+            oob(m.h)
+        );
+        let comm = format!("0x{:x}", 0x5600_0000_0000u64 + r as u64 * 0x1000);
+        let busid = format!("{:x}000", 0x1b + l * 0x10);
+        for what in ["Init START", "Init COMPLETE"] {
+            let _ = writeln!(
+                s,
+                "{}NCCL INFO ncclCommInitRank comm {comm} rank {r} nranks {n} cudaDev {l} nvmlDev {l} busId {busid} commId 0x{id:x} - {what}",
+                m.pre(main),
+                n = o.ranks,
+                id = self.comm_id
+            );
+        }
+        let _ = writeln!(
+            s,
+            "{}NCCL INFO comm {comm} rank {r} nRanks {n} nNodes {hosts} localRanks {rph} localRank {l} MNNVL 0",
+            m.pre(main),
+            n = o.ranks,
+            hosts = self.hosts
+        );
+        for (c, b) in self.peers(r).into_iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "{}NCCL INFO Channel {c:02}/0 : {r}[{l}] -> {b}[{l}] [send] via NET/IB/{l}(1)/GDRDMA",
+                m.pre(m.pid + 3)
+            );
+        }
+        for i in 0..o.filler {
+            let _ = writeln!(
+                s,
+                "{}NCCL INFO Connected all rings, use ring PXN 0 GDR 1 step {i}",
+                m.pre(main)
+            );
+        }
+    }
+
+    /// Each send QP's `WQE slow` lines (five on a QP whose p99 is above the threshold).
+    fn slow_lines(&self, s: &mut String, m: &Me, t: &mut i64) {
+        let (o, thr) = (self.o, THRESHOLD_NS);
+        for b in self.peers(m.r) {
+            let (hb, lb) = (self.h_of(b), self.l_of(b));
+            for q in 0..o.qps_per_peer {
+                let f = self.figs[&(m.r, b, q)];
+                let lines = if f.p99 > thr as f64 { 5 } else { 1 };
+                for k in 0..lines {
+                    *t += 1;
+                    let delta = f.max.max(thr as f64 + 1.0) as u64 - k as u64 * 7;
+                    let post = 1_000_000_000u64 * (*t - T0) as u64;
+                    let _ = writeln!(
+                        s,
+                        "{}NCCL INFO NET/IB-CAST: WQE slow: peer={}<{}> | local: qpn={} dev=mlx5_{} port=1 lid=0 localGid={} | remote: qpn={} port=1 lid=0 remoteGid={} | thr={thr} delta={delta} mean={:.1} stddev={:.1} p50={:.0} p90={:.0} p99={:.0} p99.9={:.0} max={:.0} count={} | t_post={post} t_poll={}",
+                        m.pre(m.pid + 3),
+                        oob(hb),
+                        43_000 + b,
+                        qpn(m.r, b, q, true, o),
+                        m.l,
+                        gid(m.h, m.l),
+                        qpn(b, m.r, q, false, o),
+                        gid(hb, lb),
+                        f.mean, f.std, f.p50, f.p90, f.p99, f.p999, f.max,
+                        1000 * (k + 1),
+                        post + delta,
+                    );
+                }
+            }
+        }
+    }
+
+    /// The planted error completion of an end of the link: the newer form on its first rank,
+    /// the older one after its CQE line on the other.
+    fn errors(&self, s: &mut String, m: &Me, t: &mut i64) -> Option<Planted> {
+        let (a, b) = self
+            .link
+            .filter(|&(a, b)| self.errs && (m.r == a || m.r == b))?;
+        let other = if m.r == a { b } else { a };
+        let (ho, lo) = (self.h_of(other), self.l_of(other));
+        let q = qpn(m.r, other, 0, true, self.o);
+        *t += 1;
+        let ts = Ts(*t).text();
+        let pre = m.pre(m.pid + 3);
+        let peer = format!("{}<{}>", oob(ho), 43_000 + other);
+        let (lg, rg) = (gid(m.h, m.l), gid(ho, lo));
+        if m.r == a {
+            let _ = writeln!(
+                s,
+                "\n{ts}{pre}p2p.cc:688 NCCL WARN NET/IB-CAST: Got completion from peer {peer} with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RDMA_WRITE(1) vendor_err=129 qp_num={q}  localGid {lg} remoteGids{rg} hca mlx5_{}",
+                m.l
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "\n{ts}{pre}p2p.cc:854 (ncclIbTest) NCCL WARN NET/IB-CAST: Got CQE with error (devIndex=0, req=0x7f00c0, comm=0x7f00d0 (send), wr_id=17, qp_num={q})"
+            );
+            let _ = writeln!(
+                s,
+                "\n{ts}{pre}net_ib.cc:1985 NCCL WARN NET/IB-CAST : Got completion from peer {peer} with status=12 opcode=1 len=0 vendor err 129 (Send) localGid {lg} remoteGids {rg}"
+            );
+        }
+        Some(Planted {
+            kind: Plant::CqErrors,
+            host: m.host.clone(),
+            pid: i64::from(m.pid),
+            device_id: m.l as u32,
+            file: log_name(&m.host, m.pid),
+            counter: Some("RETRY_EXC_ERR".into()),
+            peer: Some(format!("{}:mlx5_{lo}", host(ho))),
+        })
+    }
+
+    /// Every QP's `WQE latency summary`, send and receive.
+    fn summaries(&self, s: &mut String, m: &Me, rng: &mut fastrand::Rng) {
+        let (o, thr) = (self.o, THRESHOLD_NS);
+        let pre = m.pre(m.pid + 3);
+        for b in self.peers(m.r) {
+            let ob = oob(self.h_of(b));
+            for q in 0..o.qps_per_peer {
+                let f = self.figs[&(m.r, b, q)];
+                let n = 20_000 + rng.u64(0..2_000);
+                let slow_n = (n as f64 * if f.p99 > thr as f64 { 0.02 } else { 0.001 }) as u64;
+                let _ = writeln!(
+                    s,
+                    "{pre}NCCL INFO NET/IB-CAST: WQE latency summary [send peer={ob}<{}> dev=mlx5_{} qpn={} port=1]: n={n} slow={slow_n} thr={thr}ns | post-to-poll ns: mean={:.1} std={:.1} p50={:.0} p90={:.0} p99={:.0} p99.9={:.0} max={:.0}",
+                    43_000 + b,
+                    m.l,
+                    qpn(m.r, b, q, true, o),
+                    f.mean, f.std, f.p50, f.p90, f.p99, f.p999, f.max,
+                );
+                let _ = writeln!(
+                    s,
+                    "{pre}NCCL INFO NET/IB-CAST: WQE latency summary [recv peer={ob}<{}> dev=mlx5_{} qpn={} port=1]: n={n} slow=0 thr={thr}ns | post-to-poll ns: mean=15000.0 std=2000.0 p50=14000 p90=18000 p99=22000 p99.9=25000 max=28000",
+                    52_000 + b,
+                    m.l,
+                    qpn(m.r, b, q, false, o),
+                );
+            }
+        }
+    }
+}
+
 /// Writes the logs into `dir` (nccl.<host>.<pid>.log); returns what was planted where.
 pub fn generate_logs(dir: &Path, o: &LogOptions) -> Result<Vec<Planted>, String> {
     if o.ranks == 0 || o.ranks_per_host == 0 || o.qps_per_peer == 0 {
@@ -117,201 +321,54 @@ pub fn generate_logs(dir: &Path, o: &LogOptions) -> Result<Vec<Planted>, String>
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut rng = fastrand::Rng::with_seed(o.seed);
-    let rph = o.ranks_per_host;
-    let (h_of, l_of) = (|r: usize| r / rph, |r: usize| r % rph);
-    // Each rank's peers: the ranks of the other hosts on its rail.
-    let peers = |r: usize| -> Vec<usize> {
-        (0..o.ranks)
-            .filter(|&p| h_of(p) != h_of(r) && l_of(p) == l_of(r))
-            .collect()
+    let mut job = Job {
+        o,
+        hosts,
+        link: None,
+        slow: o.plants.contains(&Plant::SlowLink),
+        errs: o.plants.contains(&Plant::CqErrors),
+        comm_id: rng.u64(1..u64::MAX),
+        figs: HashMap::new(),
     };
     // The planted link: rank 0 and the first rank of the last host on its rail.
-    let last_host_peer = peers(0).last().copied();
-    let link = last_host_peer.map(|b| (0usize, b));
-    let slow = o.plants.contains(&Plant::SlowLink);
-    let errs = o.plants.contains(&Plant::CqErrors);
-    let is_link =
-        |a: usize, b: usize| link.is_some_and(|(x, y)| (a, b) == (x, y) || (a, b) == (y, x));
-    let comm_id: u64 = rng.u64(1..u64::MAX);
-    // Every send QP's figures, drawn once so both ends agree on the link.
-    let mut figs = std::collections::HashMap::new();
+    job.link = job.peers(0).last().map(|&b| (0usize, b));
+    // Every send QP's figures, drawn once.
     for a in 0..o.ranks {
-        for b in peers(a) {
+        for b in job.peers(a) {
             for q in 0..o.qps_per_peer {
-                figs.insert((a, b, q), lat(&mut rng, slow && is_link(a, b)));
+                let f = lat(&mut rng, job.slow && job.is_link(a, b));
+                job.figs.insert((a, b, q), f);
             }
         }
     }
     let mut planted = Vec::new();
     for r in 0..o.ranks {
-        let (h, l) = (h_of(r), l_of(r));
-        let (hn, p) = (host(h), pid(r));
-        let pre = |tid: u32| format!("{hn}:{p}:{tid} [{l}] ");
-        let main = p;
-        let prog = p + 3;
+        let m = Me {
+            r,
+            h: job.h_of(r),
+            l: job.l_of(r),
+            host: host(job.h_of(r)),
+            pid: pid(r),
+        };
         let mut s = String::new();
         let mut t = T0;
-        let _ = writeln!(
-            s,
-            "{hn}:{p}:{main} [{l}] NCCL INFO Bootstrap : Using eth0:{}<0>",
-            oob(h)
-        );
-        let _ = writeln!(s, "{}NCCL INFO cudaDriverVersion 12080", pre(main));
-        let nics: Vec<String> = (0..rph).map(|i| format!("[{i}]mlx5_{i}:1/RoCE")).collect();
-        let _ = writeln!(
-            s,
-            "{}NCCL INFO NET/IB : Using {} [RO]; OOB eth0:{}<0>",
-            pre(main),
-            nics.join(" "),
-            oob(h)
-        );
-        let comm = format!("0x{:x}", 0x5600_0000_0000u64 + r as u64 * 0x1000);
-        let busid = format!("{:x}000", 0x1b + l * 0x10);
-        for what in ["Init START", "Init COMPLETE"] {
-            let _ = writeln!(
-                s,
-                "{}NCCL INFO ncclCommInitRank comm {comm} rank {r} nranks {n} cudaDev {l} nvmlDev {l} busId {busid} commId 0x{comm_id:x} - {what}",
-                pre(main),
-                n = o.ranks
-            );
-        }
-        let _ = writeln!(
-            s,
-            "{}NCCL INFO comm {comm} rank {r} nRanks {n} nNodes {hosts} localRanks {rph} localRank {l} MNNVL 0",
-            pre(main),
-            n = o.ranks
-        );
-        for (c, b) in peers(r).into_iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "{}NCCL INFO Channel {c:02}/0 : {r}[{l}] -> {b}[{l}] [send] via NET/IB/{l}(1)/GDRDMA",
-                pre(prog)
-            );
-        }
-        for i in 0..o.filler {
-            let _ = writeln!(
-                s,
-                "{}NCCL INFO Connected all rings, use ring PXN 0 GDR 1 step {i}",
-                pre(main)
-            );
-        }
+        job.header(&mut s, &m);
         // The run: the slow lines of each send QP, then the errors, then the summaries.
-        let thr = THRESHOLD_NS;
-        let local = |q: u32| {
-            format!(
-                "local: qpn={q} dev=mlx5_{l} port=1 lid=0 localGid={}",
-                gid(h, l)
-            )
-        };
-        let remote = |b: usize, q: u32| {
-            format!(
-                "remote: qpn={q} port=1 lid=0 remoteGid={}",
-                gid(h_of(b), l_of(b))
-            )
-        };
-        for b in peers(r) {
-            for q in 0..o.qps_per_peer {
-                let f = figs[&(r, b, q)];
-                let lines = if f.p99 > thr as f64 { 5 } else { 1 };
-                for k in 0..lines {
-                    t += 1;
-                    let delta = f.max.max(thr as f64 + 1.0) as u64 - k as u64 * 7;
-                    let post = 1_000_000_000u64 * (t - T0) as u64;
-                    let _ = writeln!(
-                        s,
-                        "{}NCCL INFO NET/IB-CAST: WQE slow: peer={}<{}> | {} | {} | thr={thr} delta={delta} mean={:.1} stddev={:.1} p50={:.0} p90={:.0} p99={:.0} p99.9={:.0} max={:.0} count={} | t_post={post} t_poll={}",
-                        pre(prog),
-                        oob(h_of(b)),
-                        43_000 + b,
-                        local(qpn(r, b, q, true, o)),
-                        remote(b, qpn(b, r, q, false, o)),
-                        f.mean, f.std, f.p50, f.p90, f.p99, f.p999, f.max,
-                        1000 * (k + 1),
-                        post + delta,
-                    );
-                }
-            }
-        }
-        if errs {
-            if let Some((a, b)) = link.filter(|&(a, b)| r == a || r == b) {
-                let other = if r == a { b } else { a };
-                let q = qpn(r, other, 0, true, o);
-                t += 1;
-                let ts = Ts(t).text();
-                let peer = format!("{}<{}>", oob(h_of(other)), 43_000 + other);
-                let gids = format!(
-                    "localGid {} remoteGids{}",
-                    gid(h, l),
-                    gid(h_of(other), l_of(other))
-                );
-                if r == a {
-                    let _ = writeln!(
-                        s,
-                        "\n{ts}{}p2p.cc:688 NCCL WARN NET/IB-CAST: Got completion from peer {peer} with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RDMA_WRITE(1) vendor_err=129 qp_num={q}  {gids} hca mlx5_{l}",
-                        pre(prog)
-                    );
-                } else {
-                    let _ = writeln!(
-                        s,
-                        "\n{ts}{}p2p.cc:854 (ncclIbTest) NCCL WARN NET/IB-CAST: Got CQE with error (devIndex=0, req=0x7f00c0, comm=0x7f00d0 (send), wr_id=17, qp_num={q})",
-                        pre(prog)
-                    );
-                    let _ = writeln!(
-                        s,
-                        "\n{ts}{}net_ib.cc:1985 NCCL WARN NET/IB-CAST : Got completion from peer {peer} with status=12 opcode=1 len=0 vendor err 129 (Send) localGid {} remoteGids {}",
-                        pre(prog),
-                        gid(h, l),
-                        gid(h_of(other), l_of(other))
-                    );
-                }
-                planted.push(Planted {
-                    kind: Plant::CqErrors,
-                    host: hn.clone(),
-                    pid: i64::from(p),
-                    device_id: l as u32,
-                    file: log_name(&hn, p),
-                    counter: Some("RETRY_EXC_ERR".into()),
-                    peer: Some(format!("{}:mlx5_{}", host(h_of(other)), l_of(other))),
-                });
-            }
-        }
-        if slow && link.is_some_and(|(a, _)| a == r) {
-            let (_, b) = link.unwrap_or_default();
+        job.slow_lines(&mut s, &m, &mut t);
+        planted.extend(job.errors(&mut s, &m, &mut t));
+        if let Some((_, b)) = job.link.filter(|&(a, _)| job.slow && a == r) {
             planted.push(Planted {
                 kind: Plant::SlowLink,
-                host: hn.clone(),
-                pid: i64::from(p),
-                device_id: l as u32,
-                file: log_name(&hn, p),
+                host: m.host.clone(),
+                pid: i64::from(m.pid),
+                device_id: m.l as u32,
+                file: log_name(&m.host, m.pid),
                 counter: None,
-                peer: Some(format!("{}:mlx5_{}", host(h_of(b)), l_of(b))),
+                peer: Some(format!("{}:mlx5_{}", host(job.h_of(b)), job.l_of(b))),
             });
         }
-        for b in peers(r) {
-            for q in 0..o.qps_per_peer {
-                let f = figs[&(r, b, q)];
-                let n = 20_000 + rng.u64(0..2_000);
-                let slow_n = (n as f64 * if f.p99 > thr as f64 { 0.02 } else { 0.001 }) as u64;
-                let _ = writeln!(
-                    s,
-                    "{}NCCL INFO NET/IB-CAST: WQE latency summary [send peer={}<{}> dev=mlx5_{l} qpn={} port=1]: n={n} slow={slow_n} thr={thr}ns | post-to-poll ns: mean={:.1} std={:.1} p50={:.0} p90={:.0} p99={:.0} p99.9={:.0} max={:.0}",
-                    pre(prog),
-                    oob(h_of(b)),
-                    43_000 + b,
-                    qpn(r, b, q, true, o),
-                    f.mean, f.std, f.p50, f.p90, f.p99, f.p999, f.max,
-                );
-                let _ = writeln!(
-                    s,
-                    "{}NCCL INFO NET/IB-CAST: WQE latency summary [recv peer={}<{}> dev=mlx5_{l} qpn={} port=1]: n={n} slow=0 thr={thr}ns | post-to-poll ns: mean=15000.0 std=2000.0 p50=14000 p90=18000 p99=22000 p99.9=25000 max=28000",
-                    pre(prog),
-                    oob(h_of(b)),
-                    52_000 + b,
-                    qpn(r, b, q, false, o),
-                );
-            }
-        }
-        let path = dir.join(log_name(&hn, p));
+        job.summaries(&mut s, &m, &mut rng);
+        let path = dir.join(log_name(&m.host, m.pid));
         std::fs::write(&path, s).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     let manifest =

@@ -28,6 +28,10 @@ pub const INTERVAL_NS: u64 = 30_000;
 pub const BUCKETS: usize = 5;
 
 type Q = WithMonitor<QpReport, QpMonitor>;
+/// A remote NIC: its GID, else its LID.
+type PeerKey = (Option<[u8; 16]>, Option<u16>);
+/// Log-scale buckets being summed: lower bound -> (upper bound, count).
+type LogSum = BTreeMap<u64, (u64, u64)>;
 type File = WithMonitor<FileReport<Vec<DeviceReport<Vec<ChannelReport<Vec<Q>>>>>>, FileMonitor>;
 
 /// The file's name: the library's, with uid 0 (a log does not say it).
@@ -77,7 +81,7 @@ fn is_send(q: &Qp) -> bool {
 struct Built {
     qp: Q,
     log: Vec<(u64, u64, u64)>,
-    peer: Option<(Option<[u8; 16]>, Option<u16>)>,
+    peer: Option<PeerKey>,
 }
 
 /// `sent` send completions and `recv` receive completions, each WR posted and drained.
@@ -208,13 +212,13 @@ fn qp(
     }
 }
 
-fn add_log(into: &mut BTreeMap<u64, (u64, u64)>, log: &[(u64, u64, u64)]) {
+fn add_log(into: &mut LogSum, log: &[(u64, u64, u64)]) {
     for &(lo, hi, c) in log {
         into.entry(lo).or_insert((hi, 0)).1 += c;
     }
 }
 
-fn log_buckets(m: &BTreeMap<u64, (u64, u64)>) -> LogBuckets {
+fn log_buckets(m: &LogSum) -> LogBuckets {
     LogBuckets(m.iter().map(|(lo, (hi, c))| (*lo, Some(*hi), *c)).collect())
 }
 
@@ -258,8 +262,7 @@ fn device(
         .min();
     let mut qps = Vec::new();
     let mut chan_log = BTreeMap::new();
-    let mut peers: BTreeMap<(Option<[u8; 16]>, Option<u16>), (u64, BTreeMap<u64, (u64, u64)>)> =
-        BTreeMap::new();
+    let mut peers: BTreeMap<PeerKey, (u64, LogSum)> = BTreeMap::new();
     let mut lid = None;
     for ((dev, qpn), q) in r.qps.range((name.to_owned(), None)..) {
         if dev != name {
@@ -407,16 +410,20 @@ fn file(r: &Rank) -> File {
         .map(|(id, n, p)| device(r, id, &n, p, stall_on, end))
         .collect();
     // The world's rank: the rank in the largest communicator.
-    let rank = r.comms.iter().max_by_key(|c| c.2).map(|c| u64::from(c.1));
+    let rank = r
+        .comms
+        .iter()
+        .max_by_key(|c| c.nranks)
+        .map(|c| u64::from(c.rank));
     let communicators = r
         .comms
         .iter()
         .enumerate()
-        .filter_map(|(i, (_, rank, nranks, id, t))| {
-            let hash = (*id)?;
+        .filter_map(|(i, c)| {
+            let hash = c.id?;
             Some(CommunicatorReport {
-                comm: CommRef::new(i as u64 + 1, hash, *rank as i32, *nranks as i32),
-                init_time: ts(t.unwrap_or(start)),
+                comm: CommRef::new(i as u64 + 1, hash, c.rank as i32, c.nranks as i32),
+                init_time: ts(c.time.unwrap_or(start)),
                 finalize_time: None,
             })
         })
