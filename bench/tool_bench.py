@@ -17,6 +17,9 @@ RT_BENCH_LINKS (default "rail:1024 rail:4096 rail:16384 ring:16384 tree:16384 al
 empty: none): `outliers`, `links`, `stalls` and `summary` on each, and how the rail-shaped
 runs grow.
 
+Then `import` of one NCCL debug log of RT_BENCH_IMPORT_MIB MiB (default 1024; 0: none), all
+ranks interleaved, in MB/s per CPU second (the target is 100).
+
 usage: tool_bench.py TOOL OUT RESULTS.json RANKS [RANKS ...]
 """
 
@@ -109,6 +112,49 @@ def links_runs(tool, out, spec):
         runs.append(entry)
         shutil.rmtree(run, ignore_errors=True)
     return runs, failed
+
+
+def import_run(tool, out, mib):
+    """`import` of one interleaved log of about `mib` MiB: `generate --as-nccl-log` writes 64
+    ranks' logs (with skipped noise lines, as real logs have), whose lines are interleaved into
+    one file and repeated to the size; MB/s per CPU second is the figure (target: 100)."""
+    if mib <= 0:
+        return None, False
+    logs = os.path.join(out, "import-logs")
+    big = os.path.join(out, "import-all.log")
+    dest = os.path.join(out, "import-out")
+    for p in (logs, dest):
+        shutil.rmtree(p, ignore_errors=True)
+    rc, _, _, _ = timed([tool, "generate", "--as-nccl-log", "--ranks", "64", "--ranks-per-host", "8",
+                         "--plant", "slow_link,cq_errors", "--log-filler", "2000", logs])
+    if rc != 0:
+        print(f"tool_bench: generate --as-nccl-log failed (exit {rc})", file=sys.stderr)
+        return None, True
+    texts = []
+    for name in sorted(os.listdir(logs)):
+        if name.endswith(".log"):
+            with open(os.path.join(logs, name), "rb") as f:
+                texts.append(f.read().splitlines(keepends=True))
+    chunk = bytearray()
+    for i in range(max(len(t) for t in texts)):
+        for t in texts:
+            if i < len(t):
+                chunk += t[i]
+    with open(big, "wb") as f:
+        written = 0
+        while written < mib << 20:
+            f.write(chunk)
+            written += len(chunk)
+    rc, wall, cpu, rss = timed([tool, "import", "-o", dest, big])
+    entry = {"command": "import", "exit": rc, "input_bytes": written, "wall_s": round(wall, 3),
+             "cpu_s": round(cpu, 3), "peak_rss_kib": rss,
+             "mb_per_cpu_s": round(written / 1e6 / max(cpu, 1e-3), 1)}
+    print(f"import {written / 1e6:.0f} MB interleaved log  exit {rc}  wall {wall:7.2f} s  cpu {cpu:7.2f} s  "
+          f"{entry['mb_per_cpu_s']} MB/s per core  peak RSS {rss / 1024:7.1f} MiB", flush=True)
+    for p in (logs, dest):
+        shutil.rmtree(p, ignore_errors=True)
+    os.remove(big)
+    return entry, rc != 0
 
 
 def growth_of(runs):
@@ -221,6 +267,8 @@ def main():
     doc["links_runs"], lfailed = links_runs(tool, out, spec)
     failed |= lfailed
     doc["links_growth_rail"] = growth_of([r for r in doc["links_runs"] if r["topology"] == "rail"])
+    doc["import"], ifailed = import_run(tool, out, int(os.environ.get("RT_BENCH_IMPORT_MIB", "1024")))
+    failed |= ifailed
     with open(results, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")

@@ -119,6 +119,10 @@ pub struct TelemetryFile {
     /// Version 4: the communicators RCCL told of, live and finalized (None in older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub communicators: Option<Vec<Communicator>>,
+    /// What wrote the file when it was not the library: "nccl_log" (`import` rebuilt it from
+    /// NCCL/RCCL debug logs); None for the library's own files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// A communicator as the file names it (a channel's and a finalized record's "comm").

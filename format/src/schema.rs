@@ -198,6 +198,11 @@ one_of!(
     Role = "role",
     ROLES.iter().map(|r| json!(r)).chain([Value::Null]).collect::<Vec<_>>()
 );
+one_of!(
+    /// `source`: what wrote a file the library did not ([`crate::write::SOURCES`]).
+    Source = "source",
+    crate::write::SOURCES
+);
 
 /// The schema of the per-rank file, as `schema/rccl_telemetry.schema.json` holds it.
 pub fn schema() -> Value {

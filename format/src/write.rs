@@ -24,6 +24,10 @@ pub type HwReport = Vec<(&'static str, HwValue)>;
 /// A queue pair's "role" values (the transport's rcclTelemetrySetQpRole: data, CTS).
 pub const ROLES: [&str; 2] = ["data", "cts"];
 
+/// The top-level "source" values: what wrote a file that no process loading the library did
+/// (nccl_log: `rccl-telemetry import`, from NCCL/RCCL debug logs).
+pub const SOURCES: [&str; 1] = ["nccl_log"];
+
 /// The largest "device_id" (the library's device slots, RCCL_TELEMETRY_MAX_DEVS of them).
 pub const MAX_DEVICE_ID: u32 = 31;
 
@@ -108,6 +112,15 @@ pub struct FileReport<D = Vec<DeviceReport>> {
     /// comm null).
     #[cfg_attr(feature = "schema", schemars(extend("x-since" = 4)))]
     pub communicators: Vec<CommunicatorReport>,
+    /// Present only when the file was not written by a process that loaded the library: nccl_log
+    /// (`rccl-telemetry import` rebuilt it from NCCL/RCCL debug logs: no hardware counters, bytes,
+    /// posts or per-channel split; latency only as the logs' quantiles).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "crate::schema::Source", extend("x-since" = 4))
+    )]
+    pub source: Option<&'static str>,
 }
 
 /// A communicator as the file names it: its id in the process, RCCL's commHash, the

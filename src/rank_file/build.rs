@@ -583,6 +583,7 @@ pub fn file_report<D>(
                 finalize_time: l.finalize_wall_ns.map(rfc3339),
             })
             .collect(),
+        source: None,
     }
 }
 

@@ -280,5 +280,6 @@ pub fn file(shape: Shape) -> FileReport {
                 finalize_time: full.then(t),
             }]
         },
+        source: full.then_some("nccl_log"),
     }
 }

@@ -62,6 +62,12 @@ pub enum Cmd {
     Report(ReportArgs),
     /// Write a synthetic run (for tests, demos and benchmarks), optionally with planted anomalies.
     Generate(GenerateArgs),
+    /// Read NCCL/RCCL debug logs (NCCL_DEBUG=INFO) and write one rank file per process they
+    /// name into -o DIR, which every other command then reads: the NICs, communicators, error
+    /// completions and the WQE latency monitor's lines (no hardware counters, bytes or channel
+    /// split). Prints what was read; lines of a known kind that do not read are counted and the
+    /// first few named with their file and line.
+    Import(ImportArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -312,9 +318,32 @@ pub struct GenerateArgs {
     /// hosts (links grow with the square of the ranks). The hang plants keep their own shape.
     #[arg(long, default_value = "rail", value_parser = ["rail", "ring", "tree", "alltoall"])]
     pub topology: String,
+    /// Write the NCCL/RCCL debug logs of the run instead of rank files (one per rank,
+    /// nccl.<host>.<pid>.log, with the WQE latency monitor's lines), for `import`: rail-shaped
+    /// (each rank's peers are the ranks of the other hosts on its NIC's rail), with
+    /// --qps-per-peer send QPs to each; plants: slow_link, cq_errors.
+    #[arg(long)]
+    pub as_nccl_log: bool,
+    /// With --as-nccl-log: noise lines `import` skips, per rank (to make big logs).
+    #[arg(long, default_value_t = 0)]
+    pub log_filler: usize,
     /// The directory to write the rank files and planted.json (what was planted where) to;
     /// created if missing.
     pub dir: PathBuf,
+}
+
+#[derive(Args)]
+pub struct ImportArgs {
+    /// The directory to write the rank files to (created if missing).
+    #[arg(short, long)]
+    pub out: PathBuf,
+    /// Print what was read as JSON (counts by kind, malformed lines, files written).
+    #[arg(long)]
+    pub json: bool,
+    /// NCCL/RCCL debug logs (NCCL_DEBUG=INFO; NCCL_DEBUG_FILE=nccl.%h.%p or one log of many
+    /// ranks), or directories of them.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
 }
 
 #[cfg(test)]

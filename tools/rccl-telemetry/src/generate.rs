@@ -20,6 +20,8 @@ mod fabric;
 pub use fabric::*;
 mod hang;
 pub use hang::generate_hang;
+mod nccl_log;
+pub use nccl_log::{generate_logs, log_name, LogOptions, LOG_PLANTS};
 mod plant;
 pub use plant::{Plant, PlantArg, RunKind, Spec};
 mod verdict;

@@ -6,11 +6,13 @@
 //! fall in four groups: input (reading and checking the files, and the [`context::RunContext`]
 //! of one run), analyses, outputs, and synthetic runs.
 
-// Input: finding and reading the files (ours of every version, the in-tree engine's), checking
-// them, and the run-level context every analysing command takes.
+// Input: finding and reading the files (ours of every version, the in-tree engine's, those
+// `import` rebuilds from NCCL/RCCL debug logs), checking them, and the run-level context every
+// analysing command takes.
 pub mod check;
 pub mod completeness;
 pub mod context;
+pub mod import;
 pub mod intree;
 pub mod jobs;
 pub mod load;

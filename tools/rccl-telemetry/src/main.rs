@@ -6,12 +6,13 @@ mod cli;
 
 use clap::Parser;
 use cli::{
-    CheckArgs, Cli, Cmd, ExportArgs, Format, GenerateArgs, LinksArgs, OutliersArgs, PromGcArgs,
-    ReportArgs, StallsArgs, SummaryArgs,
+    CheckArgs, Cli, Cmd, ExportArgs, Format, GenerateArgs, ImportArgs, LinksArgs, OutliersArgs,
+    PromGcArgs, ReportArgs, StallsArgs, SummaryArgs,
 };
 use rccl_telemetry_tool::context::RunContext;
 use rccl_telemetry_tool::{
-    check, export, generate, jobs, layout, links, load, outliers, promgc, report, stalls, summary,
+    check, export, generate, import, jobs, layout, links, load, outliers, promgc, report, stalls,
+    summary,
 };
 use std::io::Write;
 use std::path::PathBuf;
@@ -89,6 +90,7 @@ fn run(cli: Cli) -> Outcome {
         Cmd::PromGc(a) => prom_gc(a),
         Cmd::Report(a) => report(a),
         Cmd::Generate(a) => generate(a),
+        Cmd::Import(a) => import_logs(a),
     }
 }
 
@@ -107,6 +109,9 @@ fn load_keeping(inputs: &[PathBuf], keep: load::Keep) -> Result<load::Run, Faile
     if run.files.is_empty() {
         eprintln!("rccl-telemetry: no readable rccl_telemetry_*.json file in the inputs");
         return Err(Failed(None));
+    }
+    if import::is_imported(&run) {
+        eprintln!("rccl-telemetry: note: {}", import::CAVEAT);
     }
     Ok(run)
 }
@@ -396,6 +401,9 @@ fn report(a: ReportArgs) -> Outcome {
 }
 
 fn generate(a: GenerateArgs) -> Outcome {
+    if a.as_nccl_log {
+        return generate_logs(a);
+    }
     let plants = generate::PlantArg::plants(&a.plant, a.peers, a.samples);
     if !a.latency_sample.is_power_of_two() {
         return Err(fail(format!(
@@ -443,5 +451,54 @@ fn generate(a: GenerateArgs) -> Outcome {
         a.ranks,
         a.dir.display()
     );
+    Ok(Done::Clean)
+}
+
+fn generate_logs(a: GenerateArgs) -> Outcome {
+    let o = generate::LogOptions {
+        ranks: a.ranks,
+        ranks_per_host: a.ranks_per_host,
+        seed: a.seed,
+        qps_per_peer: a.qps_per_peer,
+        plants: if a.plant.contains(&generate::PlantArg::All) {
+            generate::LOG_PLANTS.to_vec()
+        } else {
+            generate::PlantArg::plants(&a.plant, true, 0)
+        },
+        filler: a.log_filler,
+    };
+    let planted = generate::generate_logs(&a.dir, &o).map_err(fail)?;
+    for p in &planted {
+        eprintln!(
+            "planted {:<16} {}:{} dev {}{}",
+            p.kind,
+            p.host,
+            p.pid,
+            p.device_id,
+            p.peer
+                .as_ref()
+                .map_or(String::new(), |c| format!(" <-> {c}"))
+        );
+    }
+    eprintln!(
+        "rccl-telemetry: wrote {} NCCL debug logs and planted.json to {}",
+        a.ranks,
+        a.dir.display()
+    );
+    Ok(Done::Clean)
+}
+
+fn import_logs(a: ImportArgs) -> Outcome {
+    let r = import::import(&a.inputs, &a.out).map_err(fail)?;
+    if a.json {
+        print_json(&r)?;
+    } else {
+        print(&import::render(&r));
+    }
+    if r.written.is_empty() {
+        return Err(fail(
+            "no NCCL debug line with a host:pid prefix in the inputs",
+        ));
+    }
     Ok(Done::Clean)
 }

@@ -14,6 +14,7 @@ mod fuzz;
 mod generated_docs;
 mod generated_runs;
 mod hang_roots;
+mod import_logs;
 mod intree_files;
 mod library_files;
 mod links_fabric;
