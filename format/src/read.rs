@@ -1,5 +1,5 @@
 //! The per-rank file as a reader takes it: typed data for every version this library has
-//! written ([`crate::READ_VERSIONS`]: 1 to 4; the tool maps the in-tree engine's files
+//! written ([`crate::READ_VERSIONS`]: 1 to 5; the tool maps the in-tree engine's files
 //! onto it through its `intree`).
 //!
 //! The tolerance of older versions is here: a key an older version lacks is optional
@@ -119,6 +119,9 @@ pub struct TelemetryFile {
     /// Version 4: the communicators RCCL told of, live and finalized (None in older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub communicators: Option<Vec<Communicator>>,
+    /// Version 5: the WQE latency monitor's threshold in ns (0: off; None: an older file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_threshold_ns: Option<u64>,
 }
 
 /// A communicator as the file names it (a channel's and a finalized record's "comm").
@@ -240,6 +243,13 @@ pub struct Device {
     /// Version 4: the finalized communicators' counts on this device (their channels are gone).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub finalized_comms: Vec<FinalizedComm>,
+    /// Version 5 (the WQE latency monitor on): completions above slow_threshold_ns, summed over
+    /// the device's channels and finalized communicators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_wqe_slow: Option<u64>,
+    /// Version 5 (stall detection on): stall episodes, summed likewise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_stalls: Option<u64>,
 }
 
 /// A remote NIC a device's QPs talk to (version 3, device "peers").
@@ -432,14 +442,6 @@ pub struct QueuePair {
     /// Only when it differs from the device's "gid".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_gid: Option<Text>,
-    /// The local port the QP was brought up on and that port's LID, where the writer records
-    /// them (a dual-port HCA, or subnets that repeat LIDs): the join then takes the QP's LID,
-    /// not its device's. No writer of this repository records them yet (the device's
-    /// "port"/"lid" stand for every QP of the device).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub local_lid: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<QpPeer>,
     /// Preload files only: "rc", "uc", "ud", ...
@@ -474,6 +476,56 @@ pub struct QueuePair {
     pub last_post_time: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_completion_time: Option<Box<str>>,
+    /// Version 5: the QP's local port and LID and the WQE latency monitor's statistics, behind
+    /// one pointer (None when the file has none of them: most QPs of most files).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<Box<QpMonitor>>,
+}
+
+/// A QP's local end and the WQE latency monitor's statistics (version 5).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QpMonitor {
+    /// The local port the QP was brought up on and that port's LID, where the writer records
+    /// them (a dual-port HCA, or subnets that repeat LIDs): the join then takes the QP's LID,
+    /// not its device's. The library's hooks write them null (the device's "port"/"lid" stand
+    /// for every QP of the device) unless the transport told the QP's LID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_lid: Option<u64>,
+    /// The monitor on and the QP measured a completion: its statistics.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<LatencyStats>,
+}
+
+impl QueuePair {
+    /// The local port the file records for the QP (None: the device's stands for it).
+    pub fn port(&self) -> Option<u64> {
+        self.monitor.as_ref().and_then(|m| m.port)
+    }
+
+    /// The QP's own LID where the file records one.
+    pub fn local_lid(&self) -> Option<u64> {
+        self.monitor.as_ref().and_then(|m| m.local_lid)
+    }
+
+    /// The WQE latency monitor's statistics of the QP, where the file has them.
+    pub fn latency_stats(&self) -> Option<&LatencyStats> {
+        self.monitor.as_ref().and_then(|m| m.stats.as_ref())
+    }
+}
+
+/// The WQE latency monitor's statistics of a QP's measured completions (version 5): the exact
+/// mean and sample standard deviation, and quantiles within 1/16 of the exact ones. Files
+/// `import`ed from NCCL's or RCCL's log lines carry upstream's (over one tracked WR at a time).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    pub wqe_completion_ns_mean: f64,
+    pub wqe_completion_ns_stddev: f64,
+    pub wqe_completion_ns_p50: u64,
+    pub wqe_completion_ns_p90: u64,
+    pub wqe_completion_ns_p99: u64,
+    pub wqe_completion_ns_p999: u64,
 }
 
 /// A QP's first error completion (version 4, queue pair "first_cq_error").
@@ -623,6 +675,30 @@ impl Device {
     pub fn sum_counters(&self, f: impl Fn(&Counters) -> u64) -> u64 {
         self.all_counters()
             .fold(0u64, |s, c| s.saturating_add(f(c)))
+    }
+
+    /// The sum of an optional counter over the device's channels and finalized records; None
+    /// when none of them has it (the writer did not count it).
+    pub fn sum_optional(&self, f: impl Fn(&Counters) -> Option<u64>) -> Option<u64> {
+        self.all_counters()
+            .filter_map(f)
+            .fold(None, |s: Option<u64>, v| {
+                Some(s.unwrap_or(0).saturating_add(v))
+            })
+    }
+
+    /// The WQE latency monitor's slow completions of the device (version 5): its own key, else
+    /// its channels' and records' sum (a file that lacks the device key); None with the
+    /// monitor off.
+    pub fn wqe_slow(&self) -> Option<u64> {
+        self.num_wqe_slow
+            .or_else(|| self.sum_optional(|c| c.num_wqe_slow))
+    }
+
+    /// Stall episodes of the device (version 5), as [`Device::wqe_slow`].
+    pub fn stalls(&self) -> Option<u64> {
+        self.num_stalls
+            .or_else(|| self.sum_optional(|c| c.num_stalls))
     }
 
     /// The communicators of the device's channels and finalized records, in order of first

@@ -225,6 +225,20 @@ pub const CTS_SENT: Family = fam(
     S::Device,
     &["signalled"],
 );
+pub const WQES_SLOW: Family = fam(
+    "wqes_slow_total",
+    Counter,
+    "Measured completions above the WQE latency monitor's threshold (slow_threshold_ns).",
+    S::Device,
+    &[],
+);
+pub const STALL_EPISODES: Family = fam(
+    "stall_episodes_total",
+    Counter,
+    "Stall episodes of the QPs (a completion expected and none for stall_ms).",
+    S::Device,
+    &[],
+);
 pub const SLOT_MISSES: Family = fam(
     "slot_misses_total",
     Counter,
