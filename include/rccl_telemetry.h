@@ -1325,10 +1325,13 @@ static inline void rcclTelemetryLogRecord_(uint64_t la, uint64_t li) {
 static inline void rcclTelemetryMonitor_(rcclTelemetryQp_ *q, uint64_t ns, uint64_t ts, uint64_t thr) {
   __extension__ typedef unsigned __int128 u128_;
   RCCL_TELEMETRY_ADD_(q->mon_sum, ns);
-  u128_ sq = ((RCCL_TELEMETRY_AS_(u128_, RCCL_TELEMETRY_LD_(q->mon_sq_hi)) << 64) | RCCL_TELEMETRY_LD_(q->mon_sq_lo)) +
-             RCCL_TELEMETRY_AS_(u128_, ns) * ns;
-  __atomic_store_n(&q->mon_sq_lo, RCCL_TELEMETRY_AS_(uint64_t, sq), __ATOMIC_RELAXED);
-  __atomic_store_n(&q->mon_sq_hi, RCCL_TELEMETRY_AS_(uint64_t, sq >> 64), __ATOMIC_RELAXED);
+  /* The square's high word is 0 below 2^32 ns, and the low word's sum carries rarely: the */
+  /* high word is touched only then.                                                         */
+  u128_ sq = RCCL_TELEMETRY_AS_(u128_, ns) * ns;
+  uint64_t lo = RCCL_TELEMETRY_LD_(q->mon_sq_lo) + RCCL_TELEMETRY_AS_(uint64_t, sq);
+  uint64_t hi = RCCL_TELEMETRY_AS_(uint64_t, sq >> 64) + (lo < RCCL_TELEMETRY_AS_(uint64_t, sq) ? 1u : 0u);
+  __atomic_store_n(&q->mon_sq_lo, lo, __ATOMIC_RELAXED);
+  if (__builtin_expect(hi != 0, 0)) RCCL_TELEMETRY_ADD_(q->mon_sq_hi, hi);
   uint64_t ha = RCCL_TELEMETRY_LD_(q->mon_hist);
   if (__builtin_expect(ha != 0, 1)) RCCL_TELEMETRY_INC_(RCCL_TELEMETRY_INT_PTR_(uint64_t *, ha)[rcclTelemetryLogIndex_(ns)]);
   if (ns > thr) {

@@ -208,11 +208,15 @@ impl RcclQpStats {
     #[inline(always)]
     fn monitor(&self, ns: u64, post_ts: i64, thr: u64) {
         bump(&self.mon_sum, ns);
-        let sq = (u128::from(self.mon_sq_hi.load(Relaxed)) << 64
-            | u128::from(self.mon_sq_lo.load(Relaxed)))
-        .wrapping_add(u128::from(ns) * u128::from(ns));
-        self.mon_sq_lo.store(sq as u64, Relaxed);
-        self.mon_sq_hi.store((sq >> 64) as u64, Relaxed);
+        // The square's high word is 0 below 2^32 ns and the low word's sum carries rarely:
+        // the high word is touched only then (as the header's hook does).
+        let sq = u128::from(ns) * u128::from(ns);
+        let (lo, carry) = self.mon_sq_lo.load(Relaxed).overflowing_add(sq as u64);
+        self.mon_sq_lo.store(lo, Relaxed);
+        let hi = (sq >> 64) as u64 + u64::from(carry);
+        if hi != 0 {
+            bump(&self.mon_sq_hi, hi);
+        }
         if let Some(h) = self.mon_hist() {
             bump(&h.0[clamp_index(ns, LOG_BUCKETS)], 1);
         }

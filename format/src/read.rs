@@ -38,12 +38,16 @@ pub enum SourceFormat {
     /// state, its last post and completion times, and errors by status per device.
     #[serde(rename = "v4")]
     V4,
+    /// Version 5: version 4 plus the WQE latency monitor (slow_threshold_ns, num_wqe_slow,
+    /// num_stalls, a QP's port, local_lid and latency statistics).
+    #[serde(rename = "v5")]
+    V5,
     #[serde(rename = "intree-1.0")]
     InTree,
 }
 
 impl SourceFormat {
-    /// The format a file's "version" value names: 1 to 4 (this library's), or "1.0"
+    /// The format a file's "version" value names: 1 to 5 (this library's), or "1.0"
     /// (RCCL's in-tree engine); None for any other value.
     pub fn of_version(v: &serde_json::Value) -> Option<SourceFormat> {
         match v {
@@ -51,6 +55,7 @@ impl SourceFormat {
             serde_json::Value::Number(n) if n.as_i64() == Some(2) => Some(SourceFormat::V2),
             serde_json::Value::Number(n) if n.as_i64() == Some(3) => Some(SourceFormat::V3),
             serde_json::Value::Number(n) if n.as_i64() == Some(4) => Some(SourceFormat::V4),
+            serde_json::Value::Number(n) if n.as_i64() == Some(5) => Some(SourceFormat::V5),
             serde_json::Value::String(s) if s == crate::INTREE_VERSION => {
                 Some(SourceFormat::InTree)
             }
@@ -65,6 +70,7 @@ impl SourceFormat {
             SourceFormat::V2 => "v2",
             SourceFormat::V3 => "v3",
             SourceFormat::V4 => "v4",
+            SourceFormat::V5 => "v5",
             SourceFormat::InTree => "intree-1.0",
         }
     }
@@ -75,7 +81,11 @@ impl SourceFormat {
     pub fn has_wall_clock(self) -> bool {
         matches!(
             self,
-            SourceFormat::V1 | SourceFormat::V2 | SourceFormat::V3 | SourceFormat::V4
+            SourceFormat::V1
+                | SourceFormat::V2
+                | SourceFormat::V3
+                | SourceFormat::V4
+                | SourceFormat::V5
         )
     }
 }

@@ -44,8 +44,9 @@ pub const MAX_CHANNEL_ID: u32 = 511;
     )
 )]
 pub struct FileReport<D = Vec<DeviceReport>> {
-    /// The format version the file was written in: 4 added per-QP error completions and
-    /// last-progress times, errors by status per device, the cq_error and stall triggers, and
+    /// The format version the file was written in: 5 added the WQE latency monitor
+    /// (slow_threshold_ns, num_wqe_slow, num_stalls, a QP's port, local_lid, mean, stddev and
+    /// quantiles); 4 added per-QP error completions and last-progress times, errors by status per device, the cq_error and stall triggers, and
     /// communicators (rank, communicators, a channel's comm, a device's finalized_comms); 3 QP
     /// identities and peers, per-peer latency and the stall keys; 2 the log-scale completion
     /// histogram; 1 is the first. The Since column says which version added each key.
