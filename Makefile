@@ -110,7 +110,7 @@ tool:
 # includes it, warnings as errors; c_tests/<name>.c -> build/<name> with the inline hooks,
 # build/<name>_calls without them (every hook a call).
 C_PROGS := ibcast_sim ibcast_sim_calls survive prom_rank inline_equiv complete_at complete_at_calls dlclose comm_sim \
-  memory_limit logger
+  memory_limit logger wqe_monitor wqe_monitor_calls
 C_HDRS  := include/rccl_telemetry.h c_tests/proc_threads.h
 C_FLAGS := -std=c11 $(CWARN) -O2 -g -Iinclude
 
@@ -256,7 +256,8 @@ $(B)/rccl_callsites_calls: c_tests/rccl_callsites.cc include/net_telemetry.h inc
 	$(CXX) -std=c++17 $(CALLSITES_WARN) -O2 -DRCCL_TELEMETRY_NO_INLINE -Iinclude $< -o $@ $(LINK)
 
 c-tests: $(B)/ibcast_sim $(B)/ibcast_sim_cxx17 $(B)/header_c11 $(B)/header_cxx17 $(B)/header_cxx14 $(B)/header_c11_calls \
-	  $(B)/rccl_callsites $(B)/rccl_callsites_calls $(B)/complete_at $(B)/complete_at_calls $(B)/comm_sim
+	  $(B)/rccl_callsites $(B)/rccl_callsites_calls $(B)/complete_at $(B)/complete_at_calls $(B)/comm_sim \
+	  $(B)/wqe_monitor $(B)/wqe_monitor_calls
 	@rm -rf $(B)/callsites && mkdir -p $(B)/callsites
 	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(B)/callsites $(B)/rccl_callsites
 	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(B)/callsites $(B)/rccl_callsites_calls
@@ -265,6 +266,10 @@ c-tests: $(B)/ibcast_sim $(B)/ibcast_sim_cxx17 $(B)/header_c11 $(B)/header_cxx17
 	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_OUTPUT_DIR=$(B)/callsites $(B)/comm_sim lifetimes >/dev/null
 	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_CLOCK=monotonic RCCL_TELEMETRY_OUTPUT_DIR=$(B)/callsites $(B)/complete_at
 	RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_CLOCK=monotonic RCCL_TELEMETRY_OUTPUT_DIR=$(B)/callsites $(B)/complete_at_calls
+	@rm -rf $(B)/wqe && mkdir -p $(B)/wqe
+	for m in on noreport off; do for p in wqe_monitor wqe_monitor_calls; do \
+	  RCCL_TELEMETRY_ENABLE=1 RCCL_TELEMETRY_CLOCK=monotonic RCCL_TELEMETRY_STALL_MS=100 \
+	    RCCL_TELEMETRY_OUTPUT_DIR=$(B)/wqe $(B)/$$p $$m || exit 1; done; done
 	$(B)/header_c11
 	$(B)/header_c11_calls
 	$(B)/header_cxx17

@@ -6,7 +6,7 @@
  * writes bench/results.json. The benchmarks themselves are in bench_hot.c (hot path, per-hook
  * breakdown, clock per poll, log-scale pair), bench_threads.c (two threads), bench_flush.c
  * (flush, snapshot, memory, exit) and bench_callgrind.c; the log-scale histogram's rounds in
- * bench_loghist.c. Shared types and declarations: bench.h.
+ * bench_loghist.c; the WQE latency monitor's in bench_monitor.c. Shared types and declarations: bench.h.
  */
 
 #include "bench.h"
@@ -114,6 +114,7 @@ static void run_hot_rounds(const Sizes* z) {
     const char* args[] = {"scale", sreps_s, win_s, NULL};
     run_child(kCfgEnv[1], args);
     loghist_round(r, reps_s, nreq_s, breps_s);
+    monitor_round(r, breps_s, nreq_s);
   }
 }
 
@@ -593,6 +594,7 @@ static void j_flush(Json* j) {
   j_close(j, '}');
 
   loghist_json(j);
+  monitor_json(j);
 }
 
 /* The JSON's exit figures, targets and checks, and the end of the document. */
@@ -696,6 +698,7 @@ int main(int argc, char** argv) {
   if (have_instr) print_instructions();
   print_throughput();
   loghist_print();
+  monitor_print();
   print_flush_exit(&F);
   print_targets(&F);
   if (json_path && write_json(json_path, &mach, bench_s, &z, &F, have_instr, instr_nreq) != 0) return 1;

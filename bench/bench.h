@@ -194,6 +194,11 @@ void j_bool(Json* j, const char* key, int v);
 void j_str(Json* j, const char* key, const char* s);
 void j_stats(Json* j, const char* key, Stats s);
 
+/* bench_monitor.c */
+void monitor_round(int r, const char* breps_s, const char* nreq_s);
+void monitor_print(void);
+void monitor_json(Json* j);
+
 /* bench_loghist.c */
 void loghist_round(int r, const char* reps_s, const char* nreq_s, const char* breps_s);
 void loghist_flush_children(int quick);

@@ -30,7 +30,7 @@ BENCH_CC      ?= cc
 BENCH_CFLAGS  ?= -std=c11 -O3 -g -Wall -Wextra -Werror
 BENCH_SRCS    := $(addprefix $(BENCH_DIR)/,bench.c bench_loops.c bench_util.c bench_hot.c bench_threads.c bench_flush.c \
                    bench_callgrind.c bench_stats.c bench_children.c bench_json.c bench_machine.c \
-                   bench_report.c bench_loghist.c reference_telemetry.c fake_provider.c bench_loop_prev.c \
+                   bench_report.c bench_loghist.c bench_monitor.c reference_telemetry.c fake_provider.c bench_loop_prev.c \
                    bench_loop_dlopen.c)
 BENCH_HDRS    := c_tests/abi/0.1.0/rccl_telemetry.h $(BENCH_DIR)/bench.h $(BENCH_DIR)/bench_loop.h $(BENCH_DIR)/reference_telemetry.h $(BENCH_DIR)/fake_provider.h
 BENCH_BIN     := $(BENCH_BUILD)/bench

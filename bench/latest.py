@@ -133,6 +133,17 @@ def render(d):
         f"{num(lh['target_added_ns_per_sampled_completion'], 0)} ns measured by "
         f"`{lh['target_measured_by']}`: {'**met**' if lh['target_met'] else '**missed**'}."
     )
+    # The WQE latency monitor's row is in runs from the library that has it on.
+    mon = d.get("wqe_monitor")
+    if mon:
+        a = mon["lat_added_ns_per_wqe_paired"]
+        w("")
+        w(
+            "WQE latency monitor (RCCL_TELEMETRY_SLOW_NS set, N=1): "
+            f"{num(a['median'])} ns added per WQE [{num(a['p25'])} .. {num(a['p75'])}] over the monitor off "
+            f"in the same run; target {num(mon['target_added_ns_per_wqe'], 0)} ns: "
+            f"{'**met**' if mon['target_met'] else '**missed**'}."
+        )
     ch = d["checks"]
     w("")
     w(

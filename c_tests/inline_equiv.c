@@ -53,7 +53,8 @@ static int layout(void) {
 #define S(field) P("set." #field, offsetof(rcclTelemetryDevSet_, field))
 #define H(field) P("hot." #field, offsetof(rcclTelemetryHot_, field))
   Q(sent_write); Q(sent_imm); Q(recv_wqe); Q(cts_signalled); Q(cts_unsignalled); Q(post_seq);
-  Q(wqe_rcvd); Q(sample_mask); Q(untracked); Q(lat_min_inv); Q(lat_max); Q(slot_miss); Q(log_hist); Q(hist);
+  Q(wqe_rcvd); Q(sample_mask); Q(untracked); Q(lat_min_inv); Q(lat_max); Q(slot_miss); Q(mon_thr); Q(log_hist); Q(hist);
+  Q(mon_hist); Q(mon_sum); Q(mon_sq_lo); Q(mon_sq_hi); Q(slow); Q(slow_ns); Q(slow_post);
   P("log.owner", offsetof(rcclTelemetryLog_, owner));
   P("log.counts", offsetof(rcclTelemetryLog_, counts));
   P("ch.req_completed", offsetof(rcclTelemetryCh_, req_completed));

@@ -64,7 +64,7 @@
 #define RCCL_TELEMETRY_VERSION_CODE 10000
 /* The layout of the library internals the inline hooks read (the library publishes its
  * own in rcclTelemetryHotV3.layout; the header's wrappers check that they are equal). */
-#define RCCL_TELEMETRY_INLINE_LAYOUT 3
+#define RCCL_TELEMETRY_INLINE_LAYOUT 4
 
 // Device slots: device_id is 0..RCCL_TELEMETRY_MAX_DEVS-1.
 #define RCCL_TELEMETRY_MAX_DEVS 32
@@ -629,10 +629,13 @@ extern "C" {
 #define RCCL_TELEMETRY_HIST_ 16u
 /* Where the last stored log-scale bucket, bucket 255, starts: 16.1 s. */
 #define RCCL_TELEMETRY_LOG_LAST_NS_ (RCCL_TELEMETRY_AS_(uint64_t, 15) << 30)
-/* Mirror of the library's QP slot (4 cache lines): what every WQE touches (sample_mask is
+/* Mirror of the library's QP slot (5 cache lines): what every WQE touches (sample_mask is
  * N - 1 for 1-in-N sampling), what rare and sampled events touch (untracked: completions
- * that matched no posting; log_hist: the address of the channel's log-scale histogram, 0
- * when the slot records none), the linear histogram. */
+ * that matched no posting; mon_thr: the WQE latency monitor's threshold in ns, 0 when it
+ * is off; log_hist: the address of the channel's log-scale histogram, 0 when the slot
+ * records none), the linear histogram, and the monitor's line (mon_hist: the address of
+ * the QP's own log-scale counts; the sum and the 128-bit sum of squares of the measured
+ * latencies; slow: completions above mon_thr, the latest one's latency and token). */
 typedef struct rcclTelemetryQp_ {
   uint64_t sent_write;
   uint64_t sent_imm;
@@ -646,9 +649,18 @@ typedef struct rcclTelemetryQp_ {
   uint64_t lat_min_inv;
   uint64_t lat_max;
   uint64_t slot_miss;
-  uint64_t library_only_[3];
+  uint64_t library_only_[2];
+  uint64_t mon_thr;
   uint64_t log_hist;
   uint64_t hist[16];
+  uint64_t mon_hist;
+  uint64_t mon_sum;
+  uint64_t mon_sq_lo;
+  uint64_t mon_sq_hi;
+  uint64_t slow;
+  uint64_t slow_ns;
+  uint64_t slow_post;
+  uint64_t library_only1_[1];
 } rcclTelemetryQp_;
 /* Mirror of a channel's log-scale completion histogram: the thread that owns counts[]
  * (first to record) adds to it inline; any other thread calls rcclTelemetryLogAdd_.
@@ -704,7 +716,7 @@ typedef struct rcclTelemetryHot_ {
 #define RCCL_TELEMETRY_SIZE_(T, n) RCCL_TELEMETRY_ASSERT_(sizeof(T) == (n), #T " is not the library's size")
 #define RCCL_TELEMETRY_AT_(T, f, o) \
   RCCL_TELEMETRY_ASSERT_(__builtin_offsetof(T, f) == (o), #T "." #f " is not at the library's offset")
-RCCL_TELEMETRY_SIZE_(rcclTelemetryQp_, 256); /* RcclQpStats */
+RCCL_TELEMETRY_SIZE_(rcclTelemetryQp_, 320); /* RcclQpStats */
 RCCL_TELEMETRY_AT_(rcclTelemetryQp_, sent_write, 0);
 RCCL_TELEMETRY_AT_(rcclTelemetryQp_, sent_imm, 8);
 RCCL_TELEMETRY_AT_(rcclTelemetryQp_, recv_wqe, 16);
@@ -717,8 +729,16 @@ RCCL_TELEMETRY_AT_(rcclTelemetryQp_, untracked, 64);
 RCCL_TELEMETRY_AT_(rcclTelemetryQp_, lat_min_inv, 72);
 RCCL_TELEMETRY_AT_(rcclTelemetryQp_, lat_max, 80);
 RCCL_TELEMETRY_AT_(rcclTelemetryQp_, slot_miss, 88);
+RCCL_TELEMETRY_AT_(rcclTelemetryQp_, mon_thr, 112);
 RCCL_TELEMETRY_AT_(rcclTelemetryQp_, log_hist, 120);
 RCCL_TELEMETRY_AT_(rcclTelemetryQp_, hist, 128);
+RCCL_TELEMETRY_AT_(rcclTelemetryQp_, mon_hist, 256);
+RCCL_TELEMETRY_AT_(rcclTelemetryQp_, mon_sum, 264);
+RCCL_TELEMETRY_AT_(rcclTelemetryQp_, mon_sq_lo, 272);
+RCCL_TELEMETRY_AT_(rcclTelemetryQp_, mon_sq_hi, 280);
+RCCL_TELEMETRY_AT_(rcclTelemetryQp_, slow, 288);
+RCCL_TELEMETRY_AT_(rcclTelemetryQp_, slow_ns, 296);
+RCCL_TELEMETRY_AT_(rcclTelemetryQp_, slow_post, 304);
 RCCL_TELEMETRY_SIZE_(rcclTelemetryLog_, 2112); /* LogHist */
 RCCL_TELEMETRY_AT_(rcclTelemetryLog_, owner, 0);
 RCCL_TELEMETRY_AT_(rcclTelemetryLog_, counts, 64);
@@ -1354,6 +1374,29 @@ static inline void rcclTelemetryLogRecord_(uint64_t la, uint64_t li) {
   if (__builtin_expect(rcclTelemetryOwnsLog_(lh), 1)) RCCL_TELEMETRY_INC_(lh->counts[li]);
   else rcclTelemetryLogAdd_(lh, li);
 }
+/* The WQE latency monitor's share of a measured completion (RCCL_TELEMETRY_SLOW_NS or      */
+/* NCCL_IB_WQE_LATENCY_THRESHOLD_NS set, thr its value): the sum and the 128-bit sum of      */
+/* squares (the exact mean and stddev), the QP's own log-scale count (its quantiles), and,   */
+/* above the threshold, the slow count and the latest slow latency and token, which the     */
+/* library's background thread reads for its "WQE slow" line: no call, no clock read.       */
+static inline void rcclTelemetryMonitor_(rcclTelemetryQp_ *q, uint64_t ns, uint64_t ts, uint64_t thr) {
+  __extension__ typedef unsigned __int128 u128_;
+  RCCL_TELEMETRY_ADD_(q->mon_sum, ns);
+  /* The square's high word is 0 below 2^32 ns, and the low word's sum carries rarely: the */
+  /* high word is touched only then.                                                         */
+  u128_ sq = RCCL_TELEMETRY_AS_(u128_, ns) * ns;
+  uint64_t lo = RCCL_TELEMETRY_LD_(q->mon_sq_lo) + RCCL_TELEMETRY_AS_(uint64_t, sq);
+  uint64_t hi = RCCL_TELEMETRY_AS_(uint64_t, sq >> 64) + (lo < RCCL_TELEMETRY_AS_(uint64_t, sq) ? 1u : 0u);
+  __atomic_store_n(&q->mon_sq_lo, lo, __ATOMIC_RELAXED);
+  if (__builtin_expect(hi != 0, 0)) RCCL_TELEMETRY_ADD_(q->mon_sq_hi, hi);
+  uint64_t ha = RCCL_TELEMETRY_LD_(q->mon_hist);
+  if (__builtin_expect(ha != 0, 1)) RCCL_TELEMETRY_INC_(RCCL_TELEMETRY_INT_PTR_(uint64_t *, ha)[rcclTelemetryLogIndex_(ns)]);
+  if (ns > thr) {
+    RCCL_TELEMETRY_INC_(q->slow);
+    __atomic_store_n(&q->slow_ns, ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&q->slow_post, ts, __ATOMIC_RELAXED);
+  }
+}
 /* The latency of a sampled completion: ns since the token, its bucket in the channel's    */
 /* log-scale histogram (when it records one) and in the linear histogram, min and max.     */
 /* nowTs is the clock reading the completion's time is measured to (its poll's, or now). */
@@ -1383,6 +1426,8 @@ static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs, in
   RCCL_TELEMETRY_ADD_(q->hist[(b < last ? b : last) & (RCCL_TELEMETRY_HIST_ - 1u)], 1);
   if (~ns > RCCL_TELEMETRY_LD_(q->lat_min_inv)) __atomic_store_n(&q->lat_min_inv, ~ns, __ATOMIC_RELAXED);
   if (ns > RCCL_TELEMETRY_LD_(q->lat_max)) __atomic_store_n(&q->lat_max, ns, __ATOMIC_RELAXED);
+  uint64_t thr = RCCL_TELEMETRY_LD_(q->mon_thr);
+  if (thr) rcclTelemetryMonitor_(q, ns, ts, thr);
 }
 /* One clock read per poll: nowTs from rcclTelemetryPollTs() after the poll (<= 1: read now). */
 static inline void rcclTelemetryQpWqeCompleteAt_inline_(RcclQpStats *qp, int64_t postTs, int64_t nowTs) {

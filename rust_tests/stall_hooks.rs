@@ -188,7 +188,7 @@ fn a_stall_appears_and_disappears_and_its_duration_stays() {
     // A snapshot names it, since when, and the ongoing duration.
     assert_eq!(
         (f["version"].as_u64(), f["stall_ms"].as_u64()),
-        (Some(4), Some(1000))
+        (Some(5), Some(1000))
     );
     let d = &f["devices"][0];
     assert_eq!(

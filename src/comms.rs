@@ -251,6 +251,7 @@ fn fold_channel(c: &Channel, r: &mut DevRecord, now: u64) {
         });
     }
     if let Some(s) = stall_detector::fold(c, now) {
+        r.totals.stalls += s.episodes;
         r.stall.get_or_insert_with(StallFold::default).add(&s);
     }
 }
@@ -277,6 +278,8 @@ pub fn finalize(h: u64) -> bool {
         fold_channel(c, &mut devs[at], mono);
     }
     for c in &chans {
+        crate::monitor::summaries_of(c.dev, c);
+        crate::monitor::forget(c);
         stall_detector::forget(c);
         registry::comm::give_back(c, comm.ident.id);
     }
@@ -471,6 +474,7 @@ mod tests {
                     stalled: 1,
                     longest_ns: sent,
                     longest_start_wall: Some(id),
+                    episodes: 1,
                 }),
                 ..DevRecord::default()
             }],

@@ -35,6 +35,11 @@ pub const ENV_PROM_DIR: &str = "RCCL_TELEMETRY_PROMETHEUS_DIR";
 pub const ENV_PROM_INTERVAL: &str = "RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S";
 pub const ENV_PROM_QP: &str = "RCCL_TELEMETRY_PROMETHEUS_QP";
 pub const ENV_STALL_MS: &str = "RCCL_TELEMETRY_STALL_MS";
+pub const ENV_SLOW_NS: &str = "RCCL_TELEMETRY_SLOW_NS";
+/// NCCL's and RCCL's WQE latency monitor variables: the threshold is the default of
+/// RCCL_TELEMETRY_SLOW_NS; REPORT=0 turns the per-QP summary lines off.
+pub const ENV_NCCL_WQE_THRESHOLD: &str = "NCCL_IB_WQE_LATENCY_THRESHOLD_NS";
+pub const ENV_NCCL_WQE_REPORT: &str = "NCCL_IB_WQE_LATENCY_REPORT";
 
 pub const DEFAULT_OUTPUT_DIR: &str = "/tmp";
 pub const DEFAULT_BUCKETS: u32 = 5;
@@ -56,6 +61,8 @@ pub const MAX_PROM_INTERVAL_S: u64 = 3_600;
 /// largest accepted value (one day). 0 turns stall detection off.
 pub const DEFAULT_STALL_MS: u64 = 1_000;
 pub const MAX_STALL_MS: u64 = 86_400_000;
+/// Largest accepted RCCL_TELEMETRY_SLOW_NS (and NCCL_IB_WQE_LATENCY_THRESHOLD_NS): one hour.
+pub const MAX_SLOW_NS: u64 = 3_600_000_000_000;
 /// The termination signals whose arrival writes the file (RCCL_TELEMETRY_SIGNALS).
 pub const TERMINATION_SIGNALS: [i32; 4] =
     [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
@@ -104,6 +111,11 @@ pub struct Config {
     /// RCCL_TELEMETRY_STALL_MS: a QP with work outstanding and no completion for this long is
     /// stalled (0 = detection off).
     pub stall_ms: u64,
+    /// RCCL_TELEMETRY_SLOW_NS, else NCCL_IB_WQE_LATENCY_THRESHOLD_NS: the WQE latency
+    /// monitor's threshold in ns (0 = the monitor is off).
+    pub slow_ns: u64,
+    /// NCCL_IB_WQE_LATENCY_REPORT (default 1): the monitor's per-QP summary lines.
+    pub wqe_latency_report: bool,
 }
 
 impl Default for Config {
@@ -124,6 +136,8 @@ impl Default for Config {
             prometheus_interval_s: DEFAULT_PROM_INTERVAL_S,
             prometheus_qp: false,
             stall_ms: DEFAULT_STALL_MS,
+            slow_ns: 0,
+            wqe_latency_report: true,
         }
     }
 }
@@ -350,6 +364,9 @@ impl Config {
         diags: &mut Vec<String>,
     ) {
         self.stall_ms = parse_u64(get, ENV_STALL_MS, DEFAULT_STALL_MS, 0, MAX_STALL_MS, diags);
+        let nccl_slow = parse_u64(get, ENV_NCCL_WQE_THRESHOLD, 0, 0, MAX_SLOW_NS, diags);
+        self.slow_ns = parse_u64(get, ENV_SLOW_NS, nccl_slow, 0, MAX_SLOW_NS, diags);
+        self.wqe_latency_report = parse_u64(get, ENV_NCCL_WQE_REPORT, 1, 0, u64::MAX, diags) != 0;
 
         // Set to anything but "0" (an empty value too): a flag, not a switch.
         self.debug = matches!(get(ENV_DEBUG), Some(v) if trimmed(&v) != Some("0"));
@@ -752,6 +769,29 @@ mod tests {
         }
         let (c, d) = parse(&[(ENV_STALL_MS, "99999999999")]);
         assert_eq!((c.stall_ms, d.len()), (MAX_STALL_MS, 1));
+    }
+
+    #[test]
+    fn slow_ns_defaults_to_nccls_threshold_and_ours_wins() {
+        let (c, d) = parse(&[]);
+        assert_eq!((c.slow_ns, c.wqe_latency_report, d.len()), (0, true, 0));
+        let (c, d) = parse(&[(ENV_NCCL_WQE_THRESHOLD, "200000")]);
+        assert_eq!((c.slow_ns, d.len()), (200_000, 0));
+        let (c, d) = parse(&[(ENV_NCCL_WQE_THRESHOLD, "200000"), (ENV_SLOW_NS, "50000")]);
+        assert_eq!((c.slow_ns, d.len()), (50_000, 0));
+        let (c, d) = parse(&[(ENV_NCCL_WQE_THRESHOLD, "200000"), (ENV_SLOW_NS, "0")]);
+        assert_eq!(
+            (c.slow_ns, d.len()),
+            (0, 0),
+            "ours set to 0 turns the monitor off"
+        );
+        let (c, d) = parse(&[(ENV_SLOW_NS, "fast")]);
+        assert!(
+            c.slow_ns == 0 && d.len() == 1 && d[0].contains(ENV_SLOW_NS),
+            "{d:?}"
+        );
+        let (c, d) = parse(&[(ENV_NCCL_WQE_REPORT, "0")]);
+        assert_eq!((c.wqe_latency_report, d.len()), (false, 0));
     }
 
     #[test]

@@ -7,14 +7,15 @@
 //! increments old while it runs. The index forms may be called from any thread, so they use
 //! atomic read-modify-writes on the same counters.
 //!
-//! Cache lines: a QP slot is four 64-byte lines: what every WQE touches, what rare and sampled
-//! events touch (and the address of the channel's log-scale histogram), two of histogram.
+//! Cache lines: a QP slot is five 64-byte lines: what every WQE touches, what rare and sampled
+//! events touch (and the address of the channel's log-scale histogram), two of histogram, and
+//! the WQE latency monitor's (touched only when RCCL_TELEMETRY_SLOW_NS is set).
 //! Nothing on them is shared with another QP, so QPs on one channel never contend for a line.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::latency;
-use crate::loghist::LogHist;
+use crate::loghist::{clamp_index, LogCounts, LogHist, LOG_BUCKETS};
 
 /// Number of histogram buckets a slot holds (the configured count is 1..=16).
 pub const HIST: usize = 16;
@@ -63,16 +64,36 @@ pub struct RcclQpStats {
     pub idx_sent: AtomicU64,
     /// rcclTelemetryWriteWqe: an opcode without num_wqe_sent.
     pub idx_write: AtomicU64,
-    pub idx_imm: AtomicU64,
+    /// The WQE latency monitor's threshold in ns (RCCL_TELEMETRY_SLOW_NS), copied here when the
+    /// slot is reserved, or 0 when the monitor is off: a measured completion reads it beside
+    /// min and max, and does the monitor's work (line 4) only when it is not 0.
+    pub mon_thr: AtomicU64,
     /// The address of the channel's log-scale histogram (`LogHist`), nothing else: 0 when the
     /// slot records none (RCCL_TELEMETRY_LOG_HISTOGRAM=0), so the inline hook tests the word
     /// and uses it as the pointer as it is.
     pub log_hist: AtomicU64,
     // Lines 2-3.
     pub hist: [AtomicU64; HIST],
+    // Line 4: the WQE latency monitor (touched only while `mon_thr` is not 0).
+    /// The address of the QP's own log-scale counts (`monitor::MonHist`, LOG_BUCKETS of them),
+    /// set with `mon_thr`: the monitor's quantiles.
+    pub mon_hist: AtomicU64,
+    /// Sum of the measured latencies in ns, and of their squares (128 bits, low word first):
+    /// the exact mean and standard deviation.
+    pub mon_sum: AtomicU64,
+    pub mon_sq_lo: AtomicU64,
+    pub mon_sq_hi: AtomicU64,
+    /// Completions whose latency exceeded `mon_thr` (num_wqe_slow).
+    pub slow: AtomicU64,
+    /// The latest slow completion: its latency in ns and its posting token (the background
+    /// thread's "WQE slow" line reads them).
+    pub slow_ns: AtomicU64,
+    pub slow_post: AtomicU64,
+    /// rcclTelemetryWriteWqe(withImm != 0): an opcode without num_wqe_sent.
+    pub idx_imm: AtomicU64,
 }
 
-const _: () = assert!(std::mem::size_of::<RcclQpStats>() == 256);
+const _: () = assert!(std::mem::size_of::<RcclQpStats>() == 320);
 const _: () = assert!(std::mem::align_of::<RcclQpStats>() == 64);
 
 impl RcclQpStats {
@@ -175,7 +196,67 @@ impl RcclQpStats {
             if ns > self.lat_max.load(Relaxed) {
                 self.lat_max.store(ns, Relaxed);
             }
+            let thr = self.mon_thr.load(Relaxed);
+            if thr != 0 {
+                self.monitor(ns, post_ts, thr);
+            }
         }
+    }
+
+    /// The WQE latency monitor's share of a measured completion (monitor on): the sums, the
+    /// QP's log-scale count, and, above the threshold, the slow count and the latest slow one.
+    #[inline(always)]
+    fn monitor(&self, ns: u64, post_ts: i64, thr: u64) {
+        bump(&self.mon_sum, ns);
+        // The square's high word is 0 below 2^32 ns and the low word's sum carries rarely:
+        // the high word is touched only then (as the header's hook does).
+        let sq = u128::from(ns) * u128::from(ns);
+        let (lo, carry) = self.mon_sq_lo.load(Relaxed).overflowing_add(sq as u64);
+        self.mon_sq_lo.store(lo, Relaxed);
+        let hi = (sq >> 64) as u64 + u64::from(carry);
+        if hi != 0 {
+            bump(&self.mon_sq_hi, hi);
+        }
+        if let Some(h) = self.mon_hist() {
+            bump(&h.0[clamp_index(ns, LOG_BUCKETS)], 1);
+        }
+        if ns > thr {
+            bump(&self.slow, 1);
+            self.slow_ns.store(ns, Relaxed);
+            self.slow_post.store(post_ts as u64, Relaxed);
+        }
+    }
+
+    /// The monitor's share of a measured completion from any thread (atomic adds).
+    fn monitor_shared(&self, ns: u64, post_ts: i64, thr: u64) {
+        self.mon_sum.fetch_add(ns, Relaxed);
+        let sq = u128::from(ns) * u128::from(ns);
+        let (lo, hi) = (sq as u64, (sq >> 64) as u64);
+        let carry = u64::from(
+            self.mon_sq_lo
+                .fetch_add(lo, Relaxed)
+                .checked_add(lo)
+                .is_none(),
+        );
+        if hi + carry != 0 {
+            self.mon_sq_hi.fetch_add(hi + carry, Relaxed);
+        }
+        if let Some(h) = self.mon_hist() {
+            h.0[clamp_index(ns, LOG_BUCKETS)].fetch_add(1, Relaxed);
+        }
+        if ns > thr {
+            self.slow.fetch_add(1, Relaxed);
+            self.slow_ns.store(ns, Relaxed);
+            self.slow_post.store(post_ts as u64, Relaxed);
+        }
+    }
+
+    /// The QP's own log-scale counts (monitor on), if any.
+    #[inline(always)]
+    pub fn mon_hist(&self) -> Option<&'static LogCounts> {
+        let a = self.mon_hist.load(Relaxed);
+        // SAFETY: a non-zero address was stored by the arena from a never-freed LogCounts.
+        (a != 0).then(|| unsafe { &*(a as usize as *const LogCounts) })
     }
 
     /// The completion hook for callers on any thread (index form).
@@ -188,7 +269,8 @@ impl RcclQpStats {
         }
     }
 
-    /// The latency of a sampled completion (token > 1), from any thread: histogram, min, max.
+    /// The latency of a sampled completion (token > 1), from any thread: histogram, min, max
+    /// (and the monitor's share when it is on).
     pub fn latency_shared(&self, post_ts: i64) {
         let ns = latency::elapsed_ns(post_ts);
         self.hist[latency::bucket_of(ns) & (HIST - 1)].fetch_add(1, Relaxed);
@@ -197,6 +279,10 @@ impl RcclQpStats {
         }
         self.lat_min_inv.fetch_max(!ns, Relaxed);
         self.lat_max.fetch_max(ns, Relaxed);
+        let thr = self.mon_thr.load(Relaxed);
+        if thr != 0 {
+            self.monitor_shared(ns, post_ts, thr);
+        }
     }
 
     pub fn snapshot(&self) -> QpSnapshot {
@@ -235,6 +321,8 @@ impl RcclQpStats {
             lat_min,
             lat_max,
             hist,
+            slow: self.slow.load(Relaxed),
+            stalls: 0,
         }
     }
 }
@@ -259,6 +347,11 @@ pub struct QpSnapshot {
     pub lat_min: i64,
     pub lat_max: i64,
     pub hist: [u64; HIST],
+    /// Completions above the monitor's threshold (num_wqe_slow; 0 while the monitor is off).
+    pub slow: u64,
+    /// Stall episodes (num_stalls): not in the slot, filled from the stall detector's state by
+    /// whoever reads it with one.
+    pub stalls: u64,
 }
 
 impl Default for QpSnapshot {
@@ -276,6 +369,8 @@ impl Default for QpSnapshot {
             lat_min: -1,
             lat_max: -1,
             hist: [0; HIST],
+            slow: 0,
+            stalls: 0,
         }
     }
 }
@@ -313,6 +408,8 @@ impl QpSnapshot {
         self.slot_miss += o.slot_miss;
         self.write_wqe += o.write_wqe;
         self.write_imm_wqe += o.write_imm_wqe;
+        self.slow += o.slow;
+        self.stalls += o.stalls;
         for (a, b) in self.hist.iter_mut().zip(&o.hist) {
             *a += b;
         }

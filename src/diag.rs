@@ -78,6 +78,15 @@ pub fn warn_once(said: &AtomicBool, msg: impl FnOnce() -> String) {
     }
 }
 
+/// Says one line of the WQE latency monitor as upstream's monitor says it: to RCCL's logger at
+/// INFO (NET subsystem) whenever one is set, and on stderr only under RCCL_TELEMETRY_DEBUG.
+#[track_caller]
+pub fn monitor(msg: &str) {
+    if logger().is_some() || debug_on() {
+        say(LOG_INFO, msg, Location::caller());
+    }
+}
+
 /// Prints one line only under RCCL_TELEMETRY_DEBUG (NCCL's INFO through a logger).
 #[track_caller]
 pub fn debug(msg: impl FnOnce() -> String) {

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU64};
 /// channel and stripe slots, the log-scale histogram): the header's
 /// RCCL_TELEMETRY_INLINE_LAYOUT must equal it. Raise it with any change to those layouts
 /// (`inline_abi` lists them); a header of another number leaves telemetry off, with one line.
-pub const INLINE_LAYOUT: u64 = 3;
+pub const INLINE_LAYOUT: u64 = 4;
 
 /// Device slots (`RCCL_TELEMETRY_MAX_DEVS`).
 pub const MAX_DEVS: usize = 32;

@@ -191,10 +191,13 @@ macro_rules! mirrors {
 }
 
 mirrors! {
-    /// Mirror of the library's QP slot (4 cache lines): what every WQE touches (sample_mask is
+    /// Mirror of the library's QP slot (5 cache lines): what every WQE touches (sample_mask is
     /// N - 1 for 1-in-N sampling), what rare and sampled events touch (untracked: completions
-    /// that matched no posting; log_hist: the address of the channel's log-scale histogram, 0
-    /// when the slot records none), the linear histogram.
+    /// that matched no posting; mon_thr: the WQE latency monitor's threshold in ns, 0 when it
+    /// is off; log_hist: the address of the channel's log-scale histogram, 0 when the slot
+    /// records none), the linear histogram, and the monitor's line (mon_hist: the address of
+    /// the QP's own log-scale counts; the sum and the 128-bit sum of squares of the measured
+    /// latencies; slow: completions above mon_thr, the latest one's latency and token).
     rcclTelemetryQp_ = RcclQpStats, "qp" {
         sent_write @ 0: u64,
         sent_imm @ 8: u64,
@@ -208,8 +211,16 @@ mirrors! {
         lat_min_inv @ 72: u64,
         lat_max @ 80: u64,
         slot_miss @ 88: u64,
+        mon_thr @ 112: u64,
         log_hist @ 120: u64,
         hist @ 128: [u64; HIST],
+        mon_hist @ 256: u64,
+        mon_sum @ 264: u64,
+        mon_sq_lo @ 272: u64,
+        mon_sq_hi @ 280: u64,
+        slow @ 288: u64,
+        slow_ns @ 296: u64,
+        slow_post @ 304: u64,
     }
     /// Mirror of a channel's log-scale completion histogram: the thread that owns counts[]
     /// (first to record) adds to it inline; any other thread calls rcclTelemetryLogAdd_.
@@ -253,7 +264,7 @@ mirrors! {
         stripes @ 64: [*const DevShard; MAX_DEVS],
     }
 }
-const _: () = assert!(size_of::<RcclQpStats>() == 256 && HIST == 16);
+const _: () = assert!(size_of::<RcclQpStats>() == 320 && HIST == 16);
 const _: () = assert!(size_of::<DevShard>() == 1152 && STRIPES == 16 && SIZE_BUCKETS == 66);
 const _: () = assert!(size_of::<HotParams>() == 320 && MAX_DEVS == 32);
 const _: () = assert!(size_of::<LogHist>() == 2112 && LOG_BUCKETS == 256);

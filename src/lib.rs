@@ -66,8 +66,9 @@ pub mod registry; // devices, channels and QP slots, and the handles to them
 // 5. Observers built on the registry.
 pub mod comms; // a finalized communicator's record
 pub mod cq_errors; // error completions per QP and device, by status
+pub mod monitor;
 pub mod peers; // who is on the other end of each QP, and per-peer sums
-pub mod stall_detector; // stalled QPs, computed at ticks off the data path
+pub mod stall_detector; // stalled QPs, computed at ticks off the data path // the WQE latency monitor: slow counts, mean, quantiles and its log lines
 
 // 6. The sampler, above the hardware and the stall detector it reads.
 pub mod sampler; // RCCL_TELEMETRY_SAMPLE_MS: the "hw_samples" rows

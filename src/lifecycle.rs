@@ -111,6 +111,7 @@ fn start() -> Result<(), String> {
     );
     registry::set_log_histogram(cfg.log_histogram);
     stall_detector::configure(cfg.stall_ms);
+    crate::monitor::configure(cfg.slow_ns, cfg.wqe_latency_report);
     if let Err(e) = rank_file::probe_dir(&cfg.output_dir) {
         diag::warn(&e);
     }
@@ -144,7 +145,8 @@ fn start() -> Result<(), String> {
         || cfg.flush_interval_s > 0
         || cfg.snapshot_signal.is_some()
         || prom_interval > 0
-        || cfg.stall_ms > 0;
+        || cfg.stall_ms > 0
+        || cfg.slow_ns > 0;
     let (signals, snapshot_signal, interval) =
         (cfg.signals, cfg.snapshot_signal, cfg.flush_interval_s);
     if RUNTIME.set(Runtime { cfg, id }).is_err() {
@@ -162,12 +164,13 @@ fn start() -> Result<(), String> {
             "could not register the fork handler; a forked child still writes nothing".into()
         });
     }
+    // The monitor's lines are said at the stall detector's ticks (every 250 ms without it).
+    let tick_ms = match stall_detector::tick_period_ms(stall_detector::stall_ms()) {
+        0 if crate::monitor::slow_ns() > 0 => 250,
+        t => t,
+    };
     if want_writer {
-        match writer::start(
-            interval,
-            prom_interval,
-            stall_detector::tick_period_ms(stall_detector::stall_ms()),
-        ) {
+        match writer::start(interval, prom_interval, tick_ms) {
             Ok(()) => {
                 // A QP's first error completion wakes the writer for its snapshot.
                 cq_errors::set_waker(|| {

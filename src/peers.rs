@@ -160,6 +160,8 @@ pub fn set_peer(qp: &'static RcclQpStats, p: PeerInfo) {
     let Some(e) = g.entry(i) else {
         return;
     };
+    // Another local QPN in a slot already told: the transport replaced the QP.
+    let replaced = e.qp_num.is_some_and(|n| n != p.qp_num);
     e.qp_num = Some(p.qp_num);
     e.local_gid = local_gid;
     e.local_lid = p.local_lid;
@@ -171,6 +173,10 @@ pub fn set_peer(qp: &'static RcclQpStats, p: PeerInfo) {
         lid: p.remote_lid,
     });
     repoint(qp, c, &mut g, key);
+    drop(g);
+    if replaced {
+        crate::stall_detector::replaced(c, i);
+    }
 }
 
 /// Points the slot's histogram word at the channel's histogram for `key` (created on demand

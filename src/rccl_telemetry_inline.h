@@ -390,6 +390,29 @@ static inline void rcclTelemetryLogRecord_(uint64_t la, uint64_t li) {
   if (__builtin_expect(rcclTelemetryOwnsLog_(lh), 1)) RCCL_TELEMETRY_INC_(lh->counts[li]);
   else rcclTelemetryLogAdd_(lh, li);
 }
+/* The WQE latency monitor's share of a measured completion (RCCL_TELEMETRY_SLOW_NS or      */
+/* NCCL_IB_WQE_LATENCY_THRESHOLD_NS set, thr its value): the sum and the 128-bit sum of      */
+/* squares (the exact mean and stddev), the QP's own log-scale count (its quantiles), and,   */
+/* above the threshold, the slow count and the latest slow latency and token, which the     */
+/* library's background thread reads for its "WQE slow" line: no call, no clock read.       */
+static inline void rcclTelemetryMonitor_(rcclTelemetryQp_ *q, uint64_t ns, uint64_t ts, uint64_t thr) {
+  __extension__ typedef unsigned __int128 u128_;
+  RCCL_TELEMETRY_ADD_(q->mon_sum, ns);
+  /* The square's high word is 0 below 2^32 ns, and the low word's sum carries rarely: the */
+  /* high word is touched only then.                                                         */
+  u128_ sq = RCCL_TELEMETRY_AS_(u128_, ns) * ns;
+  uint64_t lo = RCCL_TELEMETRY_LD_(q->mon_sq_lo) + RCCL_TELEMETRY_AS_(uint64_t, sq);
+  uint64_t hi = RCCL_TELEMETRY_AS_(uint64_t, sq >> 64) + (lo < RCCL_TELEMETRY_AS_(uint64_t, sq) ? 1u : 0u);
+  __atomic_store_n(&q->mon_sq_lo, lo, __ATOMIC_RELAXED);
+  if (__builtin_expect(hi != 0, 0)) RCCL_TELEMETRY_ADD_(q->mon_sq_hi, hi);
+  uint64_t ha = RCCL_TELEMETRY_LD_(q->mon_hist);
+  if (__builtin_expect(ha != 0, 1)) RCCL_TELEMETRY_INC_(RCCL_TELEMETRY_INT_PTR_(uint64_t *, ha)[rcclTelemetryLogIndex_(ns)]);
+  if (ns > thr) {
+    RCCL_TELEMETRY_INC_(q->slow);
+    __atomic_store_n(&q->slow_ns, ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&q->slow_post, ts, __ATOMIC_RELAXED);
+  }
+}
 /* The latency of a sampled completion: ns since the token, its bucket in the channel's    */
 /* log-scale histogram (when it records one) and in the linear histogram, min and max.     */
 /* nowTs is the clock reading the completion's time is measured to (its poll's, or now). */
@@ -419,6 +442,8 @@ static inline void rcclTelemetrySampled_(rcclTelemetryQp_ *q, int64_t postTs, in
   RCCL_TELEMETRY_ADD_(q->hist[(b < last ? b : last) & (RCCL_TELEMETRY_HIST_ - 1u)], 1);
   if (~ns > RCCL_TELEMETRY_LD_(q->lat_min_inv)) __atomic_store_n(&q->lat_min_inv, ~ns, __ATOMIC_RELAXED);
   if (ns > RCCL_TELEMETRY_LD_(q->lat_max)) __atomic_store_n(&q->lat_max, ns, __ATOMIC_RELAXED);
+  uint64_t thr = RCCL_TELEMETRY_LD_(q->mon_thr);
+  if (thr) rcclTelemetryMonitor_(q, ns, ts, thr);
 }
 /* One clock read per poll: nowTs from rcclTelemetryPollTs() after the poll (<= 1: read now). */
 static inline void rcclTelemetryQpWqeCompleteAt_inline_(RcclQpStats *qp, int64_t postTs, int64_t nowTs) {

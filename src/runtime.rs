@@ -211,6 +211,7 @@ pub fn write_file(trigger: Trigger, is_final: bool) -> i32 {
             .is_ok()
         {
             go_inert(FINISHED);
+            crate::monitor::summaries();
             // The live textfile goes first: the rank's series end with it.
             textfile::finish();
             let rc = {

@@ -184,11 +184,22 @@ pub struct QpState {
     /// seen yet). Tick resolution: the event happened since the tick before.
     pub last_post: Option<u64>,
     pub last_completion: Option<u64>,
+    /// Stall episodes so far (num_stalls): one per stall declared, however long it lasts.
+    pub episodes: u64,
+    /// WRs a QP the transport replaced in this slot left outstanding ([`replaced`]): they
+    /// never complete, so they are no longer counted against the slot's new QP.
+    base: u64,
 }
 
 impl QpState {
     /// One tick at `now`. True when a stall episode starts at this tick.
     pub fn step(&mut self, r: &Reading, now: u64, stall_ns: u64) -> bool {
+        let mut r = *r;
+        if self.base > 0 {
+            self.base = self.base.min(r.outstanding);
+            r.outstanding -= self.base;
+            r.expect &= r.outstanding > 0;
+        }
         if !self.seen {
             self.seen = true;
             self.last_progress = r.progress;
@@ -227,6 +238,7 @@ impl QpState {
         let mut started = false;
         if self.stall_start.is_none() && now.saturating_sub(self.wait_since) >= stall_ns {
             self.stall_start = Some(self.wait_since);
+            self.episodes += 1;
             started = true;
         }
         if let Some(s) = self.stall_start {
@@ -245,6 +257,23 @@ impl QpState {
 
     pub fn stalled(&self) -> bool {
         self.stall_start.is_some()
+    }
+
+    /// The slot got a new QP at `now`: the current stall ends, what is outstanding becomes the
+    /// base the new QP's readings are taken above. True when a stall ended.
+    fn replace(&mut self, now: u64) -> bool {
+        let stalled = match self.stall_start.take() {
+            Some(s) => {
+                self.note(s, now);
+                true
+            }
+            None => false,
+        };
+        self.base += self.outstanding;
+        self.outstanding = 0;
+        self.waiting = false;
+        self.wait_since = now;
+        stalled
     }
 }
 
@@ -610,12 +639,15 @@ pub struct StallFold {
     pub longest_ns: u64,
     /// When it started, wall-clock ns (None: no stall).
     pub longest_start_wall: Option<u64>,
+    /// Stall episodes of its QPs (num_stalls).
+    pub episodes: u64,
 }
 
 impl StallFold {
     pub fn add(&mut self, o: &StallFold) {
         self.outstanding = self.outstanding.wrapping_add(o.outstanding);
         self.stalled += o.stalled;
+        self.episodes += o.episodes;
         if o.longest_ns > self.longest_ns {
             self.longest_ns = o.longest_ns;
             self.longest_start_wall = o.longest_start_wall;
@@ -637,6 +669,7 @@ pub fn fold(c: &registry::Channel, now: u64) -> Option<StallFold> {
     for st in ds.channel(c) {
         let mut st = *st;
         f.outstanding = f.outstanding.wrapping_add(st.outstanding);
+        f.episodes += st.episodes;
         if let Some(s) = st.stall_start {
             f.stalled += 1;
             st.note(s, now.max(det.tick_mono));
@@ -669,6 +702,33 @@ pub fn forget(c: &registry::Channel) {
     det.stalled_set
         .retain(|&(d, serial, _)| (d, serial) != (c.dev, c.serial));
     if det.stalled_set.len() != before {
+        CHANGED.store(true, Relaxed);
+    }
+}
+
+/// The transport handed slot `i` of channel `c` to a new QP (rcclTelemetryQpSetPeer with
+/// another local QPN, as RCCL's port recovery does): the old QP's stall ends now, and the
+/// WRs it left outstanding are no longer counted against the new one.
+pub fn replaced(c: &registry::Channel, i: u64) {
+    let now = latency::monotonic_ns();
+    let mut det = DET.lock();
+    let det = &mut *det;
+    let Some(ds) = det.devs.get_mut(c.dev as usize) else {
+        return;
+    };
+    let Some(cs) = ds.channels.get_mut(c.serial as usize) else {
+        return;
+    };
+    if cs.generation != c.generation() {
+        return;
+    }
+    let Some(st) = cs.qps.get_mut(i as usize) else {
+        return;
+    };
+    ds.outstanding = ds.outstanding.wrapping_sub(st.outstanding);
+    if st.replace(now) {
+        ds.stalled = ds.stalled.saturating_sub(1);
+        det.stalled_set.retain(|&x| x != (c.dev, c.serial, i));
         CHANGED.store(true, Relaxed);
     }
 }
@@ -739,6 +799,25 @@ mod tests {
             assert!(!s.step(&unsignalled, t * 500 * MS, 1000 * MS));
         }
         assert_eq!((s.outstanding, s.longest_ns), (4, 0));
+    }
+
+    #[test]
+    fn a_replaced_qps_outstanding_work_is_not_the_new_ones() {
+        let ms = 1_000_000;
+        let mut s = QpState::default();
+        s.step(&r(5, 1), 0, 100 * ms);
+        assert!(s.step(&r(5, 1), 150 * ms, 100 * ms), "the old QP stalls");
+        assert!(s.replace(160 * ms), "the stall ends with its QP");
+        assert_eq!(s.longest_ns, 160 * ms);
+        assert!(
+            !s.step(&r(5, 1), 400 * ms, 100 * ms),
+            "the new QP has nothing outstanding"
+        );
+        assert!(!s.stalled() && s.outstanding == 0);
+        s.step(&r(5, 2), 410 * ms, 100 * ms);
+        assert_eq!(s.outstanding, 1, "the new QP's own WR counts");
+        assert!(s.step(&r(5, 2), 600 * ms, 100 * ms), "and can stall");
+        assert_eq!(s.episodes, 2);
     }
 
     #[test]

@@ -414,6 +414,19 @@ fn qp(q: &QpReport) -> promtext::Qp {
         id: q.id,
         role: q.role.map(str::to_owned),
         counts: counts(&q.counts, &q.latency),
+        monitor: q.monitor.as_ref().and_then(|m| {
+            Some(promtext::QpLatency {
+                count: q.latency.wqe_completion_histogram.iter().sum(),
+                mean_ns: m.wqe_completion_ns_mean?,
+                stddev_ns: m.wqe_completion_ns_stddev.unwrap_or(0.0),
+                quantiles_ns: [
+                    m.wqe_completion_ns_p50?,
+                    m.wqe_completion_ns_p90?,
+                    m.wqe_completion_ns_p99?,
+                    m.wqe_completion_ns_p999?,
+                ],
+            })
+        }),
     }
 }
 

@@ -207,6 +207,7 @@ fn serve(req: i32, ack: i32, interval_s: u64, prom_interval_s: u64, stall_tick_m
             // shows (and an ended one goes) within two ticks, not at the next interval.
             if stall.as_mut().is_some_and(Every::due) {
                 crate::stall_detector::tick();
+                crate::monitor::tick();
             }
             // (also a change seen by the tick before a file was built)
             if crate::stall_detector::take_changed() && prom.is_some() {

@@ -48,6 +48,12 @@ macro_rules! wqe_counts {
             num_write_wqe: u64, since 1, prom(RDMA_WRITES = "false");
             /// RDMA WRITE_WITH_IMM WQEs posted.
             num_write_imm_wqe: u64, since 1, prom(RDMA_WRITES = "true");
+            /// Present only when slow_threshold_ns > 0 (the WQE latency monitor on): measured
+            /// completions whose post-to-poll latency exceeded it, every one.
+            num_wqe_slow: Option<u64>, since 5, prom(WQES_SLOW);
+            /// Present only when stall_ms > 0: stall episodes (a stall that ends and comes back
+            /// counts twice), the ongoing one included.
+            num_stalls: Option<u64>, since 5, prom(STALL_EPISODES);
         }
     };
 }
@@ -222,7 +228,7 @@ mod tests {
         }
         assert_eq!(Field::num_wqe_sent.row().key, "num_wqe_sent");
         assert_eq!(Field::num_write_imm_wqe.row().key, "num_write_imm_wqe");
-        assert_eq!(Field::num_write_imm_wqe as usize, N - 1);
+        assert_eq!(Field::num_stalls as usize, N - 1);
     }
 
     /// A reader takes a file of any version it reads: a row an older file lacks is optional.

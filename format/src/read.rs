@@ -1,5 +1,5 @@
 //! The per-rank file as a reader takes it: typed data for every version this library has
-//! written ([`crate::READ_VERSIONS`]: 1 to 4; the tool maps the in-tree engine's files
+//! written ([`crate::READ_VERSIONS`]: 1 to 5; the tool maps the in-tree engine's files
 //! onto it through its `intree`).
 //!
 //! The tolerance of older versions is here: a key an older version lacks is optional
@@ -38,12 +38,16 @@ pub enum SourceFormat {
     /// state, its last post and completion times, and errors by status per device.
     #[serde(rename = "v4")]
     V4,
+    /// Version 5: version 4 plus the WQE latency monitor (slow_threshold_ns, num_wqe_slow,
+    /// num_stalls, a QP's port, local_lid and latency statistics).
+    #[serde(rename = "v5")]
+    V5,
     #[serde(rename = "intree-1.0")]
     InTree,
 }
 
 impl SourceFormat {
-    /// The format a file's "version" value names: 1 to 4 (this library's), or "1.0"
+    /// The format a file's "version" value names: 1 to 5 (this library's), or "1.0"
     /// (RCCL's in-tree engine); None for any other value.
     pub fn of_version(v: &serde_json::Value) -> Option<SourceFormat> {
         match v {
@@ -51,6 +55,7 @@ impl SourceFormat {
             serde_json::Value::Number(n) if n.as_i64() == Some(2) => Some(SourceFormat::V2),
             serde_json::Value::Number(n) if n.as_i64() == Some(3) => Some(SourceFormat::V3),
             serde_json::Value::Number(n) if n.as_i64() == Some(4) => Some(SourceFormat::V4),
+            serde_json::Value::Number(n) if n.as_i64() == Some(5) => Some(SourceFormat::V5),
             serde_json::Value::String(s) if s == crate::INTREE_VERSION => {
                 Some(SourceFormat::InTree)
             }
@@ -65,6 +70,7 @@ impl SourceFormat {
             SourceFormat::V2 => "v2",
             SourceFormat::V3 => "v3",
             SourceFormat::V4 => "v4",
+            SourceFormat::V5 => "v5",
             SourceFormat::InTree => "intree-1.0",
         }
     }
@@ -75,7 +81,11 @@ impl SourceFormat {
     pub fn has_wall_clock(self) -> bool {
         matches!(
             self,
-            SourceFormat::V1 | SourceFormat::V2 | SourceFormat::V3 | SourceFormat::V4
+            SourceFormat::V1
+                | SourceFormat::V2
+                | SourceFormat::V3
+                | SourceFormat::V4
+                | SourceFormat::V5
         )
     }
 }
@@ -119,6 +129,9 @@ pub struct TelemetryFile {
     /// Version 4: the communicators RCCL told of, live and finalized (None in older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub communicators: Option<Vec<Communicator>>,
+    /// Version 5: the WQE latency monitor's threshold in ns (0: off; None: an older file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_threshold_ns: Option<u64>,
     /// What wrote the file when it was not the library: "nccl_log" (`import` rebuilt it from
     /// NCCL/RCCL debug logs); None for the library's own files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -244,6 +257,13 @@ pub struct Device {
     /// Version 4: the finalized communicators' counts on this device (their channels are gone).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub finalized_comms: Vec<FinalizedComm>,
+    /// Version 5 (the WQE latency monitor on): completions above slow_threshold_ns, summed over
+    /// the device's channels and finalized communicators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_wqe_slow: Option<u64>,
+    /// Version 5 (stall detection on): stall episodes, summed likewise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_stalls: Option<u64>,
 }
 
 /// A remote NIC a device's QPs talk to (version 3, device "peers").
@@ -436,14 +456,6 @@ pub struct QueuePair {
     /// Only when it differs from the device's "gid".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_gid: Option<Text>,
-    /// The local port the QP was brought up on and that port's LID, where the writer records
-    /// them (a dual-port HCA, or subnets that repeat LIDs): the join then takes the QP's LID,
-    /// not its device's. No writer of this repository records them yet (the device's
-    /// "port"/"lid" stand for every QP of the device).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub local_lid: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<QpPeer>,
     /// Preload files only: "rc", "uc", "ud", ...
@@ -478,6 +490,56 @@ pub struct QueuePair {
     pub last_post_time: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_completion_time: Option<Box<str>>,
+    /// Version 5: the QP's local port and LID and the WQE latency monitor's statistics, behind
+    /// one pointer (None when the file has none of them: most QPs of most files).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<Box<QpMonitor>>,
+}
+
+/// A QP's local end and the WQE latency monitor's statistics (version 5).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QpMonitor {
+    /// The local port the QP was brought up on and that port's LID, where the writer records
+    /// them (a dual-port HCA, or subnets that repeat LIDs): the join then takes the QP's LID,
+    /// not its device's. The library's hooks write them null (the device's "port"/"lid" stand
+    /// for every QP of the device) unless the transport told the QP's LID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_lid: Option<u64>,
+    /// The monitor on and the QP measured a completion: its statistics.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<LatencyStats>,
+}
+
+impl QueuePair {
+    /// The local port the file records for the QP (None: the device's stands for it).
+    pub fn port(&self) -> Option<u64> {
+        self.monitor.as_ref().and_then(|m| m.port)
+    }
+
+    /// The QP's own LID where the file records one.
+    pub fn local_lid(&self) -> Option<u64> {
+        self.monitor.as_ref().and_then(|m| m.local_lid)
+    }
+
+    /// The WQE latency monitor's statistics of the QP, where the file has them.
+    pub fn latency_stats(&self) -> Option<&LatencyStats> {
+        self.monitor.as_ref().and_then(|m| m.stats.as_ref())
+    }
+}
+
+/// The WQE latency monitor's statistics of a QP's measured completions (version 5): the exact
+/// mean and sample standard deviation, and quantiles within 1/16 of the exact ones. Files
+/// `import`ed from NCCL's or RCCL's log lines carry upstream's (over one tracked WR at a time).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    pub wqe_completion_ns_mean: f64,
+    pub wqe_completion_ns_stddev: f64,
+    pub wqe_completion_ns_p50: u64,
+    pub wqe_completion_ns_p90: u64,
+    pub wqe_completion_ns_p99: u64,
+    pub wqe_completion_ns_p999: u64,
 }
 
 /// A QP's first error completion (version 4, queue pair "first_cq_error").
@@ -627,6 +689,30 @@ impl Device {
     pub fn sum_counters(&self, f: impl Fn(&Counters) -> u64) -> u64 {
         self.all_counters()
             .fold(0u64, |s, c| s.saturating_add(f(c)))
+    }
+
+    /// The sum of an optional counter over the device's channels and finalized records; None
+    /// when none of them has it (the writer did not count it).
+    pub fn sum_optional(&self, f: impl Fn(&Counters) -> Option<u64>) -> Option<u64> {
+        self.all_counters()
+            .filter_map(f)
+            .fold(None, |s: Option<u64>, v| {
+                Some(s.unwrap_or(0).saturating_add(v))
+            })
+    }
+
+    /// The WQE latency monitor's slow completions of the device (version 5): its own key, else
+    /// its channels' and records' sum (a file that lacks the device key); None with the
+    /// monitor off.
+    pub fn wqe_slow(&self) -> Option<u64> {
+        self.num_wqe_slow
+            .or_else(|| self.sum_optional(|c| c.num_wqe_slow))
+    }
+
+    /// Stall episodes of the device (version 5), as [`Device::wqe_slow`].
+    pub fn stalls(&self) -> Option<u64> {
+        self.num_stalls
+            .or_else(|| self.sum_optional(|c| c.num_stalls))
     }
 
     /// The communicators of the device's channels and finalized records, in order of first

@@ -48,8 +48,9 @@ pub const MAX_CHANNEL_ID: u32 = 511;
     )
 )]
 pub struct FileReport<D = Vec<DeviceReport>> {
-    /// The format version the file was written in: 4 added per-QP error completions and
-    /// last-progress times, errors by status per device, the cq_error and stall triggers, and
+    /// The format version the file was written in: 5 added the WQE latency monitor
+    /// (slow_threshold_ns, num_wqe_slow, num_stalls, a QP's port, local_lid, mean, stddev and
+    /// quantiles); 4 added per-QP error completions and last-progress times, errors by status per device, the cq_error and stall triggers, and
     /// communicators (rank, communicators, a channel's comm, a device's finalized_comms); 3 QP
     /// identities and peers, per-peer latency and the stall keys; 2 the log-scale completion
     /// histogram; 1 is the first. The Since column says which version added each key.
@@ -112,13 +113,18 @@ pub struct FileReport<D = Vec<DeviceReport>> {
     /// comm null).
     #[cfg_attr(feature = "schema", schemars(extend("x-since" = 4)))]
     pub communicators: Vec<CommunicatorReport>,
+    /// The WQE latency monitor's threshold in ns: RCCL_TELEMETRY_SLOW_NS, else NCCL's
+    /// NCCL_IB_WQE_LATENCY_THRESHOLD_NS; 0 when neither is set (the monitor off, and no
+    /// num_wqe_slow or monitor statistics keys).
+    #[cfg_attr(feature = "schema", schemars(extend("x-since" = 5)))]
+    pub slow_threshold_ns: u64,
     /// Present only when the file was not written by a process that loaded the library: nccl_log
     /// (`rccl-telemetry import` rebuilt it from NCCL/RCCL debug logs: no hardware counters, bytes,
     /// posts or per-channel split; latency only as the logs' quantiles).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
         feature = "schema",
-        schemars(with = "crate::schema::Source", extend("x-since" = 4))
+        schemars(with = "crate::schema::Source", extend("x-since" = 5))
     )]
     pub source: Option<&'static str>,
 }
@@ -314,6 +320,16 @@ pub struct DeviceReport<C = Vec<ChannelReport>> {
     /// (comm null) the sum of those past the cap. The device's totals are its channels' plus these.
     #[cfg_attr(feature = "schema", schemars(extend("x-since" = 4)))]
     pub finalized_comms: Vec<FinalizedCommReport>,
+    /// Present only when slow_threshold_ns > 0: num_wqe_slow of the device's channels and
+    /// finalized communicators, summed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u64", extend("x-since" = 5)))]
+    pub num_wqe_slow: Option<u64>,
+    /// Present only when stall_ms > 0: num_stalls of the device's channels and finalized
+    /// communicators, summed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u64", extend("x-since" = 5)))]
+    pub num_stalls: Option<u64>,
 }
 
 /// Error completions by status, as a map from the status name (`enum ibv_wc_status` without
@@ -691,6 +707,50 @@ pub struct QpReport {
     // Version 4 (per QP only).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub errors: Option<QpErrorReport>,
+    // Version 5 (per QP only): its local port and LID, the WQE latency monitor's statistics.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<QpMonitorReport>,
+}
+
+/// Version 5 queue-pair keys, after every older one: the QP's local end as told, and the WQE
+/// latency monitor's statistics of its measured completions.
+#[derive(Serialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct QpMonitorReport {
+    /// The local port the QP uses (the preload: from modify_qp); null when unknown (always with
+    /// the hooks, whose device "port" is null too).
+    #[cfg_attr(feature = "schema", schemars(range(max = 255), extend("x-since" = 5)))]
+    pub port: Option<u8>,
+    /// The QP's local LID as told (rcclTelemetryQpSetPeer, the preload); null when 0 or unknown.
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Lid>", extend("x-since" = 5)))]
+    pub local_lid: Option<u16>,
+    /// Present only when slow_threshold_ns > 0 and the QP measured a completion: the exact mean
+    /// post-to-poll latency in ns of its measured completions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "f64", range(min = 0), extend("x-since" = 5)))]
+    pub wqe_completion_ns_mean: Option<f64>,
+    /// Present with wqe_completion_ns_mean: their sample standard deviation in ns (n - 1; 0 for
+    /// one completion), exact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "f64", range(min = 0), extend("x-since" = 5)))]
+    pub wqe_completion_ns_stddev: Option<f64>,
+    /// Present with wqe_completion_ns_mean: their median in ns, from the QP's own log-scale
+    /// counts (within 1/16 of the exact value, and within the QP's min and max).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u64", extend("x-since" = 5)))]
+    pub wqe_completion_ns_p50: Option<u64>,
+    /// Present with wqe_completion_ns_mean: their 90th percentile in ns, as p50.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u64", extend("x-since" = 5)))]
+    pub wqe_completion_ns_p90: Option<u64>,
+    /// Present with wqe_completion_ns_mean: their 99th percentile in ns, as p50.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u64", extend("x-since" = 5)))]
+    pub wqe_completion_ns_p99: Option<u64>,
+    /// Present with wqe_completion_ns_mean: their 99.9th percentile in ns, as p50.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u64", extend("x-since" = 5)))]
+    pub wqe_completion_ns_p999: Option<u64>,
 }
 
 /// "hw_counters": the hw module's ordered keys.

@@ -1,6 +1,7 @@
-//! The file's key order: version 3's keys come after every older key, and version 4's after
-//! those, at the top, per device, per channel, per QP and per peer, with and without stall
-//! detection; the communicators' keys (c_tests/comm_sim.c) last of version 4's.
+//! The file's key order: version 3's keys come after every older key, version 4's after those
+//! and version 5's (the WQE latency monitor's) after those, at the top, per device, per
+//! channel, per QP and per peer, with and without stall detection; the communicators' keys
+//! (c_tests/comm_sim.c) last of version 4's.
 
 use super::common::*;
 use super::sim::*;
@@ -26,7 +27,7 @@ fn keys_at(text: &str, depth: usize) -> Vec<String> {
 #[test]
 fn version_3_and_4_keys_follow_every_older_key() {
     // With stall detection on (the default) its keys come last; with it off they are absent.
-    for (stall_ms, dev_stall, qp_stall) in [
+    for (stall_ms, dev_stall, qp_stall, dev_v5) in [
         (
             "1000",
             &["num_wqe_outstanding", "num_qps_stalled"][..],
@@ -37,8 +38,9 @@ fn version_3_and_4_keys_follow_every_older_key() {
                 "longest_stall_ms",
                 "longest_stall_start",
             ][..],
+            &["num_stalls"][..],
         ),
-        ("0", &[][..], &[][..]),
+        ("0", &[][..], &[][..], &[][..]),
     ] {
         let d = tempfile::tempdir().unwrap();
         run_sim(
@@ -49,8 +51,8 @@ fn version_3_and_4_keys_follow_every_older_key() {
         let text = std::fs::read_to_string(&telemetry_files(d.path())[0]).unwrap();
         let top = keys_at(&text, 1);
         assert_eq!(
-            top[top.len() - 3..],
-            ["stall_ms", "rank", "communicators"],
+            top[top.len() - 4..],
+            ["stall_ms", "rank", "communicators", "slow_threshold_ns"],
             "{top:?}"
         );
         let dev = keys_at(&text, 2);
@@ -59,6 +61,7 @@ fn version_3_and_4_keys_follow_every_older_key() {
             .iter()
             .chain(dev_stall)
             .chain(&["cq_errors_by_status", "finalized_comms"])
+            .chain(dev_v5)
             .copied()
             .collect();
         assert_eq!(dev[at..], want, "{dev:?}");
@@ -84,6 +87,7 @@ fn version_3_and_4_keys_follow_every_older_key() {
             .iter()
             .chain(qp_stall)
             .chain(&v4)
+            .chain(&["port", "local_lid"])
             .copied()
             .collect();
         assert_eq!(qp[qp.len() - want.len()..], want, "{qp:?}");
@@ -147,6 +151,7 @@ fn communicator_keys_come_last_and_in_order() {
         "num_slot_miss",
         "num_write_wqe",
         "num_write_imm_wqe",
+        "num_stalls",
         "num_req_completed",
         "num_data_qp",
         "num_cts_qp",

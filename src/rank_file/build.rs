@@ -69,7 +69,22 @@ fn role_name(r: u8) -> Option<&'static str> {
     }
 }
 
-fn qp_report(id: u64, role: u8, s: &QpSnapshot, buckets: usize, sampled: bool) -> QpReport {
+/// Which of the counters a row carries besides those every row has.
+#[derive(Clone, Copy)]
+struct RowKeys {
+    buckets: usize,
+    /// num_wqe_sampled (1-in-N sampling).
+    sampled: bool,
+    /// num_wqe_slow (the WQE latency monitor on).
+    slow: bool,
+    /// num_stalls (stall detection on).
+    stalls: bool,
+}
+
+fn qp_report(id: u64, role: u8, s: &QpSnapshot, k: RowKeys) -> QpReport {
+    let RowKeys {
+        buckets, sampled, ..
+    } = k;
     QpReport {
         id,
         role: role_name(role),
@@ -85,6 +100,8 @@ fn qp_report(id: u64, role: u8, s: &QpSnapshot, buckets: usize, sampled: bool) -
             num_slot_miss: s.slot_miss,
             num_write_wqe: s.write_wqe,
             num_write_imm_wqe: s.write_imm_wqe,
+            num_wqe_slow: k.slow.then_some(s.slow),
+            num_stalls: k.stalls.then_some(s.stalls),
         },
         latency: CompletionLatency {
             wqe_completion_ns_min: s.lat_min,
@@ -95,7 +112,32 @@ fn qp_report(id: u64, role: u8, s: &QpSnapshot, buckets: usize, sampled: bool) -
         identity: None,
         stall: None,
         errors: None,
+        monitor: None,
     }
+}
+
+/// A QP's version 5 keys: its local port and LID, and the monitor's statistics (None while
+/// the monitor is off for it or it measured nothing).
+fn qp_monitor_report(
+    info: Option<peers::QpInfo>,
+    stats: Option<crate::monitor::Stats>,
+) -> QpMonitorReport {
+    let info = info.unwrap_or_default();
+    let mut m = QpMonitorReport {
+        port: info.port,
+        local_lid: lid_key(info.local_lid),
+        ..QpMonitorReport::default()
+    };
+    if let Some(s) = stats {
+        let [p50, p90, p99, p999] = s.quantiles_ns;
+        m.wqe_completion_ns_mean = Some(s.mean_ns);
+        m.wqe_completion_ns_stddev = Some(s.stddev_ns);
+        m.wqe_completion_ns_p50 = Some(p50);
+        m.wqe_completion_ns_p90 = Some(p90);
+        m.wqe_completion_ns_p99 = Some(p99);
+        m.wqe_completion_ns_p999 = Some(p999);
+    }
+    m
 }
 
 fn comm_ref(c: &CommIdent) -> CommRef {
@@ -138,13 +180,8 @@ fn first_error_report(f: &crate::cq_errors::FirstError) -> FirstErrorReport {
 }
 
 /// A finalized communicator's record on a device, as the file shows it.
-fn finalized_report(
-    comm: Option<&CommIdent>,
-    r: &DevRecord,
-    buckets: usize,
-    sampled: bool,
-) -> FinalizedCommReport {
-    let t = qp_report(0, ROLE_UNKNOWN, &r.totals, buckets, sampled);
+fn finalized_report(comm: Option<&CommIdent>, r: &DevRecord, k: RowKeys) -> FinalizedCommReport {
+    let t = qp_report(0, ROLE_UNKNOWN, &r.totals, k);
     FinalizedCommReport {
         comm: comm.map(comm_ref),
         num_comms: r.num_comms,
@@ -179,8 +216,7 @@ fn finalized_report(
 
 /// What every QP row of a device is built with besides its own slot.
 pub struct Rows {
-    buckets: usize,
-    sampled: bool,
+    keys: RowKeys,
     verbs: bool,
     unknown: bool,
     dev_gid: Option<[u8; 16]>,
@@ -225,23 +261,32 @@ impl Totals {
 
 impl Rows {
     fn new(d: &Device, id: &Identity) -> Rows {
+        let stall = crate::stall_detector::device_clock(d.id);
         Rows {
-            buckets: id.histogram_buckets.clamp(1, 16) as usize,
-            sampled: id.latency_sample > 1,
+            keys: RowKeys {
+                buckets: id.histogram_buckets.clamp(1, 16) as usize,
+                sampled: id.latency_sample > 1,
+                slow: crate::monitor::slow_ns() > 0,
+                stalls: stall.is_some(),
+            },
             verbs: registry::verbs_keys(),
             unknown: d.channels_unknown.load(Relaxed),
             dev_gid: peers::dev_local(d.id).gid,
-            stall: crate::stall_detector::device_clock(d.id),
+            stall,
             comms: registry::comm::live().iter().map(|c| c.ident).collect(),
         }
     }
 
     /// One read of slot `i` of `c`.
     pub fn read(&self, c: &Channel, i: u64, slot: &'static RcclQpStats) -> SlotRead {
+        let mut s = slot.snapshot();
+        if self.keys.stalls {
+            s.stalls = crate::stall_detector::qp_state(c, i).map_or(0, |st| st.episodes);
+        }
         SlotRead {
             i,
             slot,
-            s: slot.snapshot(),
+            s,
             e: if self.verbs {
                 c.slots.ext(i).map(|e| e.snapshot()).unwrap_or_default()
             } else {
@@ -262,11 +307,13 @@ impl Rows {
 
     /// QP `r`'s row.
     pub fn qp_row(&self, c: &Channel, stall: &ChannelStall, r: &SlotRead) -> QpReport {
-        let mut q = qp_report(r.i, r.role, &r.s, self.buckets, self.sampled);
+        let mut q = qp_report(r.i, r.role, &r.s, self.keys);
         if self.verbs {
             q.verbs = Some((&r.e).into());
         }
-        q.identity = Some(qp_identity(c.peers.qp(r.i), self.dev_gid, self.verbs));
+        let info = c.peers.qp(r.i);
+        q.identity = Some(qp_identity(info, self.dev_gid, self.verbs));
+        q.monitor = Some(qp_monitor_report(info, crate::monitor::stats(r.slot)));
         let st = self.stall.as_ref().map(|v| {
             let st = if stall.copied {
                 stall.copy.get(r.i as usize).copied()
@@ -288,7 +335,7 @@ impl Rows {
     /// Channel `p`'s keys, from its totals, with `queue_pairs` as given.
     pub fn channel_report<Q>(&self, p: &ChannelPlan, t: &Totals, qps: Q) -> ChannelReport<Q> {
         let c = p.c;
-        let tr = qp_report(0, ROLE_UNKNOWN, &t.total, self.buckets, self.sampled);
+        let tr = qp_report(0, ROLE_UNKNOWN, &t.total, self.keys);
         ChannelReport {
             id: (!self.unknown).then_some(c.id()),
             counts: tr.counts,
@@ -341,6 +388,9 @@ pub struct DevicePlan {
     /// Taken by [`DevicePlan::report`] (a cell, so that the channels can borrow the plan
     /// while its report is made).
     peers: std::cell::Cell<Vec<PeerReport>>,
+    /// The device's num_wqe_slow and num_stalls (None: the monitor, detection off).
+    slow: Option<u64>,
+    stalls: Option<u64>,
     /// The finalized communicators' records on the device; taken like `peers`.
     finalized: std::cell::Cell<Vec<FinalizedCommReport>>,
     log_histogram: bool,
@@ -355,8 +405,23 @@ pub fn device_plan(d: &'static Device, id: &Identity) -> Result<DevicePlan, TryR
     let mut untracked = d.untracked_no_channel.load(Relaxed);
     let mut dev_log = [0u64; LOG_BUCKETS];
     let mut dev_peers = peers::DevPeers::new(id.log_histogram);
+    // num_wqe_slow and num_stalls of the device: its channels' QPs' and its finalized records'.
+    let (mut slow, mut stalls) = (0u64, 0u64);
+    let mut states = Vec::new();
     for c in d.channels() {
         channels.try_reserve(1)?;
+        for (i, q) in c.slots.iter() {
+            slow = slow.wrapping_add(q.slow.load(Relaxed));
+            if rows.keys.stalls {
+                if states.is_empty()
+                    && crate::stall_detector::channel_states(c, &mut states).is_err()
+                {
+                    states.clear();
+                }
+                stalls += states.get(i as usize).map_or(0, |s| s.episodes);
+            }
+        }
+        states.clear();
         let req = c.stats.req_completed.load(Relaxed);
         let is_active = req > 0 || c.slots.iter().any(|(_, q)| q.snapshot().active());
         active += u64::from(is_active);
@@ -393,12 +458,9 @@ pub fn device_plan(d: &'static Device, id: &Identity) -> Result<DevicePlan, TryR
         if let Some(l) = &r.log {
             l.add_to(&mut dev_log);
         }
-        finalized.push(finalized_report(
-            comm.as_ref(),
-            r,
-            rows.buckets,
-            rows.sampled,
-        ));
+        slow = slow.wrapping_add(r.totals.slow);
+        stalls = stalls.wrapping_add(r.totals.stalls);
+        finalized.push(finalized_report(comm.as_ref(), r, rows.keys));
     }
     let peers = dev_peers
         .finish()
@@ -408,6 +470,7 @@ pub fn device_plan(d: &'static Device, id: &Identity) -> Result<DevicePlan, TryR
             peer_report(p.key, p.lid, p.num_qps, p.num_qps_shared, h)
         })
         .collect();
+    let keys = rows.keys;
     Ok(DevicePlan {
         rows,
         channels,
@@ -418,6 +481,8 @@ pub fn device_plan(d: &'static Device, id: &Identity) -> Result<DevicePlan, TryR
         peers: std::cell::Cell::new(peers),
         finalized: std::cell::Cell::new(finalized),
         log_histogram: id.log_histogram,
+        slow: keys.slow.then_some(slow),
+        stalls: keys.stalls.then_some(stalls),
     })
 }
 
@@ -470,6 +535,8 @@ impl DevicePlan {
             }),
             cq_errors_by_status: status_counts(&crate::cq_errors::device(d.id)),
             finalized_comms: self.finalized.take(),
+            num_wqe_slow: self.slow,
+            num_stalls: self.stalls,
         }
     }
 }
@@ -583,6 +650,7 @@ pub fn file_report<D>(
                 finalize_time: l.finalize_wall_ns.map(rfc3339),
             })
             .collect(),
+        slow_threshold_ns: crate::monitor::slow_ns(),
         source: None,
     }
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
 use parking_lot::Mutex;
 
 use crate::counters::{QpExt, RcclQpStats};
-use crate::loghist::LogHist;
+use crate::loghist::{LogCounts, LogHist};
 
 use super::{device, verbs_keys, Channel};
 
@@ -31,6 +31,10 @@ pub struct SlotArena {
     segs: [AtomicPtr<RcclQpStats>; SEGMENTS],
     /// Parallel segments of `QpExt`, only when `verbs_keys()`.
     ext_segs: [AtomicPtr<QpExt>; SEGMENTS],
+    /// Parallel segments of each slot's own log-scale counts, only while the WQE latency
+    /// monitor is on (`monitor::slow_ns() != 0` when the segment is allocated): the slot's
+    /// `mon_hist` word is its entry's address.
+    mon_segs: [AtomicPtr<LogCounts>; SEGMENTS],
     /// Parallel segments of each slot's role (ROLE_*, one byte a slot): told once at setup,
     /// read by the report, never by the hot path, so it stays out of the slot and the slot's
     /// histogram word is a bare address.
@@ -58,11 +62,11 @@ struct SegHome {
     len: u64,
 }
 
-/// A slot as its words, to clear and check it whole (it is 32 atomic words, nothing else).
-fn words(q: &RcclQpStats) -> &[AtomicU64; 32] {
-    const _: () = assert!(std::mem::size_of::<RcclQpStats>() == 32 * 8);
-    // SAFETY: RcclQpStats is repr(C), made of AtomicU64 fields and arrays only, 256 bytes.
-    unsafe { &*(q as *const RcclQpStats as *const [AtomicU64; 32]) }
+/// A slot as its words, to clear and check it whole (it is 40 atomic words, nothing else).
+fn words(q: &RcclQpStats) -> &[AtomicU64; 40] {
+    const _: () = assert!(std::mem::size_of::<RcclQpStats>() == 40 * 8);
+    // SAFETY: RcclQpStats is repr(C), made of AtomicU64 fields and arrays only, 320 bytes.
+    unsafe { &*(q as *const RcclQpStats as *const [AtomicU64; 40]) }
 }
 
 /// The interposer's counters of a slot as their words.
@@ -129,6 +133,7 @@ impl SlotArena {
         SlotArena {
             segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             ext_segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            mon_segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             role_segs: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             len: AtomicU64::new(0),
             high: AtomicU64::new(0),
@@ -152,6 +157,7 @@ impl SlotArena {
         let first = self.len.load(Relaxed);
         let want = n.min(MAX_QPS_PER_CHANNEL.saturating_sub(first));
         let mask = crate::hot::rcclTelemetryHotV3.sample_mask.load(Relaxed);
+        let thr = crate::monitor::slow_ns();
         let mut granted = 0;
         while granted < want {
             let (seg, off) = locate(first + granted);
@@ -197,6 +203,16 @@ impl SlotArena {
                 }
                 self.ext_segs[seg].store(p, Release);
             }
+            if thr != 0 && self.mon_segs[seg].load(Relaxed).is_null() {
+                let layout =
+                    Layout::array::<LogCounts>(seg_len(seg) as usize).expect("segment layout");
+                // SAFETY: non-zero size; all-zero bytes are valid, empty LogCounts.
+                let p = unsafe { System.alloc_zeroed(layout) } as *mut LogCounts;
+                if p.is_null() {
+                    break;
+                }
+                self.mon_segs[seg].store(p, Release);
+            }
             let n = (seg_len(seg) - off).min(want - granted);
             // SAFETY: the segment is allocated and holds slots off..off + n.
             let seg_slots = unsafe {
@@ -205,10 +221,17 @@ impl SlotArena {
                     n as usize,
                 )
             };
-            for q in seg_slots {
+            let mon = self.mon_segs[seg].load(Relaxed);
+            for (k, q) in seg_slots.iter().enumerate() {
                 q.sample_mask.store(mask, Relaxed);
                 if let Some(h) = log {
                     q.set_log_hist(h);
+                }
+                if thr != 0 && !mon.is_null() {
+                    // SAFETY: the monitor segment parallels the slot segment: off + k is in it.
+                    q.mon_hist
+                        .store(unsafe { mon.add(off as usize + k) } as u64, Relaxed);
+                    q.mon_thr.store(thr, Relaxed);
                 }
             }
             granted += n;
@@ -250,6 +273,13 @@ impl SlotArena {
             if !e.is_null() {
                 // SAFETY: as for ext().
                 for w in ext_words(unsafe { &*e.add(off as usize) }) {
+                    w.store(0, Relaxed);
+                }
+            }
+            let m = self.mon_segs[seg].load(Acquire);
+            if !m.is_null() {
+                // SAFETY: as for ext(): allocated, never freed, seg_len(seg) entries.
+                for w in &unsafe { &*m.add(off as usize) }.0 {
                     w.store(0, Relaxed);
                 }
             }

@@ -9,6 +9,10 @@ pub struct Counts {
     /// Every counter of the table ([`crate::counters::FIELDS`]), in its order (an optional one
     /// absent is 0); index it with a [`Field`].
     pub values: [u64; N],
+    /// Whether each counter was told: an optional one only where the file or the slot has it
+    /// (a sum: where any of its parts has it). The renderer writes no series for an optional
+    /// counter nothing told (absent, not zero); the others it writes whatever this says.
+    pub present: [bool; N],
     /// The completion-latency histogram (buckets of the rank's interval, the last open).
     pub hist: Vec<u64>,
     /// The log-scale histogram, sparse and sorted: `(lo_ns, hi_ns, count)` with inclusive
@@ -34,6 +38,7 @@ impl Counts {
     /// and a latency histogram; no log-scale histogram.
     pub fn of(values: [Option<u64>; N], hist: Vec<u64>) -> Counts {
         Counts {
+            present: values.map(|v| v.is_some()),
             values: values.map(|v| v.unwrap_or(0)),
             hist,
             log_hist: Vec::new(),
@@ -43,6 +48,9 @@ impl Counts {
     pub fn add(&mut self, o: &Counts) {
         for (a, b) in self.values.iter_mut().zip(o.values) {
             *a = a.saturating_add(b);
+        }
+        for (a, b) in self.present.iter_mut().zip(o.present) {
+            *a |= b;
         }
         if self.hist.len() < o.hist.len() {
             self.hist.resize(o.hist.len(), 0);
@@ -71,6 +79,18 @@ pub struct Qp {
     /// "data", "cts", or None (not set).
     pub role: Option<String>,
     pub counts: Counts,
+    /// The WQE latency monitor's statistics (None: the monitor off, or nothing measured).
+    pub monitor: Option<QpLatency>,
+}
+
+/// The WQE latency monitor's statistics of a QP's measured completions, in ns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QpLatency {
+    pub count: u64,
+    pub mean_ns: f64,
+    pub stddev_ns: f64,
+    /// p50, p90, p99, p99.9.
+    pub quantiles_ns: [u64; 4],
 }
 
 /// The communicator a channel belongs to, as its series' labels: `comm` (RCCL's commHash,

@@ -9,6 +9,7 @@ pub enum Kind {
     Counter,
     Gauge,
     Histogram,
+    Summary,
 }
 
 impl Kind {
@@ -17,6 +18,7 @@ impl Kind {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
             Kind::Histogram => "histogram",
+            Kind::Summary => "summary",
         }
     }
 }
@@ -225,6 +227,20 @@ pub const CTS_SENT: Family = fam(
     S::Device,
     &["signalled"],
 );
+pub const WQES_SLOW: Family = fam(
+    "wqes_slow_total",
+    Counter,
+    "Measured completions above the WQE latency monitor's threshold (slow_threshold_ns).",
+    S::Device,
+    &[],
+);
+pub const STALL_EPISODES: Family = fam(
+    "stall_episodes_total",
+    Counter,
+    "Stall episodes of the QPs (a completion expected and none for stall_ms).",
+    S::Device,
+    &[],
+);
 pub const SLOT_MISSES: Family = fam(
     "slot_misses_total",
     Counter,
@@ -324,6 +340,23 @@ pub const CHANNEL_TOTALS: [Family; 3] = [REQUESTS, UNTRACKED_QPS, QPS];
 
 /// Every fixed family at the given depth (hardware counter families are named after the
 /// counters: see [`super::hw_metric`]).
+/// The WQE latency monitor's per-QP families (RCCL_TELEMETRY_SLOW_NS set; the QP level only):
+/// its quantiles as a summary, and its standard deviation.
+pub const WQE_LATENCY: Family = fam(
+    "wqe_latency_seconds",
+    Summary,
+    "The WQE latency monitor's post-to-poll latency of the QP's measured completions: p50, p90, p99 and p99.9 (within 1/16), the exact sum and the count.",
+    S::Qp,
+    &["quantile"],
+);
+pub const WQE_LATENCY_STDDEV: Family = fam(
+    "wqe_latency_stddev_seconds",
+    Gauge,
+    "The WQE latency monitor's sample standard deviation of the QP's measured completion latencies (exact).",
+    S::Qp,
+    &[],
+);
+
 pub fn families(level: Level) -> Vec<Family> {
     let mut v = vec![START_TIME, LAST_WRITE];
     let counts = crate::counters::families();
@@ -344,6 +377,7 @@ pub fn families(level: Level) -> Vec<Family> {
     }
     if level >= Level::Qp {
         v.extend(counts.iter().chain([&COMPLETION]).map(|f| f.at(S::Qp)));
+        v.extend([WQE_LATENCY, WQE_LATENCY_STDDEV]);
     }
     v
 }

@@ -1,9 +1,9 @@
 //! Test data shared by the renderers' tests: a rank with one used and one unused device.
 
-use super::data::{Channel, Counts, Device, Hw, Qp, Rank};
+use super::data::{Channel, Counts, Device, Hw, Qp, QpLatency, Rank};
 use super::families::Level;
 use super::render::render;
-use crate::counters::Field;
+use crate::counters::{Field, N};
 
 pub(super) fn counts(n: u64) -> Counts {
     let mut c = Counts {
@@ -21,9 +21,12 @@ pub(super) fn counts(n: u64) -> Counts {
         (Field::num_slot_miss, 0),
         (Field::num_write_wqe, n),
         (Field::num_write_imm_wqe, 0),
+        (Field::num_wqe_slow, 1),
+        (Field::num_stalls, 0),
     ] {
         c[f] = v;
     }
+    c.present = [true; N];
     c
 }
 
@@ -33,11 +36,18 @@ pub(super) fn rank(pid: u64) -> Rank {
             id: 0,
             role: Some("data".into()),
             counts: counts(4),
+            monitor: Some(QpLatency {
+                count: 4,
+                mean_ns: 1500.0,
+                stddev_ns: 20.5,
+                quantiles_ns: [1400, 1600, 2000, 2000],
+            }),
         },
         Qp {
             id: 1,
             role: None,
             counts: counts(2),
+            monitor: None,
         },
     ];
     let mut total = Counts::default();

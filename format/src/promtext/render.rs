@@ -4,10 +4,11 @@
 
 use std::collections::HashSet;
 
-use super::data::{Channel, Counts, Device, Rank};
+use super::data::{Channel, Counts, Device, QpLatency, Rank};
 use super::families::{
     Family, Level, Scope, Scope as S, ACTIVE_CHANNELS, CHANNEL_TOTALS, COMPLETION, COMPLETION_LOG,
-    CQ_ERRORS, CQ_POLLS, LAST_WRITE, RX_BYTES, START_TIME, TX_BYTES,
+    CQ_ERRORS, CQ_POLLS, LAST_WRITE, RX_BYTES, START_TIME, TX_BYTES, WQE_LATENCY,
+    WQE_LATENCY_STDDEV,
 };
 use super::hardware::hw_families;
 use super::syntax::{header, label, labels, prom_f64, sample, unique};
@@ -19,6 +20,8 @@ struct Item<'a> {
     counts: &'a Counts,
     interval_ns: u64,
     totals: Option<&'a Channel>,
+    /// A QP's WQE latency monitor statistics.
+    monitor: Option<&'a QpLatency>,
 }
 
 /// A used device of a kept rank: the rank's index, the device, its labels.
@@ -64,6 +67,7 @@ pub fn render(ranks: &[Rank], level: Level, out: &mut String) -> usize {
             counts: c,
             interval_ns: kept[*ri].hist_interval_ns,
             totals: None,
+            monitor: None,
         })
         .collect();
     counts_families(
@@ -85,6 +89,7 @@ pub fn render(ranks: &[Rank], level: Level, out: &mut String) -> usize {
         }
         if level >= Level::Qp && !qp_items.is_empty() {
             counts_families(out, S::Qp, &qp_items, Vec::new());
+            monitor_families(out, &qp_items);
         }
     }
     skipped
@@ -194,6 +199,7 @@ fn channel_and_qp_items<'a>(
                         counts: &q.counts,
                         interval_ns,
                         totals: None,
+                        monitor: q.monitor.as_ref(),
                     });
                 }
             }
@@ -202,6 +208,7 @@ fn channel_and_qp_items<'a>(
                 counts: &c.counts,
                 interval_ns,
                 totals: Some(c),
+                monitor: None,
             });
         }
     }
@@ -246,6 +253,16 @@ fn counter_families(out: &mut String, scope: Scope, items: &[Item]) {
     for fam in crate::counters::families() {
         let f = fam.at(scope);
         let name = f.name();
+        let rows = FIELDS
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.prom.is_some_and(|p| p.family.suffix == fam.suffix));
+        if !rows
+            .clone()
+            .any(|(i, _)| items.iter().any(|it| told(it, i)))
+        {
+            continue; // an optional counter no item has: no family at all
+        }
         header(out, &name, f.help, f.kind);
         let series: Vec<(String, usize)> = FIELDS
             .iter()
@@ -261,10 +278,18 @@ fn counter_families(out: &mut String, scope: Scope, items: &[Item]) {
             .collect();
         for it in items {
             for (extra, i) in &series {
-                sample(out, &name, &it.labels, extra, it.counts.values[*i]);
+                if told(it, *i) {
+                    sample(out, &name, &it.labels, extra, it.counts.values[*i]);
+                }
             }
         }
     }
+}
+
+/// Whether item `it` has counter `i`: every item has the table's always-present rows; an
+/// optional row only where it was told (absent, not zero).
+fn told(it: &Item, i: usize) -> bool {
+    !FIELDS[i].optional || it.counts.present[i]
 }
 
 /// Requests completed, untracked QPs and QPs by role of each device or channel.
@@ -283,6 +308,40 @@ fn totals_families(out: &mut String, scope: Scope, items: &[Item], totals: &[Dev
                 }
             }
         }
+    }
+}
+
+/// The WQE latency monitor's per-QP summary (quantiles, _sum, _count) and standard deviation,
+/// in seconds; only QPs with statistics have series.
+fn monitor_families(out: &mut String, items: &[Item]) {
+    let with: Vec<(&Item, &QpLatency)> = items
+        .iter()
+        .filter_map(|i| i.monitor.map(|m| (i, m)))
+        .collect();
+    if with.is_empty() {
+        return;
+    }
+    let name = WQE_LATENCY.name();
+    header(out, &name, WQE_LATENCY.help, WQE_LATENCY.kind);
+    let (sum, count) = (format!("{name}_sum"), format!("{name}_count"));
+    for (it, m) in &with {
+        for (q, v) in ["0.5", "0.9", "0.99", "0.999"].iter().zip(m.quantiles_ns) {
+            let extra = format!("quantile=\"{q}\"");
+            sample(out, &name, &it.labels, &extra, prom_f64(v as f64 / 1e9));
+        }
+        sample(
+            out,
+            &sum,
+            &it.labels,
+            "",
+            prom_f64(m.mean_ns * m.count as f64 / 1e9),
+        );
+        sample(out, &count, &it.labels, "", m.count);
+    }
+    let name = WQE_LATENCY_STDDEV.name();
+    header(out, &name, WQE_LATENCY_STDDEV.help, WQE_LATENCY_STDDEV.kind);
+    for (it, m) in &with {
+        sample(out, &name, &it.labels, "", prom_f64(m.stddev_ns / 1e9));
     }
 }
 
@@ -381,12 +440,14 @@ mod tests {
                 counts: &a,
                 interval_ns: 1000,
                 totals: None,
+                monitor: None,
             },
             Item {
                 labels: "host=\"h\",pid=\"2\"".into(),
                 counts: &b,
                 interval_ns: 1000,
                 totals: None,
+                monitor: None,
             },
         ];
         let mut out = String::new();
@@ -507,6 +568,46 @@ mod tests {
             .map(|x| x.rsplit_once(' ').unwrap().0)
             .collect();
         assert_eq!(distinct.len(), series.len(), "duplicate series");
+    }
+
+    #[test]
+    fn an_optional_counter_nothing_told_has_no_series_and_the_monitor_its_summary() {
+        let l = lines(Level::Qp);
+        assert!(l.contains(&"# TYPE rccl_telemetry_qp_wqe_latency_seconds summary".to_owned()));
+        let q99: Vec<&String> = l
+            .iter()
+            .filter(|x| {
+                x.starts_with("rccl_telemetry_qp_wqe_latency_seconds{")
+                    && x.contains("quantile=\"0.99\"")
+            })
+            .collect();
+        // One QP of each of the two distinct ranks has the monitor's statistics.
+        assert_eq!(q99.len(), 2, "{q99:?}");
+        assert!(q99.iter().all(|x| x.ends_with(" 0.000002")), "{q99:?}");
+        assert!(l.iter().any(
+            |x| x.starts_with("rccl_telemetry_qp_wqe_latency_seconds_count{") && x.ends_with(" 4")
+        ));
+        let mut r = super::super::fixtures::rank(1);
+        for d in &mut r.devices {
+            d.finalized.present[Field::num_wqe_slow as usize] = false;
+            for c in &mut d.channels {
+                c.counts.present[Field::num_wqe_slow as usize] = false;
+                for q in &mut c.qps {
+                    q.counts.present[Field::num_wqe_slow as usize] = false;
+                    q.monitor = None;
+                }
+            }
+        }
+        let mut out = String::new();
+        render(&[r], Level::Qp, &mut out);
+        assert!(
+            !out.contains("wqes_slow_total") && !out.contains("wqe_latency"),
+            "{out}"
+        );
+        assert!(
+            out.contains("rccl_telemetry_qp_stall_episodes_total{"),
+            "told rows stay"
+        );
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! buffer every key of the object before it fills any field, which took most of a file's parse
 //! time (the QPs are most of a file). Keys, defaults and what is required are the model's.
 
-use super::{Channel, CommRef, Counters, LogBucket, QpError, QpPeer, QueuePair, Text};
+use super::{
+    Channel, CommRef, Counters, LatencyStats, LogBucket, QpError, QpMonitor, QpPeer, QueuePair,
+    Text,
+};
 use crate::counters::{with_rows, wqe_counts};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -117,6 +120,18 @@ wqe_counts!(wire_struct QueuePairWire {
     last_post_time: Option<Box<str>>,
     #[serde(default)]
     last_completion_time: Option<Box<str>>,
+    #[serde(default)]
+    wqe_completion_ns_mean: Option<f64>,
+    #[serde(default)]
+    wqe_completion_ns_stddev: Option<f64>,
+    #[serde(default)]
+    wqe_completion_ns_p50: Option<u64>,
+    #[serde(default)]
+    wqe_completion_ns_p90: Option<u64>,
+    #[serde(default)]
+    wqe_completion_ns_p99: Option<u64>,
+    #[serde(default)]
+    wqe_completion_ns_p999: Option<u64>,
 });
 
 impl From<QueuePairWire> for QueuePair {
@@ -127,8 +142,6 @@ impl From<QueuePairWire> for QueuePair {
             counters: counters!(w),
             qp_num: w.qp_num,
             local_gid: w.local_gid,
-            port: w.port,
-            local_lid: w.local_lid,
             peer: w.peer,
             qp_type: w.qp_type,
             num_ud_peers: w.num_ud_peers,
@@ -143,6 +156,23 @@ impl From<QueuePairWire> for QueuePair {
             qp_state: w.qp_state,
             last_post_time: w.last_post_time,
             last_completion_time: w.last_completion_time,
+            monitor: {
+                let stats = w.wqe_completion_ns_mean.map(|mean| LatencyStats {
+                    wqe_completion_ns_mean: mean,
+                    wqe_completion_ns_stddev: w.wqe_completion_ns_stddev.unwrap_or(0.0),
+                    wqe_completion_ns_p50: w.wqe_completion_ns_p50.unwrap_or(0),
+                    wqe_completion_ns_p90: w.wqe_completion_ns_p90.unwrap_or(0),
+                    wqe_completion_ns_p99: w.wqe_completion_ns_p99.unwrap_or(0),
+                    wqe_completion_ns_p999: w.wqe_completion_ns_p999.unwrap_or(0),
+                });
+                (w.port.is_some() || w.local_lid.is_some() || stats.is_some()).then(|| {
+                    Box::new(QpMonitor {
+                        port: w.port,
+                        local_lid: w.local_lid,
+                        stats,
+                    })
+                })
+            },
         }
     }
 }

@@ -104,12 +104,14 @@ fn every_row_is_written_in_the_tables_order_and_read_back() {
     }
 }
 
-/// Counts whose every row has a value of its own: row i of item k is `base + 100 k + i`.
+/// Counts whose every row has a value of its own (and is told): row i of item k is
+/// `base + 100 k + i`.
 fn distinct(base: u64) -> promtext::Counts {
     let mut c = promtext::Counts::default();
     for (i, v) in c.values.iter_mut().enumerate() {
         *v = base + i as u64;
     }
+    c.present = [true; rccl_telemetry_format::counters::N];
     c
 }
 
@@ -119,6 +121,7 @@ fn every_row_with_a_family_has_its_series_at_every_scope_and_the_others_none() {
         id: 0,
         role: Some("data".into()),
         counts: distinct(7_000_100),
+        monitor: None,
     };
     let channel = promtext::Channel {
         id: Some(3),

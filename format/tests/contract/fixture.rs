@@ -99,6 +99,16 @@ fn qp(shape: Shape, which: usize) -> QpReport {
             last_post_time: full.then(t),
             last_completion_time: full.then(t),
         }),
+        monitor: (shape != Bare).then(|| QpMonitorReport {
+            port: full.then_some(1),
+            local_lid: full.then_some(3),
+            wqe_completion_ns_mean: full.then_some(1500.5),
+            wqe_completion_ns_stddev: full.then_some(20.25),
+            wqe_completion_ns_p50: full.then_some(1400),
+            wqe_completion_ns_p90: full.then_some(2000),
+            wqe_completion_ns_p99: full.then_some(9000),
+            wqe_completion_ns_p999: full.then_some(90_000),
+        }),
     }
 }
 
@@ -116,6 +126,8 @@ fn counts(k: u64, full: bool) -> WqeCounts {
         num_slot_miss: k,
         num_write_wqe: 5 * k,
         num_write_imm_wqe: 5 * k,
+        num_wqe_slow: full.then_some(k),
+        num_stalls: full.then_some(2 * k),
     }
 }
 
@@ -242,6 +254,8 @@ fn device(shape: Shape) -> DeviceReport {
         }),
         cq_errors_by_status: statuses(),
         finalized_comms: if bare { vec![] } else { vec![finalized(shape)] },
+        num_wqe_slow: full.then_some(2),
+        num_stalls: full.then_some(4),
     }
 }
 
@@ -280,6 +294,7 @@ pub fn file(shape: Shape) -> FileReport {
                 finalize_time: full.then(t),
             }]
         },
+        slow_threshold_ns: if full { 100_000 } else { 0 },
         source: full.then_some("nccl_log"),
     }
 }

@@ -98,6 +98,17 @@ fn device(d: &Device) -> promtext::Device {
                         id: q.id,
                         role: q.role.as_deref().map(String::from),
                         counts: counts(&q.counters),
+                        monitor: q.latency_stats().map(|s| promtext::QpLatency {
+                            count: q.counters.wqe_completion_histogram.iter().sum(),
+                            mean_ns: s.wqe_completion_ns_mean,
+                            stddev_ns: s.wqe_completion_ns_stddev,
+                            quantiles_ns: [
+                                s.wqe_completion_ns_p50,
+                                s.wqe_completion_ns_p90,
+                                s.wqe_completion_ns_p99,
+                                s.wqe_completion_ns_p999,
+                            ],
+                        }),
                     })
                     .collect(),
             })

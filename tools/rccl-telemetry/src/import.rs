@@ -31,7 +31,6 @@
 pub mod build;
 pub mod hist;
 pub mod line;
-pub mod monitor;
 
 use line::{Event, Parsed, Prefix};
 use serde::Serialize;

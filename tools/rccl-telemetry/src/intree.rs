@@ -382,6 +382,7 @@ pub fn to_model(v: &Value) -> Result<TelemetryFile, String> {
         stall_ms: None,
         rank: None,
         communicators: None,
+        slow_threshold_ns: None,
         source: None,
     })
 }

@@ -128,6 +128,12 @@ pub struct DeviceRow {
     pub num_cq_errors: u64,
     pub num_qp_untracked: u64,
     pub num_slot_miss: u64,
+    /// The WQE latency monitor's slow completions (None: the monitor was off, or an older file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_wqe_slow: Option<u64>,
+    /// The threshold they were counted against (the file's slow_threshold_ns).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_threshold_ns: Option<u64>,
     pub active_channels: u64,
     pub histogram_interval_ns: u64,
     /// The device's completion-latency histogram (the sum over its channels).
@@ -209,6 +215,13 @@ pub struct Summary {
     pub num_cq_errors: u64,
     pub num_qp_untracked: u64,
     pub num_slot_miss: u64,
+    /// The WQE latency monitor's slow completions over the used devices that counted them
+    /// (None: no file had the monitor on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_wqe_slow: Option<u64>,
+    /// The thresholds they were counted against, each once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slow_thresholds_ns: Vec<u64>,
     pub hw_samples: usize,
     pub hw_samples_dropped: u64,
     pub percentile_method: &'static str,
@@ -257,6 +270,8 @@ fn device_row(path: &str, f: &TelemetryFile, d: &Device) -> DeviceRow {
         num_cq_errors: d.num_cq_errors,
         num_qp_untracked: d.num_qp_untracked,
         num_slot_miss: d.sum_counters(|c| c.num_slot_miss),
+        num_wqe_slow: d.wqe_slow(),
+        slow_threshold_ns: d.wqe_slow().and(f.slow_threshold_ns.filter(|&t| t > 0)),
         active_channels: d.active_channels,
         histogram_interval_ns: f.histogram_interval_ns,
         latency: Latency::of(&hist, f.histogram_interval_ns, mn, mx),
@@ -525,6 +540,16 @@ pub fn summarize(run: &Run, all_devices: bool) -> Summary {
         num_cq_errors: sum(|r| r.num_cq_errors),
         num_qp_untracked: sum(|r| r.num_qp_untracked),
         num_slot_miss: sum(|r| r.num_slot_miss),
+        num_wqe_slow: used_rows()
+            .filter_map(|r| r.num_wqe_slow)
+            .fold(None, |s: Option<u64>, v| {
+                Some(s.unwrap_or(0).saturating_add(v))
+            }),
+        slow_thresholds_ns: used_rows()
+            .filter_map(|r| r.slow_threshold_ns)
+            .collect::<std::collections::BTreeSet<u64>>()
+            .into_iter()
+            .collect(),
         hw_samples: t.hw_samples,
         hw_samples_dropped: t.hw_dropped,
         percentile_method: PERCENTILE_METHOD,

@@ -138,6 +138,7 @@ pub fn rows<'a>(path: &'a str, f: &'a TelemetryFile, level: Level, emit: &mut dy
                         ..cb.clone()
                     };
                     counter_rows(&qb, &q.counters, emit);
+                    monitor_rows(&qb, q, emit);
                 }
             }
         }
@@ -288,4 +289,47 @@ pub fn write_tidy(
         return Err(e);
     }
     w.flush().map_err(|e| e.to_string())
+}
+
+/// A QP's local end and the WQE latency monitor's statistics (version 5), where the file has
+/// them; the mean and standard deviation rounded to the ns (the values are integers).
+fn monitor_rows<'a>(base: &Row<'a>, q: &'a crate::model::QueuePair, emit: &mut dyn FnMut(Row<'a>)) {
+    let s = q.latency_stats();
+    let round = |v: f64| Some(v.round().clamp(0.0, i64::MAX as f64) as i64);
+    for (m, v) in [
+        ("port", q.port().and_then(clamp_u64)),
+        ("local_lid", q.local_lid().and_then(clamp_u64)),
+        (
+            "wqe_completion_ns_mean",
+            s.and_then(|s| round(s.wqe_completion_ns_mean)),
+        ),
+        (
+            "wqe_completion_ns_stddev",
+            s.and_then(|s| round(s.wqe_completion_ns_stddev)),
+        ),
+        (
+            "wqe_completion_ns_p50",
+            s.and_then(|s| clamp_u64(s.wqe_completion_ns_p50)),
+        ),
+        (
+            "wqe_completion_ns_p90",
+            s.and_then(|s| clamp_u64(s.wqe_completion_ns_p90)),
+        ),
+        (
+            "wqe_completion_ns_p99",
+            s.and_then(|s| clamp_u64(s.wqe_completion_ns_p99)),
+        ),
+        (
+            "wqe_completion_ns_p999",
+            s.and_then(|s| clamp_u64(s.wqe_completion_ns_p999)),
+        ),
+    ] {
+        if v.is_some() {
+            emit(Row {
+                metric: m,
+                value: v,
+                ..base.clone()
+            });
+        }
+    }
 }

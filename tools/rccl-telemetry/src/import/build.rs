@@ -1,6 +1,6 @@
 //! One process of the logs as a rank file, built from the format crate's writer types (the
-//! library's own), so every key is one the readers and the schema know; the monitor's figures
-//! go beside them through [`super::monitor`].
+//! library's own), so every key is one the readers and the schema know, the WQE latency
+//! monitor's among them.
 //!
 //! Devices: the `Using` line's NICs in its order (its index is the device id), then any device
 //! only a QP line names. Each device has one channel with a null id (a log has no channel
@@ -9,7 +9,6 @@
 //! keys and the file's `source` says they were never counted; the hardware counters read -1.
 
 use super::hist::{rebuild, Rebuilt};
-use super::monitor::{FileMonitor, QpMonitor, WithMonitor};
 use super::{Qp, Rank, UNKNOWN_DEV};
 use crate::model::format_timestamp_ns;
 use rccl_telemetry_format::vocab::{self, Kind};
@@ -17,7 +16,8 @@ use rccl_telemetry_format::wc_status::{order_key, status_name};
 use rccl_telemetry_format::write::{
     ChannelReport, CommRef, CommunicatorReport, CompletionLatency, DeviceReport, DeviceStallReport,
     FileReport, FirstErrorReport, GidIp, GidText, HwCounters, HwValue, LogBuckets, PeerReport,
-    QpErrorReport, QpIdentity, QpPeerReport, QpReport, QpStallReport, StatusCounts, WqeCounts,
+    QpErrorReport, QpIdentity, QpMonitorReport, QpPeerReport, QpReport, QpStallReport,
+    StatusCounts, WqeCounts,
 };
 use rccl_telemetry_format::FORMAT_VERSION;
 use std::collections::BTreeMap;
@@ -27,12 +27,12 @@ use std::path::{Path, PathBuf};
 pub const INTERVAL_NS: u64 = 30_000;
 pub const BUCKETS: usize = 5;
 
-type Q = WithMonitor<QpReport, QpMonitor>;
+type Q = QpReport;
 /// A remote NIC: its GID, else its LID.
 type PeerKey = (Option<[u8; 16]>, Option<u16>);
 /// Log-scale buckets being summed: lower bound -> (upper bound, count).
 type LogSum = BTreeMap<u64, (u64, u64)>;
-type File = WithMonitor<FileReport<Vec<DeviceReport<Vec<ChannelReport<Vec<Q>>>>>>, FileMonitor>;
+type File = FileReport<Vec<DeviceReport<Vec<ChannelReport<Vec<Q>>>>>>;
 
 /// The file's name: the library's, with uid 0 (a log does not say it).
 pub fn file_name(r: &Rank) -> String {
@@ -84,8 +84,9 @@ struct Built {
     peer: Option<PeerKey>,
 }
 
-/// `sent` send completions and `recv` receive completions, each WR posted and drained.
-fn counts(sent: u64, recv: u64) -> WqeCounts {
+/// `sent` send completions and `recv` receive completions, each WR posted and drained; `slow`
+/// of them above the monitor's threshold and `stalls` stall episodes (None: not counted).
+fn counts(sent: u64, recv: u64, slow: Option<u64>, stalls: Option<u64>) -> WqeCounts {
     WqeCounts {
         num_wqe_sent: sent,
         num_recv_wqe: recv,
@@ -98,6 +99,8 @@ fn counts(sent: u64, recv: u64) -> WqeCounts {
         num_slot_miss: 0,
         num_write_wqe: 0,
         num_write_imm_wqe: 0,
+        num_wqe_slow: slow,
+        num_stalls: stalls,
     }
 }
 
@@ -106,7 +109,7 @@ fn qp(
     qpn: Option<u32>,
     q: &Qp,
     dev_gid: Option<[u8; 16]>,
-    stall_on: bool,
+    (stall_on, slow_on): (bool, bool),
     end: i128,
 ) -> Built {
     let figs = completions(q);
@@ -162,12 +165,12 @@ fn qp(
     });
     let measured = figs.filter(|_| send).map(|f| f.1);
     let ns = |v: f64| v.round() as u64;
-    let monitor = QpMonitor {
-        num_wqe_slow: q
-            .summary
-            .map(|s| s.1)
-            .or((q.slow_lines > 0).then_some(q.slow_lines)),
-        num_stalls: stall_on.then_some(q.stalls),
+    // Completions above the threshold: the summary's `slow=`, else the slow lines seen (a lower
+    // bound: the monitor prints at most one a second per QP); counted when the file has a
+    // threshold.
+    let slow = slow_on.then(|| q.summary.map_or(q.slow_lines, |s| s.1));
+    let stalls = stall_on.then_some(q.stalls);
+    let monitor = QpMonitorReport {
         wqe_completion_ns_mean: measured.map(|f| f.mean),
         wqe_completion_ns_stddev: measured.map(|f| f.stddev),
         wqe_completion_ns_p50: measured.map(|f| ns(f.p50)),
@@ -179,33 +182,31 @@ fn qp(
     };
     let errors = !q.errors.is_empty();
     Built {
-        qp: WithMonitor {
-            inner: QpReport {
-                id: slot,
-                role: None,
-                counts: counts(sent, recv),
-                latency: CompletionLatency {
-                    wqe_completion_ns_min: min,
-                    wqe_completion_ns_max: max,
-                    wqe_completion_histogram: linear,
-                },
-                verbs: None,
-                identity: Some(QpIdentity {
-                    qp_num: qpn,
-                    local_gid: q.local_gid.filter(|g| Some(*g) != dev_gid).map(GidText),
-                    peer,
-                    qp_type: None,
-                }),
-                stall,
-                errors: Some(QpErrorReport {
-                    cq_errors: StatusCounts(by),
-                    first_cq_error: first,
-                    qp_state: errors.then_some("ERR"),
-                    last_post_time: None,
-                    last_completion_time: None,
-                }),
+        qp: QpReport {
+            id: slot,
+            role: None,
+            counts: counts(sent, recv, slow, stalls),
+            latency: CompletionLatency {
+                wqe_completion_ns_min: min,
+                wqe_completion_ns_max: max,
+                wqe_completion_histogram: linear,
             },
-            monitor,
+            verbs: None,
+            identity: Some(QpIdentity {
+                qp_num: qpn,
+                local_gid: q.local_gid.filter(|g| Some(*g) != dev_gid).map(GidText),
+                peer,
+                qp_type: None,
+            }),
+            stall,
+            errors: Some(QpErrorReport {
+                cq_errors: StatusCounts(by),
+                first_cq_error: first,
+                qp_state: errors.then_some("ERR"),
+                last_post_time: None,
+                last_completion_time: None,
+            }),
+            monitor: Some(monitor),
         },
         log,
         peer: peer_key,
@@ -251,7 +252,7 @@ fn device(
     id: u32,
     name: &str,
     port: Option<u8>,
-    stall_on: bool,
+    (stall_on, slow_on): (bool, bool),
     end: i128,
 ) -> DeviceReport<Vec<ChannelReport<Vec<Q>>>> {
     let dev_gid = r
@@ -269,7 +270,7 @@ fn device(
             break;
         }
         lid = lid.or(q.lid.filter(|l| *l > 0));
-        let b = qp(qps.len() as u64, *qpn, q, dev_gid, stall_on, end);
+        let b = qp(qps.len() as u64, *qpn, q, dev_gid, (stall_on, slow_on), end);
         add_log(&mut chan_log, &b.log);
         if let Some(k) = b.peer {
             let e = peers.entry(k).or_default();
@@ -279,27 +280,28 @@ fn device(
         qps.push(b.qp);
     }
     let sum = |f: fn(&Q) -> u64| qps.iter().map(f).sum::<u64>();
+    let opt_sum = |f: fn(&Q) -> Option<u64>| qps.iter().map(f).sum::<Option<u64>>();
     let c = counts(
-        sum(|q| q.inner.counts.num_wqe_sent),
-        sum(|q| q.inner.counts.num_recv_wqe),
+        sum(|q| q.counts.num_wqe_sent),
+        sum(|q| q.counts.num_recv_wqe),
+        slow_on.then(|| opt_sum(|q| q.counts.num_wqe_slow).unwrap_or(0)),
+        stall_on.then(|| opt_sum(|q| q.counts.num_stalls).unwrap_or(0)),
     );
+    let (dev_slow, dev_stalls) = (c.num_wqe_slow, c.num_stalls);
     let mut linear = vec![0u64; BUCKETS];
     for q in &qps {
-        for (a, b) in linear
-            .iter_mut()
-            .zip(&q.inner.latency.wqe_completion_histogram)
-        {
+        for (a, b) in linear.iter_mut().zip(&q.latency.wqe_completion_histogram) {
             *a += b;
         }
     }
     let mins = qps
         .iter()
-        .map(|q| q.inner.latency.wqe_completion_ns_min)
+        .map(|q| q.latency.wqe_completion_ns_min)
         .filter(|m| *m >= 0);
     let min = mins.min().unwrap_or(-1);
     let max = qps
         .iter()
-        .map(|q| q.inner.latency.wqe_completion_ns_max)
+        .map(|q| q.latency.wqe_completion_ns_max)
         .max()
         .unwrap_or(-1);
     let mut by: BTreeMap<i32, u64> = BTreeMap::new();
@@ -316,11 +318,11 @@ fn device(
     let active = c.num_wqe_sent + c.num_recv_wqe > 0;
     let stalled = qps
         .iter()
-        .filter(|q| q.inner.stall.as_ref().is_some_and(|s| s.stalled))
+        .filter(|q| q.stall.as_ref().is_some_and(|s| s.stalled))
         .count() as u64;
     let outstanding = qps
         .iter()
-        .filter_map(|q| q.inner.stall.as_ref().map(|s| s.num_wqe_outstanding))
+        .filter_map(|q| q.stall.as_ref().map(|s| s.num_wqe_outstanding))
         .sum();
     let channels = if qps.is_empty() {
         Vec::new()
@@ -355,6 +357,8 @@ fn device(
         num_channels: None,
         active_channels: u64::from(active),
         num_qp_untracked: 0,
+        num_wqe_slow: dev_slow,
+        num_stalls: dev_stalls,
         wqe_size_stats: Vec::new(),
         channels,
         hw_counters: unavailable(),
@@ -404,10 +408,13 @@ fn file(r: &Rank) -> File {
     let start = r.first_ns.or(r.mtime_ns).unwrap_or(0);
     let end = r.last_ns.or(r.mtime_ns).unwrap_or(start).max(start);
     let stall_on = r.stall_thr.is_some();
+    // The monitor's one threshold is both its slow line's and its stall line's.
+    let threshold = r.slow_thr.or(r.stall_thr).unwrap_or(0);
+    let slow_on = threshold > 0;
     let devices = devices(r)
         .into_iter()
         .filter(|(_, n, _)| n != UNKNOWN_DEV || r.qps.keys().any(|k| k.0 == UNKNOWN_DEV))
-        .map(|(id, n, p)| device(r, id, &n, p, stall_on, end))
+        .map(|(id, n, p)| device(r, id, &n, p, (stall_on, slow_on), end))
         .collect();
     // The world's rank: the rank in the largest communicator.
     let rank = r
@@ -428,29 +435,25 @@ fn file(r: &Rank) -> File {
             })
         })
         .collect();
-    WithMonitor {
-        inner: FileReport {
-            version: FORMAT_VERSION,
-            host_name: r.host.clone(),
-            process_name: "unknown".into(),
-            process_id: r.pid.max(1),
-            start_time: ts(start),
-            end_time: ts(end),
-            is_final: true,
-            trigger: "import".into(),
-            transport: Some(if r.ib_cast { "IB-CAST" } else { "IB" }.into()),
-            histogram_interval_ns: INTERVAL_NS,
-            latency_sample_interval: None,
-            devices,
-            hw_samples: None,
-            hw_samples_dropped: None,
-            stall_ms: r.stall_thr.map_or(0, |t| (t / 1_000_000).max(1)),
-            rank,
-            communicators,
-            source: Some("nccl_log"),
-        },
-        monitor: FileMonitor {
-            slow_threshold_ns: r.slow_thr.or(r.stall_thr),
-        },
+    FileReport {
+        version: FORMAT_VERSION,
+        host_name: r.host.clone(),
+        process_name: "unknown".into(),
+        process_id: r.pid.max(1),
+        start_time: ts(start),
+        end_time: ts(end),
+        is_final: true,
+        trigger: "import".into(),
+        transport: Some(if r.ib_cast { "IB-CAST" } else { "IB" }.into()),
+        histogram_interval_ns: INTERVAL_NS,
+        latency_sample_interval: None,
+        devices,
+        hw_samples: None,
+        hw_samples_dropped: None,
+        stall_ms: r.stall_thr.map_or(0, |t| (t / 1_000_000).max(1)),
+        rank,
+        communicators,
+        slow_threshold_ns: threshold,
+        source: Some("nccl_log"),
     }
 }

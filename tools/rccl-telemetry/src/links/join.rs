@@ -46,6 +46,9 @@ struct Acc {
     outstanding: Option<u64>,
     stalled: Option<u64>,
     longest: Option<u64>,
+    /// The WQE latency monitor: slow completions, and the largest p99 of any of the QPs.
+    slow: Option<u64>,
+    qp_p99: Option<u64>,
     /// The sending devices (indices into the device table), each once.
     devs: Vec<u32>,
     lin: Vec<u64>,
@@ -277,6 +280,10 @@ fn add_qp(e: &mut Acc, p: &Parts, r: &QpRef, t: &QpRef) {
     if let Some(ls) = r.qp.longest_stall_ms {
         e.longest = Some(e.longest.unwrap_or(0).max(ls));
     }
+    add_opt(&mut e.slow, c.num_wqe_slow);
+    if let Some(s) = r.qp.latency_stats() {
+        e.qp_p99 = Some(e.qp_p99.unwrap_or(0).max(s.wqe_completion_ns_p99));
+    }
     if !e.devs.contains(&r.dev) {
         e.devs.push(r.dev);
     }
@@ -369,6 +376,8 @@ fn link(
         wrs_outstanding: e.outstanding,
         qps_stalled: e.stalled,
         longest_stall_ms: e.longest,
+        wrs_slow: e.slow,
+        qp_p99_max_ns: e.qp_p99,
     }
 }
 

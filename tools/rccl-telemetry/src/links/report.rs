@@ -83,6 +83,12 @@ pub struct Link {
     pub wrs_outstanding: Option<u64>,
     pub qps_stalled: Option<u64>,
     pub longest_stall_ms: Option<u64>,
+    /// The WQE latency monitor (version 5): src's completions above its threshold on these QPs,
+    /// and the largest p99 of any one of them (its own, exact to 1/16, over every measured WR).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wrs_slow: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qp_p99_max_ns: Option<u64>,
 }
 
 /// QPs of one NIC whose peer is in no file, grouped by the remote NIC they name.

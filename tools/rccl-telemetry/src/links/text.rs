@@ -102,6 +102,10 @@ pub fn render_text(r: &LinkReport, top: usize, layout: Layout) -> String {
             .collect();
         out.push_str(&table(&LINK_COLUMNS, &cells, layout).0);
         out.push('\n');
+        if let Some(l) = slow_links(r, top) {
+            out.push_str(&layout.wrap(&l));
+            out.push('\n');
+        }
         if n < order.len() {
             out.push_str(&format!("... and {} more links, slowest first above (--top 0 shows all, --json has every link)\n", order.len() - n));
             out.push_str(&host_pairs(r, top, layout));
@@ -219,4 +223,50 @@ fn host_pairs(r: &LinkReport, top: usize, layout: Layout) -> String {
     out.push_str(&table(&COLS, &cells, layout).0);
     out.push('\n');
     out
+}
+
+/// The links with slow WQEs (the WQE latency monitor's num_wqe_slow), most first, as one line;
+/// None when no link has any (the monitor off, or nothing above its threshold).
+fn slow_links(r: &LinkReport, top: usize) -> Option<String> {
+    let mut slow: Vec<&Link> = r
+        .links
+        .iter()
+        .filter(|l| l.wrs_slow.is_some_and(|n| n > 0))
+        .collect();
+    if slow.is_empty() {
+        return None;
+    }
+    slow.sort_by_key(|l| std::cmp::Reverse(l.wrs_slow));
+    let k = if top == 0 {
+        slow.len()
+    } else {
+        top.min(slow.len())
+    };
+    let items: Vec<String> = slow[..k]
+        .iter()
+        .map(|l| {
+            let p99 = l
+                .qp_p99_max_ns
+                .map(|p| format!(", a QP's p99 up to {}", fmt_ns(p as f64)))
+                .unwrap_or_default();
+            format!(
+                "{}:{} -> {}:{} {}{p99}",
+                l.src.host,
+                l.src.device,
+                l.dst.host,
+                l.dst.device,
+                fmt_count(l.wrs_slow.unwrap_or(0))
+            )
+        })
+        .collect();
+    let more = slow.len() - k;
+    Some(format!(
+        "Slow WQEs (the WQE latency monitor, above each file's slow_threshold_ns): {}{}",
+        items.join("; "),
+        if more > 0 {
+            format!("; and {more} more links")
+        } else {
+            String::new()
+        }
+    ))
 }

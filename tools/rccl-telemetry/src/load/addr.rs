@@ -77,8 +77,8 @@ pub fn addr(gid: Option<&str>, lid: Option<u64>) -> Option<Addr> {
 /// unless the QP names another port than the device's (a dual-port HCA): then it has none.
 pub fn qp_addrs(d: &Device, q: &QueuePair) -> (Option<Addr>, Option<Addr>) {
     let gid = gid_addr(q.local_gid.as_deref().or(d.gid.as_deref()));
-    let other_port = matches!((q.port, d.port), (Some(a), Some(b)) if a != b);
-    let lid = match q.local_lid {
+    let other_port = matches!((q.port(), d.port), (Some(a), Some(b)) if a != b);
+    let lid = match q.local_lid() {
         Some(l) => lid_addr(Some(l)),
         None if other_port => None,
         None => lid_addr(d.lid),
@@ -255,6 +255,7 @@ pub fn lookup<'a>(idx: &'a QpIndex, gid: Option<&str>, lid: Option<u64>, qpn: u6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::QpMonitor;
 
     #[test]
     fn a_gid_is_one_address_in_any_of_its_forms() {
@@ -314,13 +315,19 @@ mod tests {
         let same = QueuePair::default();
         assert_eq!(qp_addrs(&d, &same).1, Some(Addr::Lid(5)));
         let other = QueuePair {
-            port: Some(2),
+            monitor: Some(Box::new(QpMonitor {
+                port: Some(2),
+                ..Default::default()
+            })),
             ..Default::default()
         };
         assert_eq!(qp_addrs(&d, &other).1, None);
         let own = QueuePair {
-            port: Some(2),
-            local_lid: Some(9),
+            monitor: Some(Box::new(QpMonitor {
+                port: Some(2),
+                local_lid: Some(9),
+                stats: None,
+            })),
             ..Default::default()
         };
         assert_eq!(qp_addrs(&d, &own).1, Some(Addr::Lid(9)));

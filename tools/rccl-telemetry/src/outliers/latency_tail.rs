@@ -66,10 +66,11 @@ pub(super) fn find(x: &Input) -> Vec<Finding> {
         }
         let mut f = with_stats(d.finding(Kind::LatencyTail, "p99_completion_ns", v), &r, z);
         f.evidence = format!(
-            "{}; {:.1}% of its completions beyond {:.1}x the run's median p99",
+            "{}; {:.1}% of its completions beyond {:.1}x the run's median p99{}",
             evidence(d, l, v, &r, z, use_log),
             100.0 * beyond / total.max(1.0),
-            x.opt.min_ratio
+            x.opt.min_ratio,
+            monitor_evidence(d)
         );
         out.push(f);
     }
@@ -145,6 +146,32 @@ fn part_above(lo: f64, hi: f64, line: f64) -> f64 {
 }
 
 /// The sentence: the p99 against the run's median, and how far the histogram can be trusted.
+/// What the WQE latency monitor adds (version 5, the monitor on): the device's slow WQEs and
+/// the largest p99 of any one of its QPs (exact to 1/16, over every measured WR of the QP);
+/// nothing when the file has neither.
+fn monitor_evidence(d: &Dev) -> String {
+    let mut s = String::new();
+    if let Some(n) = d.dev.wqe_slow() {
+        let thr = d.file.slow_threshold_ns.unwrap_or(0);
+        s.push_str(&format!(
+            "; {} slow WQEs above {} (the WQE latency monitor)",
+            fmt_count(n),
+            fmt_ns(thr as f64)
+        ));
+    }
+    let p99 = d
+        .dev
+        .channels
+        .iter()
+        .flat_map(|c| &c.queue_pairs)
+        .filter_map(|q| q.latency_stats().map(|s| s.wqe_completion_ns_p99))
+        .max();
+    if let Some(p) = p99 {
+        s.push_str(&format!("; its slowest QP's p99 {}", fmt_ns(p as f64)));
+    }
+    s
+}
+
 fn evidence(d: &Dev, l: &Latency, v: f64, r: &Robust, z: f64, use_log: bool) -> String {
     let p = l.get(0.99);
     if use_log {

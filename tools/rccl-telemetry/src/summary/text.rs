@@ -232,6 +232,9 @@ fn render_header(s: &Summary, layout: Layout, show_log: bool, show_linear: bool,
             fmt_count(s.num_slot_miss)
         ),
     );
+    if let Some(n) = s.num_wqe_slow {
+        line(out, layout, slow_line(s, n));
+    }
     if s.hw_samples > 0 || s.hw_samples_dropped > 0 {
         line(
             out,
@@ -662,4 +665,39 @@ fn same_figures(a: &Distribution, b: &Distribution) -> bool {
     (a.n, a.nonzero, a.max_at.as_str(), a.min_at.as_str())
         == (b.n, b.nonzero, b.max_at.as_str(), b.min_at.as_str())
         && [a.min, a.p50, a.p99, a.max] == [b.min, b.p50, b.p99, b.max]
+}
+
+/// The WQE latency monitor's line: the slow completions, the threshold(s), the device with most.
+fn slow_line(s: &Summary, n: u64) -> String {
+    let thr: Vec<String> = s
+        .slow_thresholds_ns
+        .iter()
+        .map(|t| format!("{t} ns"))
+        .collect();
+    let mut l = format!(
+        "Slow WQEs (WQE latency monitor, above {}): {}",
+        if thr.is_empty() {
+            "its threshold".to_owned()
+        } else {
+            thr.join(", ")
+        },
+        fmt_count(n)
+    );
+    let worst = s
+        .devices
+        .iter()
+        .filter(|r| r.used)
+        .filter_map(|r| r.num_wqe_slow.map(|v| (v, r)))
+        .filter(|(v, _)| *v > 0)
+        .max_by_key(|(v, _)| *v);
+    if let Some((v, r)) = worst {
+        l.push_str(&format!(
+            ", most on {} pid {} {}: {}",
+            r.host,
+            r.pid,
+            r.roce_device,
+            fmt_count(v)
+        ));
+    }
+    l
 }

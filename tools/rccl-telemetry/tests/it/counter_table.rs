@@ -9,14 +9,35 @@ use rccl_telemetry_tool::export::parquet::columns;
 use rccl_telemetry_tool::generate::GenOptions;
 use serde_json::Value;
 
-/// A run with every row present (latency sampling on: the optional num_wqe_sampled too).
+/// A run with every row present (latency sampling on: the optional num_wqe_sampled too; the
+/// WQE latency monitor's rows, which the generator does not write, added as version 5 files
+/// have them: every QP one slow WQE and no stall, a channel its QPs' sums).
 fn run_with_every_row() -> GenRun {
-    gen(GenOptions {
+    let g = gen(GenOptions {
         ranks: 1,
         seed: 4,
         latency_sample: 4,
         ..Default::default()
-    })
+    });
+    for p in g.files() {
+        let mut v: Value = serde_json::from_slice(&std::fs::read(&p).expect("read")).expect("json");
+        v["version"] = 5.into();
+        v["slow_threshold_ns"] = 100_000.into();
+        for d in v["devices"].as_array_mut().expect("devices") {
+            for c in d["channels"].as_array_mut().expect("channels") {
+                let qps = c["queue_pairs"].as_array_mut().expect("qps");
+                for q in qps.iter_mut() {
+                    q["num_wqe_slow"] = 1.into();
+                    q["num_stalls"] = 0.into();
+                }
+                let n = qps.len() as u64;
+                c["num_wqe_slow"] = n.into();
+                c["num_stalls"] = 0.into();
+            }
+        }
+        std::fs::write(&p, serde_json::to_vec(&v).expect("ser")).expect("write");
+    }
+    g
 }
 
 #[test]

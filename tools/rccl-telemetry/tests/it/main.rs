@@ -32,3 +32,4 @@ mod run_completeness;
 mod stalls_cmd;
 mod terminal_tables;
 mod verdict;
+mod wqe_monitor_keys;

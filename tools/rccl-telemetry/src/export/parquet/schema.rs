@@ -159,6 +159,18 @@ const CHANNELS: &[Col] = &[
 
 const QPS: &[Col] = &[col("qp", I64), null("role", Str)];
 
+/// A QP's local end and the WQE latency monitor's statistics (format version 5).
+const QP_MONITOR: &[Col] = &[
+    null("port", I64),
+    null("local_lid", I64),
+    null("wqe_completion_ns_mean", F64),
+    null("wqe_completion_ns_stddev", F64),
+    null("wqe_completion_ns_p50", I64),
+    null("wqe_completion_ns_p90", I64),
+    null("wqe_completion_ns_p99", I64),
+    null("wqe_completion_ns_p999", I64),
+];
+
 const HW_COUNTERS: &[Col] = &[
     col("device_id", I32),
     col("roce_device", Str),
@@ -252,7 +264,7 @@ pub fn columns(table: &str) -> Vec<Col> {
         "ranks" => &[IDS, RANKS],
         "devices" => &[IDS, DEVICES],
         "channels" => &[IDS, CHANNEL_IDS, &COUNTERS, LATENCY, CHANNELS],
-        "qps" => &[IDS, CHANNEL_IDS, QPS, &COUNTERS, LATENCY],
+        "qps" => &[IDS, CHANNEL_IDS, QPS, &COUNTERS, LATENCY, QP_MONITOR],
         "hw_counters" => &[IDS, HW_COUNTERS],
         "hw_samples" => &[IDS, HW_SAMPLES],
         "histograms" => &[IDS, HISTOGRAMS],

@@ -160,6 +160,14 @@ fn qps(group: &[Rank<'_>], t: &mut Table) {
                         .u64(q.id)
                         .os(q.role.as_deref());
                     counters(t, &q.counters);
+                    let s = q.latency_stats();
+                    t.ou64(q.port()).ou64(q.local_lid());
+                    t.f64(s.map(|s| s.wqe_completion_ns_mean))
+                        .f64(s.map(|s| s.wqe_completion_ns_stddev));
+                    t.ou64(s.map(|s| s.wqe_completion_ns_p50))
+                        .ou64(s.map(|s| s.wqe_completion_ns_p90))
+                        .ou64(s.map(|s| s.wqe_completion_ns_p99))
+                        .ou64(s.map(|s| s.wqe_completion_ns_p999));
                     t.end_row();
                 }
             }
