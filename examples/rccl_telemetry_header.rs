@@ -153,6 +153,7 @@ const OFF: &[(&str, &str)] = &[
     ("rcclTelemetrySwCapture", "-1"),
     ("rcclTelemetryCommSetupChannel", "-1"),
     ("rcclTelemetryGetVersion", "0"),
+    ("rcclTelemetryQpSetAttrs", "0"),
 ];
 
 /// The functions the loader defines by hand (src/rccl_telemetry_inline.h): Init loads the

@@ -139,7 +139,7 @@ fn errors_by_qp_and_status_with_their_snapshots() {
     let f = snapshot_on(out.path(), "cq_error", |v| {
         v["devices"][0]["num_cq_errors"] == 23 + 1 + 2 + 1
     });
-    assert_eq!(f["version"], 4);
+    assert_eq!(f["version"], 5);
     let d = &f["devices"][0];
     assert_eq!(d["num_cq_errors"], 23 + 1 + 2 + 1);
     let by = d["cq_errors_by_status"].as_object().unwrap();

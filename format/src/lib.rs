@@ -45,11 +45,12 @@ pub mod write;
 /// ("cq_errors_by_status"), after every older key of their object; and the communicators: the
 /// process's "rank" and its "communicators" at the top, each channel's "comm", each device's
 /// "finalized_comms" (a finalized communicator's counts), after every older key of their object.
-pub const FORMAT_VERSION: u32 = 4;
+/// 5: adds each QP's path and retry settings ("attrs"), after every older key of the QP.
+pub const FORMAT_VERSION: u32 = 5;
 
-/// The numeric versions [`read`] takes: every one this library has written, and 4 (errors per
-/// QP, last post and completion times, communicators).
-pub const READ_VERSIONS: [u32; 4] = [1, 2, 3, 4];
+/// The numeric versions [`read`] takes: every one this library has written, and 5 (each QP's
+/// path and retry settings).
+pub const READ_VERSIONS: [u32; 5] = [1, 2, 3, 4, 5];
 
 /// The "version" string of the files RCCL's in-tree engine writes, which the tool also reads
 /// (mapping them onto [`read`]'s model itself).

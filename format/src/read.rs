@@ -38,12 +38,15 @@ pub enum SourceFormat {
     /// state, its last post and completion times, and errors by status per device.
     #[serde(rename = "v4")]
     V4,
+    /// Version 5: version 4 plus each QP's path and retry settings.
+    #[serde(rename = "v5")]
+    V5,
     #[serde(rename = "intree-1.0")]
     InTree,
 }
 
 impl SourceFormat {
-    /// The format a file's "version" value names: 1 to 4 (this library's), or "1.0"
+    /// The format a file's "version" value names: 1 to 5 (this library's), or "1.0"
     /// (RCCL's in-tree engine); None for any other value.
     pub fn of_version(v: &serde_json::Value) -> Option<SourceFormat> {
         match v {
@@ -51,6 +54,7 @@ impl SourceFormat {
             serde_json::Value::Number(n) if n.as_i64() == Some(2) => Some(SourceFormat::V2),
             serde_json::Value::Number(n) if n.as_i64() == Some(3) => Some(SourceFormat::V3),
             serde_json::Value::Number(n) if n.as_i64() == Some(4) => Some(SourceFormat::V4),
+            serde_json::Value::Number(n) if n.as_i64() == Some(5) => Some(SourceFormat::V5),
             serde_json::Value::String(s) if s == crate::INTREE_VERSION => {
                 Some(SourceFormat::InTree)
             }
@@ -65,6 +69,7 @@ impl SourceFormat {
             SourceFormat::V2 => "v2",
             SourceFormat::V3 => "v3",
             SourceFormat::V4 => "v4",
+            SourceFormat::V5 => "v5",
             SourceFormat::InTree => "intree-1.0",
         }
     }
@@ -75,7 +80,11 @@ impl SourceFormat {
     pub fn has_wall_clock(self) -> bool {
         matches!(
             self,
-            SourceFormat::V1 | SourceFormat::V2 | SourceFormat::V3 | SourceFormat::V4
+            SourceFormat::V1
+                | SourceFormat::V2
+                | SourceFormat::V3
+                | SourceFormat::V4
+                | SourceFormat::V5
         )
     }
 }
@@ -474,6 +483,40 @@ pub struct QueuePair {
     pub last_post_time: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_completion_time: Option<Box<str>>,
+    // Version 5: the QP's path and retry settings, where told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attrs: Option<Box<QpAttrs>>,
+}
+
+/// A QP's path and retry settings (version 5, queue pair "attrs"): each None until told.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+pub struct QpAttrs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic_class: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sl: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_mtu: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_cnt: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rnr_retry: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_rnr_timer: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sgid_index: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop_limit: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rd_atomic: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_dest_rd_atomic: Option<u8>,
 }
 
 /// A QP's first error completion (version 4, queue pair "first_cq_error").

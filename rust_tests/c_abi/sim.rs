@@ -29,7 +29,7 @@ pub fn check_against_tally(file: &Value, tally: &Value, sample_n: u64, unknown_c
     if sample_n > 1 {
         assert_eq!(u(&file["latency_sample_interval"]), sample_n);
     }
-    assert_eq!(file["version"], 4);
+    assert_eq!(file["version"], 5);
     for (f, t) in fd.iter().zip(td) {
         for k in [
             "device_id",

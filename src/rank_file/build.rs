@@ -95,7 +95,26 @@ fn qp_report(id: u64, role: u8, s: &QpSnapshot, buckets: usize, sampled: bool) -
         identity: None,
         stall: None,
         errors: None,
+        attrs: None,
     }
+}
+
+/// The file's "attrs" of a QP's told settings; None when none was told.
+fn qp_attrs(a: peers::QpAttrs) -> Option<QpAttrsReport> {
+    a.any().then_some(QpAttrsReport {
+        traffic_class: a.traffic_class,
+        sl: a.sl,
+        path_mtu: a.path_mtu,
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
+        rnr_retry: a.rnr_retry,
+        min_rnr_timer: a.min_rnr_timer,
+        sgid_index: a.sgid_index,
+        port: a.port,
+        hop_limit: a.hop_limit,
+        max_rd_atomic: a.max_rd_atomic,
+        max_dest_rd_atomic: a.max_dest_rd_atomic,
+    })
 }
 
 fn comm_ref(c: &CommIdent) -> CommRef {
@@ -266,7 +285,8 @@ impl Rows {
         if self.verbs {
             q.verbs = Some((&r.e).into());
         }
-        q.identity = Some(qp_identity(c.peers.qp(r.i), self.dev_gid, self.verbs));
+        let told = c.peers.qp(r.i);
+        q.identity = Some(qp_identity(told, self.dev_gid, self.verbs));
         let st = self.stall.as_ref().map(|v| {
             let st = if stall.copied {
                 stall.copy.get(r.i as usize).copied()
@@ -282,6 +302,7 @@ impl Rows {
             crate::cq_errors::of(r.slot).as_ref(),
             st.as_ref().map(|(s, v)| (s, *v)),
         ));
+        q.attrs = told.and_then(|t| qp_attrs(t.attrs));
         q
     }
 

@@ -4,7 +4,7 @@
 //! buffer every key of the object before it fills any field, which took most of a file's parse
 //! time (the QPs are most of a file). Keys, defaults and what is required are the model's.
 
-use super::{Channel, CommRef, Counters, LogBucket, QpError, QpPeer, QueuePair, Text};
+use super::{Channel, CommRef, Counters, LogBucket, QpAttrs, QpError, QpPeer, QueuePair, Text};
 use crate::counters::{with_rows, wqe_counts};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -117,6 +117,8 @@ wqe_counts!(wire_struct QueuePairWire {
     last_post_time: Option<Box<str>>,
     #[serde(default)]
     last_completion_time: Option<Box<str>>,
+    #[serde(default)]
+    attrs: Option<QpAttrs>,
 });
 
 impl From<QueuePairWire> for QueuePair {
@@ -143,6 +145,7 @@ impl From<QueuePairWire> for QueuePair {
             qp_state: w.qp_state,
             last_post_time: w.last_post_time,
             last_completion_time: w.last_completion_time,
+            attrs: w.attrs.filter(|a| *a != QpAttrs::default()).map(Box::new),
         }
     }
 }

@@ -32,7 +32,7 @@ fn peer(qp_num: u64, gid: Option<&str>, gid_ip: Option<&str>, lid: Option<u64>) 
 /// is what the file says, per QP and per device.
 fn check_peers(r: &Run) {
     let f = only(r);
-    assert_eq!(f["version"], 4);
+    assert_eq!(f["version"], 5);
     let d0 = dev(f, 0);
     let q = qps(d0);
     assert_eq!(q.len(), 6);

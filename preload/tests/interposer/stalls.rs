@@ -24,7 +24,7 @@ fn stalled_qps_are_named_recovered_and_destroyed_ones_end() {
             true,
         );
         let f = only(&r);
-        assert_eq!(f["version"], 4);
+        assert_eq!(f["version"], 5);
         assert_eq!(f["stall_ms"], STALL_MS);
         let d = dev(f, 0);
         let q = qps(d);
