@@ -225,7 +225,7 @@ fn not_regular(path: &Path, m: &std::fs::Metadata) -> Result<(), BadFile> {
     ))
 }
 
-/// Reads one file's bytes into a JSON value whose "version" is 1 to 4, or "1.0".
+/// Reads one file's bytes into a JSON value whose "version" is 1 to 5, or "1.0".
 pub fn read_raw(path: &Path) -> Result<RawFile, BadFile> {
     let (bytes, _permit) = read_bytes(path)?;
     parse_raw(path, &bytes)
@@ -266,7 +266,7 @@ pub fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawFile, BadFile> {
     raw_from_value(path, value)
 }
 
-/// A parsed JSON value as a telemetry file: a top-level object whose "version" is 1 to 4, or
+/// A parsed JSON value as a telemetry file: a top-level object whose "version" is 1 to 5, or
 /// "1.0" (the in-tree engine's).
 pub fn raw_from_value(path: &Path, value: Value) -> Result<RawFile, BadFile> {
     let Some(obj) = value.as_object() else {
@@ -283,7 +283,7 @@ pub fn raw_from_value(path: &Path, value: Value) -> Result<RawFile, BadFile> {
             return Err(BadFile::new(
                 path,
                 BadKind::WrongVersion,
-                format!("unsupported version {v} (this tool reads versions 1 to 4, and \"1.0\" of RCCL's in-tree engine)"),
+                format!("unsupported version {v} (this tool reads versions 1 to 5, and \"1.0\" of RCCL's in-tree engine)"),
             ))
         }
         (None, None) => {

@@ -331,6 +331,10 @@ pub struct OutlierReport {
     /// when every one has a file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub incomplete: Option<crate::completeness::Completeness>,
+    /// Each NIC's distinct QP settings with their QP counts, and the QPs that differ (QP lint,
+    /// files of version 5); absent when no QP told its settings.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub qp_settings: Vec<qp_lint::NicSettings>,
 }
 
 /// One used device of the run, with the file it is in.
@@ -564,6 +568,7 @@ pub fn find_in(cx: &RunContext, opt: &Options) -> OutlierReport {
         findings: out,
         rows,
         incomplete: (!completeness.is_complete()).then_some(completeness),
+        qp_settings: qp_lint::view(&input),
     }
 }
 

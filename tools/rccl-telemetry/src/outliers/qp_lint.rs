@@ -22,6 +22,7 @@
 
 use super::{Dev, Finding, Input, Kind};
 use crate::model::{QpAttrs, QueuePair};
+use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
 /// The settings compared across a NIC's QPs and with the peer's end: name and value.
@@ -294,6 +295,79 @@ pub(super) fn find(x: &Input) -> Vec<Finding> {
         }
     }
     out.extend(unusual(x));
+    out
+}
+
+/// One NIC's settings as the operator's view shows them (`outliers --json`'s `qp_settings`,
+/// the report's "QP settings"): each distinct combination with its QP count, and the QPs the
+/// findings name.
+#[derive(Debug, Clone, Serialize)]
+pub struct NicSettings {
+    /// "host:NIC".
+    pub nic: String,
+    /// The rank ("host:pid") whose file it is in.
+    pub rank: String,
+    pub settings: Vec<SettingsCount>,
+    /// The QPs that differ, each with what differs ("QP 0 (QPN 403) on channel 1: traffic
+    /// class 0; this NIC's other 3 QPs use 106, its peer 106").
+    pub differing: Vec<String>,
+}
+
+/// One distinct combination of settings and the QPs that have it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SettingsCount {
+    #[serde(flatten)]
+    pub attrs: QpAttrs,
+    pub qps: u64,
+}
+
+/// Every used NIC whose QPs told their settings, in the run's order.
+pub fn view(x: &Input) -> Vec<NicSettings> {
+    let peers = settings_by_addr(x);
+    if peers.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for d in &x.devs {
+        let mut m: BTreeMap<QpAttrs, u64> = BTreeMap::new();
+        for a in d
+            .dev
+            .channels
+            .iter()
+            .flat_map(|c| &c.queue_pairs)
+            .filter_map(|q| q.attrs.as_deref())
+        {
+            *m.entry(*a).or_default() += 1;
+        }
+        if m.is_empty() {
+            continue;
+        }
+        let l = lint_nic(d, &peers);
+        let mut differing: Vec<String> = l
+            .mismatched
+            .iter()
+            .map(|(c, q, diff)| format!("{}: {}", qp_name(*c, q), diff.join("; ")))
+            .collect();
+        differing.extend(
+            l.mtu.iter().map(|(c, q, mtu, pm)| {
+                format!("{}: path MTU {mtu}, its peer {pm}", qp_name(*c, q))
+            }),
+        );
+        differing.extend(
+            l.rnr
+                .iter()
+                .map(|(c, q)| format!("{}: rnr_retry 7 with min_rnr_timer 0", qp_name(*c, q))),
+        );
+        out.push(NicSettings {
+            nic: super::nic_label(&d.file.host_name, &d.dev.roce_device),
+            rank: crate::summary::rank_label(d.file),
+            settings: m
+                .into_iter()
+                .map(|(attrs, qps)| SettingsCount { attrs, qps })
+                .collect(),
+            differing,
+        });
+    }
     out
 }
 

@@ -1,7 +1,8 @@
 //! QP lint through `outliers`: runs with peers whose QPs carry their settings (`generate
 //! --plant qp_tclass` / `qp_mtu`), each kind planted on one NIC and named there only; the same
 //! runs made uniform name nothing of these kinds, and uniform on traffic class 0 only a note;
-//! an errored QP carries its mismatch and the transport's give-up time into its error finding.
+//! an errored QP carries its mismatch and the transport's give-up time into its error finding;
+//! `outliers --json` and the report show each NIC's settings and the QPs that differ.
 
 use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Plant, Planted};
 use rccl_telemetry_tool::load::load_run;
@@ -179,5 +180,70 @@ fn an_errored_qp_carries_its_mismatch_and_the_give_up_time() {
             ),
         "{}",
         e.evidence
+    );
+}
+
+#[test]
+fn the_operators_view_lists_each_nics_settings_and_the_qps_that_differ() {
+    let (dir, p) = run(Plant::QpTclass);
+    let arg = dir.path().to_str().unwrap();
+    let o = crate::common::run(&["outliers", "--json", arg]);
+    let v: Value = serde_json::from_slice(&o.stdout).expect("outliers --json");
+    let nics = v["qp_settings"].as_array().expect("qp_settings");
+    assert_eq!(nics.len(), 12);
+    for n in nics {
+        let planted = n["nic"] == nic(&p).as_str();
+        let settings = n["settings"].as_array().unwrap();
+        assert_eq!(settings.len(), if planted { 2 } else { 1 }, "{n}");
+        assert_eq!(
+            n["differing"].as_array().unwrap().len(),
+            usize::from(planted),
+            "{n}"
+        );
+        assert!(settings
+            .iter()
+            .all(|s| s["qps"].as_u64().unwrap() > 0 && s["path_mtu"] == 4096));
+    }
+    let html = dir.path().join("r.html");
+    let o = crate::common::run(&["report", "-o", html.to_str().unwrap(), arg]);
+    assert!(o.status.code().is_some(), "{o:?}");
+    let h = std::fs::read_to_string(&html).unwrap();
+    let at = h
+        .find("<h2 id=\"qp-settings\">QP settings</h2>")
+        .expect("the section");
+    let section = &h[at..];
+    assert!(
+        section.contains(&format!("<tr><td>{}</td>", nic(&p)))
+            && section.contains("traffic class 0; this NIC&#39;s other"),
+        "{}",
+        &section[..section.len().min(3000)]
+    );
+}
+
+#[test]
+fn a_stalled_qp_carries_its_mismatch_into_the_stall_finding() {
+    let (dir, p) = run(Plant::QpTclass);
+    let qpn: u64 = p.counter.as_deref().unwrap()["qp_num ".len()..]
+        .parse()
+        .unwrap();
+    edit_qps(dir.path(), |name, q| {
+        if name == p.file && q["qp_num"] == qpn {
+            q["stalled"] = true.into();
+            q["num_wqe_outstanding"] = 12.into();
+            q["stalled_since"] = "2026-12-02T11:00:30.000000000Z".into();
+        }
+    });
+    let r = outliers::find(&load_run(&[dir.path().to_path_buf()]), &Default::default());
+    let s = r
+        .findings
+        .iter()
+        .find(|f| f.kind == Kind::StalledQps)
+        .expect("the stall finding");
+    assert!(
+        s.evidence
+            .contains("its settings differ: traffic class 0; this NIC's other ")
+            && s.evidence.contains("the transport gives up after 8 tries"),
+        "{}",
+        s.evidence
     );
 }
