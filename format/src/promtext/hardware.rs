@@ -86,6 +86,28 @@ pub(super) fn hw_families(out: &mut String, devs: &[(usize, &Device, String)]) {
     }
 }
 
+/// The devices' QP settings, one info-style series per distinct combination (a family only
+/// when some device has QPs that told theirs).
+pub(super) fn qp_settings_family(out: &mut String, devs: &[(usize, &Device, String)]) {
+    if devs.iter().all(|(_, d, _)| d.qp_settings.is_empty()) {
+        return;
+    }
+    let name = QP_SETTINGS.name();
+    header(out, &name, QP_SETTINGS.help, QP_SETTINGS.kind);
+    let mut extra = String::new();
+    for (_, d, l) in devs {
+        for (s, n) in &d.qp_settings {
+            extra.clear();
+            for (i, (k, v)) in QP_SETTINGS.extra.iter().zip(s.values()).enumerate() {
+                let sep = if i == 0 { "" } else { "," };
+                let v = v.map(|v| v.to_string()).unwrap_or_default();
+                let _ = write!(extra, "{sep}{k}=\"{v}\"");
+            }
+            sample(out, &name, l, &extra, *n);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::families::Level;
@@ -116,27 +138,5 @@ mod tests {
             .any(|x| x.contains("counter=\"cnp_sent\"") && x.ends_with(" 1")));
         // Device level has no channel or QP series.
         assert!(!l.iter().any(|x| x.contains("channel=")));
-    }
-}
-
-/// The devices' QP settings, one info-style series per distinct combination (a family only
-/// when some device has QPs that told theirs).
-pub(super) fn qp_settings_family(out: &mut String, devs: &[(usize, &Device, String)]) {
-    if devs.iter().all(|(_, d, _)| d.qp_settings.is_empty()) {
-        return;
-    }
-    let name = QP_SETTINGS.name();
-    header(out, &name, QP_SETTINGS.help, QP_SETTINGS.kind);
-    let mut extra = String::new();
-    for (_, d, l) in devs {
-        for (s, n) in &d.qp_settings {
-            extra.clear();
-            for (i, (k, v)) in QP_SETTINGS.extra.iter().zip(s.values()).enumerate() {
-                let sep = if i == 0 { "" } else { "," };
-                let v = v.map(|v| v.to_string()).unwrap_or_default();
-                let _ = write!(extra, "{sep}{k}=\"{v}\"");
-            }
-            sample(out, &name, l, &extra, *n);
-        }
     }
 }

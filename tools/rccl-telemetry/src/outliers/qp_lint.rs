@@ -25,8 +25,11 @@ use crate::model::{QpAttrs, QueuePair};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
+/// A setting's value in a QP's settings, if told.
+type Get = fn(&QpAttrs) -> Option<u32>;
+
 /// The settings compared across a NIC's QPs and with the peer's end: name and value.
-const COMPARED: [(&str, fn(&QpAttrs) -> Option<u32>); 6] = [
+const COMPARED: [(&str, Get); 6] = [
     ("traffic class", |a| a.traffic_class.map(u32::from)),
     ("SL", |a| a.sl.map(u32::from)),
     ("timeout", |a| a.timeout.map(u32::from)),
