@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "proc_threads.h"
 
@@ -34,12 +35,21 @@ typedef char order_check[(OFF(device_id) == 0 && OFF(tx_bytes) == 8 && OFF(rx_by
                           OFF(wqe_completion_histogram) == 88 && sizeof(RcclTelemetrySwSnapshot) == 88 + 16 * 8)
                              ? 1 : -1];
 
+/* So is the QP settings struct's: `size` first, then the fields a caller's size covers. */
+#define QOFF(f) offsetof(rcclTelemetryQpAttrs_t, f)
+typedef char attrs_check[(QOFF(size) == 0 && QOFF(pathMtu) == sizeof(size_t) && QOFF(trafficClass) == QOFF(pathMtu) + 4 &&
+                          QOFF(serviceLevel) == QOFF(trafficClass) + 1 && QOFF(hopLimit) == QOFF(trafficClass) + 4 &&
+                          QOFF(timeout) == QOFF(trafficClass) + 5 && QOFF(maxDestRdAtomic) == QOFF(trafficClass) + 10)
+                             ? 1 : -1];
+
 int main(void) {
   int fails = 0;
   int n = 5;
   RcclTelemetrySwSnapshot snap[2];
   order_check oc;
+  attrs_check ac;
   (void)oc;
+  (void)ac;
   int threads0 = thread_count();
   size_t heap0 = mallinfo2().uordblks;
   fails += rcclTelemetryInit() != RCCL_TELEMETRY_INIT_OFF; /* run without RCCL_TELEMETRY_ENABLE */
@@ -70,6 +80,16 @@ int main(void) {
   rcclTelemetryCtsSent(0, 0, 0, 1);
   rcclTelemetryWriteWqe(0, 0, 0, 0);
   { unsigned char gid[16] = {0xfe, 0x80}; rcclTelemetryQpSetPeer(qp, 17, gid, 0, 18, gid, 0); }
+  {
+    rcclTelemetryQpAttrs_t a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.trafficClass = 106;
+    fails += rcclTelemetryQpSetAttrs(qp, &a) != 0;
+    a.size = sizeof a.size; /* below the first field: refused even while off */
+    fails += rcclTelemetryQpSetAttrs(qp, &a) != RCCL_TELEMETRY_QP_ATTRS_BAD_SIZE;
+    fails += (rcclTelemetryQpSetAttrs)(NULL, NULL) != RCCL_TELEMETRY_QP_ATTRS_BAD_SIZE;
+  }
   fails += rcclTelemetryPostTsIdx(0, 0, 0) != 0;
   fails += rcclTelemetrySwCapture(snap, 2) != -1;
   fails += rcclTelemetryFlush() != 0;

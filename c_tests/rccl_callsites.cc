@@ -18,6 +18,14 @@
 // InfiniBand without GRH (LIDs, an all-zero GID). After the final Flush the file is read back
 // and must show, per QP, exactly the QPNs, GIDs and LIDs passed.
 //
+// Path and retry settings: once ncclIbRtrQp and ncclIbRtsQp have moved a QP to RTS, the
+// transport tells the settings it gave them (NCCL_IB_TC, NCCL_IB_SL, NCCL_IB_TIMEOUT,
+// NCCL_IB_RETRY_CNT, the port's active MTU, ...) through rcclTelemetryQpSetAttrs, sizing the
+// struct as it was compiled. Device 1's channel 1 plays a transport built against an older
+// header (its struct ends at hopLimit: the file shows those fields only), channel 0's QP 0
+// one built against a newer header (a larger struct, accepted whole); a size below the first
+// field is refused with RCCL_TELEMETRY_QP_ATTRS_BAD_SIZE wherever the library is loaded.
+//
 // Error completions: where the transport's poll finds a work completion whose status is not
 // IBV_WC_SUCCESS, it finds the QP by the completion's qp_num and calls rcclTelemetryQpCqError
 // with the status and vendor_err (a dead path: one RETRY_EXC_ERR, then WR_FLUSH_ERR for the
@@ -38,6 +46,7 @@
 // setup refuses as documented (-1, NULL handles) and the same data path runs harmlessly.
 #include "net_telemetry.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -186,6 +195,47 @@ void onErrorCompletion(ncclIbComm *comm, const wcLike &wc, Tally *tally) {
   tally->cqErrors++;
 }
 
+// ncclIbRtsQp: the settings of (dev, channel, qp) as NCCL's defaults and the port give them.
+rcclTelemetryQpAttrs_t qpSettings(int d) {
+  rcclTelemetryQpAttrs_t a;
+  std::memset(&a, 0, sizeof a);
+  a.size = sizeof a;
+  a.trafficClass = d == 0 ? 106 : 0;  // RoCE: NCCL_IB_TC=106 (DSCP 26); InfiniBand: none
+  a.serviceLevel = d == 0 ? 3 : 0;
+  a.portNum = 1;
+  a.sgidIndex = d == 0 ? 3 : 0;
+  a.hopLimit = 255;
+  a.pathMtu = d == 0 ? 1024 : 4096;
+  a.timeout = 20;
+  a.retryCnt = 7;
+  a.rnrRetry = 7;
+  a.minRnrTimer = 12;
+  a.maxRdAtomic = 1;
+  a.maxDestRdAtomic = 1;
+  return a;
+}
+
+// A newer header's struct: today's fields, then more.
+struct newerQpAttrs {
+  rcclTelemetryQpAttrs_t known;
+  uint32_t later[4];
+};
+
+// Tells telemetry the settings of one QP as a transport built against this header (`size`
+// 0), an older one (the struct cut after hopLimit) or a newer one (a larger struct).
+int tellSettings(ncclIbQp *qp, int d, int c, int q) {
+  rcclTelemetryQpAttrs_t a = qpSettings(d);
+  if (d == 1 && c == 1) a.size = offsetof(rcclTelemetryQpAttrs_t, hopLimit) + 1;
+  if (d == 1 && c == 0 && q == 0) {
+    newerQpAttrs n;
+    n.known = a;
+    n.known.size = sizeof n;
+    for (uint32_t &l : n.later) l = 0xffffffffu;
+    return rcclTelemetryQpSetAttrs(qp->telQp, &n.known);
+  }
+  return rcclTelemetryQpSetAttrs(qp->telQp, &a);
+}
+
 int fail(const char *what) {
   std::fprintf(stderr, "rccl_callsites: FAIL: %s\n", what);
   return 1;
@@ -234,8 +284,21 @@ int main() {
         qp->qpn = local.qpInfo[q].qpn;
         rcclTelemetryQpSetPeer(qp->telQp, qp->qpn, &local.devs[0].gid, local.devs[0].lid,
                                remote.qpInfo[q].qpn, &remote.devs[0].gid, remote.devs[0].lid);
+        // ... then to RTS: the settings both transitions gave it.
+        if (tellSettings(qp, d, c, q) != 0) return fail("QpSetAttrs");
       }
     }
+  }
+  {
+    // A size below the first field is refused wherever the library is loaded (its off result,
+    // 0, otherwise), a NULL handle ignored.
+    rcclTelemetryQpAttrs_t tiny = qpSettings(0);
+    tiny.size = sizeof tiny.size;
+    const int refused = rcclTelemetryGetVersion() != 0 ? RCCL_TELEMETRY_QP_ATTRS_BAD_SIZE : 0;
+    if (rcclTelemetryQpSetAttrs(comms[0][0].qps[0].telQp, &tiny) != refused) return fail("QpSetAttrs of a tiny size");
+    if (rcclTelemetryQpSetAttrs(comms[0][0].qps[0].telQp, nullptr) != refused) return fail("QpSetAttrs of NULL");
+    rcclTelemetryQpAttrs_t whole = qpSettings(0);
+    if (rcclTelemetryQpSetAttrs(nullptr, &whole) != 0) return fail("QpSetAttrs of a NULL handle");
   }
 
   const int requests = 200;
@@ -376,7 +439,7 @@ int main() {
   } else {
     return fail("no telemetry file after Flush");
   }
-  if (text.find("\"version\": 4,") == std::string::npos) return fail("file version 4");
+  if (text.find("\"version\": 5,") == std::string::npos) return fail("file version 5");
   {
     // The failed QP: its errors by status, its first error with the status and vendor_err.
     size_t at = text.find("\"qp_num\": " + std::to_string(comms[0][1].qps[1].qpn) + ",");
@@ -416,6 +479,30 @@ int main() {
           if (at != std::string::npos) at = findIn(text, k, at, end);
         }
         if (at == std::string::npos) return fail("a QP's peer QPN, GID, address or LID in the file");
+      }
+    }
+  }
+  // Each QP's settings: whole from this header's struct and a newer one's, up to hopLimit from
+  // the older one's.
+  for (int d = 0; d < kDevs; d++) {
+    for (int c = 0; c < kChannels; c++) {
+      rcclTelemetryQpAttrs_t a = qpSettings(d);
+      const bool older = d == 1 && c == 1;
+      for (int q = 0; q < kQps; q++) {
+        size_t at = text.find("\"qp_num\": " + std::to_string(comms[d][c].qps[q].qpn) + ",");
+        at = findIn(text, "\"attrs\": {", at, std::string::npos);
+        size_t end = findIn(text, "}", at, std::string::npos);
+        if (at == std::string::npos || end == std::string::npos) return fail("a QP's attrs in the file");
+        const std::string first = "\"traffic_class\": " + std::to_string(a.trafficClass) + ",\n" +
+                                  "          \"sl\": " + std::to_string(a.serviceLevel) + ",\n" +
+                                  "          \"path_mtu\": " + std::to_string(a.pathMtu) + ",\n";
+        if (findIn(text, first, at, end) == std::string::npos) return fail("a QP's traffic class, SL and path MTU");
+        const std::string rts = "\"timeout\": 20,\n          \"retry_cnt\": 7,\n          \"rnr_retry\": 7,\n"
+                                "          \"min_rnr_timer\": 12,";
+        if ((findIn(text, rts, at, end) == std::string::npos) != older) return fail("a QP's retry settings");
+        if ((findIn(text, "\"max_dest_rd_atomic\": 1", at, end) == std::string::npos) != older)
+          return fail("a QP's max_dest_rd_atomic");
+        if (findIn(text, "\"hop_limit\": 255", at, end) == std::string::npos) return fail("a QP's hop_limit");
       }
     }
   }

@@ -153,6 +153,7 @@ const OFF: &[(&str, &str)] = &[
     ("rcclTelemetryCommSetupChannel", "-1"),
     ("rcclTelemetryGetVersion", "0"),
     ("rcclTelemetrySetParam", "0"),
+    ("rcclTelemetryQpSetAttrs", "0"),
 ];
 
 /// The functions the loader defines by hand (src/rccl_telemetry_inline.h): Init and SetParam

@@ -17,7 +17,7 @@
  * the contract.)
  *
  * Threading, every other function (Init, Flush, SetLogger, RegisterDevice, SetupChannel,
- * SetQpRole, MarkChannelsUnknown, ResolveQp, ResolveChannel, QpSetPeer, QpCqError,
+ * SetQpRole, MarkChannelsUnknown, ResolveQp, ResolveChannel, QpSetPeer, QpSetAttrs, QpCqError,
  * SwCapture, and every rcclTelemetryComm* call): any thread, concurrently with one another
  * and with the hooks. Each takes only the library's own short locks, none of which a hook
  * waits on. What a call establishes (a device, a slot, a role, a peer) is seen by every call
@@ -53,6 +53,7 @@
 #ifndef RCCL_TELEMETRY_H
 #define RCCL_TELEMETRY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The version of this header; rcclTelemetryGetVersion() returns the running library's
@@ -108,8 +109,12 @@
 // The version of rcclTelemetryApi_t this header knows (what a program built with
 // RCCL_TELEMETRY_DLOPEN asks rcclTelemetryGetApi for). The table only grows: a later
 // version appends entries, so a table of any version is a prefix of a later one. Version 1
-// ends with `setLogger`; version 2 adds `setParam`.
+// ends with `setLogger`; version 2 adds `setParam` and `qpSetAttrs`.
 #define RCCL_TELEMETRY_API_VERSION 2
+
+// rcclTelemetryQpSetAttrs' result for an attrs pointer that is NULL or whose size does not
+// reach its first field after `size`.
+#define RCCL_TELEMETRY_QP_ATTRS_BAD_SIZE -1
 
 // A channel's statistics handle (from rcclTelemetryResolveChannel): opaque, to be passed to
 // rcclTelemetryChRequestCompleted; its address never changes.
@@ -149,6 +154,34 @@ typedef struct rcclTelemetryComm rcclTelemetryComm_t;
 // subsystem flags (`NCCL_NET`, 0x10), the library's source file and line, and a printf
 // format ("%s") with one string: the whole line, which starts with "rccl-telemetry: ".
 typedef void (*rcclTelemetryLogger_t)(int level, unsigned long flags, const char *file, int line, const char *fmt, ...);
+
+// A QP's path and retry settings as the transport set them (rcclTelemetryQpSetAttrs). `size`
+// is sizeof(rcclTelemetryQpAttrs_t) as the caller compiled it: fields may be appended in a
+// later release, and a caller's struct sets the fields it covers.
+typedef struct rcclTelemetryQpAttrs {
+  // sizeof(rcclTelemetryQpAttrs_t) as the caller compiled it.
+  size_t size;
+  // Path MTU in bytes: 256 .. 4096 (0: not known, left as it was).
+  uint32_t pathMtu;
+  // GRH traffic class (DSCP << 2 | ECN).
+  uint8_t trafficClass;
+  uint8_t serviceLevel;
+  uint8_t portNum;
+  uint8_t sgidIndex;
+  uint8_t hopLimit;
+  // Local ACK timeout exponent: 4.096 us * 2^timeout.
+  uint8_t timeout;
+  uint8_t retryCnt;
+  // 7 = infinite.
+  uint8_t rnrRetry;
+  // IB encoding: 0 = 655.36 ms.
+  uint8_t minRnrTimer;
+  uint8_t maxRdAtomic;
+  uint8_t maxDestRdAtomic;
+} rcclTelemetryQpAttrs;
+
+// The settings struct's C name.
+typedef struct rcclTelemetryQpAttrs rcclTelemetryQpAttrs_t;
 
 // The library's entry points as one table (NCCL's plugin convention): what the header's
 // loader (RCCL_TELEMETRY_DLOPEN) calls through, never needing the library at link time.
@@ -204,6 +237,7 @@ typedef struct rcclTelemetryApi {
   int (*getVersion)(void);
   void (*setLogger)(rcclTelemetryLogger_t logger);
   int (*setParam)(const char *name, const char *value);
+  int (*qpSetAttrs)(struct RcclQpStats *qp, const rcclTelemetryQpAttrs_t *attrs);
 } rcclTelemetryApi;
 
 // The table rcclTelemetryGetApi returns.
@@ -516,6 +550,18 @@ void rcclTelemetrySetLogger(rcclTelemetryLogger_t logger);
 // checked against the caller's inline layout, which the header's loader does before using
 // them (as its wrappers do for a linked program).
 const rcclTelemetryApi_t *rcclTelemetryGetApi(int version);
+
+// Records a QP's path and retry settings (cold path: where the transport moves the QP to RTR
+// and to RTS). `attrs->size` says how much of the struct the caller has: the fields that end
+// within it are recorded (a later call's replace an earlier call's; fields it does not cover,
+// and a pathMtu of 0, keep what was recorded before), a size larger than this library's
+// struct is accepted (fields it does not know are ignored). The file then shows the QP's
+// "attrs", which the analyser compares across a NIC's QPs and between the ends of a link.
+// Returns 0 when recorded or ignored (NULL handle, telemetry off, after the final write),
+// RCCL_TELEMETRY_QP_ATTRS_BAD_SIZE (-1) when `attrs` is NULL or its size does not reach the
+// field after `size`. Any thread, concurrently with any call. `qp` is NULL or a handle from
+// rcclTelemetryResolveQp; `attrs` is NULL or points to `attrs->size` readable bytes.
+int rcclTelemetryQpSetAttrs(struct RcclQpStats *qp, const rcclTelemetryQpAttrs_t *attrs);
 
 #ifdef __cplusplus
 }  // extern "C"
@@ -1068,6 +1114,10 @@ static inline const rcclTelemetryApi_t *rcclTelemetryGetApi(int version) {
   (void)version;
   return RCCL_TELEMETRY_NULL_;
 }
+static inline int rcclTelemetryQpSetAttrs(struct RcclQpStats *qp, const rcclTelemetryQpAttrs_t *attrs) {
+  (void)qp; (void)attrs;
+  return 0;
+}
 #elif defined(RCCL_TELEMETRY_DLOPEN)
 static inline int rcclTelemetryOn(void) {
   const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
@@ -1241,6 +1291,11 @@ static inline void rcclTelemetryCommFinalize(rcclTelemetryComm_t *comm) {
 static inline int rcclTelemetryGetVersion(void) {
   const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
   if (a_->getVersion) return a_->getVersion();
+  return 0;
+}
+static inline int rcclTelemetryQpSetAttrs(struct RcclQpStats *qp, const rcclTelemetryQpAttrs_t *attrs) {
+  const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
+  if (a_->qpSetAttrs) return a_->qpSetAttrs(qp, attrs);
   return 0;
 }
 #endif

@@ -2,7 +2,7 @@
 //! is, byte for byte, the whole model serialised (`rank_file::build` + `to_writer`), on a
 //! state that touches every key: several devices (one with unknown channel ids, one with no
 //! channel), QPs of each role, sampled latencies, peers past a channel's per-peer cap, error
-//! completions, a stalled QP, untracked QPs, a channel that spans several slot segments; in
+//! completions, a stalled QP, QPs' settings (whole and in part), untracked QPs, a channel that spans several slot segments; in
 //! the hooks' mode and, in a child process of this test, in the verbs interposer's mode (its
 //! per-QP counters). The two-pass path (a channel whose reads cannot be held) is held to
 //! the same bytes. The stall clock is injected, so both writes see one state.
@@ -85,6 +85,24 @@ fn populate() {
                             },
                             lid,
                         );
+                    }
+                    // Settings on some QPs: the whole struct, or only its path MTU.
+                    if i % 5 == 1 {
+                        let a = rcclTelemetryQpAttrs {
+                            size: if i % 2 == 0 {
+                                12
+                            } else {
+                                std::mem::size_of::<rcclTelemetryQpAttrs>()
+                            },
+                            pathMtu: 1024 << (i % 3),
+                            trafficClass: if i == 6 { 0 } else { 106 },
+                            timeout: 18,
+                            retryCnt: 7,
+                            rnrRetry: 7,
+                            minRnrTimer: 12,
+                            ..Default::default()
+                        };
+                        assert_eq!(rcclTelemetryQpSetAttrs(q, &a), 0);
                     }
                     if d == 0 && i == 4 {
                         rcclTelemetryQpCqError(q, 12, 0x81);

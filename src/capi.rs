@@ -1119,7 +1119,7 @@ pub extern "C" fn rcclTelemetrySetLogger(logger: rcclTelemetryLogger_t) {
 /// The version of rcclTelemetryApi_t this header knows (what a program built with
 /// RCCL_TELEMETRY_DLOPEN asks rcclTelemetryGetApi for). The table only grows: a later
 /// version appends entries, so a table of any version is a prefix of a later one. Version 1
-/// ends with `setLogger`; version 2 adds `setParam`.
+/// ends with `setLogger`; version 2 adds `setParam` and `qpSetAttrs`.
 pub const RCCL_TELEMETRY_API_VERSION: i32 = 2;
 
 /// The library's entry points as one table (NCCL's plugin convention): what the header's
@@ -1217,7 +1217,10 @@ pub struct rcclTelemetryApi {
     pub commFinalize: unsafe extern "C" fn(comm: *mut rcclTelemetryComm_t),
     pub getVersion: extern "C" fn() -> c_int,
     pub setLogger: extern "C" fn(logger: rcclTelemetryLogger_t),
+    // Version 2.
     pub setParam: unsafe extern "C" fn(name: *const c_char, value: *const c_char) -> c_int,
+    pub qpSetAttrs:
+        unsafe extern "C" fn(qp: *mut RcclQpStats, attrs: *const rcclTelemetryQpAttrs_t) -> c_int,
 }
 
 /// The table rcclTelemetryGetApi returns.
@@ -1298,6 +1301,7 @@ static API: ApiNewer = ApiNewer {
         getVersion: rcclTelemetryGetVersion,
         setLogger: rcclTelemetrySetLogger,
         setParam: rcclTelemetrySetParam,
+        qpSetAttrs: rcclTelemetryQpSetAttrs,
     },
     later: None,
 };
@@ -1348,4 +1352,193 @@ pub extern "C" fn rcclTelemetryGetApi(version: c_int) -> *const rcclTelemetryApi
         _ => &API,
     };
     &table.api
+}
+
+// ------------------------------------------------------------------ QP path and retry settings
+
+/// A QP's path and retry settings as the transport set them (rcclTelemetryQpSetAttrs). `size`
+/// is sizeof(rcclTelemetryQpAttrs_t) as the caller compiled it: fields may be appended in a
+/// later release, and a caller's struct sets the fields it covers.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+#[allow(non_camel_case_types)]
+pub struct rcclTelemetryQpAttrs {
+    /// sizeof(rcclTelemetryQpAttrs_t) as the caller compiled it.
+    pub size: usize,
+    /// Path MTU in bytes: 256 .. 4096 (0: not known, left as it was).
+    pub pathMtu: u32,
+    /// GRH traffic class (DSCP << 2 | ECN).
+    pub trafficClass: u8,
+    pub serviceLevel: u8,
+    pub portNum: u8,
+    pub sgidIndex: u8,
+    pub hopLimit: u8,
+    /// Local ACK timeout exponent: 4.096 us * 2^timeout.
+    pub timeout: u8,
+    pub retryCnt: u8,
+    /// 7 = infinite.
+    pub rnrRetry: u8,
+    /// IB encoding: 0 = 655.36 ms.
+    pub minRnrTimer: u8,
+    pub maxRdAtomic: u8,
+    pub maxDestRdAtomic: u8,
+}
+
+/// The settings struct's C name.
+#[allow(non_camel_case_types)]
+pub type rcclTelemetryQpAttrs_t = rcclTelemetryQpAttrs;
+
+/// rcclTelemetryQpSetAttrs' result for an attrs pointer that is NULL or whose size does not
+/// reach its first field after `size`.
+pub const RCCL_TELEMETRY_QP_ATTRS_BAD_SIZE: i32 = -1;
+
+impl rcclTelemetryQpAttrs {
+    /// What a caller's struct of `size` bytes tells: the fields that end within it.
+    fn told(&self, size: usize) -> crate::peers::QpAttrs {
+        macro_rules! field {
+            ($f:ident) => {
+                (std::mem::offset_of!(rcclTelemetryQpAttrs, $f) + std::mem::size_of_val(&self.$f)
+                    <= size)
+                    .then_some(self.$f)
+            };
+        }
+        crate::peers::QpAttrs {
+            traffic_class: field!(trafficClass),
+            sl: field!(serviceLevel),
+            path_mtu: field!(pathMtu).filter(|&m| m != 0),
+            timeout: field!(timeout),
+            retry_cnt: field!(retryCnt),
+            rnr_retry: field!(rnrRetry),
+            min_rnr_timer: field!(minRnrTimer),
+            sgid_index: field!(sgidIndex),
+            port: field!(portNum),
+            hop_limit: field!(hopLimit),
+            max_rd_atomic: field!(maxRdAtomic),
+            max_dest_rd_atomic: field!(maxDestRdAtomic),
+        }
+    }
+}
+
+/// The smallest `size` rcclTelemetryQpSetAttrs takes: one that covers the first field.
+const QP_ATTRS_MIN_SIZE: usize = std::mem::offset_of!(rcclTelemetryQpAttrs, pathMtu) + 4;
+
+/// Records a QP's path and retry settings (cold path: where the transport moves the QP to RTR
+/// and to RTS). `attrs->size` says how much of the struct the caller has: the fields that end
+/// within it are recorded (a later call's replace an earlier call's; fields it does not cover,
+/// and a pathMtu of 0, keep what was recorded before), a size larger than this library's
+/// struct is accepted (fields it does not know are ignored). The file then shows the QP's
+/// "attrs", which the analyser compares across a NIC's QPs and between the ends of a link.
+/// Returns 0 when recorded or ignored (NULL handle, telemetry off, after the final write),
+/// RCCL_TELEMETRY_QP_ATTRS_BAD_SIZE (-1) when `attrs` is NULL or its size does not reach the
+/// field after `size`. Any thread, concurrently with any call. `qp` is NULL or a handle from
+/// rcclTelemetryResolveQp; `attrs` is NULL or points to `attrs->size` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rcclTelemetryQpSetAttrs(
+    qp: *mut RcclQpStats,
+    attrs: *const rcclTelemetryQpAttrs_t,
+) -> c_int {
+    boundary!("rcclTelemetryQpSetAttrs", -1, {
+        if attrs.is_null() {
+            return RCCL_TELEMETRY_QP_ATTRS_BAD_SIZE;
+        }
+        // SAFETY: `attrs` points to at least its `size` field, read unaligned as a caller's
+        // struct may be packed into a larger one.
+        let size = unsafe { std::ptr::addr_of!((*attrs).size).read_unaligned() };
+        if size < QP_ATTRS_MIN_SIZE {
+            return RCCL_TELEMETRY_QP_ATTRS_BAD_SIZE;
+        }
+        if !runtime::is_on() {
+            return 0;
+        }
+        // SAFETY: handles are NULL or stable slot addresses, valid for the process.
+        let Some(q) = (unsafe { (qp as *const RcclQpStats).as_ref() }) else {
+            return 0;
+        };
+        let mut a = rcclTelemetryQpAttrs::default();
+        let n = size.min(std::mem::size_of::<rcclTelemetryQpAttrs>());
+        // SAFETY: per the caller's contract `attrs` has `size` readable bytes, of which the
+        // first `n` are copied into a struct of at least `n` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                attrs as *const u8,
+                &mut a as *mut rcclTelemetryQpAttrs as *mut u8,
+                n,
+            )
+        };
+        crate::peers::set_attrs(q, a.told(size));
+        0
+    })
+}
+
+#[cfg(test)]
+mod qp_attrs_tests {
+    use super::*;
+
+    #[test]
+    fn a_size_sets_the_fields_it_covers() {
+        let a = rcclTelemetryQpAttrs {
+            size: 0,
+            pathMtu: 1024,
+            trafficClass: 106,
+            serviceLevel: 3,
+            portNum: 1,
+            sgidIndex: 3,
+            hopLimit: 64,
+            timeout: 14,
+            retryCnt: 7,
+            rnrRetry: 7,
+            minRnrTimer: 12,
+            maxRdAtomic: 1,
+            maxDestRdAtomic: 1,
+        };
+        let full = a.told(std::mem::size_of::<rcclTelemetryQpAttrs>());
+        assert_eq!(
+            (full.traffic_class, full.path_mtu, full.max_dest_rd_atomic),
+            (Some(106), Some(1024), Some(1))
+        );
+        assert_eq!(a.told(1 << 20), full, "a larger size is the whole struct");
+        let mtu_only = a.told(QP_ATTRS_MIN_SIZE);
+        assert_eq!(
+            mtu_only,
+            crate::peers::QpAttrs {
+                path_mtu: Some(1024),
+                ..Default::default()
+            }
+        );
+        let to_timeout = a.told(std::mem::offset_of!(rcclTelemetryQpAttrs, timeout) + 1);
+        assert_eq!(
+            (
+                to_timeout.timeout,
+                to_timeout.hop_limit,
+                to_timeout.retry_cnt
+            ),
+            (Some(14), Some(64), None)
+        );
+        let zero_mtu = rcclTelemetryQpAttrs { pathMtu: 0, ..a };
+        assert_eq!(zero_mtu.told(QP_ATTRS_MIN_SIZE), Default::default());
+    }
+
+    #[test]
+    fn a_size_below_the_first_field_or_no_struct_is_refused() {
+        let small = rcclTelemetryQpAttrs {
+            size: QP_ATTRS_MIN_SIZE - 1,
+            ..Default::default()
+        };
+        // SAFETY: a valid struct; NULL handles.
+        unsafe {
+            assert_eq!(
+                rcclTelemetryQpSetAttrs(std::ptr::null_mut(), &small),
+                RCCL_TELEMETRY_QP_ATTRS_BAD_SIZE
+            );
+            assert_eq!(
+                rcclTelemetryQpSetAttrs(std::ptr::null_mut(), std::ptr::null()),
+                RCCL_TELEMETRY_QP_ATTRS_BAD_SIZE
+            );
+            let ok = rcclTelemetryQpAttrs {
+                size: QP_ATTRS_MIN_SIZE,
+                ..small
+            };
+            assert_eq!(rcclTelemetryQpSetAttrs(std::ptr::null_mut(), &ok), 0);
+        }
+    }
 }

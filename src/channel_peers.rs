@@ -42,6 +42,56 @@ pub struct QpInfo {
     pub gid_index: Option<u32>,
     pub qp_type: Option<&'static str>,
     pub peer: Option<Remote>,
+    /// The QP's path and retry settings (rcclTelemetryQpSetAttrs, the preload's modify_qp).
+    pub attrs: QpAttrs,
+}
+
+/// A QP's path and retry settings as told: each field None until a call told it (a caller's
+/// shorter struct, or a modify_qp whose mask lacks it, leaves it as it was).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QpAttrs {
+    /// GRH traffic class (DSCP << 2 | ECN).
+    pub traffic_class: Option<u8>,
+    pub sl: Option<u8>,
+    /// Bytes (256 .. 4096).
+    pub path_mtu: Option<u32>,
+    /// Local ACK timeout exponent: 4.096 us * 2^timeout.
+    pub timeout: Option<u8>,
+    pub retry_cnt: Option<u8>,
+    /// 7 = infinite.
+    pub rnr_retry: Option<u8>,
+    /// IB encoding: 0 = 655.36 ms.
+    pub min_rnr_timer: Option<u8>,
+    pub sgid_index: Option<u8>,
+    pub port: Option<u8>,
+    pub hop_limit: Option<u8>,
+    pub max_rd_atomic: Option<u8>,
+    pub max_dest_rd_atomic: Option<u8>,
+}
+
+impl QpAttrs {
+    /// Whether any setting was told.
+    pub fn any(&self) -> bool {
+        *self != QpAttrs::default()
+    }
+
+    /// These settings with every field `newer` tells replaced by its value.
+    pub fn merged(self, newer: QpAttrs) -> QpAttrs {
+        QpAttrs {
+            traffic_class: newer.traffic_class.or(self.traffic_class),
+            sl: newer.sl.or(self.sl),
+            path_mtu: newer.path_mtu.or(self.path_mtu),
+            timeout: newer.timeout.or(self.timeout),
+            retry_cnt: newer.retry_cnt.or(self.retry_cnt),
+            rnr_retry: newer.rnr_retry.or(self.rnr_retry),
+            min_rnr_timer: newer.min_rnr_timer.or(self.min_rnr_timer),
+            sgid_index: newer.sgid_index.or(self.sgid_index),
+            port: newer.port.or(self.port),
+            hop_limit: newer.hop_limit.or(self.hop_limit),
+            max_rd_atomic: newer.max_rd_atomic.or(self.max_rd_atomic),
+            max_dest_rd_atomic: newer.max_dest_rd_atomic.or(self.max_dest_rd_atomic),
+        }
+    }
 }
 
 /// One channel's side table.

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering::*};
 use parking_lot::Mutex;
 
 use crate::channel_peers::Inner;
-pub use crate::channel_peers::{nonzero, ChannelPeers, PeerKey, QpInfo, Remote};
+pub use crate::channel_peers::{nonzero, ChannelPeers, PeerKey, QpAttrs, QpInfo, Remote};
 use crate::counters::RcclQpStats;
 use crate::loghist::{LogHist, LOG_BUCKETS};
 use crate::registry::{self, Channel};
@@ -228,6 +228,22 @@ pub fn set_local(qp: &'static RcclQpStats, qp_num: u32, port: Option<u8>) {
         };
         e.qp_num = Some(qp_num);
         e.port = port.or(e.port);
+    }
+}
+
+/// Tells slot `qp` its path and retry settings (cold path): the fields `a` tells replace the
+/// slot's, the others stay as told before (a QP's RTR and RTS transitions tell different
+/// ones). A handle that is no reserved slot of a registered channel is ignored.
+pub fn set_attrs(qp: &'static RcclQpStats, a: QpAttrs) {
+    let Some((_, c, i)) = registry::slot_home(qp) else {
+        crate::diag::debug(|| "set_attrs: handle is no telemetry QP slot; ignored".into());
+        return;
+    };
+    if !a.any() {
+        return;
+    }
+    if let Some(e) = c.peers.inner.lock().entry(i) {
+        e.attrs = e.attrs.merged(a);
     }
 }
 
@@ -539,6 +555,45 @@ mod tests {
             Box::leak(Box::new(unsafe { std::mem::zeroed::<RcclQpStats>() }));
         set_peer(stray, info(1, Some(a), 0));
         assert_eq!((word(stray), peer_of(stray)), (0, None));
+    }
+
+    #[test]
+    fn set_attrs_merges_what_each_call_tells_and_ignores_strays() {
+        let (c, q) = channel(23, 3);
+        let rtr = QpAttrs {
+            traffic_class: Some(106),
+            sl: Some(3),
+            path_mtu: Some(4096),
+            ..QpAttrs::default()
+        };
+        set_attrs(q[1], rtr);
+        set_attrs(
+            q[1],
+            QpAttrs {
+                timeout: Some(20),
+                retry_cnt: Some(7),
+                sl: Some(0),
+                ..QpAttrs::default()
+            },
+        );
+        let told = c.peers.qp(1).unwrap().attrs;
+        assert_eq!(
+            told,
+            QpAttrs {
+                timeout: Some(20),
+                retry_cnt: Some(7),
+                sl: Some(0),
+                ..rtr
+            }
+        );
+        // Telling nothing makes no record; the peer call keeps the settings.
+        set_attrs(q[2], QpAttrs::default());
+        assert_eq!(c.peers.qp(2), None);
+        set_peer(q[1], info(5, Some(gid("fe80::9")), 0));
+        assert_eq!(c.peers.qp(1).unwrap().attrs, told);
+        let stray: &'static RcclQpStats =
+            Box::leak(Box::new(unsafe { std::mem::zeroed::<RcclQpStats>() }));
+        set_attrs(stray, rtr);
     }
 
     #[test]

@@ -65,6 +65,7 @@ static void to_rtr(struct ibv_qp *qp, uint32_t rqpn, int sgid_index, const uint8
     a.ah_attr.is_global = 1;
     a.ah_attr.grh.sgid_index = (uint8_t)sgid_index;
     a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.grh.traffic_class = sgid_index == 3 ? 106 : 0; /* C rides DSCP 26 */
     memcpy(a.ah_attr.grh.dgid.raw, dgid, 16);
   }
   int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
@@ -113,7 +114,7 @@ static struct ibv_qp *mk_typed_qp(struct ibv_pd *pd, struct ibv_cq *cq, enum ibv
  *   A  RC  INIT, RTR to 0x2001 over GID 0, RTS; then RESET, INIT, RTR to 0x2005, RTS
  *          (the later peer replaces the first); 5 signalled writes to B, completed
  *   B  RC  INIT, RTR to 0x2002 over GID 1 (IPv4-mapped), the AV naming no port; no RTS
- *   C  RC  (ibv_create_qp_ex) INIT, RTR to 0x2003 over GID 3, RTS
+ *   C  RC  (ibv_create_qp_ex) INIT, RTR to 0x2003 over GID 3 with traffic class 106, RTS
  *   D  UD  INIT, RTR, RTS: no peer
  *   E  RC  INIT; an RTR the provider fails (ETIMEDOUT), one it refuses (sgid_index 99:
  *          EINVAL), and an RTS from INIT (EINVAL): no peer

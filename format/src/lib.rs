@@ -48,11 +48,12 @@ pub mod write;
 /// 5: adds the WQE latency monitor: "slow_threshold_ns" at the top, the counters "num_wqe_slow"
 /// and "num_stalls" (channels, QPs, finalized records; summed per device), and each QP's
 /// "wqe_completion_ns_mean", "_stddev", "_p50", "_p90", "_p99", "_p999", "port" and
-/// "local_lid", after every older key of their object.
+/// "local_lid"; and each QP's path and retry settings ("attrs"), after every older key of
+/// their object.
 pub const FORMAT_VERSION: u32 = 5;
 
 /// The numeric versions [`read`] takes: every one this library has written, and 5 (the WQE
-/// latency monitor's keys).
+/// latency monitor's keys, each QP's path and retry settings).
 pub const READ_VERSIONS: [u32; 5] = [1, 2, 3, 4, 5];
 
 /// The "version" string of the files RCCL's in-tree engine writes, which the tool also reads

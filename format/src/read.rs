@@ -39,7 +39,8 @@ pub enum SourceFormat {
     #[serde(rename = "v4")]
     V4,
     /// Version 5: version 4 plus the WQE latency monitor (slow_threshold_ns, num_wqe_slow,
-    /// num_stalls, a QP's port, local_lid and latency statistics).
+    /// num_stalls, a QP's port, local_lid and latency statistics) and each QP's path and retry
+    /// settings.
     #[serde(rename = "v5")]
     V5,
     #[serde(rename = "intree-1.0")]
@@ -494,6 +495,9 @@ pub struct QueuePair {
     /// one pointer (None when the file has none of them: most QPs of most files).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub monitor: Option<Box<QpMonitor>>,
+    // Version 5: the QP's path and retry settings, where told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attrs: Option<Box<QpAttrs>>,
 }
 
 /// A QP's local end and the WQE latency monitor's statistics (version 5).
@@ -540,6 +544,37 @@ pub struct LatencyStats {
     pub wqe_completion_ns_p90: u64,
     pub wqe_completion_ns_p99: u64,
     pub wqe_completion_ns_p999: u64,
+}
+
+/// A QP's path and retry settings (version 5, queue pair "attrs"): each None until told.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+pub struct QpAttrs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic_class: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sl: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_mtu: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_cnt: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rnr_retry: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_rnr_timer: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sgid_index: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop_limit: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rd_atomic: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_dest_rd_atomic: Option<u8>,
 }
 
 /// A QP's first error completion (version 4, queue pair "first_cq_error").

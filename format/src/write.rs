@@ -50,7 +50,8 @@ pub const MAX_CHANNEL_ID: u32 = 511;
 pub struct FileReport<D = Vec<DeviceReport>> {
     /// The format version the file was written in: 5 added the WQE latency monitor
     /// (slow_threshold_ns, num_wqe_slow, num_stalls, a QP's port, local_lid, mean, stddev and
-    /// quantiles); 4 added per-QP error completions and last-progress times, errors by status per device, the cq_error and stall triggers, and
+    /// quantiles) and each QP's path and retry settings (attrs); 4 per-QP error completions and
+    /// last-progress times, errors by status per device, the cq_error and stall triggers, and
     /// communicators (rank, communicators, a channel's comm, a device's finalized_comms); 3 QP
     /// identities and peers, per-peer latency and the stall keys; 2 the log-scale completion
     /// histogram; 1 is the first. The Since column says which version added each key.
@@ -710,6 +711,12 @@ pub struct QpReport {
     // Version 5 (per QP only): its local port and LID, the WQE latency monitor's statistics.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub monitor: Option<QpMonitorReport>,
+    /// The QP's path and retry settings as the transport set them (rcclTelemetryQpSetAttrs, or the
+    /// interposer's modify_qp); absent when none was told, and within it each setting absent until
+    /// told.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "QpAttrsReport", extend("x-since" = 5)))]
+    pub attrs: Option<QpAttrsReport>,
 }
 
 /// Version 5 queue-pair keys, after every older one: the QP's local end as told, and the WQE
@@ -751,6 +758,64 @@ pub struct QpMonitorReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(with = "u64", extend("x-since" = 5)))]
     pub wqe_completion_ns_p999: Option<u64>,
+}
+
+/// A QP's path and retry settings (queue pair "attrs"): each key present once told.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "qp_attrs"))]
+pub struct QpAttrsReport {
+    /// The GRH traffic class (DSCP << 2 | ECN).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u8"))]
+    pub traffic_class: Option<u8>,
+    /// The service level (the priority on RoCE without DSCP mapping).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u8"))]
+    pub sl: Option<u8>,
+    /// The path MTU in bytes (256 .. 4096).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "u32", range(min = 256, max = 4096))
+    )]
+    pub path_mtu: Option<u32>,
+    /// The local ACK timeout exponent: the transport waits 4.096 us * 2^timeout for an ACK.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u8"))]
+    pub timeout: Option<u8>,
+    /// Retransmissions after an ACK timeout before the QP fails with RETRY_EXC_ERR.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u8"))]
+    pub retry_cnt: Option<u8>,
+    /// Retries after an RNR NAK before RNR_RETRY_EXC_ERR; 7 retries for ever.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u8"))]
+    pub rnr_retry: Option<u8>,
+    /// The RNR NAK timer the QP asks its peer to wait, IB-encoded (0 = 655.36 ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u8"))]
+    pub min_rnr_timer: Option<u8>,
+    /// The source GID index.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u8"))]
+    pub sgid_index: Option<u8>,
+    /// The local port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u8"))]
+    pub port: Option<u8>,
+    /// The GRH hop limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u8"))]
+    pub hop_limit: Option<u8>,
+    /// RDMA reads and atomics the QP may have outstanding as initiator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u8"))]
+    pub max_rd_atomic: Option<u8>,
+    /// RDMA reads and atomics the QP accepts outstanding as target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "u8"))]
+    pub max_dest_rd_atomic: Option<u8>,
 }
 
 /// "hw_counters": the hw module's ordered keys.

@@ -7,7 +7,8 @@
  * remote LID), with the local GID read back from the GID table (sgid_index on the port) and
  * the port's LID. Nothing the program passes or gets back is touched, errno included; a
  * modify that failed records nothing. UD QPs have no single peer (each send names its own
- * address handle): they keep "peer": null.
+ * address handle): they keep "peer": null. Every successful modify also tells the path and
+ * retry settings its mask carries (the QP's "attrs").
  * Separate because it is the only part that reads addresses and GIDs.
  */
 #include "preload.h"
@@ -51,6 +52,36 @@ static uint16_t port_lid(struct ibv_context *ctx, uint8_t port) {
   return rc == 0 ? pa.lid : 0;
 }
 
+/* The path and retry settings a successful modify set, each only where the mask carries it:
+ * the address vector's traffic class, SL, port, GID index and hop limit (the GRH's only when
+ * it has one), the path MTU (in bytes), the RTR's RNR timer and responder depth, the RTS's
+ * timeout, retry counts and initiator depth. */
+static void qp_settings(struct rqp *r, const struct ibv_qp_attr *attr, int mask) {
+  const int settings = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_TIMEOUT |
+                       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+  if (!(mask & settings)) return;
+  struct rtp_qp_attrs a = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+  if (mask & IBV_QP_AV) {
+    const struct ibv_ah_attr *ah = &attr->ah_attr;
+    a.sl = ah->sl;
+    a.port = ah->port_num;
+    if (ah->is_global) {
+      a.traffic_class = ah->grh.traffic_class;
+      a.sgid_index = ah->grh.sgid_index;
+      a.hop_limit = ah->grh.hop_limit;
+    }
+  }
+  if ((mask & IBV_QP_PATH_MTU) && attr->path_mtu >= IBV_MTU_256 && attr->path_mtu <= IBV_MTU_4096)
+    a.path_mtu = 128 << attr->path_mtu;
+  if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) a.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+  if (mask & IBV_QP_MIN_RNR_TIMER) a.min_rnr_timer = attr->min_rnr_timer;
+  if (mask & IBV_QP_TIMEOUT) a.timeout = attr->timeout;
+  if (mask & IBV_QP_RETRY_CNT) a.retry_cnt = attr->retry_cnt;
+  if (mask & IBV_QP_RNR_RETRY) a.rnr_retry = attr->rnr_retry;
+  if (mask & IBV_QP_MAX_QP_RD_ATOMIC) a.max_rd_atomic = attr->max_rd_atomic;
+  rtp_qp_set_attrs(r->slot, &a);
+}
+
 /* After a successful ibv_modify_qp(qp, attr, mask), telemetry on. */
 void qp_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int mask) {
   struct rqp *r = qp_rec(qp);
@@ -78,6 +109,7 @@ void qp_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int mask) {
     rtp_qp_set_peer(r->slot, qp->qp_num, lgid, llid, port > 0 ? port : -1, gidx, attr->dest_qp_num,
                     ah->is_global ? ah->grh.dgid.raw : NULL, ah->dlid);
   }
+  qp_settings(r, attr, mask);
   errno = saved;
 }
 

@@ -303,6 +303,61 @@ pub unsafe extern "C" fn rtp_qp_set_peer(
     })
 }
 
+/// A QP's path and retry settings from one successful ibv_modify_qp: each field the value the
+/// call set, or -1 where its attribute mask did not carry it (path_mtu in bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RtpQpAttrs {
+    pub traffic_class: c_int,
+    pub sl: c_int,
+    pub path_mtu: c_int,
+    pub port: c_int,
+    pub sgid_index: c_int,
+    pub hop_limit: c_int,
+    pub max_dest_rd_atomic: c_int,
+    pub min_rnr_timer: c_int,
+    pub timeout: c_int,
+    pub retry_cnt: c_int,
+    pub rnr_retry: c_int,
+    pub max_rd_atomic: c_int,
+}
+
+impl RtpQpAttrs {
+    fn told(&self) -> rccl_telemetry::peers::QpAttrs {
+        let b = |v: c_int| u8::try_from(v).ok();
+        rccl_telemetry::peers::QpAttrs {
+            traffic_class: b(self.traffic_class),
+            sl: b(self.sl),
+            path_mtu: u32::try_from(self.path_mtu).ok().filter(|m| *m > 0),
+            timeout: b(self.timeout),
+            retry_cnt: b(self.retry_cnt),
+            rnr_retry: b(self.rnr_retry),
+            min_rnr_timer: b(self.min_rnr_timer),
+            sgid_index: b(self.sgid_index),
+            port: b(self.port).filter(|p| *p > 0),
+            hop_limit: b(self.hop_limit),
+            max_rd_atomic: b(self.max_rd_atomic),
+            max_dest_rd_atomic: b(self.max_dest_rd_atomic),
+        }
+    }
+}
+
+/// A QP's settings from a successful ibv_modify_qp (RTR: the path, RTS: the retries): the
+/// fields told replace the QP's, the others stay.
+///
+/// # Safety
+/// `slot` is NULL or a slot from rtp_qp_slot; `a` is NULL or points to an `rtp_qp_attrs`.
+#[no_mangle]
+pub unsafe extern "C" fn rtp_qp_set_attrs(slot: *const RcclQpStats, a: *const RtpQpAttrs) {
+    boundary!("rtp_qp_set_attrs", (), {
+        // SAFETY: per the caller's contract.
+        let (Some(q), Some(a)) = (unsafe { slot_ref(slot) }, unsafe { a.as_ref() }) else {
+            return;
+        };
+        rccl_telemetry::peers::set_attrs(q, a.told());
+    })
+}
+
 /// One error completion polled (cold path): on `slot`'s QP, with what the send record knew of
 /// the failed WR (`opcode`: its `enum ibv_wr_opcode`, -2 a receive, -1 unknown; `bytes` -1
 /// unknown; `token` its PostTs token), or, with a NULL slot, on device `dev` only (a QP the

@@ -113,6 +113,7 @@ fn qp_report(id: u64, role: u8, s: &QpSnapshot, k: RowKeys) -> QpReport {
         stall: None,
         errors: None,
         monitor: None,
+        attrs: None,
     }
 }
 
@@ -138,6 +139,24 @@ fn qp_monitor_report(
         m.wqe_completion_ns_p999 = Some(p999);
     }
     m
+}
+
+/// The file's "attrs" of a QP's told settings; None when none was told.
+fn qp_attrs(a: peers::QpAttrs) -> Option<QpAttrsReport> {
+    a.any().then_some(QpAttrsReport {
+        traffic_class: a.traffic_class,
+        sl: a.sl,
+        path_mtu: a.path_mtu,
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
+        rnr_retry: a.rnr_retry,
+        min_rnr_timer: a.min_rnr_timer,
+        sgid_index: a.sgid_index,
+        port: a.port,
+        hop_limit: a.hop_limit,
+        max_rd_atomic: a.max_rd_atomic,
+        max_dest_rd_atomic: a.max_dest_rd_atomic,
+    })
 }
 
 fn comm_ref(c: &CommIdent) -> CommRef {
@@ -329,6 +348,7 @@ impl Rows {
             crate::cq_errors::of(r.slot).as_ref(),
             st.as_ref().map(|(s, v)| (s, *v)),
         ));
+        q.attrs = info.and_then(|t| qp_attrs(t.attrs));
         q
     }
 

@@ -157,6 +157,48 @@ pub struct Device {
     pub finalized_requests: u64,
     /// Their QP slots (a device whose communicators are all gone still drove them).
     pub finalized_qps: u64,
+    /// The device's QPs by their path and retry settings, each distinct combination once with
+    /// its QP count (QPs with none told are left out); see [`QpSettings::tally`].
+    pub qp_settings: Vec<(QpSettings, u64)>,
+}
+
+/// The path and retry settings the `rccl_telemetry_qp_settings` series names as labels (None:
+/// not told, an empty label).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QpSettings {
+    pub traffic_class: Option<u8>,
+    pub sl: Option<u8>,
+    pub path_mtu: Option<u32>,
+    pub timeout: Option<u8>,
+    pub retry_cnt: Option<u8>,
+    pub rnr_retry: Option<u8>,
+    pub min_rnr_timer: Option<u8>,
+}
+
+impl QpSettings {
+    /// The label values, in [`super::QP_SETTINGS`]' order.
+    pub fn values(&self) -> [Option<u32>; 7] {
+        let b = |v: Option<u8>| v.map(u32::from);
+        [
+            b(self.traffic_class),
+            b(self.sl),
+            self.path_mtu,
+            b(self.timeout),
+            b(self.retry_cnt),
+            b(self.rnr_retry),
+            b(self.min_rnr_timer),
+        ]
+    }
+
+    /// Each distinct combination of `qps` with its count, in settings order; combinations
+    /// with nothing told are left out.
+    pub fn tally(qps: impl IntoIterator<Item = QpSettings>) -> Vec<(QpSettings, u64)> {
+        let mut m = std::collections::BTreeMap::new();
+        for q in qps.into_iter().filter(|q| *q != QpSettings::default()) {
+            *m.entry(q).or_insert(0u64) += 1;
+        }
+        m.into_iter().collect()
+    }
 }
 
 impl Device {

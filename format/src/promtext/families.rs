@@ -332,6 +332,22 @@ pub const RUN_END: Family = fam(
     &[],
 );
 
+pub const QP_SETTINGS: Family = fam(
+    "qp_settings",
+    Gauge,
+    "QPs of the device with these path and retry settings, one series per distinct combination (an empty label was not told): a device whose QPs disagree has several.",
+    S::Device,
+    &[
+        "traffic_class",
+        "sl",
+        "path_mtu",
+        "timeout",
+        "retry_cnt",
+        "rnr_retry",
+        "min_rnr_timer",
+    ],
+);
+
 /// The families written at each scope, in output order.
 pub const DEVICE_ONLY: [Family; 5] = [TX_BYTES, RX_BYTES, CQ_ERRORS, CQ_POLLS, ACTIVE_CHANNELS];
 /// The software counters' families are the counter table's ([`crate::counters::families`]):
@@ -366,6 +382,7 @@ pub fn families(level: Level) -> Vec<Family> {
     v.push(COMPLETION);
     v.push(COMPLETION_LOG);
     v.push(HW_AVAILABLE);
+    v.push(QP_SETTINGS);
     if level >= Level::Channel {
         v.extend(
             counts

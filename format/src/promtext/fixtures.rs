@@ -1,6 +1,6 @@
 //! Test data shared by the renderers' tests: a rank with one used and one unused device.
 
-use super::data::{Channel, Counts, Device, Hw, Qp, QpLatency, Rank};
+use super::data::{Channel, Counts, Device, Hw, Qp, QpLatency, QpSettings, Rank};
 use super::families::Level;
 use super::render::render;
 use crate::counters::{Field, N};
@@ -86,6 +86,24 @@ pub(super) fn rank(pid: u64) -> Rank {
         finalized: Counts::default(),
         finalized_requests: 0,
         finalized_qps: 0,
+        qp_settings: QpSettings::tally([
+            QpSettings {
+                traffic_class: Some(106),
+                path_mtu: Some(4096),
+                ..QpSettings::default()
+            },
+            QpSettings::default(),
+            QpSettings {
+                traffic_class: Some(0),
+                path_mtu: Some(4096),
+                ..QpSettings::default()
+            },
+            QpSettings {
+                traffic_class: Some(106),
+                path_mtu: Some(4096),
+                ..QpSettings::default()
+            },
+        ]),
     };
     let unused = Device {
         id: 1,

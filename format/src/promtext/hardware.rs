@@ -3,9 +3,10 @@
 //! the family table.
 
 use std::collections::HashSet;
+use std::fmt::Write as _;
 
 use super::data::{Device, Hw};
-use super::families::{Kind, HW_AVAILABLE};
+use super::families::{Kind, HW_AVAILABLE, QP_SETTINGS};
 use super::names::hw_metric;
 use super::syntax::{escape_into, header, prom_f64, sample};
 
@@ -81,6 +82,28 @@ pub(super) fn hw_families(out: &mut String, devs: &[(usize, &Device, String)]) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The devices' QP settings, one info-style series per distinct combination (a family only
+/// when some device has QPs that told theirs).
+pub(super) fn qp_settings_family(out: &mut String, devs: &[(usize, &Device, String)]) {
+    if devs.iter().all(|(_, d, _)| d.qp_settings.is_empty()) {
+        return;
+    }
+    let name = QP_SETTINGS.name();
+    header(out, &name, QP_SETTINGS.help, QP_SETTINGS.kind);
+    let mut extra = String::new();
+    for (_, d, l) in devs {
+        for (s, n) in &d.qp_settings {
+            extra.clear();
+            for (i, (k, v)) in QP_SETTINGS.extra.iter().zip(s.values()).enumerate() {
+                let sep = if i == 0 { "" } else { "," };
+                let v = v.map(|v| v.to_string()).unwrap_or_default();
+                let _ = write!(extra, "{sep}{k}=\"{v}\"");
+            }
+            sample(out, &name, l, &extra, *n);
         }
     }
 }

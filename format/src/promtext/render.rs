@@ -10,7 +10,7 @@ use super::families::{
     CQ_ERRORS, CQ_POLLS, LAST_WRITE, RX_BYTES, START_TIME, TX_BYTES, WQE_LATENCY,
     WQE_LATENCY_STDDEV,
 };
-use super::hardware::hw_families;
+use super::hardware::{hw_families, qp_settings_family};
 use super::syntax::{header, label, labels, prom_f64, sample, unique};
 use crate::counters::FIELDS;
 
@@ -77,6 +77,7 @@ pub fn render(ranks: &[Rank], level: Level, out: &mut String) -> usize {
         devs.iter().map(|(_, d, _)| DevTotals::of(d)).collect(),
     );
     hw_families(out, &devs);
+    qp_settings_family(out, &devs);
 
     if level >= Level::Channel {
         let (ch_items, qp_items) = channel_and_qp_items(&kept, &devs, level);
@@ -521,6 +522,35 @@ mod tests {
                 .filter(|x| x.starts_with("rccl_telemetry_tx_bytes_total{"))
                 .count(),
             2
+        );
+    }
+
+    #[test]
+    fn qp_settings_are_one_series_per_distinct_combination_with_its_qp_count() {
+        let l = lines(Level::Device);
+        let settings: Vec<&String> = l
+            .iter()
+            .filter(|x| x.starts_with("rccl_telemetry_qp_settings{") && x.contains("pid=\"7\""))
+            .collect();
+        let dev = r#"host="h1",pid="7",rank="3",device="mlx5_\"0\"",hw_type="mlx5""#;
+        let empty = r#"timeout="",retry_cnt="",rnr_retry="",min_rnr_timer="""#;
+        assert_eq!(
+            settings,
+            [
+                &format!(
+                    r#"rccl_telemetry_qp_settings{{{dev},traffic_class="0",sl="",path_mtu="4096",{empty}}} 1"#
+                ),
+                &format!(
+                    r#"rccl_telemetry_qp_settings{{{dev},traffic_class="106",sl="",path_mtu="4096",{empty}}} 2"#
+                ),
+            ],
+            "a QP that told nothing has no series"
+        );
+        assert_eq!(
+            l.iter()
+                .filter(|x| x.starts_with("# TYPE rccl_telemetry_qp_settings gauge"))
+                .count(),
+            1
         );
     }
 

@@ -5,8 +5,8 @@
 //! time (the QPs are most of a file). Keys, defaults and what is required are the model's.
 
 use super::{
-    Channel, CommRef, Counters, LatencyStats, LogBucket, QpError, QpMonitor, QpPeer, QueuePair,
-    Text,
+    Channel, CommRef, Counters, LatencyStats, LogBucket, QpAttrs, QpError, QpMonitor, QpPeer,
+    QueuePair, Text,
 };
 use crate::counters::{with_rows, wqe_counts};
 use serde::Deserialize;
@@ -132,6 +132,8 @@ wqe_counts!(wire_struct QueuePairWire {
     wqe_completion_ns_p99: Option<u64>,
     #[serde(default)]
     wqe_completion_ns_p999: Option<u64>,
+    #[serde(default)]
+    attrs: Option<QpAttrs>,
 });
 
 impl From<QueuePairWire> for QueuePair {
@@ -173,6 +175,7 @@ impl From<QueuePairWire> for QueuePair {
                     })
                 })
             },
+            attrs: w.attrs.filter(|a| *a != QpAttrs::default()).map(Box::new),
         }
     }
 }

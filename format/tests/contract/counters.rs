@@ -148,6 +148,7 @@ fn every_row_with_a_family_has_its_series_at_every_scope_and_the_others_none() {
         finalized: distinct(7_000_000),
         finalized_requests: 0,
         finalized_qps: 0,
+        qp_settings: Vec::new(),
     };
     let rank = promtext::Rank {
         host: "h".into(),

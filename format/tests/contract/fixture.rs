@@ -109,6 +109,21 @@ fn qp(shape: Shape, which: usize) -> QpReport {
             wqe_completion_ns_p99: full.then_some(9000),
             wqe_completion_ns_p999: full.then_some(90_000),
         }),
+        // nulls: only what a QP's RTR transition tells
+        attrs: (shape != Bare).then(|| QpAttrsReport {
+            traffic_class: Some(106),
+            sl: Some(3),
+            path_mtu: Some(4096),
+            timeout: full.then_some(18),
+            retry_cnt: full.then_some(7),
+            rnr_retry: full.then_some(7),
+            min_rnr_timer: Some(12),
+            sgid_index: Some(3),
+            port: Some(1),
+            hop_limit: Some(255),
+            max_rd_atomic: full.then_some(1),
+            max_dest_rd_atomic: Some(1),
+        }),
     }
 }
 

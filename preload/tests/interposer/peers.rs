@@ -28,6 +28,56 @@ fn peer(qp_num: u64, gid: Option<&str>, gid_ip: Option<&str>, lid: Option<u64>) 
     serde_json::json!({"qp_num": qp_num, "gid": gid, "gid_ip": gid_ip, "lid": lid})
 }
 
+/// What sc_peers' modify_qp calls set, per QP (fake0's A to F, fake1's G).
+fn check_attrs(q: &[Value], q1: &[Value]) {
+    // The settings each successful modify_qp's mask carried: RTR's path (the GRH's only with
+    // one) and RNR timer, RTS's retries; none for D (UD, no address vector) and E (failed).
+    let rtr = serde_json::json!({"traffic_class": 0, "sl": 0, "path_mtu": 1024, "min_rnr_timer": 12,
+        "sgid_index": 0, "port": 1, "hop_limit": 64, "max_dest_rd_atomic": 1});
+    let rts =
+        serde_json::json!({"timeout": 14, "retry_cnt": 7, "rnr_retry": 7, "max_rd_atomic": 1});
+    let with = |base: &Value, more: &[(&str, Value)]| {
+        let mut v = base.clone();
+        for (k, x) in more {
+            v[*k] = x.clone();
+        }
+        v
+    };
+    let rc_rts: Vec<(&str, Value)> = rts
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    assert_eq!(q[0]["attrs"], with(&rtr, &rc_rts), "A");
+    let b_attrs = serde_json::json!({"traffic_class": 0, "sl": 0, "path_mtu": 1024, "min_rnr_timer": 12,
+        "sgid_index": 1, "hop_limit": 64, "max_dest_rd_atomic": 1});
+    assert_eq!(q[1]["attrs"], b_attrs, "B: no port in its AV, no RTS");
+    let mut c_more = rc_rts.clone();
+    c_more.extend([
+        ("traffic_class", Value::from(106)),
+        ("sgid_index", Value::from(3)),
+    ]);
+    assert_eq!(q[2]["attrs"], with(&rtr, &c_more), "C");
+    assert!(
+        q[3].get("attrs").is_none() && q[4].get("attrs").is_none(),
+        "D, E: {} {}",
+        q[3],
+        q[4]
+    );
+    assert_eq!(
+        q[5]["attrs"],
+        serde_json::json!({"traffic_class": 0, "sl": 0, "path_mtu": 1024, "sgid_index": 0, "port": 1, "hop_limit": 64}),
+        "F: UC has no RNR or atomics"
+    );
+    assert_eq!(
+        q1[0]["attrs"],
+        serde_json::json!({"sl": 0, "path_mtu": 1024, "timeout": 14, "retry_cnt": 7, "rnr_retry": 7,
+            "min_rnr_timer": 12, "port": 1, "max_rd_atomic": 1, "max_dest_rd_atomic": 1}),
+        "G: no GRH"
+    );
+}
+
 /// verbs_app's peers scenario (see sc_peers there): what the program passed to ibv_modify_qp
 /// is what the file says, per QP and per device.
 fn check_peers(r: &Run) {
@@ -114,6 +164,7 @@ fn check_peers(r: &Run) {
         d1["gid"].is_null() && d1["gid_ip"].is_null() && d1["gid_index"].is_null(),
         "{d1}"
     );
+    check_attrs(q, q1);
     // The data path still counts as before: A's 5 signalled writes.
     expect(
         "peers A",

@@ -116,6 +116,21 @@ fn device(d: &Device) -> promtext::Device {
         finalized,
         finalized_requests: d.finalized_comms.iter().map(|f| f.num_req_completed).sum(),
         finalized_qps: d.finalized_comms.iter().map(|f| f.num_qps).sum(),
+        qp_settings: promtext::QpSettings::tally(
+            d.channels
+                .iter()
+                .flat_map(|c| &c.queue_pairs)
+                .filter_map(|q| q.attrs.as_deref())
+                .map(|a| promtext::QpSettings {
+                    traffic_class: a.traffic_class,
+                    sl: a.sl,
+                    path_mtu: a.path_mtu,
+                    timeout: a.timeout,
+                    retry_cnt: a.retry_cnt,
+                    rnr_retry: a.rnr_retry,
+                    min_rnr_timer: a.min_rnr_timer,
+                }),
+        ),
     }
 }
 

@@ -373,8 +373,10 @@ pub fn merge(jobs: &Jobs, reports: Vec<OutlierReport>) -> OutlierReport {
         rows: Vec::new(),
         findings: Vec::new(),
         incomplete: None,
+        qp_settings: Vec::new(),
     };
     for (j, r) in jobs.jobs.iter().zip(reports) {
+        out.qp_settings.extend(r.qp_settings);
         let tag = |s: &str| format!("job {}: {s}", j.job);
         out.ranks += r.ranks;
         out.devices += r.devices;

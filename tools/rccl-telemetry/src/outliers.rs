@@ -22,6 +22,7 @@ pub mod fabric;
 mod hang;
 mod hw_counter;
 mod latency_tail;
+pub mod qp_lint;
 mod samples_dropped;
 mod skew;
 mod slot_miss;
@@ -90,6 +91,10 @@ pub enum Kind {
     SlowLinkOrNic,
     StalledQps,
     HangRoot,
+    QpConfigMismatch,
+    MtuMismatch,
+    RnrInfiniteRetry,
+    QpConfigUnusual,
 }
 
 impl Kind {
@@ -115,6 +120,10 @@ impl Kind {
             Kind::SlowLinkOrNic => "slow_link_or_nic",
             Kind::StalledQps => "stalled_qps",
             Kind::HangRoot => "hang_root",
+            Kind::QpConfigMismatch => "qp_config_mismatch",
+            Kind::MtuMismatch => "mtu_mismatch",
+            Kind::RnrInfiniteRetry => "rnr_infinite_retry",
+            Kind::QpConfigUnusual => "qp_config_unusual",
         }
     }
 
@@ -126,7 +135,8 @@ impl Kind {
             Kind::CounterUnavailable
             | Kind::CounterAvailable
             | Kind::Snapshot
-            | Kind::SamplesDropped => Severity::Info,
+            | Kind::SamplesDropped
+            | Kind::QpConfigUnusual => Severity::Info,
             _ => Severity::Warning,
         }
     }
@@ -173,6 +183,10 @@ impl Kind {
             Kind::SlowLinkOrNic => "a NIC pair slow both ways that the files cannot pin on one end or the path (a 2-host job's only link): both named, with what would tell them apart",
             Kind::StalledQps => "QPs with work outstanding and no completion for the stall time, per waiting NIC and peer",
             Kind::HangRoot => "the root of a hang: a frozen rank, a cycle on a dead link, or the end whose links went quiet first",
+            Kind::QpConfigMismatch => "QPs whose traffic class, SL, ACK timeout, retry count or RNR settings differ from the rest of their NIC's QPs or from their peer's end (qp_lint.md)",
+            Kind::MtuMismatch => "QPs whose path MTU differs from their peer's end of the connection",
+            Kind::RnrInfiniteRetry => "QPs with rnr_retry 7 (for ever) and min_rnr_timer 0: every RNR NAK stalls them 655 ms, and they never fail",
+            Kind::QpConfigUnusual => "every QP of the run agrees on a setting a RoCE fabric rarely wants (traffic class 0): a note, not a warning",
         }
     }
 }
@@ -317,6 +331,10 @@ pub struct OutlierReport {
     /// when every one has a file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub incomplete: Option<crate::completeness::Completeness>,
+    /// Each NIC's distinct QP settings with their QP counts, and the QPs that differ (QP lint,
+    /// files of version 5); absent when no QP told its settings.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub qp_settings: Vec<qp_lint::NicSettings>,
 }
 
 /// One used device of the run, with the file it is in.
@@ -391,7 +409,7 @@ impl<'c, 'r> Input<'c, 'r> {
 pub type Detector = fn(&Input) -> Vec<Finding>;
 
 /// Every detector, in the order their findings are gathered (ties in the ranking keep it).
-pub const DETECTORS: [(&str, Detector); 11] = [
+pub const DETECTORS: [(&str, Detector); 12] = [
     ("byte skew", skew::find),
     ("latency tail", latency_tail::find),
     ("hw counters", hw_counter::find),
@@ -403,6 +421,7 @@ pub const DETECTORS: [(&str, Detector); 11] = [
     ("samples dropped", samples_dropped::find),
     ("fabric", fabric::find),
     ("hang", hang::find),
+    ("qp lint", qp_lint::find),
 ];
 
 /// A finding about a whole rank file rather than one of its devices: named by its NIC when it
@@ -549,6 +568,7 @@ pub fn find_in(cx: &RunContext, opt: &Options) -> OutlierReport {
         findings: out,
         rows,
         incomplete: (!completeness.is_complete()).then_some(completeness),
+        qp_settings: qp_lint::view(&input),
     }
 }
 

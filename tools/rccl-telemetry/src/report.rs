@@ -120,6 +120,7 @@ pub fn render(cx: RunContext, s: &Summary, o: &OutlierReport, max_devices: usize
     latency::section(&mut h, s, o, max_devices, &mut aggregated);
     skew_section(&mut h, s, o, &mut aggregated);
     hw_section(&mut h, s);
+    qp_settings_section(&mut h, o);
     samples::section(&mut h, run, o, max_devices, &mut aggregated);
     summary_section(&mut h, hang.as_deref(), s);
     devices_section(&mut h, s, o, &mut aggregated);
@@ -412,6 +413,91 @@ fn hw_section(h: &mut String, s: &Summary) {
             fmt_signed(c.median),
             fmt_signed(c.max as f64),
             esc(&c.max_at)
+        );
+    }
+    h.push_str("</table>\n");
+}
+
+/// Each NIC's QP settings (QP lint, files of version 5): the run's distinct combinations with
+/// the NICs and QPs that have each, then the NICs whose QPs disagree or differ from their
+/// peers, with those QPs. Absent when no QP told its settings.
+fn qp_settings_section(h: &mut String, o: &OutlierReport) {
+    if o.qp_settings.is_empty() {
+        return;
+    }
+    let opt = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
+    let cells = |a: &crate::model::QpAttrs| {
+        [
+            opt(a.traffic_class.map(u32::from)),
+            opt(a.sl.map(u32::from)),
+            opt(a.path_mtu),
+            opt(a.timeout.map(u32::from)),
+            opt(a.retry_cnt.map(u32::from)),
+            opt(a.rnr_retry.map(u32::from)),
+            opt(a.min_rnr_timer.map(u32::from)),
+        ]
+        .map(|c| format!("<td class=\"n\">{c}</td>"))
+        .concat()
+    };
+    let mut combos: std::collections::BTreeMap<crate::model::QpAttrs, (u64, u64)> =
+        std::collections::BTreeMap::new();
+    for n in &o.qp_settings {
+        for s in &n.settings {
+            let e = combos.entry(s.attrs).or_default();
+            e.0 += 1;
+            e.1 += s.qps;
+        }
+    }
+    h.push_str("<h2 id=\"qp-settings\">QP settings</h2>\n<table><tr><th>traffic class</th><th>SL</th><th>path MTU</th><th>timeout</th><th>retry_cnt</th><th>rnr_retry</th><th>min_rnr_timer</th><th>NICs</th><th>QPs</th></tr>\n");
+    for (a, (nics, qps)) in &combos {
+        let _ = writeln!(
+            h,
+            "<tr>{}<td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            cells(a),
+            fmt_count(*nics),
+            fmt_count(*qps)
+        );
+    }
+    h.push_str("</table>\n");
+    let odd: Vec<_> = o
+        .qp_settings
+        .iter()
+        .filter(|n| n.settings.len() > 1 || !n.differing.is_empty())
+        .collect();
+    if odd.is_empty() {
+        let _ = writeln!(
+            h,
+            "<p>Every one of the {} NICs' QPs agree with each other and with their peers.</p>",
+            fmt_count(o.qp_settings.len() as u64)
+        );
+        return;
+    }
+    h.push_str("<table><tr><th>NIC</th><th>settings: QPs</th><th>QPs that differ</th></tr>\n");
+    for n in odd {
+        let settings: Vec<String> = n
+            .settings
+            .iter()
+            .map(|s| {
+                let a = &s.attrs;
+                format!(
+                    "class {} SL {} MTU {} timeout {} retry {} rnr {} timer {}: {}",
+                    opt(a.traffic_class.map(u32::from)),
+                    opt(a.sl.map(u32::from)),
+                    opt(a.path_mtu),
+                    opt(a.timeout.map(u32::from)),
+                    opt(a.retry_cnt.map(u32::from)),
+                    opt(a.rnr_retry.map(u32::from)),
+                    opt(a.min_rnr_timer.map(u32::from)),
+                    fmt_count(s.qps)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&n.nic),
+            esc(&settings.join("; ")),
+            esc(&n.differing.join("; "))
         );
     }
     h.push_str("</table>\n");

@@ -47,7 +47,7 @@ impl Class {
 }
 
 /// The labelled classes.
-pub const CLASSES: [Class; 7] = [
+pub const CLASSES: [Class; 9] = [
     Class {
         name: "healthy",
         plant: None,
@@ -61,6 +61,8 @@ pub const CLASSES: [Class; 7] = [
         name: "stall_root",
         plant: Some(Plant::FrozenRank),
     },
+    Class::of(Plant::QpTclass),
+    Class::of(Plant::QpMtu),
 ];
 
 /// The noise a run carries: none, heavy-tailed per-process jitter, one descheduled rank,
@@ -461,6 +463,6 @@ mod tests {
         assert!(!g
             .iter()
             .any(|c| c.nics == 3 && c.class.plant == Some(Plant::SlowHost)));
-        assert_eq!(g.len(), 6 + 7);
+        assert_eq!(g.len(), 8 + 9);
     }
 }

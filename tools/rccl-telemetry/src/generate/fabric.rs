@@ -81,6 +81,11 @@ struct Plan {
     /// receiver), and a rank whose own completions are slow.
     one_way: Option<(usize, usize)>,
     host_side: Option<usize>,
+    /// QP lint's plants: the rank one of whose QPs rides traffic class 0 where every other
+    /// QP of the run rides 106, and the rank one of whose QPs has path MTU 1024 where every
+    /// other (its peer's end included) has 4096. With either, every QP carries its settings.
+    qp_tclass: Option<usize>,
+    qp_mtu: Option<usize>,
     /// The noise of real hosts (`--noise`).
     noise: super::verdict::Noise,
     snapshot: bool,
@@ -90,6 +95,10 @@ struct Plan {
 }
 
 impl Plan {
+    /// Whether the QPs carry their settings (format version 5): with QP lint's plants.
+    fn has_attrs(&self) -> bool {
+        self.qp_tclass.is_some() || self.qp_mtu.is_some()
+    }
     fn host_of(&self, r: usize) -> usize {
         r / self.ranks_per_host
     }
@@ -171,6 +180,8 @@ fn plan(o: &GenOptions, qps_per_peer: usize, rng: &mut fastrand::Rng) -> Result<
         ambiguous: None,
         one_way: None,
         host_side: None,
+        qp_tclass: None,
+        qp_mtu: None,
         noise: super::verdict::Noise::default(),
         snapshot: has(Plant::Stall),
         bytes_per_rank: 0.0,
@@ -229,6 +240,8 @@ fn plan(o: &GenOptions, qps_per_peer: usize, rng: &mut fastrand::Rng) -> Result<
         None
     };
     pl.host_side = has(Plant::HostSideDelay).then(|| pick_rank(rng, pl.slow_host));
+    pl.qp_tclass = has(Plant::QpTclass).then(|| pick_rank(rng, None));
+    pl.qp_mtu = has(Plant::QpMtu).then(|| pick_rank(rng, None));
     pl.nics = (0..o.ranks)
         .map(|r| {
             let (h, d) = (pl.host_of(r), pl.dev_of(r));
@@ -415,9 +428,14 @@ fn rank_file(o: &GenOptions, pl: &Plan, rank: usize, rng: &mut fastrand::Rng) ->
         num_qps_stalled: Some(dev.num_qps_stalled.unwrap_or(0)),
         ..dev
     };
+    let (format, version) = if pl.has_attrs() {
+        (crate::model::SourceFormat::V5, 5)
+    } else {
+        (crate::model::SourceFormat::V3, 3)
+    };
     TelemetryFile {
-        format: crate::model::SourceFormat::V3,
-        version: 3,
+        format,
+        version,
         host_name: hostname(nic.host),
         process_name: "all_reduce_perf".into(),
         process_id: pid_of(rank),
@@ -500,9 +518,41 @@ fn qp_of(
         }),
         longest_stall_start: (e.stalled || e.recovered)
             .then(|| format_timestamp_ns(t_stall).into()),
+        attrs: qp_attrs(pl, e, i),
         ..Default::default()
     };
     (q, lh, sent)
+}
+
+/// A QP's settings, with QP lint's plants: NCCL's on RoCE (traffic class 106, SL 3, MTU 4096,
+/// timeout 20, 7 retries, RNR timer 12), but on the planted rank's first QP.
+fn qp_attrs(pl: &Plan, e: &End, i: usize) -> Option<Box<crate::model::QpAttrs>> {
+    if !pl.has_attrs() {
+        return None;
+    }
+    let first = i == 0;
+    Some(Box::new(crate::model::QpAttrs {
+        traffic_class: Some(if first && pl.qp_tclass == Some(e.rank) {
+            0
+        } else {
+            106
+        }),
+        sl: Some(3),
+        path_mtu: Some(if first && pl.qp_mtu == Some(e.rank) {
+            1024
+        } else {
+            4096
+        }),
+        timeout: Some(20),
+        retry_cnt: Some(7),
+        rnr_retry: Some(7),
+        min_rnr_timer: Some(12),
+        sgid_index: Some(3),
+        port: Some(1),
+        hop_limit: Some(255),
+        max_rd_atomic: Some(1),
+        max_dest_rd_atomic: Some(1),
+    }))
 }
 
 /// The ambiguous claim: another process on the same host with a device of the same GID and
@@ -582,6 +632,13 @@ fn manifest(o: &GenOptions, pl: &Plan, extra: Option<&TelemetryFile>) -> Vec<Pla
     }
     if let Some(r) = pl.host_side {
         mark(Plant::HostSideDelay, r, None, None);
+    }
+    let first_qpn = |r: usize| pl.ends[r].first().map(|e| format!("qp_num {}", e.qpn));
+    if let Some(r) = pl.qp_tclass {
+        mark(Plant::QpTclass, r, None, first_qpn(r));
+    }
+    if let Some(r) = pl.qp_mtu {
+        mark(Plant::QpMtu, r, None, first_qpn(r));
     }
     if let (Some(r), Some(f)) = (pl.ambiguous, extra) {
         let qpn = f.devices[0]

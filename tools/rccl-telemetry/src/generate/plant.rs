@@ -118,6 +118,10 @@ plants! {
     SlowLinkOneWay = "slow_link_one_way", Fabric, Some(Kind::SlowLinkOneWay), None, alone;
     /// one rank's own completions 4x towards every peer, its peers' towards it normal
     HostSideDelay = "host_side_delay", Fabric, Some(Kind::HostSideDelay), None, alone;
+    /// every QP carries its settings; one QP of one rank rides traffic class 0, the rest 106
+    QpTclass = "qp_tclass", Fabric, Some(Kind::QpConfigMismatch), None, all;
+    /// every QP carries its settings; one QP of one rank has path MTU 1024, its peer 4096
+    QpMtu = "qp_mtu", Fabric, Some(Kind::MtuMismatch), None, all;
     /// a frozen receiver: its peers' QPs stall towards it (RNR), its file predates them
     FrozenRank = "frozen_rank", Hang, Some(Kind::HangRoot), None, alone;
     /// a rank stops posting: nothing stalls, its links go quiet first
@@ -305,7 +309,7 @@ mod tests {
     }
 
     /// `--plant all`: the flat run's thirteen in order (the dropped samples only with
-    /// samples), the fabric's seven that go beside the others, never a hang.
+    /// samples), the fabric's nine that go beside the others, never a hang.
     #[test]
     fn all_is_every_plant_that_goes_beside_the_others() {
         assert_eq!(Plant::all(false, 1), Plant::of(RunKind::Flat));
@@ -313,7 +317,7 @@ mod tests {
         assert!(!Plant::all(false, 0).contains(&Plant::SamplesDropped));
         assert_eq!(
             Plant::names(&Plant::all(true, 0)),
-            "slow_nic, slow_link, slow_host, missing_peer, ambiguous_peer, lid_only, recovered_stall"
+            "slow_nic, slow_link, slow_host, missing_peer, ambiguous_peer, lid_only, recovered_stall, qp_tclass, qp_mtu"
         );
         assert!(Plant::of(RunKind::Hang).iter().all(|p| !p.spec().in_all));
         let args = [PlantArg::One(Plant::Tail), PlantArg::All];

@@ -207,6 +207,7 @@ fn qp(
                 last_completion_time: None,
             }),
             monitor: Some(monitor),
+            attrs: None,
         },
         log,
         peer: peer_key,

@@ -49,8 +49,8 @@ fn per_qp(d: &Device) -> String {
                         q.qp_num.map_or(String::new(), |n| format!(" (QPN {n})")),
                         q.qp_state
                             .as_deref()
-                            .map_or(String::new(), |s| format!(", state {s}"))
-                    ),
+                            .map_or(String::new(), |s| format!(", state {s}")),
+                    ) + &super::qp_lint::mismatch_note(d, q),
                 ));
             }
         }

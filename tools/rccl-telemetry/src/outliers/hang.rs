@@ -99,6 +99,9 @@ struct Group {
     since: Option<i128>,
     since_text: Option<String>,
     peer_rank: Option<String>,
+    /// The first of its QPs whose settings differ from its NIC's other QPs: "QP 3: its
+    /// settings differ: ...; the transport gives up after ..." (QP lint).
+    settings: Option<String>,
 }
 
 fn stalled(x: &Input) -> Vec<Finding> {
@@ -146,6 +149,12 @@ fn stalled(x: &Input) -> Vec<Finding> {
                     None => ("peer unknown".into(), None),
                 };
                 let g = groups.entry(dst).or_default();
+                if g.settings.is_none() {
+                    let note = super::qp_lint::mismatch_note(d, q);
+                    if note.starts_with("; its settings differ") {
+                        g.settings = Some(format!("; QP {}{note}", q.id));
+                    }
+                }
                 g.qps += 1;
                 g.outstanding += q.num_wqe_outstanding.unwrap_or(0);
                 g.peer_rank = g.peer_rank.take().or(peer_rank);
@@ -185,7 +194,7 @@ fn stall_finding(
     v.population = x.run.files.len();
     v.score = 500.0 + g.qps as f64;
     v.evidence = format!(
-        "{} QP{} of {src} (pid {}) stalled towards {dst}{}: {} WRs outstanding, no completion{how_long}{}; in its {} written {}",
+        "{} QP{} of {src} (pid {}) stalled towards {dst}{}: {} WRs outstanding, no completion{how_long}{}; in its {} written {}{}",
         fmt_count(g.qps),
         if g.qps == 1 { "" } else { "s" },
         f.process_id,
@@ -201,7 +210,8 @@ fn stall_finding(
         } else {
             "final file"
         },
-        f.end_time
+        f.end_time,
+        g.settings.as_deref().unwrap_or("")
     );
     v
 }

@@ -37,11 +37,11 @@ fn run_with_bad_files() -> (GenRun, Vec<(String, &'static str)>) {
         "not JSON",
     );
     let mut v2: serde_json::Value = serde_json::from_slice(&good).expect("json");
-    v2["version"] = serde_json::json!(6);
+    v2["version"] = serde_json::json!(99);
     put(
-        "rccl_telemetry_v6_1000_6.json",
+        "rccl_telemetry_v99_1000_6.json",
         &serde_json::to_vec(&v2).expect("ser"),
-        "unsupported version 6",
+        "unsupported version 99",
     );
     put(
         "rccl_telemetry_array_1000_7.json",

@@ -23,6 +23,7 @@ mod parquet_export;
 mod prom_gc_units;
 mod prom_shared;
 mod pruned_reads;
+mod qp_lint;
 mod report_axes;
 mod report_layout;
 mod report_log_axis;

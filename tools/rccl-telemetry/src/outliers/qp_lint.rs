@@ -1,0 +1,486 @@
+//! QP lint: the path and retry settings each QP was given (format 5's `attrs`), compared
+//! across a NIC's QPs and between the two ends of a link. No port counter shows a QP that rides
+//! another traffic class than its neighbours (NVIDIA/nccl #2383: one connection on a lossy
+//! priority, dead after 7 retries once in 10 to 50 runs, the PFC and ECN counters unchanged):
+//! its settings beside theirs do.
+//!
+//! - `qp_config_mismatch`: a QP whose traffic class, SL, ACK timeout, retry count or RNR
+//!   settings differ from the majority of its NIC's QPs (in its file: one job's process), or,
+//!   with no majority to go by, from its peer's end of the same connection (the peer's end is
+//!   said beside it);
+//! - `mtu_mismatch`: the two ends of a connection disagree on the path MTU (named on the end
+//!   whose MTU is the odd one on its NIC);
+//! - `rnr_infinite_retry`: `rnr_retry` 7 (for ever) with `min_rnr_timer` 0 (655.36 ms per RNR
+//!   NAK): a receiver that is late once stalls the QP for most of a second, and never fails it;
+//! - `qp_config_unusual` (a note): every QP of the run agrees, on a setting that is rarely what
+//!   a RoCE fabric wants (traffic class 0: the default, usually lossy, priority).
+//!
+//! A NIC whose QPs all agree with each other and with their peers names nothing. One finding
+//! per NIC and kind, naming the QPs that differ and the settings compared. A QP that errored
+//! or stalled carries its mismatch into that finding ([`mismatch_note`]), with the time the
+//! transport takes to give up on it ([`give_up`]).
+
+use super::{Dev, Finding, Input, Kind};
+use crate::model::{QpAttrs, QueuePair};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// A setting's value in a QP's settings, if told.
+type Get = fn(&QpAttrs) -> Option<u32>;
+
+/// The settings compared across a NIC's QPs and with the peer's end: name and value.
+const COMPARED: [(&str, Get); 6] = [
+    ("traffic class", |a| a.traffic_class.map(u32::from)),
+    ("SL", |a| a.sl.map(u32::from)),
+    ("timeout", |a| a.timeout.map(u32::from)),
+    ("retry_cnt", |a| a.retry_cnt.map(u32::from)),
+    ("rnr_retry", |a| a.rnr_retry.map(u32::from)),
+    ("min_rnr_timer", |a| a.min_rnr_timer.map(u32::from)),
+];
+
+/// A QP's address as its peer names it: (the NIC's GID, else "lid:<n>"; its QPN).
+type Addr = (String, u64);
+
+fn addr_of(d: &crate::model::Device, q: &QueuePair) -> Option<Addr> {
+    let nic = q
+        .local_gid
+        .as_deref()
+        .map(str::to_owned)
+        .or_else(|| d.gid.clone())
+        .or_else(|| d.lid.map(|l| format!("lid:{l}")))?;
+    Some((nic, q.qp_num?))
+}
+
+fn peer_addr(q: &QueuePair) -> Option<Addr> {
+    let p = q.peer.as_ref()?;
+    let nic = p
+        .gid
+        .as_deref()
+        .map(str::to_owned)
+        .or_else(|| p.lid.map(|l| format!("lid:{l}")))?;
+    Some((nic, p.qp_num))
+}
+
+/// Every told QP's settings of the run, by its address.
+fn settings_by_addr(x: &Input) -> HashMap<Addr, QpAttrs> {
+    let mut m = HashMap::new();
+    for d in &x.devs {
+        for q in d.dev.channels.iter().flat_map(|c| &c.queue_pairs) {
+            if let (Some(a), Some(s)) = (addr_of(d.dev, q), q.attrs.as_deref()) {
+                m.insert(a, *s);
+            }
+        }
+    }
+    m
+}
+
+/// The value most of `vals` share (more than half of them), if any.
+fn majority(vals: &[u32]) -> Option<u32> {
+    let mut n: BTreeMap<u32, usize> = BTreeMap::new();
+    for v in vals {
+        *n.entry(*v).or_default() += 1;
+    }
+    n.into_iter()
+        .find(|(_, k)| 2 * k > vals.len())
+        .map(|(v, _)| v)
+}
+
+/// Whether a QP's value `v` is the odd one: it differs from the majority of its NIC's other
+/// QPs, or (no majority to go by) from its peer's end. A QP that agrees with its NIC while its
+/// peer differs is not: the peer's NIC is the one to name.
+fn odd(v: u32, nic: Option<u32>, peer: Option<u32>) -> bool {
+    match nic {
+        Some(m) => m != v,
+        None => peer.is_some_and(|p| p != v),
+    }
+}
+
+/// How one QP's settings differ from its NIC's other QPs and from its peer's end: one phrase
+/// per setting on which it is the odd one ("traffic class 0; this NIC's other 4 QPs use 106,
+/// its peer 106").
+fn differences(q: &QpAttrs, others: &[&QpAttrs], peer: Option<&QpAttrs>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, get) in COMPARED {
+        let Some(v) = get(q) else { continue };
+        let vals: Vec<u32> = others.iter().filter_map(|o| get(o)).collect();
+        let nic = majority(&vals);
+        let pv = peer.and_then(get);
+        if !odd(v, nic, pv) {
+            continue;
+        }
+        let mut said = Vec::new();
+        if let Some(m) = nic.filter(|m| *m != v) {
+            said.push(format!(
+                "this NIC's other {} QP{} use {m}",
+                vals.len(),
+                if vals.len() == 1 { "" } else { "s" }
+            ));
+        }
+        if let Some(p) = pv.filter(|p| *p != v) {
+            said.push(format!("its peer {p}"));
+        }
+        out.push(format!("{name} {v}; {}", said.join(", ")));
+    }
+    out
+}
+
+/// "QP 3 (QPN 0x1f0) on channel 1": how the evidence names a QP.
+fn qp_name(ch: Option<u64>, q: &QueuePair) -> String {
+    format!(
+        "QP {}{}{}",
+        q.id,
+        q.qp_num.map_or(String::new(), |n| format!(" (QPN {n})")),
+        ch.map_or(String::new(), |c| format!(" on channel {c}"))
+    )
+}
+
+/// The time the transport keeps retrying an unanswered send before it fails the QP with
+/// RETRY_EXC_ERR: the first try and `retry_cnt` retries, each waiting 4.096 us * 2^timeout
+/// (timeout 0: no timer, it waits for ever). None when either is unknown.
+pub fn give_up(a: &QpAttrs) -> Option<Option<f64>> {
+    let (t, r) = (a.timeout?, a.retry_cnt?);
+    Some((t > 0).then(|| 4.096e-6 * f64::from(1u32 << t.min(31)) * f64::from(u32::from(r) + 1)))
+}
+
+/// "; the transport gives up after 8 tries of 4.096 us x 2^14 = 67.1 ms: 537 ms".
+fn give_up_text(a: &QpAttrs) -> String {
+    match (give_up(a), a.timeout, a.retry_cnt) {
+        (Some(Some(s)), Some(t), Some(r)) => format!(
+            "; the transport gives up after {} tries of 4.096 us x 2^{t} = {}: {}",
+            u32::from(r) + 1,
+            secs(4.096e-6 * f64::from(1u32 << t.min(31))),
+            secs(s)
+        ),
+        (Some(None), _, _) => "; timeout 0: the transport never gives up".into(),
+        _ => String::new(),
+    }
+}
+
+fn secs(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.1} s")
+    } else if s >= 1e-3 {
+        format!("{:.1} ms", s * 1e3)
+    } else {
+        format!("{:.1} us", s * 1e6)
+    }
+}
+
+/// One NIC's QPs with settings, and what each one's differences are.
+struct NicLint<'a> {
+    /// (channel, QP, its differences from its NIC's majority and its peer).
+    mismatched: Vec<(Option<u64>, &'a QueuePair, Vec<String>)>,
+    /// (channel, QP, its MTU, its peer's).
+    mtu: Vec<(Option<u64>, &'a QueuePair, u32, u32)>,
+    /// (channel, QP) with rnr_retry 7 and min_rnr_timer 0.
+    rnr: Vec<(Option<u64>, &'a QueuePair)>,
+    told: usize,
+}
+
+fn lint_nic<'a>(d: &Dev<'a>, peers: &HashMap<Addr, QpAttrs>) -> NicLint<'a> {
+    let qps: Vec<(Option<u64>, &QueuePair, &QpAttrs)> = d
+        .dev
+        .channels
+        .iter()
+        .flat_map(|c| c.queue_pairs.iter().map(move |q| (c.id, q)))
+        .filter_map(|(c, q)| Some((c, q, q.attrs.as_deref()?)))
+        .collect();
+    let mut out = NicLint {
+        mismatched: Vec::new(),
+        mtu: Vec::new(),
+        rnr: Vec::new(),
+        told: qps.len(),
+    };
+    for (i, (ch, q, a)) in qps.iter().enumerate() {
+        let others: Vec<&QpAttrs> = qps
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, o)| o.2)
+            .collect();
+        let peer = peer_addr(q).and_then(|p| peers.get(&p));
+        let diff = differences(a, &others, peer);
+        if !diff.is_empty() {
+            out.mismatched.push((*ch, q, diff));
+        }
+        if let (Some(m), Some(pm)) = (a.path_mtu, peer.and_then(|p| p.path_mtu)) {
+            let mtus: Vec<u32> = others.iter().filter_map(|o| o.path_mtu).collect();
+            if m != pm && odd(m, majority(&mtus), Some(pm)) {
+                out.mtu.push((*ch, q, m, pm));
+            }
+        }
+        if a.rnr_retry == Some(7) && a.min_rnr_timer == Some(0) {
+            out.rnr.push((*ch, q));
+        }
+    }
+    out
+}
+
+/// "QP 3 (QPN 403) on channel 1: traffic class 0; ...; and 2 more".
+fn list<T>(items: &[T], say: impl Fn(&T) -> String) -> String {
+    const SHOWN: usize = 3;
+    let mut s: Vec<String> = items.iter().take(SHOWN).map(say).collect();
+    if items.len() > SHOWN {
+        s.push(format!("and {} more", items.len() - SHOWN));
+    }
+    s.join("; ")
+}
+
+fn finding(d: &Dev, kind: Kind, metric: &str, n: usize, evidence: String, x: &Input) -> Finding {
+    let mut f = d.finding(kind, metric, n as f64);
+    f.score = x.opt.threshold + 1.0;
+    f.evidence = evidence;
+    f
+}
+
+pub(super) fn find(x: &Input) -> Vec<Finding> {
+    let peers = settings_by_addr(x);
+    if peers.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for d in &x.devs {
+        let l = lint_nic(d, &peers);
+        if !l.mismatched.is_empty() {
+            let ev = format!(
+                "{} of the NIC's {} QPs with settings differ: {}",
+                l.mismatched.len(),
+                l.told,
+                list(&l.mismatched, |(c, q, diff)| format!(
+                    "{}: {}",
+                    qp_name(*c, q),
+                    diff.join("; ")
+                ))
+            );
+            out.push(finding(
+                d,
+                Kind::QpConfigMismatch,
+                "attrs",
+                l.mismatched.len(),
+                ev,
+                x,
+            ));
+        }
+        if !l.mtu.is_empty() {
+            let ev = format!(
+                "{} QP{} whose path MTU differs from its peer's end: {}",
+                l.mtu.len(),
+                if l.mtu.len() == 1 { "" } else { "s" },
+                list(&l.mtu, |(c, q, m, pm)| format!(
+                    "{}: path MTU {m}, its peer {pm}",
+                    qp_name(*c, q)
+                ))
+            );
+            out.push(finding(
+                d,
+                Kind::MtuMismatch,
+                "path_mtu",
+                l.mtu.len(),
+                ev,
+                x,
+            ));
+        }
+        if !l.rnr.is_empty() {
+            let ev = format!(
+                "{} QP{} with rnr_retry 7 (retry for ever) and min_rnr_timer 0 (655.36 ms per RNR NAK): a receiver late once stalls the QP for 655 ms, and it never fails: {}",
+                l.rnr.len(),
+                if l.rnr.len() == 1 { "" } else { "s" },
+                list(&l.rnr, |(c, q)| qp_name(*c, q))
+            );
+            out.push(finding(
+                d,
+                Kind::RnrInfiniteRetry,
+                "min_rnr_timer",
+                l.rnr.len(),
+                ev,
+                x,
+            ));
+        }
+    }
+    out.extend(unusual(x));
+    out
+}
+
+/// One NIC's settings as the operator's view shows them (`outliers --json`'s `qp_settings`,
+/// the report's "QP settings"): each distinct combination with its QP count, and the QPs the
+/// findings name.
+#[derive(Debug, Clone, Serialize)]
+pub struct NicSettings {
+    /// "host:NIC".
+    pub nic: String,
+    /// The rank ("host:pid") whose file it is in.
+    pub rank: String,
+    pub settings: Vec<SettingsCount>,
+    /// The QPs that differ, each with what differs ("QP 0 (QPN 403) on channel 1: traffic
+    /// class 0; this NIC's other 3 QPs use 106, its peer 106").
+    pub differing: Vec<String>,
+}
+
+/// One distinct combination of settings and the QPs that have it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SettingsCount {
+    #[serde(flatten)]
+    pub attrs: QpAttrs,
+    pub qps: u64,
+}
+
+/// Every used NIC whose QPs told their settings, in the run's order.
+pub fn view(x: &Input) -> Vec<NicSettings> {
+    let peers = settings_by_addr(x);
+    if peers.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for d in &x.devs {
+        let mut m: BTreeMap<QpAttrs, u64> = BTreeMap::new();
+        for a in d
+            .dev
+            .channels
+            .iter()
+            .flat_map(|c| &c.queue_pairs)
+            .filter_map(|q| q.attrs.as_deref())
+        {
+            *m.entry(*a).or_default() += 1;
+        }
+        if m.is_empty() {
+            continue;
+        }
+        let l = lint_nic(d, &peers);
+        let mut differing: Vec<String> = l
+            .mismatched
+            .iter()
+            .map(|(c, q, diff)| format!("{}: {}", qp_name(*c, q), diff.join("; ")))
+            .collect();
+        differing.extend(
+            l.mtu.iter().map(|(c, q, mtu, pm)| {
+                format!("{}: path MTU {mtu}, its peer {pm}", qp_name(*c, q))
+            }),
+        );
+        differing.extend(
+            l.rnr
+                .iter()
+                .map(|(c, q)| format!("{}: rnr_retry 7 with min_rnr_timer 0", qp_name(*c, q))),
+        );
+        out.push(NicSettings {
+            nic: super::nic_label(&d.file.host_name, &d.dev.roce_device),
+            rank: crate::summary::rank_label(d.file),
+            settings: m
+                .into_iter()
+                .map(|(attrs, qps)| SettingsCount { attrs, qps })
+                .collect(),
+            differing,
+        });
+    }
+    out
+}
+
+/// The note on a run whose QPs all agree on traffic class 0 over GRH (RoCE): the default
+/// priority, which a fabric configured for lossless RoCE leaves without PFC.
+fn unusual(x: &Input) -> Vec<Finding> {
+    let told: Vec<(&Dev, &QpAttrs)> = x
+        .devs
+        .iter()
+        .flat_map(|d| {
+            d.dev
+                .channels
+                .iter()
+                .flat_map(|c| &c.queue_pairs)
+                .filter_map(move |q| Some((d, q.attrs.as_deref()?)))
+        })
+        .collect();
+    let classes: Vec<u8> = told.iter().filter_map(|(_, a)| a.traffic_class).collect();
+    if classes.is_empty() || classes.iter().any(|c| *c != 0) {
+        return Vec::new();
+    }
+    let d = told[0].0;
+    let mut f = d.finding(Kind::QpConfigUnusual, "traffic_class", 0.0);
+    f.culprit = "the run".into();
+    f.score = 1.0;
+    f.evidence = format!(
+        "every one of the run's {} QPs with settings rides traffic class 0 (DSCP 0): on a fabric configured for lossless RoCE that is the default, usually lossy, priority; set NCCL_IB_TC to the class your switches give PFC",
+        classes.len()
+    );
+    vec![f]
+}
+
+/// What an errored or stalled QP's finding adds about its settings: its differences from its
+/// NIC's other QPs and its peer ("; its settings differ: traffic class 0; this NIC's other 4
+/// QPs use 106, its peer 106"), and how long the transport retries before failing it. Empty
+/// when the QP told no settings.
+pub fn mismatch_note(dev: &crate::model::Device, q: &QueuePair) -> String {
+    let Some(a) = q.attrs.as_deref() else {
+        return String::new();
+    };
+    let others: Vec<&QpAttrs> = dev
+        .channels
+        .iter()
+        .flat_map(|c| &c.queue_pairs)
+        .filter(|o| !std::ptr::eq(*o, q))
+        .filter_map(|o| o.attrs.as_deref())
+        .collect();
+    let diff = differences(a, &others, None);
+    let mut s = String::new();
+    if !diff.is_empty() {
+        s = format!("; its settings differ: {}", diff.join("; "));
+    }
+    s.push_str(&give_up_text(a));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(tc: u8) -> QpAttrs {
+        QpAttrs {
+            traffic_class: Some(tc),
+            sl: Some(3),
+            path_mtu: Some(4096),
+            timeout: Some(14),
+            retry_cnt: Some(7),
+            rnr_retry: Some(7),
+            min_rnr_timer: Some(12),
+            ..QpAttrs::default()
+        }
+    }
+
+    #[test]
+    fn a_qp_off_the_majority_and_its_peer_is_named_with_both() {
+        let (good, bad) = (attrs(106), attrs(0));
+        let others = [&good, &good, &good, &good];
+        assert_eq!(
+            differences(&bad, &others, Some(&good)),
+            ["traffic class 0; this NIC's other 4 QPs use 106, its peer 106"]
+        );
+        assert!(differences(&good, &others, Some(&good)).is_empty());
+        // No majority among the others, no peer: nothing to differ from.
+        let split = [&good, &bad];
+        assert!(differences(&attrs(26), &split, None).is_empty());
+        // A QP that agrees with its NIC is not named for its peer's difference.
+        assert!(differences(&good, &others, Some(&bad)).is_empty());
+        // Without others, its peer's end decides.
+        assert_eq!(
+            differences(&bad, &[], Some(&good)),
+            ["traffic class 0; its peer 106"]
+        );
+        assert_eq!(majority(&[1, 1, 2]), Some(1));
+        assert_eq!(majority(&[1, 2]), None);
+    }
+
+    #[test]
+    fn the_give_up_time_is_every_try_of_the_ack_timeout() {
+        let a = attrs(106);
+        let t = give_up(&a).unwrap().unwrap();
+        assert!((t - 8.0 * 4.096e-6 * 16384.0).abs() < 1e-9, "{t}");
+        assert_eq!(
+            give_up_text(&a),
+            "; the transport gives up after 8 tries of 4.096 us x 2^14 = 67.1 ms: 536.9 ms"
+        );
+        let never = QpAttrs {
+            timeout: Some(0),
+            ..a
+        };
+        assert_eq!(give_up(&never), Some(None));
+        assert_eq!(give_up(&QpAttrs::default()), None);
+    }
+}

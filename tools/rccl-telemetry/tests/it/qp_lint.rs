@@ -1,0 +1,249 @@
+//! QP lint through `outliers`: runs with peers whose QPs carry their settings (`generate
+//! --plant qp_tclass` / `qp_mtu`), each kind planted on one NIC and named there only; the same
+//! runs made uniform name nothing of these kinds, and uniform on traffic class 0 only a note;
+//! an errored QP carries its mismatch and the transport's give-up time into its error finding;
+//! `outliers --json` and the report show each NIC's settings and the QPs that differ.
+
+use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Plant, Planted};
+use rccl_telemetry_tool::load::load_run;
+use rccl_telemetry_tool::outliers::{self, Finding, Kind, Severity};
+use serde_json::Value;
+use std::path::Path;
+
+const LINT: [Kind; 4] = [
+    Kind::QpConfigMismatch,
+    Kind::MtuMismatch,
+    Kind::RnrInfiniteRetry,
+    Kind::QpConfigUnusual,
+];
+
+fn run(plant: Plant) -> (tempfile::TempDir, Planted) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let o = GenOptions {
+        ranks: 12,
+        ranks_per_host: 2,
+        devices_per_rank: 2,
+        seed: 11,
+        plants: vec![plant],
+        ..Default::default()
+    };
+    let planted = generate_fabric(dir.path(), &o, 2).expect("generate");
+    let p = planted
+        .into_iter()
+        .find(|p| p.kind == plant)
+        .expect("planted");
+    (dir, p)
+}
+
+fn lint_findings(dir: &Path) -> Vec<Finding> {
+    outliers::find(&load_run(&[dir.to_path_buf()]), &Default::default())
+        .findings
+        .into_iter()
+        .filter(|f| LINT.contains(&f.kind))
+        .collect()
+}
+
+fn nic(p: &Planted) -> String {
+    format!("{}:mlx5_{}", p.host, p.device_id)
+}
+
+/// Rewrites every QP of the run's files with `edit(file name, QP)`.
+fn edit_qps(dir: &Path, edit: impl Fn(&str, &mut Value)) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if !name.starts_with("rccl_telemetry_") {
+            continue;
+        }
+        let mut f: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for d in f["devices"].as_array_mut().unwrap() {
+            for c in d["channels"].as_array_mut().unwrap() {
+                for q in c["queue_pairs"].as_array_mut().unwrap() {
+                    edit(&name, q);
+                }
+            }
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&f).unwrap()).unwrap();
+    }
+}
+
+#[test]
+fn a_qp_on_another_traffic_class_is_named_on_its_nic_only() {
+    let (dir, p) = run(Plant::QpTclass);
+    let f = lint_findings(dir.path());
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(
+        (f[0].kind, f[0].culprit.as_str()),
+        (Kind::QpConfigMismatch, nic(&p).as_str())
+    );
+    assert_eq!(f[0].severity, Severity::Warning);
+    let qpn = p.counter.as_deref().unwrap().trim_start_matches("qp_num ");
+    assert!(
+        f[0].evidence.contains(&format!("(QPN {qpn})"))
+            && f[0].evidence.contains("traffic class 0; this NIC's other ")
+            && f[0].evidence.contains("QPs use 106, its peer 106"),
+        "{}",
+        f[0].evidence
+    );
+}
+
+#[test]
+fn a_path_mtu_the_peer_does_not_share_is_named_on_the_odd_end() {
+    let (dir, p) = run(Plant::QpMtu);
+    let f = lint_findings(dir.path());
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(
+        (f[0].kind, f[0].culprit.as_str()),
+        (Kind::MtuMismatch, nic(&p).as_str())
+    );
+    assert!(
+        f[0].evidence.contains("path MTU 1024, its peer 4096"),
+        "{}",
+        f[0].evidence
+    );
+}
+
+#[test]
+fn uniform_settings_name_nothing_and_uniform_class_0_is_only_a_note() {
+    let (dir, _) = run(Plant::QpMtu);
+    edit_qps(dir.path(), |_, q| q["attrs"]["path_mtu"] = 4096.into());
+    assert!(lint_findings(dir.path()).is_empty());
+    edit_qps(dir.path(), |_, q| q["attrs"]["traffic_class"] = 0.into());
+    let f = lint_findings(dir.path());
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(
+        (f[0].kind, f[0].severity),
+        (Kind::QpConfigUnusual, Severity::Info)
+    );
+    assert!(
+        f[0].evidence.contains("traffic class 0"),
+        "{}",
+        f[0].evidence
+    );
+}
+
+#[test]
+fn an_infinite_rnr_retry_with_the_longest_timer_is_named() {
+    let (dir, p) = run(Plant::QpTclass);
+    let qpn: u64 = p.counter.as_deref().unwrap()["qp_num ".len()..]
+        .parse()
+        .unwrap();
+    edit_qps(dir.path(), |name, q| {
+        q["attrs"]["traffic_class"] = 106.into();
+        if name == p.file && q["qp_num"] == qpn {
+            q["attrs"]["min_rnr_timer"] = 0.into();
+        }
+    });
+    let f = lint_findings(dir.path());
+    let rnr: Vec<&Finding> = f
+        .iter()
+        .filter(|f| f.kind == Kind::RnrInfiniteRetry)
+        .collect();
+    assert_eq!(rnr.len(), 1, "{f:#?}");
+    assert_eq!(rnr[0].culprit, nic(&p));
+    assert!(rnr[0].evidence.contains("655"), "{}", rnr[0].evidence);
+}
+
+#[test]
+fn an_errored_qp_carries_its_mismatch_and_the_give_up_time() {
+    let (dir, p) = run(Plant::QpTclass);
+    let path = dir.path().join(&p.file);
+    let mut f: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let qpn: u64 = p.counter.as_deref().unwrap()["qp_num ".len()..]
+        .parse()
+        .unwrap();
+    let d = &mut f["devices"][0];
+    d["num_cq_errors"] = 1.into();
+    for c in d["channels"].as_array_mut().unwrap() {
+        for q in c["queue_pairs"].as_array_mut().unwrap() {
+            if q["qp_num"] == qpn {
+                q["cq_errors"] = serde_json::json!({"RETRY_EXC_ERR": 1});
+                q["first_cq_error"] = serde_json::json!({"status": "RETRY_EXC_ERR", "status_code": 12,
+                    "vendor_err": 129, "time": "2026-12-02T11:00:30.000000000Z"});
+                q["qp_state"] = "ERR".into();
+            }
+        }
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&f).unwrap()).unwrap();
+    let r = outliers::find(&load_run(&[dir.path().to_path_buf()]), &Default::default());
+    let e = r
+        .findings
+        .iter()
+        .find(|f| f.kind == Kind::CqErrors)
+        .expect("the error finding");
+    assert_eq!(e.culprit, nic(&p));
+    assert!(
+        e.evidence
+            .contains("its settings differ: traffic class 0; this NIC's other ")
+            && e.evidence.contains(
+                "the transport gives up after 8 tries of 4.096 us x 2^20 = 4.3 s: 34.4 s"
+            ),
+        "{}",
+        e.evidence
+    );
+}
+
+#[test]
+fn the_operators_view_lists_each_nics_settings_and_the_qps_that_differ() {
+    let (dir, p) = run(Plant::QpTclass);
+    let arg = dir.path().to_str().unwrap();
+    let o = crate::common::run(&["outliers", "--json", arg]);
+    let v: Value = serde_json::from_slice(&o.stdout).expect("outliers --json");
+    let nics = v["qp_settings"].as_array().expect("qp_settings");
+    assert_eq!(nics.len(), 12);
+    for n in nics {
+        let planted = n["nic"] == nic(&p).as_str();
+        let settings = n["settings"].as_array().unwrap();
+        assert_eq!(settings.len(), if planted { 2 } else { 1 }, "{n}");
+        assert_eq!(
+            n["differing"].as_array().unwrap().len(),
+            usize::from(planted),
+            "{n}"
+        );
+        assert!(settings
+            .iter()
+            .all(|s| s["qps"].as_u64().unwrap() > 0 && s["path_mtu"] == 4096));
+    }
+    let html = dir.path().join("r.html");
+    let o = crate::common::run(&["report", "-o", html.to_str().unwrap(), arg]);
+    assert!(o.status.code().is_some(), "{o:?}");
+    let h = std::fs::read_to_string(&html).unwrap();
+    let at = h
+        .find("<h2 id=\"qp-settings\">QP settings</h2>")
+        .expect("the section");
+    let section = &h[at..];
+    assert!(
+        section.contains(&format!("<tr><td>{}</td>", nic(&p)))
+            && section.contains("traffic class 0; this NIC&#39;s other"),
+        "{}",
+        &section[..section.len().min(3000)]
+    );
+}
+
+#[test]
+fn a_stalled_qp_carries_its_mismatch_into_the_stall_finding() {
+    let (dir, p) = run(Plant::QpTclass);
+    let qpn: u64 = p.counter.as_deref().unwrap()["qp_num ".len()..]
+        .parse()
+        .unwrap();
+    edit_qps(dir.path(), |name, q| {
+        if name == p.file && q["qp_num"] == qpn {
+            q["stalled"] = true.into();
+            q["num_wqe_outstanding"] = 12.into();
+            q["stalled_since"] = "2026-12-02T11:00:30.000000000Z".into();
+        }
+    });
+    let r = outliers::find(&load_run(&[dir.path().to_path_buf()]), &Default::default());
+    let s = r
+        .findings
+        .iter()
+        .find(|f| f.kind == Kind::StalledQps)
+        .expect("the stall finding");
+    assert!(
+        s.evidence
+            .contains("its settings differ: traffic class 0; this NIC's other ")
+            && s.evidence.contains("the transport gives up after 8 tries"),
+        "{}",
+        s.evidence
+    );
+}
