@@ -312,6 +312,11 @@ pub struct GenerateArgs {
     /// hosts (links grow with the square of the ranks). The hang plants keep their own shape.
     #[arg(long, default_value = "rail", value_parser = ["rail", "ring", "tree", "alltoall"])]
     pub topology: String,
+    /// With --peers: every rank destroyed its communicator before exit (ncclCommDestroy), so
+    /// its file has no channels: each device's QPs are summed in a finalized communicator's
+    /// record (format version 4), per remote NIC, with the rows of its errored or stalled QPs.
+    #[arg(long)]
+    pub finalized: bool,
     /// The directory to write the rank files and planted.json (what was planted where) to;
     /// created if missing.
     pub dir: PathBuf,
