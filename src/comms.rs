@@ -4,9 +4,12 @@
 //!
 //! Per device the communicator used, one [`DevRecord`]: every counter its channels and QPs
 //! had (summed), its latency histograms merged (the linear one, the log-scale one), its peers
-//! (per remote NIC: QPs and latency), its error completions by status and its first one, and
-//! its stall keys with every stall ended at the finalization. Nothing is lost: the file's
-//! totals are the live channels' plus these records'.
+//! (per remote NIC: QPs and latency, and every counter of its QPs towards that NIC summed, so
+//! that the analyser joins the links of the device from both ends without the QPs' rows), its
+//! error completions by status and its first one with the QP it came on, its stall keys with
+//! every stall ended at the finalization, and the rows of its QPs that had error completions
+//! or stalled (the first [`MAX_KEPT_QPS`]). Nothing is lost: the file's totals are the live
+//! channels' plus these records'.
 //!
 //! Bounded: the newest [`MAX_KEPT_COMMS`] finalized communicators keep a record each; an older
 //! one is merged into its devices' aggregate record (the "communicators past the cap", with
@@ -24,17 +27,21 @@ use std::sync::atomic::Ordering::Relaxed;
 use parking_lot::Mutex;
 
 use crate::counters::{ExtSnapshot, QpSnapshot, ROLE_CTS, ROLE_DATA};
-use crate::cq_errors::FirstError;
+use crate::cq_errors::{FirstError, QpErrors};
 use crate::loghist::LOG_BUCKETS;
-use crate::peers::{DevPeers, PeerKey};
+use crate::peers::{DevPeers, PeerKey, QpInfo, Remote};
 use crate::registry::comm::CommIdent;
 use crate::registry::{self, Channel};
-use crate::stall_detector::StallFold;
+use crate::stall_detector::{FinalQp, StallFold};
 use crate::{cq_errors, diag, latency, stall_detector};
 
 /// Finalized communicators that keep a record of their own (the newest); older ones are
 /// summed into one aggregate record per device.
 pub const MAX_KEPT_COMMS: usize = 1024;
+
+/// Rows of errored or stalled QPs a device record keeps; further ones are only counted. With
+/// [`MAX_KEPT_COMMS`] records per device this bounds them at 8,192 per device.
+pub const MAX_KEPT_QPS: usize = 8;
 
 /// A log-scale histogram without its empty buckets: (bucket index, count), by index.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -86,6 +93,34 @@ pub struct PeerRecord {
     pub num_qps_shared: u64,
     /// None: the log-scale histogram was off.
     pub hist: Option<SparseLog>,
+    /// Every counter of the QPs towards this NIC, summed (histogram, min and max merged).
+    pub totals: QpSnapshot,
+    /// Their stall keys (None: stall detection was off).
+    pub stall: Option<StallFold>,
+}
+
+/// Where a QP was: its channel (its index), its slot, and who it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpAt {
+    pub channel: u32,
+    pub slot: u64,
+    pub qp_num: Option<u32>,
+    pub peer: Option<Remote>,
+}
+
+/// A QP kept for its error completions or its stall: its row as it was at the finalization.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptQp {
+    pub channel: u32,
+    pub slot: u64,
+    pub role: u8,
+    pub totals: QpSnapshot,
+    /// The verbs interposer's counters (None: not in that mode).
+    pub ext: Option<ExtSnapshot>,
+    pub info: Option<QpInfo>,
+    pub errors: Option<QpErrors>,
+    /// None: stall detection was off.
+    pub stall: Option<FinalQp>,
 }
 
 /// A finalized communicator on one device (or, with `num_comms` > 1, several summed).
@@ -107,10 +142,14 @@ pub struct DevRecord {
     pub log: Option<SparseLog>,
     pub peers: Vec<PeerRecord>,
     pub cq_errors: BTreeMap<i32, u64>,
-    /// The earliest first error of its QPs.
-    pub first_cq_error: Option<FirstError>,
+    /// The earliest first error of its QPs, and the QP it came on.
+    pub first_cq_error: Option<(FirstError, QpAt)>,
     /// None: stall detection was off.
     pub stall: Option<StallFold>,
+    /// Its QPs that had error completions or stalled, the first [`MAX_KEPT_QPS`].
+    pub kept_qps: Vec<KeptQp>,
+    /// Such QPs beyond those.
+    pub qps_unlisted: u64,
 }
 
 impl DevRecord {
@@ -152,13 +191,25 @@ impl DevRecord {
             if !self
                 .first_cq_error
                 .as_ref()
-                .is_some_and(|e| e.wall_ns <= f.wall_ns)
+                .is_some_and(|e| e.0.wall_ns <= f.0.wall_ns)
             {
                 self.first_cq_error = Some(f.clone());
             }
         }
         if let Some(s) = &o.stall {
             self.stall.get_or_insert_with(StallFold::default).add(s);
+        }
+        for q in &o.kept_qps {
+            self.keep_qp(q.clone());
+        }
+        self.qps_unlisted += o.qps_unlisted;
+    }
+
+    fn keep_qp(&mut self, q: KeptQp) {
+        if self.kept_qps.len() < MAX_KEPT_QPS && self.kept_qps.try_reserve(1).is_ok() {
+            self.kept_qps.push(q);
+        } else {
+            self.qps_unlisted += 1;
         }
     }
 
@@ -172,6 +223,10 @@ impl DevRecord {
                 }
                 if let Some(h) = &p.hist {
                     x.hist.get_or_insert_with(SparseLog::default).add(h);
+                }
+                x.totals.accumulate(&p.totals);
+                if let Some(s) = &p.stall {
+                    x.stall.get_or_insert_with(StallFold::default).add(s);
                 }
             }
             None => {
@@ -204,31 +259,86 @@ static RECORDS: Mutex<Records> = Mutex::new(Records {
     folded: Vec::new(),
 });
 
+/// One remote NIC's QPs of a channel being folded.
+struct LinkSums {
+    key: PeerKey,
+    totals: QpSnapshot,
+    stall: Option<StallFold>,
+}
+
 /// Folds channel `c` (of a communicator being finalized) into `r`. `now` is the monotonic
 /// instant of the finalization: its QPs' stalls end there.
 fn fold_channel(c: &Channel, r: &mut DevRecord, now: u64) {
     let verbs = registry::verbs_keys();
+    let stalls = stall_detector::final_qps(c, now);
+    // Per remote NIC, its QPs' sums (a channel has a few peers: a list, searched).
+    let mut links: Vec<LinkSums> = Vec::new();
     for (i, slot) in c.slots.iter() {
-        r.totals.accumulate(&slot.snapshot());
+        let snap = slot.snapshot();
+        r.totals.accumulate(&snap);
         r.num_qps += 1;
-        match c.slots.role(i) {
+        let role = c.slots.role(i);
+        match role {
             ROLE_DATA => r.data_qps += 1,
             ROLE_CTS => r.cts_qps += 1,
             _ => {}
         }
-        if verbs {
-            let e = c.slots.ext(i).map(|e| e.snapshot()).unwrap_or_default();
-            r.ext
-                .get_or_insert_with(ExtSnapshot::default)
-                .accumulate(&e);
+        let ext = verbs.then(|| c.slots.ext(i).map(|e| e.snapshot()).unwrap_or_default());
+        if let Some(e) = &ext {
+            r.ext.get_or_insert_with(ExtSnapshot::default).accumulate(e);
         }
-        if let Some(e) = cq_errors::take(slot) {
+        let info = c.peers.qp(i);
+        let stall = stalls
+            .as_ref()
+            .map(|v| v.get(i as usize).copied().unwrap_or_default());
+        if let Some(p) = info.and_then(|q| q.peer) {
+            let key = PeerKey::of(p.gid, p.lid);
+            let at = match links.iter().position(|l| l.key == key) {
+                Some(at) => at,
+                None if links.try_reserve(1).is_ok() => {
+                    links.push(LinkSums {
+                        key,
+                        totals: QpSnapshot::default(),
+                        stall: None,
+                    });
+                    links.len() - 1
+                }
+                None => continue,
+            };
+            let l = &mut links[at];
+            l.totals.accumulate(&snap);
+            if let Some(s) = &stall {
+                l.stall
+                    .get_or_insert_with(StallFold::default)
+                    .add(&s.fold());
+            }
+        }
+        let errors = cq_errors::take(slot);
+        if let Some(e) = &errors {
+            let at = QpAt {
+                channel: c.id(),
+                slot: i,
+                qp_num: info.and_then(|q| q.qp_num),
+                peer: info.and_then(|q| q.peer),
+            };
             let one = DevRecord {
-                cq_errors: e.by_status,
-                first_cq_error: e.first,
+                cq_errors: e.by_status.clone(),
+                first_cq_error: e.first.clone().map(|f| (f, at)),
                 ..DevRecord::default()
             };
             r.merge(&one, false);
+        }
+        if errors.is_some() || stall.is_some_and(|s| s.stalled()) {
+            r.keep_qp(KeptQp {
+                channel: c.id(),
+                slot: i,
+                role,
+                totals: snap,
+                ext,
+                info,
+                errors,
+                stall,
+            });
         }
     }
     r.req_completed = r
@@ -242,12 +352,17 @@ fn fold_channel(c: &Channel, r: &mut DevRecord, now: u64) {
             .add(&SparseLog::of(&l));
     }
     for p in peers.finish() {
+        let link = links.iter().find(|l| l.key == p.key);
         r.add_peer(&PeerRecord {
             key: p.key,
             lid: p.lid,
             num_qps: p.num_qps,
             num_qps_shared: p.num_qps_shared,
             hist: p.hist.as_ref().map(SparseLog::of),
+            totals: link.map_or_else(QpSnapshot::default, |l| l.totals),
+            stall: link
+                .and_then(|l| l.stall)
+                .or(stalls.is_some().then(StallFold::default)),
         });
     }
     if let Some(s) = stall_detector::fold(c, now) {
@@ -467,6 +582,8 @@ mod tests {
                     num_qps: 4,
                     num_qps_shared: 0,
                     hist: Some(SparseLog(vec![(40, sent)])),
+                    totals,
+                    stall: None,
                 }],
                 cq_errors: [(12, 1)].into_iter().collect(),
                 stall: Some(StallFold {

@@ -683,6 +683,78 @@ pub fn fold(c: &registry::Channel, now: u64) -> Option<StallFold> {
     Some(f)
 }
 
+/// One QP of a finalized communicator's channel as its record keeps it: its stall keys, a
+/// stall that lasted to the finalization ended there, its times in wall-clock ns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FinalQp {
+    /// Send WRs outstanding at the last tick before the finalization.
+    pub outstanding: u64,
+    /// When its stall began, if it was stalled when finalized.
+    pub stalled_since: Option<u64>,
+    pub longest_ns: u64,
+    /// When its longest stall began (None: no stall).
+    pub longest_start: Option<u64>,
+    /// The ticks that first saw its latest post and its latest completion.
+    pub last_post: Option<u64>,
+    pub last_completion: Option<u64>,
+    /// Its stall episodes (num_stalls).
+    pub episodes: u64,
+}
+
+impl FinalQp {
+    /// It stalled: when finalized, or earlier and recovered.
+    pub fn stalled(&self) -> bool {
+        self.stalled_since.is_some() || self.longest_ns > 0
+    }
+
+    /// Its stall keys as one QP's share of a record's.
+    pub fn fold(&self) -> StallFold {
+        StallFold {
+            outstanding: self.outstanding,
+            stalled: u64::from(self.stalled_since.is_some()),
+            longest_ns: self.longest_ns,
+            longest_start_wall: self.longest_start,
+            episodes: self.episodes,
+        }
+    }
+}
+
+/// Channel `c`'s QPs by slot index as a finalized record keeps them, their stalls ended at
+/// `now` (monotonic ns). None when detection is off; empty when the states cannot be copied.
+pub fn final_qps(c: &registry::Channel, now: u64) -> Option<Vec<FinalQp>> {
+    if !enabled() {
+        return None;
+    }
+    let det = DET.lock();
+    let wall = |mono: u64| u64::try_from(i128::from(mono) + det.wall_offset).ok();
+    let mut v = Vec::new();
+    let Some(ds) = det.devs.get(c.dev as usize) else {
+        return Some(v);
+    };
+    let qs = ds.channel(c);
+    if v.try_reserve_exact(qs.len()).is_err() {
+        return Some(v);
+    }
+    for st in qs {
+        let mut st = *st;
+        if let Some(s) = st.stall_start {
+            st.note(s, now.max(det.tick_mono));
+        }
+        v.push(FinalQp {
+            outstanding: st.outstanding,
+            stalled_since: st.stall_start.and_then(wall),
+            longest_ns: st.longest_ns,
+            longest_start: (st.longest_ns > 0)
+                .then(|| wall(st.longest_start))
+                .flatten(),
+            last_post: st.last_post.and_then(wall),
+            last_completion: st.last_completion.and_then(wall),
+            episodes: st.episodes,
+        });
+    }
+    Some(v)
+}
+
 /// Forgets channel `c`'s QPs (its communicator was finalized): they leave the device's
 /// outstanding and stalled counts and the stalled set at once, not at the next tick.
 pub fn forget(c: &registry::Channel) {

@@ -193,12 +193,13 @@ pub struct FinalizedComm {
     pub num_qp_untracked: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wqe_completion_log_histogram: Option<Vec<LogBucket>>,
+    /// Its QPs' remote NICs, each with the sums of its QPs towards it.
     #[serde(default)]
-    pub peers: Vec<DevicePeer>,
+    pub peers: Vec<FinalizedPeer>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cq_errors: Option<BTreeMap<String, u64>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_cq_error: Option<QpError>,
+    #[serde(default)]
+    pub first_cq_error: Option<FinalizedFirstError>,
     /// Stall detection on: WRs outstanding and QPs stalled when it was finalized, its longest
     /// stall.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -209,6 +210,60 @@ pub struct FinalizedComm {
     pub longest_stall_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub longest_stall_start: Option<String>,
+    /// Its QPs that had error completions or stalled (the first few), as their rows were when
+    /// it was finalized.
+    #[serde(default)]
+    pub queue_pairs: Vec<FinalizedQp>,
+    /// Errored or stalled QPs beyond those listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_qps_unlisted: Option<u64>,
+}
+
+/// A remote NIC of a finalized communicator's device: the peer keys and, in files that have
+/// them, the sums of the device's QPs towards it (the link to it).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FinalizedPeer {
+    #[serde(flatten)]
+    pub peer: DevicePeer,
+    /// None in a record without the link sums.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<Counters>,
+    /// Stall detection on: WRs outstanding and QPs stalled towards the NIC when it was
+    /// finalized, their longest stall.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_wqe_outstanding: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_qps_stalled: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest_stall_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest_stall_start: Option<String>,
+}
+
+/// A finalized communicator's first error completion and the QP it came on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FinalizedFirstError {
+    #[serde(flatten)]
+    pub error: QpError,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<u64>,
+    /// The QP's slot index on its channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qp: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qp_num: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<QpPeer>,
+}
+
+/// A QP a finalized communicator's record keeps (it had error completions or stalled): its
+/// channel and its row.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FinalizedQp {
+    #[serde(default)]
+    pub channel: Option<u64>,
+    #[serde(flatten)]
+    pub qp: QueuePair,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -661,6 +716,28 @@ impl Device {
             || self.rx_bytes > 0
             || self.channels.iter().any(|c| c.qp_count() > 0)
             || self.finalized_comms.iter().any(|f| f.num_qps > 0)
+    }
+
+    /// The remote NICs of the device: its own "peers" (its live channels'), then every
+    /// finalized communicator's.
+    pub fn all_peers(&self) -> impl Iterator<Item = &DevicePeer> {
+        self.peers.iter().flatten().chain(
+            self.finalized_comms
+                .iter()
+                .flat_map(|f| &f.peers)
+                .map(|p| &p.peer),
+        )
+    }
+
+    /// The QP rows of the device: its channels', then those its finalized communicators'
+    /// records keep (their errored or stalled QPs).
+    pub fn all_qps(&self) -> impl Iterator<Item = &QueuePair> {
+        self.channels.iter().flat_map(|c| &c.queue_pairs).chain(
+            self.finalized_comms
+                .iter()
+                .flat_map(|f| &f.queue_pairs)
+                .map(|q| &q.qp),
+        )
     }
 
     /// The software counters of the device: every channel's, then every finalized

@@ -212,15 +212,71 @@ pub struct FinalizedCommReport {
     pub wqe_completion_log_histogram: Option<LogBuckets>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub verbs: Option<VerbsCounters>,
-    /// Its QPs' remote NICs, as the device's peers.
-    pub peers: Vec<PeerReport>,
+    /// Its QPs' remote NICs, as the device's peers, each with the sums of its QPs towards that NIC
+    /// (the link from this device to it).
+    pub peers: Vec<FinalizedPeerReport>,
     /// Its QPs' error completions by status.
     pub cq_errors: StatusCounts,
-    /// The earliest first error of its QPs; null when none.
-    pub first_cq_error: Option<FirstErrorReport>,
+    /// The earliest first error of its QPs, with the QP it came on; null when none.
+    pub first_cq_error: Option<FinalizedFirstErrorReport>,
     // Stall detection's keys (absent with RCCL_TELEMETRY_STALL_MS=0).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub stall: Option<FinalizedStallReport>,
+    /// Its QPs that had error completions or stalled, each as its channel listed it when it was
+    /// finalized (stalls ended there), the first 8 in channel and slot order.
+    pub queue_pairs: Vec<FinalizedQpReport>,
+    /// QPs that had error completions or stalled beyond those listed in queue_pairs.
+    pub num_qps_unlisted: u64,
+}
+
+/// A remote NIC of a finalized communicator's device (finalized record "peers"): the peer keys,
+/// then every counter of the device's QPs whose peer it is, summed (the link from the device to
+/// it, as the QPs' rows would have added up).
+#[derive(Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "finalized_peer"))]
+pub struct FinalizedPeerReport {
+    #[serde(flatten)]
+    pub peer: PeerReport,
+    #[serde(flatten)]
+    pub counts: WqeCounts,
+    #[serde(flatten)]
+    pub latency: CompletionLatency,
+    // Stall detection's keys (absent with RCCL_TELEMETRY_STALL_MS=0).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<FinalizedStallReport>,
+}
+
+/// A finalized communicator's first error completion (finalized record "first_cq_error"): the
+/// error, then the QP it came on.
+#[derive(Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "finalized_first_cq_error"))]
+pub struct FinalizedFirstErrorReport {
+    #[serde(flatten)]
+    pub error: FirstErrorReport,
+    /// The QP's channel; null after rcclTelemetryMarkChannelsUnknown.
+    #[cfg_attr(feature = "schema", schemars(range(max = MAX_CHANNEL_ID)))]
+    pub channel: Option<u32>,
+    /// The QP's slot index on the channel.
+    pub qp: u64,
+    /// The local QP number; null when not told.
+    pub qp_num: Option<u32>,
+    /// The QP's remote end; null when not told.
+    pub peer: Option<QpPeerReport>,
+}
+
+/// A QP of a finalized communicator kept for its error completions or its stall (finalized
+/// record "queue_pairs"): its channel, then the keys of its row.
+#[derive(Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "finalized_queue_pair"))]
+pub struct FinalizedQpReport {
+    /// The QP's channel; null after rcclTelemetryMarkChannelsUnknown.
+    #[cfg_attr(feature = "schema", schemars(range(max = MAX_CHANNEL_ID)))]
+    pub channel: Option<u32>,
+    #[serde(flatten)]
+    pub qp: QpReport,
 }
 
 /// A finalized communicator's stall keys: its QPs' stalls ended at its finalization.

@@ -42,21 +42,23 @@ fn lid_key(l: u16) -> Option<u16> {
     (l != 0).then_some(l)
 }
 
+fn qp_peer_report(r: peers::Remote) -> QpPeerReport {
+    let (gid, gid_ip) = gid_keys(r.gid);
+    QpPeerReport {
+        qp_num: r.qp_num,
+        gid,
+        gid_ip,
+        lid: lid_key(r.lid),
+    }
+}
+
 fn qp_identity(q: Option<peers::QpInfo>, dev_gid: Option<[u8; 16]>, verbs: bool) -> QpIdentity {
     let q = q.unwrap_or_default();
     let ud = q.qp_type == Some("ud");
     QpIdentity {
         qp_num: q.qp_num,
         local_gid: q.local_gid.filter(|g| Some(*g) != dev_gid).map(GidText),
-        peer: q.peer.filter(|_| !ud).map(|r| {
-            let (gid, gid_ip) = gid_keys(r.gid);
-            QpPeerReport {
-                qp_num: r.qp_num,
-                gid,
-                gid_ip,
-                lid: lid_key(r.lid),
-            }
-        }),
+        peer: q.peer.filter(|_| !ud).map(qp_peer_report),
         qp_type: if verbs { q.qp_type } else { None },
     }
 }
@@ -198,8 +200,44 @@ fn first_error_report(f: &crate::cq_errors::FirstError) -> FirstErrorReport {
     }
 }
 
+fn finalized_stall(s: &crate::stall_detector::StallFold) -> FinalizedStallReport {
+    FinalizedStallReport {
+        num_wqe_outstanding: s.outstanding,
+        num_qps_stalled: s.stalled,
+        longest_stall_ms: s.longest_ns / 1_000_000,
+        longest_stall_start: s.longest_start_wall.map(rfc3339),
+    }
+}
+
+/// A QP a finalized record keeps, as its channel's row was at the finalization.
+fn kept_qp_report(q: &comms::KeptQp, rows: &Rows) -> FinalizedQpReport {
+    let mut r = qp_report(q.slot, q.role, &q.totals, rows.keys);
+    r.verbs = q.ext.as_ref().map(Into::into);
+    r.identity = Some(qp_identity(q.info, rows.dev_gid, rows.verbs));
+    let at = |t: Option<u64>| t.map(rfc3339);
+    r.stall = q.stall.as_ref().map(|s| QpStallReport {
+        num_wqe_outstanding: s.outstanding,
+        oldest_outstanding_ms: rows.verbs.then_some(None),
+        stalled: s.stalled_since.is_some(),
+        stalled_since: at(s.stalled_since),
+        longest_stall_ms: s.longest_ns / 1_000_000,
+        longest_stall_start: at(s.longest_start),
+    });
+    let mut e = qp_error_report(q.errors.as_ref(), None);
+    if let Some(s) = &q.stall {
+        e.last_post_time = at(s.last_post);
+        e.last_completion_time = at(s.last_completion);
+    }
+    r.errors = Some(e);
+    FinalizedQpReport {
+        channel: (!rows.unknown).then_some(q.channel),
+        qp: r,
+    }
+}
+
 /// A finalized communicator's record on a device, as the file shows it.
-fn finalized_report(comm: Option<&CommIdent>, r: &DevRecord, k: RowKeys) -> FinalizedCommReport {
+fn finalized_report(comm: Option<&CommIdent>, r: &DevRecord, rows: &Rows) -> FinalizedCommReport {
+    let k = rows.keys;
     let t = qp_report(0, ROLE_UNKNOWN, &r.totals, k);
     FinalizedCommReport {
         comm: comm.map(comm_ref),
@@ -219,17 +257,29 @@ fn finalized_report(comm: Option<&CommIdent>, r: &DevRecord, k: RowKeys) -> Fina
             .iter()
             .map(|p| {
                 let h = p.hist.as_ref().map(|h| log_buckets(&h.counts()));
-                peer_report(p.key, p.lid, p.num_qps, p.num_qps_shared, h)
+                let sums = qp_report(0, ROLE_UNKNOWN, &p.totals, k);
+                FinalizedPeerReport {
+                    peer: peer_report(p.key, p.lid, p.num_qps, p.num_qps_shared, h),
+                    counts: sums.counts,
+                    latency: sums.latency,
+                    stall: p.stall.as_ref().map(finalized_stall),
+                }
             })
             .collect(),
         cq_errors: status_counts(&r.cq_errors),
-        first_cq_error: r.first_cq_error.as_ref().map(first_error_report),
-        stall: r.stall.map(|s| FinalizedStallReport {
-            num_wqe_outstanding: s.outstanding,
-            num_qps_stalled: s.stalled,
-            longest_stall_ms: s.longest_ns / 1_000_000,
-            longest_stall_start: s.longest_start_wall.map(rfc3339),
-        }),
+        first_cq_error: r
+            .first_cq_error
+            .as_ref()
+            .map(|(f, at)| FinalizedFirstErrorReport {
+                error: first_error_report(f),
+                channel: (!rows.unknown).then_some(at.channel),
+                qp: at.slot,
+                qp_num: at.qp_num,
+                peer: at.peer.map(qp_peer_report),
+            }),
+        stall: r.stall.as_ref().map(finalized_stall),
+        queue_pairs: r.kept_qps.iter().map(|q| kept_qp_report(q, rows)).collect(),
+        num_qps_unlisted: r.qps_unlisted,
     }
 }
 
@@ -480,7 +530,7 @@ pub fn device_plan(d: &'static Device, id: &Identity) -> Result<DevicePlan, TryR
         }
         slow = slow.wrapping_add(r.totals.slow);
         stalls = stalls.wrapping_add(r.totals.stalls);
-        finalized.push(finalized_report(comm.as_ref(), r, rows.keys));
+        finalized.push(finalized_report(comm.as_ref(), r, &rows));
     }
     let peers = dev_peers
         .finish()

@@ -200,9 +200,9 @@ fn peer(full: bool) -> PeerReport {
 }
 
 /// A finalized communicator's record: nulls has the record past the cap (comm null) with no
-/// first error.
-fn finalized(shape: Shape) -> FinalizedCommReport {
-    let (full, nulls) = (shape == Full, shape == Nulls);
+/// first error (`which` 0), and one whose first error has no channel, QP number or peer (1).
+fn finalized(shape: Shape, which: usize) -> FinalizedCommReport {
+    let (full, nulls) = (shape == Full, shape == Nulls && which == 0);
     FinalizedCommReport {
         comm: (!nulls).then(comm_ref),
         num_comms: if nulls { 3 } else { 1 },
@@ -219,16 +219,46 @@ fn finalized(shape: Shape) -> FinalizedCommReport {
         peers: if shape == Bare {
             vec![]
         } else {
-            vec![peer(full)]
+            vec![FinalizedPeerReport {
+                peer: peer(full),
+                counts: counts(2, full),
+                latency: latency(nulls, vec![6, 2, 0, 0, 0]),
+                stall: (shape != Bare).then(|| finalized_stall(full)),
+            }]
         },
         cq_errors: statuses(),
-        first_cq_error: (!nulls).then(|| first_error(false)),
-        stall: (shape != Bare).then(|| FinalizedStallReport {
-            num_wqe_outstanding: 1,
-            num_qps_stalled: 1,
-            longest_stall_ms: 1500,
-            longest_stall_start: full.then(t),
+        // the second nulls record: a first error whose QP has no channel, number or peer.
+        first_cq_error: (!nulls).then(|| FinalizedFirstErrorReport {
+            error: first_error(!full),
+            channel: full.then_some(0),
+            qp: 1,
+            qp_num: full.then_some(4661),
+            peer: full.then(|| QpPeerReport {
+                qp_num: 78,
+                gid: Some(GidText(GID)),
+                gid_ip: Some(ip()),
+                lid: Some(9),
+            }),
         }),
+        stall: (shape != Bare).then(|| finalized_stall(full)),
+        queue_pairs: if shape == Bare {
+            vec![]
+        } else {
+            vec![FinalizedQpReport {
+                channel: full.then_some(0),
+                qp: qp(shape, usize::from(full)),
+            }]
+        },
+        num_qps_unlisted: u64::from(full),
+    }
+}
+
+fn finalized_stall(full: bool) -> FinalizedStallReport {
+    FinalizedStallReport {
+        num_wqe_outstanding: 1,
+        num_qps_stalled: 1,
+        longest_stall_ms: 1500,
+        longest_stall_start: full.then(t),
     }
 }
 
@@ -268,7 +298,11 @@ fn device(shape: Shape) -> DeviceReport {
             num_qps_stalled: 1,
         }),
         cq_errors_by_status: statuses(),
-        finalized_comms: if bare { vec![] } else { vec![finalized(shape)] },
+        finalized_comms: match shape {
+            Full => vec![finalized(Full, 0)],
+            Nulls => vec![finalized(Nulls, 0), finalized(Nulls, 1)],
+            Bare => vec![],
+        },
         num_wqe_slow: full.then_some(2),
         num_stalls: full.then_some(4),
     }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// Keys the writer emits that the read model does not carry (nothing in the tool reads them),
 /// as paths with array indices written `#`.
-const NOT_READ: [&str; 19] = [
+const NOT_READ: [&str; 24] = [
     "/devices/#/num_srq_recv_wqe",
     "/devices/#/num_wc_unknown_qp",
     "/devices/#/peers/#/num_qps_shared",
@@ -29,6 +29,11 @@ const NOT_READ: [&str; 19] = [
     "/devices/#/finalized_comms/#/num_atomic_wqe",
     "/devices/#/finalized_comms/#/num_other_wqe",
     "/devices/#/finalized_comms/#/num_wqe_track_full",
+    "/devices/#/finalized_comms/#/queue_pairs/#/num_send_wqe",
+    "/devices/#/finalized_comms/#/queue_pairs/#/num_read_wqe",
+    "/devices/#/finalized_comms/#/queue_pairs/#/num_atomic_wqe",
+    "/devices/#/finalized_comms/#/queue_pairs/#/num_other_wqe",
+    "/devices/#/finalized_comms/#/queue_pairs/#/num_wqe_track_full",
 ];
 
 /// `path` with its array indices as `#`.

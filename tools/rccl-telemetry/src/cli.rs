@@ -327,6 +327,11 @@ pub struct GenerateArgs {
     /// With --as-nccl-log: noise lines `import` skips, per rank (to make big logs).
     #[arg(long, default_value_t = 0)]
     pub log_filler: usize,
+    /// With --peers: every rank destroyed its communicator before exit (ncclCommDestroy), so
+    /// its file has no channels: each device's QPs are summed in a finalized communicator's
+    /// record (format version 4), per remote NIC, with the rows of its errored or stalled QPs.
+    #[arg(long)]
+    pub finalized: bool,
     /// The directory to write the rank files and planted.json (what was planted where) to;
     /// created if missing.
     pub dir: PathBuf,

@@ -81,8 +81,10 @@ impl Reach {
             let di = di.min(u16::MAX as usize) as u16;
             r.own_gids.push(gid_key(d.gid.as_deref()));
             r.own_lids.push(d.lid.unwrap_or(0));
-            let peers = d.peers.as_deref().filter(|p| !p.is_empty());
-            for p in peers.into_iter().flatten() {
+            // The device's peers and its finalized communicators'.
+            let mut has_peers = false;
+            for p in d.all_peers() {
+                has_peers = true;
                 let k = (di, gid_key(p.gid.as_deref()), p.lid.unwrap_or(0));
                 *named.entry(k).or_default() += p.num_qps.max(1);
             }
@@ -95,7 +97,7 @@ impl Reach {
                     r.own_lids.push(l);
                 }
                 // A device without per-peer entries: its QPs name the peers.
-                if let (Some(p), None) = (&q.peer, peers) {
+                if let (Some(p), false) = (&q.peer, has_peers) {
                     let k = (di, gid_key(p.gid.as_deref()), p.lid.unwrap_or(0));
                     *named.entry(k).or_default() += 1;
                 }

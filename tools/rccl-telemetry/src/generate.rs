@@ -18,6 +18,8 @@ use std::path::Path;
 
 mod fabric;
 pub use fabric::*;
+mod finalized;
+pub use finalized::finalize_dir;
 mod hang;
 pub use hang::generate_hang;
 mod nccl_log;

@@ -13,7 +13,7 @@
 //! `stalls`, `summary`, `outliers` and the report share for their hang line.
 
 mod graph;
-mod peers;
+pub(crate) mod peers;
 mod quiet;
 mod root;
 mod wait_for;

@@ -425,12 +425,18 @@ fn generate(a: GenerateArgs) -> Outcome {
         noise: a.noise.iter().filter(|n| !n.is_empty()).cloned().collect(),
         topology: generate::Topology::from_name(&a.topology).unwrap_or_default(),
     };
+    if a.finalized && !a.peers {
+        return Err(fail("--finalized needs --peers".to_string()));
+    }
     let planted = if a.peers {
         generate::generate_fabric(&a.dir, &o, a.qps_per_peer.max(1))
     } else {
         generate::generate(&a.dir, &o)
     }
     .map_err(fail)?;
+    if a.finalized {
+        generate::finalize_dir(&a.dir).map_err(fail)?;
+    }
     for p in &planted {
         eprintln!(
             "planted {:<16} {}:{} dev {}{}{}",

@@ -8,6 +8,7 @@
 //! (`roots`) comes from the wait-for graph of `crate::hang`.
 
 use crate::context::RunContext;
+use crate::hang::peers::{Peer, PeerResolver};
 use crate::layout::{col, table, Column, Layout};
 use crate::load::addr::{lookup, QpIndex, Who};
 use crate::load::Run;
@@ -210,7 +211,7 @@ pub fn find_in(cx: &RunContext, proms: &[PathBuf]) -> StallReport {
         ..Default::default()
     };
     let idx = cx.qp_index();
-    let mut stalled = file_stalls(run, idx, &mut rep);
+    let mut stalled = file_stalls(cx, idx, &mut rep);
     stalled.extend(prom_stalls(proms, idx, &mut rep));
     rep.stalled_qps = stalled.len();
     rep.groups = group_by_link(stalled);
@@ -232,8 +233,21 @@ pub fn find_in(cx: &RunContext, proms: &[PathBuf]) -> StallReport {
 }
 
 /// Collects the stalled QPs of the files, and each rank's longest stall into the report.
-fn file_stalls(run: &Run, idx: &QpIndex, rep: &mut StallReport) -> Vec<StalledQp> {
+fn file_stalls(cx: &RunContext, idx: &QpIndex, rep: &mut StallReport) -> Vec<StalledQp> {
+    let run = cx.run();
     let mut stalled: Vec<StalledQp> = Vec::new();
+    // Finalized communicators' QPs: their peers' QPs are no rows either, so their peers are
+    // found by their NICs' addresses (built only for a run that has such QPs).
+    let kept = |f: &TelemetryFile| {
+        f.devices
+            .iter()
+            .any(|d| d.finalized_comms.iter().any(|r| !r.queue_pairs.is_empty()))
+    };
+    let resolver = run
+        .files
+        .iter()
+        .any(|l| kept(&l.file))
+        .then(|| PeerResolver::new(run, idx, cx.latest()));
     for l in &run.files {
         let f = &l.file;
         let has_keys =
@@ -248,30 +262,49 @@ fn file_stalls(run: &Run, idx: &QpIndex, rep: &mut StallReport) -> Vec<StalledQp
         let rank = format!("{}:{}", f.host_name, f.process_id);
         let mut best: Option<RankStall> = None;
         for d in &f.devices {
+            let peer_one = |q: &QueuePair| {
+                let claims = q
+                    .peer
+                    .as_ref()
+                    .map_or(&[][..], |p| lookup(idx, p.gid.as_deref(), p.lid, p.qp_num));
+                (claims.len() == 1).then(|| &claims[0])
+            };
+            let mut longest = |q: &QueuePair, peer: Option<&Who>| {
+                let ls = q.longest_stall_ms.unwrap_or(0);
+                if ls > 0 && best.as_ref().is_none_or(|b| ls > b.longest_stall_ms) {
+                    best = Some(RankStall {
+                        rank: rank.clone(),
+                        is_final: f.is_final != Some(false),
+                        longest_stall_ms: ls,
+                        start: q.longest_stall_start.as_deref().map(String::from),
+                        device: d.roce_device.clone(),
+                        qp: q.id,
+                        qp_num: q.qp_num,
+                        peer: peer_label(q, peer),
+                    });
+                }
+            };
             for c in &d.channels {
                 for q in &c.queue_pairs {
-                    let peer_claims = q
-                        .peer
-                        .as_ref()
-                        .map_or(&[][..], |p| lookup(idx, p.gid.as_deref(), p.lid, p.qp_num));
-                    let peer_one = (peer_claims.len() == 1).then(|| &peer_claims[0]);
-                    let ls = q.longest_stall_ms.unwrap_or(0);
-                    if ls > 0 && best.as_ref().is_none_or(|b| ls > b.longest_stall_ms) {
-                        best = Some(RankStall {
-                            rank: rank.clone(),
-                            is_final: f.is_final != Some(false),
-                            longest_stall_ms: ls,
-                            start: q.longest_stall_start.as_deref().map(String::from),
-                            device: d.roce_device.clone(),
-                            qp: q.id,
-                            qp_num: q.qp_num,
-                            peer: peer_label(q, peer_one),
-                        });
-                    }
+                    longest(q, peer_one(q));
                     if q.stalled == Some(true) {
-                        stalled.push(file_stalled_qp(f, d, c, q, peer_one));
+                        stalled.push(file_stalled_qp(f, d, c, q, peer_one(q)));
                     }
                 }
+            }
+            // The stalls of finalized communicators' QPs ended at their finalization: they
+            // count for the longest, never as stalled now.
+            for q in d.finalized_comms.iter().flat_map(|r| &r.queue_pairs) {
+                let q = &q.qp;
+                let peer = q.peer.as_ref().zip(resolver.as_ref());
+                let who: Option<Who> = match peer.map(|(p, r)| r.resolve(p)) {
+                    Some(Peer::Rank(host, pid, nic)) => {
+                        let dev = nic.strip_prefix(&format!("{host}:")).unwrap_or(&nic);
+                        Some(std::sync::Arc::new((host.clone(), pid, dev.to_owned())))
+                    }
+                    _ => None,
+                };
+                longest(q, who.as_ref());
             }
         }
         rep.longest_per_rank.extend(best);

@@ -5,7 +5,7 @@ use crate::load::Run;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// A peer resolved to its rank and NIC, or to its address when no file has it.
-pub(super) enum Peer {
+pub(crate) enum Peer {
     Rank(String, i64, String),
     Absent(String),
     Unresolved,
@@ -13,7 +13,7 @@ pub(super) enum Peer {
 
 /// Resolves a QP's peer to its rank and NIC: by the QPs of the run, else by the device
 /// addresses of the latest files.
-pub(super) struct PeerResolver<'a> {
+pub(crate) struct PeerResolver<'a> {
     idx: &'a QpIndex,
     /// Who owns each device GID and LID ("lid N") of the latest files.
     by_addr: HashMap<String, BTreeSet<(String, i64, String)>>,
@@ -23,7 +23,7 @@ impl<'a> PeerResolver<'a> {
     /// Resolves through the QPs of the run (`idx`) and indexes the device GIDs and LIDs of the
     /// latest files: a peer whose QPN no file claims (a QP created after its owner's last
     /// file) still names its NIC.
-    pub(super) fn new(
+    pub(crate) fn new(
         run: &Run,
         idx: &'a QpIndex,
         latest: &BTreeMap<crate::load::ranks::RankKey, usize>,
@@ -45,7 +45,7 @@ impl<'a> PeerResolver<'a> {
     }
 
     /// The peer's rank and NIC, its address when no file has it, or Unresolved.
-    pub(super) fn resolve(&self, p: &crate::model::QpPeer) -> Peer {
+    pub(crate) fn resolve(&self, p: &crate::model::QpPeer) -> Peer {
         let claims = lookup(self.idx, p.gid.as_deref(), p.lid, p.qp_num);
         let ranks: BTreeSet<(&String, i64)> = claims.iter().map(|c| (&c.0, c.1)).collect();
         if ranks.len() == 1 {

@@ -6,13 +6,21 @@
 //! (address number, QPN) keys, a link's ends are shared with its NICs, and a sending device's
 //! per-peer histograms are indexed once, while the links from its NIC are summed (not searched
 //! per link, and not all devices' at once).
+//!
+//! A finalized communicator's QPs have no rows: its record sums them per remote NIC (its
+//! `peers`, each with the counters of the QPs towards that NIC). Such a sum joins the NIC
+//! whose GID (else LID) it names, and adds to the link between them as its QPs would have:
+//! their sends, completions, histograms and stall keys at the sending end, and what the other
+//! end received from the sums of its devices towards this NIC.
 
 use super::report::{Ambiguous, End, Link, LinkLatency, LinkReport, Nic, Unmatched};
 use crate::load::addr::{
     addr, claims, gid_addr, lid_addr, norm_gid, qp_addrs, Addr, AddrIndexBuilder,
 };
 use crate::load::Run;
-use crate::model::{add_hist, add_log_hist, Device, LogBucket, QueuePair, TelemetryFile};
+use crate::model::{
+    add_hist, add_log_hist, Counters, Device, FinalizedPeer, LogBucket, QueuePair, TelemetryFile,
+};
 use crate::stats::{histogram_percentile, log_histogram_percentile};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -22,6 +30,14 @@ struct QpRef<'a> {
     nic: u32,
     dev: u32,
     qp: &'a QueuePair,
+}
+
+/// A finalized communicator's QPs of one device towards one remote NIC, summed.
+struct AggRef<'a> {
+    nic: u32,
+    dev: u32,
+    peer: &'a FinalizedPeer,
+    counters: &'a Counters,
 }
 
 /// One used device of the run, with what every link from it needs.
@@ -68,6 +84,8 @@ struct Parts<'a> {
     nics: Vec<Nic>,
     devs: Vec<DevRef<'a>>,
     qps: Vec<QpRef<'a>>,
+    /// The finalized communicators' sums per (device, remote NIC).
+    aggs: Vec<AggRef<'a>>,
     files_with_peers: usize,
     /// The used devices' QPs as the files list them (a pruned read holds fewer: `load::prune`).
     listed: u64,
@@ -78,6 +96,7 @@ fn parts(run: &Run) -> Parts<'_> {
         nics: Vec::new(),
         devs: Vec::new(),
         qps: Vec::new(),
+        aggs: Vec::new(),
         files_with_peers: 0,
         listed: 0,
     };
@@ -125,6 +144,19 @@ fn parts(run: &Run) -> Parts<'_> {
                     });
                 }
             }
+            for f in &d.finalized_comms {
+                p.listed = p.listed.saturating_add(f.num_qps);
+                for peer in &f.peers {
+                    if let Some(counters) = &peer.counters {
+                        p.aggs.push(AggRef {
+                            nic: ni as u32,
+                            dev: di,
+                            peer,
+                            counters,
+                        });
+                    }
+                }
+            }
         }
     }
     p
@@ -140,7 +172,7 @@ fn dev_ref<'a>(file: &'a TelemetryFile, dev: &'a Device) -> DevRef<'a> {
 
 fn peer_hists(dev: &Device) -> PeerHists<'_> {
     let mut peers = PeerHists::new();
-    for p in dev.peers.iter().flatten() {
+    for p in dev.all_peers() {
         if let (Some(a), Some(h)) = (
             addr(p.gid.as_deref(), p.lid),
             p.wqe_completion_log_histogram.as_deref(),
@@ -197,6 +229,7 @@ pub fn join(run: &Run) -> LinkReport {
         }
     }
     drop(index);
+    let agg_matched = join_sums(&p, &mut rep, &mut unmatched);
     rep.qps_unmatched = unmatched.values().map(|u| u.qps).sum();
     rep.unmatched = unmatched.into_values().collect();
     rep.unmatched.sort_by(|a, b| {
@@ -207,28 +240,138 @@ pub fn join(run: &Run) -> LinkReport {
     let ends: Vec<Arc<End>> = p.nics.iter().map(|n| Arc::new(end(n))).collect();
     // By link, each link's QPs in the order they were read (a stable sort).
     matched.sort_by_key(|&(s, d, _, _)| (s, d));
-    let same_link = |a: &(u32, u32, u32, u32), b: &(u32, u32, u32, u32)| (a.0, a.1) == (b.0, b.1);
+    // What each link's other end received: the sums of its devices towards this NIC.
+    let mut back: HashMap<(u32, u32), u64> = HashMap::new();
+    for &(s, d, a) in &agg_matched {
+        let e = back.entry((s, d)).or_default();
+        *e = e.saturating_add(p.aggs[a as usize].counters.num_wqe_rcvd);
+    }
+    // The links in (source, destination) order: those of the QPs' rows and of the sums, merged.
+    let (mq, ma) = (&matched, &agg_matched);
+    let keys = move || {
+        let (mut qi, mut ai) = (0, 0);
+        std::iter::from_fn(move || {
+            let kq = mq.get(qi).map(|m| (m.0, m.1));
+            let ka = ma.get(ai).map(|m| (m.0, m.1));
+            let key = match (kq, ka) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => a.or(b)?,
+            };
+            let (q0, a0) = (qi, ai);
+            while mq.get(qi).is_some_and(|m| (m.0, m.1) == key) {
+                qi += 1;
+            }
+            while ma.get(ai).is_some_and(|m| (m.0, m.1) == key) {
+                ai += 1;
+            }
+            Some((key, q0..qi, a0..ai))
+        })
+    };
     // Sized exactly: grown by doubling, a million links would be held twice for a moment.
-    rep.links = Vec::with_capacity(matched.chunk_by(same_link).count());
-    for from_nic in matched.chunk_by(|a, b| a.0 == b.0) {
-        // The sending devices' per-peer histograms, only while this NIC's links are summed.
-        let mut hists: HashMap<u32, PeerHists> = HashMap::new();
-        for qps in from_nic.chunk_by(same_link) {
-            let mut e = Acc::default();
-            for &(_, _, r, t) in qps {
-                add_qp(&mut e, &p, &p.qps[r as usize], &p.qps[t as usize]);
-            }
-            for &di in &e.devs {
-                hists
-                    .entry(di)
-                    .or_insert_with(|| peer_hists(p.devs[di as usize].dev));
-            }
-            let l = link(&p, &hists, &ends, qps[0].0 as usize, qps[0].1 as usize, e);
-            rep.links.push(l);
+    rep.links = Vec::with_capacity(keys().count());
+    // The sending devices' per-peer histograms, only while one NIC's links are summed.
+    let mut hists: HashMap<u32, PeerHists> = HashMap::new();
+    let mut hists_of = None;
+    for ((s, d), qps, sums) in keys() {
+        if hists_of != Some(s) {
+            hists.clear();
+            hists_of = Some(s);
         }
+        let mut e = Acc::default();
+        for &(_, _, r, t) in &matched[qps] {
+            add_qp(&mut e, &p, &p.qps[r as usize], &p.qps[t as usize]);
+        }
+        if !sums.is_empty() {
+            for &(_, _, a) in &agg_matched[sums] {
+                add_sums(&mut e, &p, &p.aggs[a as usize]);
+            }
+            let rcvd = back.get(&(d, s)).copied().unwrap_or(0);
+            e.rcvd = e.rcvd.saturating_add(rcvd);
+        }
+        for &di in &e.devs {
+            hists
+                .entry(di)
+                .or_insert_with(|| peer_hists(p.devs[di as usize].dev));
+        }
+        rep.links
+            .push(link(&p, &hists, &ends, s as usize, d as usize, e));
     }
     rep.nics = p.nics;
     rep
+}
+
+/// Joins the finalized communicators' sums: each to the one NIC of the run with the address it
+/// names (GID first, else LID). Returns the joined ones as (source NIC, destination NIC, sum),
+/// by link; counts the others as unmatched or ambiguous.
+fn join_sums(
+    p: &Parts,
+    rep: &mut LinkReport,
+    unmatched: &mut BTreeMap<(usize, Option<String>, Option<u64>), Unmatched>,
+) -> Vec<(u32, u32, u32)> {
+    if p.aggs.is_empty() {
+        return Vec::new();
+    }
+    let mut by_addr: HashMap<Addr, Vec<u32>> = HashMap::new();
+    for (i, n) in p.nics.iter().enumerate() {
+        for a in [gid_addr(n.gid.as_deref()), lid_addr(n.lid)]
+            .into_iter()
+            .flatten()
+        {
+            by_addr.entry(a).or_default().push(i as u32);
+        }
+    }
+    let mut joined = Vec::with_capacity(p.aggs.len());
+    for (i, a) in p.aggs.iter().enumerate() {
+        let n = a.peer.peer.num_qps;
+        rep.qps_with_peer = rep.qps_with_peer.saturating_add(n);
+        let (g, l) = (a.peer.peer.gid.as_deref(), a.peer.peer.lid);
+        let nics = [gid_addr(g), lid_addr(l)]
+            .iter()
+            .flatten()
+            .find_map(|k| by_addr.get(k))
+            .map_or(&[][..], Vec::as_slice);
+        match nics {
+            [] => {
+                let nic = &p.nics[a.nic as usize];
+                let pid = p.devs[a.dev as usize].file.process_id;
+                let u = unmatched
+                    .entry((a.nic as usize, norm_gid(g), l.filter(|l| *l > 0)))
+                    .or_insert_with(|| Unmatched {
+                        host: nic.host.clone(),
+                        pids: Vec::new(),
+                        device: nic.device.clone(),
+                        remote_gid: norm_gid(g),
+                        remote_lid: l.filter(|l| *l > 0),
+                        qps: 0,
+                        remote_qp_nums: Vec::new(),
+                    });
+                u.qps = u.qps.saturating_add(n);
+                if !u.pids.contains(&pid) {
+                    u.pids.push(pid);
+                }
+            }
+            [d] => {
+                rep.qps_matched = rep.qps_matched.saturating_add(n);
+                joined.push((a.nic, *d, i as u32));
+            }
+            _ => {
+                rep.qps_ambiguous = rep.qps_ambiguous.saturating_add(n);
+                let dv = &p.devs[a.dev as usize];
+                rep.ambiguous.push(Ambiguous {
+                    host: dv.file.host_name.clone(),
+                    pid: dv.file.process_id,
+                    device: dv.dev.roce_device.clone(),
+                    qp_num: None,
+                    remote_gid: norm_gid(g),
+                    remote_lid: l.filter(|l| *l > 0),
+                    remote_qp_num: 0,
+                    candidates: nics.iter().map(|&d| p.nics[d as usize].label()).collect(),
+                });
+            }
+        }
+    }
+    joined.sort_by_key(|&(s, d, _)| (s, d));
+    joined
 }
 
 enum Pick {
@@ -269,25 +412,42 @@ fn pick(p: &Parts, r: &QpRef, cands: &[u32]) -> Pick {
 }
 
 fn add_qp(e: &mut Acc, p: &Parts, r: &QpRef, t: &QpRef) {
-    let c = &r.qp.counters;
     e.qps += 1;
-    e.sent = e.sent.saturating_add(c.num_wqe_sent);
-    e.completed = e.completed.saturating_add(c.num_wqe_completed);
     e.rcvd = e.rcvd.saturating_add(t.qp.counters.num_wqe_rcvd);
-    add_opt(&mut e.retired, c.num_wqe_retired_unsignalled);
-    add_opt(&mut e.outstanding, r.qp.num_wqe_outstanding);
-    add_opt(&mut e.stalled, r.qp.stalled.map(u64::from));
-    if let Some(ls) = r.qp.longest_stall_ms {
+    let q = r.qp;
+    add_counts(e, p, r.dev, &q.counters);
+    add_opt(&mut e.outstanding, q.num_wqe_outstanding);
+    add_opt(&mut e.stalled, q.stalled.map(u64::from));
+    if let Some(ls) = q.longest_stall_ms {
         e.longest = Some(e.longest.unwrap_or(0).max(ls));
     }
-    add_opt(&mut e.slow, c.num_wqe_slow);
+    add_opt(&mut e.slow, q.counters.num_wqe_slow);
     if let Some(s) = r.qp.latency_stats() {
         e.qp_p99 = Some(e.qp_p99.unwrap_or(0).max(s.wqe_completion_ns_p99));
     }
-    if !e.devs.contains(&r.dev) {
-        e.devs.push(r.dev);
+}
+
+/// A finalized communicator's sum towards the link's destination, as its QPs would add.
+fn add_sums(e: &mut Acc, p: &Parts, a: &AggRef) {
+    e.qps = e.qps.saturating_add(a.peer.peer.num_qps);
+    add_counts(e, p, a.dev, a.counters);
+    add_opt(&mut e.outstanding, a.peer.num_wqe_outstanding);
+    add_opt(&mut e.stalled, a.peer.num_qps_stalled);
+    add_opt(&mut e.slow, a.counters.num_wqe_slow);
+    if let Some(ls) = a.peer.longest_stall_ms {
+        e.longest = Some(e.longest.unwrap_or(0).max(ls));
     }
-    let w = p.devs[r.dev as usize].file.histogram_interval_ns;
+}
+
+/// The sending end's counters of a QP or a sum of QPs on device `dev`.
+fn add_counts(e: &mut Acc, p: &Parts, dev: u32, c: &Counters) {
+    e.sent = e.sent.saturating_add(c.num_wqe_sent);
+    e.completed = e.completed.saturating_add(c.num_wqe_completed);
+    add_opt(&mut e.retired, c.num_wqe_retired_unsignalled);
+    if !e.devs.contains(&dev) {
+        e.devs.push(dev);
+    }
+    let w = p.devs[dev as usize].file.histogram_interval_ns;
     if e.width.is_none() || e.width == Some(w) {
         e.width = Some(w);
         add_hist(&mut e.lin, &c.wqe_completion_histogram);

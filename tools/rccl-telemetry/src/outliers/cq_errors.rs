@@ -28,7 +28,7 @@ fn per_qp(d: &Device) -> String {
     let mut by: BTreeMap<&str, u64> = BTreeMap::new();
     let mut qps = 0u64;
     let mut first: Option<(i128, String)> = None;
-    for q in d.channels.iter().flat_map(|c| &c.queue_pairs) {
+    for q in d.all_qps() {
         if q.cq_error_total() == 0 && q.first_cq_error.is_none() {
             continue;
         }

@@ -650,7 +650,7 @@ pub(super) fn fold_tails(x: &Input, out: &mut Vec<Finding>) {
         let line = x.opt.min_ratio * med;
         let (beyond, total) = share_above_log(&h, line, dev.dev.latency_min_max().1);
         let mut took: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
-        for p in dev.dev.peers.iter().flatten() {
+        for p in dev.dev.all_peers() {
             let b = by_addr.get(&(p.gid.as_deref(), p.lid)).copied();
             let Some(ci) = b.and_then(|b| by_cell.get(&(a, b))) else {
                 continue;

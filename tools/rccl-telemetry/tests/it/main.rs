@@ -9,6 +9,7 @@ mod counter_table;
 mod demo_job;
 mod export_formats;
 mod export_versions;
+mod finalized_runs;
 mod fleet_scale;
 mod fuzz;
 mod generated_docs;
