@@ -167,6 +167,8 @@ fn communicator_keys_come_last_and_in_order() {
         "num_qps_stalled",
         "longest_stall_ms",
         "longest_stall_start",
+        "queue_pairs",
+        "num_qps_unlisted",
     ];
     assert_eq!(rec, want, "{rec:?}");
 }

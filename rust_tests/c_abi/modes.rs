@@ -208,7 +208,7 @@ fn a_table_without_set_param_keeps_the_rest() {
         assert_eq!(said.len(), 1, "{err}");
         assert!(
             said[0].contains("provides table version 1, this program's header version 2")
-                && said[0].contains("the 1 this library lacks are off"),
+                && said[0].contains("the 2 this library lacks are off"),
             "{err}"
         );
     }
