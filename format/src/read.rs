@@ -550,9 +550,6 @@ pub struct QueuePair {
     /// one pointer (None when the file has none of them: most QPs of most files).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub monitor: Option<Box<QpMonitor>>,
-    // Version 5: the QP's path and retry settings, where told.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attrs: Option<Box<QpAttrs>>,
 }
 
 /// A QP's local end and the WQE latency monitor's statistics (version 5).
@@ -569,6 +566,10 @@ pub struct QpMonitor {
     /// The monitor on and the QP measured a completion: its statistics.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<LatencyStats>,
+    /// The QP's path and retry settings, where told (behind the same pointer: most QPs of
+    /// most files have none of these version 5 keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attrs: Option<QpAttrs>,
 }
 
 impl QueuePair {
@@ -585,6 +586,11 @@ impl QueuePair {
     /// The WQE latency monitor's statistics of the QP, where the file has them.
     pub fn latency_stats(&self) -> Option<&LatencyStats> {
         self.monitor.as_ref().and_then(|m| m.stats.as_ref())
+    }
+
+    /// The QP's path and retry settings, where told.
+    pub fn attrs(&self) -> Option<&QpAttrs> {
+        self.monitor.as_ref().and_then(|m| m.attrs.as_ref())
     }
 }
 

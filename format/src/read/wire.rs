@@ -167,15 +167,17 @@ impl From<QueuePairWire> for QueuePair {
                     wqe_completion_ns_p99: w.wqe_completion_ns_p99.unwrap_or(0),
                     wqe_completion_ns_p999: w.wqe_completion_ns_p999.unwrap_or(0),
                 });
-                (w.port.is_some() || w.local_lid.is_some() || stats.is_some()).then(|| {
-                    Box::new(QpMonitor {
-                        port: w.port,
-                        local_lid: w.local_lid,
-                        stats,
+                let attrs = w.attrs.filter(|a| *a != QpAttrs::default());
+                (w.port.is_some() || w.local_lid.is_some() || stats.is_some() || attrs.is_some())
+                    .then(|| {
+                        Box::new(QpMonitor {
+                            port: w.port,
+                            local_lid: w.local_lid,
+                            stats,
+                            attrs,
+                        })
                     })
-                })
             },
-            attrs: w.attrs.filter(|a| *a != QpAttrs::default()).map(Box::new),
         }
     }
 }

@@ -120,7 +120,7 @@ fn device(d: &Device) -> promtext::Device {
             d.channels
                 .iter()
                 .flat_map(|c| &c.queue_pairs)
-                .filter_map(|q| q.attrs.as_deref())
+                .filter_map(|q| q.attrs())
                 .map(|a| promtext::QpSettings {
                     traffic_class: a.traffic_class,
                     sl: a.sl,

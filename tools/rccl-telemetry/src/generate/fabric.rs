@@ -518,7 +518,12 @@ fn qp_of(
         }),
         longest_stall_start: (e.stalled || e.recovered)
             .then(|| format_timestamp_ns(t_stall).into()),
-        attrs: qp_attrs(pl, e, i),
+        monitor: qp_attrs(pl, e, i).map(|a| {
+            Box::new(crate::model::QpMonitor {
+                attrs: Some(*a),
+                ..Default::default()
+            })
+        }),
         ..Default::default()
     };
     (q, lh, sent)

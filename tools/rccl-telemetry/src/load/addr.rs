@@ -327,6 +327,7 @@ mod tests {
                 port: Some(2),
                 local_lid: Some(9),
                 stats: None,
+                attrs: None,
             })),
             ..Default::default()
         };

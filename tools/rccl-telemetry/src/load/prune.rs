@@ -55,7 +55,7 @@ pub fn read_by_hang(q: &QueuePair) -> bool {
 /// Whether the link join reads a QP (it has a QPN to be found by, or a peer to find), QP lint
 /// does (it told its settings), or the stall report or the hang analysis does.
 pub fn read_by_links(q: &QueuePair) -> bool {
-    q.qp_num.is_some() || q.peer.is_some() || q.attrs.is_some() || read_by_hang(q)
+    q.qp_num.is_some() || q.peer.is_some() || q.attrs().is_some() || read_by_hang(q)
 }
 
 /// The (address, QPN) claims of one file's QPs, kept when its QPs are dropped: what the run's

@@ -66,7 +66,7 @@ fn settings_by_addr(x: &Input) -> HashMap<Addr, QpAttrs> {
     let mut m = HashMap::new();
     for d in &x.devs {
         for q in d.dev.channels.iter().flat_map(|c| &c.queue_pairs) {
-            if let (Some(a), Some(s)) = (addr_of(d.dev, q), q.attrs.as_deref()) {
+            if let (Some(a), Some(s)) = (addr_of(d.dev, q), q.attrs()) {
                 m.insert(a, *s);
             }
         }
@@ -183,7 +183,7 @@ fn lint_nic<'a>(d: &Dev<'a>, peers: &HashMap<Addr, QpAttrs>) -> NicLint<'a> {
         .channels
         .iter()
         .flat_map(|c| c.queue_pairs.iter().map(move |q| (c.id, q)))
-        .filter_map(|(c, q)| Some((c, q, q.attrs.as_deref()?)))
+        .filter_map(|(c, q)| Some((c, q, q.attrs()?)))
         .collect();
     let mut out = NicLint {
         mismatched: Vec::new(),
@@ -338,7 +338,7 @@ pub fn view(x: &Input) -> Vec<NicSettings> {
             .channels
             .iter()
             .flat_map(|c| &c.queue_pairs)
-            .filter_map(|q| q.attrs.as_deref())
+            .filter_map(|q| q.attrs())
         {
             *m.entry(*a).or_default() += 1;
         }
@@ -385,7 +385,7 @@ fn unusual(x: &Input) -> Vec<Finding> {
                 .channels
                 .iter()
                 .flat_map(|c| &c.queue_pairs)
-                .filter_map(move |q| Some((d, q.attrs.as_deref()?)))
+                .filter_map(move |q| Some((d, q.attrs()?)))
         })
         .collect();
     let classes: Vec<u8> = told.iter().filter_map(|(_, a)| a.traffic_class).collect();
@@ -408,7 +408,7 @@ fn unusual(x: &Input) -> Vec<Finding> {
 /// QPs use 106, its peer 106"), and how long the transport retries before failing it. Empty
 /// when the QP told no settings.
 pub fn mismatch_note(dev: &crate::model::Device, q: &QueuePair) -> String {
-    let Some(a) = q.attrs.as_deref() else {
+    let Some(a) = q.attrs() else {
         return String::new();
     };
     let others: Vec<&QpAttrs> = dev
@@ -416,7 +416,7 @@ pub fn mismatch_note(dev: &crate::model::Device, q: &QueuePair) -> String {
         .iter()
         .flat_map(|c| &c.queue_pairs)
         .filter(|o| !std::ptr::eq(*o, q))
-        .filter_map(|o| o.attrs.as_deref())
+        .filter_map(|o| o.attrs())
         .collect();
     let diff = differences(a, &others, None);
     let mut s = String::new();
