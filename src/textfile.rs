@@ -488,15 +488,7 @@ fn device(d: &DeviceReport) -> Option<promtext::Device> {
                 .iter()
                 .flat_map(|c| &c.queue_pairs)
                 .filter_map(|q| q.attrs.as_ref())
-                .map(|a| promtext::QpSettings {
-                    traffic_class: a.traffic_class,
-                    sl: a.sl,
-                    path_mtu: a.path_mtu,
-                    timeout: a.timeout,
-                    retry_cnt: a.retry_cnt,
-                    rnr_retry: a.rnr_retry,
-                    min_rnr_timer: a.min_rnr_timer,
-                }),
+                .map(promtext::QpSettings::from),
         ),
     })
 }

@@ -175,6 +175,36 @@ pub struct QpSettings {
     pub min_rnr_timer: Option<u8>,
 }
 
+/// The settings a file's QP row names (the writer's side: the library's textfile).
+impl From<&crate::write::QpAttrsReport> for QpSettings {
+    fn from(a: &crate::write::QpAttrsReport) -> QpSettings {
+        QpSettings {
+            traffic_class: a.traffic_class,
+            sl: a.sl,
+            path_mtu: a.path_mtu,
+            timeout: a.timeout,
+            retry_cnt: a.retry_cnt,
+            rnr_retry: a.rnr_retry,
+            min_rnr_timer: a.min_rnr_timer,
+        }
+    }
+}
+
+/// The settings a file's QP row names (the reader's side: the tool's export).
+impl From<&crate::read::QpAttrs> for QpSettings {
+    fn from(a: &crate::read::QpAttrs) -> QpSettings {
+        QpSettings {
+            traffic_class: a.traffic_class,
+            sl: a.sl,
+            path_mtu: a.path_mtu,
+            timeout: a.timeout,
+            retry_cnt: a.retry_cnt,
+            rnr_retry: a.rnr_retry,
+            min_rnr_timer: a.min_rnr_timer,
+        }
+    }
+}
+
 impl QpSettings {
     /// The label values, in [`super::QP_SETTINGS`]' order.
     pub fn values(&self) -> [Option<u32>; 7] {

@@ -121,15 +121,7 @@ fn device(d: &Device) -> promtext::Device {
                 .iter()
                 .flat_map(|c| &c.queue_pairs)
                 .filter_map(|q| q.attrs())
-                .map(|a| promtext::QpSettings {
-                    traffic_class: a.traffic_class,
-                    sl: a.sl,
-                    path_mtu: a.path_mtu,
-                    timeout: a.timeout,
-                    retry_cnt: a.retry_cnt,
-                    rnr_retry: a.rnr_retry,
-                    min_rnr_timer: a.min_rnr_timer,
-                }),
+                .map(promtext::QpSettings::from),
         ),
     }
 }
