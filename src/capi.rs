@@ -349,7 +349,7 @@ pub unsafe extern "C" fn rcclTelemetryQpSetPeer(
         };
         // SAFETY: per the caller's contract, each GID is NULL or 16 readable bytes.
         let (local_gid, remote_gid) = unsafe { (gid16(localGid), gid16(remoteGid)) };
-        crate::peers::set_peer(
+        qp_set_peer(
             q,
             crate::peers::PeerInfo {
                 qp_num: qpNum,
@@ -363,6 +363,14 @@ pub unsafe extern "C" fn rcclTelemetryQpSetPeer(
             },
         );
     })
+}
+
+/// Tells slot `q` its identity and its peer (rcclTelemetryQpSetPeer, and the preload's
+/// ibv_modify_qp): when the call hands the slot to another QP, the old QP's stall ends.
+pub fn qp_set_peer(q: &'static RcclQpStats, p: crate::peers::PeerInfo) {
+    if let Some((c, i)) = crate::peers::set_peer(q, p) {
+        crate::stall_detector::replaced(c, i);
+    }
 }
 
 /// # Safety
@@ -985,7 +993,8 @@ pub unsafe extern "C" fn rcclTelemetryCommFinalize(comm: *mut rcclTelemetryComm_
         if comm.is_null() || !runtime::is_on() {
             return;
         }
-        if !crate::comms::finalize(comm as usize as u64)
+        let fault = || runtime::fault_point(crate::config::Fault::FinalizeSigterm);
+        if !crate::comms::finalize_with(comm as usize as u64, fault)
             && !STALE_COMM_SAID.swap(true, std::sync::atomic::Ordering::Relaxed)
         {
             crate::diag::warn(

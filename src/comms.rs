@@ -374,11 +374,17 @@ fn fold_channel(c: &Channel, r: &mut DevRecord, now: u64) {
 /// rcclTelemetryCommFinalize: folds the communicator of handle `h` into its record and hands
 /// its channels back. False when the handle names no live communicator.
 pub fn finalize(h: u64) -> bool {
+    finalize_with(h, || {})
+}
+
+/// [`finalize`], calling `inside` once the communicator is taken out of the live table and
+/// before its record exists (the entry point's test fault point: a signal arriving there).
+pub fn finalize_with(h: u64, inside: impl FnOnce()) -> bool {
     let _w = registry::lifetime_change();
     let Some((comm, chans)) = registry::comm::begin_finalize(h) else {
         return false;
     };
-    crate::runtime::fault_point(crate::config::Fault::FinalizeSigterm);
+    inside();
     let (wall, mono) = (latency::realtime_ns(), latency::monotonic_ns());
     let mut devs: Vec<DevRecord> = Vec::new();
     for c in &chans {

@@ -36,6 +36,9 @@ pub const ENV_PROM_INTERVAL: &str = "RCCL_TELEMETRY_PROMETHEUS_INTERVAL_S";
 pub const ENV_PROM_QP: &str = "RCCL_TELEMETRY_PROMETHEUS_QP";
 pub const ENV_STALL_MS: &str = "RCCL_TELEMETRY_STALL_MS";
 pub const ENV_SLOW_NS: &str = "RCCL_TELEMETRY_SLOW_NS";
+/// RCCL_TELEMETRY_CLOCK=monotonic: time completions with CLOCK_MONOTONIC even where the TSC
+/// is invariant (a test's knob, and a way out of a TSC the kernel does not trust).
+pub const ENV_CLOCK: &str = "RCCL_TELEMETRY_CLOCK";
 /// NCCL's and RCCL's WQE latency monitor variables: the threshold is the default of
 /// RCCL_TELEMETRY_SLOW_NS; REPORT=0 turns the per-QP summary lines off.
 pub const ENV_NCCL_WQE_THRESHOLD: &str = "NCCL_IB_WQE_LATENCY_THRESHOLD_NS";
@@ -116,6 +119,8 @@ pub struct Config {
     pub slow_ns: u64,
     /// NCCL_IB_WQE_LATENCY_REPORT (default 1): the monitor's per-QP summary lines.
     pub wqe_latency_report: bool,
+    /// RCCL_TELEMETRY_CLOCK=monotonic: never the TSC.
+    pub clock_monotonic: bool,
 }
 
 impl Default for Config {
@@ -138,6 +143,7 @@ impl Default for Config {
             stall_ms: DEFAULT_STALL_MS,
             slow_ns: 0,
             wqe_latency_report: true,
+            clock_monotonic: false,
         }
     }
 }
@@ -368,6 +374,7 @@ impl Config {
         self.slow_ns = parse_u64(get, ENV_SLOW_NS, nccl_slow, 0, MAX_SLOW_NS, diags);
         self.wqe_latency_report = parse_u64(get, ENV_NCCL_WQE_REPORT, 1, 0, u64::MAX, diags) != 0;
 
+        self.clock_monotonic = get(ENV_CLOCK).is_some_and(|v| v == "monotonic");
         // Set to anything but "0" (an empty value too): a flag, not a switch.
         self.debug = matches!(get(ENV_DEBUG), Some(v) if trimmed(&v) != Some("0"));
         self.hw.debug = self.debug;

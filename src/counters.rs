@@ -519,7 +519,7 @@ mod tests {
 
     #[test]
     fn completion_tokens_mean_what_the_header_says() {
-        crate::latency::configure(1, 5, 30_000, std::path::Path::new("/sys"));
+        crate::latency::configure(1, 5, 30_000, false, std::path::Path::new("/sys"));
         let s: RcclQpStats = unsafe { std::mem::zeroed() };
         s.wqe_complete(0);
         s.wqe_complete(latency::TS_UNSAMPLED);

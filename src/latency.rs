@@ -15,12 +15,18 @@ pub const TS_UNSAMPLED: i64 = 1;
 // The parameters live in `hot::HotParams`: the header's inline hooks read them too.
 use crate::hot::rcclTelemetryHotV3 as PARAMS;
 
-/// Publishes the latency parameters (called once from Init). `sysfs_root` is where the
-/// kernel's clocksource is read (RCCL_TELEMETRY_SYSFS_ROOT).
-pub fn configure(sample: u64, buckets: u32, interval_ns: u64, sysfs_root: &std::path::Path) {
-    let forced = crate::config::lookup("RCCL_TELEMETRY_CLOCK").is_some_and(|v| v == "monotonic");
+/// Publishes the latency parameters (called once from Init). `monotonic` forces
+/// CLOCK_MONOTONIC (RCCL_TELEMETRY_CLOCK=monotonic); `sysfs_root` is where the kernel's
+/// clocksource is read (RCCL_TELEMETRY_SYSFS_ROOT).
+pub fn configure(
+    sample: u64,
+    buckets: u32,
+    interval_ns: u64,
+    monotonic: bool,
+    sysfs_root: &std::path::Path,
+) {
     let (use_tsc, mult, why) =
-        choose_clock(forced, invariant_tsc(), &kernel_clocksource(sysfs_root));
+        choose_clock(monotonic, invariant_tsc(), &kernel_clocksource(sysfs_root));
     crate::diag::debug(|| format!("latency clock: {why}"));
     let d = Divider::new(interval_ns);
     PARAMS.sample_mask.store(sample.max(1) - 1, Relaxed);
@@ -334,7 +340,7 @@ mod tests {
 
     #[test]
     fn tokens_are_above_unsampled_and_elapsed_is_sane() {
-        configure(1, 5, 30_000, std::path::Path::new("/sys"));
+        configure(1, 5, 30_000, false, std::path::Path::new("/sys"));
         let t = now_token();
         assert!(t > TS_UNSAMPLED);
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -401,7 +407,7 @@ mod tests {
 
     #[test]
     fn bucket_clamps_to_the_last() {
-        configure(1, 5, 30_000, std::path::Path::new("/sys"));
+        configure(1, 5, 30_000, false, std::path::Path::new("/sys"));
         assert_eq!(bucket_of(0), 0);
         assert_eq!(bucket_of(29_999), 0);
         assert_eq!(bucket_of(30_000), 1);

@@ -29,7 +29,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("state", &["config", "registry"]),
     (
         "observers",
-        &["peers", "stall_detector", "cq_errors", "comms"],
+        &["peers", "stall_detector", "monitor", "cq_errors", "comms"],
     ),
     ("sampler", &["sampler"]),
     ("outputs", &["atomic_file", "rank_file", "textfile"]),
@@ -66,9 +66,9 @@ pub mod registry; // devices, channels and QP slots, and the handles to them
 // 5. Observers built on the registry.
 pub mod comms; // a finalized communicator's record
 pub mod cq_errors; // error completions per QP and device, by status
-pub mod monitor;
+pub mod monitor; // the WQE latency monitor: slow counts, mean, quantiles and its log lines
 pub mod peers; // who is on the other end of each QP, and per-peer sums
-pub mod stall_detector; // stalled QPs, computed at ticks off the data path // the WQE latency monitor: slow counts, mean, quantiles and its log lines
+pub mod stall_detector; // stalled QPs, computed at ticks off the data path
 
 // 6. The sampler, above the hardware and the stall detector it reads.
 pub mod sampler; // RCCL_TELEMETRY_SAMPLE_MS: the "hw_samples" rows

@@ -107,6 +107,7 @@ fn start() -> Result<(), String> {
         cfg.latency_sample,
         cfg.histogram_buckets,
         cfg.histogram_interval_ns,
+        cfg.clock_monotonic,
         &cfg.hw.sysfs_root,
     );
     registry::set_log_histogram(cfg.log_histogram);

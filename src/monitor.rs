@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use parking_lot::Mutex;
 
@@ -40,19 +40,19 @@ pub const LINE_INTERVAL_NS: u64 = 1_000_000_000;
 /// The quantiles the monitor reports, as upstream's P² estimators: p50, p90, p99, p99.9.
 pub const QUANTILES: [f64; 4] = [0.50, 0.90, 0.99, 0.999];
 
-static SLOW_NS: AtomicU64 = AtomicU64::new(0);
 static REPORT: AtomicBool = AtomicBool::new(true);
 
 /// Sets the threshold (0: the monitor is off) and whether summaries are said; at Init, before
-/// any slot is reserved (a slot copies the threshold when it is reserved).
+/// any slot is reserved (a slot copies the threshold when it is reserved, so the registry
+/// holds it).
 pub fn configure(slow_ns: u64, report: bool) {
-    SLOW_NS.store(slow_ns, Relaxed);
+    registry::set_slow_ns(slow_ns);
     REPORT.store(report, Relaxed);
 }
 
 /// The threshold in ns; 0 while the monitor is off.
 pub fn slow_ns() -> u64 {
-    SLOW_NS.load(Relaxed)
+    registry::slow_ns()
 }
 
 /// One QP's monitor statistics, as upstream's `ncclIbWqeLatStats` (over every measured WR).

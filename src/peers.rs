@@ -146,20 +146,20 @@ fn note_dev(dev: u32, port: Option<u8>, gid_index: Option<u32>, gid: Option<[u8;
 
 /// Tells slot `qp` its identity and its peer (cold path). A second call replaces the first:
 /// the QP's later completions count towards the new peer. A handle that is no reserved slot
-/// of a registered channel is ignored.
-pub fn set_peer(qp: &'static RcclQpStats, p: PeerInfo) {
+/// of a registered channel is ignored. Returns the slot's channel and index when the call
+/// handed the slot to another QP (another local QPN), so that the caller ends the old QP's
+/// stall (`stall_detector::replaced`); None otherwise.
+pub fn set_peer(qp: &'static RcclQpStats, p: PeerInfo) -> Option<(&'static Channel, u64)> {
     let Some((dev, c, i)) = registry::slot_home(qp) else {
         crate::diag::debug(|| "set_peer: handle is no telemetry QP slot; ignored".into());
-        return;
+        return None;
     };
     let local_gid = nonzero(p.local_gid);
     let remote_gid = nonzero(p.remote_gid);
     note_dev(dev, p.port, p.gid_index, local_gid, p.local_lid);
     let key = PeerKey::of(remote_gid, p.remote_lid);
     let mut g = c.peers.inner.lock();
-    let Some(e) = g.entry(i) else {
-        return;
-    };
+    let e = g.entry(i)?;
     // Another local QPN in a slot already told: the transport replaced the QP.
     let replaced = e.qp_num.is_some_and(|n| n != p.qp_num);
     e.qp_num = Some(p.qp_num);
@@ -174,9 +174,7 @@ pub fn set_peer(qp: &'static RcclQpStats, p: PeerInfo) {
     });
     repoint(qp, c, &mut g, key);
     drop(g);
-    if replaced {
-        crate::stall_detector::replaced(c, i);
-    }
+    replaced.then_some((c, i))
 }
 
 /// Points the slot's histogram word at the channel's histogram for `key` (created on demand
@@ -637,7 +635,7 @@ mod tests {
 
     #[test]
     fn a_completion_racing_a_repoint_lands_in_some_histogram_of_the_channel() {
-        crate::latency::configure(1, 5, 30_000, std::path::Path::new("/sys"));
+        crate::latency::configure(1, 5, 30_000, false, std::path::Path::new("/sys"));
         let (c, q) = channel(22, 2);
         let before = channel_log(c).unwrap().iter().sum::<u64>();
         // The QP's thread records sampled completions through the hot path (token > 1) until

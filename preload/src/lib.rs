@@ -299,7 +299,7 @@ pub unsafe extern "C" fn rtp_qp_set_peer(
             remote_gid: unsafe { gid16(remote_gid) },
             remote_lid,
         };
-        rccl_telemetry::peers::set_peer(q, p);
+        rccl_telemetry::capi::qp_set_peer(q, p);
     })
 }
 

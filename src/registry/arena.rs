@@ -32,7 +32,7 @@ pub struct SlotArena {
     /// Parallel segments of `QpExt`, only when `verbs_keys()`.
     ext_segs: [AtomicPtr<QpExt>; SEGMENTS],
     /// Parallel segments of each slot's own log-scale counts, only while the WQE latency
-    /// monitor is on (`monitor::slow_ns() != 0` when the segment is allocated): the slot's
+    /// monitor is on (`slow_ns() != 0` when the segment is allocated): the slot's
     /// `mon_hist` word is its entry's address.
     mon_segs: [AtomicPtr<LogCounts>; SEGMENTS],
     /// Parallel segments of each slot's role (ROLE_*, one byte a slot): told once at setup,
@@ -74,6 +74,19 @@ fn ext_words(e: &QpExt) -> &[AtomicU64; 8] {
     const _: () = assert!(std::mem::size_of::<QpExt>() == 8 * 8);
     // SAFETY: QpExt is repr(C), eight AtomicU64 fields, 64 bytes.
     unsafe { &*(e as *const QpExt as *const [AtomicU64; 8]) }
+}
+
+/// The WQE latency monitor's threshold in ns (0: off), which a slot copies when reserved.
+static SLOW_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Sets the monitor's threshold; at Init, before any slot is reserved.
+pub fn set_slow_ns(ns: u64) {
+    SLOW_NS.store(ns, Relaxed);
+}
+
+/// The monitor's threshold in ns; 0 while the monitor is off.
+pub fn slow_ns() -> u64 {
+    SLOW_NS.load(Relaxed)
 }
 
 /// Every registered channel's slot segments by start address, sorted: the reverse of a
@@ -157,7 +170,7 @@ impl SlotArena {
         let first = self.len.load(Relaxed);
         let want = n.min(MAX_QPS_PER_CHANNEL.saturating_sub(first));
         let mask = crate::hot::rcclTelemetryHotV3.sample_mask.load(Relaxed);
-        let thr = crate::monitor::slow_ns();
+        let thr = slow_ns();
         let mut granted = 0;
         while granted < want {
             let (seg, off) = locate(first + granted);

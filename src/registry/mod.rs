@@ -19,7 +19,7 @@ mod arena;
 pub mod comm;
 mod stripes;
 
-pub use arena::{slot_home, SlotArena, MAX_QPS_PER_CHANNEL};
+pub use arena::{set_slow_ns, slot_home, slow_ns, SlotArena, MAX_QPS_PER_CHANNEL};
 pub use stripes::{
     add, dev_totals, stripe, DevCounters, DevShard, DevTotals, SharedCounters, STRIPES,
 };
