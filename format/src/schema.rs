@@ -298,6 +298,34 @@ fn tidy_object(m: &mut Map<String, Value>) {
     }
 }
 
+/// A flattened field's schema (`schemars(with = "Since<T, V>")`): `T`'s, each key it adds
+/// version `V`'s at the earliest, as `x-since` says for a single key (schemars drops a
+/// flattened field's own `extend`).
+pub(crate) struct Since<T, const V: u64>(std::marker::PhantomData<T>);
+
+impl<T: JsonSchema, const V: u64> JsonSchema for Since<T, V> {
+    fn schema_name() -> Cow<'static, str> {
+        format!("{}_since_{V}", T::schema_name()).into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(g: &mut SchemaGenerator) -> Schema {
+        let mut s = T::json_schema(g);
+        if let Some(Value::Object(props)) = s.get_mut("properties") {
+            for p in props.values_mut() {
+                if let Value::Object(p) = p {
+                    let pv = p.get("x-since").and_then(Value::as_u64).unwrap_or(0).max(V);
+                    p.insert("x-since".into(), json!(pv));
+                }
+            }
+        }
+        s
+    }
+}
+
 /// The version of each property of the object `m` (of version `v`): records the version of
 /// each definition a property holds (the lowest seen) and, with `apply`, writes each
 /// property's "x-since" and drops from "required" the keys a later version added.

@@ -224,8 +224,10 @@ pub struct FinalizedCommReport {
     pub stall: Option<FinalizedStallReport>,
     /// Its QPs that had error completions or stalled, each as its channel listed it when it was
     /// finalized (stalls ended there), the first 8 in channel and slot order.
+    #[cfg_attr(feature = "schema", schemars(extend("x-since" = 5)))]
     pub queue_pairs: Vec<FinalizedQpReport>,
     /// QPs that had error completions or stalled beyond those listed in queue_pairs.
+    #[cfg_attr(feature = "schema", schemars(extend("x-since" = 5)))]
     pub num_qps_unlisted: u64,
 }
 
@@ -238,12 +240,25 @@ pub struct FinalizedCommReport {
 pub struct FinalizedPeerReport {
     #[serde(flatten)]
     pub peer: PeerReport,
+    // The sums are version 5's: version 4 listed the peers alone.
     #[serde(flatten)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "crate::schema::Since<WqeCounts, 5>")
+    )]
     pub counts: WqeCounts,
     #[serde(flatten)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "crate::schema::Since<CompletionLatency, 5>")
+    )]
     pub latency: CompletionLatency,
     // Stall detection's keys (absent with RCCL_TELEMETRY_STALL_MS=0).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<crate::schema::Since<FinalizedStallReport, 5>>")
+    )]
     pub stall: Option<FinalizedStallReport>,
 }
 
@@ -256,13 +271,16 @@ pub struct FinalizedFirstErrorReport {
     #[serde(flatten)]
     pub error: FirstErrorReport,
     /// The QP's channel; null after rcclTelemetryMarkChannelsUnknown.
-    #[cfg_attr(feature = "schema", schemars(range(max = MAX_CHANNEL_ID)))]
+    #[cfg_attr(feature = "schema", schemars(range(max = MAX_CHANNEL_ID), extend("x-since" = 5)))]
     pub channel: Option<u32>,
     /// The QP's slot index on the channel.
+    #[cfg_attr(feature = "schema", schemars(extend("x-since" = 5)))]
     pub qp: u64,
     /// The local QP number; null when not told.
+    #[cfg_attr(feature = "schema", schemars(extend("x-since" = 5)))]
     pub qp_num: Option<u32>,
     /// The QP's remote end; null when not told.
+    #[cfg_attr(feature = "schema", schemars(extend("x-since" = 5)))]
     pub peer: Option<QpPeerReport>,
 }
 

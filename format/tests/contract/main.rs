@@ -287,3 +287,40 @@ fn counts_and_regions_are_found_where_they_are_written() {
         "holds the same 48 keys:\n44\nscalars; The 48 keys of `hw_counters`, listing all 48."
     );
 }
+
+/// Files an older writer wrote (`older/v<N>_<shape>.json`: the contract's own fixture shapes,
+/// serialised by the format crate of the version's last commit, v4 at a8e12a3) are still valid
+/// and still read: a key a later version added must carry its "x-since", or `check` rejects
+/// every file of the fleet's older libraries.
+#[test]
+fn files_an_older_writer_wrote_are_valid_and_read() {
+    let schema: Value = serde_json::from_str(&schema_text()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let dir = root().join("format/tests/contract/older");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let version = v["version"].as_u64().unwrap();
+        assert!(
+            version < u64::from(FORMAT_VERSION),
+            "{}: an older file",
+            path.display()
+        );
+        let errors: Vec<String> = validator
+            .iter_errors(&v)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{} (version {version}) violates the schema:\n{}",
+            path.display(),
+            errors.join("\n")
+        );
+        let _: rccl_telemetry_format::read::TelemetryFile = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{} does not read: {e}", path.display()));
+        n += 1;
+    }
+    assert!(n >= 2, "the older files are in {}", dir.display());
+}
