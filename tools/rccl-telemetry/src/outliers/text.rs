@@ -225,6 +225,53 @@ const FINDING_COLUMNS: [Column; 8] = [
     col("evidence", false, 0),
 ];
 
+/// The findings table without its evidence, for the stacked view: the row number is kept.
+const STACKED_COLUMNS: [Column; 7] = [
+    col("#", true, 0),
+    col("severity", false, 0),
+    col("score", true, 0),
+    col("sure", false, 0),
+    col("finding", false, 0),
+    col("culprit", false, 0).whole(),
+    col("pid", true, 0),
+];
+
+/// Narrower than this, an evidence column is a tall strip of a few words a line: the
+/// evidence then goes under the table, each at the whole width.
+const MIN_EVIDENCE_COLUMN: usize = 40;
+
+/// The stacked view of `cells` (the table's rows, evidence last) within a width, when the
+/// table would leave its evidence column fewer than [`MIN_EVIDENCE_COLUMN`] characters: the
+/// table of the other columns, then each row's whole evidence under its number, word-wrapped
+/// to the width. None when the evidence fits beside the rest (or the layout is wide).
+fn stacked(cells: &[Vec<String>], layout: Layout) -> Option<String> {
+    let Layout::Fit(w) = layout else {
+        return None;
+    };
+    let heads: Vec<Vec<String>> = cells.iter().map(|c| c[..7].to_vec()).collect();
+    let (t, _) = table(&STACKED_COLUMNS, &heads, layout);
+    let used = t.lines().next().map_or(0, |l| l.chars().count());
+    // The evidence column would take its two borders' worth of the width as well.
+    if w.saturating_sub(used + 3) >= MIN_EVIDENCE_COLUMN {
+        return None;
+    }
+    let mut out = t;
+    out.push('\n');
+    out.push_str("Evidence:\n");
+    let pad = cells.len().to_string().len() + 2;
+    for c in cells {
+        let body = crate::layout::wrap(&c[7], w.saturating_sub(pad).max(20));
+        for (i, l) in body.lines().enumerate() {
+            if i == 0 {
+                out.push_str(&format!("{:>n$}  {l}\n", c[0], n = pad - 2));
+            } else {
+                out.push_str(&format!("{:pad$}{l}\n", ""));
+            }
+        }
+    }
+    Some(out)
+}
+
 /// The pids of a row: "6761", "6761 +3".
 fn pid_cell(p: &[i64]) -> String {
     match p {
@@ -374,6 +421,8 @@ pub fn render_with(r: &OutlierReport, o: &OutlierText) -> String {
                 out.push('\n');
             }
         }
+    } else if let Some(stacked) = stacked(&cells, layout) {
+        out.push_str(&stacked);
     } else {
         let (t, _) = table(&FINDING_COLUMNS, &cells, layout);
         out.push_str(&t);
@@ -437,6 +486,45 @@ mod tests {
             nics: vec![(host, dev)],
             behind: Vec::new(),
         }
+    }
+
+    fn cells(what: &str, evidence: &str) -> Vec<Vec<String>> {
+        let row = [
+            "1",
+            "critical",
+            "12.8",
+            "high",
+            what,
+            "node-b:mlx5_1",
+            "3430",
+            evidence,
+        ];
+        vec![row.iter().map(|c| c.to_string()).collect()]
+    }
+
+    #[test]
+    fn a_narrow_evidence_column_goes_under_the_table_whole() {
+        let long = "node-b:mlx5_1 is slow towards most of its peers (8 of its 8 links): median p50 37.7 µs (6.1x the healthy links' p50 6.1 µs); also cq errors: 44 completions drained with an error status";
+        let c = cells(
+            "slow nic + cq errors, CNP, ECN, retransmit, out-of-sequence",
+            long,
+        );
+        let s = stacked(&c, Layout::Fit(100)).expect("100 columns leave the evidence too few");
+        assert!(s.lines().all(|l| l.chars().count() <= 100), "{s}");
+        assert!(!s.contains("evidence"), "no evidence column: {s}");
+        let (_, below) = s
+            .split_once("Evidence:\n")
+            .expect("the evidence under the table");
+        assert!(below.starts_with("1  node-b:mlx5_1 is slow"), "{below}");
+        let words: Vec<&str> = below.split_whitespace().skip(1).collect();
+        assert_eq!(
+            words,
+            long.split_whitespace().collect::<Vec<_>>(),
+            "whole, in order"
+        );
+        // Wide enough for a 40-column evidence, or a wide layout: the one table.
+        assert!(stacked(&cells("slow nic", "short"), Layout::Fit(160)).is_none());
+        assert!(stacked(&c, Layout::Wide).is_none());
     }
 
     #[test]
