@@ -503,7 +503,8 @@ struct RcclChannelStats *rcclTelemetryCommResolveChannel(rcclTelemetryComm_t *co
 // that slot. Only a count made after the channel went to a later communicator, in a slot
 // that communicator uses, is counted as that communicator's. NULL, a finalized handle, or
 // telemetry off: no-op.
-// Thread-safe; it waits for a file or textfile being written.
+// Thread-safe; it waits for a file or textfile being read from the counters, not for its
+// disk write.
 //
 // The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit.
 void rcclTelemetryCommFinalize(rcclTelemetryComm_t *comm);
