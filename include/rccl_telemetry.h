@@ -67,7 +67,7 @@
  * own in rcclTelemetryHotV3.layout; the header's wrappers check that they are equal). */
 #define RCCL_TELEMETRY_INLINE_LAYOUT 4
 
-// Device slots: device_id is 0..RCCL_TELEMETRY_MAX_DEVS-1.
+// Device slots: deviceId is 0..RCCL_TELEMETRY_MAX_DEVS-1.
 #define RCCL_TELEMETRY_MAX_DEVS 32
 
 // Channel slots per device: chIdx is 0..RCCL_TELEMETRY_MAX_CHANNELS-1.
@@ -198,7 +198,7 @@ typedef struct rcclTelemetryApi {
   int (*init)(void);
   int (*on)(void);
   int (*flush)(void);
-  int (*registerDevice)(int device_id, const char *roce_device, const char *transport);
+  int (*registerDevice)(int deviceId, const char *roceDevice, const char *transport);
   int (*setupChannel)(int devIdx, int chIdx, int numQps, int *numSlots);
   void (*setQpRole)(int devIdx, int chIdx, int qpIdx, int isDataQp);
   void (*markChannelsUnknown)(int devIdx);
@@ -290,12 +290,12 @@ int rcclTelemetryOn(void);
 // (at most 10 s) and returns 0; hooks that race it are counted or not, never torn.
 int rcclTelemetryFlush(void);
 
-// Registers a RoCE device in slot `device_id` (0..31) for transport `transport`
-// (e.g. "IB-CAST"). Returns device_id, or -1 when disabled or refused. Registering the same
-// name in the same slot again returns device_id. Any thread, concurrently with any call:
+// Registers a RoCE device in slot `deviceId` (0..31) for transport `transport`
+// (e.g. "IB-CAST"). Returns deviceId, or -1 when disabled or refused. Registering the same
+// name in the same slot again returns deviceId. Any thread, concurrently with any call:
 // of two registrations of one slot under different names, one wins and the other is
-// refused. `roce_device` and `transport` are NULL or NUL-terminated strings.
-int rcclTelemetryRegisterDevice(int device_id, const char *roce_device, const char *transport);
+// refused. `roceDevice` and `transport` are NULL or NUL-terminated strings.
+int rcclTelemetryRegisterDevice(int deviceId, const char *roceDevice, const char *transport);
 
 // Reserves `numQps` QP slots on (devIdx, chIdx). Returns the first slot index and sets
 // `*numSlots` (if not NULL) to how many were granted; 0 and -1 when none. A shortfall is
@@ -1037,8 +1037,8 @@ static inline int rcclTelemetryOn(void) {
 static inline int rcclTelemetryFlush(void) {
   return 0;
 }
-static inline int rcclTelemetryRegisterDevice(int device_id, const char *roce_device, const char *transport) {
-  (void)device_id; (void)roce_device; (void)transport;
+static inline int rcclTelemetryRegisterDevice(int deviceId, const char *roceDevice, const char *transport) {
+  (void)deviceId; (void)roceDevice; (void)transport;
   return -1;
 }
 static inline int rcclTelemetrySetupChannel(int devIdx, int chIdx, int numQps, int *numSlots) {
@@ -1183,9 +1183,9 @@ static inline int rcclTelemetryFlush(void) {
   if (a_->flush) return a_->flush();
   return 0;
 }
-static inline int rcclTelemetryRegisterDevice(int device_id, const char *roce_device, const char *transport) {
+static inline int rcclTelemetryRegisterDevice(int deviceId, const char *roceDevice, const char *transport) {
   const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
-  if (a_->registerDevice) return a_->registerDevice(device_id, roce_device, transport);
+  if (a_->registerDevice) return a_->registerDevice(deviceId, roceDevice, transport);
   return -1;
 }
 static inline int rcclTelemetrySetupChannel(int devIdx, int chIdx, int numQps, int *numSlots) {
