@@ -5,7 +5,7 @@
  * and with RCCL_TELEMETRY_DLOPEN, not linked (build/header_modes_dlopen), which runs with the
  * library absent, present, or handing out an older or newer table.
  *
- * Usage: header_modes on|off|older|v1 [--logger]
+ * Usage: header_modes on|off|older|v1 [--logger] [--enable-param]
  *   on     Init starts telemetry; every call works; the live totals equal this program's tally.
  *   off    Init returns RCCL_TELEMETRY_INIT_OFF; every call is a no-op with its off result.
  *   older  the library's table ends before the communicator calls: those are no-ops (CommInit
@@ -17,6 +17,8 @@
  * the entry) or the environment says otherwise; a SetParam after Init is refused (-1) where the
  * library takes parameters.
  *   --logger  a logger is set before Init; it prints each line on stdout as "logger: LEVEL: LINE".
+ *   --enable-param  RCCL_TELEMETRY_ENABLE=1 is given with rcclTelemetrySetParam before Init,
+ *          as RCCL passes its own parameters (the program's first call into the library).
  * Prints one line of the counts ("header_modes: counts ...") and exits 0 when every check holds.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -54,7 +56,12 @@ int main(int argc, char **argv) {
   const char *expect = argc > 1 ? argv[1] : "on";
   const int on = strcmp(expect, "off") != 0, comms = strcmp(expect, "on") == 0 || strcmp(expect, "v1") == 0;
   const int params = strcmp(expect, "on") == 0;
-  if (argc > 2 && strcmp(argv[2], "--logger") == 0) rcclTelemetrySetLogger(logger);
+  int enable_param = 0;
+  for (int i = 2; i < argc; i++) {
+    if (strcmp(argv[i], "--logger") == 0) rcclTelemetrySetLogger(logger);
+    if (strcmp(argv[i], "--enable-param") == 0) enable_param = 1;
+  }
+  if (enable_param) CHECK(rcclTelemetrySetParam("RCCL_TELEMETRY_ENABLE", "1") == 0);
 
   /* RCCL's defaults before Init: no signal handlers, unless the environment asks for them. */
   CHECK(rcclTelemetrySetParam("RCCL_TELEMETRY_SIGNALS", "0") == 0);

@@ -67,7 +67,7 @@
  * own in rcclTelemetryHotV3.layout; the header's wrappers check that they are equal). */
 #define RCCL_TELEMETRY_INLINE_LAYOUT 4
 
-// Device slots: device_id is 0..RCCL_TELEMETRY_MAX_DEVS-1.
+// Device slots: deviceId is 0..RCCL_TELEMETRY_MAX_DEVS-1.
 #define RCCL_TELEMETRY_MAX_DEVS 32
 
 // Channel slots per device: chIdx is 0..RCCL_TELEMETRY_MAX_CHANNELS-1.
@@ -198,7 +198,7 @@ typedef struct rcclTelemetryApi {
   int (*init)(void);
   int (*on)(void);
   int (*flush)(void);
-  int (*registerDevice)(int device_id, const char *roce_device, const char *transport);
+  int (*registerDevice)(int deviceId, const char *roceDevice, const char *transport);
   int (*setupChannel)(int devIdx, int chIdx, int numQps, int *numSlots);
   void (*setQpRole)(int devIdx, int chIdx, int qpIdx, int isDataQp);
   void (*markChannelsUnknown)(int devIdx);
@@ -290,12 +290,12 @@ int rcclTelemetryOn(void);
 // (at most 10 s) and returns 0; hooks that race it are counted or not, never torn.
 int rcclTelemetryFlush(void);
 
-// Registers a RoCE device in slot `device_id` (0..31) for transport `transport`
-// (e.g. "IB-CAST"). Returns device_id, or -1 when disabled or refused. Registering the same
-// name in the same slot again returns device_id. Any thread, concurrently with any call:
+// Registers a RoCE device in slot `deviceId` (0..31) for transport `transport`
+// (e.g. "IB-CAST"). Returns deviceId, or -1 when disabled or refused. Registering the same
+// name in the same slot again returns deviceId. Any thread, concurrently with any call:
 // of two registrations of one slot under different names, one wins and the other is
-// refused. `roce_device` and `transport` are NULL or NUL-terminated strings.
-int rcclTelemetryRegisterDevice(int device_id, const char *roce_device, const char *transport);
+// refused. `roceDevice` and `transport` are NULL or NUL-terminated strings.
+int rcclTelemetryRegisterDevice(int deviceId, const char *roceDevice, const char *transport);
 
 // Reserves `numQps` QP slots on (devIdx, chIdx). Returns the first slot index and sets
 // `*numSlots` (if not NULL) to how many were granted; 0 and -1 when none. A shortfall is
@@ -503,7 +503,8 @@ struct RcclChannelStats *rcclTelemetryCommResolveChannel(rcclTelemetryComm_t *co
 // that slot. Only a count made after the channel went to a later communicator, in a slot
 // that communicator uses, is counted as that communicator's. NULL, a finalized handle, or
 // telemetry off: no-op.
-// Thread-safe; it waits for a file or textfile being written.
+// Thread-safe; it waits for a file or textfile being read from the counters, not for its
+// disk write.
 //
 // The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit.
 void rcclTelemetryCommFinalize(rcclTelemetryComm_t *comm);
@@ -849,11 +850,26 @@ extern rcclTelemetryApi_t rcclTelemetryDlTable_;
 extern rcclTelemetryApi_t *rcclTelemetryDlApiP_;
 extern pthread_once_t rcclTelemetryDlOnce_;
 extern rcclTelemetryLogger_t rcclTelemetryDlLogger_;
+extern int rcclTelemetryDlEnable_;
+extern int rcclTelemetryDlDebug_;
+extern char rcclTelemetryDlLine_[512];
+extern int rcclTelemetryDlLineWarn_;
+extern int rcclTelemetryDlLineSaid_;
 RCCL_TELEMETRY_DL_ rcclTelemetryApi_t rcclTelemetryDlOff_;
 RCCL_TELEMETRY_DL_ rcclTelemetryApi_t rcclTelemetryDlTable_;
 RCCL_TELEMETRY_DL_ rcclTelemetryApi_t *rcclTelemetryDlApiP_ = &rcclTelemetryDlOff_;
 RCCL_TELEMETRY_DL_ pthread_once_t rcclTelemetryDlOnce_ = PTHREAD_ONCE_INIT;
 RCCL_TELEMETRY_DL_ rcclTelemetryLogger_t rcclTelemetryDlLogger_;
+/* RCCL_TELEMETRY_ENABLE and RCCL_TELEMETRY_DEBUG as given through rcclTelemetrySetParam    */
+/* (-1: not given; else whether ENABLE is "1", whether DEBUG is not "0"), for the loader's  */
+/* own line; the environment wins over them, as in the library.                            */
+RCCL_TELEMETRY_DL_ int rcclTelemetryDlEnable_ = -1;
+RCCL_TELEMETRY_DL_ int rcclTelemetryDlDebug_ = -1;
+/* The loader's line about the library file (empty: none), kept until Init says it, once:   */
+/* by then every parameter RCCL passes before Init has been given.                          */
+RCCL_TELEMETRY_DL_ char rcclTelemetryDlLine_[512];
+RCCL_TELEMETRY_DL_ int rcclTelemetryDlLineWarn_;
+RCCL_TELEMETRY_DL_ int rcclTelemetryDlLineSaid_;
 #ifdef RCCL_TELEMETRY_MIRRORS_
 extern rcclTelemetryHot_ rcclTelemetryDlOffHot_;
 extern const rcclTelemetryHot_ *rcclTelemetryDlHot_;
@@ -869,28 +885,50 @@ static inline const rcclTelemetryApi_t *rcclTelemetryDlApi_(void) {
   return __atomic_load_n(&rcclTelemetryDlApiP_, __ATOMIC_ACQUIRE);
 }
 
+/* Whether `v` is `want` once surrounding ASCII whitespace is dropped (how the library    */
+/* reads a value: " 1" is "1").                                                           */
+static inline int rcclTelemetryDlIs_(const char *v, const char *want) {
+  size_t n;
+  while (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\f' || *v == '\r') v++;
+  n = strlen(v);
+  while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\n' || v[n - 1] == '\f' || v[n - 1] == '\r'))
+    n--;
+  return n == strlen(want) && strncmp(v, want, n) == 0;
+}
+
+/* Whether telemetry was asked for (RCCL_TELEMETRY_ENABLE=1) and whether RCCL_TELEMETRY_DEBUG */
+/* is on: the environment's value, else the one given through rcclTelemetrySetParam.        */
+static inline int rcclTelemetryDlAsked_(void) {
+  const char *enable = getenv("RCCL_TELEMETRY_ENABLE");
+  return enable ? rcclTelemetryDlIs_(enable, "1") : __atomic_load_n(&rcclTelemetryDlEnable_, __ATOMIC_ACQUIRE) == 1;
+}
+static inline int rcclTelemetryDlDebugOn_(void) {
+  const char *debug = getenv("RCCL_TELEMETRY_DEBUG");
+  return debug ? !rcclTelemetryDlIs_(debug, "0") : __atomic_load_n(&rcclTelemetryDlDebug_, __ATOMIC_ACQUIRE) == 1;
+}
+
 /* Says one line of the loader's as the library says its own: to the logger when one is set */
 /* (a warning when telemetry was asked for and `warn`, else information), otherwise on       */
-/* stderr when it is such a warning or RCCL_TELEMETRY_DEBUG is set.                           */
+/* stderr when it is such a warning or RCCL_TELEMETRY_DEBUG is on.                            */
 static inline void rcclTelemetryDlSay_(int warn, const char *msg) {
-  const char *enable = getenv("RCCL_TELEMETRY_ENABLE"), *debug = getenv("RCCL_TELEMETRY_DEBUG");
-  int level = warn && enable && strcmp(enable, "1") == 0 ? RCCL_TELEMETRY_LOG_WARN : RCCL_TELEMETRY_LOG_INFO;
+  int level = warn && rcclTelemetryDlAsked_() ? RCCL_TELEMETRY_LOG_WARN : RCCL_TELEMETRY_LOG_INFO;
   rcclTelemetryLogger_t logger = __atomic_load_n(&rcclTelemetryDlLogger_, __ATOMIC_ACQUIRE);
   if (logger)
     logger(level, RCCL_TELEMETRY_LOG_NET, __FILE__, __LINE__, "%s", msg);
-  else if (level == RCCL_TELEMETRY_LOG_WARN || (debug && strcmp(debug, "0") != 0))
+  else if (level == RCCL_TELEMETRY_LOG_WARN || rcclTelemetryDlDebugOn_())
     fprintf(stderr, "%s\n", msg);
 }
 
-/* Opens the library and copies its table (once, by pthread_once). */
+/* Opens the library and copies its table (once, by pthread_once: at the first             */
+/* rcclTelemetrySetParam or Init); what it has to say waits for Init (rcclTelemetryDlLine_). */
 static inline void rcclTelemetryDlLoad_(void) {
-  char line[512];
   void *lib = dlopen(RCCL_TELEMETRY_DLOPEN_NAME, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char *why = dlerror();
-    snprintf(line, sizeof line, "rccl-telemetry: %s could not be loaded (%s); telemetry is off",
-             RCCL_TELEMETRY_DLOPEN_NAME, why ? why : "no reason given");
-    rcclTelemetryDlSay_(1, line);
+    snprintf(rcclTelemetryDlLine_, sizeof rcclTelemetryDlLine_,
+             "rccl-telemetry: %s could not be loaded (%s); telemetry is off", RCCL_TELEMETRY_DLOPEN_NAME,
+             why ? why : "no reason given");
+    rcclTelemetryDlLineWarn_ = 1;
     return;
   }
   void *sym = dlsym(lib, "rcclTelemetryGetApi");
@@ -898,11 +936,11 @@ static inline void rcclTelemetryDlLoad_(void) {
   if (sym) memcpy(&getApi, &sym, sizeof getApi);
   const rcclTelemetryApi_t *t = getApi ? getApi(RCCL_TELEMETRY_API_VERSION) : RCCL_TELEMETRY_NULL_;
   if (!t) {
-    snprintf(line, sizeof line,
+    snprintf(rcclTelemetryDlLine_, sizeof rcclTelemetryDlLine_,
              "rccl-telemetry: %s has no rcclTelemetryGetApi table of version %d (a library older than this "
              "header's loader); telemetry is off",
              RCCL_TELEMETRY_DLOPEN_NAME, RCCL_TELEMETRY_API_VERSION);
-    rcclTelemetryDlSay_(1, line);
+    rcclTelemetryDlLineWarn_ = 1;
     return;
   }
   size_t n = t->size > 0 ? RCCL_TELEMETRY_AS_(size_t, t->size) : 0u;
@@ -913,16 +951,16 @@ static inline void rcclTelemetryDlLoad_(void) {
   if (t->version != RCCL_TELEMETRY_API_VERSION) {
     size_t off = (sizeof rcclTelemetryDlTable_ - n) / sizeof(void *);
     if (off)
-      snprintf(line, sizeof line,
+      snprintf(rcclTelemetryDlLine_, sizeof rcclTelemetryDlLine_,
                "rccl-telemetry: %s provides table version %d, this program's header version %d: the entry "
                "points both know work, the %d this library lacks are off",
                RCCL_TELEMETRY_DLOPEN_NAME, t->version, RCCL_TELEMETRY_API_VERSION, RCCL_TELEMETRY_AS_(int, off));
     else
-      snprintf(line, sizeof line,
+      snprintf(rcclTelemetryDlLine_, sizeof rcclTelemetryDlLine_,
                "rccl-telemetry: %s provides table version %d, this program's header version %d: every entry "
                "point the header knows works",
                RCCL_TELEMETRY_DLOPEN_NAME, t->version, RCCL_TELEMETRY_API_VERSION);
-    rcclTelemetryDlSay_(off != 0, line);
+    rcclTelemetryDlLineWarn_ = off != 0;
   }
 #ifdef RCCL_TELEMETRY_MIRRORS_
   if (rcclTelemetryDlTable_.hot)
@@ -940,15 +978,31 @@ static inline int rcclTelemetryDlLoaded_(void) {
   return rcclTelemetryDlApi_()->init ? 1 : 0;
 }
 
+/* Loads the library and says the loader's line, the first time (Init's); whether it is  */
+/* there.                                                                                */
+static inline int rcclTelemetryDlInitLoad_(void) {
+  int loaded = rcclTelemetryDlLoaded_();
+  if (rcclTelemetryDlLine_[0] && !__atomic_exchange_n(&rcclTelemetryDlLineSaid_, 1, __ATOMIC_ACQ_REL))
+    rcclTelemetryDlSay_(rcclTelemetryDlLineWarn_, rcclTelemetryDlLine_);
+  return loaded;
+}
+
 /* rcclTelemetryInit loads the library, then starts it; OFF without it. */
 static inline int rcclTelemetryInit(void) {
-  if (!rcclTelemetryDlLoaded_()) return RCCL_TELEMETRY_INIT_OFF;
+  if (!rcclTelemetryDlInitLoad_()) return RCCL_TELEMETRY_INIT_OFF;
   return rcclTelemetryDlApi_()->init();
 }
 
 /* rcclTelemetrySetParam loads the library (parameters come before Init) and passes the  */
 /* parameter on; 0 and nothing done without the library or with a table that lacks it.    */
+/* RCCL_TELEMETRY_ENABLE and RCCL_TELEMETRY_DEBUG are also kept for the loader's own line, */
+/* so that telemetry asked for through a parameter is as asked for through the            */
+/* environment (a missing library is then a warning).                                     */
 static inline int rcclTelemetrySetParam(const char *name, const char *value) {
+  if (name && strcmp(name, "RCCL_TELEMETRY_ENABLE") == 0)
+    __atomic_store_n(&rcclTelemetryDlEnable_, value ? rcclTelemetryDlIs_(value, "1") : -1, __ATOMIC_RELEASE);
+  else if (name && strcmp(name, "RCCL_TELEMETRY_DEBUG") == 0)
+    __atomic_store_n(&rcclTelemetryDlDebug_, value ? !rcclTelemetryDlIs_(value, "0") : -1, __ATOMIC_RELEASE);
   if (!rcclTelemetryDlLoaded_()) return 0;
   const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
   return a_->setParam ? a_->setParam(name, value) : 0;
@@ -983,8 +1037,8 @@ static inline int rcclTelemetryOn(void) {
 static inline int rcclTelemetryFlush(void) {
   return 0;
 }
-static inline int rcclTelemetryRegisterDevice(int device_id, const char *roce_device, const char *transport) {
-  (void)device_id; (void)roce_device; (void)transport;
+static inline int rcclTelemetryRegisterDevice(int deviceId, const char *roceDevice, const char *transport) {
+  (void)deviceId; (void)roceDevice; (void)transport;
   return -1;
 }
 static inline int rcclTelemetrySetupChannel(int devIdx, int chIdx, int numQps, int *numSlots) {
@@ -1129,9 +1183,9 @@ static inline int rcclTelemetryFlush(void) {
   if (a_->flush) return a_->flush();
   return 0;
 }
-static inline int rcclTelemetryRegisterDevice(int device_id, const char *roce_device, const char *transport) {
+static inline int rcclTelemetryRegisterDevice(int deviceId, const char *roceDevice, const char *transport) {
   const rcclTelemetryApi_t *a_ = rcclTelemetryDlApi_();
-  if (a_->registerDevice) return a_->registerDevice(device_id, roce_device, transport);
+  if (a_->registerDevice) return a_->registerDevice(deviceId, roceDevice, transport);
   return -1;
 }
 static inline int rcclTelemetrySetupChannel(int devIdx, int chIdx, int numQps, int *numSlots) {
@@ -1543,7 +1597,7 @@ static inline int rcclTelemetryRefuse_(void) {
 }
 static inline int rcclTelemetryInit_inline_(void) {
 #if defined(RCCL_TELEMETRY_DLOPEN)
-  if (!rcclTelemetryDlLoaded_()) return RCCL_TELEMETRY_INIT_OFF; /* no library: said once */
+  if (!rcclTelemetryDlInitLoad_()) return RCCL_TELEMETRY_INIT_OFF; /* no library: said once */
 #endif
   return rcclTelemetryLayoutOk_() ? (rcclTelemetryInit)() : rcclTelemetryRefuse_();
 }

@@ -11,7 +11,7 @@ use std::ffi::{c_char, c_int, CStr};
 use crate::counters::{RcclChannelStats, RcclQpStats, ROLE_CTS, ROLE_DATA};
 use crate::{lifecycle, registry, runtime};
 
-/// Device slots: device_id is 0..RCCL_TELEMETRY_MAX_DEVS-1.
+/// Device slots: deviceId is 0..RCCL_TELEMETRY_MAX_DEVS-1.
 pub const RCCL_TELEMETRY_MAX_DEVS: i32 = 32;
 /// Channel slots per device: chIdx is 0..RCCL_TELEMETRY_MAX_CHANNELS-1.
 pub const RCCL_TELEMETRY_MAX_CHANNELS: i32 = 512;
@@ -153,15 +153,15 @@ pub extern "C" fn rcclTelemetryFlush() -> c_int {
     cold!("rcclTelemetryFlush", 0, -1, runtime::flush())
 }
 
-/// Registers a RoCE device in slot `device_id` (0..31) for transport `transport`
-/// (e.g. "IB-CAST"). Returns device_id, or -1 when disabled or refused. Registering the same
-/// name in the same slot again returns device_id. Any thread, concurrently with any call:
+/// Registers a RoCE device in slot `deviceId` (0..31) for transport `transport`
+/// (e.g. "IB-CAST"). Returns deviceId, or -1 when disabled or refused. Registering the same
+/// name in the same slot again returns deviceId. Any thread, concurrently with any call:
 /// of two registrations of one slot under different names, one wins and the other is
-/// refused. `roce_device` and `transport` are NULL or NUL-terminated strings.
+/// refused. `roceDevice` and `transport` are NULL or NUL-terminated strings.
 #[no_mangle]
 pub unsafe extern "C" fn rcclTelemetryRegisterDevice(
-    device_id: c_int,
-    roce_device: *const c_char,
+    deviceId: c_int,
+    roceDevice: *const c_char,
     transport: *const c_char,
 ) -> c_int {
     cold!("rcclTelemetryRegisterDevice", -1, -1, {
@@ -169,15 +169,15 @@ pub unsafe extern "C" fn rcclTelemetryRegisterDevice(
             return -1;
         };
         // SAFETY: the caller passes NULL or a NUL-terminated string.
-        let name = unsafe { c_str(roce_device) };
+        let name = unsafe { c_str(roceDevice) };
         let transport = unsafe { c_str(transport) };
         if name.is_empty() {
             crate::diag::warn(&format!(
-                "rcclTelemetryRegisterDevice({device_id}): no device name; not registered"
+                "rcclTelemetryRegisterDevice({deviceId}): no device name; not registered"
             ));
             return -1;
         }
-        match registry::register(device_id, &name, &transport, &rt.cfg.hw) {
+        match registry::register(deviceId, &name, &transport, &rt.cfg.hw) {
             Ok(id) => {
                 crate::diag::debug(|| {
                     let d = registry::device(id).expect("just registered");
@@ -984,7 +984,8 @@ pub unsafe extern "C" fn rcclTelemetryCommResolveChannel(
 /// that slot. Only a count made after the channel went to a later communicator, in a slot
 /// that communicator uses, is counted as that communicator's. NULL, a finalized handle, or
 /// telemetry off: no-op.
-/// Thread-safe; it waits for a file or textfile being written.
+/// Thread-safe; it waits for a file or textfile being read from the counters, not for its
+/// disk write.
 ///
 /// The caller's pointers: `comm` is NULL or a handle from rcclTelemetryCommInit.
 #[no_mangle]
@@ -1150,8 +1151,8 @@ pub struct rcclTelemetryApi {
     pub on: extern "C" fn() -> c_int,
     pub flush: extern "C" fn() -> c_int,
     pub registerDevice: unsafe extern "C" fn(
-        device_id: c_int,
-        roce_device: *const c_char,
+        deviceId: c_int,
+        roceDevice: *const c_char,
         transport: *const c_char,
     ) -> c_int,
     pub setupChannel: unsafe extern "C" fn(

@@ -15,6 +15,12 @@
 //! one is merged into its devices' aggregate record (the "communicators past the cap", with
 //! their count), so memory and the file stay bounded whatever the number of lifetimes.
 //!
+//! Every allocation that grows with the communicators is fallible (the records, their devices,
+//! peers and kept QPs, a channel's per-link sums): what cannot be allocated is dropped, said
+//! once on stderr ([`say_no_memory`]), and never aborts the process. A device record that
+//! cannot be made goes into the device's aggregate record instead, so its counts stay in
+//! the totals.
+//!
 //! Counts that reach a handed-back channel after its finalization (a handle kept past
 //! rcclTelemetryCommFinalize, outside the header's contract) are found when the channel is
 //! about to be handed out again ([`usable`]): they go to the record of the communicator that
@@ -22,7 +28,7 @@
 //! communicator's counts through a channel that was reused while it came.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use parking_lot::Mutex;
 
@@ -42,6 +48,16 @@ pub const MAX_KEPT_COMMS: usize = 1024;
 /// Rows of errored or stalled QPs a device record keeps; further ones are only counted. With
 /// [`MAX_KEPT_COMMS`] records per device this bounds them at 8,192 per device.
 pub const MAX_KEPT_QPS: usize = 8;
+
+/// Whether a shortfall of memory on the communicator paths was said.
+static NO_MEMORY_SAID: AtomicBool = AtomicBool::new(false);
+
+/// Says once per process that memory ran out on the communicator paths and what was dropped.
+fn say_no_memory(what: &str) {
+    diag::warn_once(&NO_MEMORY_SAID, || {
+        format!("out of memory: {what} (later shortfalls of finalized communicators' records are not said)")
+    });
+}
 
 /// A log-scale histogram without its empty buckets: (bucket index, count), by index.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -205,17 +221,29 @@ impl DevRecord {
         self.qps_unlisted += o.qps_unlisted;
     }
 
+    /// Keeps a QP's row; past [`MAX_KEPT_QPS`], or when the row cannot be allocated, the QP is
+    /// only counted (`qps_unlisted`).
     fn keep_qp(&mut self, q: KeptQp) {
-        if self.kept_qps.len() < MAX_KEPT_QPS && self.kept_qps.try_reserve(1).is_ok() {
+        if self.kept_qps.len() >= MAX_KEPT_QPS {
+            self.qps_unlisted += 1;
+        } else if self.kept_qps.try_reserve(1).is_ok() {
             self.kept_qps.push(q);
         } else {
             self.qps_unlisted += 1;
+            say_no_memory(&format!(
+                "device {}: a finalized communicator's errored or stalled QP could not be kept; it is counted in num_qps_unlisted",
+                self.dev
+            ));
         }
     }
 
+    /// Adds a remote NIC's sums to the record's peer of the same NIC, or as a new peer (in
+    /// key order); a new peer that cannot be allocated is dropped (the device's totals keep
+    /// its counts).
     fn add_peer(&mut self, p: &PeerRecord) {
-        match self.peers.iter_mut().find(|x| x.key == p.key) {
-            Some(x) => {
+        match self.peers.iter().position(|x| x.key == p.key) {
+            Some(i) => {
+                let x = &mut self.peers[i];
                 x.num_qps += p.num_qps;
                 x.num_qps_shared += p.num_qps_shared;
                 if x.lid == 0 {
@@ -229,10 +257,14 @@ impl DevRecord {
                     x.stall.get_or_insert_with(StallFold::default).add(s);
                 }
             }
-            None => {
-                self.peers.push(p.clone());
-                self.peers.sort_by_key(|x| x.key);
+            None if self.peers.try_reserve(1).is_ok() => {
+                let at = self.peers.partition_point(|x| x.key < p.key);
+                self.peers.insert(at, p.clone()); // within the capacity
             }
+            None => say_no_memory(&format!(
+                "device {}: a finalized communicator's remote NIC could not be recorded; its sums are only in the device's totals",
+                self.dev
+            )),
         }
     }
 }
@@ -294,23 +326,30 @@ fn fold_channel(c: &Channel, r: &mut DevRecord, now: u64) {
         if let Some(p) = info.and_then(|q| q.peer) {
             let key = PeerKey::of(p.gid, p.lid);
             let at = match links.iter().position(|l| l.key == key) {
-                Some(at) => at,
+                Some(at) => Some(at),
                 None if links.try_reserve(1).is_ok() => {
                     links.push(LinkSums {
                         key,
                         totals: QpSnapshot::default(),
                         stall: None,
                     });
-                    links.len() - 1
+                    Some(links.len() - 1)
                 }
-                None => continue,
+                None => {
+                    say_no_memory(&format!(
+                        "device {}: a finalized communicator's sums towards a remote NIC could not be kept; they are only in the device's totals",
+                        r.dev
+                    ));
+                    None
+                }
             };
-            let l = &mut links[at];
-            l.totals.accumulate(&snap);
-            if let Some(s) = &stall {
-                l.stall
-                    .get_or_insert_with(StallFold::default)
-                    .add(&s.fold());
+            if let Some(l) = at.map(|at| &mut links[at]) {
+                l.totals.accumulate(&snap);
+                if let Some(s) = &stall {
+                    l.stall
+                        .get_or_insert_with(StallFold::default)
+                        .add(&s.fold());
+                }
             }
         }
         let errors = cq_errors::take(slot);
@@ -389,14 +428,39 @@ pub fn finalize_with(h: u64, inside: impl FnOnce()) -> bool {
     let mut devs: Vec<DevRecord> = Vec::new();
     for c in &chans {
         let at = match devs.iter().position(|r| r.dev == c.dev) {
-            Some(i) => i,
-            None => {
+            Some(i) => Some(i),
+            None if devs.try_reserve(1).is_ok() => {
                 devs.push(DevRecord::new(c.dev, 1));
-                devs.len() - 1
+                Some(devs.len() - 1)
             }
+            None => None,
         };
-        devs[at].num_channels += 1;
-        fold_channel(c, &mut devs[at], mono);
+        match at {
+            Some(at) => {
+                devs[at].num_channels += 1;
+                fold_channel(c, &mut devs[at], mono);
+            }
+            None => {
+                // No room for the device's record: the channel is folded all the same (its
+                // errors and stalls leave their tables with it) into the device's aggregate.
+                let mut r = DevRecord::new(c.dev, 0);
+                r.num_channels = 1;
+                fold_channel(c, &mut r, mono);
+                let kept = folded_dev(&mut RECORDS.lock().folded, c.dev)
+                    .map(|f| f.merge(&r, true))
+                    .is_some();
+                say_no_memory(&format!(
+                    "finalizing communicator {}: its record of device {} could not be made; {}",
+                    comm.ident.describe(),
+                    c.dev,
+                    if kept {
+                        "its counts went into the record of the communicators past the cap"
+                    } else {
+                        "its counts there are dropped"
+                    }
+                ));
+            }
+        }
     }
     for c in &chans {
         crate::monitor::summaries_of(c.dev, c);
@@ -404,7 +468,8 @@ pub fn finalize_with(h: u64, inside: impl FnOnce()) -> bool {
         stall_detector::forget(c);
         registry::comm::give_back(c, comm.ident.id);
     }
-    devs.sort_by_key(|r| r.dev);
+    devs.sort_unstable_by_key(|r| r.dev); // one record per device: no order to keep
+
     diag::debug(|| {
         format!(
             "communicator {} finalized: {} channels, {} QPs folded",
@@ -430,9 +495,7 @@ pub fn finalize_with(h: u64, inside: impl FnOnce()) -> bool {
 fn keep(recs: &mut Records, r: CommRecord, cap: usize) {
     // Out of memory for the deque: the record goes straight into the aggregate.
     if recs.kept.try_reserve(1).is_err() {
-        for d in &r.devs {
-            folded_dev(&mut recs.folded, d.dev).merge(d, true);
-        }
+        fold_past_cap(&mut recs.folded, &r);
         return;
     }
     recs.kept.push_back(r);
@@ -440,25 +503,37 @@ fn keep(recs: &mut Records, r: CommRecord, cap: usize) {
         let Some(old) = recs.kept.pop_front() else {
             break;
         };
-        for d in &old.devs {
-            folded_dev(&mut recs.folded, d.dev).merge(d, true);
+        fold_past_cap(&mut recs.folded, &old);
+    }
+}
+
+/// Merges a record into its devices' aggregate records (one that cannot be allocated is
+/// dropped, said once).
+fn fold_past_cap(folded: &mut Vec<DevRecord>, r: &CommRecord) {
+    for d in &r.devs {
+        match folded_dev(folded, d.dev) {
+            Some(f) => f.merge(d, true),
+            None => say_no_memory(&format!(
+                "device {}: the record of the communicators past the cap could not be made; communicator {}'s counts there are dropped",
+                d.dev,
+                r.ident.describe()
+            )),
         }
     }
 }
 
-fn folded_dev(folded: &mut Vec<DevRecord>, dev: u32) -> &mut DevRecord {
-    let at = match folded.iter().position(|r| r.dev == dev) {
-        Some(i) => i,
-        None => {
-            folded.push(DevRecord::new(dev, 0));
-            folded.sort_by_key(|r| r.dev);
-            folded
-                .iter()
-                .position(|r| r.dev == dev)
-                .expect("just added")
+/// Device `dev`'s aggregate record, made when there is none (in device order); None when it
+/// cannot be allocated.
+fn folded_dev(folded: &mut Vec<DevRecord>, dev: u32) -> Option<&mut DevRecord> {
+    let at = match folded.binary_search_by_key(&dev, |r| r.dev) {
+        Ok(i) => i,
+        Err(i) => {
+            folded.try_reserve(1).ok()?;
+            folded.insert(i, DevRecord::new(dev, 0)); // within the capacity
+            i
         }
     };
-    &mut folded[at]
+    folded.get_mut(at)
 }
 
 /// Whether a handed-back channel may go to a new owner: it may when nothing counted on it
@@ -484,7 +559,14 @@ pub fn usable(c: &'static Channel) -> bool {
         .and_then(|r| r.devs.iter_mut().find(|d| d.dev == dev))
     {
         Some(d) => d.merge(&late, false),
-        None => folded_dev(&mut recs.folded, dev).merge(&late, false),
+        None => match folded_dev(&mut recs.folded, dev) {
+            Some(f) => f.merge(&late, false),
+            None => {
+                drop(recs);
+                say_no_memory(&format!("device {dev}: counts made after communicator {former}'s finalization could not be recorded; they are dropped"));
+                return false;
+            }
+        },
     }
     drop(recs);
     diag::debug(|| {
@@ -496,29 +578,38 @@ pub fn usable(c: &'static Channel) -> bool {
     false
 }
 
-/// Device `dev`'s finalized records: each kept communicator's (oldest first), then the
+/// Device `dev`'s records under `recs`: each kept communicator's (oldest first), then the
 /// aggregate of those past the cap (ident None), if any.
-pub fn device_records(dev: u32) -> Vec<(Option<CommIdent>, DevRecord)> {
-    let recs = RECORDS.lock();
-    let mut v: Vec<(Option<CommIdent>, DevRecord)> = recs
-        .kept
+fn records_of(recs: &Records, dev: u32) -> impl Iterator<Item = (Option<CommIdent>, &DevRecord)> {
+    recs.kept
         .iter()
-        .filter_map(|r| {
-            let d = r.devs.iter().find(|d| d.dev == dev)?;
-            Some((Some(r.ident), d.clone()))
-        })
-        .collect();
-    if let Some(f) = recs.folded.iter().find(|r| r.dev == dev) {
-        v.push((None, f.clone()));
-    }
-    v
+        .filter_map(move |r| Some((Some(r.ident), r.devs.iter().find(|d| d.dev == dev)?)))
+        .chain(
+            recs.folded
+                .iter()
+                .filter(move |r| r.dev == dev)
+                .map(|r| (None, r)),
+        )
+}
+
+/// Device `dev`'s finalized records: each kept communicator's (oldest first), then the
+/// aggregate of those past the cap (ident None), if any. Err when the list cannot be
+/// allocated.
+pub fn device_records(
+    dev: u32,
+) -> Result<Vec<(Option<CommIdent>, DevRecord)>, std::collections::TryReserveError> {
+    let recs = RECORDS.lock();
+    let mut v = Vec::new();
+    v.try_reserve_exact(records_of(&recs, dev).count())?;
+    v.extend(records_of(&recs, dev).map(|(c, r)| (c, r.clone())));
+    Ok(v)
 }
 
 /// Device `dev`'s finalized communicators, summed into one record.
 pub fn device_total(dev: u32) -> DevRecord {
     let mut t = DevRecord::new(dev, 0);
-    for (_, r) in device_records(dev) {
-        t.merge(&r, true);
+    for (_, r) in records_of(&RECORDS.lock(), dev) {
+        t.merge(r, true);
     }
     t
 }
@@ -674,6 +765,7 @@ mod tests {
 
     fn record_of(id: u64, dev: u32) -> DevRecord {
         device_records(dev)
+            .unwrap()
             .into_iter()
             .find(|(c, _)| c.map(|c| c.id) == Some(id))
             .map(|(_, r)| r)
@@ -755,6 +847,74 @@ mod tests {
         assert_eq!(d.num_objects(), 2);
         assert!(std::ptr::eq(c.qp(25, 0, 0).unwrap(), a_slot0(stale)));
         assert!(finalize(hb) && finalize(hc));
+    }
+
+    #[test]
+    fn a_peer_or_a_kept_qp_that_cannot_be_allocated_is_dropped_and_said() {
+        let mut r = DevRecord::new(27, 1);
+        let p = rec(1, 27, 5, 1).devs[0].peers[0].clone();
+        crate::reserve::refuse_next(0, 1);
+        r.add_peer(&p);
+        assert!(r.peers.is_empty(), "dropped");
+        assert!(NO_MEMORY_SAID.load(Relaxed), "said");
+        r.add_peer(&p);
+        assert_eq!(r.peers, vec![p.clone()], "memory back: recorded");
+        let q = KeptQp {
+            channel: 0,
+            slot: 0,
+            role: ROLE_DATA,
+            totals: QpSnapshot::default(),
+            ext: None,
+            info: None,
+            errors: None,
+            stall: None,
+        };
+        crate::reserve::refuse_next(0, 1);
+        r.keep_qp(q.clone());
+        assert_eq!(
+            (r.kept_qps.len(), r.qps_unlisted),
+            (0, 1),
+            "counted, not kept"
+        );
+        r.keep_qp(q);
+        assert_eq!((r.kept_qps.len(), r.qps_unlisted), (1, 1));
+    }
+
+    #[test]
+    fn a_device_record_that_cannot_be_made_goes_into_the_aggregate() {
+        let dev = 27;
+        device(dev);
+        let before = device_total(dev as u32);
+        let (h, c) = comm(0x27);
+        c.setup_channel(dev, 1, 3, &usable).unwrap();
+        drive(&c, dev, 1, 3, 4);
+        // The first allocation of a record's size in the finalization is its device list.
+        crate::reserve::refuse_next(std::mem::size_of::<DevRecord>(), 1);
+        assert!(finalize(h));
+        assert!(NO_MEMORY_SAID.load(Relaxed), "said");
+        let recs = device_records(dev as u32).unwrap();
+        assert!(
+            recs.iter()
+                .all(|(i, _)| i.map(|i| i.id) != Some(c.ident.id)),
+            "no record of its own"
+        );
+        let (_, agg) = recs
+            .iter()
+            .find(|(i, _)| i.is_none())
+            .expect("the aggregate");
+        assert_eq!(agg.totals.wqe_sent, 3 * 4);
+        assert_eq!((agg.num_channels, agg.num_qps, agg.num_comms), (1, 3, 0));
+        let after = device_total(dev as u32);
+        assert_eq!(
+            after.totals.wqe_sent - before.totals.wqe_sent,
+            3 * 4,
+            "nothing lost"
+        );
+        // Its channel was handed back all the same.
+        let (h2, c2) = comm(0x27b);
+        c2.setup_channel(dev, 1, 1, &usable).unwrap();
+        assert_eq!(registry::device(dev).unwrap().num_objects(), 1);
+        assert!(finalize(h2));
     }
 
     /// The slot before `q` in its segment (slot 0 of a two-slot channel, from slot 1).

@@ -5,7 +5,8 @@
 //! out of memory would lose its own exit status to us. So every allocation whose size grows
 //! with the job is made fallibly where it is made (`try_reserve` and its kin: the registry's
 //! slots, channels and devices, the file's per-channel reads, the stall detector's states,
-//! the peers' and errors' tables, the file's buffer), and says once what it dropped. What
+//! the peers' and errors' tables, the file's buffer, the finalized communicators' records),
+//! and says once what it dropped. What
 //! is left are small allocations (a line of text, a path, a node of a small map): when the
 //! system refuses one of those, it is served from [`RESERVE`] bytes set aside at load, in
 //! power-of-two blocks of at most [`MAX_BLOCK`] bytes that return to the reserve when freed.
@@ -120,10 +121,46 @@ fn give(p: *mut u8, l: Layout) {
     unlock();
 }
 
+#[cfg(test)]
+thread_local! {
+    /// The tests' forced failures: (at least this many bytes, how many more to refuse).
+    static REFUSE: std::cell::Cell<(usize, u32)> = const { std::cell::Cell::new((usize::MAX, 0)) };
+}
+
+/// Tests: refuses the calling thread's next `count` allocations of at least `size` bytes, as
+/// the system and the reserve both would once memory is gone.
+#[cfg(test)]
+pub(crate) fn refuse_next(size: usize, count: u32) {
+    REFUSE.with(|r| r.set((size, count)));
+}
+
+#[cfg(test)]
+fn refused(l: Layout) -> bool {
+    REFUSE
+        .try_with(|r| {
+            let (size, n) = r.get();
+            let refuse = n > 0 && l.size() >= size;
+            if refuse {
+                r.set((size, n - 1));
+            }
+            refuse
+        })
+        .unwrap_or(false)
+}
+
+#[cfg(not(test))]
+#[inline(always)]
+fn refused(_: Layout) -> bool {
+    false
+}
+
 // SAFETY: every block handed out is valid for its layout (a system allocation, or a block of
 // the arena of at least the layout's size, aligned to its size) and owned by one caller.
 unsafe impl GlobalAlloc for WithReserve {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if refused(l) {
+            return ptr::null_mut();
+        }
         // SAFETY: forwarded with the caller's layout.
         let p = unsafe { System.alloc(l) };
         if p.is_null() {
@@ -134,6 +171,9 @@ unsafe impl GlobalAlloc for WithReserve {
     }
 
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        if refused(l) {
+            return ptr::null_mut();
+        }
         // SAFETY: forwarded with the caller's layout.
         let p = unsafe { System.alloc_zeroed(l) };
         if !p.is_null() {
@@ -159,6 +199,9 @@ unsafe impl GlobalAlloc for WithReserve {
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller's contract: new_size is non-zero and valid for l's alignment.
         let nl = unsafe { Layout::from_size_align_unchecked(new_size, l.align()) };
+        if refused(nl) {
+            return ptr::null_mut();
+        }
         if !in_arena(p) {
             // SAFETY: the system's block, with its layout.
             let q = unsafe { System.realloc(p, l, new_size) };

@@ -154,6 +154,68 @@ fn without_the_library_the_loader_is_off_with_one_line() {
     assert!(telemetry_files(d.path()).is_empty());
 }
 
+/// RCCL_TELEMETRY_ENABLE given with rcclTelemetrySetParam before Init, not in the environment
+/// (how RCCL passes its rccl.conf values): the loader counts as a linked build does, and
+/// without the library its one line is the warning of telemetry asked for.
+#[test]
+fn enable_given_as_a_parameter_is_as_enable_in_the_environment() {
+    let mut lines = Vec::new();
+    for (name, present) in [
+        ("header_modes", true),
+        ("header_modes_dlopen", true),
+        ("header_modes_dlopen_calls", true),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().to_str().unwrap();
+        let o = run_mode(
+            name,
+            &["on", "--enable-param"],
+            &[("RCCL_TELEMETRY_OUTPUT_DIR", dir)],
+            present,
+        );
+        assert!(
+            loader_lines(&stderr(&o)).is_empty(),
+            "{name}: {}",
+            stderr(&o)
+        );
+        assert_eq!(telemetry_files(d.path()).len(), 1, "{name} wrote its file");
+        lines.push(counts(&o));
+    }
+    assert!(lines[0].contains("wqe_sent 1001 "), "{}", lines[0]);
+    assert_eq!(lines[1], lines[0], "the loader with inline hooks");
+    assert_eq!(lines[2], lines[0], "the loader without inline hooks");
+    for name in ["header_modes_dlopen", "header_modes_dlopen_calls"] {
+        let o = run_mode(name, &["off", "--enable-param"], &[], false);
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        assert!(
+            err.starts_with("rccl-telemetry: librccl_telemetry.so.0 could not be loaded (")
+                && err.contains("telemetry is off"),
+            "{name}: {err}"
+        );
+        let o = run_mode(name, &["off", "--logger", "--enable-param"], &[], false);
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let logged = loader_lines(&out);
+        assert_eq!(
+            (stderr(&o).as_str(), logged.len()),
+            ("", 1),
+            "{name}: {out}"
+        );
+        assert!(
+            logged[0].starts_with("logger: 2: rccl-telemetry: "),
+            "{out}"
+        );
+        // The environment wins: RCCL_TELEMETRY_ENABLE=0 there, the parameter is not asked for.
+        let o = run_mode(
+            name,
+            &["off", "--enable-param"],
+            &[("RCCL_TELEMETRY_ENABLE", "0")],
+            false,
+        );
+        assert_eq!(stderr(&o), "", "{name}");
+    }
+}
+
 #[test]
 fn an_older_table_keeps_its_common_part_and_says_so() {
     let d = tempfile::tempdir().unwrap();

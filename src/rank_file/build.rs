@@ -520,7 +520,7 @@ pub fn device_plan(d: &'static Device, id: &Identity) -> Result<DevicePlan, TryR
         });
     }
     // The finalized communicators: their records, and their share of the device's totals.
-    let records = comms::device_records(d.id);
+    let records = comms::device_records(d.id)?;
     let mut finalized = Vec::new();
     finalized.try_reserve_exact(records.len())?;
     for (comm, r) in &records {
