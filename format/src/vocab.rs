@@ -821,6 +821,66 @@ pub static VOCAB: &[Key] = &[
             NONE,
         ],
     },
+    Key {
+        name: "prio_rx_bytes",
+        kind: Kind::PerPrio,
+        unit: "bytes",
+        meaning: "Bytes the port received, per priority 0..7 (all traffic of that priority)",
+        sampled: false,
+        map: [
+            &[&[eth("rx_prio{p}_bytes")]],
+            &[&[eth("rx_bytes_pri{p}")]],
+            NONE,
+            NONE,
+        ],
+    },
+    Key {
+        name: "prio_tx_bytes",
+        kind: Kind::PerPrio,
+        unit: "bytes",
+        meaning: "Bytes the port transmitted, per priority 0..7 (all traffic of that priority)",
+        sampled: false,
+        map: [
+            &[&[eth("tx_prio{p}_bytes")]],
+            &[&[eth("tx_bytes_pri{p}")]],
+            NONE,
+            NONE,
+        ],
+    },
+    Key {
+        name: "prio_rx_packets",
+        kind: Kind::PerPrio,
+        unit: "packets",
+        meaning: "Frames the port received, per priority 0..7",
+        sampled: false,
+        map: [
+            &[&[eth("rx_prio{p}_packets")]],
+            &[&[eth("rx_packets_pri{p}")]],
+            &[&[eth("frames_rx_pri_{p}")]],
+            NONE,
+        ],
+    },
+    Key {
+        name: "prio_tx_packets",
+        kind: Kind::PerPrio,
+        unit: "packets",
+        meaning: "Frames the port transmitted, per priority 0..7",
+        sampled: false,
+        map: [
+            &[&[eth("tx_prio{p}_packets")]],
+            &[&[eth("tx_packets_pri{p}")]],
+            &[&[eth("frames_tx_pri_{p}")]],
+            NONE,
+        ],
+    },
+    Key {
+        name: "prio_rx_discards",
+        kind: Kind::PerPrio,
+        unit: "packets",
+        meaning: "Received frames the port discarded, per priority 0..7",
+        sampled: false,
+        map: [&[&[eth("rx_prio{p}_discards")]], NONE, NONE, NONE],
+    },
 ];
 
 /// The canonical names, in emission order.
@@ -873,11 +933,11 @@ mod tests {
     }
 
     #[test]
-    fn exactly_four_per_priority_arrays_after_the_scalars() {
+    fn nine_per_priority_arrays_after_the_scalars() {
         let kinds: Vec<Kind> = VOCAB.iter().map(|k| k.kind).collect();
         let first_prio = kinds.iter().position(|k| *k == Kind::PerPrio).unwrap();
         assert!(kinds[first_prio..].iter().all(|k| *k == Kind::PerPrio));
-        assert_eq!(kinds.len() - first_prio, 4);
+        assert_eq!(kinds.len() - first_prio, 9);
     }
 
     #[test]
