@@ -1020,9 +1020,16 @@ mod tests {
     }
 
     #[test]
-    fn keys_a_later_version_added_come_after_the_older_ones() {
+    fn keys_a_later_version_added_come_after_the_older_ones_of_their_kind() {
         assert!(VOCAB[..SEED_KEYS].iter().all(|k| k.since == 1));
-        assert!(VOCAB.windows(2).all(|w| w[0].since <= w[1].since));
+        for kind in [Kind::Scalar, Kind::PerPrio] {
+            let of: Vec<u32> = VOCAB
+                .iter()
+                .filter(|k| k.kind == kind)
+                .map(|k| k.since)
+                .collect();
+            assert!(of.windows(2).all(|w| w[0] <= w[1]), "{kind:?}: {of:?}");
+        }
         assert_eq!(VOCAB.iter().filter(|k| k.since == 5).count(), 5);
     }
 
