@@ -19,6 +19,14 @@ with open(HW_VOCABULARY) as _f:
     HW_COUNTERS = json.load(_f)["counters"]
 # The keys of a device's hw_counters, in file order.
 HW_KEYS = [c["name"] for c in HW_COUNTERS]
+
+
+def hw_keys_of(version):
+    """The keys of hw_counters a file of `version` has (the vocabulary's keys of that version
+    or older), in file order; every key for a version that is not a number."""
+    if not isinstance(version, int):
+        return HW_KEYS
+    return [c["name"] for c in HW_COUNTERS if c["since"] <= version]
 # Where the guests' dumps of a source are: rxe's port hw_counters, the netdev's statistics.
 DUMP_OF_SOURCE = {"hw_counters": "rxe", "net_statistics": "netdev"}
 

@@ -94,8 +94,16 @@ fn ethtool_ioctl_on_a_veth_pair() {
         sysfs_root: t.path().to_path_buf(),
         ..Default::default()
     };
-    let dev = hw::HwDevice::probe(0, "rxe9", &s);
+    let dev: &'static hw::HwDevice = Box::leak(Box::new(hw::HwDevice::probe(0, "rxe9", &s)));
     assert_eq!(dev.eth_device(), a);
+
+    // A veth has no DCB (no dcbnl_ops): the kernel answers EOPNOTSUPP, and the device's PFC
+    // and DSCP keys are absent, not empty.
+    let e = hw::testing::dcb_query(&a).unwrap_err();
+    assert!(e.contains("Unsupported"), "{e}");
+    dev.take_baseline();
+    let q = dev.port_qos();
+    assert_eq!((q.pfc_enabled, q.dscp_priority), (None, None));
 }
 
 #[test]

@@ -490,6 +490,7 @@ fn device(d: &DeviceReport) -> Option<promtext::Device> {
                 .filter_map(|q| q.attrs.as_ref())
                 .map(promtext::QpSettings::from),
         ),
+        port_qos: promtext::PortQos::from(&d.port_qos),
     })
 }
 

@@ -320,6 +320,15 @@ pub struct Device {
     /// Version 5 (stall detection on): stall episodes, summed likewise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_stalls: Option<u64>,
+    /// Version 5: the port's active MTU in bytes, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_mtu: Option<u32>,
+    /// Version 5: the priorities with PFC enabled on the port, where DCB is readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pfc_enabled: Option<Vec<u8>>,
+    /// Version 5: the port's DSCP-to-priority map, where DCB is readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dscp_priority: Option<BTreeMap<u8, u8>>,
 }
 
 /// A remote NIC a device's QPs talk to (version 3, device "peers").

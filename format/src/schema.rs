@@ -95,6 +95,20 @@ value_type!(
      "type": "string", "pattern": "^0x[0-9a-f]{1,16}$"}
 );
 
+value_type!(
+    /// A priority (PCP, 0..7).
+    Priority = "priority",
+    {"description": "An IEEE 802.1p priority, 0..7.", "type": "integer", "minimum": 0, "maximum": 7}
+);
+value_type!(
+    /// A DSCP-to-priority map.
+    DscpMap = "dscp_map",
+    {"description": "DSCP (a string key, \"0\" .. \"63\") to the priority (0..7) the port gives it.",
+     "type": "object",
+     "propertyNames": {"pattern": "^([0-9]|[1-5][0-9]|6[0-3])$"},
+     "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 7}}
+);
+
 value_type!(impl GidText = "gid", {
     "description": "A GID as ibv_devinfo prints it: 8 groups of 4 lower-case hex digits joined by ':'.",
     "type": "string",

@@ -91,6 +91,9 @@ pub struct Key {
     pub meaning: &'static str,
     /// Part of the sampler's small congestion set (read from IB sysfs only).
     pub sampled: bool,
+    /// The first file version whose devices have the key (a reader of an older file finds it
+    /// absent, not -1).
+    pub since: u32,
     /// Alternatives per driver: [mlx5, thor2, ainic, rxe]; empty = not exposed (-1).
     pub map: [&'static [Alt]; NUM_DRIVERS],
 }
@@ -162,6 +165,7 @@ pub static VOCAB: &[Key] = &[
         unit: "bytes",
         meaning: "RDMA (RoCE) bytes transmitted by this function, as the NIC counts them",
         sampled: false,
+        since: 1,
         map: [
             &[
                 &[eth("tx_vport_rdma_unicast_bytes")],
@@ -182,6 +186,7 @@ pub static VOCAB: &[Key] = &[
         unit: "bytes",
         meaning: "RDMA (RoCE) bytes received by this function, as the NIC counts them",
         sampled: false,
+        since: 1,
         map: [
             &[
                 &[eth("rx_vport_rdma_unicast_bytes")],
@@ -204,6 +209,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "RDMA (RoCE) packets transmitted by this function",
         sampled: true,
+        since: 1,
         map: [
             &[
                 &[eth("tx_vport_rdma_unicast_packets")],
@@ -224,6 +230,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "RDMA (RoCE) packets received by this function",
         sampled: true,
+        since: 1,
         map: [
             &[
                 &[eth("rx_vport_rdma_unicast_packets")],
@@ -245,6 +252,7 @@ pub static VOCAB: &[Key] = &[
         unit: "bytes",
         meaning: "All bytes the port transmitted (MAC level, RDMA and everything else)",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("tx_bytes_phy")]],
             &[&[eth("tx_bytes")]],
@@ -258,6 +266,7 @@ pub static VOCAB: &[Key] = &[
         unit: "bytes",
         meaning: "All bytes the port received (MAC level, RDMA and everything else)",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("rx_bytes_phy")]],
             &[&[eth("rx_bytes")]],
@@ -271,6 +280,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "All frames the port transmitted",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("tx_packets_phy")]],
             &[&[eth("tx_good_frames")]],
@@ -284,6 +294,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "All frames the port received",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("rx_packets_phy")]],
             &[&[eth("rx_good_frames")]],
@@ -297,6 +308,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "CNPs sent by the notification point (this NIC saw ECN-marked packets)",
         sampled: true,
+        since: 1,
         map: [
             &[&[hw("np_cnp_sent")]],
             &[
@@ -314,6 +326,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "CNPs received and acted on by the reaction point (this NIC was throttled)",
         sampled: true,
+        since: 1,
         map: [
             &[&[hw("rp_cnp_handled")]],
             &[&[hw("rp_cnp_handled")], &[hw("rx_cnp_pkts")]],
@@ -327,6 +340,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "CNPs received but ignored by the reaction point",
         sampled: true,
+        since: 1,
         map: [&[&[hw("rp_cnp_ignored")]], NONE, NONE, NONE],
     },
     Key {
@@ -335,6 +349,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "ECN CE-marked RoCE packets received",
         sampled: true,
+        since: 1,
         map: [
             &[&[hw("np_ecn_marked_roce_packets")]],
             &[
@@ -351,6 +366,7 @@ pub static VOCAB: &[Key] = &[
         unit: "events",
         meaning: "Requester ACK-timer expirations (each one retransmits)",
         sampled: true,
+        since: 1,
         map: [
             &[&[hw32("local_ack_timeout_err")]],
             &[&[hw("local_ack_timeout_err")], &[hw("to_retransmits")]],
@@ -364,6 +380,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "RDMA packets retransmitted",
         sampled: true,
+        since: 1,
         map: [NONE, NONE, &[&[hw("tx_rdma_retx_pkts")]], NONE],
     },
     Key {
@@ -372,6 +389,7 @@ pub static VOCAB: &[Key] = &[
         unit: "events",
         meaning: "Requester retry rounds (ACK timeout or sequence NAK), Soft-RoCE only",
         sampled: true,
+        since: 1,
         map: [NONE, NONE, NONE, &[&[hw("completer_retry_err")]]],
     },
     Key {
@@ -380,6 +398,7 @@ pub static VOCAB: &[Key] = &[
         unit: "events",
         meaning: "Transport retry limit exceeded (the QP went to error)",
         sampled: false,
+        since: 1,
         map: [
             &[&[hw32("req_transport_retries_exceeded")]],
             &[&[hw("max_retry_exceeded")]],
@@ -393,6 +412,7 @@ pub static VOCAB: &[Key] = &[
         unit: "events",
         meaning: "RNR retry limit exceeded",
         sampled: false,
+        since: 1,
         map: [
             &[&[hw32("req_rnr_retries_exceeded")]],
             NONE,
@@ -406,6 +426,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "NAK-sequence-error packets received by the requester",
         sampled: true,
+        since: 1,
         map: [
             &[&[hw32("packet_seq_err")]],
             &[&[hw("packet_seq_err")], &[hw("seq_err_naks_rcvd")]],
@@ -419,6 +440,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "Out-of-sequence (PSN gap) packets received by the responder",
         sampled: true,
+        since: 1,
         map: [
             &[&[hw32("out_of_sequence")]],
             &[&[hw("out_of_sequence")], &[hw("oos_drop_count")]],
@@ -432,6 +454,7 @@ pub static VOCAB: &[Key] = &[
         unit: "events",
         meaning: "Implied NAKs detected by the requester",
         sampled: false,
+        since: 1,
         map: [
             &[&[hw32("implied_nak_seq_err")]],
             &[&[hw("implied_nak_seq_err")], &[hw("missing_resp")]],
@@ -445,6 +468,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "Duplicate requests received by the responder",
         sampled: true,
+        since: 1,
         map: [
             &[&[hw32("duplicate_request")]],
             &[&[hw("duplicate_request")], &[hw("dup_req")]],
@@ -458,6 +482,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "RNR NAKs received by the requester",
         sampled: true,
+        since: 1,
         map: [
             &[&[hw32("rnr_nak_retry_err")]],
             &[&[hw("rnr_nak_retry_err")], &[hw("rnr_naks_rcvd")]],
@@ -471,6 +496,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "RNR NAKs sent by the responder (no receive WQE posted)",
         sampled: false,
+        since: 1,
         map: [
             NONE,
             NONE,
@@ -484,6 +510,7 @@ pub static VOCAB: &[Key] = &[
         unit: "events",
         meaning: "Requester completions with error",
         sampled: false,
+        since: 1,
         map: [
             &[&[hw32("req_cqe_error")]],
             &[
@@ -517,6 +544,7 @@ pub static VOCAB: &[Key] = &[
         unit: "events",
         meaning: "Responder completions with error",
         sampled: false,
+        since: 1,
         map: [
             &[&[hw32("resp_cqe_error")]],
             &[
@@ -533,6 +561,7 @@ pub static VOCAB: &[Key] = &[
         unit: "events",
         meaning: "Remote access errors seen by the requester",
         sampled: false,
+        since: 1,
         map: [
             &[&[hw32("req_remote_access_errors")]],
             &[
@@ -549,6 +578,7 @@ pub static VOCAB: &[Key] = &[
         unit: "events",
         meaning: "Remote access errors detected by the responder",
         sampled: false,
+        since: 1,
         map: [
             &[&[hw32("resp_remote_access_errors")]],
             &[
@@ -565,6 +595,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "Packets dropped because the QP/SRQ had no receive WQE",
         sampled: true,
+        since: 1,
         map: [
             &[&[hw32("out_of_buffer")]],
             &[&[hw("out_of_buffer")], &[hw("rx_out_of_buffer")]],
@@ -578,6 +609,7 @@ pub static VOCAB: &[Key] = &[
         unit: "operations",
         meaning: "SEND operations transmitted (requester side)",
         sampled: false,
+        since: 1,
         map: [NONE, &[&[hw("tx_send_req")]], NONE, &[&[hw("rdma_sends")]]],
     },
     Key {
@@ -586,6 +618,7 @@ pub static VOCAB: &[Key] = &[
         unit: "operations",
         meaning: "SEND operations received (responder side)",
         sampled: false,
+        since: 1,
         map: [NONE, &[&[hw("rx_send_req")]], NONE, &[&[hw("rdma_recvs")]]],
     },
     Key {
@@ -594,6 +627,7 @@ pub static VOCAB: &[Key] = &[
         unit: "operations",
         meaning: "RDMA WRITE requests received by the responder",
         sampled: false,
+        since: 1,
         map: [
             &[&[hw32("rx_write_requests")]],
             &[&[hw("rx_write_requests")], &[hw("rx_write_req")]],
@@ -607,6 +641,7 @@ pub static VOCAB: &[Key] = &[
         unit: "operations",
         meaning: "RDMA READ requests received by the responder",
         sampled: false,
+        since: 1,
         map: [
             &[&[hw32("rx_read_requests")]],
             &[&[hw("rx_read_requests")], &[hw("rx_read_req")]],
@@ -620,6 +655,7 @@ pub static VOCAB: &[Key] = &[
         unit: "events",
         meaning: "Completer runs deferred to a work queue (Soft-RoCE only)",
         sampled: false,
+        since: 1,
         map: [NONE, NONE, NONE, &[&[hw("ack_deferred")]]],
     },
     Key {
@@ -628,6 +664,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "RoCE packets the device failed to transmit",
         sampled: false,
+        since: 1,
         map: [NONE, &[&[hw("tx_roce_errors")]], NONE, &[&[hw("send_err")]]],
     },
     Key {
@@ -636,6 +673,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "Received RoCE packets discarded by the device",
         sampled: false,
+        since: 1,
         map: [
             NONE,
             &[&[hw("rx_roce_discards")], &[hw("rx_roce_drops")]],
@@ -649,6 +687,7 @@ pub static VOCAB: &[Key] = &[
         unit: "packets",
         meaning: "Received frames the port discarded (all traffic)",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("rx_discards_phy")]],
             &[
@@ -665,6 +704,7 @@ pub static VOCAB: &[Key] = &[
         unit: "events",
         meaning: "Port receive buffer passed its almost-full threshold",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("rx_buffer_passed_thres_phy")]],
             &[&[eth("rx_buffer_passed_threshold")]],
@@ -678,6 +718,7 @@ pub static VOCAB: &[Key] = &[
         unit: "frames",
         meaning: "PFC pause frames received, all priorities",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("rx_prio{p}_pause")]],
             &[&[eth("rx_pfc_frames")]],
@@ -691,6 +732,7 @@ pub static VOCAB: &[Key] = &[
         unit: "frames",
         meaning: "PFC pause frames transmitted, all priorities",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("tx_prio{p}_pause")]],
             &[&[eth("tx_pfc_frames")]],
@@ -704,6 +746,7 @@ pub static VOCAB: &[Key] = &[
         unit: "events",
         meaning: "PFC pause-storm events (the NIC stopped honouring pause)",
         sampled: false,
+        since: 1,
         map: [
             &[
                 &[eth("tx_pause_storm_error_events")],
@@ -720,6 +763,7 @@ pub static VOCAB: &[Key] = &[
         unit: "events",
         meaning: "Link down events",
         sampled: false,
+        since: 1,
         map: [
             &[
                 &[eth32("link_down_events_phy")],
@@ -736,6 +780,7 @@ pub static VOCAB: &[Key] = &[
         unit: "frames",
         meaning: "Frames received with a bad FCS/CRC",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("rx_crc_errors_phy")]],
             &[&[eth("rx_fcs_err_frames")]],
@@ -749,6 +794,7 @@ pub static VOCAB: &[Key] = &[
         unit: "errors",
         meaning: "PHY/PCS symbol errors",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("rx_pcs_symbol_err_phy")], &[eth("rx_symbol_err_phy")]],
             &[&[eth("rx_pcs_symbol_err")]],
@@ -762,6 +808,7 @@ pub static VOCAB: &[Key] = &[
         unit: "bits",
         meaning: "Bits corrected by FEC",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("rx_corrected_bits_phy")]],
             &[&[eth("rx_corrected_bits")]],
@@ -775,6 +822,7 @@ pub static VOCAB: &[Key] = &[
         unit: "frames",
         meaning: "PFC pause frames received, per priority 0..7",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("rx_prio{p}_pause")]],
             &[&[eth("rx_pfc_ena_frames_pri{p}")]],
@@ -788,6 +836,7 @@ pub static VOCAB: &[Key] = &[
         unit: "frames",
         meaning: "PFC pause frames transmitted, per priority 0..7",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("tx_prio{p}_pause")]],
             &[&[eth("tx_pfc_ena_frames_pri{p}")]],
@@ -801,6 +850,7 @@ pub static VOCAB: &[Key] = &[
         unit: "microseconds",
         meaning: "Time the port was paused by received PFC, per priority 0..7",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("rx_prio{p}_pause_duration")]],
             &[&[eth("pfc_pri{p}_rx_duration_us")]],
@@ -814,12 +864,78 @@ pub static VOCAB: &[Key] = &[
         unit: "microseconds",
         meaning: "Time the port paused its peer with PFC, per priority 0..7",
         sampled: false,
+        since: 1,
         map: [
             &[&[eth("tx_prio{p}_pause_duration")]],
             &[&[eth("pfc_pri{p}_tx_duration_us")]],
             &[&[eth("tx_pripause_{p}_1us_count")]],
             NONE,
         ],
+    },
+    Key {
+        name: "prio_rx_bytes",
+        kind: Kind::PerPrio,
+        unit: "bytes",
+        meaning: "Bytes the port received, per priority 0..7 (all traffic of that priority)",
+        sampled: false,
+        since: 5,
+        map: [
+            &[&[eth("rx_prio{p}_bytes")]],
+            &[&[eth("rx_bytes_pri{p}")]],
+            NONE,
+            NONE,
+        ],
+    },
+    Key {
+        name: "prio_tx_bytes",
+        kind: Kind::PerPrio,
+        unit: "bytes",
+        meaning: "Bytes the port transmitted, per priority 0..7 (all traffic of that priority)",
+        sampled: false,
+        since: 5,
+        map: [
+            &[&[eth("tx_prio{p}_bytes")]],
+            &[&[eth("tx_bytes_pri{p}")]],
+            NONE,
+            NONE,
+        ],
+    },
+    Key {
+        name: "prio_rx_packets",
+        kind: Kind::PerPrio,
+        unit: "packets",
+        meaning: "Frames the port received, per priority 0..7",
+        sampled: false,
+        since: 5,
+        map: [
+            &[&[eth("rx_prio{p}_packets")]],
+            &[&[eth("rx_packets_pri{p}")]],
+            &[&[eth("frames_rx_pri_{p}")]],
+            NONE,
+        ],
+    },
+    Key {
+        name: "prio_tx_packets",
+        kind: Kind::PerPrio,
+        unit: "packets",
+        meaning: "Frames the port transmitted, per priority 0..7",
+        sampled: false,
+        since: 5,
+        map: [
+            &[&[eth("tx_prio{p}_packets")]],
+            &[&[eth("tx_packets_pri{p}")]],
+            &[&[eth("frames_tx_pri_{p}")]],
+            NONE,
+        ],
+    },
+    Key {
+        name: "prio_rx_discards",
+        kind: Kind::PerPrio,
+        unit: "packets",
+        meaning: "Received frames the port discarded, per priority 0..7",
+        sampled: false,
+        since: 5,
+        map: [&[&[eth("rx_prio{p}_discards")]], NONE, NONE, NONE],
     },
 ];
 
@@ -873,11 +989,11 @@ mod tests {
     }
 
     #[test]
-    fn exactly_four_per_priority_arrays_after_the_scalars() {
+    fn nine_per_priority_arrays_after_the_scalars() {
         let kinds: Vec<Kind> = VOCAB.iter().map(|k| k.kind).collect();
         let first_prio = kinds.iter().position(|k| *k == Kind::PerPrio).unwrap();
         assert!(kinds[first_prio..].iter().all(|k| *k == Kind::PerPrio));
-        assert_eq!(kinds.len() - first_prio, 4);
+        assert_eq!(kinds.len() - first_prio, 9);
     }
 
     #[test]
@@ -901,6 +1017,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn keys_a_later_version_added_come_after_the_older_ones_of_their_kind() {
+        assert!(VOCAB[..SEED_KEYS].iter().all(|k| k.since == 1));
+        for kind in [Kind::Scalar, Kind::PerPrio] {
+            let of: Vec<u32> = VOCAB
+                .iter()
+                .filter(|k| k.kind == kind)
+                .map(|k| k.since)
+                .collect();
+            assert!(of.windows(2).all(|w| w[0] <= w[1]), "{kind:?}: {of:?}");
+        }
+        assert_eq!(VOCAB.iter().filter(|k| k.since == 5).count(), 5);
     }
 
     #[test]

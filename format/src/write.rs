@@ -405,6 +405,41 @@ pub struct DeviceReport<C = Vec<ChannelReport>> {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(with = "u64", extend("x-since" = 5)))]
     pub num_stalls: Option<u64>,
+    // The port's MTU and QoS settings, each absent where the system does not expose it.
+    #[serde(flatten)]
+    pub port_qos: PortQosReport,
+}
+
+/// Version 5 device keys: its port's active MTU and QoS settings as the kernel has them, each
+/// absent where the system does not expose it (Soft-RoCE, veth and VMs have no DCB; a device
+/// never used is not read).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PortQosReport {
+    /// The port's active MTU in bytes: the IB MTU its RoCE driver derives from the netdev's MTU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "u32", range(min = 256, max = 4096), extend("x-since" = 5))
+    )]
+    pub active_mtu: Option<u32>,
+    /// The priorities (0..7) with PFC enabled on the port (DCB netlink, IEEE PFC), ascending; []
+    /// when none; absent where the netdev has no DCB or its driver does not report PFC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Vec<crate::schema::Priority>", extend("x-since" = 5))
+    )]
+    pub pfc_enabled: Option<Vec<u8>>,
+    /// The port's DSCP-to-priority map (DCB netlink, the IEEE APP table's DSCP entries): DSCP
+    /// (as a string key, "0".."63") to priority; {} when the table has no DSCP entry (the port
+    /// trusts PCP); absent where the netdev has no DCB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "crate::schema::DscpMap", extend("x-since" = 5))
+    )]
+    pub dscp_priority: Option<std::collections::BTreeMap<u8, u8>>,
 }
 
 /// Error completions by status, as a map from the status name (`enum ibv_wc_status` without

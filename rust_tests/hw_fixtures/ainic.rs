@@ -69,6 +69,14 @@ fn ainic_firmware_names() {
                 "pfc_tx_pause_duration_us",
                 prio(|p| inc(S::Eth, &format!("tx_pripause_{p}_1us_count"))),
             ),
+            (
+                "prio_rx_packets",
+                prio(|p| inc(S::Eth, &format!("frames_rx_pri_{p}"))),
+            ),
+            (
+                "prio_tx_packets",
+                prio(|p| inc(S::Eth, &format!("frames_tx_pri_{p}"))),
+            ),
         ],
     );
 }

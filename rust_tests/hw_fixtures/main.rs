@@ -4,7 +4,8 @@
 //! amount, so each expected delta below names the raw counter it must come from.
 //!
 //! One test binary (`hw_fixtures`), a module per driver family (mlx5, thor2, ainic, rxe),
-//! and reading (what is read and when, whatever the driver); rig holds the fixture rig and
+//! reading (what is read and when, whatever the driver) and port_qos (the port's active MTU
+//! and DCB settings); rig holds the fixture rig and
 //! the report check they share. The vocabulary's tables in the docs are generated and
 //! checked by the format crate (format/tests/contract/).
 
@@ -15,6 +16,7 @@ mod rig;
 
 mod ainic;
 mod mlx5;
+mod port_qos;
 mod reading;
 mod rxe;
 mod thor2;

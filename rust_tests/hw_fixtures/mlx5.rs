@@ -68,6 +68,8 @@ fn mlx5_every_delta_wrap_and_reset() {
             }
         })
     };
+    // The per-priority traffic counters are printed for every priority, PFC or not.
+    let every = |tmpl: &str| prio(|p| inc(S::Eth, &tmpl.replace("{p}", &p.to_string())));
     check(
         &dev.final_report(),
         &[
@@ -117,6 +119,11 @@ fn mlx5_every_delta_wrap_and_reset() {
             ("pfc_tx_frames", p35("tx_prio{p}_pause")),
             ("pfc_rx_pause_duration_us", p35("rx_prio{p}_pause_duration")),
             ("pfc_tx_pause_duration_us", p35("tx_prio{p}_pause_duration")),
+            ("prio_rx_bytes", every("rx_prio{p}_bytes")),
+            ("prio_tx_bytes", every("tx_prio{p}_bytes")),
+            ("prio_rx_packets", every("rx_prio{p}_packets")),
+            ("prio_tx_packets", every("tx_prio{p}_packets")),
+            ("prio_rx_discards", every("rx_prio{p}_discards")),
         ],
     );
     hw::testing::set_fake_ethtool(nd, None);

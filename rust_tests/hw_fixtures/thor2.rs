@@ -51,6 +51,22 @@ fn thor2_common(e: &dyn Fn(&str) -> E) -> Vec<(&'static str, E)> {
             "pfc_tx_pause_duration_us",
             prio(|p| inc(S::Eth, &format!("pfc_pri{p}_tx_duration_us"))),
         ),
+        (
+            "prio_rx_bytes",
+            prio(|p| inc(S::Eth, &format!("rx_bytes_pri{p}"))),
+        ),
+        (
+            "prio_tx_bytes",
+            prio(|p| inc(S::Eth, &format!("tx_bytes_pri{p}"))),
+        ),
+        (
+            "prio_rx_packets",
+            prio(|p| inc(S::Eth, &format!("rx_packets_pri{p}"))),
+        ),
+        (
+            "prio_tx_packets",
+            prio(|p| inc(S::Eth, &format!("tx_packets_pri{p}"))),
+        ),
     ]
 }
 

@@ -13,12 +13,14 @@
 //! Nothing here is ever called from the data path.
 //!
 //! Submodules: `driver` (hw_type), `netdev` (eth_device), `ethtool` (SIOCETHTOOL),
+//! `dcb` (the port's PFC and DSCP map over DCB netlink, its active MTU),
 //! (the bounded attribute readers are the leaf `crate::sysfs`),
 //! `baseline` (snapshots, wrap and reset). The canonical keys and
 //! their per-driver sources, as data, are the file format's `vocab`
 //! (`rccl_telemetry_format::vocab`, in `format/`), seen here as `vocab`.
 
 mod baseline;
+mod dcb;
 mod driver;
 mod ethtool;
 mod netdev;
@@ -28,6 +30,7 @@ use rccl_telemetry_format::vocab;
 use crate::sysfs;
 
 use baseline::{Eval, Plan, ReadCtx, Snapshot};
+use rccl_telemetry_format::write::PortQosReport;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -209,6 +212,7 @@ pub struct HwDevice {
     plan: Plan,
     sample_plan: Plan,
     baseline: OnceLock<Snapshot>,
+    port_qos: OnceLock<PortQosReport>,
 }
 
 impl HwDevice {
@@ -252,6 +256,7 @@ impl HwDevice {
             plan,
             sample_plan,
             baseline: OnceLock::new(),
+            port_qos: OnceLock::new(),
         }
     }
 
@@ -305,8 +310,42 @@ impl HwDevice {
             self.read(&self.plan, "baseline")
         });
         if first {
+            self.port_qos.get_or_init(|| self.read_port_qos());
             USED.lock().push(self);
         }
+    }
+
+    /// The port's active MTU and DCB settings, read once at the device's first use: each
+    /// absent where the system does not expose it (no netdev, a netdev without DCB).
+    fn read_port_qos(&self) -> PortQosReport {
+        let mut q = PortQosReport {
+            active_mtu: dcb::active_mtu(&self.root, &self.eth, self.hw),
+            ..PortQosReport::default()
+        };
+        if self.eth.is_empty() {
+            return q;
+        }
+        match dcb::query(&self.eth) {
+            dcb::Answer::Dcb(d) => {
+                q.pfc_enabled = d.pfc_enabled;
+                q.dscp_priority = Some(d.dscp_prio.into_iter().collect());
+            }
+            other => {
+                if self.debug {
+                    diag(&format!(
+                        "hw device {} '{}': no DCB settings on {}: {other:?}",
+                        self.device_id, self.roce_device, self.eth
+                    ));
+                }
+            }
+        }
+        q
+    }
+
+    /// The port's active MTU and DCB settings as read at the device's first use; all absent
+    /// for a device never used.
+    pub fn port_qos(&self) -> PortQosReport {
+        self.port_qos.get().cloned().unwrap_or_default()
     }
 
     /// The id the device was registered under.
@@ -412,6 +451,28 @@ pub mod testing {
     /// instead of the ioctl; `None` removes it. For fixture trees whose netdevs do not exist.
     pub fn set_fake_ethtool(ifname: &str, stats: Option<Vec<(String, u64)>>) {
         super::ethtool::set_fake(ifname, stats);
+    }
+
+    /// Makes the DCB netlink query of `ifname` answer with `reply` (netlink messages of
+    /// sequence number 1) instead of asking the kernel; `None` removes it.
+    pub fn set_fake_dcb(ifname: &str, reply: Option<Vec<u8>>) {
+        super::dcb::set_fake(ifname, reply);
+    }
+
+    /// The kernel's reply for a port with PFC on priority 3 and every DSCP d mapped to d >> 3
+    /// (mlx5's default map in DSCP trust), for `set_fake_dcb`.
+    pub fn dcb_reply_lossless_prio3(ifname: &str) -> Vec<u8> {
+        super::dcb::fixture::lossless_prio3(ifname)
+    }
+
+    /// Asks the kernel for `ifname`'s DCB settings: (PFC-enabled priorities, DSCP map), or
+    /// Err with why there are none.
+    #[allow(clippy::type_complexity)]
+    pub fn dcb_query(ifname: &str) -> Result<(Option<Vec<u8>>, Vec<(u8, u8)>), String> {
+        match super::dcb::query(ifname) {
+            super::dcb::Answer::Dcb(d) => Ok((d.pfc_enabled, d.dscp_prio)),
+            other => Err(format!("{other:?}")),
+        }
     }
 
     /// Reads `ifname`'s ethtool statistics through the real ioctl path.

@@ -607,6 +607,7 @@ impl DevicePlan {
             finalized_comms: self.finalized.take(),
             num_wqe_slow: self.slow,
             num_stalls: self.stalls,
+            port_qos: d.hw.port_qos(),
         }
     }
 }

@@ -160,6 +160,71 @@ pub struct Device {
     /// The device's QPs by their path and retry settings, each distinct combination once with
     /// its QP count (QPs with none told are left out); see [`QpSettings::tally`].
     pub qp_settings: Vec<(QpSettings, u64)>,
+    /// The port's active MTU and DCB settings, each None where the file has none.
+    pub port_qos: PortQos,
+}
+
+/// A port's active MTU and QoS settings, as the `rccl_telemetry_port_qos` series names them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PortQos {
+    pub active_mtu: Option<u32>,
+    /// The priorities with PFC enabled.
+    pub pfc_enabled: Option<Vec<u8>>,
+    /// (DSCP, priority), by DSCP.
+    pub dscp_priority: Option<Vec<(u8, u8)>>,
+}
+
+/// The writer's side (the library's textfile).
+impl From<&crate::write::PortQosReport> for PortQos {
+    fn from(q: &crate::write::PortQosReport) -> PortQos {
+        PortQos {
+            active_mtu: q.active_mtu,
+            pfc_enabled: q.pfc_enabled.clone(),
+            dscp_priority: q
+                .dscp_priority
+                .as_ref()
+                .map(|m| m.iter().map(|(d, p)| (*d, *p)).collect()),
+        }
+    }
+}
+
+/// The reader's side (the tool's export).
+impl From<&crate::read::Device> for PortQos {
+    fn from(d: &crate::read::Device) -> PortQos {
+        PortQos {
+            active_mtu: d.active_mtu,
+            pfc_enabled: d.pfc_enabled.clone(),
+            dscp_priority: d
+                .dscp_priority
+                .as_ref()
+                .map(|m| m.iter().map(|(d, p)| (*d, *p)).collect()),
+        }
+    }
+}
+
+impl PortQos {
+    /// The label values, in [`super::PORT_QOS`]' order: the MTU; the PFC priorities joined by
+    /// ","; the DSCP map as "dscp:priority" joined by ",". "none" for an empty list, "" for
+    /// unknown.
+    pub fn values(&self) -> [String; 3] {
+        fn list<T>(v: &Option<Vec<T>>, f: impl Fn(&T) -> String) -> String {
+            match v {
+                None => String::new(),
+                Some(v) if v.is_empty() => "none".into(),
+                Some(v) => v.iter().map(f).collect::<Vec<_>>().join(","),
+            }
+        }
+        [
+            self.active_mtu.map(|m| m.to_string()).unwrap_or_default(),
+            list(&self.pfc_enabled, |p| p.to_string()),
+            list(&self.dscp_priority, |(d, p)| format!("{d}:{p}")),
+        ]
+    }
+
+    /// Whether anything is known.
+    pub fn is_known(&self) -> bool {
+        *self != PortQos::default()
+    }
 }
 
 /// The path and retry settings the `rccl_telemetry_qp_settings` series names as labels (None:

@@ -348,6 +348,14 @@ pub const QP_SETTINGS: Family = fam(
     ],
 );
 
+pub const PORT_QOS: Family = fam(
+    "port_qos",
+    Gauge,
+    "1 for each device whose port's active MTU or DCB settings are known: active_mtu in bytes, pfc_enabled the priorities with PFC enabled, dscp_priority the DSCP-to-priority map as dscp:priority pairs (\"none\": an empty list; an empty label: not known, as on Soft-RoCE, veth and VMs).",
+    S::Device,
+    &["active_mtu", "pfc_enabled", "dscp_priority"],
+);
+
 /// The families written at each scope, in output order.
 pub const DEVICE_ONLY: [Family; 5] = [TX_BYTES, RX_BYTES, CQ_ERRORS, CQ_POLLS, ACTIVE_CHANNELS];
 /// The software counters' families are the counter table's ([`crate::counters::families`]):
@@ -383,6 +391,7 @@ pub fn families(level: Level) -> Vec<Family> {
     v.push(COMPLETION_LOG);
     v.push(HW_AVAILABLE);
     v.push(QP_SETTINGS);
+    v.push(PORT_QOS);
     if level >= Level::Channel {
         v.extend(
             counts

@@ -1,6 +1,6 @@
 //! Test data shared by the renderers' tests: a rank with one used and one unused device.
 
-use super::data::{Channel, Counts, Device, Hw, Qp, QpLatency, QpSettings, Rank};
+use super::data::{Channel, Counts, Device, Hw, PortQos, Qp, QpLatency, QpSettings, Rank};
 use super::families::Level;
 use super::render::render;
 use crate::counters::{Field, N};
@@ -104,6 +104,11 @@ pub(super) fn rank(pid: u64) -> Rank {
                 ..QpSettings::default()
             },
         ]),
+        port_qos: PortQos {
+            active_mtu: Some(4096),
+            pfc_enabled: Some(vec![3]),
+            dscp_priority: Some(vec![(26, 3), (46, 5)]),
+        },
     };
     let unused = Device {
         id: 1,

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use super::data::{Device, Hw};
-use super::families::{Kind, HW_AVAILABLE, QP_SETTINGS};
+use super::families::{Kind, HW_AVAILABLE, PORT_QOS, QP_SETTINGS};
 use super::names::hw_metric;
 use super::syntax::{escape_into, header, prom_f64, sample};
 
@@ -108,10 +108,53 @@ pub(super) fn qp_settings_family(out: &mut String, devs: &[(usize, &Device, Stri
     }
 }
 
+/// The ports' active MTU and DCB settings, one info-style series per device that has any (a
+/// family only when some device has).
+pub(super) fn port_qos_family(out: &mut String, devs: &[(usize, &Device, String)]) {
+    if !devs.iter().any(|(_, d, _)| d.port_qos.is_known()) {
+        return;
+    }
+    let name = PORT_QOS.name();
+    header(out, &name, PORT_QOS.help, PORT_QOS.kind);
+    let mut extra = String::new();
+    for (_, d, l) in devs.iter().filter(|(_, d, _)| d.port_qos.is_known()) {
+        extra.clear();
+        for (i, (k, v)) in PORT_QOS.extra.iter().zip(d.port_qos.values()).enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            let _ = write!(extra, "{sep}{k}=\"");
+            escape_into(&mut extra, &v);
+            extra.push('"');
+        }
+        sample(out, &name, l, &extra, 1u8);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::families::Level;
     use super::super::fixtures::lines;
+
+    #[test]
+    fn the_port_qos_series_carries_mtu_pfc_and_the_dscp_map() {
+        let l = lines(Level::Device);
+        let qos: Vec<&String> = l
+            .iter()
+            .filter(|x| x.starts_with("rccl_telemetry_port_qos{"))
+            .collect();
+        // One per used device of each distinct rank (the unused device is left out).
+        assert_eq!(qos.len(), 2, "{qos:?}");
+        assert!(
+            qos[0].ends_with(r#"active_mtu="4096",pfc_enabled="3",dscp_priority="26:3,46:5"} 1"#),
+            "{}",
+            qos[0]
+        );
+        let none = super::super::data::PortQos {
+            pfc_enabled: Some(vec![]),
+            ..Default::default()
+        };
+        assert_eq!(none.values(), ["", "none", ""]);
+        assert!(!super::super::data::PortQos::default().is_known());
+    }
 
     #[test]
     fn unavailable_hardware_counters_are_absent_and_flagged() {

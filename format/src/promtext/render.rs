@@ -10,7 +10,7 @@ use super::families::{
     CQ_ERRORS, CQ_POLLS, LAST_WRITE, RX_BYTES, START_TIME, TX_BYTES, WQE_LATENCY,
     WQE_LATENCY_STDDEV,
 };
-use super::hardware::{hw_families, qp_settings_family};
+use super::hardware::{hw_families, port_qos_family, qp_settings_family};
 use super::syntax::{header, label, labels, prom_f64, sample, unique};
 use crate::counters::FIELDS;
 
@@ -78,6 +78,7 @@ pub fn render(ranks: &[Rank], level: Level, out: &mut String) -> usize {
     );
     hw_families(out, &devs);
     qp_settings_family(out, &devs);
+    port_qos_family(out, &devs);
 
     if level >= Level::Channel {
         let (ch_items, qp_items) = channel_and_qp_items(&kept, &devs, level);

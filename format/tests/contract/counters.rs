@@ -149,6 +149,7 @@ fn every_row_with_a_family_has_its_series_at_every_scope_and_the_others_none() {
         finalized_requests: 0,
         finalized_qps: 0,
         qp_settings: Vec::new(),
+        port_qos: Default::default(),
     };
     let rank = promtext::Rank {
         host: "h".into(),

@@ -305,6 +305,15 @@ fn device(shape: Shape) -> DeviceReport {
         },
         num_wqe_slow: full.then_some(2),
         num_stalls: full.then_some(4),
+        port_qos: if full {
+            PortQosReport {
+                active_mtu: Some(4096),
+                pfc_enabled: Some(vec![3]),
+                dscp_priority: Some([(26, 3), (46, 5)].into_iter().collect()),
+            }
+        } else {
+            PortQosReport::default()
+        },
     }
 }
 

@@ -392,12 +392,13 @@ pub fn vocabulary_json() -> String {
                 "unit": k.unit,
                 "meaning": k.meaning,
                 "sampled": k.sampled,
+                "since": k.since,
                 "sources": sources,
             })
         })
         .collect();
     let doc = json!({
-        "description": format!("The keys of a device's hw_counters, in file order, with where each driver exposes them: each driver's list of alternatives, the first one read wins, an alternative the sum of its terms (src: ethtool, hw_counters and counters under class/infiniband/<dev>/ports/<p>/, net_statistics and net under class/net/<netdev>/; a name with {{p}} or {{c}} is a per-priority template). Generated from format/src/vocab.rs: {REGENERATE}."),
+        "description": format!("The keys of a device's hw_counters, in file order, with the first file version that has each (since) and where each driver exposes them: each driver's list of alternatives, the first one read wins, an alternative the sum of its terms (src: ethtool, hw_counters and counters under class/infiniband/<dev>/ports/<p>/, net_statistics and net under class/net/<netdev>/; a name with {{p}} or {{c}} is a per-priority template). Generated from format/src/vocab.rs: {REGENERATE}."),
         "counters": counters,
     });
     let mut text = serde_json::to_string_pretty(&doc).expect("JSON");

@@ -123,6 +123,7 @@ fn device(d: &Device) -> promtext::Device {
                 .filter_map(|q| q.attrs())
                 .map(promtext::QpSettings::from),
         ),
+        port_qos: promtext::PortQos::from(d),
     }
 }
 

@@ -22,6 +22,7 @@ pub mod fabric;
 mod hang;
 mod hw_counter;
 mod latency_tail;
+mod lossy_class;
 pub mod qp_lint;
 mod samples_dropped;
 mod skew;
@@ -95,6 +96,7 @@ pub enum Kind {
     MtuMismatch,
     RnrInfiniteRetry,
     QpConfigUnusual,
+    LossyClassTraffic,
 }
 
 impl Kind {
@@ -124,6 +126,7 @@ impl Kind {
             Kind::MtuMismatch => "mtu_mismatch",
             Kind::RnrInfiniteRetry => "rnr_infinite_retry",
             Kind::QpConfigUnusual => "qp_config_unusual",
+            Kind::LossyClassTraffic => "lossy_class_traffic",
         }
     }
 
@@ -184,9 +187,10 @@ impl Kind {
             Kind::StalledQps => "QPs with work outstanding and no completion for the stall time, per waiting NIC and peer",
             Kind::HangRoot => "the root of a hang: a frozen rank, a cycle on a dead link, or the end whose links went quiet first",
             Kind::QpConfigMismatch => "QPs whose traffic class, SL, ACK timeout, retry count or RNR settings differ from the rest of their NIC's QPs or from their peer's end (qp_lint.md)",
-            Kind::MtuMismatch => "QPs whose path MTU differs from their peer's end of the connection",
+            Kind::MtuMismatch => "QPs whose path MTU differs from their peer's end of the connection, or is below both ports' active MTU",
             Kind::RnrInfiniteRetry => "QPs with rnr_retry 7 (for ever) and min_rnr_timer 0: every RNR NAK stalls them 655 ms, and they never fail",
             Kind::QpConfigUnusual => "every QP of the run agrees on a setting a RoCE fabric rarely wants (traffic class 0): a note, not a warning",
+            Kind::LossyClassTraffic => "RoCE on a priority without PFC on a NIC configured for lossless RoCE: a QP whose class maps to such a priority beside QPs on a PFC priority, or more traffic counted there than all the port's non-RDMA traffic",
         }
     }
 }

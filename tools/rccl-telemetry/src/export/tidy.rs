@@ -35,8 +35,9 @@ pub struct Row<'a> {
     pub qp: Option<u64>,
     pub role: Option<&'a str>,
     pub metric: &'a str,
-    /// Histogram bucket, PFC priority, max_wqe_size for wqe_size_count, or the bucket's lower
-    /// bound in ns for wqe_completion_log_histogram; empty otherwise.
+    /// Histogram bucket, PFC priority (of a per-priority counter and of pfc_enabled),
+    /// max_wqe_size for wqe_size_count, the bucket's lower bound in ns for
+    /// wqe_completion_log_histogram, or the DSCP of dscp_priority; empty otherwise.
     pub index: Option<u64>,
     pub timestamp_ns: Option<u64>,
     pub value: Option<i64>,
@@ -170,6 +171,38 @@ fn device_rows<'a>(base: &Row<'a>, d: &'a Device, emit: &mut dyn FnMut(Row<'a>))
         });
     }
     log_rows(base, d.wqe_completion_log_histogram.as_deref(), emit);
+    port_qos_rows(base, d, emit);
+}
+
+/// The port's settings (version 5), where the file has them: `active_mtu`; `pfc_enabled`, one
+/// row per priority (index) valued 1 or 0; `dscp_priority`, one row per mapped DSCP (index)
+/// valued its priority.
+fn port_qos_rows<'a>(base: &Row<'a>, d: &'a Device, emit: &mut dyn FnMut(Row<'a>)) {
+    if let Some(m) = d.active_mtu {
+        emit(Row {
+            metric: "active_mtu",
+            value: Some(i64::from(m)),
+            ..base.clone()
+        });
+    }
+    if let Some(on) = &d.pfc_enabled {
+        for p in 0..8u8 {
+            emit(Row {
+                metric: "pfc_enabled",
+                index: Some(u64::from(p)),
+                value: Some(i64::from(on.contains(&p))),
+                ..base.clone()
+            });
+        }
+    }
+    for (dscp, prio) in d.dscp_priority.iter().flatten() {
+        emit(Row {
+            metric: "dscp_priority",
+            index: Some(u64::from(*dscp)),
+            value: Some(i64::from(*prio)),
+            ..base.clone()
+        });
+    }
 }
 
 /// The log-scale histogram (version-2 files): one row per non-empty bucket, index = its lower

@@ -387,6 +387,7 @@ fn device(
         }),
         cq_errors_by_status: StatusCounts(by),
         finalized_comms: Vec::new(),
+        port_qos: Default::default(),
     }
 }
 

@@ -9,11 +9,15 @@
 //!   with no majority to go by, from its peer's end of the same connection (the peer's end is
 //!   said beside it);
 //! - `mtu_mismatch`: the two ends of a connection disagree on the path MTU (named on the end
-//!   whose MTU is the odd one on its NIC);
+//!   whose MTU is the odd one on its NIC), or a QP's path MTU is below both ports' active MTU
+//!   (format 5's device `active_mtu`, known at both ends): every message is cut into more
+//!   packets than the ports need;
 //! - `rnr_infinite_retry`: `rnr_retry` 7 (for ever) with `min_rnr_timer` 0 (655.36 ms per RNR
 //!   NAK): a receiver that is late once stalls the QP for most of a second, and never fails it;
 //! - `qp_config_unusual` (a note): every QP of the run agrees, on a setting that is rarely what
-//!   a RoCE fabric wants (traffic class 0: the default, usually lossy, priority).
+//!   a RoCE fabric wants (traffic class 0: the default, usually lossy, priority);
+//! - `lossy_class_traffic` ([`super::lossy_class`]): a QP whose class maps to a priority without
+//!   PFC beside QPs on a PFC priority, or RoCE traffic counted on a priority without PFC.
 //!
 //! A NIC whose QPs all agree with each other and with their peers names nothing. One finding
 //! per NIC and kind, naming the QPs that differ and the settings compared. A QP that errored
@@ -61,17 +65,59 @@ fn peer_addr(q: &QueuePair) -> Option<Addr> {
     Some((nic, p.qp_num))
 }
 
-/// Every told QP's settings of the run, by its address.
-fn settings_by_addr(x: &Input) -> HashMap<Addr, QpAttrs> {
-    let mut m = HashMap::new();
+/// Every told QP of the run by its address: its settings, and its port's active MTU where the
+/// file has it.
+struct Peers {
+    attrs: HashMap<Addr, QpAttrs>,
+    port_mtu: HashMap<Addr, u32>,
+}
+
+impl Peers {
+    fn is_empty(&self) -> bool {
+        self.attrs.is_empty()
+    }
+}
+
+fn settings_by_addr(x: &Input) -> Peers {
+    let mut p = Peers {
+        attrs: HashMap::new(),
+        port_mtu: HashMap::new(),
+    };
     for d in &x.devs {
         for q in d.dev.channels.iter().flat_map(|c| &c.queue_pairs) {
             if let (Some(a), Some(s)) = (addr_of(d.dev, q), q.attrs()) {
-                m.insert(a, *s);
+                if let Some(m) = d.dev.active_mtu {
+                    p.port_mtu.insert(a.clone(), m);
+                }
+                p.attrs.insert(a, *s);
             }
         }
     }
-    m
+    p
+}
+
+/// How a QP's path MTU `m` is wrong, if it is: "path MTU 1024, its peer 4096" (the odd end of a
+/// connection whose ends disagree), "path MTU 1024, below both ports' active MTU (this port
+/// 4096, its peer's 4096)", or both.
+fn mtu_problems(
+    m: u32,
+    nic: Option<u32>,
+    peer: Option<u32>,
+    port: Option<u32>,
+    peer_port: Option<u32>,
+) -> Option<String> {
+    let mut said = Vec::new();
+    if let Some(pm) = peer.filter(|pm| *pm != m && odd(m, nic, Some(*pm))) {
+        said.push(format!("its peer {pm}"));
+    }
+    if let (Some(a), Some(b)) = (port, peer_port) {
+        if m < a && m < b {
+            said.push(format!(
+                "below both ports' active MTU (this port {a}, its peer's {b})"
+            ));
+        }
+    }
+    (!said.is_empty()).then(|| format!("path MTU {m}, {}", said.join("; ")))
 }
 
 /// The value most of `vals` share (more than half of them), if any.
@@ -125,7 +171,7 @@ fn differences(q: &QpAttrs, others: &[&QpAttrs], peer: Option<&QpAttrs>) -> Vec<
 }
 
 /// "QP 3 (QPN 0x1f0) on channel 1": how the evidence names a QP.
-fn qp_name(ch: Option<u64>, q: &QueuePair) -> String {
+pub(super) fn qp_name(ch: Option<u64>, q: &QueuePair) -> String {
     format!(
         "QP {}{}{}",
         q.id,
@@ -170,14 +216,14 @@ fn secs(s: f64) -> String {
 struct NicLint<'a> {
     /// (channel, QP, its differences from its NIC's majority and its peer).
     mismatched: Vec<(Option<u64>, &'a QueuePair, Vec<String>)>,
-    /// (channel, QP, its MTU, its peer's).
-    mtu: Vec<(Option<u64>, &'a QueuePair, u32, u32)>,
+    /// (channel, QP, how its path MTU is wrong).
+    mtu: Vec<(Option<u64>, &'a QueuePair, String)>,
     /// (channel, QP) with rnr_retry 7 and min_rnr_timer 0.
     rnr: Vec<(Option<u64>, &'a QueuePair)>,
     told: usize,
 }
 
-fn lint_nic<'a>(d: &Dev<'a>, peers: &HashMap<Addr, QpAttrs>) -> NicLint<'a> {
+fn lint_nic<'a>(d: &Dev<'a>, peers: &Peers) -> NicLint<'a> {
     let qps: Vec<(Option<u64>, &QueuePair, &QpAttrs)> = d
         .dev
         .channels
@@ -198,15 +244,18 @@ fn lint_nic<'a>(d: &Dev<'a>, peers: &HashMap<Addr, QpAttrs>) -> NicLint<'a> {
             .filter(|(j, _)| *j != i)
             .map(|(_, o)| o.2)
             .collect();
-        let peer = peer_addr(q).and_then(|p| peers.get(&p));
+        let pa = peer_addr(q);
+        let peer = pa.as_ref().and_then(|p| peers.attrs.get(p));
         let diff = differences(a, &others, peer);
         if !diff.is_empty() {
             out.mismatched.push((*ch, q, diff));
         }
-        if let (Some(m), Some(pm)) = (a.path_mtu, peer.and_then(|p| p.path_mtu)) {
+        if let Some(m) = a.path_mtu {
             let mtus: Vec<u32> = others.iter().filter_map(|o| o.path_mtu).collect();
-            if m != pm && odd(m, majority(&mtus), Some(pm)) {
-                out.mtu.push((*ch, q, m, pm));
+            let peer_port = pa.as_ref().and_then(|p| peers.port_mtu.get(p)).copied();
+            let pm = peer.and_then(|p| p.path_mtu);
+            if let Some(s) = mtu_problems(m, majority(&mtus), pm, d.dev.active_mtu, peer_port) {
+                out.mtu.push((*ch, q, s));
             }
         }
         if a.rnr_retry == Some(7) && a.min_rnr_timer == Some(0) {
@@ -263,13 +312,10 @@ pub(super) fn find(x: &Input) -> Vec<Finding> {
         }
         if !l.mtu.is_empty() {
             let ev = format!(
-                "{} QP{} whose path MTU differs from its peer's end: {}",
+                "{} QP{} whose path MTU differs from its peer's end or is below both ports' active MTU: {}",
                 l.mtu.len(),
                 if l.mtu.len() == 1 { "" } else { "s" },
-                list(&l.mtu, |(c, q, m, pm)| format!(
-                    "{}: path MTU {m}, its peer {pm}",
-                    qp_name(*c, q)
-                ))
+                list(&l.mtu, |(c, q, s)| format!("{}: {s}", qp_name(*c, q)))
             );
             out.push(finding(
                 d,
@@ -298,6 +344,7 @@ pub(super) fn find(x: &Input) -> Vec<Finding> {
         }
     }
     out.extend(unusual(x));
+    out.extend(super::lossy_class::find(x));
     out
 }
 
@@ -352,9 +399,14 @@ pub fn view(x: &Input) -> Vec<NicSettings> {
             .map(|(c, q, diff)| format!("{}: {}", qp_name(*c, q), diff.join("; ")))
             .collect();
         differing.extend(
-            l.mtu.iter().map(|(c, q, mtu, pm)| {
-                format!("{}: path MTU {mtu}, its peer {pm}", qp_name(*c, q))
-            }),
+            l.mtu
+                .iter()
+                .map(|(c, q, s)| format!("{}: {s}", qp_name(*c, q))),
+        );
+        differing.extend(
+            super::lossy_class::lossy_qps(d.dev)
+                .iter()
+                .map(|l| format!("{}: {}", qp_name(l.channel, l.qp), l.says())),
         );
         differing.extend(
             l.rnr
@@ -418,7 +470,13 @@ pub fn mismatch_note(dev: &crate::model::Device, q: &QueuePair) -> String {
         .filter(|o| !std::ptr::eq(*o, q))
         .filter_map(|o| o.attrs())
         .collect();
-    let diff = differences(a, &others, None);
+    let mut diff = differences(a, &others, None);
+    if let Some(l) = super::lossy_class::lossy_qps(dev)
+        .iter()
+        .find(|l| std::ptr::eq(l.qp, q))
+    {
+        diff.push(l.says());
+    }
     let mut s = String::new();
     if !diff.is_empty() {
         s = format!("; its settings differ: {}", diff.join("; "));
@@ -465,6 +523,21 @@ mod tests {
         );
         assert_eq!(majority(&[1, 1, 2]), Some(1));
         assert_eq!(majority(&[1, 2]), None);
+    }
+
+    #[test]
+    fn a_path_mtu_below_both_ports_is_named_and_one_port_unknown_is_not() {
+        assert_eq!(
+            mtu_problems(1024, Some(1024), Some(1024), Some(4096), Some(4096)).as_deref(),
+            Some("path MTU 1024, below both ports' active MTU (this port 4096, its peer's 4096)")
+        );
+        assert_eq!(mtu_problems(1024, None, None, Some(4096), None), None);
+        assert_eq!(mtu_problems(1024, None, None, Some(4096), Some(1024)), None);
+        assert_eq!(mtu_problems(4096, None, None, Some(4096), Some(4096)), None);
+        assert_eq!(
+            mtu_problems(1024, None, Some(4096), Some(4096), Some(4096)).as_deref(),
+            Some("path MTU 1024, its peer 4096; below both ports' active MTU (this port 4096, its peer's 4096)")
+        );
     }
 
     #[test]

@@ -2,7 +2,11 @@
 //! --plant qp_tclass` / `qp_mtu`), each kind planted on one NIC and named there only; the same
 //! runs made uniform name nothing of these kinds, and uniform on traffic class 0 only a note;
 //! an errored QP carries its mismatch and the transport's give-up time into its error finding;
-//! `outliers --json` and the report show each NIC's settings and the QPs that differ.
+//! `outliers --json` and the report show each NIC's settings and the QPs that differ. The
+//! ports' side (format 5's device `active_mtu`, `pfc_enabled`, `dscp_priority` and per-priority
+//! counters) is planted into the same healthy files, as an operator's scenario would edit them:
+//! a class mapped to a priority without PFC, RoCE counted there, a path MTU below both ports';
+//! without those keys nothing of these is named.
 
 use rccl_telemetry_tool::generate::{generate_fabric, GenOptions, Plant, Planted};
 use rccl_telemetry_tool::load::load_run;
@@ -10,11 +14,12 @@ use rccl_telemetry_tool::outliers::{self, Finding, Kind, Severity};
 use serde_json::Value;
 use std::path::Path;
 
-const LINT: [Kind; 4] = [
+const LINT: [Kind; 5] = [
     Kind::QpConfigMismatch,
     Kind::MtuMismatch,
     Kind::RnrInfiniteRetry,
     Kind::QpConfigUnusual,
+    Kind::LossyClassTraffic,
 ];
 
 fn run(plant: Plant) -> (tempfile::TempDir, Planted) {
@@ -246,4 +251,178 @@ fn a_stalled_qp_carries_its_mismatch_into_the_stall_finding() {
         "{}",
         s.evidence
     );
+}
+
+/// Rewrites every device of the run's files with `edit(file name, device)`.
+fn edit_devices(dir: &Path, edit: impl Fn(&str, &mut Value)) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if !name.starts_with("rccl_telemetry_") {
+            continue;
+        }
+        let mut f: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for d in f["devices"].as_array_mut().unwrap() {
+            edit(&name, d);
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&f).unwrap()).unwrap();
+    }
+}
+
+/// Every port configured as the vendors' lossless-RoCE guides do: PFC on priority 3, DSCP d on
+/// priority d >> 3 (DSCP 26, traffic class 106, on 3), MTU 9000 (active MTU 4096).
+fn lossless_ports(dir: &Path) {
+    let map: serde_json::Map<String, Value> =
+        (0..64).map(|d| (d.to_string(), (d >> 3).into())).collect();
+    edit_devices(dir, |_, d| {
+        d["active_mtu"] = 4096.into();
+        d["pfc_enabled"] = serde_json::json!([3]);
+        d["dscp_priority"] = Value::Object(map.clone());
+    });
+}
+
+fn planted_qpn(p: &Planted) -> u64 {
+    p.counter.as_deref().unwrap()["qp_num ".len()..]
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_qp_whose_class_maps_to_a_priority_without_pfc_is_named() {
+    let (dir, p) = run(Plant::QpTclass);
+    lossless_ports(dir.path());
+    let f = lint_findings(dir.path());
+    let lossy: Vec<&Finding> = f
+        .iter()
+        .filter(|f| f.kind == Kind::LossyClassTraffic)
+        .collect();
+    assert_eq!(lossy.len(), 1, "{f:#?}");
+    assert_eq!(lossy[0].culprit, nic(&p));
+    assert_eq!(lossy[0].severity, Severity::Warning);
+    let qpn = planted_qpn(&p);
+    assert!(
+        lossy[0].evidence.contains(&format!("(QPN {qpn})"))
+            && lossy[0].evidence.contains(
+                "traffic class 0 (DSCP 0) maps to priority 0, which has no PFC; this NIC's other "
+            )
+            && lossy[0]
+                .evidence
+                .contains("QPs ride priority 3 (PFC enabled: 3)"),
+        "{}",
+        lossy[0].evidence
+    );
+    // Beside the class mismatch itself, on the same NIC, and nothing else.
+    assert_eq!(f.len(), 2, "{f:#?}");
+    assert!(f.iter().all(|f| f.culprit == nic(&p)), "{f:#?}");
+}
+
+#[test]
+fn roce_counted_on_a_priority_without_pfc_is_named() {
+    let (dir, p) = run(Plant::QpMtu);
+    edit_qps(dir.path(), |_, q| q["attrs"]["path_mtu"] = 4096.into());
+    lossless_ports(dir.path());
+    // Every port: 10 GB of RoCE on priority 3, 1 GB of other traffic on priority 0; the
+    // planted NIC's RoCE went out on priority 0 instead.
+    let gb: i64 = 1 << 30;
+    let dev_id = p.device_id;
+    edit_devices(dir.path(), |name, d| {
+        let odd = name == p.file && d["device_id"] == dev_id;
+        let hw = &mut d["hw_counters"];
+        hw["port_tx_bytes"] = (11 * gb).into();
+        hw["delta_tx_bytes"] = (10 * gb).into();
+        hw["prio_tx_bytes"] = if odd {
+            serde_json::json!([11 * gb, 0, 0, 0, 0, 0, 0, 0])
+        } else {
+            serde_json::json!([gb, 0, 0, 10 * gb, 0, 0, 0, 0])
+        };
+    });
+    let f = lint_findings(dir.path());
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(
+        (f[0].kind, f[0].culprit.as_str()),
+        (Kind::LossyClassTraffic, nic(&p).as_str())
+    );
+    assert!(
+        f[0].evidence.contains(
+            "sent: priority 0 (no PFC) carried 11.00 GiB of the port's 11.00 GiB, more than all its non-RDMA traffic (1.00 GiB): at least 10.00 GiB of RoCE rode it"
+        ),
+        "{}",
+        f[0].evidence
+    );
+}
+
+#[test]
+fn a_path_mtu_below_both_ports_is_named_on_both_ends() {
+    let (dir, p) = run(Plant::QpMtu);
+    lossless_ports(dir.path());
+    // The planted QP has 1024, its peer 4096: give the peer 1024 too, so the ends agree.
+    let qpn = planted_qpn(&p);
+    let path = dir.path().join(&p.file);
+    let f: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let peer = f["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["channels"].as_array().unwrap())
+        .flat_map(|c| c["queue_pairs"].as_array().unwrap())
+        .find(|q| q["qp_num"] == qpn)
+        .expect("the planted QP")["peer"]
+        .clone();
+    let peer_gid = peer["gid"].as_str().expect("a peer GID").to_owned();
+    let peer_qpn = peer["qp_num"].as_u64().unwrap();
+    edit_devices(dir.path(), |_, d| {
+        if d["gid"] != peer_gid.as_str() {
+            return;
+        }
+        for c in d["channels"].as_array_mut().unwrap() {
+            for q in c["queue_pairs"].as_array_mut().unwrap() {
+                if q["qp_num"] == peer_qpn {
+                    q["attrs"]["path_mtu"] = 1024.into();
+                }
+            }
+        }
+    });
+    let f = lint_findings(dir.path());
+    assert_eq!(f.len(), 2, "{f:#?}");
+    assert!(f.iter().any(|f| f.culprit == nic(&p)), "{f:#?}");
+    for x in &f {
+        assert_eq!(x.kind, Kind::MtuMismatch);
+        assert!(
+            x.evidence.contains(
+                "path MTU 1024, below both ports' active MTU (this port 4096, its peer's 4096)"
+            ) && !x.evidence.contains("its peer 4096;"),
+            "{}",
+            x.evidence
+        );
+    }
+    // One end's active MTU unknown: nothing to compare the pair with.
+    edit_devices(dir.path(), |name, d| {
+        if name == p.file && d["device_id"] == p.device_id {
+            d.as_object_mut().unwrap().remove("active_mtu");
+        }
+    });
+    assert!(lint_findings(dir.path()).is_empty());
+}
+
+#[test]
+fn a_run_without_dcb_settings_names_nothing_of_the_ports() {
+    let (dir, p) = run(Plant::QpMtu);
+    edit_qps(dir.path(), |_, q| q["attrs"]["path_mtu"] = 1024.into());
+    // Traffic on priority 0 only and no PFC settings, map or active MTU (Soft-RoCE, a VM):
+    // nothing to say.
+    let gb: i64 = 1 << 30;
+    edit_devices(dir.path(), |_, d| {
+        let hw = &mut d["hw_counters"];
+        hw["port_tx_bytes"] = (11 * gb).into();
+        hw["delta_tx_bytes"] = (10 * gb).into();
+        hw["prio_tx_bytes"] = serde_json::json!([11 * gb, 0, 0, 0, 0, 0, 0, 0]);
+    });
+    assert!(lint_findings(dir.path()).is_empty());
+    // The same with the ports' settings on a uniform, healthy run: nothing either.
+    lossless_ports(dir.path());
+    edit_qps(dir.path(), |_, q| q["attrs"]["path_mtu"] = 4096.into());
+    edit_devices(dir.path(), |_, d| {
+        d["hw_counters"]["prio_tx_bytes"] = serde_json::json!([gb, 0, 0, 10 * gb, 0, 0, 0, 0]);
+    });
+    assert!(lint_findings(dir.path()).is_empty(), "{:#?}", p.file);
 }

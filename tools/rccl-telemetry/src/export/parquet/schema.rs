@@ -120,6 +120,9 @@ const DEVICES: &[Col] = &[
     null("log_latency_p90_ns", F64),
     null("log_latency_p99_ns", F64),
     null("log_latency_p999_ns", F64),
+    null("active_mtu", I32),
+    null("pfc_enabled", Str),
+    null("dscp_priority", Str),
 ];
 
 /// The software counters channels and queue pairs share: the counter table's rows, in its

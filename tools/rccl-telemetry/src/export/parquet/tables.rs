@@ -116,6 +116,11 @@ fn devices(group: &[Rank<'_>], t: &mut Table) {
             t.b(lat.percentiles.iter().any(|p| p.open_bucket));
             t.ou64(log.as_ref().map(|l| l.samples));
             percentiles(t, log.as_ref());
+            let [_, pfc, dscp] = rccl_telemetry_format::promtext::PortQos::from(d).values();
+            let known = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+            t.oi32(d.active_mtu.map(i64::from))
+                .os(known(&pfc).as_deref())
+                .os(known(&dscp).as_deref());
             t.end_row();
         }
     }
