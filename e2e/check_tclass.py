@@ -197,8 +197,9 @@ def verdict(name, finds, caveats, odd_qpn):
     rest = [d for f, d in zip(finds, desc) if f.get("kind") not in LINT | LOCATIONS | SYMPTOMS]
     ok(f"{name}: nothing else named", not rest, "; ".join(rest))
     hang = [c.get("evidence", "") for c in caveats if c.get("kind") == "hang_without_root"]
-    ok(f"{name}: the hang names no root: the errored QP's settings explain it",
-       len(hang) == 1 and "qp_config_mismatch" in hang[0] and "1 errored QP" in hang[0], f"{caveats}")
+    ok(f"{name}: the hang names no root: the odd QP's settings explain it",
+       len(hang) == 1 and "1 stalled or errored QP whose settings differ" in hang[0] and "qp_config_mismatch" in hang[0],
+       f"{caveats}")
 
 
 def mode_checks(res, mode):
@@ -251,8 +252,8 @@ def selftest():
                 "evidence": evidence if evidence is not None else f"{kind} on {HOSTS[side]}"}
     mm = finding("qp_config_mismatch", evidence=ev_mm)
     why = [{"kind": "too_few_to_tell", "evidence": "2 measured links: too few to say what is slow"},
-           {"kind": "hang_without_root", "evidence": "no root named: 1 errored QP whose settings differ from its "
-            "NIC's other QPs' (qp_config_mismatch): the settings, not the peer, explain the errors"}]
+           {"kind": "hang_without_root", "evidence": "no root named: 1 stalled or errored QP whose settings differ from "
+            "its NIC's other QPs' (qp_config_mismatch): its settings, not its peer, explain the wait"}]
     err = finding("cq_errors", evidence=f"1 RETRY_EXC_ERR, 2 WR_FLUSH_ERR: QP 0 (QPN {odd}) on channel 3: its "
                                         "settings differ: traffic class 0; this NIC's other 19 QPs use 106")
     right = [mm, err]

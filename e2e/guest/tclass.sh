@@ -7,7 +7,9 @@
 # after its retries fails with RETRY_EXC_ERR while every other QP completes. --timeout 19
 # (2.1 s, ibcast's default) and --retry-cnt 1: the transport gives up after two tries, 4.3 s,
 # and a healthy QP would fail only if its peer's guest answered nothing for that long (a vCPU
-# of a loaded TCG host is descheduled for up to 2.8 s, seen in the trio). Run twice: the library's hooks (ibcast_e2e, --tclass: each QP's
+# of a loaded TCG host is descheduled for up to 2.8 s, seen in the trio). A rank stops 10 s
+# after nothing moved (--hang-ms), well after the odd QP's error (with 4 s a rank once stopped
+# before the transport gave up: its QP still retrying, stalled, with no error). Run twice: the library's hooks (ibcast_e2e, --tclass: each QP's
 # settings told with rcclTelemetryQpSetAttrs) and the verbs interposer (ibcast_plain, the same
 # program built without the library, under LD_PRELOAD: the settings from its ibv_modify_qp).
 # Results in /out/tclass/<mode>/ (mode hooks | preload):
@@ -18,7 +20,7 @@ TCLASS_OK=106     # DSCP 26 (AF31) << 2 | ECT(0): the job's class
 TCLASS_ODD=0      # the one connection's class: DSCP 0, the default priority
 TCLASS_CH=3       # channel 3 has 3 data QPs: two of its send comm's data QPs still complete
 TCLASS_WORKLOAD="--channels 0,3,17 --index-channel 17 --reqs 16 --max-size 32768 --inflight 2 \
-  --timeout 19 --retry-cnt 1 --expect-errors --hang-ms 4000"
+  --timeout 19 --retry-cnt 1 --expect-errors --hang-ms 10000"
 
 # tclass_drop: the client's egress: prio with a fourth band that only the filter fills (the
 # default priomap keeps everything else in bands 1-3), netem loss 100% on it, and a u32 filter

@@ -38,17 +38,18 @@ struct GraphBuild<'a> {
     edges: BTreeMap<(usize, usize), Edge>,
     /// Links for the quiet rule: (lower node, higher node) -> acc.
     links: BTreeMap<(usize, usize), Quiet>,
-    /// Errored QPs whose settings differ from their NIC's other QPs': no edge to their peer.
+    /// Stalled or errored QPs whose settings differ from their NIC's other QPs': no edge to
+    /// their peer.
     misconfigured: u64,
 }
 
 impl GraphBuild<'_> {
     /// Adds a QP of node `src`, NIC `src_nic` (device `dev`), whose file was written at
     /// `end_ns`: its progress to its link, and an edge to its peer when it is stalled or
-    /// errored. An errored QP whose settings differ from its NIC's other QPs' (QP lint's
-    /// `qp_config_mismatch`: a traffic class its fabric drops, a shorter timeout) failed on its
-    /// own settings, not for want of its peer: it waits on nobody (its error finding names the
-    /// settings).
+    /// errored. A stalled or errored QP whose settings differ from its NIC's other QPs' (QP
+    /// lint's `qp_config_mismatch`: a traffic class its fabric drops, a shorter timeout) waits
+    /// or failed on its own settings, not for want of its peer: it waits on nobody (its stall
+    /// and error findings name the settings).
     fn add_qp(
         &mut self,
         src: usize,
@@ -98,7 +99,7 @@ impl GraphBuild<'_> {
         if !(stalled || errored) {
             return;
         }
-        if errored && !stalled && crate::outliers::qp_lint::differs_from_its_nic(dev, q) {
+        if crate::outliers::qp_lint::differs_from_its_nic(dev, q) {
             self.misconfigured += 1;
             return;
         }
@@ -182,7 +183,7 @@ pub fn analyse_with(
             ("s", "their")
         };
         hang.no_root = Some(format!(
-            "{misconfigured} errored QP{s} whose settings differ from {its} NIC's other QPs' (qp_config_mismatch): the settings, not the peer{s}, explain the errors"
+            "{misconfigured} stalled or errored QP{s} whose settings differ from {its} NIC's other QPs' (qp_config_mismatch): {its} settings, not {its} peer{s}, explain the wait"
         ));
         return hang;
     }

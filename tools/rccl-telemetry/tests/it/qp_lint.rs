@@ -203,7 +203,7 @@ fn an_errored_qp_whose_settings_differ_makes_its_peer_no_root_of_a_hang() {
     assert!(roots.is_empty(), "{roots:#?}");
     assert!(
         r.caveats.iter().any(|c| c.evidence.contains(
-            "1 errored QP whose settings differ from its NIC's other QPs' (qp_config_mismatch)"
+            "1 stalled or errored QP whose settings differ from its NIC's other QPs' (qp_config_mismatch): its settings, not its peer, explain the wait"
         )),
         "{:#?}",
         r.caveats
@@ -282,5 +282,12 @@ fn a_stalled_qp_carries_its_mismatch_into_the_stall_finding() {
             && s.evidence.contains("the transport gives up after 8 tries"),
         "{}",
         s.evidence
+    );
+    // Its settings explain the wait (its class dropped on the way, still retrying): its peer,
+    // which answers everything else, is no root of the hang.
+    assert!(
+        !r.findings.iter().any(|f| f.kind == Kind::HangRoot),
+        "{:#?}",
+        r.findings
     );
 }
