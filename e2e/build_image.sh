@@ -168,6 +168,7 @@ install -m 755 "$HERE/guest/init" "$R/init"
 install -m 644 "$HERE/guest/scenarios.sh" "$R/scenarios.sh"
 install -m 644 "$HERE/guest/tools.sh" "$R/tools.sh"
 install -m 644 "$HERE/guest/trio.sh" "$R/trio.sh"
+install -m 644 "$HERE/guest/tclass.sh" "$R/tclass.sh"
 
 (cd "$R" && find . | cpio -o -H newc --quiet | gzip -1 > "$OUT/initrd.gz.tmp") && mv "$OUT/initrd.gz.tmp" "$OUT/initrd.gz"
 echo "build_image: $KPKG, modules: ${ORDER[*]}"

@@ -8,11 +8,12 @@ e2e:
 	bash e2e/run.sh
 
 # The e2e checker's models against canned real guest runs (e2e/testdata/tools) and
-# doctored copies of them, and the trio's verdict judgement on right and wrong analyser
-# answers: runs in `make test`, no guest needed.
+# doctored copies of them, and the trio's and the traffic class scenario's verdict judgements
+# on right and wrong analyser answers: runs in `make test`, no guest needed.
 e2e-selftest:
 	python3 e2e/check_tools.py selftest
 	python3 e2e/check_trio.py selftest
+	python3 e2e/check_tclass.py selftest
 
 e2e-clean:
 	rm -rf e2e/build

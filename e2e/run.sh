@@ -60,6 +60,14 @@ if gcc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o "$B/ibcast_e2e" e2e/ibcas
 else
   fail "ibcast_e2e compiles: $(head -20 "$B/gcc.err")"; finish
 fi
+# the same program without the library (the header's stubs): a plain verbs program for the
+# interposer's run of the traffic class scenario
+if gcc -std=c11 -O2 -Wall -Wextra -Werror -DRCCL_TELEMETRY_STUBS -Iinclude -o "$B/ibcast_plain" e2e/ibcast/*.c \
+     -libverbs 2>"$B/gcc.err"; then
+  pass "ibcast_plain (RCCL_TELEMETRY_STUBS) compiles and links libibverbs only"
+else
+  fail "ibcast_plain compiles: $(head -20 "$B/gcc.err")"; finish
+fi
 
 stage "verbs_loader: linked (verbs_direct) and NCCL-ibvwrap style dlopen (verbs_dlopen)"
 if gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$B/verbs_direct" e2e/verbs_loader.c -libverbs 2>"$B/gcc.err" &&
@@ -70,7 +78,7 @@ else
 fi
 if objdump -p "$B/verbs_dlopen" | grep 'NEEDED.*libibverbs' >/dev/null; then fail "verbs_dlopen is not linked with libibverbs"
 else pass "verbs_dlopen is not linked with libibverbs (it dlopens it)"; fi
-EXTRA=("$B/verbs_direct" "$B/verbs_dlopen")
+EXTRA=("$B/verbs_direct" "$B/verbs_dlopen" "$B/ibcast_plain")
 
 stage "verbs interposer (make preload)"
 PRELOAD=target/release/librccl_telemetry_preload.so
@@ -96,11 +104,16 @@ fi
 scenario() {
   if bash e2e/run_guest.sh "$1" "$B/image" "$B/result-$1"; then
     pass "$2"
-    if [ "${E2E_GUEST_ARGS:-}" != E2E_ONLY=tools ]; then
+    local only=${E2E_GUEST_ARGS:-}
+    if [ "$only" != E2E_ONLY=tools ] && [ "$only" != E2E_ONLY=tclass ]; then
       python3 e2e/check.py "$1" "$B/result-$1" | tee "$B/check-$1.log"
       count "$B/check-$1.log"
     fi
-    if [ "${E2E_GUEST_ARGS:-}" != E2E_ONLY=ibcast ]; then
+    if [ "$1" = pair ] && [ "$only" != E2E_ONLY=tools ]; then
+      python3 e2e/check_tclass.py "$B/result-$1" | tee "$B/check-tclass.log"
+      count "$B/check-tclass.log"
+    fi
+    if [ "$only" != E2E_ONLY=ibcast ] && [ "$only" != E2E_ONLY=tclass ]; then
       python3 e2e/check_tools.py "$1" "$B/result-$1" | tee "$B/check-tools-$1.log"
       count "$B/check-tools-$1.log"
     fi
@@ -122,11 +135,13 @@ python3 e2e/check_tools.py selftest | tee "$B/check-tools-selftest.log"
 count "$B/check-tools-selftest.log"
 python3 e2e/check_trio.py selftest | tee "$B/check-trio-selftest.log"
 count "$B/check-trio-selftest.log"
+python3 e2e/check_tclass.py selftest | tee "$B/check-tclass-selftest.log"
+count "$B/check-tclass-selftest.log"
 
 stage "single guest: main, LATENCY_SAMPLE=16, SAMPLE_MS=5, unwritable dir; verbs programs"
 want single && scenario single "single guest booted, ran and powered off" "console: $B/result-single/single/console.log"
 
-stage "two guests wired together: 2 ranks per host; verbs programs across the wire"
+stage "two guests wired together: 2 ranks per host; one QP on a dropped traffic class; verbs programs across the wire"
 want pair && scenario pair "both pair guests booted, ran and powered off" "consoles: $B/result-pair/*/console.log"
 
 stage "three guests on one L2 segment: links (clean, delay), stalls, faults (dead path, frozen rank), verdicts (clean x3, one way, host-side, one slow NIC)"

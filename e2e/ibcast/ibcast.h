@@ -38,6 +38,11 @@
  *    --rnr-after N makes the receiver publish the CTS of request N on without
  *    posting its receives (a frozen receive queue: the sender's
  *    WRITE_WITH_IMM meets RNR NAKs until rnr_retry runs out).
+ *  - QP settings: --tclass TC connects every QP with GRH traffic class TC and
+ *    tells each QP's settings with rcclTelemetryQpSetAttrs, as IB-CAST does at
+ *    RTR/RTS; --odd-tclass CH:TC gives the first data QP of channel CH's send
+ *    comm class TC instead (one connection on another class: a tc filter on
+ *    the IP TOS byte can then drop that QP's packets only).
  *
  * Telemetry hooks are called where IB-CAST calls them (C_API.md): Init and
  * RegisterDevice at transport init, SetupChannel/SetQpRole/Resolve* at connect,
@@ -104,6 +109,7 @@ struct QpTally {
     /* error completions by enum ibv_wc_status, and the first one's (-1: none) */
     uint64_t errors[32];
     int first_error;
+    int tclass;    /* the GRH traffic class it was connected with (-1: not connected) */
 };
 
 struct ChTally {
@@ -185,6 +191,7 @@ typedef struct Chan {
 extern struct ibv_context *ctx;
 extern struct ibv_pd *pd;
 extern int gid_index, ib_port, qp_timeout, retry_cnt, rnr_retry;
+extern int tclass, odd_tclass_ch, odd_tclass;   /* --tclass (-1: not given), --odd-tclass CH:TC */
 extern union ibv_gid my_gid;
 extern uint16_t my_lid;
 extern enum ibv_mtu path_mtu;

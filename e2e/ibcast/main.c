@@ -32,7 +32,7 @@ static void usage(void) {
             "                  [--index-channel ID] [--max-size BYTES] [--inflight 1..4] [--error-probe]\n"
             "                  [--timeout 1..31] [--linger-ms MS] [--peer IP --port P [--listen]] [--rank R]\n"
             "                  [--retry-cnt 0..7] [--rnr-retry 0..7] [--expect-errors [--hang-ms MS] [--hang]]\n"
-            "                  [--rnr-after N]\n"
+            "                  [--rnr-after N] [--tclass TC [--odd-tclass CH:TC]]\n"
             "                  [--link listen:PORT:CHANNELS | --link IP:PORT:CHANNELS ...]\n");
     exit(2);
 }
@@ -65,6 +65,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--rnr-retry")) rnr_retry = atoi(v);
         else if (!strcmp(a, "--hang-ms")) hang_ms = atoi(v);
         else if (!strcmp(a, "--rnr-after")) rnr_after = atoi(v);
+        else if (!strcmp(a, "--tclass")) tclass = atoi(v);
+        else if (!strcmp(a, "--odd-tclass")) {
+            if (sscanf(v, "%d:%d", &odd_tclass_ch, &odd_tclass) != 2 || odd_tclass < 0 || odd_tclass > 255) usage();
+        }
         else if (!strcmp(a, "--link")) {
             /* listen:PORT:CHANNELS or IP:PORT:CHANNELS */
             if (nlinks == MAX_LINKS) usage();
@@ -81,7 +85,7 @@ int main(int argc, char **argv) {
     }
     if (!tally || nreq < 1 || max_size > MAX_REQ || inflight < 1 || inflight > INFLIGHT || qp_timeout < 1 ||
         qp_timeout > 31 || (nlinks && (peer || listen_side)) || retry_cnt < 0 || retry_cnt > 7 || rnr_retry < 0 ||
-        rnr_retry > 7 || hang_ms < 1)
+        rnr_retry > 7 || hang_ms < 1 || tclass > 255 || (odd_tclass_ch >= 0 && tclass < 0))
         usage();
     if (!nlinks) {   /* the classic forms: one link, or none (single host, loopback) */
         Link *l = &links[nlinks++];

@@ -77,14 +77,15 @@ void write_tally(const char *path, const char *mode, int rank, int nreq, uint64_
                        "\"num_cts_sent\": %llu, \"num_cts_sent_signalled\": %llu, \"num_cts_sent_unsignalled\": %llu, "
                        "\"num_slot_miss\": %llu, \"num_write_wqe\": %llu, \"num_write_imm_wqe\": %llu, "
                        "\"request_pkts_sent_min\": %llu, \"qp_num\": %u, \"peer_qp_num\": %u, \"peer_lid\": %u, "
-                       "\"peer_gid\": \"%s\", \"peer_set\": %s, \"first_error_code\": %d, \"cq_errors_by_code\": {",
+                       "\"peer_gid\": \"%s\", \"peer_set\": %s, \"traffic_class\": %d, \"first_error_code\": %d, "
+                       "\"cq_errors_by_code\": {",
                     first ? "" : ",\n", q, t->is_data ? "data" : "cts", (unsigned long long)t->wqe_sent,
                     (unsigned long long)t->recv_wqe, (unsigned long long)t->wqe_rcvd,
                     (unsigned long long)t->wqe_completed, (unsigned long long)t->wqe_sampled,
                     (unsigned long long)(t->cts_sig + t->cts_unsig), (unsigned long long)t->cts_sig,
                     (unsigned long long)t->cts_unsig, (unsigned long long)t->slot_miss, (unsigned long long)t->write,
                     (unsigned long long)t->write_imm, (unsigned long long)t->pkts_out, t->qp_num, t->peer_qp_num,
-                    t->peer_lid, gid_str(t->peer_gid), t->peer_set ? "true" : "false", t->first_error);
+                    t->peer_lid, gid_str(t->peer_gid), t->peer_set ? "true" : "false", t->tclass, t->first_error);
             for (int s = 0, n = 0; s < 32; s++)
                 if (t->errors[s]) fprintf(f, "%s\"%d\": %llu", n++ ? ", " : "", s, (unsigned long long)t->errors[s]);
             fprintf(f, "}}");

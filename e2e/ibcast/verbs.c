@@ -10,6 +10,7 @@
 struct ibv_context *ctx;
 struct ibv_pd *pd;
 int gid_index = 1, ib_port = 1, qp_timeout = 19, retry_cnt = 7, rnr_retry = 7;
+int tclass = -1, odd_tclass_ch = -1, odd_tclass;
 union ibv_gid my_gid;
 uint16_t my_lid;
 enum ibv_mtu path_mtu;
@@ -29,12 +30,14 @@ static struct ibv_qp *make_qp(struct ibv_cq *cq) {
     return qp;
 }
 
-static void connect_qp(struct ibv_qp *qp, uint32_t rqpn, uint32_t rpsn, uint32_t mypsn, const union ibv_gid *rgid) {
+static void connect_qp(struct ibv_qp *qp, uint32_t rqpn, uint32_t rpsn, uint32_t mypsn, const union ibv_gid *rgid,
+                       uint8_t tc) {
     struct ibv_qp_attr a = {
         .qp_state = IBV_QPS_RTR, .path_mtu = path_mtu, .dest_qp_num = rqpn, .rq_psn = rpsn,
         .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
+        /* rxe puts the GRH traffic class into the IP TOS byte of every packet the QP sends */
         .ah_attr = {.is_global = 1, .port_num = ib_port,
-                    .grh = {.dgid = *rgid, .sgid_index = gid_index, .hop_limit = 64}},
+                    .grh = {.dgid = *rgid, .sgid_index = gid_index, .hop_limit = 64, .traffic_class = tc}},
     };
     if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
@@ -113,6 +116,12 @@ void comm_create(Chan *ch, Comm *c, int is_send, int ndata, int nreq) {
     /* telemetry: reserve this comm's QP slots on (device, channel), roles, handles */
     int nslots = 0;
     int first = rcclTelemetrySetupChannel(DEV, ch->id, ndata + 1, &nslots);
+#ifdef RCCL_TELEMETRY_STUBS
+    /* built without the library (ibcast_plain, run under the verbs interposer): the tally
+     * keeps its QPs in the slots the library would have given */
+    first = ch->t->requested_slots;
+    nslots = ndata + 1;
+#endif
     ch->t->requested_slots += ndata + 1;
     ch->t->granted_slots += nslots > 0 ? nslots : 0;
     if (first < 0 || nslots != ndata + 1)
@@ -128,11 +137,13 @@ void comm_create(Chan *ch, Comm *c, int is_send, int ndata, int nreq) {
             qp->t->used = 1;
             qp->t->is_data = q < ndata;
             qp->t->first_error = -1;
+            qp->t->tclass = -1;
         } else {
             static struct QpTally untracked;  /* counted, but reported nowhere */
             qp->h = NULL;
             qp->t = &untracked;
             untracked.first_error = -1;
+            untracked.tclass = -1;
         }
     }
 }
@@ -150,14 +161,38 @@ static void tell_peer(Qp *q, uint32_t rqpn, const union ibv_gid *rgid, uint16_t 
     }
 }
 
+/* With --tclass, as IB-CAST does at RTR/RTS: tell telemetry the settings the QP was
+ * connected with (cold path, once per QP), the traffic class this QP got among them. */
+static void tell_attrs(Qp *q, uint8_t tc) {
+    q->t->tclass = tc;
+    if (tclass < 0) return;
+    rcclTelemetryQpAttrs_t a = {
+        .size = sizeof a, .pathMtu = mtu_bytes, .trafficClass = tc, .serviceLevel = 0, .portNum = (uint8_t)ib_port,
+        .sgidIndex = (uint8_t)gid_index, .hopLimit = 64, .timeout = (uint8_t)qp_timeout,
+        .retryCnt = (uint8_t)retry_cnt, .rnrRetry = (uint8_t)rnr_retry, .minRnrTimer = 12, .maxRdAtomic = 1,
+        .maxDestRdAtomic = 1,
+    };
+    if (q->h && rcclTelemetryQpSetAttrs(q->h, &a) != 0) die("rcclTelemetryQpSetAttrs refused the settings");
+}
+
+/* The traffic class of a QP: --tclass for every QP (0 without it), --odd-tclass CH:TC for
+ * the first data QP of channel CH's send comm (the one connection whose class is wrong). */
+static uint8_t tclass_of(const Comm *c, int q) {
+    if (c->is_send && c->ch->id == odd_tclass_ch && q == 0) return (uint8_t)odd_tclass;
+    return (uint8_t)(tclass < 0 ? 0 : tclass);
+}
+
 void comm_connect(Comm *c, const struct CommInfo *peer, const union ibv_gid *rgid, uint16_t rlid) {
     if ((int)peer->ndata != c->ndata) die("peer comm has %u data QPs, we have %d", peer->ndata, c->ndata);
     for (int q = 0; q < c->ndata; q++) {
-        connect_qp(c->data[q].qp, peer->data[q].qpn, peer->data[q].psn, psn_of(c->data[q].qp->qp_num), rgid);
+        connect_qp(c->data[q].qp, peer->data[q].qpn, peer->data[q].psn, psn_of(c->data[q].qp->qp_num), rgid,
+                   tclass_of(c, q));
         tell_peer(&c->data[q], peer->data[q].qpn, rgid, rlid);
+        tell_attrs(&c->data[q], tclass_of(c, q));
     }
-    connect_qp(c->cts.qp, peer->cts.qpn, peer->cts.psn, psn_of(c->cts.qp->qp_num), rgid);
+    connect_qp(c->cts.qp, peer->cts.qpn, peer->cts.psn, psn_of(c->cts.qp->qp_num), rgid, tclass_of(c, -1));
     tell_peer(&c->cts, peer->cts.qpn, rgid, rlid);
+    tell_attrs(&c->cts, tclass_of(c, -1));
 }
 
 void comm_close(Comm *c) {

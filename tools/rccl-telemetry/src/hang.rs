@@ -22,7 +22,7 @@ pub use root::{Hang, Root};
 
 use crate::load::addr::QpIndex;
 use crate::load::Run;
-use crate::model::{parse_timestamp_ns, QueuePair};
+use crate::model::{parse_timestamp_ns, Device, QueuePair};
 use graph::{ns, Edge, Graph, Key};
 use peers::{Peer, PeerResolver};
 use quiet::{quiet_roots, Quiet};
@@ -38,12 +38,25 @@ struct GraphBuild<'a> {
     edges: BTreeMap<(usize, usize), Edge>,
     /// Links for the quiet rule: (lower node, higher node) -> acc.
     links: BTreeMap<(usize, usize), Quiet>,
+    /// Stalled or errored QPs whose settings differ from their NIC's other QPs': no edge to
+    /// their peer.
+    misconfigured: u64,
 }
 
 impl GraphBuild<'_> {
-    /// Adds a QP of node `src`, NIC `src_nic`, whose file was written at `end_ns`: its
-    /// progress to its link, and an edge to its peer when it is stalled or errored.
-    fn add_qp(&mut self, src: usize, src_nic: &str, end_ns: Option<i128>, q: &QueuePair) {
+    /// Adds a QP of node `src`, NIC `src_nic` (device `dev`), whose file was written at
+    /// `end_ns`: its progress to its link, and an edge to its peer when it is stalled or
+    /// errored. A stalled or errored QP whose settings differ from its NIC's other QPs' (QP
+    /// lint's `qp_config_mismatch`: a traffic class its fabric drops, a shorter timeout) waits
+    /// or failed on its own settings, not for want of its peer: it waits on nobody (its stall
+    /// and error findings name the settings).
+    fn add_qp(
+        &mut self,
+        src: usize,
+        (dev, src_nic): (&Device, &str),
+        end_ns: Option<i128>,
+        q: &QueuePair,
+    ) {
         let errs = q.cq_error_total();
         let errored = errs > 0 || q.first_cq_error.is_some();
         let stalled = q.stalled == Some(true);
@@ -86,6 +99,10 @@ impl GraphBuild<'_> {
         if !(stalled || errored) {
             return;
         }
+        if crate::outliers::qp_lint::differs_from_its_nic(dev, q) {
+            self.misconfigured += 1;
+            return;
+        }
         self.edges
             .entry((src, dst))
             .or_default()
@@ -124,6 +141,7 @@ pub fn analyse_with(
         },
         edges: BTreeMap::new(),
         links: BTreeMap::new(),
+        misconfigured: 0,
     };
     for (k, &fi) in latest {
         b.g.node(Key::Rank(k.0.clone(), k.1), Some(fi));
@@ -138,7 +156,7 @@ pub fn analyse_with(
             let src_nic = format!("{}:{}", f.host_name, d.roce_device);
             for c in &d.channels {
                 for q in &c.queue_pairs {
-                    b.add_qp(src, &src_nic, end_ns, q);
+                    b.add_qp(src, (d, &src_nic), end_ns, q);
                 }
             }
         }
@@ -148,6 +166,7 @@ pub fn analyse_with(
         mut hang,
         edges,
         links,
+        misconfigured,
         ..
     } = b;
     hang.edges = edges.len();
@@ -155,6 +174,17 @@ pub fn analyse_with(
     if !edges.is_empty() {
         hang.basis = "wait_for";
         wait_for_roots(&g, &edges, run, &mut hang);
+        return hang;
+    }
+    if misconfigured > 0 {
+        let (s, its) = if misconfigured == 1 {
+            ("", "its")
+        } else {
+            ("s", "their")
+        };
+        hang.no_root = Some(format!(
+            "{misconfigured} stalled or errored QP{s} whose settings differ from {its} NIC's other QPs' (qp_config_mismatch): {its} settings, not {its} peer{s}, explain the wait"
+        ));
         return hang;
     }
     if hang.unresolved_qps > 0 {

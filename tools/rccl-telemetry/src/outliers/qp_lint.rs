@@ -455,6 +455,26 @@ fn unusual(x: &Input) -> Vec<Finding> {
     vec![f]
 }
 
+/// How the QP's settings `a` differ from its NIC's other QPs' (no peer: one file's view).
+fn nic_differences(dev: &crate::model::Device, q: &QueuePair, a: &QpAttrs) -> Vec<String> {
+    let others: Vec<&QpAttrs> = dev
+        .channels
+        .iter()
+        .flat_map(|c| &c.queue_pairs)
+        .filter(|o| !std::ptr::eq(*o, q))
+        .filter_map(|o| o.attrs())
+        .collect();
+    differences(a, &others, None)
+}
+
+/// Whether a QP's settings differ from what most of its NIC's other QPs have (the
+/// `qp_config_mismatch` of [`mismatch_note`]): the hang analysis lays such a QP's errors on its
+/// settings rather than on its peer.
+pub fn differs_from_its_nic(dev: &crate::model::Device, q: &QueuePair) -> bool {
+    q.attrs()
+        .is_some_and(|a| !nic_differences(dev, q, a).is_empty())
+}
+
 /// What an errored or stalled QP's finding adds about its settings: its differences from its
 /// NIC's other QPs and its peer ("; its settings differ: traffic class 0; this NIC's other 4
 /// QPs use 106, its peer 106"), and how long the transport retries before failing it. Empty
@@ -463,14 +483,7 @@ pub fn mismatch_note(dev: &crate::model::Device, q: &QueuePair) -> String {
     let Some(a) = q.attrs() else {
         return String::new();
     };
-    let others: Vec<&QpAttrs> = dev
-        .channels
-        .iter()
-        .flat_map(|c| &c.queue_pairs)
-        .filter(|o| !std::ptr::eq(*o, q))
-        .filter_map(|o| o.attrs())
-        .collect();
-    let mut diff = differences(a, &others, None);
+    let mut diff = nic_differences(dev, q, a);
     if let Some(l) = super::lossy_class::lossy_qps(dev)
         .iter()
         .find(|l| std::ptr::eq(l.qp, q))

@@ -149,10 +149,9 @@ fn an_infinite_rnr_retry_with_the_longest_timer_is_named() {
     assert!(rnr[0].evidence.contains("655"), "{}", rnr[0].evidence);
 }
 
-#[test]
-fn an_errored_qp_carries_its_mismatch_and_the_give_up_time() {
-    let (dir, p) = run(Plant::QpTclass);
-    let path = dir.path().join(&p.file);
+/// Gives the planted QP a RETRY_EXC_ERR (its peer's end saw nothing: no error there).
+fn plant_retry_error(dir: &Path, p: &Planted) {
+    let path = dir.join(&p.file);
     let mut f: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let qpn: u64 = p.counter.as_deref().unwrap()["qp_num ".len()..]
         .parse()
@@ -170,6 +169,12 @@ fn an_errored_qp_carries_its_mismatch_and_the_give_up_time() {
         }
     }
     std::fs::write(&path, serde_json::to_string_pretty(&f).unwrap()).unwrap();
+}
+
+#[test]
+fn an_errored_qp_carries_its_mismatch_and_the_give_up_time() {
+    let (dir, p) = run(Plant::QpTclass);
+    plant_retry_error(dir.path(), &p);
     let r = outliers::find(&load_run(&[dir.path().to_path_buf()]), &Default::default());
     let e = r
         .findings
@@ -186,6 +191,38 @@ fn an_errored_qp_carries_its_mismatch_and_the_give_up_time() {
         "{}",
         e.evidence
     );
+}
+
+#[test]
+fn an_errored_qp_whose_settings_differ_makes_its_peer_no_root_of_a_hang() {
+    // The QP failed on its own settings (the e2e traffic class scenario: its class dropped on
+    // the way): its healthy peer is no root, and the hang says why none is named.
+    let (dir, p) = run(Plant::QpTclass);
+    plant_retry_error(dir.path(), &p);
+    let r = outliers::find(&load_run(&[dir.path().to_path_buf()]), &Default::default());
+    let roots: Vec<&Finding> = r
+        .findings
+        .iter()
+        .filter(|f| f.kind == Kind::HangRoot)
+        .collect();
+    assert!(roots.is_empty(), "{roots:#?}");
+    assert!(
+        r.caveats.iter().any(|c| c.evidence.contains(
+            "1 stalled or errored QP whose settings differ from its NIC's other QPs' (qp_config_mismatch): its settings, not its peer, explain the wait"
+        )),
+        "{:#?}",
+        r.caveats
+    );
+    // The same error on a QP that agrees with its NIC still waits on its peer, the root.
+    edit_qps(dir.path(), |_, q| q["attrs"]["traffic_class"] = 106.into());
+    let r = outliers::find(&load_run(&[dir.path().to_path_buf()]), &Default::default());
+    let roots: Vec<&Finding> = r
+        .findings
+        .iter()
+        .filter(|f| f.kind == Kind::HangRoot)
+        .collect();
+    assert_eq!(roots.len(), 1, "{:#?}", r.findings);
+    assert_ne!(roots[0].host, p.host, "{:#?}", roots[0]);
 }
 
 #[test]
@@ -250,6 +287,13 @@ fn a_stalled_qp_carries_its_mismatch_into_the_stall_finding() {
             && s.evidence.contains("the transport gives up after 8 tries"),
         "{}",
         s.evidence
+    );
+    // Its settings explain the wait (its class dropped on the way, still retrying): its peer,
+    // which answers everything else, is no root of the hang.
+    assert!(
+        !r.findings.iter().any(|f| f.kind == Kind::HangRoot),
+        "{:#?}",
+        r.findings
     );
 }
 
