@@ -65,11 +65,15 @@ fn peer_addr(q: &QueuePair) -> Option<Addr> {
     Some((nic, p.qp_num))
 }
 
-/// Every told QP of the run by its address: its settings, and its port's active MTU where the
-/// file has it.
+/// A QP's end as its peer sees it: its settings and what its NIC's QPs share.
+type End = (QpAttrs, NicMajority);
+
+/// Every told QP of the run by its address: its settings with what its NIC's QPs share, and
+/// its port's active MTU where the file has it; and what the run's QPs share.
 struct Peers {
-    attrs: HashMap<Addr, QpAttrs>,
+    attrs: HashMap<Addr, End>,
     port_mtu: HashMap<Addr, u32>,
+    run: Shared,
 }
 
 impl Peers {
@@ -82,17 +86,22 @@ fn settings_by_addr(x: &Input) -> Peers {
     let mut p = Peers {
         attrs: HashMap::new(),
         port_mtu: HashMap::new(),
+        run: NO_MAJORITY,
     };
+    let mut all: Vec<&QpAttrs> = Vec::new();
     for d in &x.devs {
+        let maj = NicMajority::of(d.dev);
         for q in d.dev.channels.iter().flat_map(|c| &c.queue_pairs) {
             if let (Some(a), Some(s)) = (addr_of(d.dev, q), q.attrs()) {
+                all.push(s);
                 if let Some(m) = d.dev.active_mtu {
                     p.port_mtu.insert(a.clone(), m);
                 }
-                p.attrs.insert(a, *s);
+                p.attrs.insert(a, (*s, maj));
             }
         }
     }
+    p.run = NicMajority::of_attrs(&all).value;
     p
 }
 
@@ -101,13 +110,13 @@ fn settings_by_addr(x: &Input) -> Peers {
 /// 4096, its peer's 4096)", or both.
 fn mtu_problems(
     m: u32,
-    nic: Option<u32>,
-    peer: Option<u32>,
+    (nic, peer, run): (&NicMajority, Option<&End>, &Shared),
     port: Option<u32>,
     peer_port: Option<u32>,
 ) -> Option<String> {
     let mut said = Vec::new();
-    if let Some(pm) = peer.filter(|pm| *pm != m && odd(m, nic, Some(*pm))) {
+    let pm = peer.and_then(|(p, _)| p.path_mtu);
+    if let Some(pm) = pm.filter(|pm| *pm != m && odd(MTU, m, nic, peer, run)) {
         said.push(format!("its peer {pm}"));
     }
     if let (Some(a), Some(b)) = (port, peer_port) {
@@ -118,6 +127,55 @@ fn mtu_problems(
         }
     }
     (!said.is_empty()).then(|| format!("path MTU {m}, {}", said.join("; ")))
+}
+
+/// The path MTU, compared after [`COMPARED`]: its index in a [`NicMajority`].
+const MTU: usize = COMPARED.len();
+
+fn setting(k: usize) -> Get {
+    match COMPARED.get(k) {
+        Some((_, get)) => *get,
+        None => |a| a.path_mtu,
+    }
+}
+
+/// What a NIC's told QPs share, per compared setting and the path MTU (last): the value more
+/// than half of them have, with two QPs or more (two that agree are a majority, two that
+/// differ are not; one QP is its own), and how many QPs told it.
+#[derive(Debug, Clone, Copy, Default)]
+struct NicMajority {
+    value: Shared,
+    told: [usize; MTU + 1],
+}
+
+/// Per compared setting and the path MTU (last), the value a set of QPs shares, if any.
+type Shared = [Option<u32>; MTU + 1];
+const NO_MAJORITY: Shared = [None; MTU + 1];
+
+impl NicMajority {
+    fn of(dev: &crate::model::Device) -> Self {
+        let all: Vec<&QpAttrs> = dev
+            .channels
+            .iter()
+            .flat_map(|c| &c.queue_pairs)
+            .filter_map(|q| q.attrs())
+            .collect();
+        Self::of_attrs(&all)
+    }
+
+    fn of_attrs(all: &[&QpAttrs]) -> Self {
+        let mut m = NicMajority::default();
+        for k in 0..=MTU {
+            let vals: Vec<u32> = all.iter().filter_map(|a| setting(k)(a)).collect();
+            m.told[k] = vals.len();
+            m.value[k] = if vals.len() >= 2 {
+                majority(&vals)
+            } else {
+                None
+            };
+        }
+        m
+    }
 }
 
 /// The value most of `vals` share (more than half of them), if any.
@@ -131,35 +189,43 @@ fn majority(vals: &[u32]) -> Option<u32> {
         .map(|(v, _)| v)
 }
 
-/// Whether a QP's value `v` is the odd one: it differs from the majority of its NIC's other
-/// QPs, or (no majority to go by) from its peer's end. A QP that agrees with its NIC while its
-/// peer differs is not: the peer's NIC is the one to name.
-fn odd(v: u32, nic: Option<u32>, peer: Option<u32>) -> bool {
-    match nic {
+/// Whether a QP's value `v` of setting `k` is the odd one: it differs from its NIC's majority,
+/// or (no majority to go by) from its peer's end while the peer's end agrees with its own NIC
+/// (a peer that is itself off its NIC's majority is the one to name). Where neither NIC has a
+/// majority (a NIC of one QP at each end), the end that differs from what most of the run's
+/// QPs have (`run`) is the odd one; with no majority in the run either, both ends are.
+fn odd(k: usize, v: u32, nic: &NicMajority, peer: Option<&End>, run: &Shared) -> bool {
+    match nic.value[k] {
         Some(m) => m != v,
-        None => peer.is_some_and(|p| p != v),
+        None => peer.is_some_and(|(p, pm)| {
+            setting(k)(p).is_some_and(|pv| {
+                pv != v
+                    && match pm.value[k] {
+                        Some(m) => m == pv,
+                        None => run[k].is_none_or(|r| r != v),
+                    }
+            })
+        }),
     }
 }
 
 /// How one QP's settings differ from its NIC's other QPs and from its peer's end: one phrase
 /// per setting on which it is the odd one ("traffic class 0; this NIC's other 4 QPs use 106,
 /// its peer 106").
-fn differences(q: &QpAttrs, others: &[&QpAttrs], peer: Option<&QpAttrs>) -> Vec<String> {
+fn differences(q: &QpAttrs, nic: &NicMajority, peer: Option<&End>, run: &Shared) -> Vec<String> {
     let mut out = Vec::new();
-    for (name, get) in COMPARED {
+    for (k, (name, get)) in COMPARED.into_iter().enumerate() {
         let Some(v) = get(q) else { continue };
-        let vals: Vec<u32> = others.iter().filter_map(|o| get(o)).collect();
-        let nic = majority(&vals);
-        let pv = peer.and_then(get);
-        if !odd(v, nic, pv) {
+        if !odd(k, v, nic, peer, run) {
             continue;
         }
+        let pv = peer.and_then(|(p, _)| get(p));
         let mut said = Vec::new();
-        if let Some(m) = nic.filter(|m| *m != v) {
+        if let Some(m) = nic.value[k].filter(|m| *m != v) {
+            let others = nic.told[k] - 1;
             said.push(format!(
-                "this NIC's other {} QP{} use {m}",
-                vals.len(),
-                if vals.len() == 1 { "" } else { "s" }
+                "this NIC's other {others} QP{} use {m}",
+                if others == 1 { "" } else { "s" }
             ));
         }
         if let Some(p) = pv.filter(|p| *p != v) {
@@ -237,24 +303,19 @@ fn lint_nic<'a>(d: &Dev<'a>, peers: &Peers) -> NicLint<'a> {
         rnr: Vec::new(),
         told: qps.len(),
     };
-    for (i, (ch, q, a)) in qps.iter().enumerate() {
-        let others: Vec<&QpAttrs> = qps
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| *j != i)
-            .map(|(_, o)| o.2)
-            .collect();
+    let all: Vec<&QpAttrs> = qps.iter().map(|(_, _, a)| *a).collect();
+    let nic = NicMajority::of_attrs(&all);
+    for (ch, q, a) in &qps {
         let pa = peer_addr(q);
         let peer = pa.as_ref().and_then(|p| peers.attrs.get(p));
-        let diff = differences(a, &others, peer);
+        let diff = differences(a, &nic, peer, &peers.run);
         if !diff.is_empty() {
             out.mismatched.push((*ch, q, diff));
         }
         if let Some(m) = a.path_mtu {
-            let mtus: Vec<u32> = others.iter().filter_map(|o| o.path_mtu).collect();
             let peer_port = pa.as_ref().and_then(|p| peers.port_mtu.get(p)).copied();
-            let pm = peer.and_then(|p| p.path_mtu);
-            if let Some(s) = mtu_problems(m, majority(&mtus), pm, d.dev.active_mtu, peer_port) {
+            let k = (&nic, peer, &peers.run);
+            if let Some(s) = mtu_problems(m, k, d.dev.active_mtu, peer_port) {
                 out.mtu.push((*ch, q, s));
             }
         }
@@ -456,15 +517,8 @@ fn unusual(x: &Input) -> Vec<Finding> {
 }
 
 /// How the QP's settings `a` differ from its NIC's other QPs' (no peer: one file's view).
-fn nic_differences(dev: &crate::model::Device, q: &QueuePair, a: &QpAttrs) -> Vec<String> {
-    let others: Vec<&QpAttrs> = dev
-        .channels
-        .iter()
-        .flat_map(|c| &c.queue_pairs)
-        .filter(|o| !std::ptr::eq(*o, q))
-        .filter_map(|o| o.attrs())
-        .collect();
-    differences(a, &others, None)
+fn nic_differences(dev: &crate::model::Device, a: &QpAttrs) -> Vec<String> {
+    differences(a, &NicMajority::of(dev), None, &NO_MAJORITY)
 }
 
 /// Whether a QP's settings differ from what most of its NIC's other QPs have (the
@@ -472,7 +526,7 @@ fn nic_differences(dev: &crate::model::Device, q: &QueuePair, a: &QpAttrs) -> Ve
 /// settings rather than on its peer.
 pub fn differs_from_its_nic(dev: &crate::model::Device, q: &QueuePair) -> bool {
     q.attrs()
-        .is_some_and(|a| !nic_differences(dev, q, a).is_empty())
+        .is_some_and(|a| !nic_differences(dev, a).is_empty())
 }
 
 /// What an errored or stalled QP's finding adds about its settings: its differences from its
@@ -483,7 +537,7 @@ pub fn mismatch_note(dev: &crate::model::Device, q: &QueuePair) -> String {
     let Some(a) = q.attrs() else {
         return String::new();
     };
-    let mut diff = nic_differences(dev, q, a);
+    let mut diff = nic_differences(dev, a);
     if let Some(l) = super::lossy_class::lossy_qps(dev)
         .iter()
         .find(|l| std::ptr::eq(l.qp, q))
@@ -518,39 +572,102 @@ mod tests {
     #[test]
     fn a_qp_off_the_majority_and_its_peer_is_named_with_both() {
         let (good, bad) = (attrs(106), attrs(0));
-        let others = [&good, &good, &good, &good];
+        let nic = |qps: &[&QpAttrs]| NicMajority::of_attrs(qps);
+        let five = nic(&[&bad, &good, &good, &good, &good]);
+        let peer = (good, nic(&[&good, &good, &good]));
         assert_eq!(
-            differences(&bad, &others, Some(&good)),
+            differences(&bad, &five, Some(&peer), &NO_MAJORITY),
             ["traffic class 0; this NIC's other 4 QPs use 106, its peer 106"]
         );
-        assert!(differences(&good, &others, Some(&good)).is_empty());
-        // No majority among the others, no peer: nothing to differ from.
-        let split = [&good, &bad];
-        assert!(differences(&attrs(26), &split, None).is_empty());
+        assert!(differences(&good, &five, Some(&peer), &NO_MAJORITY).is_empty());
+        // No majority among the NIC's QPs, no peer: nothing to differ from.
+        let split = nic(&[&attrs(26), &good, &bad]);
+        assert!(differences(&attrs(26), &split, None, &NO_MAJORITY).is_empty());
         // A QP that agrees with its NIC is not named for its peer's difference.
-        assert!(differences(&good, &others, Some(&bad)).is_empty());
-        // Without others, its peer's end decides.
+        let bad_peer = (bad, nic(&[&bad, &good, &good]));
+        assert!(differences(&good, &five, Some(&bad_peer), &NO_MAJORITY).is_empty());
+        // Without others, its peer's end decides...
         assert_eq!(
-            differences(&bad, &[], Some(&good)),
+            differences(&bad, &nic(&[&bad]), Some(&peer), &NO_MAJORITY),
             ["traffic class 0; its peer 106"]
         );
+        // ... unless the peer's end is itself off its NIC's majority: that NIC is named, not
+        // this one.
+        assert!(differences(&good, &nic(&[&good]), Some(&bad_peer), &NO_MAJORITY).is_empty());
+        // A NIC whose two QPs agree has a majority: the mis-classed connection's other end,
+        // on a NIC of two QPs, is not named.
+        let split_peer = (bad, nic(&[&bad, &good]));
+        assert!(differences(
+            &good,
+            &nic(&[&good, &good]),
+            Some(&split_peer),
+            &NO_MAJORITY
+        )
+        .is_empty());
+        // Where neither end's NIC has a majority, both ends are named.
+        let lone_bad = (bad, nic(&[&bad]));
+        assert!(!differences(&good, &nic(&[&good]), Some(&lone_bad), &NO_MAJORITY).is_empty());
+        // Of a NIC's two QPs that differ neither is the majority: each one's peer decides.
+        let two = nic(&[&bad, &good]);
+        assert_eq!(
+            differences(&bad, &two, Some(&peer), &NO_MAJORITY),
+            ["traffic class 0; its peer 106"]
+        );
+        assert!(differences(&good, &two, Some(&peer), &NO_MAJORITY).is_empty());
         assert_eq!(majority(&[1, 1, 2]), Some(1));
         assert_eq!(majority(&[1, 2]), None);
     }
 
     #[test]
     fn a_path_mtu_below_both_ports_is_named_and_one_port_unknown_is_not() {
+        let mtu = |m: u32| {
+            let mut a = attrs(106);
+            a.path_mtu = Some(m);
+            a
+        };
+        let nic = |ms: &[u32]| {
+            let v: Vec<QpAttrs> = ms.iter().map(|m| mtu(*m)).collect();
+            NicMajority::of_attrs(&v.iter().collect::<Vec<_>>())
+        };
+        let low = nic(&[1024, 1024]);
+        let low_peer = (mtu(1024), low);
         assert_eq!(
-            mtu_problems(1024, Some(1024), Some(1024), Some(4096), Some(4096)).as_deref(),
+            mtu_problems(
+                1024,
+                (&low, Some(&low_peer), &NO_MAJORITY),
+                Some(4096),
+                Some(4096)
+            )
+            .as_deref(),
             Some("path MTU 1024, below both ports' active MTU (this port 4096, its peer's 4096)")
         );
-        assert_eq!(mtu_problems(1024, None, None, Some(4096), None), None);
-        assert_eq!(mtu_problems(1024, None, None, Some(4096), Some(1024)), None);
-        assert_eq!(mtu_problems(4096, None, None, Some(4096), Some(4096)), None);
+        let alone = nic(&[1024]);
+        let none = (&alone, None, &NO_MAJORITY);
+        assert_eq!(mtu_problems(1024, none, Some(4096), None), None);
+        assert_eq!(mtu_problems(1024, none, Some(4096), Some(1024)), None);
         assert_eq!(
-            mtu_problems(1024, None, Some(4096), Some(4096), Some(4096)).as_deref(),
+            mtu_problems(
+                4096,
+                (&nic(&[4096]), None, &NO_MAJORITY),
+                Some(4096),
+                Some(4096)
+            ),
+            None
+        );
+        let high_peer = (mtu(4096), nic(&[4096, 4096]));
+        assert_eq!(
+            mtu_problems(1024, (&alone, Some(&high_peer), &NO_MAJORITY), Some(4096), Some(4096))
+                .as_deref(),
             Some("path MTU 1024, its peer 4096; below both ports' active MTU (this port 4096, its peer's 4096)")
         );
+        // One QP at each end: what most of the run's QPs have tells the odd end.
+        let lone_high = (mtu(4096), nic(&[4096]));
+        let mut run = NO_MAJORITY;
+        run[MTU] = Some(4096);
+        assert!(mtu_problems(1024, (&alone, Some(&lone_high), &run), None, None).is_some());
+        let lone_low = (mtu(1024), alone);
+        let high = nic(&[4096]);
+        assert!(mtu_problems(4096, (&high, Some(&lone_low), &run), None, None).is_none());
     }
 
     #[test]
