@@ -30,13 +30,14 @@ const ALLTOALL_SIZES: [(usize, usize); 5] = [(2, 1), (4, 1), (16, 8), (32, 8), (
 const SCENARIO_NOISES: [&str; 3] = ["none", "jitter", "deschedule"];
 /// 4,096 ranks (512 hosts of 8) on the rail, ring and tree shapes, under jitter, seed 1.
 const HUGE: (usize, usize) = (4096, 8);
-const HUGE_PLANTINGS: [Planting; 6] = [
+const HUGE_PLANTINGS: [Planting; 7] = [
     Planting::Healthy,
     Planting::Generated("slow_nic"),
     Planting::NicBoth,
     Planting::NicTail,
     Planting::Link,
     Planting::Host,
+    Planting::AttrsTclass,
 ];
 
 /// Every scenario of the benchmark.

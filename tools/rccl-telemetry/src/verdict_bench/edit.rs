@@ -3,6 +3,9 @@
 //! its column (its peers' towards it), one link or one host scaled, and written back. The
 //! device's own log histogram is then the sum of its peers' again, as the library writes it.
 //!
+//! A run's QPs can also be told their path and retry settings, one QP's differing
+//! ([`set_attrs`]).
+//!
 //! So the verdicts are scored on problems the generator's own model did not make: a factor
 //! that is no power of two, the whole histogram or only its slowest quarter (a NIC slow in part
 //! of its work, its p50 unchanged).
@@ -173,6 +176,51 @@ pub fn apply(dir: &Path, edits: &[Edit]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The path and retry settings every QP of an edited run is told (NCCL's on RoCE: traffic
+/// class 106, SL 3, MTU 4096, timeout 20, 7 retries, RNR timer 12), as `attrs`.
+fn nccl_attrs() -> Value {
+    serde_json::json!({
+        "traffic_class": 106, "sl": 3, "path_mtu": 4096, "timeout": 20, "retry_cnt": 7,
+        "rnr_retry": 7, "min_rnr_timer": 12, "sgid_index": 3, "port": 1, "hop_limit": 255,
+        "max_rd_atomic": 1, "max_dest_rd_atomic": 1
+    })
+}
+
+/// Tells every QP of the run in `dir` its settings, as a transport that calls
+/// rcclTelemetryQpSetAttrs would: the same for all, but for `odd`'s NIC's first QP, whose
+/// setting `key` is `value` (a mis-classed or mis-sized connection). Returns whether the odd
+/// QP was found.
+pub fn set_attrs(dir: &Path, odd: Option<(&NicName, &str, u64)>) -> Result<bool, String> {
+    let mut found = false;
+    for (path, mut v) in read_all(dir)? {
+        let host = v["host_name"].as_str().unwrap_or_default().to_string();
+        for d in v["devices"].as_array_mut().into_iter().flatten() {
+            let me = (
+                host.clone(),
+                d["roce_device"].as_str().unwrap_or_default().to_string(),
+            );
+            let qps = d["channels"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+                .flat_map(|c| c["queue_pairs"].as_array_mut().into_iter().flatten());
+            for q in qps {
+                let mut a = nccl_attrs();
+                if let Some((nic, key, value)) = odd {
+                    if !found && *nic == me {
+                        a[key] = Value::from(value);
+                        found = true;
+                    }
+                }
+                q["attrs"] = a;
+            }
+        }
+        let text = serde_json::to_string(&v).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(found)
 }
 
 /// A log histogram (`[[lo, hi, n], ...]`) with its completions `factor` times slower, each

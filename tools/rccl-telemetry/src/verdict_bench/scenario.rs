@@ -20,13 +20,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The classes scored (the hang's root is scored by the generated grid).
-pub const CLASSES: [&str; 6] = [
+pub const CLASSES: [&str; 8] = [
     "healthy",
     "slow_nic",
     "slow_link",
     "slow_link_one_way",
     "slow_host",
     "host_side_delay",
+    "qp_tclass",
+    "qp_mtu",
 ];
 
 /// Targets: per class, precision and recall, at every size; no finding on a healthy run.
@@ -53,10 +55,16 @@ pub enum Planting {
     Host,
     TwoNicsOnARail,
     HostSideAndLink,
+    /// Every QP told the same settings (a healthy run of a transport that tells them), or all
+    /// but one NIC's first QP: its traffic class 0 (a connection on another priority), or its
+    /// path MTU 1024.
+    AttrsUniform,
+    AttrsTclass,
+    AttrsMtu,
 }
 
 /// Every planting of a class or an edit, in the order the tables list them.
-pub const PLANTINGS: [Planting; 15] = [
+pub const PLANTINGS: [Planting; 18] = [
     Planting::Healthy,
     Planting::Generated("slow_nic"),
     Planting::Generated("slow_link"),
@@ -72,14 +80,19 @@ pub const PLANTINGS: [Planting; 15] = [
     Planting::Host,
     Planting::TwoNicsOnARail,
     Planting::HostSideAndLink,
+    Planting::AttrsUniform,
+    Planting::AttrsTclass,
+    Planting::AttrsMtu,
 ];
 
 impl Planting {
     /// The class its runs are scored as.
     pub fn class(self) -> &'static str {
         match self {
-            Planting::Healthy => "healthy",
+            Planting::Healthy | Planting::AttrsUniform => "healthy",
             Planting::Generated(c) => c,
+            Planting::AttrsTclass => "qp_tclass",
+            Planting::AttrsMtu => "qp_mtu",
             Planting::NicBoth
             | Planting::NicTail
             | Planting::NicColumn
@@ -105,6 +118,9 @@ impl Planting {
             Planting::Host => "edited host".into(),
             Planting::TwoNicsOnARail => "edited two nics of a rail".into(),
             Planting::HostSideAndLink => "edited nic row + its link".into(),
+            Planting::AttrsUniform => "edited qp settings, all alike".into(),
+            Planting::AttrsTclass => "edited qp traffic class".into(),
+            Planting::AttrsMtu => "edited qp path mtu".into(),
         }
     }
 }
@@ -131,10 +147,13 @@ impl Scenario {
     /// and three hosts (of two, every link is slow alike); two NICs of one rail need four
     /// hosts and other rails (of four NICs, two slow make ten of the twelve links slow: the
     /// two healthy ones read as a faster tier), a late poller with a slow link three hosts.
+    /// A QP's settings are compared with its NIC's other QPs, its peer's and the run's: two
+    /// ranks of one QP each have none of these to go by (both ends are named), three do.
     pub fn applicable(&self) -> bool {
         let hosts = self.hosts();
         match self.planting {
-            Planting::Healthy => true,
+            Planting::Healthy | Planting::AttrsUniform => true,
+            Planting::AttrsTclass | Planting::AttrsMtu => self.nics >= 3,
             _ if self.nics < 3 || hosts < 2 => false,
             Planting::Host | Planting::Generated("slow_host") => hosts >= 3 && self.per_host >= 2,
             Planting::TwoNicsOnARail => hosts >= 4 && self.per_host >= 2,
@@ -304,6 +323,19 @@ fn plant_edit(s: &Scenario, dir: &Path) -> Result<Vec<Expected>, String> {
                 vec![(Kind::HostSideDelay, vec![nic(&a)]), link(&a, &b)],
             )
         }
+        Planting::AttrsUniform | Planting::AttrsTclass | Planting::AttrsMtu => {
+            let odd = match s.planting {
+                Planting::AttrsTclass => Some((&a, "traffic_class", 0, Kind::QpConfigMismatch)),
+                Planting::AttrsMtu => Some((&a, "path_mtu", 1024, Kind::MtuMismatch)),
+                _ => None,
+            };
+            let found = edit::set_attrs(dir, odd.map(|(n, k, v, _)| (n, k, v)))?;
+            if odd.is_some() && !found {
+                return Err(format!("{s:?}: {} has no QP", nic(&a)));
+            }
+            let expected = odd.map(|(n, _, _, k)| (k, vec![nic(n)]));
+            return Ok(expected.into_iter().collect());
+        }
         Planting::Healthy | Planting::Generated(_) => (Vec::new(), Vec::new()),
     };
     edit::apply(dir, &edits)?;
@@ -338,7 +370,7 @@ impl Verdict {
 
     /// Right: every culprit named and no wrong row; a healthy run, no finding at all.
     pub fn right(&self) -> bool {
-        if self.scenario.planting == Planting::Healthy {
+        if self.scenario.planting.class() == "healthy" {
             return self.findings == 0;
         }
         self.named() && !self.rows.iter().any(|r| r.wrong)
@@ -374,7 +406,7 @@ pub fn run(s: &Scenario, dir: &Path) -> Result<Verdict, String> {
         Planting::Generated(c) => generated(c, &planted),
         _ => plant_edit(s, dir)?,
     };
-    if s.planting != Planting::Healthy && expected.is_empty() {
+    if s.planting.class() != "healthy" && expected.is_empty() {
         return Err(format!("{s:?}: nothing planted ({planted:?})"));
     }
     let run = crate::load::load_run(&[dir.to_path_buf()]);
@@ -420,6 +452,8 @@ pub fn kind_of(class: &str) -> Option<Kind> {
         "slow_link_one_way" => Kind::SlowLinkOneWay,
         "slow_host" => Kind::SlowHost,
         "host_side_delay" => Kind::HostSideDelay,
+        "qp_tclass" => Kind::QpConfigMismatch,
+        "qp_mtu" => Kind::MtuMismatch,
         _ => return None,
     })
 }
@@ -641,7 +675,7 @@ mod tests {
         assert!(m
             .iter()
             .filter(|s| s.nics == 2)
-            .all(|s| s.planting == Planting::Healthy));
+            .all(|s| s.planting.class() == "healthy"));
         assert!(!m
             .iter()
             .any(|s| s.planting.class() == "slow_host" && s.nics == 16));
