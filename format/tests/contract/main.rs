@@ -65,16 +65,26 @@ fn walk_all(s: &Schema) -> Seen {
     seen
 }
 
+/// A validator of the generated schema.
+fn validator() -> jsonschema::Validator {
+    let schema: Value = serde_json::from_str(&schema_text()).unwrap();
+    jsonschema::validator_for(&schema).expect("the schema compiles")
+}
+
+/// Every way `v` violates the schema, one line each with where.
+fn violations(validator: &jsonschema::Validator, v: &Value) -> Vec<String> {
+    validator
+        .iter_errors(v)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect()
+}
+
 #[test]
 fn every_file_the_writer_can_write_is_valid() {
-    let schema: Value = serde_json::from_str(&schema_text()).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let validator = validator();
     for (name, text) in files() {
         let v: Value = serde_json::from_str(&text).unwrap();
-        let errors: Vec<String> = validator
-            .iter_errors(&v)
-            .map(|e| format!("{e} at {}", e.instance_path()))
-            .collect();
+        let errors = violations(&validator, &v);
         assert!(
             errors.is_empty(),
             "the writer's {name} file violates the schema:\n{}",
@@ -294,8 +304,7 @@ fn counts_and_regions_are_found_where_they_are_written() {
 /// every file of the fleet's older libraries.
 #[test]
 fn files_an_older_writer_wrote_are_valid_and_read() {
-    let schema: Value = serde_json::from_str(&schema_text()).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let validator = validator();
     let dir = root().join("format/tests/contract/older");
     let mut n = 0;
     for e in std::fs::read_dir(&dir).unwrap() {
@@ -308,10 +317,7 @@ fn files_an_older_writer_wrote_are_valid_and_read() {
             "{}: an older file",
             path.display()
         );
-        let errors: Vec<String> = validator
-            .iter_errors(&v)
-            .map(|e| format!("{e} at {}", e.instance_path()))
-            .collect();
+        let errors = violations(&validator, &v);
         assert!(
             errors.is_empty(),
             "{} (version {version}) violates the schema:\n{}",

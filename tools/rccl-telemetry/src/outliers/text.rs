@@ -226,15 +226,10 @@ const FINDING_COLUMNS: [Column; 8] = [
 ];
 
 /// The findings table without its evidence, for the stacked view: the row number is kept.
-const STACKED_COLUMNS: [Column; 7] = [
-    col("#", true, 0),
-    col("severity", false, 0),
-    col("score", true, 0),
-    col("sure", false, 0),
-    col("finding", false, 0),
-    col("culprit", false, 0).whole(),
-    col("pid", true, 0),
-];
+const STACKED_COLUMNS: [Column; 7] = {
+    let f = FINDING_COLUMNS;
+    [col("#", true, 0), f[1], f[2], f[3], f[4], f[5], f[6]]
+};
 
 /// Narrower than this, an evidence column is a tall strip of a few words a line: the
 /// evidence then goes under the table, each at the whole width.
