@@ -237,6 +237,7 @@ impl Caveat {
             "hang_without_root" => "Hang, no root named",
             "missing_files" => "Missing files",
             "several_jobs" => "Several jobs",
+            "imported_logs" => "From logs",
             _ => "Too few to tell",
         }
     }
@@ -558,6 +559,13 @@ pub fn find_in(cx: &RunContext, opt: &Options) -> OutlierReport {
     let mut caveats = fabric::caveats(&input);
     caveats.extend(hang::caveats(&input));
     caveats.extend(completeness.caveat());
+    if crate::import::is_imported(run) {
+        // What a log cannot give: the operator reads it beside the verdict, in every output.
+        caveats.push(Caveat {
+            kind: "imported_logs",
+            evidence: crate::import::CAVEAT.to_string(),
+        });
+    }
     let rows = fold(&out);
     let count = |s: Severity| rows.iter().filter(|r| r.severity == s).count();
     OutlierReport {
