@@ -252,7 +252,7 @@ def selftest():
                 "evidence": evidence if evidence is not None else f"{kind} on {HOSTS[side]}"}
     mm = finding("qp_config_mismatch", evidence=ev_mm)
     why = [{"kind": "too_few_to_tell", "evidence": "2 measured links: too few to say what is slow"},
-           {"kind": "hang_without_root", "evidence": "no root named: 1 stalled or errored QP whose settings differ from "
+           {"kind": "hang_without_root", "evidence": "1 stalled or errored QP whose settings differ from "
             "its NIC's other QPs' (qp_config_mismatch): its settings, not its peer, explain the wait"}]
     err = finding("cq_errors", evidence=f"1 RETRY_EXC_ERR, 2 WR_FLUSH_ERR: QP 0 (QPN {odd}) on channel 3: its "
                                         "settings differ: traffic class 0; this NIC's other 19 QPs use 106")
@@ -280,7 +280,7 @@ def selftest():
     ]
     real = K.C
     cases = [(label, finds, why, fail) for label, finds, fail in cases] + [
-        ("a hang with no reason given", right, why[:1] + [dict(why[1], evidence="no root named: -")], True),
+        ("a hang with no reason given", right, why[:1] + [dict(why[1], evidence="-")], True),
         ("no hang said at all", right, why[:1], True),
     ]
     for label, finds, caveats, fail in cases:

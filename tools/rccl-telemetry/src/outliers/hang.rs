@@ -225,7 +225,11 @@ pub(super) fn caveats(x: &Input) -> Vec<Caveat> {
     crate::hang::one_line(h)
         .map(|l| Caveat {
             kind: "hang_without_root",
-            evidence: l.trim_start_matches("Hang: ").to_string(),
+            // The title says "Hang, no root named": the evidence is the reason alone.
+            evidence: l
+                .trim_start_matches("Hang: ")
+                .trim_start_matches("no root named: ")
+                .to_string(),
         })
         .into_iter()
         .collect()
