@@ -225,7 +225,9 @@ void print_pollts_rows(const char* const cfgs[3]);
 void j_pollts(Json* j, const char* const cfgs[3]);
 
 /* bench_stats.c */
-extern Series g_series[512];
+/* Named series a run can have: each hook, mode and round kind of every row, with room to grow. */
+#define BENCH_MAX_SERIES 2048
+extern Series g_series[BENCH_MAX_SERIES];
 extern int g_nseries;
 Series* series(const char* key);
 void add_sample(const char* key, double v);

@@ -5,7 +5,7 @@
 
 #include "bench.h"
 
-Series g_series[512];
+Series g_series[BENCH_MAX_SERIES];
 int g_nseries;
 
 Series* series(const char* key) {
