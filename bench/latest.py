@@ -144,6 +144,18 @@ def render(d):
             f"in the same run; target {num(mon['target_added_ns_per_wqe'], 0)} ns: "
             f"{'**met**' if mon['target_met'] else '**missed**'}."
         )
+    # The loader's row (RCCL_TELEMETRY_DLOPEN minus linked) is in runs from the library with it.
+    dl = d.get("dlopen_minus_linked_ns_per_wqe")
+    if dl:
+        o = dl["off"]["per_child_medians"]
+        w("")
+        w(
+            "Through the header's loader (RCCL_TELEMETRY_DLOPEN) minus linked, paired in the same "
+            f"children: disabled {num(o['median'])} ns per WQE [{num(o['p25'])} .. {num(o['p75'])}], "
+            f"N=1 {num(dl['n1']['per_child_medians']['median'])}, "
+            f"N=16 {num(dl['n16']['per_child_medians']['median'])}; target within 0.1 ns disabled: "
+            f"{'**met**' if o['median'] <= 0.1 else '**missed**'}."
+        )
     ch = d["checks"]
     w("")
     w(
