@@ -69,10 +69,12 @@ fn peer_addr(q: &QueuePair) -> Option<Addr> {
 type End = (QpAttrs, NicMajority);
 
 /// Every told QP of the run by its address: its settings with what its NIC's QPs share, and
-/// its port's active MTU where the file has it; and what the run's QPs share.
+/// its port's active MTU where the file has it; what each device's QPs share (in the order of
+/// the input's devices); and what the run's QPs share.
 struct Peers {
     attrs: HashMap<Addr, End>,
     port_mtu: HashMap<Addr, u32>,
+    nic: Vec<NicMajority>,
     run: Shared,
 }
 
@@ -86,11 +88,13 @@ fn settings_by_addr(x: &Input) -> Peers {
     let mut p = Peers {
         attrs: HashMap::new(),
         port_mtu: HashMap::new(),
+        nic: Vec::with_capacity(x.devs.len()),
         run: NO_MAJORITY,
     };
     let mut all: Vec<&QpAttrs> = Vec::new();
     for d in &x.devs {
         let maj = NicMajority::of(d.dev);
+        p.nic.push(maj);
         for q in d.dev.channels.iter().flat_map(|c| &c.queue_pairs) {
             if let (Some(a), Some(s)) = (addr_of(d.dev, q), q.attrs()) {
                 all.push(s);
@@ -289,7 +293,8 @@ struct NicLint<'a> {
     told: usize,
 }
 
-fn lint_nic<'a>(d: &Dev<'a>, peers: &Peers) -> NicLint<'a> {
+/// The QP lint of the input's device `i`.
+fn lint_nic<'a>(i: usize, d: &Dev<'a>, peers: &Peers) -> NicLint<'a> {
     let qps: Vec<(Option<u64>, &QueuePair, &QpAttrs)> = d
         .dev
         .channels
@@ -303,8 +308,7 @@ fn lint_nic<'a>(d: &Dev<'a>, peers: &Peers) -> NicLint<'a> {
         rnr: Vec::new(),
         told: qps.len(),
     };
-    let all: Vec<&QpAttrs> = qps.iter().map(|(_, _, a)| *a).collect();
-    let nic = NicMajority::of_attrs(&all);
+    let nic = peers.nic[i];
     for (ch, q, a) in &qps {
         let pa = peer_addr(q);
         let peer = pa.as_ref().and_then(|p| peers.attrs.get(p));
@@ -349,8 +353,8 @@ pub(super) fn find(x: &Input) -> Vec<Finding> {
         return Vec::new();
     }
     let mut out = Vec::new();
-    for d in &x.devs {
-        let l = lint_nic(d, &peers);
+    for (i, d) in x.devs.iter().enumerate() {
+        let l = lint_nic(i, d, &peers);
         if !l.mismatched.is_empty() {
             let ev = format!(
                 "{} of the NIC's {} QPs with settings differ: {}",
@@ -439,7 +443,7 @@ pub fn view(x: &Input) -> Vec<NicSettings> {
         return Vec::new();
     }
     let mut out = Vec::new();
-    for d in &x.devs {
+    for (i, d) in x.devs.iter().enumerate() {
         let mut m: BTreeMap<QpAttrs, u64> = BTreeMap::new();
         for a in d
             .dev
@@ -453,7 +457,7 @@ pub fn view(x: &Input) -> Vec<NicSettings> {
         if m.is_empty() {
             continue;
         }
-        let l = lint_nic(d, &peers);
+        let l = lint_nic(i, d, &peers);
         let mut differing: Vec<String> = l
             .mismatched
             .iter()
