@@ -529,35 +529,38 @@ fn qp_of(
     (q, lh, sent)
 }
 
-/// A QP's settings, with QP lint's plants: NCCL's on RoCE (traffic class 106, SL 3, MTU 4096,
-/// timeout 20, 7 retries, RNR timer 12), but on the planted rank's first QP.
+/// NCCL's QP settings on RoCE: traffic class 106, SL 3, MTU 4096, timeout 20, 7 retries, RNR
+/// timer 12 (what a transport calling rcclTelemetryQpSetAttrs tells of a healthy QP).
+pub const NCCL_ROCE_ATTRS: crate::model::QpAttrs = crate::model::QpAttrs {
+    traffic_class: Some(106),
+    sl: Some(3),
+    path_mtu: Some(4096),
+    timeout: Some(20),
+    retry_cnt: Some(7),
+    rnr_retry: Some(7),
+    min_rnr_timer: Some(12),
+    sgid_index: Some(3),
+    port: Some(1),
+    hop_limit: Some(255),
+    max_rd_atomic: Some(1),
+    max_dest_rd_atomic: Some(1),
+};
+
+/// A QP's settings, with QP lint's plants: [`NCCL_ROCE_ATTRS`], but on the planted rank's
+/// first QP.
 fn qp_attrs(pl: &Plan, e: &End, i: usize) -> Option<Box<crate::model::QpAttrs>> {
     if !pl.has_attrs() {
         return None;
     }
     let first = i == 0;
-    Some(Box::new(crate::model::QpAttrs {
-        traffic_class: Some(if first && pl.qp_tclass == Some(e.rank) {
-            0
-        } else {
-            106
-        }),
-        sl: Some(3),
-        path_mtu: Some(if first && pl.qp_mtu == Some(e.rank) {
-            1024
-        } else {
-            4096
-        }),
-        timeout: Some(20),
-        retry_cnt: Some(7),
-        rnr_retry: Some(7),
-        min_rnr_timer: Some(12),
-        sgid_index: Some(3),
-        port: Some(1),
-        hop_limit: Some(255),
-        max_rd_atomic: Some(1),
-        max_dest_rd_atomic: Some(1),
-    }))
+    let mut a = NCCL_ROCE_ATTRS;
+    if first && pl.qp_tclass == Some(e.rank) {
+        a.traffic_class = Some(0);
+    }
+    if first && pl.qp_mtu == Some(e.rank) {
+        a.path_mtu = Some(1024);
+    }
+    Some(Box::new(a))
 }
 
 /// The ambiguous claim: another process on the same host with a device of the same GID and

@@ -10,7 +10,7 @@
 //! that is no power of two, the whole histogram or only its slowest quarter (a NIC slow in part
 //! of its work, its p50 unchanged).
 
-use crate::generate::log_bucket;
+use crate::generate::{log_bucket, NCCL_ROCE_ATTRS};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -178,18 +178,8 @@ pub fn apply(dir: &Path, edits: &[Edit]) -> Result<(), String> {
     Ok(())
 }
 
-/// The path and retry settings every QP of an edited run is told (NCCL's on RoCE: traffic
-/// class 106, SL 3, MTU 4096, timeout 20, 7 retries, RNR timer 12), as `attrs`.
-fn nccl_attrs() -> Value {
-    serde_json::json!({
-        "traffic_class": 106, "sl": 3, "path_mtu": 4096, "timeout": 20, "retry_cnt": 7,
-        "rnr_retry": 7, "min_rnr_timer": 12, "sgid_index": 3, "port": 1, "hop_limit": 255,
-        "max_rd_atomic": 1, "max_dest_rd_atomic": 1
-    })
-}
-
 /// Tells every QP of the run in `dir` its settings, as a transport that calls
-/// rcclTelemetryQpSetAttrs would: the same for all, but for `odd`'s NIC's first QP, whose
+/// rcclTelemetryQpSetAttrs would: NCCL's on RoCE for all ([`NCCL_ROCE_ATTRS`]), but for `odd`'s NIC's first QP, whose
 /// setting `key` is `value` (a mis-classed or mis-sized connection). Returns whether the odd
 /// QP was found.
 pub fn set_attrs(dir: &Path, odd: Option<(&NicName, &str, u64)>) -> Result<bool, String> {
@@ -207,7 +197,7 @@ pub fn set_attrs(dir: &Path, odd: Option<(&NicName, &str, u64)>) -> Result<bool,
                 .flatten()
                 .flat_map(|c| c["queue_pairs"].as_array_mut().into_iter().flatten());
             for q in qps {
-                let mut a = nccl_attrs();
+                let mut a = serde_json::to_value(NCCL_ROCE_ATTRS).map_err(|e| e.to_string())?;
                 if let Some((nic, key, value)) = odd {
                     if !found && *nic == me {
                         a[key] = Value::from(value);
